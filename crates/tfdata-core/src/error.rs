@@ -1,0 +1,225 @@
+//! tfdata's error type: the counterpart of `tf.errors.OpError`.
+//!
+//! Every error carries a gRPC status code (TensorFlow's status codes are the
+//! gRPC codes), so it can cross the wire and come back as the same kind of
+//! error. One enum serves every crate because almost every error may end up in
+//! an RPC response; variants are structured where callers act on the fields.
+
+use std::time::Duration;
+
+use tonic::Code;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A config value that can never work; raised by constructors.
+    #[error("invalid config: {field}: {reason}")]
+    InvalidConfig { field: &'static str, reason: String },
+
+    /// A server could not listen on its port.
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The peer speaks another tf.data service protocol version.
+    #[error(
+        "version mismatch with tf.data service server at {address}: server version {server}, \
+         client version {client}; run the same protocol version on both sides"
+    )]
+    VersionMismatch {
+        address: String,
+        server: i64,
+        client: i64,
+    },
+
+    /// A peer could not be reached within the retry deadline.
+    #[error("could not reach {what} at {address} within {after:?}: {cause}")]
+    Unreachable {
+        what: &'static str,
+        address: String,
+        after: Duration,
+        cause: String,
+    },
+
+    /// An id that names nothing the server knows.
+    #[error("{what} {id} not found")]
+    NotFound { what: &'static str, id: String },
+
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    #[error("failed precondition: {0}")]
+    FailedPrecondition(String),
+
+    /// Not ready yet (a server starting, a task not yet delivered): retry.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+
+    #[error("cancelled: {0}")]
+    Cancelled(String),
+
+    #[error("unimplemented: {0}")]
+    Unimplemented(String),
+
+    #[error("internal: {0}")]
+    Internal(String),
+
+    /// Corrupt bytes on disk or on the wire, located as precisely as possible.
+    #[error("data loss in {location}: {reason}")]
+    DataLoss { location: String, reason: String },
+
+    /// A registered user function failed or panicked.
+    #[error("user function `{function}` failed: {message}")]
+    UserFunction { function: String, message: String },
+
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// An error status received from a peer.
+    #[error("{message} (code {code:?})")]
+    Remote { code: Code, message: String },
+}
+
+impl Error {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub fn not_found(what: &'static str, id: impl ToString) -> Self {
+        Error::NotFound {
+            what,
+            id: id.to_string(),
+        }
+    }
+
+    /// The gRPC (= TensorFlow) status code of this error.
+    pub fn code(&self) -> Code {
+        match self {
+            Error::InvalidConfig { .. } | Error::InvalidArgument(_) => Code::InvalidArgument,
+            Error::Bind { .. } => Code::Unavailable,
+            Error::VersionMismatch { .. } | Error::FailedPrecondition(_) => {
+                Code::FailedPrecondition
+            }
+            Error::Unreachable { .. } => Code::DeadlineExceeded,
+            Error::NotFound { .. } => Code::NotFound,
+            Error::Unavailable(_) => Code::Unavailable,
+            Error::Cancelled(_) => Code::Cancelled,
+            Error::Unimplemented(_) => Code::Unimplemented,
+            Error::Internal(_) => Code::Internal,
+            Error::DataLoss { .. } => Code::DataLoss,
+            Error::UserFunction { .. } => Code::InvalidArgument,
+            Error::Io { .. } => Code::Internal,
+            Error::Remote { code, .. } => *code,
+        }
+    }
+
+    /// Whether retrying the same call may succeed. TensorFlow treats
+    /// UNAVAILABLE, ABORTED and CANCELLED as transient (spec §4.1).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Unavailable(_) | Error::Cancelled(_) | Error::Bind { .. } => true,
+            Error::Remote { code, .. } => is_retryable_code(*code),
+            Error::InvalidConfig { .. }
+            | Error::VersionMismatch { .. }
+            | Error::Unreachable { .. }
+            | Error::NotFound { .. }
+            | Error::InvalidArgument(_)
+            | Error::FailedPrecondition(_)
+            | Error::Unimplemented(_)
+            | Error::Internal(_)
+            | Error::DataLoss { .. }
+            | Error::UserFunction { .. }
+            | Error::Io { .. } => false,
+        }
+    }
+}
+
+/// TensorFlow's notion of a transient status (spec §4.1).
+pub fn is_retryable_code(code: Code) -> bool {
+    matches!(code, Code::Unavailable | Code::Aborted | Code::Cancelled)
+}
+
+/// TensorFlow truncates status messages longer than this.
+const MAX_STATUS_MESSAGE_BYTES: usize = 3072;
+
+impl From<Error> for tonic::Status {
+    fn from(err: Error) -> Self {
+        let code = err.code();
+        let mut message = match &err {
+            // Peers see the remote message as it was, not wrapped twice.
+            Error::Remote { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        if message.len() > MAX_STATUS_MESSAGE_BYTES {
+            let mut cut = MAX_STATUS_MESSAGE_BYTES;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push_str("... [truncated]");
+        }
+        tonic::Status::new(code, message)
+    }
+}
+
+impl From<tonic::Status> for Error {
+    fn from(status: tonic::Status) -> Self {
+        // gRPC's "Stream removed" is how a dropped connection surfaces; TF maps it
+        // to UNAVAILABLE so it is retried.
+        let code = if status.message() == "Stream removed" {
+            Code::Unavailable
+        } else {
+            status.code()
+        };
+        Error::Remote {
+            code,
+            message: status.message().to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_round_trip_keeps_code_and_message() {
+        let err = Error::not_found("dataset", "1234");
+        let status: tonic::Status = err.into();
+        assert_eq!(status.code(), Code::NotFound);
+        assert_eq!(status.message(), "dataset 1234 not found");
+        let back: Error = status.into();
+        assert_eq!(back.code(), Code::NotFound);
+        assert!(!back.is_retryable());
+    }
+
+    #[test]
+    fn transient_codes_are_retryable() {
+        for code in [Code::Unavailable, Code::Aborted, Code::Cancelled] {
+            assert!(Error::from(tonic::Status::new(code, "x")).is_retryable());
+        }
+        for code in [Code::NotFound, Code::InvalidArgument, Code::Internal] {
+            assert!(!Error::from(tonic::Status::new(code, "x")).is_retryable());
+        }
+        let removed: Error = tonic::Status::new(Code::Unknown, "Stream removed").into();
+        assert!(removed.is_retryable());
+    }
+
+    #[test]
+    fn long_messages_are_truncated_like_tensorflow() {
+        let status: tonic::Status = Error::Internal("é".repeat(4000)).into();
+        assert!(status.message().ends_with("... [truncated]"));
+        assert!(status.message().len() <= MAX_STATUS_MESSAGE_BYTES + 20);
+    }
+}

@@ -1,0 +1,17 @@
+//! The vocabulary every other tfdata crate shares: [`Tensor`] and [`Element`]
+//! with their two wire encodings (TensorFlow's `CompressedElement` and
+//! `UncompressedElement`), the typed ids of dispatcher entities, the
+//! [`Error`] type that survives a gRPC round trip, and TFRecord framing.
+//!
+//! This crate knows nothing of sockets, runtimes or dataset pipelines.
+
+pub mod element;
+pub mod error;
+pub mod ids;
+pub mod tensor;
+pub mod tfrecord;
+
+pub use element::Element;
+pub use error::{Error, Result};
+pub use ids::{DatasetId, IterationClientId, IterationId, JobId, TaskId};
+pub use tensor::{DType, NativeType, Tensor};

@@ -1,0 +1,26 @@
+//! Generates the wire types from `proto/` with a vendored `protoc`, so a fresh
+//! machine needs nothing installed.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let files = [
+        "tensorflow/tensor.proto",
+        "tfdata/pipeline.proto",
+        "tensorflow/data/common.proto",
+        "tensorflow/data/dispatcher.proto",
+        "tensorflow/data/worker.proto",
+        "tensorflow/data/journal.proto",
+        "tensorflow/data/experimental/service_config.proto",
+    ];
+    let paths: Vec<_> = files.iter().map(|f| root.join(f)).collect();
+    for p in &paths {
+        println!("cargo:rerun-if-changed={}", p.display());
+    }
+    let mut config = tonic_prost_build::Config::new();
+    config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
+    tonic_prost_build::configure()
+        // Payloads are zero-copy `Bytes` from the socket to the reader.
+        .bytes(".")
+        .compile_with_config(config, &paths, &[root])?;
+    Ok(())
+}
