@@ -1,0 +1,137 @@
+//! `tfdata`: run a tf.data service dispatcher or worker. Flags become
+//! validated configs; the servers themselves are library functions.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use tfdata_dispatcher::DispatcherConfig;
+use tfdata_rpc::CancellationToken;
+
+#[derive(Parser)]
+#[command(name = "tfdata", version, about = "tf.data service, in Rust")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a dispatcher until SIGINT or SIGTERM.
+    Dispatcher(DispatcherArgs),
+}
+
+/// Every `DispatcherConfig` field; defaults are TensorFlow's.
+#[derive(Args)]
+struct DispatcherArgs {
+    /// Port to listen on (0 picks a free port).
+    #[arg(long, default_value_t = 5050)]
+    port: u16,
+    /// "grpc" or "grpc+local".
+    #[arg(long, default_value = "grpc")]
+    protocol: String,
+    /// Directory for datasets (and, with --fault-tolerant-mode, the journal).
+    #[arg(long)]
+    work_dir: Option<String>,
+    /// Journal state changes in --work-dir and recover them on restart.
+    #[arg(long)]
+    fault_tolerant_mode: bool,
+    /// Fixed list of worker addresses (comma-separated or repeated).
+    #[arg(long, value_delimiter = ',')]
+    worker_addresses: Vec<String>,
+    /// UNSPECIFIED, COLOCATED, REMOTE or HYBRID.
+    #[arg(long, default_value = "UNSPECIFIED")]
+    deployment_mode: String,
+    #[arg(long, default_value_t = 600_000)]
+    job_gc_check_interval_ms: u64,
+    /// Negative: never collect (and no maintenance loop).
+    #[arg(long, default_value_t = 300_000, allow_hyphen_values = true)]
+    job_gc_timeout_ms: i64,
+    #[arg(long)]
+    gc_dynamic_sharding_jobs: bool,
+    #[arg(long, default_value_t = 300_000)]
+    client_timeout_ms: u64,
+    #[arg(long, default_value_t = 600_000)]
+    worker_timeout_ms: u64,
+    #[arg(long, default_value_t = 3)]
+    worker_max_concurrent_snapshots: u32,
+}
+
+impl DispatcherArgs {
+    fn into_config(self) -> anyhow::Result<DispatcherConfig> {
+        let mode = format!("DEPLOYMENT_MODE_{}", self.deployment_mode.to_uppercase());
+        let deployment_mode = tfdata_proto_deployment_mode(&mode)
+            .with_context(|| format!("unknown --deployment-mode {:?}", self.deployment_mode))?;
+        let config = DispatcherConfig {
+            port: self.port,
+            protocol: self.protocol,
+            work_dir: self.work_dir,
+            fault_tolerant_mode: self.fault_tolerant_mode,
+            worker_addresses: self.worker_addresses,
+            deployment_mode,
+            job_gc_check_interval: Duration::from_millis(self.job_gc_check_interval_ms),
+            job_gc_timeout: u64::try_from(self.job_gc_timeout_ms).ok().map(Duration::from_millis),
+            gc_dynamic_sharding_jobs: self.gc_dynamic_sharding_jobs,
+            client_timeout: Duration::from_millis(self.client_timeout_ms),
+            worker_timeout: Duration::from_millis(self.worker_timeout_ms),
+            worker_max_concurrent_snapshots: self.worker_max_concurrent_snapshots,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+fn tfdata_proto_deployment_mode(name: &str) -> Option<tfdata_dispatcher::config::DeploymentMode> {
+    tfdata_dispatcher::config::DeploymentMode::from_str_name(name)
+}
+
+/// Cancels the token on SIGINT or SIGTERM.
+fn stop_on_signals(token: CancellationToken) {
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            match signal(SignalKind::terminate()) {
+                Ok(mut term) => {
+                    tokio::select! {
+                        _ = ctrl_c => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("stopping on signal");
+        token.cancel();
+    });
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TFDATA_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let shutdown = CancellationToken::new();
+    stop_on_signals(shutdown.clone());
+    match cli.command {
+        Command::Dispatcher(args) => {
+            let config = args.into_config()?;
+            let listener = tfdata_rpc::server::bind(config.port)?;
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            println!("tfdata dispatcher listening on port {}", listener.local_addr()?.port());
+            tfdata_dispatcher::serve(listener, config, shutdown).await?;
+        }
+    }
+    Ok(())
+}

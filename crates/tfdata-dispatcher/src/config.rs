@@ -1,0 +1,235 @@
+//! `DispatcherConfig` (spec §2.1): TensorFlow's fields with TensorFlow's
+//! defaults, as validated Rust types.
+
+use std::time::Duration;
+
+use tfdata_core::{Error, Result};
+use tfdata_proto::config as wire;
+pub use tfdata_proto::data::DeploymentMode;
+
+/// The dispatcher's configuration. `Default` is TensorFlow's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatcherConfig {
+    /// Listen port on `0.0.0.0`; 0 picks a free port.
+    pub port: u16,
+    /// `"grpc"` (plaintext) or `"grpc+local"`.
+    pub protocol: String,
+    /// Directory for registered datasets (`<work_dir>/datasets/<id>`) and, in
+    /// fault-tolerant mode, the journal. Local paths only for now; object-store
+    /// URLs are rejected with a clear error until they are supported.
+    pub work_dir: Option<String>,
+    /// Journal every state change and replay it at start. Requires `work_dir`.
+    /// Accepted and validated; journaling itself is not implemented yet, so a
+    /// dispatcher asked for it refuses to start rather than pretend.
+    pub fault_tolerant_mode: bool,
+    /// Fixed worker list: when non-empty, other workers are refused at
+    /// registration and static sharding uses the list's order.
+    pub worker_addresses: Vec<String>,
+    /// Reported to clients; COLOCATED changes how they pick workers.
+    pub deployment_mode: DeploymentMode,
+    /// Period of the maintenance loop (client timeouts, iteration GC).
+    pub job_gc_check_interval: Duration,
+    /// How long an iteration without clients lives; `None` never collects
+    /// (and, as in TensorFlow, disables the maintenance loop).
+    pub job_gc_timeout: Option<Duration>,
+    /// Also garbage-collect distributed_epoch iterations.
+    pub gc_dynamic_sharding_jobs: bool,
+    /// A client silent this long is released.
+    pub client_timeout: Duration,
+    /// A worker silent this long is considered lost.
+    pub worker_timeout: Duration,
+    /// Distributed-snapshot streams one worker writes at once.
+    pub worker_max_concurrent_snapshots: u32,
+}
+
+pub const DEFAULT_JOB_GC_CHECK_INTERVAL: Duration = Duration::from_secs(10 * 60);
+pub const DEFAULT_JOB_GC_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+pub const DEFAULT_CLIENT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+pub const DEFAULT_WORKER_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+pub const DEFAULT_WORKER_MAX_CONCURRENT_SNAPSHOTS: u32 = 3;
+
+impl Default for DispatcherConfig {
+    fn default() -> Self {
+        DispatcherConfig {
+            port: 0,
+            protocol: "grpc".into(),
+            work_dir: None,
+            fault_tolerant_mode: false,
+            worker_addresses: Vec::new(),
+            deployment_mode: DeploymentMode::Unspecified,
+            job_gc_check_interval: DEFAULT_JOB_GC_CHECK_INTERVAL,
+            job_gc_timeout: Some(DEFAULT_JOB_GC_TIMEOUT),
+            gc_dynamic_sharding_jobs: false,
+            client_timeout: DEFAULT_CLIENT_TIMEOUT,
+            worker_timeout: DEFAULT_WORKER_TIMEOUT,
+            worker_max_concurrent_snapshots: DEFAULT_WORKER_MAX_CONCURRENT_SNAPSHOTS,
+        }
+    }
+}
+
+impl DispatcherConfig {
+    /// Checks what can be checked before binding a port.
+    pub fn validate(&self) -> Result<()> {
+        tfdata_rpc::channel::check_protocol(&self.protocol).map_err(|e| Error::InvalidConfig {
+            field: "protocol",
+            reason: e.to_string(),
+        })?;
+        if let Some(dir) = &self.work_dir {
+            if dir.is_empty() {
+                return Err(Error::InvalidConfig {
+                    field: "work_dir",
+                    reason: "is empty; leave it unset for no work_dir".into(),
+                });
+            }
+            if dir.contains("://") && !dir.starts_with("file://") {
+                return Err(Error::InvalidConfig {
+                    field: "work_dir",
+                    reason: format!(
+                        "{dir:?}: object-store work_dirs are not supported yet; use a local path"
+                    ),
+                });
+            }
+        }
+        if self.fault_tolerant_mode && self.work_dir.is_none() {
+            return Err(Error::InvalidConfig {
+                field: "fault_tolerant_mode",
+                reason: "requires work_dir to be set".into(),
+            });
+        }
+        if let Some(empty) = self.worker_addresses.iter().position(String::is_empty) {
+            return Err(Error::InvalidConfig {
+                field: "worker_addresses",
+                reason: format!("entry {empty} is empty"),
+            });
+        }
+        for (field, d) in [
+            ("job_gc_check_interval", self.job_gc_check_interval),
+            ("client_timeout", self.client_timeout),
+            ("worker_timeout", self.worker_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(Error::InvalidConfig {
+                    field,
+                    reason: "must be greater than zero".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The local directory behind `work_dir`, if any.
+    pub fn work_dir_path(&self) -> Option<std::path::PathBuf> {
+        self.work_dir
+            .as_deref()
+            .map(|d| d.strip_prefix("file://").unwrap_or(d).into())
+    }
+
+    /// From TensorFlow's proto, applying TensorFlow's defaults to zero fields.
+    pub fn from_proto(p: &wire::DispatcherConfig) -> Result<Self> {
+        let d = DispatcherConfig::default();
+        let ms = |v: i64, default: Duration| {
+            if v <= 0 {
+                default
+            } else {
+                Duration::from_millis(v as u64)
+            }
+        };
+        let port = u16::try_from(p.port).map_err(|_| Error::InvalidConfig {
+            field: "port",
+            reason: format!("{} is not a TCP port", p.port),
+        })?;
+        let config = DispatcherConfig {
+            port,
+            protocol: if p.protocol.is_empty() {
+                d.protocol
+            } else {
+                p.protocol.clone()
+            },
+            work_dir: (!p.work_dir.is_empty()).then(|| p.work_dir.clone()),
+            fault_tolerant_mode: p.fault_tolerant_mode,
+            worker_addresses: p.worker_addresses.clone(),
+            deployment_mode: DeploymentMode::try_from(p.deployment_mode).map_err(|_| {
+                Error::InvalidConfig {
+                    field: "deployment_mode",
+                    reason: format!("unknown value {}", p.deployment_mode),
+                }
+            })?,
+            job_gc_check_interval: ms(p.job_gc_check_interval_ms, d.job_gc_check_interval),
+            job_gc_timeout: match p.job_gc_timeout_ms {
+                v if v < 0 => None,
+                0 => d.job_gc_timeout,
+                v => Some(Duration::from_millis(v as u64)),
+            },
+            gc_dynamic_sharding_jobs: p.gc_dynamic_sharding_jobs,
+            client_timeout: ms(p.client_timeout_ms, d.client_timeout),
+            worker_timeout: ms(p.worker_timeout_ms, d.worker_timeout),
+            worker_max_concurrent_snapshots: match p.worker_max_concurrent_snapshots {
+                v if v <= 0 => d.worker_max_concurrent_snapshots,
+                v => u32::try_from(v).unwrap_or(u32::MAX),
+            },
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn to_proto(&self) -> wire::DispatcherConfig {
+        wire::DispatcherConfig {
+            port: self.port.into(),
+            protocol: self.protocol.clone(),
+            work_dir: self.work_dir.clone().unwrap_or_default(),
+            fault_tolerant_mode: self.fault_tolerant_mode,
+            worker_addresses: self.worker_addresses.clone(),
+            deployment_mode: self.deployment_mode as i32,
+            job_gc_check_interval_ms: self.job_gc_check_interval.as_millis() as i64,
+            job_gc_timeout_ms: self
+                .job_gc_timeout
+                .map_or(-1, |d| d.as_millis() as i64),
+            gc_dynamic_sharding_jobs: self.gc_dynamic_sharding_jobs,
+            client_timeout_ms: self.client_timeout.as_millis() as i64,
+            worker_timeout_ms: self.worker_timeout.as_millis() as i64,
+            worker_max_concurrent_snapshots: self.worker_max_concurrent_snapshots.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_proto_fields_get_tensorflow_defaults() {
+        let c = DispatcherConfig::from_proto(&wire::DispatcherConfig::default()).unwrap();
+        assert_eq!(c, DispatcherConfig::default());
+        assert_eq!(DispatcherConfig::from_proto(&c.to_proto()).unwrap(), c);
+        let never = wire::DispatcherConfig {
+            job_gc_timeout_ms: -1,
+            ..Default::default()
+        };
+        assert_eq!(DispatcherConfig::from_proto(&never).unwrap().job_gc_timeout, None);
+    }
+
+    #[test]
+    fn invalid_configs_are_rejected_with_the_field() {
+        let err = DispatcherConfig {
+            fault_tolerant_mode: true,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("fault_tolerant_mode"), "{err}");
+        let err = DispatcherConfig {
+            protocol: "http".into(),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("protocol"), "{err}");
+        let err = DispatcherConfig {
+            work_dir: Some("gs://bucket/dir".into()),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("object-store"), "{err}");
+    }
+}

@@ -1,0 +1,20 @@
+//! The tf.data service dispatcher.
+//!
+//! * [`config`]: `DispatcherConfig`, TensorFlow's fields and defaults, validated;
+//! * [`state`]: the dispatcher's state as a deterministic state machine that
+//!   changes only through [`state::DispatcherState::apply`] of one journal
+//!   `Update` at a time;
+//! * [`store`]: where registered dataset definitions live (memory, or
+//!   `<work_dir>/datasets/<id>` TFRecord files);
+//! * [`service`]: the `DispatcherService` RPCs, turning requests into updates;
+//! * [`server`]: [`serve`] (the library function the CLI and tests call) and the
+//!   in-process [`DispatchServer`].
+
+pub mod config;
+pub mod server;
+pub mod service;
+pub mod state;
+pub mod store;
+
+pub use config::DispatcherConfig;
+pub use server::{DispatchServer, serve};

@@ -1,0 +1,135 @@
+//! [`serve`]: the dispatcher as a library function over a bound listener, and
+//! [`DispatchServer`]: TensorFlow's in-process `DispatchServer` around it.
+
+use std::sync::Arc;
+
+use tfdata_core::Result;
+use tfdata_proto::data::dispatcher_service_server::DispatcherServiceServer;
+use tfdata_rpc::CancellationToken;
+use tfdata_rpc::channel::MAX_MESSAGE_BYTES;
+use tfdata_rpc::server::{ServerHandle, bind};
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::config::DispatcherConfig;
+use crate::service::{Clock, Dispatcher, DispatcherGrpc, SystemClock};
+
+/// Runs a dispatcher on `listener` until `shutdown` fires.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    config: DispatcherConfig,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    serve_with_clock(listener, config, shutdown, Arc::new(SystemClock)).await
+}
+
+/// [`serve`] with an injected clock (tests).
+pub async fn serve_with_clock(
+    listener: tokio::net::TcpListener,
+    config: DispatcherConfig,
+    shutdown: CancellationToken,
+    clock: Arc<dyn Clock>,
+) -> Result<()> {
+    let dispatcher = Arc::new(Dispatcher::new(config, clock)?);
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+    tracing::info!(port, "tf.data service dispatcher serving");
+
+    let maintenance = tokio::spawn(maintenance_loop(Arc::clone(&dispatcher), shutdown.clone()));
+    let service = DispatcherServiceServer::new(DispatcherGrpc(dispatcher))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let result = tonic::transport::Server::builder()
+        .add_service(service)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled_owned())
+        .await;
+    maintenance.abort();
+    result.map_err(|e| tfdata_core::Error::Internal(format!("dispatcher gRPC server failed: {e}")))?;
+    tracing::info!(port, "tf.data service dispatcher stopped");
+    Ok(())
+}
+
+/// Runs [`Dispatcher::run_maintenance`] every `job_gc_check_interval`; as in
+/// TensorFlow, a negative `job_gc_timeout` (here `None`) disables it.
+async fn maintenance_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken) {
+    if dispatcher.config().job_gc_timeout.is_none() {
+        return;
+    }
+    let period = dispatcher.config().job_gc_check_interval;
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        if let Err(e) = dispatcher.run_maintenance().await {
+            tracing::error!(error = %e, "dispatcher maintenance failed");
+        }
+    }
+}
+
+/// An in-process dispatcher, like TensorFlow's
+/// `tf.data.experimental.service.DispatchServer`.
+///
+/// ```no_run
+/// use tfdata_dispatcher::{DispatchServer, DispatcherConfig};
+/// let dispatcher = DispatchServer::new(DispatcherConfig::default())?;
+/// println!("{}", dispatcher.target()); // grpc://localhost:<port>
+/// # Ok::<(), tfdata_core::Error>(())
+/// ```
+pub struct DispatchServer {
+    handle: ServerHandle,
+    protocol: String,
+}
+
+impl DispatchServer {
+    /// Creates and starts a dispatcher. A port in use or an invalid config is
+    /// an error here.
+    pub fn new(config: DispatcherConfig) -> Result<Self> {
+        let server = Self::new_stopped(config)?;
+        server.start()?;
+        Ok(server)
+    }
+
+    /// Creates a dispatcher bound to its port but not serving until
+    /// [`start`](Self::start) (TensorFlow's `start=False`).
+    pub fn new_stopped(config: DispatcherConfig) -> Result<Self> {
+        config.validate()?;
+        let listener = bind(config.port)?;
+        let protocol = config.protocol.clone();
+        let handle = ServerHandle::new(
+            "tfdata-dispatcher",
+            listener,
+            Box::new(move |listener, shutdown| Box::pin(serve(listener, config, shutdown))),
+        )?;
+        Ok(DispatchServer { handle, protocol })
+    }
+
+    pub fn start(&self) -> Result<()> {
+        self.handle.start()
+    }
+
+    /// Blocks until the dispatcher stops; its error if it failed.
+    pub fn join(&self) -> Result<()> {
+        self.handle.join()
+    }
+
+    /// Stops the dispatcher. Dropping it does the same.
+    pub fn stop(&self) {
+        self.handle.stop()
+    }
+
+    /// `"<protocol>://localhost:<port>"`, the `service` clients pass to `distribute`.
+    pub fn target(&self) -> String {
+        format!("{}://localhost:{}", self.protocol, self.handle.port())
+    }
+
+    /// `localhost:<port>`, the `dispatcher_address` workers are given.
+    pub fn address(&self) -> String {
+        format!("localhost:{}", self.handle.port())
+    }
+
+    pub fn port(&self) -> u16 {
+        self.handle.port()
+    }
+}

@@ -1,0 +1,945 @@
+//! The `DispatcherService` RPCs (spec §4.2, §5). Each handler validates its
+//! request, computes the `Update`s it implies against the current state,
+//! commits them one by one through [`Dispatcher::commit`] (the only way state
+//! changes), and answers from the resulting state. Calls to workers
+//! (`ProcessTask`) happen after the state lock is released.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tfdata_core::{DatasetId, Error, IterationClientId, IterationId, JobId, Result, TaskId};
+use tfdata_proto::data::{
+    self as wire, dispatcher_service_server::DispatcherService,
+    processing_mode_def::ShardingPolicy, update::UpdateType, worker_service_client::WorkerServiceClient,
+};
+use tokio::sync::Mutex;
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status};
+
+use crate::config::DispatcherConfig;
+use crate::state::{DispatcherState, Task, normalize_target_workers};
+use crate::store::DatasetStore;
+
+/// Time as the dispatcher sees it; injected so timeouts are testable.
+pub trait Clock: Send + Sync + 'static {
+    fn now_micros(&self) -> i64;
+}
+
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_micros(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64)
+    }
+}
+
+/// How long the dispatcher waits for a worker to accept a `ProcessTask`.
+/// Heartbeats deliver the task anyway if this push fails.
+const PROCESS_TASK_TIMEOUT: Duration = Duration::from_secs(10);
+
+struct Inner {
+    state: DispatcherState,
+    /// Liveness, not journaled: last heartbeat per worker and per client.
+    worker_heartbeats: HashMap<String, i64>,
+    /// `i64::MAX` until a client's first heartbeat, so a slow starter is not
+    /// timed out (TensorFlow's behaviour).
+    client_heartbeats: HashMap<IterationClientId, i64>,
+}
+
+/// The dispatcher's logic, independent of the transport.
+pub struct Dispatcher {
+    config: DispatcherConfig,
+    store: DatasetStore,
+    clock: Arc<dyn Clock>,
+    inner: Mutex<Inner>,
+    worker_clients: std::sync::Mutex<HashMap<String, WorkerServiceClient<Channel>>>,
+}
+
+impl Dispatcher {
+    pub fn new(config: DispatcherConfig, clock: Arc<dyn Clock>) -> Result<Self> {
+        config.validate()?;
+        if config.fault_tolerant_mode {
+            return Err(Error::Unimplemented(
+                "fault_tolerant_mode: the dispatcher journal is not implemented yet; \
+                 run without fault_tolerant_mode"
+                    .into(),
+            ));
+        }
+        let store = match config.work_dir_path() {
+            Some(dir) => DatasetStore::files(&dir)?,
+            None => DatasetStore::memory(),
+        };
+        Ok(Dispatcher {
+            config,
+            store,
+            clock,
+            inner: Mutex::new(Inner {
+                state: DispatcherState::new(),
+                worker_heartbeats: HashMap::new(),
+                client_heartbeats: HashMap::new(),
+            }),
+            worker_clients: Default::default(),
+        })
+    }
+
+    pub fn config(&self) -> &DispatcherConfig {
+        &self.config
+    }
+
+    /// A copy of the current state (for introspection and tests).
+    pub async fn snapshot_state(&self) -> DispatcherState {
+        self.inner.lock().await.state.clone()
+    }
+
+    /// The single path by which dispatcher state changes.
+    fn commit(&self, inner: &mut Inner, update: UpdateType) -> Result<()> {
+        let update = wire::Update {
+            update_type: Some(update),
+        };
+        inner.state.apply(&update)
+    }
+
+    // ---- Workers ----
+
+    /// The position of `address` in `worker_addresses`, if the list is set.
+    /// Entries are `host:port`, a bare `host`, or `host:%port%`-style
+    /// placeholders that match any port on that host.
+    fn worker_index(&self, address: &str) -> Result<Option<usize>> {
+        if self.config.worker_addresses.is_empty() {
+            return Ok(None);
+        }
+        let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
+        let matches = |entry: &str| {
+            entry == address
+                || entry == host
+                || entry
+                    .rsplit_once(':')
+                    .is_some_and(|(h, p)| h == host && p.starts_with('%') && p.ends_with('%'))
+        };
+        match self.config.worker_addresses.iter().position(|e| matches(e)) {
+            Some(i) => Ok(Some(i)),
+            None => Err(Error::FailedPrecondition(format!(
+                "worker {address} is not in the dispatcher's configured worker_addresses {:?}",
+                self.config.worker_addresses
+            ))),
+        }
+    }
+
+    fn new_task_update(state: &DispatcherState, iteration: IterationId, worker: &str) -> Result<UpdateType> {
+        let w = state
+            .worker(worker)
+            .ok_or_else(|| Error::Internal(format!("worker {worker} vanished")))?;
+        Ok(UpdateType::CreateTask(wire::CreateTaskUpdate {
+            task_id: state.next_task_id().0,
+            iteration_id: iteration.0,
+            worker_address: w.address.clone(),
+            transfer_servers: w.transfer_servers.clone(),
+            worker_tags: w.tags.clone(),
+            worker_uid: w.uid,
+        }))
+    }
+
+    async fn worker_heartbeat(&self, req: wire::WorkerHeartbeatRequest) -> Result<wire::WorkerHeartbeatResponse> {
+        let address = req.worker_address.clone();
+        if address.is_empty() {
+            return Err(Error::InvalidArgument("worker_address is empty".into()));
+        }
+        let mut inner = self.inner.lock().await;
+        let inner = &mut *inner;
+        if inner.state.worker(&address).is_none() {
+            self.worker_index(&address)?;
+            self.commit(
+                inner,
+                UpdateType::RegisterWorker(wire::RegisterWorkerUpdate {
+                    worker_address: address.clone(),
+                    transfer_servers: req.transfer_servers.clone(),
+                    worker_tags: req.worker_tags.clone(),
+                    worker_uid: req.worker_uid,
+                }),
+            )?;
+            let unfinished: Vec<IterationId> =
+                inner.state.unfinished_iterations().map(|it| it.id).collect();
+            for iteration in unfinished {
+                let update = Self::new_task_update(&inner.state, iteration, &address)?;
+                self.commit(inner, update)?;
+            }
+            tracing::info!(worker = %address, "worker registered");
+        }
+        inner
+            .worker_heartbeats
+            .insert(address.clone(), self.clock.now_micros());
+
+        let current: HashSet<i64> = req.current_tasks.iter().copied().collect();
+        let tasks_to_delete = req
+            .current_tasks
+            .iter()
+            .copied()
+            .filter(|&t| !inner.state.is_assigned(&address, TaskId(t)))
+            .collect();
+        let new: Vec<Task> = inner
+            .state
+            .tasks_for_worker(&address)
+            .filter(|t| !current.contains(&t.id.0))
+            .cloned()
+            .collect();
+        let mut new_tasks = Vec::with_capacity(new.len());
+        for task in &new {
+            new_tasks.push(self.task_def(&inner.state, task)?);
+        }
+        Ok(wire::WorkerHeartbeatResponse {
+            new_tasks,
+            tasks_to_delete,
+            snapshot_tasks: Vec::new(),
+        })
+    }
+
+    /// The `TaskDef` a worker needs to run `task` (spec §5.5).
+    fn task_def(&self, state: &DispatcherState, task: &Task) -> Result<wire::TaskDef> {
+        let it = state
+            .iteration(task.iteration_id)
+            .ok_or_else(|| Error::Internal(format!("task {} has no iteration", task.id)))?;
+        let job = state
+            .job(it.job_id)
+            .ok_or_else(|| Error::Internal(format!("iteration {} has no job", it.id)))?;
+        let dataset = match self.store.path(&job.dataset_id) {
+            Some(path) => wire::task_def::Dataset::Path(path.display().to_string()),
+            None => wire::task_def::Dataset::DatasetDef(self.store.get(&job.dataset_id)?),
+        };
+        let (num_workers, worker_index) = match job.sharding_policy() {
+            Some(ShardingPolicy::Off | ShardingPolicy::Dynamic) | None => (0, 0),
+            Some(_) => {
+                let index = self.worker_index(&task.worker_address)?.ok_or_else(|| {
+                    Error::FailedPrecondition("static sharding requires worker_addresses".into())
+                })?;
+                (self.config.worker_addresses.len() as i64, index as i64)
+            }
+        };
+        Ok(wire::TaskDef {
+            dataset: Some(dataset),
+            dataset_id: job.dataset_id.0.clone(),
+            task_id: task.id.0,
+            iteration_id: it.id.0,
+            num_split_providers: it.num_split_providers,
+            worker_address: task.worker_address.clone(),
+            processing_mode_def: Some(job.processing_mode),
+            num_consumers: job.num_consumers,
+            num_workers,
+            worker_index,
+            use_cross_trainer_cache: job.use_cross_trainer_cache,
+        })
+    }
+
+    async fn worker_update(&self, req: wire::WorkerUpdateRequest) -> Result<wire::WorkerUpdateResponse> {
+        let mut inner = self.inner.lock().await;
+        let inner = &mut *inner;
+        for update in req.updates.iter().filter(|u| u.completed) {
+            let task = inner
+                .state
+                .task(TaskId(update.task_id))
+                .ok_or_else(|| Error::not_found("task", update.task_id))?;
+            if !task.finished {
+                self.commit(
+                    inner,
+                    UpdateType::FinishTask(wire::FinishTaskUpdate {
+                        task_id: update.task_id,
+                    }),
+                )?;
+                tracing::debug!(task = update.task_id, worker = %req.worker_address, "task finished");
+            }
+        }
+        Ok(wire::WorkerUpdateResponse {})
+    }
+
+    async fn get_dataset_def(&self, req: wire::GetDatasetDefRequest) -> Result<wire::GetDatasetDefResponse> {
+        let id = DatasetId(req.dataset_id);
+        if self.inner.lock().await.state.dataset(&id).is_none() {
+            return Err(Error::not_found("dataset", id));
+        }
+        let store = self.store.clone();
+        let def = tokio::task::spawn_blocking(move || store.get(&id))
+            .await
+            .map_err(|e| Error::Internal(format!("dataset read task failed: {e}")))??;
+        Ok(wire::GetDatasetDefResponse {
+            dataset_def: Some(def),
+        })
+    }
+
+    // ---- Datasets ----
+
+    async fn get_or_register_dataset(
+        &self,
+        req: wire::GetOrRegisterDatasetRequest,
+    ) -> Result<wire::GetOrRegisterDatasetResponse> {
+        let def = req.dataset.unwrap_or_default();
+        match &def.tfdata_pipeline {
+            // Reject a bad pipeline now, not on a worker later.
+            Some(p) => {
+                tfdata_dataset::pipeline::from_pipeline_def(p)?;
+            }
+            None if def.graph.is_empty() => {
+                return Err(Error::InvalidArgument(
+                    "the dataset has neither a TensorFlow graph nor a tfdata pipeline".into(),
+                ));
+            }
+            None => {}
+        }
+        let metadata = req.metadata.unwrap_or_default();
+        let mut inner = self.inner.lock().await;
+        if let Some(id) = &req.dataset_id {
+            if id.is_empty() {
+                return Err(Error::InvalidArgument("requested dataset_id is empty".into()));
+            }
+            if let Some(existing) = inner.state.dataset(&DatasetId(id.clone())) {
+                check_same_metadata(id, &existing.metadata, &metadata)?;
+                return Ok(wire::GetOrRegisterDatasetResponse {
+                    dataset_id: id.clone(),
+                });
+            }
+        }
+        let id = match req.dataset_id {
+            Some(id) => DatasetId(id),
+            None => inner.state.next_dataset_id(),
+        };
+        let store = self.store.clone();
+        let (put_id, put_def) = (id.clone(), def);
+        tokio::task::spawn_blocking(move || store.put(&put_id, &put_def))
+            .await
+            .map_err(|e| Error::Internal(format!("dataset write task failed: {e}")))??;
+        self.commit(
+            &mut inner,
+            UpdateType::RegisterDataset(wire::RegisterDatasetUpdate {
+                dataset_id: id.0.clone(),
+                metadata: Some(metadata),
+                ..Default::default()
+            }),
+        )?;
+        tracing::info!(dataset = %id, "dataset registered");
+        Ok(wire::GetOrRegisterDatasetResponse { dataset_id: id.0 })
+    }
+
+    async fn get_data_service_metadata(
+        &self,
+        req: wire::GetDataServiceMetadataRequest,
+    ) -> Result<wire::GetDataServiceMetadataResponse> {
+        let inner = self.inner.lock().await;
+        let ds = inner
+            .state
+            .dataset(&DatasetId(req.dataset_id.clone()))
+            .ok_or_else(|| unknown_dataset(&req.dataset_id))?;
+        Ok(wire::GetDataServiceMetadataResponse {
+            metadata: Some(ds.metadata.clone()),
+        })
+    }
+
+    async fn disable_compression_at_runtime(
+        &self,
+        req: wire::DisableCompressionAtRuntimeRequest,
+    ) -> Result<wire::DisableCompressionAtRuntimeResponse> {
+        use wire::disable_compression_at_runtime_response::Decision;
+        let mut inner = self.inner.lock().await;
+        let id = DatasetId(req.dataset_id.clone());
+        let ds = inner
+            .state
+            .dataset(&id)
+            .ok_or_else(|| unknown_dataset(&req.dataset_id))?;
+        let decision = if ds.metadata.compression
+            == wire::data_service_metadata::Compression::Off as i32
+        {
+            Decision::NoCompressionToDisable(true)
+        } else if let Some(decided) = ds.compression_disabled_at_runtime {
+            Decision::CompressionDisabledAtRuntime(decided)
+        } else {
+            self.commit(
+                &mut inner,
+                UpdateType::CompressionDisabledAtRuntime(wire::CompressionDisabledAtRuntimeUpdate {
+                    dataset_id: req.dataset_id.clone(),
+                    compression_disabled: req.disable_compression_at_runtime,
+                }),
+            )?;
+            Decision::CompressionDisabledAtRuntime(req.disable_compression_at_runtime)
+        };
+        Ok(wire::DisableCompressionAtRuntimeResponse {
+            decision: Some(decision),
+        })
+    }
+
+    // ---- Jobs and iterations ----
+
+    async fn get_or_create_job(&self, req: wire::GetOrCreateJobRequest) -> Result<wire::GetOrCreateJobResponse> {
+        let mode = req.processing_mode_def.unwrap_or_default();
+        let policy = ShardingPolicy::try_from(mode.sharding_policy).map_err(|_| {
+            Error::Internal(format!(
+                "invalid sharding policy {} (expected 0..=5: OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, HINT)",
+                mode.sharding_policy
+            ))
+        })?;
+        let target_workers = normalize_target_workers(req.target_workers);
+        if wire::TargetWorkers::try_from(req.target_workers).is_err() {
+            return Err(Error::InvalidArgument(format!(
+                "invalid target_workers {}",
+                req.target_workers
+            )));
+        }
+        let mut inner = self.inner.lock().await;
+        if inner.state.dataset(&DatasetId(req.dataset_id.clone())).is_none() {
+            return Err(unknown_dataset(&req.dataset_id));
+        }
+        if let Some(name) = &req.job_name {
+            if name.is_empty() {
+                return Err(Error::InvalidArgument("job_name must not be empty".into()));
+            }
+            if let Some(job) = inner.state.job_by_name(name) {
+                let mut diffs = Vec::new();
+                if job.processing_mode != mode {
+                    diffs.push(format!(
+                        "processing_mode_def: existing {:?}, requested {:?}",
+                        job.sharding_policy(),
+                        ShardingPolicy::try_from(mode.sharding_policy).ok()
+                    ));
+                }
+                if job.use_cross_trainer_cache != req.use_cross_trainer_cache {
+                    diffs.push(format!(
+                        "use_cross_trainer_cache: existing {}, requested {}",
+                        job.use_cross_trainer_cache, req.use_cross_trainer_cache
+                    ));
+                }
+                if job.target_workers != target_workers {
+                    diffs.push(format!(
+                        "target_workers: existing {}, requested {}",
+                        target_workers_name(job.target_workers),
+                        target_workers_name(target_workers)
+                    ));
+                }
+                if !diffs.is_empty() {
+                    return Err(Error::InvalidArgument(format!(
+                        "tried to create job with name {name} but found an existing job with different parameters: {}",
+                        diffs.join("; ")
+                    )));
+                }
+                return Ok(wire::GetOrCreateJobResponse { job_id: job.id.0 });
+            }
+        }
+        // Capabilities not built yet fail here, clearly, before any state changes.
+        if policy == ShardingPolicy::Dynamic {
+            return Err(Error::Unimplemented(
+                "processing mode distributed_epoch (dynamic sharding) is not supported by this dispatcher yet".into(),
+            ));
+        }
+        if req.num_consumers.is_some() {
+            return Err(Error::Unimplemented(
+                "coordinated reads (num_consumers) are not supported by this dispatcher yet".into(),
+            ));
+        }
+        if req.use_cross_trainer_cache {
+            return Err(Error::Unimplemented(
+                "cross-trainer cache is not supported by this dispatcher yet".into(),
+            ));
+        }
+        if policy != ShardingPolicy::Off && self.config.worker_addresses.is_empty() {
+            return Err(Error::FailedPrecondition(format!(
+                "static sharding policy {policy:?} requires the dispatcher's worker_addresses to be set"
+            )));
+        }
+        let job_id = inner.state.next_job_id();
+        let name = match req.job_name {
+            Some(name) => name,
+            None => format!("anonymous_job_{}_{}", job_id.0, rand::random::<u64>()),
+        };
+        self.commit(
+            &mut inner,
+            UpdateType::CreateJob(wire::CreateJobUpdate {
+                job_id: job_id.0,
+                job_name: name.clone(),
+                dataset_id: req.dataset_id.clone(),
+                processing_mode_def: Some(mode),
+                num_consumers: req.num_consumers,
+                target_workers,
+                use_cross_trainer_cache: req.use_cross_trainer_cache,
+            }),
+        )?;
+        tracing::info!(job = %job_id, name = %name, dataset = %req.dataset_id, "job created");
+        Ok(wire::GetOrCreateJobResponse { job_id: job_id.0 })
+    }
+
+    async fn get_or_create_iteration(
+        &self,
+        req: wire::GetOrCreateIterationRequest,
+    ) -> Result<wire::GetOrCreateIterationResponse> {
+        let mut new_task_defs = Vec::new();
+        let client_id = {
+            let mut inner = self.inner.lock().await;
+            let inner = &mut *inner;
+            let job = inner
+                .state
+                .job(JobId(req.job_id))
+                .ok_or_else(|| Error::not_found("job", req.job_id))?
+                .clone();
+            let iteration_id = match inner.state.iteration_by_key(&job.name, req.repetition) {
+                Some(it) => it.id,
+                None => {
+                    let id = inner.state.next_iteration_id();
+                    self.commit(
+                        inner,
+                        UpdateType::CreateIteration(wire::CreateIterationUpdate {
+                            iteration_id: id.0,
+                            job_id: job.id.0,
+                            repetition: req.repetition,
+                            num_split_providers: 0,
+                        }),
+                    )?;
+                    let workers: Vec<String> =
+                        inner.state.workers().iter().map(|w| w.address.clone()).collect();
+                    for worker in workers {
+                        let update = Self::new_task_update(&inner.state, id, &worker)?;
+                        let task_id = inner.state.next_task_id();
+                        self.commit(inner, update)?;
+                        let task = inner
+                            .state
+                            .task(task_id)
+                            .ok_or_else(|| Error::Internal("created task vanished".into()))?
+                            .clone();
+                        new_task_defs.push(self.task_def(&inner.state, &task)?);
+                    }
+                    tracing::info!(iteration = %id, job = %job.id, repetition = req.repetition, "iteration created");
+                    id
+                }
+            };
+            let client_id = inner.state.next_client_id();
+            self.commit(
+                inner,
+                UpdateType::AcquireIterationClient(wire::AcquireIterationClientUpdate {
+                    iteration_id: iteration_id.0,
+                    iteration_client_id: client_id.0,
+                }),
+            )?;
+            inner.client_heartbeats.insert(client_id, i64::MAX);
+            client_id
+        };
+        // Best effort: workers also learn their tasks from heartbeats.
+        let pushes = new_task_defs.into_iter().map(|def| self.push_task(def));
+        for result in futures::future::join_all(pushes).await {
+            result?;
+        }
+        Ok(wire::GetOrCreateIterationResponse {
+            iteration_client_id: client_id.0,
+        })
+    }
+
+    fn worker_client(&self, address: &str) -> Result<WorkerServiceClient<Channel>> {
+        let mut clients = self
+            .worker_clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(c) = clients.get(address) {
+            return Ok(c.clone());
+        }
+        let client = tfdata_rpc::channel::worker_client(tfdata_rpc::channel::channel(address)?);
+        clients.insert(address.to_string(), client.clone());
+        Ok(client)
+    }
+
+    /// Sends `ProcessTask`; transient failures are left to the heartbeat path.
+    async fn push_task(&self, task: wire::TaskDef) -> Result<()> {
+        let (worker, task_id) = (task.worker_address.clone(), task.task_id);
+        let mut client = self.worker_client(&worker)?;
+        let call = client.process_task(wire::ProcessTaskRequest { task: Some(task) });
+        match tokio::time::timeout(PROCESS_TASK_TIMEOUT, call).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(status)) if tfdata_core::error::is_retryable_code(status.code()) => {
+                tracing::debug!(%worker, task = task_id, error = %status.message(), "ProcessTask failed; heartbeat will deliver the task");
+                Ok(())
+            }
+            Ok(Err(status)) => Err(Error::from(status)),
+            Err(_) => {
+                tracing::debug!(%worker, task = task_id, "ProcessTask timed out; heartbeat will deliver the task");
+                Ok(())
+            }
+        }
+    }
+
+    // ---- Clients ----
+
+    async fn client_heartbeat(&self, req: wire::ClientHeartbeatRequest) -> Result<wire::ClientHeartbeatResponse> {
+        let client = IterationClientId(req.iteration_client_id);
+        let mut inner = self.inner.lock().await;
+        let iteration_id = inner.state.client_iteration(client).ok_or_else(|| unknown_client(client))?;
+        let now = self.clock.now_micros();
+        inner.client_heartbeats.insert(client, now);
+        let it = inner
+            .state
+            .iteration(iteration_id)
+            .ok_or_else(|| Error::Internal(format!("client {client} has no iteration")))?;
+        if it.garbage_collected {
+            return Err(Error::FailedPrecondition(format!(
+                "iteration {iteration_id} has been garbage collected (it had no clients for longer than job_gc_timeout)"
+            )));
+        }
+        let task_info = it
+            .tasks
+            .iter()
+            .filter_map(|t| inner.state.task(*t))
+            .map(|t| wire::TaskInfo {
+                worker_address: t.worker_address.clone(),
+                transfer_servers: t.transfer_servers.clone(),
+                worker_tags: t.worker_tags.clone(),
+                task_id: t.id.0,
+                iteration_id: t.iteration_id.0,
+                worker_uid: t.worker_uid,
+                starting_round: t.starting_round,
+            })
+            .collect();
+        Ok(wire::ClientHeartbeatResponse {
+            task_info,
+            block_round: None,
+            iteration_finished: it.finished,
+            deployment_mode: self.config.deployment_mode as i32,
+        })
+    }
+
+    async fn release_iteration_client(
+        &self,
+        req: wire::ReleaseIterationClientRequest,
+    ) -> Result<wire::ReleaseIterationClientResponse> {
+        let client = IterationClientId(req.iteration_client_id);
+        let mut inner = self.inner.lock().await;
+        if inner.state.client_iteration(client).is_none() {
+            return Err(unknown_client(client));
+        }
+        self.commit(
+            &mut inner,
+            UpdateType::ReleaseIterationClient(wire::ReleaseIterationClientUpdate {
+                iteration_client_id: client.0,
+                time_micros: self.clock.now_micros(),
+            }),
+        )?;
+        inner.client_heartbeats.remove(&client);
+        Ok(wire::ReleaseIterationClientResponse {})
+    }
+
+    async fn maybe_remove_task(&self, req: wire::MaybeRemoveTaskRequest) -> Result<wire::MaybeRemoveTaskResponse> {
+        let inner = self.inner.lock().await;
+        let Some(task) = inner.state.task(TaskId(req.task_id)) else {
+            return Ok(wire::MaybeRemoveTaskResponse { removed: true });
+        };
+        let round_robin = inner
+            .state
+            .iteration(task.iteration_id)
+            .and_then(|it| inner.state.job(it.job_id))
+            .is_some_and(|j| j.num_consumers.is_some());
+        if !round_robin {
+            return Err(Error::FailedPrecondition(format!(
+                "MaybeRemoveTask called for task {} of a non-round-robin iteration",
+                req.task_id
+            )));
+        }
+        Err(Error::Unimplemented("coordinated reads are not supported yet".into()))
+    }
+
+    async fn get_split(&self, req: wire::GetSplitRequest) -> Result<wire::GetSplitResponse> {
+        let inner = self.inner.lock().await;
+        let it = inner
+            .state
+            .iteration(IterationId(req.iteration_id))
+            .ok_or_else(|| Error::not_found("iteration", req.iteration_id))?;
+        let dynamic = inner
+            .state
+            .job(it.job_id)
+            .is_some_and(|j| j.sharding_policy() == Some(ShardingPolicy::Dynamic));
+        if !dynamic {
+            return Err(Error::FailedPrecondition(format!(
+                "GetSplit called for iteration {} whose processing mode is not distributed_epoch (DYNAMIC)",
+                req.iteration_id
+            )));
+        }
+        Err(Error::Unimplemented("dynamic sharding is not supported yet".into()))
+    }
+
+    /// One pass of the maintenance loop (spec §5.9): release clients that
+    /// stopped heartbeating, collect client-less iterations, report workers
+    /// that went silent.
+    pub async fn run_maintenance(&self) -> Result<()> {
+        let Some(gc_timeout) = self.config.job_gc_timeout else {
+            return Ok(());
+        };
+        let now = self.clock.now_micros();
+        let client_timeout = self.config.client_timeout.as_micros() as i64;
+        let mut inner = self.inner.lock().await;
+        let inner = &mut *inner;
+        let timed_out: Vec<IterationClientId> = inner
+            .client_heartbeats
+            .iter()
+            .filter(|(_, last)| **last != i64::MAX && now.saturating_sub(**last) > client_timeout)
+            .map(|(c, _)| *c)
+            .collect();
+        for client in timed_out {
+            tracing::info!(client = %client, "releasing iteration client after client_timeout without heartbeats");
+            self.commit(
+                inner,
+                UpdateType::ReleaseIterationClient(wire::ReleaseIterationClientUpdate {
+                    iteration_client_id: client.0,
+                    time_micros: now,
+                }),
+            )?;
+            inner.client_heartbeats.remove(&client);
+        }
+        let gc_micros = gc_timeout.as_micros() as i64;
+        let collectable: Vec<IterationId> = inner
+            .state
+            .iterations()
+            .filter(|it| {
+                let dynamic = inner
+                    .state
+                    .job(it.job_id)
+                    .is_some_and(|j| j.sharding_policy() == Some(ShardingPolicy::Dynamic));
+                !it.finished
+                    && it.num_clients == 0
+                    && (!dynamic || self.config.gc_dynamic_sharding_jobs)
+                    && it
+                        .last_client_released_micros
+                        .is_some_and(|t| now >= t.saturating_add(gc_micros))
+            })
+            .map(|it| it.id)
+            .collect();
+        for id in collectable {
+            tracing::info!(iteration = %id, "garbage collecting iteration without clients");
+            self.commit(
+                inner,
+                UpdateType::GarbageCollectIteration(wire::GarbageCollectIterationUpdate { iteration_id: id.0 }),
+            )?;
+        }
+        let worker_timeout = self.config.worker_timeout.as_micros() as i64;
+        for (worker, last) in &inner.worker_heartbeats {
+            if now.saturating_sub(*last) > worker_timeout {
+                tracing::warn!(%worker, silent_for_s = (now - last) / 1_000_000, "worker has not heartbeated within worker_timeout");
+            }
+        }
+        Ok(())
+    }
+}
+
+fn unknown_dataset(id: &str) -> Error {
+    Error::NotFound {
+        what: "dataset",
+        id: format!("{id} (datasets must be registered with register_dataset before use)"),
+    }
+}
+
+fn unknown_client(client: IterationClientId) -> Error {
+    Error::NotFound {
+        what: "iteration client id",
+        id: format!(
+            "{client}: unknown to the dispatcher. This can be caused by a dispatcher restart \
+             without fault tolerance (set work_dir and fault_tolerant_mode)"
+        ),
+    }
+}
+
+fn target_workers_name(v: i32) -> &'static str {
+    wire::TargetWorkers::try_from(v).map_or("INVALID", |t| t.as_str_name())
+}
+
+/// A dataset re-registered under an existing id must describe the same data.
+fn check_same_metadata(id: &str, existing: &wire::DataServiceMetadata, new: &wire::DataServiceMetadata) -> Result<()> {
+    let mut diffs = Vec::new();
+    if existing.element_spec != new.element_spec {
+        diffs.push("element_spec".to_string());
+    }
+    if existing.compression != new.compression {
+        diffs.push(format!(
+            "compression (existing {}, requested {})",
+            existing.compression, new.compression
+        ));
+    }
+    if existing.cardinality != new.cardinality {
+        diffs.push(format!(
+            "cardinality (existing {}, requested {})",
+            existing.cardinality, new.cardinality
+        ));
+    }
+    if diffs.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "a dataset with id {id} is already registered with different metadata: {}",
+            diffs.join(", ")
+        )))
+    }
+}
+
+/// The tonic adapter around [`Dispatcher`].
+#[derive(Clone)]
+pub struct DispatcherGrpc(pub Arc<Dispatcher>);
+
+fn respond<T>(method: &'static str, result: Result<T>) -> Result<Response<T>, Status> {
+    match result {
+        Ok(v) => Ok(Response::new(v)),
+        Err(e) => {
+            tracing::debug!(method, error = %e, "request failed");
+            Err(e.into())
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl DispatcherService for DispatcherGrpc {
+    async fn worker_heartbeat(
+        &self,
+        r: Request<wire::WorkerHeartbeatRequest>,
+    ) -> Result<Response<wire::WorkerHeartbeatResponse>, Status> {
+        respond("WorkerHeartbeat", self.0.worker_heartbeat(r.into_inner()).await)
+    }
+
+    async fn worker_update(
+        &self,
+        r: Request<wire::WorkerUpdateRequest>,
+    ) -> Result<Response<wire::WorkerUpdateResponse>, Status> {
+        respond("WorkerUpdate", self.0.worker_update(r.into_inner()).await)
+    }
+
+    async fn get_dataset_def(
+        &self,
+        r: Request<wire::GetDatasetDefRequest>,
+    ) -> Result<Response<wire::GetDatasetDefResponse>, Status> {
+        respond("GetDatasetDef", self.0.get_dataset_def(r.into_inner()).await)
+    }
+
+    async fn get_split(
+        &self,
+        r: Request<wire::GetSplitRequest>,
+    ) -> Result<Response<wire::GetSplitResponse>, Status> {
+        respond("GetSplit", self.0.get_split(r.into_inner()).await)
+    }
+
+    async fn get_version(
+        &self,
+        _r: Request<wire::GetVersionRequest>,
+    ) -> Result<Response<wire::GetVersionResponse>, Status> {
+        Ok(Response::new(wire::GetVersionResponse {
+            version: tfdata_proto::DATA_SERVICE_VERSION,
+        }))
+    }
+
+    async fn get_or_register_dataset(
+        &self,
+        r: Request<wire::GetOrRegisterDatasetRequest>,
+    ) -> Result<Response<wire::GetOrRegisterDatasetResponse>, Status> {
+        respond("GetOrRegisterDataset", self.0.get_or_register_dataset(r.into_inner()).await)
+    }
+
+    async fn get_or_create_job(
+        &self,
+        r: Request<wire::GetOrCreateJobRequest>,
+    ) -> Result<Response<wire::GetOrCreateJobResponse>, Status> {
+        respond("GetOrCreateJob", self.0.get_or_create_job(r.into_inner()).await)
+    }
+
+    async fn get_or_create_iteration(
+        &self,
+        r: Request<wire::GetOrCreateIterationRequest>,
+    ) -> Result<Response<wire::GetOrCreateIterationResponse>, Status> {
+        respond("GetOrCreateIteration", self.0.get_or_create_iteration(r.into_inner()).await)
+    }
+
+    async fn maybe_remove_task(
+        &self,
+        r: Request<wire::MaybeRemoveTaskRequest>,
+    ) -> Result<Response<wire::MaybeRemoveTaskResponse>, Status> {
+        respond("MaybeRemoveTask", self.0.maybe_remove_task(r.into_inner()).await)
+    }
+
+    async fn release_iteration_client(
+        &self,
+        r: Request<wire::ReleaseIterationClientRequest>,
+    ) -> Result<Response<wire::ReleaseIterationClientResponse>, Status> {
+        respond("ReleaseIterationClient", self.0.release_iteration_client(r.into_inner()).await)
+    }
+
+    async fn client_heartbeat(
+        &self,
+        r: Request<wire::ClientHeartbeatRequest>,
+    ) -> Result<Response<wire::ClientHeartbeatResponse>, Status> {
+        respond("ClientHeartbeat", self.0.client_heartbeat(r.into_inner()).await)
+    }
+
+    async fn get_workers(
+        &self,
+        _r: Request<wire::GetWorkersRequest>,
+    ) -> Result<Response<wire::GetWorkersResponse>, Status> {
+        let inner = self.0.inner.lock().await;
+        let workers = inner
+            .state
+            .workers()
+            .iter()
+            .map(|w| wire::WorkerInfo {
+                address: w.address.clone(),
+            })
+            .collect();
+        Ok(Response::new(wire::GetWorkersResponse { workers }))
+    }
+
+    async fn get_data_service_metadata(
+        &self,
+        r: Request<wire::GetDataServiceMetadataRequest>,
+    ) -> Result<Response<wire::GetDataServiceMetadataResponse>, Status> {
+        respond("GetDataServiceMetadata", self.0.get_data_service_metadata(r.into_inner()).await)
+    }
+
+    async fn get_data_service_config(
+        &self,
+        _r: Request<wire::GetDataServiceConfigRequest>,
+    ) -> Result<Response<wire::GetDataServiceConfigResponse>, Status> {
+        Ok(Response::new(wire::GetDataServiceConfigResponse {
+            config: Some(wire::DataServiceConfig {
+                deployment_mode: self.0.config.deployment_mode as i32,
+            }),
+        }))
+    }
+
+    async fn snapshot(
+        &self,
+        _r: Request<wire::SnapshotRequest>,
+    ) -> Result<Response<wire::SnapshotResponse>, Status> {
+        let err = if self.0.config.fault_tolerant_mode {
+            Error::Unimplemented("distributed snapshots (distributed_save) are not supported yet".into())
+        } else {
+            Error::InvalidArgument(
+                "distributed_save requires the dispatcher to run in fault-tolerant mode \
+                 (set work_dir and fault_tolerant_mode)"
+                    .into(),
+            )
+        };
+        respond("Snapshot", Err(err))
+    }
+
+    async fn get_snapshot_split(
+        &self,
+        r: Request<wire::GetSnapshotSplitRequest>,
+    ) -> Result<Response<wire::GetSnapshotSplitResponse>, Status> {
+        let path = r.into_inner().base_path;
+        respond(
+            "GetSnapshotSplit",
+            Err(Error::InvalidArgument(format!("unknown snapshot {path:?}"))),
+        )
+    }
+
+    async fn get_snapshot_streams(
+        &self,
+        r: Request<wire::GetSnapshotStreamsRequest>,
+    ) -> Result<Response<wire::GetSnapshotStreamsResponse>, Status> {
+        let path = r.into_inner().path;
+        respond("GetSnapshotStreams", Err(Error::not_found("snapshot", path)))
+    }
+
+    async fn disable_compression_at_runtime(
+        &self,
+        r: Request<wire::DisableCompressionAtRuntimeRequest>,
+    ) -> Result<Response<wire::DisableCompressionAtRuntimeResponse>, Status> {
+        respond(
+            "DisableCompressionAtRuntime",
+            self.0.disable_compression_at_runtime(r.into_inner()).await,
+        )
+    }
+}

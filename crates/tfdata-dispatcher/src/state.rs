@@ -1,0 +1,618 @@
+//! The dispatcher's state: plain data that changes only through
+//! [`DispatcherState::apply`], one journal `Update` at a time (spec §6.1).
+//! Replaying the same updates therefore rebuilds the same state. Queries are
+//! read-only. `apply` validates every reference an update makes, so a corrupt
+//! or foreign journal is an error, never a panic or a silently wrong state.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use tfdata_core::{DatasetId, Error, IterationClientId, IterationId, JobId, Result, TaskId};
+use tfdata_proto::data::{
+    DataServiceMetadata, DataTransferServerInfo, ProcessingModeDef, TargetWorkers, Update,
+    processing_mode_def::ShardingPolicy, update::UpdateType,
+};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dataset {
+    pub id: DatasetId,
+    pub metadata: DataServiceMetadata,
+    /// The first `DisableCompressionAtRuntime` decision, if any.
+    pub compression_disabled_at_runtime: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Worker {
+    pub address: String,
+    pub transfer_servers: Vec<DataTransferServerInfo>,
+    pub tags: Vec<String>,
+    pub uid: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: JobId,
+    pub name: String,
+    pub dataset_id: DatasetId,
+    pub processing_mode: ProcessingModeDef,
+    pub num_consumers: Option<i64>,
+    pub target_workers: i32,
+    pub use_cross_trainer_cache: bool,
+}
+
+impl Job {
+    pub fn sharding_policy(&self) -> Option<ShardingPolicy> {
+        ShardingPolicy::try_from(self.processing_mode.sharding_policy).ok()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Iteration {
+    pub id: IterationId,
+    pub job_id: JobId,
+    pub repetition: i64,
+    pub num_split_providers: i64,
+    /// Per split provider: the repetition it is in and the splits produced in it.
+    pub split_repetitions: Vec<i64>,
+    pub split_indices: Vec<i64>,
+    pub num_clients: i64,
+    pub last_client_released_micros: Option<i64>,
+    pub finished: bool,
+    pub garbage_collected: bool,
+    /// Active tasks in creation order: the order every client sees.
+    pub tasks: Vec<TaskId>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    pub id: TaskId,
+    pub iteration_id: IterationId,
+    pub worker_address: String,
+    pub transfer_servers: Vec<DataTransferServerInfo>,
+    pub worker_tags: Vec<String>,
+    pub worker_uid: i64,
+    pub starting_round: i64,
+    pub finished: bool,
+}
+
+/// Everything the dispatcher knows that survives a fault-tolerant restart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatcherState {
+    datasets: BTreeMap<DatasetId, Dataset>,
+    next_dataset_id: i64,
+    /// Registration order, which is the order of `GetWorkers`.
+    workers: Vec<Worker>,
+    worker_index: HashMap<String, usize>,
+    jobs: BTreeMap<JobId, Job>,
+    jobs_by_name: HashMap<String, JobId>,
+    next_job_id: i64,
+    iterations: BTreeMap<IterationId, Iteration>,
+    iterations_by_key: HashMap<(String, i64), IterationId>,
+    next_iteration_id: i64,
+    clients: BTreeMap<IterationClientId, IterationId>,
+    next_client_id: i64,
+    tasks: BTreeMap<TaskId, Task>,
+    /// Each worker's assigned, unfinished tasks.
+    tasks_by_worker: HashMap<String, BTreeSet<TaskId>>,
+    next_task_id: i64,
+    snapshots: BTreeSet<String>,
+}
+
+impl Default for DispatcherState {
+    fn default() -> Self {
+        DispatcherState {
+            datasets: BTreeMap::new(),
+            next_dataset_id: 1000,
+            workers: Vec::new(),
+            worker_index: HashMap::new(),
+            jobs: BTreeMap::new(),
+            jobs_by_name: HashMap::new(),
+            next_job_id: JobId::FIRST,
+            iterations: BTreeMap::new(),
+            iterations_by_key: HashMap::new(),
+            next_iteration_id: IterationId::FIRST,
+            clients: BTreeMap::new(),
+            next_client_id: IterationClientId::FIRST,
+            tasks: BTreeMap::new(),
+            tasks_by_worker: HashMap::new(),
+            next_task_id: TaskId::FIRST,
+            snapshots: BTreeSet::new(),
+        }
+    }
+}
+
+fn bad(update: &str, reason: String) -> Error {
+    Error::Internal(format!("inconsistent {update} update: {reason}"))
+}
+
+impl DispatcherState {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies one update. On error the state is unchanged.
+    pub fn apply(&mut self, update: &Update) -> Result<()> {
+        let Some(kind) = &update.update_type else {
+            return Err(bad("empty", "no update type set".into()));
+        };
+        match kind {
+            UpdateType::RegisterDataset(u) => {
+                let id = DatasetId(u.dataset_id.clone());
+                if id.0.is_empty() || self.datasets.contains_key(&id) {
+                    return Err(bad("register_dataset", format!("dataset id {id:?} taken or empty")));
+                }
+                self.datasets.insert(
+                    id.clone(),
+                    Dataset {
+                        id,
+                        metadata: u.metadata.clone().unwrap_or_default(),
+                        compression_disabled_at_runtime: None,
+                    },
+                );
+                // TensorFlow's UpdateNextAvailableDatasetId.
+                while self
+                    .datasets
+                    .contains_key(&DatasetId(self.next_dataset_id.to_string()))
+                {
+                    self.next_dataset_id += 1;
+                }
+            }
+            UpdateType::RegisterWorker(u) => {
+                if self.worker_index.contains_key(&u.worker_address) {
+                    return Err(bad("register_worker", format!("{} registered twice", u.worker_address)));
+                }
+                self.worker_index.insert(u.worker_address.clone(), self.workers.len());
+                self.workers.push(Worker {
+                    address: u.worker_address.clone(),
+                    transfer_servers: u.transfer_servers.clone(),
+                    tags: u.worker_tags.clone(),
+                    uid: u.worker_uid,
+                });
+                self.tasks_by_worker.entry(u.worker_address.clone()).or_default();
+            }
+            UpdateType::CreateJob(u) => {
+                let id = JobId(u.job_id);
+                if self.jobs.contains_key(&id) || self.jobs_by_name.contains_key(&u.job_name) {
+                    return Err(bad("create_job", format!("job {id} / {:?} exists", u.job_name)));
+                }
+                if !self.datasets.contains_key(&DatasetId(u.dataset_id.clone())) {
+                    return Err(bad("create_job", format!("unknown dataset {}", u.dataset_id)));
+                }
+                self.next_job_id = self.next_job_id.max(u.job_id.saturating_add(1));
+                self.jobs_by_name.insert(u.job_name.clone(), id);
+                self.jobs.insert(
+                    id,
+                    Job {
+                        id,
+                        name: u.job_name.clone(),
+                        dataset_id: DatasetId(u.dataset_id.clone()),
+                        processing_mode: u.processing_mode_def.unwrap_or_default(),
+                        num_consumers: u.num_consumers,
+                        target_workers: u.target_workers,
+                        use_cross_trainer_cache: u.use_cross_trainer_cache,
+                    },
+                );
+            }
+            UpdateType::CreateIteration(u) => {
+                let id = IterationId(u.iteration_id);
+                let job = self
+                    .jobs
+                    .get(&JobId(u.job_id))
+                    .ok_or_else(|| bad("create_iteration", format!("unknown job {}", u.job_id)))?;
+                if self.iterations.contains_key(&id) {
+                    return Err(bad("create_iteration", format!("iteration {id} exists")));
+                }
+                let key = (job.name.clone(), u.repetition);
+                if let Some(old) = self.iterations_by_key.get(&key) {
+                    if !self.iterations.get(old).is_some_and(|i| i.garbage_collected) {
+                        return Err(bad("create_iteration", format!("{key:?} has a live iteration")));
+                    }
+                }
+                let providers = usize::try_from(u.num_split_providers)
+                    .map_err(|_| bad("create_iteration", "negative split providers".into()))?;
+                self.next_iteration_id = self.next_iteration_id.max(u.iteration_id.saturating_add(1));
+                self.iterations_by_key.insert(key, id);
+                self.iterations.insert(
+                    id,
+                    Iteration {
+                        id,
+                        job_id: JobId(u.job_id),
+                        repetition: u.repetition,
+                        num_split_providers: u.num_split_providers,
+                        split_repetitions: vec![0; providers],
+                        split_indices: vec![0; providers],
+                        num_clients: 0,
+                        last_client_released_micros: None,
+                        finished: false,
+                        garbage_collected: false,
+                        tasks: Vec::new(),
+                    },
+                );
+            }
+            UpdateType::ProduceSplit(u) => {
+                let it = self
+                    .iterations
+                    .get_mut(&IterationId(u.iteration_id))
+                    .ok_or_else(|| bad("produce_split", format!("unknown iteration {}", u.iteration_id)))?;
+                let p = usize::try_from(u.split_provider_index)
+                    .ok()
+                    .filter(|&p| p < it.split_indices.len())
+                    .ok_or_else(|| bad("produce_split", format!("bad provider {}", u.split_provider_index)))?;
+                it.split_repetitions[p] = u.repetition;
+                if u.finished {
+                    it.split_repetitions[p] += 1;
+                    it.split_indices[p] = 0;
+                } else {
+                    it.split_indices[p] += 1;
+                }
+            }
+            UpdateType::AcquireIterationClient(u) => {
+                let client = IterationClientId(u.iteration_client_id);
+                if self.clients.contains_key(&client) {
+                    return Err(bad("acquire_iteration_client", format!("client {client} exists")));
+                }
+                let it = self
+                    .iterations
+                    .get_mut(&IterationId(u.iteration_id))
+                    .ok_or_else(|| bad("acquire_iteration_client", format!("unknown iteration {}", u.iteration_id)))?;
+                it.num_clients += 1;
+                self.next_client_id = self.next_client_id.max(u.iteration_client_id.saturating_add(1));
+                self.clients.insert(client, it.id);
+            }
+            UpdateType::ReleaseIterationClient(u) => {
+                let client = IterationClientId(u.iteration_client_id);
+                let iteration = self
+                    .clients
+                    .get(&client)
+                    .copied()
+                    .ok_or_else(|| bad("release_iteration_client", format!("unknown client {client}")))?;
+                let it = self
+                    .iterations
+                    .get_mut(&iteration)
+                    .ok_or_else(|| bad("release_iteration_client", format!("unknown iteration {iteration}")))?;
+                it.num_clients -= 1;
+                it.last_client_released_micros = Some(u.time_micros);
+                self.clients.remove(&client);
+            }
+            UpdateType::GarbageCollectIteration(u) => {
+                let id = IterationId(u.iteration_id);
+                let it = self
+                    .iterations
+                    .get_mut(&id)
+                    .ok_or_else(|| bad("garbage_collect_iteration", format!("unknown iteration {id}")))?;
+                it.finished = true;
+                it.garbage_collected = true;
+                for task_id in it.tasks.clone() {
+                    if let Some(task) = self.tasks.get_mut(&task_id) {
+                        task.finished = true;
+                        if let Some(assigned) = self.tasks_by_worker.get_mut(&task.worker_address) {
+                            assigned.remove(&task_id);
+                        }
+                    }
+                }
+            }
+            UpdateType::RemoveTask(u) => {
+                let id = TaskId(u.task_id);
+                let task = self
+                    .tasks
+                    .remove(&id)
+                    .ok_or_else(|| bad("remove_task", format!("unknown task {id}")))?;
+                if let Some(it) = self.iterations.get_mut(&task.iteration_id) {
+                    it.tasks.retain(|t| *t != id);
+                }
+                if let Some(assigned) = self.tasks_by_worker.get_mut(&task.worker_address) {
+                    assigned.remove(&id);
+                }
+            }
+            UpdateType::CreatePendingTask(_) | UpdateType::ClientHeartbeat(_) => {
+                // Coordinated-read negotiation is not implemented yet; refusing
+                // here keeps a journal written by another dispatcher from being
+                // half-applied.
+                return Err(Error::Unimplemented(
+                    "coordinated-read (round-robin) journal updates are not supported yet".into(),
+                ));
+            }
+            UpdateType::CreateTask(u) => {
+                let id = TaskId(u.task_id);
+                if self.tasks.contains_key(&id) {
+                    return Err(bad("create_task", format!("task {id} exists")));
+                }
+                let iteration_id = IterationId(u.iteration_id);
+                let it = self
+                    .iterations
+                    .get_mut(&iteration_id)
+                    .ok_or_else(|| bad("create_task", format!("unknown iteration {iteration_id}")))?;
+                let assigned = self
+                    .tasks_by_worker
+                    .get_mut(&u.worker_address)
+                    .ok_or_else(|| bad("create_task", format!("unknown worker {}", u.worker_address)))?;
+                it.tasks.push(id);
+                assigned.insert(id);
+                self.next_task_id = self.next_task_id.max(u.task_id.saturating_add(1));
+                self.tasks.insert(
+                    id,
+                    Task {
+                        id,
+                        iteration_id,
+                        worker_address: u.worker_address.clone(),
+                        transfer_servers: u.transfer_servers.clone(),
+                        worker_tags: u.worker_tags.clone(),
+                        worker_uid: u.worker_uid,
+                        starting_round: 0,
+                        finished: false,
+                    },
+                );
+            }
+            UpdateType::FinishTask(u) => {
+                let id = TaskId(u.task_id);
+                let task = self
+                    .tasks
+                    .get_mut(&id)
+                    .ok_or_else(|| bad("finish_task", format!("unknown task {id}")))?;
+                task.finished = true;
+                let (worker, iteration_id) = (task.worker_address.clone(), task.iteration_id);
+                if let Some(assigned) = self.tasks_by_worker.get_mut(&worker) {
+                    assigned.remove(&id);
+                }
+                if let Some(it) = self.iterations.get_mut(&iteration_id) {
+                    let tasks = &self.tasks;
+                    it.finished = it
+                        .tasks
+                        .iter()
+                        .all(|t| tasks.get(t).is_none_or(|t| t.finished));
+                }
+            }
+            UpdateType::Snapshot(u) => {
+                self.snapshots.insert(u.path.clone());
+            }
+            UpdateType::CompressionDisabledAtRuntime(u) => {
+                let ds = self
+                    .datasets
+                    .get_mut(&DatasetId(u.dataset_id.clone()))
+                    .ok_or_else(|| bad("compression_disabled_at_runtime", format!("unknown dataset {}", u.dataset_id)))?;
+                ds.compression_disabled_at_runtime
+                    .get_or_insert(u.compression_disabled);
+            }
+        }
+        Ok(())
+    }
+
+    // ---- Queries ----
+
+    pub fn dataset(&self, id: &DatasetId) -> Option<&Dataset> {
+        self.datasets.get(id)
+    }
+
+    pub fn datasets(&self) -> impl Iterator<Item = &Dataset> {
+        self.datasets.values()
+    }
+
+    /// The id a new dataset without a requested id gets: the smallest number
+    /// ≥ 1000 not yet used.
+    pub fn next_dataset_id(&self) -> DatasetId {
+        DatasetId(self.next_dataset_id.to_string())
+    }
+
+    pub fn worker(&self, address: &str) -> Option<&Worker> {
+        self.worker_index.get(address).map(|&i| &self.workers[i])
+    }
+
+    pub fn workers(&self) -> &[Worker] {
+        &self.workers
+    }
+
+    pub fn job(&self, id: JobId) -> Option<&Job> {
+        self.jobs.get(&id)
+    }
+
+    pub fn job_by_name(&self, name: &str) -> Option<&Job> {
+        self.jobs_by_name.get(name).and_then(|id| self.jobs.get(id))
+    }
+
+    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values()
+    }
+
+    pub fn next_job_id(&self) -> JobId {
+        JobId(self.next_job_id)
+    }
+
+    pub fn iteration(&self, id: IterationId) -> Option<&Iteration> {
+        self.iterations.get(&id)
+    }
+
+    pub fn iterations(&self) -> impl Iterator<Item = &Iteration> {
+        self.iterations.values()
+    }
+
+    /// The live (not garbage-collected) iteration of `job_name` at `repetition`.
+    pub fn iteration_by_key(&self, job_name: &str, repetition: i64) -> Option<&Iteration> {
+        self.iterations_by_key
+            .get(&(job_name.to_string(), repetition))
+            .and_then(|id| self.iterations.get(id))
+            .filter(|it| !it.garbage_collected)
+    }
+
+    pub fn next_iteration_id(&self) -> IterationId {
+        IterationId(self.next_iteration_id)
+    }
+
+    pub fn client_iteration(&self, client: IterationClientId) -> Option<IterationId> {
+        self.clients.get(&client).copied()
+    }
+
+    pub fn clients(&self) -> impl Iterator<Item = (IterationClientId, IterationId)> + '_ {
+        self.clients.iter().map(|(c, i)| (*c, *i))
+    }
+
+    pub fn next_client_id(&self) -> IterationClientId {
+        IterationClientId(self.next_client_id)
+    }
+
+    pub fn task(&self, id: TaskId) -> Option<&Task> {
+        self.tasks.get(&id)
+    }
+
+    pub fn tasks(&self) -> impl Iterator<Item = &Task> {
+        self.tasks.values()
+    }
+
+    pub fn next_task_id(&self) -> TaskId {
+        TaskId(self.next_task_id)
+    }
+
+    /// The worker's assigned, unfinished tasks.
+    pub fn tasks_for_worker(&self, address: &str) -> impl Iterator<Item = &Task> {
+        self.tasks_by_worker
+            .get(address)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.tasks.get(id))
+    }
+
+    pub fn is_assigned(&self, address: &str, task: TaskId) -> bool {
+        self.tasks_by_worker
+            .get(address)
+            .is_some_and(|t| t.contains(&task))
+    }
+
+    /// Iterations that still want tasks on newly registered workers.
+    pub fn unfinished_iterations(&self) -> impl Iterator<Item = &Iteration> {
+        self.iterations.values().filter(|it| !it.finished)
+    }
+}
+
+/// The `TargetWorkers` value a job stores for a request (unspecified = AUTO).
+pub fn normalize_target_workers(value: i32) -> i32 {
+    if value == TargetWorkers::Unspecified as i32 {
+        TargetWorkers::Auto as i32
+    } else {
+        value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tfdata_proto::data::{
+        AcquireIterationClientUpdate, CreateIterationUpdate, CreateJobUpdate, CreateTaskUpdate,
+        FinishTaskUpdate, RegisterDatasetUpdate, RegisterWorkerUpdate,
+        ReleaseIterationClientUpdate,
+    };
+
+    fn up(u: UpdateType) -> Update {
+        Update {
+            update_type: Some(u),
+        }
+    }
+
+    fn history() -> Vec<Update> {
+        vec![
+            up(UpdateType::RegisterDataset(RegisterDatasetUpdate {
+                dataset_id: "1000".into(),
+                ..Default::default()
+            })),
+            up(UpdateType::RegisterWorker(RegisterWorkerUpdate {
+                worker_address: "w1:1".into(),
+                ..Default::default()
+            })),
+            up(UpdateType::RegisterWorker(RegisterWorkerUpdate {
+                worker_address: "w2:1".into(),
+                ..Default::default()
+            })),
+            up(UpdateType::CreateJob(CreateJobUpdate {
+                job_id: 5000,
+                job_name: "j".into(),
+                dataset_id: "1000".into(),
+                ..Default::default()
+            })),
+            up(UpdateType::CreateIteration(CreateIterationUpdate {
+                iteration_id: 2000,
+                job_id: 5000,
+                repetition: 0,
+                num_split_providers: 0,
+            })),
+            up(UpdateType::CreateTask(CreateTaskUpdate {
+                task_id: 4000,
+                iteration_id: 2000,
+                worker_address: "w1:1".into(),
+                ..Default::default()
+            })),
+            up(UpdateType::CreateTask(CreateTaskUpdate {
+                task_id: 4001,
+                iteration_id: 2000,
+                worker_address: "w2:1".into(),
+                ..Default::default()
+            })),
+            up(UpdateType::AcquireIterationClient(AcquireIterationClientUpdate {
+                iteration_id: 2000,
+                iteration_client_id: 3000,
+            })),
+        ]
+    }
+
+    #[test]
+    fn lifecycle_of_an_iteration() {
+        let mut s = DispatcherState::new();
+        for u in history() {
+            s.apply(&u).unwrap();
+        }
+        assert_eq!(s.next_dataset_id(), DatasetId("1001".into()));
+        assert_eq!(s.next_task_id(), TaskId(4002));
+        assert_eq!(s.tasks_for_worker("w1:1").count(), 1);
+        assert_eq!(s.iteration(IterationId(2000)).unwrap().num_clients, 1);
+
+        s.apply(&up(UpdateType::FinishTask(FinishTaskUpdate { task_id: 4000 })))
+            .unwrap();
+        assert!(!s.iteration(IterationId(2000)).unwrap().finished);
+        assert_eq!(s.tasks_for_worker("w1:1").count(), 0);
+        s.apply(&up(UpdateType::FinishTask(FinishTaskUpdate { task_id: 4001 })))
+            .unwrap();
+        assert!(s.iteration(IterationId(2000)).unwrap().finished);
+
+        s.apply(&up(UpdateType::ReleaseIterationClient(
+            ReleaseIterationClientUpdate {
+                iteration_client_id: 3000,
+                time_micros: 77,
+            },
+        )))
+        .unwrap();
+        let it = s.iteration(IterationId(2000)).unwrap();
+        assert_eq!((it.num_clients, it.last_client_released_micros), (0, Some(77)));
+    }
+
+    #[test]
+    fn inconsistent_updates_are_errors_and_change_nothing() {
+        let mut s = DispatcherState::new();
+        for u in history() {
+            s.apply(&u).unwrap();
+        }
+        let before = s.clone();
+        for u in [
+            up(UpdateType::FinishTask(FinishTaskUpdate { task_id: 1 })),
+            up(UpdateType::CreateTask(CreateTaskUpdate {
+                task_id: 4005,
+                iteration_id: 2000,
+                worker_address: "unknown:1".into(),
+                ..Default::default()
+            })),
+            history()[0].clone(),
+            Update { update_type: None },
+        ] {
+            assert!(s.apply(&u).is_err());
+            assert_eq!(s, before);
+        }
+    }
+
+    #[test]
+    fn numeric_dataset_ids_skip_taken_ones() {
+        let mut s = DispatcherState::new();
+        for id in ["1000", "1001", "abc", "1003"] {
+            s.apply(&up(UpdateType::RegisterDataset(RegisterDatasetUpdate {
+                dataset_id: id.into(),
+                ..Default::default()
+            })))
+            .unwrap();
+        }
+        assert_eq!(s.next_dataset_id(), DatasetId("1002".into()));
+    }
+}

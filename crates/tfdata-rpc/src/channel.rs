@@ -1,0 +1,98 @@
+//! Channels to dispatchers and workers.
+
+use std::time::Duration;
+
+use tfdata_core::{Error, Result};
+use tfdata_proto::data::dispatcher_service_client::DispatcherServiceClient;
+use tfdata_proto::data::worker_service_client::WorkerServiceClient;
+use tonic::transport::{Channel, Endpoint};
+
+/// Largest message any tfdata server or client accepts or sends. tonic's
+/// default of 4 MiB breaks real elements; TensorFlow uses "unlimited" for
+/// servers and worker clients and INT32_MAX for dispatcher clients.
+pub const MAX_MESSAGE_BYTES: usize = i32::MAX as usize;
+
+/// How long establishing a TCP connection may take before the call fails as
+/// UNAVAILABLE (and is retried by whoever retries it).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The only transport protocols tfdata speaks. `grpc+local` (gRPC local TCP
+/// credentials) is plaintext on loopback, which is what we serve.
+pub const SUPPORTED_PROTOCOLS: [&str; 2] = ["grpc", "grpc+local"];
+
+/// Splits `"[<protocol>://]<address>"` as TensorFlow's `distribute` does.
+pub fn parse_service(service: &str) -> Result<(String, String)> {
+    let parts: Vec<&str> = service.split("://").collect();
+    let (protocol, address) = match parts.as_slice() {
+        [address] => ("grpc", *address),
+        [protocol, address] => (*protocol, *address),
+        _ => {
+            return Err(Error::InvalidArgument(format!(
+                "service address {service:?} has more than one \"://\""
+            )));
+        }
+    };
+    if address.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "service address {service:?} has no host:port"
+        )));
+    }
+    check_protocol(protocol)?;
+    Ok((protocol.to_string(), address.to_string()))
+}
+
+pub fn check_protocol(protocol: &str) -> Result<()> {
+    if SUPPORTED_PROTOCOLS.contains(&protocol) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "unsupported protocol {protocol:?}; tfdata supports {SUPPORTED_PROTOCOLS:?}"
+        )))
+    }
+}
+
+/// A lazily connecting channel to `host:port`: creating it never blocks, and
+/// an unreachable peer shows up as UNAVAILABLE on the first call.
+pub fn channel(address: &str) -> Result<Channel> {
+    let endpoint = Endpoint::from_shared(format!("http://{address}")).map_err(|e| {
+        Error::InvalidArgument(format!("invalid address {address:?}: {e}"))
+    })?;
+    Ok(endpoint
+        .connect_timeout(CONNECT_TIMEOUT)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_while_idle(true)
+        .connect_lazy())
+}
+
+pub fn dispatcher_client(channel: Channel) -> DispatcherServiceClient<Channel> {
+    DispatcherServiceClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES)
+}
+
+pub fn worker_client(channel: Channel) -> WorkerServiceClient<Channel> {
+    WorkerServiceClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_addresses_parse_like_tensorflow() {
+        assert_eq!(
+            parse_service("grpc://localhost:5050").unwrap(),
+            ("grpc".into(), "localhost:5050".into())
+        );
+        assert_eq!(
+            parse_service("localhost:5050").unwrap(),
+            ("grpc".into(), "localhost:5050".into())
+        );
+        assert!(parse_service("grpc://a://b").is_err());
+        assert!(parse_service("grpc://").is_err());
+        assert!(parse_service("http2://x:1").is_err());
+    }
+}
