@@ -21,6 +21,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         // Payloads are zero-copy `Bytes` from the socket to the reader.
         .bytes(".")
+        // Unimplemented methods answer UNIMPLEMENTED; lets tests fake a peer.
+        .generate_default_stubs(true)
         .compile_with_config(config, &paths, &[root])?;
     Ok(())
 }

@@ -1,0 +1,97 @@
+//! [`DispatcherClient`]: typed calls to a dispatcher. The first call on a
+//! client checks the dispatcher's protocol version (spec §5.10) and fails with
+//! [`Error::VersionMismatch`] if it is not ours.
+
+use std::sync::Arc;
+
+use tfdata_core::{Error, Result};
+use tfdata_proto::DATA_SERVICE_VERSION;
+use tfdata_proto::data::{self as wire, dispatcher_service_client::DispatcherServiceClient};
+use tonic::transport::Channel;
+
+#[derive(Clone)]
+pub struct DispatcherClient {
+    address: String,
+    client: DispatcherServiceClient<Channel>,
+    version_checked: Arc<tokio::sync::OnceCell<()>>,
+}
+
+macro_rules! rpc {
+    ($(#[$doc:meta])* $name:ident, $req:ty, $resp:ty) => {
+        $(#[$doc])*
+        pub async fn $name(&self, request: $req) -> Result<$resp> {
+            self.check_version().await?;
+            self.client
+                .clone()
+                .$name(request)
+                .await
+                .map(tonic::Response::into_inner)
+                .map_err(Error::from)
+        }
+    };
+}
+
+impl DispatcherClient {
+    /// A client for the dispatcher at `host:port`. Connects lazily: an
+    /// unreachable dispatcher shows up as a retryable error on the first call.
+    pub fn new(address: &str) -> Result<Self> {
+        Ok(DispatcherClient {
+            address: address.to_string(),
+            client: tfdata_rpc::channel::dispatcher_client(tfdata_rpc::channel::channel(address)?),
+            version_checked: Default::default(),
+        })
+    }
+
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The retry target naming this dispatcher, for error messages.
+    pub fn target(&self) -> tfdata_rpc::retry::Target {
+        tfdata_rpc::retry::Target {
+            what: "tf.data service dispatcher",
+            address: self.address.clone(),
+        }
+    }
+
+    /// Checks the protocol version once; later calls return at once.
+    pub async fn check_version(&self) -> Result<()> {
+        self.version_checked
+            .get_or_try_init(|| async {
+                let version = self
+                    .client
+                    .clone()
+                    .get_version(wire::GetVersionRequest {})
+                    .await
+                    .map_err(Error::from)?
+                    .into_inner()
+                    .version;
+                if version == DATA_SERVICE_VERSION {
+                    Ok(())
+                } else {
+                    Err(Error::VersionMismatch {
+                        address: self.address.clone(),
+                        server: version,
+                        client: DATA_SERVICE_VERSION,
+                    })
+                }
+            })
+            .await
+            .map(|_| ())
+    }
+
+    rpc!(worker_heartbeat, wire::WorkerHeartbeatRequest, wire::WorkerHeartbeatResponse);
+    rpc!(worker_update, wire::WorkerUpdateRequest, wire::WorkerUpdateResponse);
+    rpc!(get_dataset_def, wire::GetDatasetDefRequest, wire::GetDatasetDefResponse);
+    rpc!(get_split, wire::GetSplitRequest, wire::GetSplitResponse);
+    rpc!(get_or_register_dataset, wire::GetOrRegisterDatasetRequest, wire::GetOrRegisterDatasetResponse);
+    rpc!(get_or_create_job, wire::GetOrCreateJobRequest, wire::GetOrCreateJobResponse);
+    rpc!(get_or_create_iteration, wire::GetOrCreateIterationRequest, wire::GetOrCreateIterationResponse);
+    rpc!(maybe_remove_task, wire::MaybeRemoveTaskRequest, wire::MaybeRemoveTaskResponse);
+    rpc!(release_iteration_client, wire::ReleaseIterationClientRequest, wire::ReleaseIterationClientResponse);
+    rpc!(client_heartbeat, wire::ClientHeartbeatRequest, wire::ClientHeartbeatResponse);
+    rpc!(get_workers, wire::GetWorkersRequest, wire::GetWorkersResponse);
+    rpc!(get_data_service_metadata, wire::GetDataServiceMetadataRequest, wire::GetDataServiceMetadataResponse);
+    rpc!(get_data_service_config, wire::GetDataServiceConfigRequest, wire::GetDataServiceConfigResponse);
+    rpc!(disable_compression_at_runtime, wire::DisableCompressionAtRuntimeRequest, wire::DisableCompressionAtRuntimeResponse);
+}

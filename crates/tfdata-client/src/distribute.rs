@@ -1,0 +1,370 @@
+//! `distribute`, `register_dataset` and `from_dataset_id` (spec §3.1–§3.3).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use tfdata_core::{Element, Error, Result};
+use tfdata_dataset::Dataset;
+use tfdata_proto::data as wire;
+use tfdata_rpc::CancellationToken;
+use tfdata_rpc::retry::retry;
+
+use crate::dispatcher::DispatcherClient;
+use crate::iteration::{self, Iteration, IterationParams};
+use crate::options::{Compression, IntoProcessingMode, ProcessingMode, TargetWorkers};
+use crate::runtime;
+
+/// How long calls that set a read up (registration, job and iteration
+/// creation, metadata) retry an unreachable dispatcher before failing.
+/// TensorFlow retries registration for an hour and job creation forever; a
+/// reader that cannot reach its dispatcher for a minute is usually
+/// misconfigured, so tfdata says so sooner. Configurable per read.
+pub const DEFAULT_DISPATCHER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Client heartbeat period (`task_refresh_interval_hint_ms`'s default).
+pub const DEFAULT_TASK_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// `max_outstanding_requests` when left to AUTOTUNE.
+pub const DEFAULT_MAX_OUTSTANDING_REQUESTS: usize = 16;
+
+/// Options shared by `distribute` and `from_dataset_id`.
+#[derive(Debug, Clone)]
+struct ReadOptions {
+    mode: std::result::Result<ProcessingMode, String>,
+    service: String,
+    job_name: Option<String>,
+    max_outstanding_requests: Option<usize>,
+    target_workers: TargetWorkers,
+    task_refresh_interval: Duration,
+    dispatcher_timeout: Duration,
+}
+
+impl ReadOptions {
+    fn new(mode: Result<ProcessingMode>, service: &str) -> Self {
+        ReadOptions {
+            mode: mode.map_err(|e| e.to_string()),
+            service: service.to_string(),
+            job_name: None,
+            max_outstanding_requests: None,
+            target_workers: TargetWorkers::Auto,
+            task_refresh_interval: DEFAULT_TASK_REFRESH_INTERVAL,
+            dispatcher_timeout: DEFAULT_DISPATCHER_TIMEOUT,
+        }
+    }
+
+    fn validate(&self) -> Result<(ProcessingMode, DispatcherClient)> {
+        let mode = self.mode.clone().map_err(Error::InvalidArgument)?;
+        if let Some(name) = &self.job_name {
+            if name.is_empty() {
+                return Err(Error::InvalidArgument("job_name must not be empty".into()));
+            }
+        }
+        if self.max_outstanding_requests == Some(0) {
+            return Err(Error::InvalidArgument(
+                "max_outstanding_requests must be greater than zero (or unset for AUTOTUNE)".into(),
+            ));
+        }
+        if self.task_refresh_interval.is_zero() {
+            return Err(Error::InvalidArgument("task_refresh_interval must be positive".into()));
+        }
+        let (_protocol, address) = tfdata_rpc::channel::parse_service(&self.service)?;
+        Ok((mode, DispatcherClient::new(&address)?))
+    }
+}
+
+macro_rules! read_option_setters {
+    () => {
+        /// Share one job (and its elements, first come first served) with every
+        /// reader using the same name.
+        pub fn job_name(mut self, name: &str) -> Self {
+            self.options.job_name = Some(name.to_string());
+            self
+        }
+
+        /// Limit on elements requested or buffered at once; unset = AUTOTUNE.
+        pub fn max_outstanding_requests(mut self, n: usize) -> Self {
+            self.options.max_outstanding_requests = Some(n);
+            self
+        }
+
+        pub fn target_workers(mut self, target: TargetWorkers) -> Self {
+            self.options.target_workers = target;
+            self
+        }
+
+        /// How often the reader heartbeats to learn of tasks (default 1 s).
+        pub fn task_refresh_interval(mut self, interval: Duration) -> Self {
+            self.options.task_refresh_interval = interval;
+            self
+        }
+
+        /// How long setup calls retry an unreachable dispatcher (default 60 s).
+        pub fn dispatcher_timeout(mut self, timeout: Duration) -> Self {
+            self.options.dispatcher_timeout = timeout;
+            self
+        }
+    };
+}
+
+/// `tf.data.experimental.service.distribute(...)`: a transformation that
+/// registers a dataset with the service and reads it back from the workers.
+///
+/// ```no_run
+/// use tfdata_client::{distribute, ProcessingMode};
+/// use tfdata_dataset::Dataset;
+/// let ds = distribute(ProcessingMode::ParallelEpochs, "grpc://localhost:5050")
+///     .apply(&Dataset::range(10))?;
+/// for element in ds.iter()? {
+///     println!("{}", element?);
+/// }
+/// # Ok::<(), tfdata_core::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Distribute {
+    options: ReadOptions,
+    compression: Compression,
+}
+
+/// Starts a `distribute` transformation; `mode` is a [`ProcessingMode`] or
+/// TensorFlow's string (`"parallel_epochs"`, `"distributed_epoch"`).
+pub fn distribute(mode: impl IntoProcessingMode, service: &str) -> Distribute {
+    Distribute {
+        options: ReadOptions::new(mode.into_processing_mode(), service),
+        compression: Compression::Auto,
+    }
+}
+
+impl Distribute {
+    read_option_setters!();
+
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Registers `dataset` and returns it as read through the service.
+    pub fn apply(&self, dataset: &Dataset) -> Result<DistributedDataset> {
+        runtime::block_on("distribute(...).apply", self.apply_async(dataset))?
+    }
+
+    pub async fn apply_async(&self, dataset: &Dataset) -> Result<DistributedDataset> {
+        let (mode, dispatcher) = self.options.validate()?;
+        let dataset_id =
+            register(&dispatcher, dataset, self.compression, None, self.options.dispatcher_timeout).await?;
+        DistributedDataset::connect(dispatcher, mode, dataset_id, self.options.clone()).await
+    }
+}
+
+/// `register_dataset(service, dataset, compression, dataset_id)`: registers
+/// `dataset` and returns its id. With an explicit `dataset_id` that is already
+/// registered, the existing dataset is kept (its metadata must match).
+pub fn register_dataset(
+    service: &str,
+    dataset: &Dataset,
+    compression: Compression,
+    dataset_id: Option<&str>,
+) -> Result<String> {
+    runtime::block_on(
+        "register_dataset",
+        register_dataset_async(service, dataset, compression, dataset_id),
+    )?
+}
+
+pub async fn register_dataset_async(
+    service: &str,
+    dataset: &Dataset,
+    compression: Compression,
+    dataset_id: Option<&str>,
+) -> Result<String> {
+    let (_protocol, address) = tfdata_rpc::channel::parse_service(service)?;
+    let dispatcher = DispatcherClient::new(&address)?;
+    register(&dispatcher, dataset, compression, dataset_id, DEFAULT_DISPATCHER_TIMEOUT).await
+}
+
+async fn register(
+    dispatcher: &DispatcherClient,
+    dataset: &Dataset,
+    compression: Compression,
+    dataset_id: Option<&str>,
+    timeout: Duration,
+) -> Result<String> {
+    let pipeline = tfdata_dataset::pipeline::to_pipeline_def(dataset, compression != Compression::Off)?;
+    let request = wire::GetOrRegisterDatasetRequest {
+        dataset: Some(wire::DatasetDef {
+            graph: Default::default(),
+            tfdata_pipeline: Some(pipeline),
+        }),
+        metadata: Some(wire::DataServiceMetadata {
+            element_spec: None,
+            compression: compression.to_metadata() as i32,
+            cardinality: dataset.cardinality(),
+        }),
+        dataset_id: dataset_id.map(str::to_string),
+    };
+    let response = retry(&dispatcher.target(), Some(timeout), &CancellationToken::new(), || {
+        dispatcher.get_or_register_dataset(request.clone())
+    })
+    .await?;
+    Ok(response.dataset_id)
+}
+
+/// `from_dataset_id(processing_mode, service, dataset_id, ...)`: reads a dataset
+/// registered earlier, by this or any other client (TensorFlow's included).
+#[derive(Debug, Clone)]
+pub struct FromDatasetId {
+    options: ReadOptions,
+    dataset_id: String,
+}
+
+pub fn from_dataset_id(mode: impl IntoProcessingMode, service: &str, dataset_id: &str) -> FromDatasetId {
+    FromDatasetId {
+        options: ReadOptions::new(mode.into_processing_mode(), service),
+        dataset_id: dataset_id.to_string(),
+    }
+}
+
+impl FromDatasetId {
+    read_option_setters!();
+
+    pub fn build(&self) -> Result<DistributedDataset> {
+        runtime::block_on("from_dataset_id(...).build", self.build_async())?
+    }
+
+    pub async fn build_async(&self) -> Result<DistributedDataset> {
+        let (mode, dispatcher) = self.options.validate()?;
+        let mut options = self.options.clone();
+        // TensorFlow 2.21 scopes the job name by dataset id here (not in distribute).
+        options.job_name = options
+            .job_name
+            .map(|name| format!("dataset_id=/{}/{name}", self.dataset_id));
+        DistributedDataset::connect(dispatcher, mode, self.dataset_id.clone(), options).await
+    }
+}
+
+/// A dataset read through tf.data service. Each iterator is a new repetition
+/// (epoch) of the job, as with a `tf.data` dataset iterated again.
+#[derive(Clone)]
+pub struct DistributedDataset {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    dispatcher: DispatcherClient,
+    mode: ProcessingMode,
+    dataset_id: String,
+    metadata: wire::DataServiceMetadata,
+    options: ReadOptions,
+    next_repetition: AtomicI64,
+}
+
+impl DistributedDataset {
+    async fn connect(
+        dispatcher: DispatcherClient,
+        mode: ProcessingMode,
+        dataset_id: String,
+        options: ReadOptions,
+    ) -> Result<Self> {
+        let cancel = CancellationToken::new();
+        let timeout = Some(options.dispatcher_timeout);
+        let request = wire::GetDataServiceMetadataRequest {
+            dataset_id: dataset_id.clone(),
+        };
+        let metadata = retry(&dispatcher.target(), timeout, &cancel, || {
+            dispatcher.get_data_service_metadata(request.clone())
+        })
+        .await?
+        .metadata
+        .unwrap_or_default();
+        if metadata.compression == wire::data_service_metadata::Compression::Unspecified as i32 {
+            return Err(Error::InvalidArgument(format!(
+                "dataset {dataset_id} was registered without a compression setting"
+            )));
+        }
+        Ok(DistributedDataset {
+            inner: Arc::new(Inner {
+                dispatcher,
+                mode,
+                dataset_id,
+                metadata,
+                options,
+                next_repetition: AtomicI64::new(0),
+            }),
+        })
+    }
+
+    pub fn dataset_id(&self) -> &str {
+        &self.inner.dataset_id
+    }
+
+    pub fn processing_mode(&self) -> ProcessingMode {
+        self.inner.mode
+    }
+
+    /// Cardinality registered with the dataset (−1 infinite, −2 unknown).
+    pub fn registered_cardinality(&self) -> i64 {
+        self.inner.metadata.cardinality
+    }
+
+    /// A blocking iterator over the elements (not for use inside an async
+    /// runtime: use [`stream`](Self::stream) there).
+    pub fn iter(&self) -> Result<ElementIterator> {
+        let handle = runtime::handle()?;
+        let iteration = runtime::block_on("DistributedDataset::iter", self.start(handle))??;
+        Ok(ElementIterator { iteration })
+    }
+
+    /// An async stream of the elements, driven on the current runtime.
+    pub async fn stream(&self) -> Result<ElementStream> {
+        let iteration = self.start(tokio::runtime::Handle::current()).await?;
+        Ok(ElementStream { iteration })
+    }
+
+    async fn start(&self, handle: tokio::runtime::Handle) -> Result<Iteration> {
+        let inner = &self.inner;
+        let repetition = inner.next_repetition.fetch_add(1, Ordering::SeqCst);
+        let params = IterationParams {
+            dataset_id: inner.dataset_id.clone(),
+            mode: inner.mode,
+            job_name: inner.options.job_name.clone(),
+            target_workers: inner.options.target_workers,
+            repetition,
+            max_outstanding_requests: inner
+                .options
+                .max_outstanding_requests
+                .unwrap_or(DEFAULT_MAX_OUTSTANDING_REQUESTS),
+            task_refresh_interval: inner.options.task_refresh_interval,
+            dispatcher_timeout: inner.options.dispatcher_timeout,
+        };
+        iteration::start(inner.dispatcher.clone(), params, handle).await
+    }
+}
+
+/// Blocking iterator over a distributed dataset's elements. Dropping it
+/// releases the iteration at the dispatcher.
+pub struct ElementIterator {
+    iteration: Iteration,
+}
+
+impl Iterator for ElementIterator {
+    type Item = Result<Element>;
+    fn next(&mut self) -> Option<Result<Element>> {
+        self.iteration.next_blocking()
+    }
+}
+
+/// Async stream of a distributed dataset's elements. Dropping it releases the
+/// iteration at the dispatcher.
+pub struct ElementStream {
+    iteration: Iteration,
+}
+
+impl futures::Stream for ElementStream {
+    type Item = Result<Element>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Element>>> {
+        self.iteration.poll_next(cx)
+    }
+}

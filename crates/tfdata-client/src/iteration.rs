@@ -1,0 +1,304 @@
+//! One reader's pass over a job (spec §5.4): create the job and iteration,
+//! heartbeat the dispatcher to learn of tasks and of the iteration's end, and
+//! fetch elements from every task's worker.
+//!
+//! A driver task owns the heartbeat loop and spawns one fetcher per task.
+//! Fetchers hold at most one `GetElement` in flight each; a semaphore of
+//! `max_outstanding_requests` permits bounds requests in flight plus elements
+//! buffered for the reader (a permit travels with its element and is returned
+//! when the reader takes it), so a slow reader slows the fetchers instead of
+//! growing memory.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tfdata_core::{Element, Error, Result, element};
+use tfdata_proto::data::{self as wire, get_element_response, worker_service_client::WorkerServiceClient};
+use tfdata_rpc::CancellationToken;
+use tfdata_rpc::retry::{backoff, retry};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::DropGuard;
+use tonic::transport::Channel;
+
+use crate::dispatcher::DispatcherClient;
+use crate::options::{ProcessingMode, TargetWorkers};
+
+/// Bound on one `ReleaseIterationClient` when a reader goes away.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bound on one `ClientHeartbeat`; a slower answer counts as a transient failure.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
+/// First poll delay once all tasks are drained but the end is not yet known.
+const END_POLL_START: Duration = Duration::from_millis(5);
+
+pub(crate) struct IterationParams {
+    pub dataset_id: String,
+    pub mode: ProcessingMode,
+    pub job_name: Option<String>,
+    pub target_workers: TargetWorkers,
+    pub repetition: i64,
+    pub max_outstanding_requests: usize,
+    pub task_refresh_interval: Duration,
+    pub dispatcher_timeout: Duration,
+}
+
+type Item = (Result<Element>, Option<OwnedSemaphorePermit>);
+
+/// The reader's end of a running iteration.
+pub(crate) struct Iteration {
+    rx: mpsc::Receiver<Item>,
+    failed: bool,
+    _stop_driver: DropGuard,
+}
+
+impl Iteration {
+    fn take(&mut self, item: Option<Item>) -> Option<Result<Element>> {
+        if self.failed {
+            return None;
+        }
+        let (result, _permit) = item?;
+        // An error ends the iteration, as in TensorFlow.
+        self.failed = result.is_err();
+        Some(result)
+    }
+
+    pub fn next_blocking(&mut self) -> Option<Result<Element>> {
+        let item = self.rx.blocking_recv();
+        self.take(item)
+    }
+
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Element>>> {
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(item) => Poll::Ready(self.take(item)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// Creates (or joins) the job and iteration, then starts the driver on `handle`.
+pub(crate) async fn start(
+    dispatcher: DispatcherClient,
+    params: IterationParams,
+    handle: tokio::runtime::Handle,
+) -> Result<Iteration> {
+    let cancel = CancellationToken::new();
+    let timeout = Some(params.dispatcher_timeout);
+    let job_request = wire::GetOrCreateJobRequest {
+        dataset_id: params.dataset_id.clone(),
+        processing_mode_def: Some(params.mode.to_proto()),
+        job_name: params.job_name.clone(),
+        num_consumers: None,
+        use_cross_trainer_cache: false,
+        target_workers: params.target_workers.to_proto() as i32,
+    };
+    let job_id = retry(&dispatcher.target(), timeout, &cancel, || {
+        dispatcher.get_or_create_job(job_request.clone())
+    })
+    .await?
+    .job_id;
+    let iteration_request = wire::GetOrCreateIterationRequest {
+        job_id,
+        repetition: params.repetition,
+    };
+    let client_id = retry(&dispatcher.target(), timeout, &cancel, || {
+        dispatcher.get_or_create_iteration(iteration_request.clone())
+    })
+    .await?
+    .iteration_client_id;
+    tracing::debug!(job_id, client_id, repetition = params.repetition, "reading iteration");
+
+    let capacity = params.max_outstanding_requests.max(1);
+    let (tx, rx) = mpsc::channel(capacity);
+    let fetch = Arc::new(FetchContext {
+        permits: Arc::new(Semaphore::new(capacity)),
+        tx,
+        cancel: cancel.clone(),
+        workers: Mutex::new(HashMap::new()),
+    });
+    handle.spawn(drive(dispatcher, params, client_id, fetch));
+    Ok(Iteration {
+        rx,
+        failed: false,
+        _stop_driver: cancel.drop_guard(),
+    })
+}
+
+struct FetchContext {
+    permits: Arc<Semaphore>,
+    tx: mpsc::Sender<Item>,
+    cancel: CancellationToken,
+    workers: Mutex<HashMap<String, WorkerServiceClient<Channel>>>,
+}
+
+impl FetchContext {
+    fn worker(&self, address: &str) -> Result<WorkerServiceClient<Channel>> {
+        let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = workers.get(address) {
+            return Ok(c.clone());
+        }
+        let c = tfdata_rpc::channel::worker_client(tfdata_rpc::channel::channel(address)?);
+        workers.insert(address.to_string(), c.clone());
+        Ok(c)
+    }
+}
+
+async fn drive(dispatcher: DispatcherClient, params: IterationParams, client_id: i64, fetch: Arc<FetchContext>) {
+    let cancel = fetch.cancel.clone();
+    let refresh = params.task_refresh_interval;
+    let mut fetchers: JoinSet<FetchEnd> = JoinSet::new();
+    let mut known_tasks = HashSet::new();
+    let mut finished = false;
+    let mut next_heartbeat = Instant::now();
+    let mut end_poll = END_POLL_START;
+    loop {
+        if finished && fetchers.is_empty() {
+            break;
+        }
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            () = tokio::time::sleep_until(next_heartbeat) => {
+                let request = wire::ClientHeartbeatRequest {
+                    iteration_client_id: client_id,
+                    ..Default::default()
+                };
+                let response = tokio::time::timeout(HEARTBEAT_TIMEOUT, dispatcher.client_heartbeat(request))
+                    .await
+                    .unwrap_or_else(|_| Err(Error::Unavailable("client heartbeat timed out".into())));
+                match response {
+                    Ok(response) => {
+                        for task in response.task_info {
+                            if known_tasks.insert(task.task_id) {
+                                fetchers.spawn(fetch_task(Arc::clone(&fetch), task));
+                            }
+                        }
+                        finished = response.iteration_finished;
+                    }
+                    Err(e) if e.is_retryable() => {
+                        tracing::debug!(client_id, error = %e, "client heartbeat failed; will retry");
+                    }
+                    Err(e) => {
+                        let _ = fetch.tx.send((Err(e), None)).await;
+                        break;
+                    }
+                }
+                // Once every known task is drained, poll the dispatcher quickly
+                // for the iteration's end instead of waiting a full period.
+                let drained = !known_tasks.is_empty() && fetchers.is_empty();
+                next_heartbeat = if !finished && drained {
+                    end_poll = (end_poll * 2).min(refresh);
+                    Instant::now() + end_poll
+                } else {
+                    Instant::now() + refresh
+                };
+            }
+            Some(joined) = fetchers.join_next(), if !fetchers.is_empty() => {
+                if let Ok(FetchEnd::Failed) = joined {
+                    break;
+                }
+                if fetchers.is_empty() && !finished {
+                    next_heartbeat = Instant::now();
+                }
+            }
+        }
+    }
+    fetchers.abort_all();
+    drop(fetchers);
+    drop(fetch);
+    let release = dispatcher.release_iteration_client(wire::ReleaseIterationClientRequest {
+        iteration_client_id: client_id,
+    });
+    match tokio::time::timeout(RELEASE_TIMEOUT, release).await {
+        Ok(Ok(_)) => tracing::debug!(client_id, "iteration client released"),
+        Ok(Err(e)) => tracing::warn!(client_id, error = %e, "failed to release iteration client"),
+        Err(_) => tracing::warn!(client_id, "timed out releasing iteration client"),
+    }
+}
+
+enum FetchEnd {
+    EndOfSequence,
+    Stopped,
+    Failed,
+}
+
+/// Reads one task until its end of sequence.
+async fn fetch_task(ctx: Arc<FetchContext>, task: wire::TaskInfo) -> FetchEnd {
+    // TensorFlow clients look the worker up by transfer protocol; "grpc" is
+    // the WorkerService on the worker's address.
+    let address = task
+        .transfer_servers
+        .iter()
+        .find(|s| s.protocol == "grpc")
+        .map_or(task.worker_address.clone(), |s| s.address.clone());
+    let mut client = match ctx.worker(&address) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = ctx.tx.send((Err(e), None)).await;
+            return FetchEnd::Failed;
+        }
+    };
+    let mut attempt = 0u32;
+    loop {
+        let permit = tokio::select! {
+            p = Arc::clone(&ctx.permits).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return FetchEnd::Stopped,
+            },
+            () = ctx.cancel.cancelled() => return FetchEnd::Stopped,
+        };
+        let request = wire::GetElementRequest {
+            task_id: task.task_id,
+            allow_skip: false,
+            ..Default::default()
+        };
+        let response = tokio::select! {
+            r = client.get_element(request) => r,
+            () = ctx.cancel.cancelled() => return FetchEnd::Stopped,
+        };
+        let response = match response {
+            Ok(r) => r.into_inner(),
+            Err(status) => {
+                let err = Error::from(status);
+                if err.is_retryable() {
+                    // The worker may be starting, restarting, or not have the task yet.
+                    drop(permit);
+                    tokio::time::sleep(backoff(attempt)).await;
+                    attempt = attempt.saturating_add(1);
+                    continue;
+                }
+                let err = Error::Remote {
+                    code: err.code(),
+                    message: format!("Failed to get element from worker {address} (task {}): {err}", task.task_id),
+                };
+                let _ = ctx.tx.send((Err(err), None)).await;
+                return FetchEnd::Failed;
+            }
+        };
+        attempt = 0;
+        if response.end_of_sequence {
+            return FetchEnd::EndOfSequence;
+        }
+        if response.skip_task {
+            drop(permit);
+            tokio::time::sleep(backoff(0)).await;
+            continue;
+        }
+        let decoded = match response.element {
+            Some(get_element_response::Element::Compressed(c)) => element::uncompress(&c),
+            Some(get_element_response::Element::Uncompressed(u)) => element::from_uncompressed(&u),
+            None => Err(Error::Internal(format!(
+                "worker {address} answered GetElement for task {} with no element",
+                task.task_id
+            ))),
+        };
+        let failed = decoded.is_err();
+        if ctx.tx.send((decoded, Some(permit))).await.is_err() {
+            return FetchEnd::Stopped;
+        }
+        if failed {
+            return FetchEnd::Failed;
+        }
+    }
+}

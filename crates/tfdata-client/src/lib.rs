@@ -1,0 +1,22 @@
+//! The client side of tf.data service.
+//!
+//! * [`DispatcherClient`]: every `DispatcherService` call, with the protocol
+//!   version checked once per client (used by readers and by workers);
+//! * [`distribute`], [`register_dataset`], [`from_dataset_id`]: TensorFlow's
+//!   Python API, as a [`DistributedDataset`] whose iterators read elements
+//!   from the workers, blocking ([`DistributedDataset::iter`]) or as an async
+//!   [`futures::Stream`] ([`DistributedDataset::stream`]);
+//! * [`runtime`]: the runtime behind the blocking facade.
+
+pub mod dispatcher;
+pub mod distribute;
+mod iteration;
+pub mod options;
+pub mod runtime;
+
+pub use dispatcher::DispatcherClient;
+pub use distribute::{
+    Distribute, DistributedDataset, ElementIterator, ElementStream, FromDatasetId, distribute,
+    from_dataset_id, register_dataset, register_dataset_async,
+};
+pub use options::{Compression, ProcessingMode, TargetWorkers};

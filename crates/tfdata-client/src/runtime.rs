@@ -1,0 +1,38 @@
+//! The runtime behind the blocking API: a small multi-threaded tokio runtime
+//! created on first use and shared by every blocking call in the process.
+
+use std::future::Future;
+use std::sync::OnceLock;
+
+use tfdata_core::{Error, Result};
+
+/// Threads of the shared client runtime: network I/O and element decoding.
+const CLIENT_RUNTIME_THREADS: usize = 2;
+
+pub fn handle() -> Result<tokio::runtime::Handle> {
+    static RUNTIME: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(CLIENT_RUNTIME_THREADS)
+                .thread_name("tfdata-client")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map(|rt| rt.handle().clone())
+        .map_err(|e| Error::Internal(format!("cannot start the tfdata client runtime: {e}")))
+}
+
+/// Runs `fut` to completion from synchronous code. Calling it from inside an
+/// async runtime would block that runtime's thread, so it is refused there
+/// with an error that names the async alternative.
+pub fn block_on<F: Future>(what: &str, fut: F) -> Result<F::Output> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(Error::FailedPrecondition(format!(
+            "{what} blocks, and was called from inside an async runtime; use its async variant"
+        )));
+    }
+    Ok(handle()?.block_on(fut))
+}

@@ -1,0 +1,198 @@
+//! `WorkerConfig` (spec §2.2): TensorFlow's fields with TensorFlow's defaults,
+//! plus the size of each task's element buffer.
+
+use std::time::Duration;
+
+use tfdata_core::{Error, Result};
+use tfdata_proto::config as wire;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerConfig {
+    /// `host:port` of the dispatcher (a `grpc://` prefix is tolerated).
+    pub dispatcher_address: String,
+    /// Listen port on `0.0.0.0`; 0 picks a free port.
+    pub port: u16,
+    /// `"grpc"` or `"grpc+local"`.
+    pub protocol: String,
+    /// Address advertised to the dispatcher and readers; the first `%port%`
+    /// becomes the bound port. It is the worker's identity.
+    pub worker_address: String,
+    /// Free-form tags; `COLOCATED` matters to readers with `target_workers=AUTO`.
+    pub worker_tags: Vec<String>,
+    /// Period of heartbeats to the dispatcher.
+    pub heartbeat_interval: Duration,
+    /// How long split requests retry an unreachable dispatcher.
+    pub dispatcher_timeout: Duration,
+    /// Alternative data-transfer protocol; only gRPC (unset) is served.
+    pub data_transfer_protocol: Option<String>,
+    pub data_transfer_port: u16,
+    pub data_transfer_address: Option<String>,
+    /// Budget of each cross-trainer cache (not used yet).
+    pub cross_trainer_cache_size_bytes: u64,
+    /// Largest distributed-snapshot chunk (not used yet).
+    pub snapshot_max_chunk_size_bytes: u64,
+    /// Pause during stop so in-flight responses can finish.
+    pub shutdown_quiet_period: Duration,
+    /// Elements each task buffers ahead of readers (tfdata's own setting;
+    /// TensorFlow's first-come-first-served runner buffers one).
+    pub task_buffer_elements: usize,
+}
+
+pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(30);
+pub const DEFAULT_DISPATCHER_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+pub const DEFAULT_CROSS_TRAINER_CACHE_SIZE_BYTES: u64 = 10 << 30;
+pub const DEFAULT_SNAPSHOT_MAX_CHUNK_SIZE_BYTES: u64 = 6 << 30;
+pub const DEFAULT_TASK_BUFFER_ELEMENTS: usize = 8;
+
+impl WorkerConfig {
+    /// A config with TensorFlow's defaults for a dispatcher at `host:port`.
+    pub fn new(dispatcher_address: impl Into<String>) -> Self {
+        WorkerConfig {
+            dispatcher_address: dispatcher_address.into(),
+            port: 0,
+            protocol: "grpc".into(),
+            worker_address: "localhost:%port%".into(),
+            worker_tags: Vec::new(),
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            dispatcher_timeout: DEFAULT_DISPATCHER_TIMEOUT,
+            data_transfer_protocol: None,
+            data_transfer_port: 0,
+            data_transfer_address: None,
+            cross_trainer_cache_size_bytes: DEFAULT_CROSS_TRAINER_CACHE_SIZE_BYTES,
+            snapshot_max_chunk_size_bytes: DEFAULT_SNAPSHOT_MAX_CHUNK_SIZE_BYTES,
+            shutdown_quiet_period: Duration::ZERO,
+            task_buffer_elements: DEFAULT_TASK_BUFFER_ELEMENTS,
+        }
+    }
+
+    /// The dispatcher's `host:port`, without a protocol prefix.
+    pub fn dispatcher_host_port(&self) -> Result<String> {
+        let (_protocol, address) = tfdata_rpc::channel::parse_service(&self.dispatcher_address)
+            .map_err(|e| Error::InvalidConfig {
+                field: "dispatcher_address",
+                reason: e.to_string(),
+            })?;
+        Ok(address)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.dispatcher_address.is_empty() {
+            return Err(Error::InvalidConfig {
+                field: "dispatcher_address",
+                reason: "is required".into(),
+            });
+        }
+        self.dispatcher_host_port()?;
+        tfdata_rpc::channel::check_protocol(&self.protocol).map_err(|e| Error::InvalidConfig {
+            field: "protocol",
+            reason: e.to_string(),
+        })?;
+        if self.worker_address.is_empty() {
+            return Err(Error::InvalidConfig {
+                field: "worker_address",
+                reason: "is empty (the default is localhost:%port%)".into(),
+            });
+        }
+        if self.worker_tags.iter().any(String::is_empty) {
+            return Err(Error::InvalidConfig {
+                field: "worker_tags",
+                reason: "tags must not be empty strings".into(),
+            });
+        }
+        if let Some(p) = &self.data_transfer_protocol {
+            if p != "grpc" {
+                return Err(Error::InvalidConfig {
+                    field: "data_transfer_protocol",
+                    reason: format!("{p:?} is not supported; tfdata workers serve elements over gRPC"),
+                });
+            }
+        }
+        if self.heartbeat_interval.is_zero() || self.dispatcher_timeout.is_zero() {
+            return Err(Error::InvalidConfig {
+                field: "heartbeat_interval",
+                reason: "heartbeat_interval and dispatcher_timeout must be positive".into(),
+            });
+        }
+        if self.task_buffer_elements == 0 {
+            return Err(Error::InvalidConfig {
+                field: "task_buffer_elements",
+                reason: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The advertised address once the port is known.
+    pub fn resolved_worker_address(&self, port: u16) -> String {
+        self.worker_address.replacen("%port%", &port.to_string(), 1)
+    }
+
+    /// From TensorFlow's proto, applying TensorFlow's defaults to zero fields.
+    pub fn from_proto(p: &wire::WorkerConfig) -> Result<Self> {
+        let mut c = WorkerConfig::new(p.dispatcher_address.clone());
+        let port = |field, v: i64| {
+            u16::try_from(v).map_err(|_| Error::InvalidConfig {
+                field,
+                reason: format!("{v} is not a TCP port"),
+            })
+        };
+        let ms = |v: i64, default| {
+            if v <= 0 {
+                default
+            } else {
+                Duration::from_millis(v as u64)
+            }
+        };
+        c.port = port("port", p.port)?;
+        if !p.protocol.is_empty() {
+            c.protocol = p.protocol.clone();
+        }
+        if !p.worker_address.is_empty() {
+            c.worker_address = p.worker_address.clone();
+        }
+        c.worker_tags = p.worker_tags.clone();
+        c.heartbeat_interval = ms(p.heartbeat_interval_ms, c.heartbeat_interval);
+        c.dispatcher_timeout = ms(p.dispatcher_timeout_ms, c.dispatcher_timeout);
+        c.data_transfer_protocol = (!p.data_transfer_protocol.is_empty()).then(|| p.data_transfer_protocol.clone());
+        c.data_transfer_port = port("data_transfer_port", p.data_transfer_port)?;
+        c.data_transfer_address = (!p.data_transfer_address.is_empty()).then(|| p.data_transfer_address.clone());
+        if p.cross_trainer_cache_size_bytes > 0 {
+            c.cross_trainer_cache_size_bytes = p.cross_trainer_cache_size_bytes as u64;
+        }
+        if p.snapshot_max_chunk_size_bytes > 0 {
+            c.snapshot_max_chunk_size_bytes = p.snapshot_max_chunk_size_bytes as u64;
+        }
+        c.shutdown_quiet_period = ms(p.shutdown_quiet_period_ms, Duration::ZERO);
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_validation() {
+        let c = WorkerConfig::new("localhost:5050");
+        c.validate().unwrap();
+        assert_eq!(c.resolved_worker_address(1234), "localhost:1234");
+        assert_eq!(c.dispatcher_host_port().unwrap(), "localhost:5050");
+        assert_eq!(
+            WorkerConfig::new("grpc://h:1").dispatcher_host_port().unwrap(),
+            "h:1"
+        );
+        assert!(WorkerConfig::new("").validate().is_err());
+        let mut tags = WorkerConfig::new("h:1");
+        tags.worker_tags = vec!["".into()];
+        assert!(tags.validate().unwrap_err().to_string().contains("worker_tags"));
+        let from = WorkerConfig::from_proto(&wire::WorkerConfig {
+            dispatcher_address: "h:1".into(),
+            heartbeat_interval_ms: 250,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(from.heartbeat_interval, Duration::from_millis(250));
+        assert_eq!(from.dispatcher_timeout, DEFAULT_DISPATCHER_TIMEOUT);
+    }
+}

@@ -1,0 +1,131 @@
+//! [`serve`]: the worker as a library function over a bound listener, and
+//! [`WorkerServer`]: TensorFlow's in-process `WorkerServer` around it.
+
+use std::sync::Arc;
+
+use tfdata_core::{Error, Result};
+use tfdata_proto::data::worker_service_server::WorkerServiceServer;
+use tfdata_rpc::CancellationToken;
+use tfdata_rpc::channel::MAX_MESSAGE_BYTES;
+use tfdata_rpc::server::{ServerHandle, bind};
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::config::WorkerConfig;
+use crate::service::{Worker, WorkerGrpc};
+
+/// Runs a worker on `listener` until `shutdown` fires or registration fails
+/// for good (for example a protocol version mismatch).
+pub async fn serve(listener: tokio::net::TcpListener, config: WorkerConfig, shutdown: CancellationToken) -> Result<()> {
+    config.validate()?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| Error::io("reading the bound port", e))?
+        .port();
+    let address = config.resolved_worker_address(port);
+    let quiet_period = config.shutdown_quiet_period;
+    let (worker, completions) = Worker::new(config, address.clone(), shutdown.clone())?;
+    tracing::info!(%address, "tf.data service worker serving");
+
+    let service = WorkerServiceServer::new(WorkerGrpc(Arc::clone(&worker)))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let server_stop = CancellationToken::new();
+    let grpc = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), server_stop.clone().cancelled_owned()),
+    );
+    let completion = tokio::spawn(Arc::clone(&worker).completion_loop(completions));
+
+    let registered = worker.register().await;
+    let outcome = match registered {
+        Ok(()) => {
+            let heartbeats = tokio::spawn(Arc::clone(&worker).heartbeat_loop());
+            shutdown.cancelled().await;
+            heartbeats.abort();
+            Ok(())
+        }
+        Err(e) if shutdown.is_cancelled() => {
+            tracing::debug!(error = %e, "stopped before registering");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(%address, error = %e, "worker cannot register with the dispatcher");
+            shutdown.cancel();
+            Err(e)
+        }
+    };
+    if !quiet_period.is_zero() {
+        tokio::time::sleep(quiet_period).await;
+    }
+    server_stop.cancel();
+    completion.abort();
+    match grpc.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(Error::Internal(format!("worker gRPC server failed: {e}"))),
+        Err(e) => return Err(Error::Internal(format!("worker gRPC server task failed: {e}"))),
+    }
+    tracing::info!(%address, "tf.data service worker stopped");
+    outcome
+}
+
+/// An in-process worker, like TensorFlow's
+/// `tf.data.experimental.service.WorkerServer`.
+pub struct WorkerServer {
+    handle: ServerHandle,
+    address: String,
+}
+
+impl WorkerServer {
+    /// Creates and starts a worker. Registration with the dispatcher happens
+    /// in the background; a fatal registration error ends the worker and is
+    /// returned by [`join`](Self::join).
+    pub fn new(config: WorkerConfig) -> Result<Self> {
+        let server = Self::new_stopped(config)?;
+        server.start()?;
+        Ok(server)
+    }
+
+    /// Creates a worker bound to its port but not running until [`start`](Self::start).
+    pub fn new_stopped(config: WorkerConfig) -> Result<Self> {
+        config.validate()?;
+        let listener = bind(config.port)?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| Error::io("reading the bound port", e))?
+            .port();
+        let address = config.resolved_worker_address(port);
+        let handle = ServerHandle::new(
+            "tfdata-worker",
+            listener,
+            Box::new(move |listener, shutdown| Box::pin(serve(listener, config, shutdown))),
+        )?;
+        Ok(WorkerServer { handle, address })
+    }
+
+    pub fn start(&self) -> Result<()> {
+        self.handle.start()
+    }
+
+    pub fn join(&self) -> Result<()> {
+        self.handle.join()
+    }
+
+    pub fn stop(&self) {
+        self.handle.stop()
+    }
+
+    /// Whether the worker has stopped (for example after a fatal registration error).
+    pub fn has_stopped(&self) -> bool {
+        self.handle.has_ended()
+    }
+
+    /// The address the worker advertises (its identity at the dispatcher).
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    pub fn port(&self) -> u16 {
+        self.handle.port()
+    }
+}

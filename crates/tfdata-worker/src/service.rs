@@ -1,0 +1,403 @@
+//! The worker's logic: registration and heartbeats, the task table,
+//! completion reports, and the `WorkerService` RPCs (spec §5.2, §5.5).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tfdata_client::DispatcherClient;
+use tfdata_core::{Error, Result};
+use tfdata_dataset::pipeline::from_pipeline_def;
+use tfdata_proto::data::{
+    self as wire, processing_mode_def::ShardingPolicy, task_def, worker_service_server::WorkerService,
+};
+use tfdata_rpc::CancellationToken;
+use tfdata_rpc::retry::retry;
+use tokio::sync::mpsc;
+use tonic::{Request, Response, Status};
+
+use crate::config::WorkerConfig;
+use crate::task::{Next, TaskRunner};
+
+/// Pause between attempts to report finished tasks (TensorFlow's 5 s).
+const COMPLETION_RETRY: Duration = Duration::from_secs(5);
+
+pub struct Worker {
+    config: WorkerConfig,
+    address: String,
+    dispatcher: DispatcherClient,
+    tasks: Mutex<HashMap<i64, Arc<TaskRunner>>>,
+    /// Tasks the dispatcher deleted: `GetElement` answers end of sequence.
+    finished_tasks: Mutex<HashSet<i64>>,
+    registered: AtomicBool,
+    shutdown: CancellationToken,
+    completions: mpsc::UnboundedSender<i64>,
+}
+
+impl Worker {
+    /// A worker advertising `address`, and the receiver of its task completions.
+    pub fn new(
+        config: WorkerConfig,
+        address: String,
+        shutdown: CancellationToken,
+    ) -> Result<(Arc<Self>, mpsc::UnboundedReceiver<i64>)> {
+        let dispatcher = DispatcherClient::new(&config.dispatcher_host_port()?)?;
+        let (completions, rx) = mpsc::unbounded_channel();
+        Ok((
+            Arc::new(Worker {
+                config,
+                address,
+                dispatcher,
+                tasks: Mutex::new(HashMap::new()),
+                finished_tasks: Mutex::new(HashSet::new()),
+                registered: AtomicBool::new(false),
+                shutdown,
+                completions,
+            }),
+            rx,
+        ))
+    }
+
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    pub fn num_tasks(&self) -> usize {
+        lock(&self.tasks).len()
+    }
+
+    fn heartbeat_request(&self) -> wire::WorkerHeartbeatRequest {
+        let current: Vec<i64> = lock(&self.tasks).keys().copied().collect();
+        wire::WorkerHeartbeatRequest {
+            worker_address: self.address.clone(),
+            transfer_servers: vec![wire::DataTransferServerInfo {
+                protocol: "grpc".into(),
+                address: self.address.clone(),
+                ..Default::default()
+            }],
+            worker_tags: self.config.worker_tags.clone(),
+            worker_uid: 0,
+            active_tasks: current
+                .iter()
+                .map(|&task_id| wire::ActiveTask {
+                    task_id,
+                    processing_time_nsec: 0.0,
+                })
+                .collect(),
+            current_tasks: current,
+            snapshot_task_progress: Default::default(),
+        }
+    }
+
+    /// Registers with the dispatcher, retrying transient failures until
+    /// stopped (a worker may start before its dispatcher). A version mismatch
+    /// or a refusal (e.g. not in `worker_addresses`) is fatal.
+    pub async fn register(self: &Arc<Self>) -> Result<()> {
+        let response = retry(&self.dispatcher.target(), None, &self.shutdown, || {
+            self.dispatcher.worker_heartbeat(self.heartbeat_request())
+        })
+        .await?;
+        self.apply_heartbeat_response(response);
+        self.registered.store(true, Ordering::SeqCst);
+        tracing::info!(worker = %self.address, dispatcher = %self.dispatcher.address(), "registered with dispatcher");
+        Ok(())
+    }
+
+    /// Heartbeats every `heartbeat_interval` until stopped; failures are logged.
+    pub async fn heartbeat_loop(self: Arc<Self>) {
+        let mut ticker = tokio::time::interval(self.config.heartbeat_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                () = self.shutdown.cancelled() => return,
+            }
+            match self.dispatcher.worker_heartbeat(self.heartbeat_request()).await {
+                Ok(response) => self.apply_heartbeat_response(response),
+                Err(e) => tracing::warn!(worker = %self.address, error = %e, "heartbeat to dispatcher failed"),
+            }
+        }
+    }
+
+    fn apply_heartbeat_response(self: &Arc<Self>, response: wire::WorkerHeartbeatResponse) {
+        for id in response.tasks_to_delete {
+            if lock(&self.tasks).remove(&id).is_some() {
+                tracing::debug!(task = id, "task deleted by dispatcher");
+            }
+            lock(&self.finished_tasks).insert(id);
+        }
+        for def in response.new_tasks {
+            self.start_task(def);
+        }
+    }
+
+    /// Reports finished tasks, retrying each until the dispatcher accepts it.
+    /// A task the dispatcher no longer knows (it restarted without fault
+    /// tolerance) is dropped with a warning instead of retried forever.
+    pub async fn completion_loop(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<i64>) {
+        let mut pending: Vec<i64> = Vec::new();
+        loop {
+            if pending.is_empty() {
+                tokio::select! {
+                    id = rx.recv() => match id {
+                        Some(id) => pending.push(id),
+                        None => return,
+                    },
+                    () = self.shutdown.cancelled() => return,
+                }
+            }
+            while let Ok(id) = rx.try_recv() {
+                pending.push(id);
+            }
+            let mut still_pending = Vec::new();
+            for id in pending.drain(..) {
+                let request = wire::WorkerUpdateRequest {
+                    worker_address: self.address.clone(),
+                    updates: vec![wire::TaskProgress {
+                        task_id: id,
+                        completed: true,
+                    }],
+                };
+                match self.dispatcher.worker_update(request).await {
+                    Ok(_) => {}
+                    Err(e) if e.code() == tonic::Code::NotFound => {
+                        tracing::warn!(task = id, error = %e, "dispatcher does not know a finished task; dropping its completion report");
+                    }
+                    Err(e) => {
+                        tracing::warn!(task = id, error = %e, "failed to report task completion; will retry");
+                        still_pending.push(id);
+                    }
+                }
+            }
+            pending = still_pending;
+            if !pending.is_empty() {
+                tokio::select! {
+                    () = tokio::time::sleep(COMPLETION_RETRY) => {}
+                    () = self.shutdown.cancelled() => return,
+                }
+            }
+        }
+    }
+
+    /// Starts a task unless it is already known (`ProcessTask` and heartbeats
+    /// may both deliver it).
+    pub fn start_task(self: &Arc<Self>, def: wire::TaskDef) {
+        let id = def.task_id;
+        let runner = {
+            let mut tasks = lock(&self.tasks);
+            if tasks.contains_key(&id) || lock(&self.finished_tasks).contains(&id) {
+                return;
+            }
+            let runner = Arc::new(TaskRunner::new(def, self.config.task_buffer_elements));
+            tasks.insert(id, Arc::clone(&runner));
+            runner
+        };
+        tracing::debug!(task = id, dataset = %runner.def.dataset_id, "task received");
+        let worker = Arc::clone(self);
+        tokio::spawn(async move {
+            match worker.load_pipeline(&runner.def).await {
+                Ok((dataset, compress)) => runner.run_pipeline(dataset, compress),
+                Err(e) => {
+                    tracing::warn!(task = id, error = %e, "cannot start task");
+                    runner.fail(e);
+                }
+            }
+        });
+    }
+
+    /// Checks a task definition and loads its pipeline.
+    async fn load_pipeline(&self, def: &wire::TaskDef) -> Result<(tfdata_dataset::Dataset, bool)> {
+        if def.worker_address != self.address {
+            return Err(Error::Internal(format!(
+                "task {} is for worker {:?} but this worker is {:?}",
+                def.task_id, def.worker_address, self.address
+            )));
+        }
+        let policy = def
+            .processing_mode_def
+            .map_or(ShardingPolicy::Off as i32, |m| m.sharding_policy);
+        if policy != ShardingPolicy::Off as i32 {
+            return Err(Error::Unimplemented(format!(
+                "task {}: tfdata workers only run parallel_epochs (sharding policy OFF) tasks so far",
+                def.task_id
+            )));
+        }
+        if def.num_consumers.is_some() || def.use_cross_trainer_cache {
+            return Err(Error::Unimplemented(format!(
+                "task {}: coordinated reads and cross-trainer cache are not supported by tfdata workers yet",
+                def.task_id
+            )));
+        }
+        let dataset_def = match &def.dataset {
+            Some(task_def::Dataset::DatasetDef(d)) => d.clone(),
+            Some(task_def::Dataset::Path(path)) => {
+                let path = std::path::PathBuf::from(path);
+                let read = tokio::task::spawn_blocking(move || read_dataset_file(&path))
+                    .await
+                    .map_err(|e| Error::Internal(format!("dataset read failed: {e}")))?;
+                match read {
+                    Ok(d) => d,
+                    // The file may be on a disk this worker cannot see.
+                    Err(e) => {
+                        tracing::debug!(error = %e, "reading the dataset file failed; asking the dispatcher");
+                        self.fetch_dataset_def(&def.dataset_id).await?
+                    }
+                }
+            }
+            None => self.fetch_dataset_def(&def.dataset_id).await?,
+        };
+        let Some(pipeline) = &dataset_def.tfdata_pipeline else {
+            return Err(Error::FailedPrecondition(format!(
+                "dataset {} is a TensorFlow graph; tfdata workers run tfdata pipelines, \
+                 so serve it with TensorFlow workers",
+                def.dataset_id
+            )));
+        };
+        Ok((from_pipeline_def(pipeline)?, pipeline.compress))
+    }
+
+    async fn fetch_dataset_def(&self, dataset_id: &str) -> Result<wire::DatasetDef> {
+        let request = wire::GetDatasetDefRequest {
+            dataset_id: dataset_id.to_string(),
+        };
+        let response = retry(
+            &self.dispatcher.target(),
+            Some(self.config.dispatcher_timeout),
+            &self.shutdown,
+            || self.dispatcher.get_dataset_def(request.clone()),
+        )
+        .await?;
+        response
+            .dataset_def
+            .ok_or_else(|| Error::Internal(format!("dispatcher returned no definition for dataset {dataset_id}")))
+    }
+
+    async fn get_element(&self, req: wire::GetElementRequest) -> Result<wire::GetElementResponse> {
+        if self.shutdown.is_cancelled() {
+            return Err(Error::Cancelled("Worker is shutting down".into()));
+        }
+        if !self.registered.load(Ordering::SeqCst) {
+            return Err(Error::Unavailable(
+                "Worker has not yet registered with dispatcher.".into(),
+            ));
+        }
+        if req.consumer_index.is_some() || req.round_index.is_some() {
+            return Err(Error::Unimplemented(
+                "coordinated reads (consumer_index / round_index) are not supported by tfdata workers yet".into(),
+            ));
+        }
+        let task = lock(&self.tasks).get(&req.task_id).cloned();
+        let Some(task) = task else {
+            if lock(&self.finished_tasks).contains(&req.task_id) {
+                return Ok(end_of_sequence());
+            }
+            return Err(Error::Unavailable(format!("Task {} not found", req.task_id)));
+        };
+        let next = tokio::select! {
+            next = task.next(req.allow_skip) => next?,
+            () = self.shutdown.cancelled() => return Err(Error::Cancelled("Worker is shutting down".into())),
+        };
+        Ok(match next {
+            Next::Element { payload, index } => wire::GetElementResponse {
+                element: Some(payload),
+                element_index: index,
+                end_of_sequence: false,
+                skip_task: false,
+            },
+            Next::Skip => wire::GetElementResponse {
+                skip_task: true,
+                ..Default::default()
+            },
+            Next::EndOfSequence { first } => {
+                if first {
+                    let _ = self.completions.send(req.task_id);
+                }
+                end_of_sequence()
+            }
+        })
+    }
+}
+
+fn end_of_sequence() -> wire::GetElementResponse {
+    wire::GetElementResponse {
+        end_of_sequence: true,
+        ..Default::default()
+    }
+}
+
+fn read_dataset_file(path: &std::path::Path) -> Result<wire::DatasetDef> {
+    use prost::Message;
+    let records = tfdata_core::tfrecord::read_file(path)?;
+    let [record] = records.as_slice() else {
+        return Err(Error::DataLoss {
+            location: path.display().to_string(),
+            reason: format!("expected one record, found {}", records.len()),
+        });
+    };
+    wire::DatasetDef::decode(record.clone()).map_err(|e| Error::DataLoss {
+        location: path.display().to_string(),
+        reason: format!("not a DatasetDef: {e}"),
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The tonic adapter around [`Worker`].
+#[derive(Clone)]
+pub struct WorkerGrpc(pub Arc<Worker>);
+
+#[tonic::async_trait]
+impl WorkerService for WorkerGrpc {
+    async fn process_task(
+        &self,
+        r: Request<wire::ProcessTaskRequest>,
+    ) -> Result<Response<wire::ProcessTaskResponse>, Status> {
+        let Some(task) = r.into_inner().task else {
+            return Err(Error::InvalidArgument("ProcessTask without a task".into()).into());
+        };
+        self.0.start_task(task);
+        Ok(Response::new(wire::ProcessTaskResponse {}))
+    }
+
+    async fn get_element(
+        &self,
+        r: Request<wire::GetElementRequest>,
+    ) -> Result<Response<wire::GetElementResponse>, Status> {
+        match self.0.get_element(r.into_inner()).await {
+            Ok(resp) => Ok(Response::new(resp)),
+            Err(e) => {
+                tracing::debug!(error = %e, "GetElement failed");
+                Err(e.into())
+            }
+        }
+    }
+
+    async fn get_worker_tasks(
+        &self,
+        _r: Request<wire::GetWorkerTasksRequest>,
+    ) -> Result<Response<wire::GetWorkerTasksResponse>, Status> {
+        let tasks = lock(&self.0.tasks)
+            .values()
+            .map(|t| wire::TaskInfo {
+                worker_address: self.0.address.clone(),
+                task_id: t.def.task_id,
+                iteration_id: t.def.iteration_id,
+                ..Default::default()
+            })
+            .collect();
+        Ok(Response::new(wire::GetWorkerTasksResponse { tasks }))
+    }
+
+    async fn get_snapshot_task_progresses(
+        &self,
+        _r: Request<wire::GetSnapshotTaskProgressesRequest>,
+    ) -> Result<Response<wire::GetSnapshotTaskProgressesResponse>, Status> {
+        Ok(Response::new(wire::GetSnapshotTaskProgressesResponse {
+            snapshot_task_progresses: Vec::new(),
+        }))
+    }
+}

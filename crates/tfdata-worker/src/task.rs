@@ -1,0 +1,204 @@
+//! A task runner (first come, first served): the task's pipeline runs on its
+//! own thread, off the RPC threads, and pushes encoded elements into a
+//! bounded buffer; `GetElement` calls pop from it in arrival order. A full
+//! buffer blocks the pipeline, so memory is bounded by the buffer, not by the
+//! dataset.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+use tfdata_core::{Error, Result, element};
+use tfdata_dataset::Dataset;
+use tfdata_proto::data::{TaskDef, get_element_response::Element as Payload};
+use tokio::sync::mpsc;
+
+/// What `GetElement` gets from a task.
+pub enum Next {
+    Element { payload: Payload, index: i64 },
+    /// No element buffered and the caller allowed skipping.
+    Skip,
+    /// Sticky: every later call gets it too.
+    EndOfSequence { first: bool },
+}
+
+pub struct TaskRunner {
+    pub def: TaskDef,
+    buffer: tokio::sync::Mutex<mpsc::Receiver<Result<Payload>>>,
+    producer: Mutex<Option<mpsc::Sender<Result<Payload>>>>,
+    end_of_sequence: AtomicBool,
+    /// The error the pipeline failed with, returned to every later call.
+    error: Mutex<Option<(tonic::Code, String)>>,
+    next_index: AtomicI64,
+}
+
+impl TaskRunner {
+    /// A runner with an empty buffer of `capacity` elements; the pipeline
+    /// starts with [`run_pipeline`](Self::run_pipeline) once the dataset is loaded.
+    pub fn new(def: TaskDef, capacity: usize) -> Self {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        TaskRunner {
+            def,
+            buffer: tokio::sync::Mutex::new(rx),
+            producer: Mutex::new(Some(tx)),
+            end_of_sequence: AtomicBool::new(false),
+            error: Mutex::new(None),
+            next_index: AtomicI64::new(0),
+        }
+    }
+
+    pub fn task_id(&self) -> i64 {
+        self.def.task_id
+    }
+
+    /// Fails the task before its pipeline starts (bad definition, unloadable dataset).
+    pub fn fail(&self, err: Error) {
+        if let Some(tx) = lock(&self.producer).take() {
+            let _ = tx.try_send(Err(err));
+        }
+    }
+
+    /// Runs `dataset` on a new thread, compressing elements if asked.
+    pub fn run_pipeline(&self, dataset: Dataset, compress: bool) {
+        let Some(tx) = lock(&self.producer).take() else {
+            return;
+        };
+        let task_id = self.def.task_id;
+        let spawned = std::thread::Builder::new()
+            .name(format!("tfdata-task-{task_id}"))
+            .spawn(move || produce(task_id, dataset, compress, tx));
+        if let Err(e) = spawned {
+            tracing::error!(task = task_id, error = %e, "cannot start task thread");
+        }
+    }
+
+    /// The next element, first come first served. With `allow_skip`, an empty
+    /// buffer answers [`Next::Skip`] at once instead of waiting.
+    pub async fn next(&self, allow_skip: bool) -> Result<Next> {
+        if let Some((code, message)) = lock(&self.error).clone() {
+            return Err(Error::Remote { code, message });
+        }
+        if self.end_of_sequence.load(Ordering::SeqCst) {
+            return Ok(Next::EndOfSequence { first: false });
+        }
+        let mut buffer = self.buffer.lock().await;
+        let item = if allow_skip {
+            match buffer.try_recv() {
+                Ok(item) => Some(item),
+                Err(mpsc::error::TryRecvError::Empty) => return Ok(Next::Skip),
+                Err(mpsc::error::TryRecvError::Disconnected) => None,
+            }
+        } else {
+            buffer.recv().await
+        };
+        match item {
+            Some(Ok(payload)) => Ok(Next::Element {
+                payload,
+                index: self.next_index.fetch_add(1, Ordering::SeqCst),
+            }),
+            Some(Err(e)) => {
+                *lock(&self.error) = Some((e.code(), e.to_string()));
+                Err(e)
+            }
+            None => {
+                let first = !self.end_of_sequence.swap(true, Ordering::SeqCst);
+                Ok(Next::EndOfSequence { first })
+            }
+        }
+    }
+}
+
+/// The pipeline thread. Ends when the dataset ends (dropping the sender is
+/// the end-of-sequence signal), on an error (sent first), or when the task
+/// is deleted (the receiver is gone). A panic is reported as an error rather
+/// than mistaken for the end of the data.
+fn produce(task_id: i64, dataset: Dataset, compress: bool, tx: mpsc::Sender<Result<Payload>>) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
+        let mut it = dataset.iter()?;
+        while let Some(e) = it.next_element()? {
+            let payload = if compress {
+                Payload::Compressed(element::compress(&e)?)
+            } else {
+                Payload::Uncompressed(element::to_uncompressed(&e))
+            };
+            if tx.blocking_send(Ok(payload)).is_err() {
+                return Ok(()); // task deleted
+            }
+        }
+        Ok(())
+    }));
+    let err = match outcome {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Error::Internal(format!("task {task_id} pipeline panicked: {message}"))
+        }
+    };
+    tracing::warn!(task = task_id, error = %err, "task pipeline failed");
+    let _ = tx.blocking_send(Err(err));
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tfdata_core::{Element, Tensor};
+
+    async fn drain(task: &TaskRunner) -> (Vec<i64>, Option<Error>) {
+        let mut out = Vec::new();
+        loop {
+            match task.next(false).await {
+                Ok(Next::Element { payload, .. }) => {
+                    let Payload::Uncompressed(u) = payload else { panic!("compressed") };
+                    out.push(element::from_uncompressed(&u).unwrap().components[0].to_scalar::<i64>().unwrap());
+                }
+                Ok(Next::EndOfSequence { .. }) => return (out, None),
+                Ok(Next::Skip) => unreachable!(),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn serves_in_order_then_sticky_end() {
+        let task = TaskRunner::new(TaskDef::default(), 2);
+        task.run_pipeline(Dataset::range(5), false);
+        let (values, err) = drain(&task).await;
+        assert_eq!(values, vec![0, 1, 2, 3, 4]);
+        assert!(err.is_none());
+        assert!(matches!(task.next(true).await, Ok(Next::EndOfSequence { first: false })));
+    }
+
+    #[tokio::test]
+    async fn a_panicking_function_fails_the_task_stickily() {
+        tfdata_dataset::register_function("worker_test_panic_at_3", |e: Element| {
+            if e.components[0].to_scalar::<i64>()? == 3 {
+                panic!("bad element");
+            }
+            Ok(Element::single(Tensor::scalar(e.components[0].to_scalar::<i64>()?)))
+        });
+        let task = TaskRunner::new(TaskDef::default(), 1);
+        task.run_pipeline(Dataset::range(10).map("worker_test_panic_at_3"), false);
+        let (values, err) = drain(&task).await;
+        assert_eq!(values, vec![0, 1, 2]);
+        let msg = err.unwrap().to_string();
+        assert!(msg.contains("worker_test_panic_at_3") && msg.contains("bad element"), "{msg}");
+        assert!(task.next(false).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn skip_when_nothing_is_buffered() {
+        let task = TaskRunner::new(TaskDef::default(), 1);
+        assert!(matches!(task.next(true).await, Ok(Next::Skip)));
+        task.fail(Error::FailedPrecondition("cannot load".into()));
+        assert!(task.next(true).await.is_err());
+    }
+}

@@ -1,0 +1,29 @@
+//! tf.data service in Rust, wire-compatible with TensorFlow 2.21 (protocol
+//! version 9). The API mirrors `tf.data.experimental.service`:
+//!
+//! ```no_run
+//! use tfdata::{DispatchServer, DispatcherConfig, WorkerServer, WorkerConfig, Dataset,
+//!              ProcessingMode, distribute};
+//! let dispatcher = DispatchServer::new(DispatcherConfig::default())?;
+//! let worker = WorkerServer::new(WorkerConfig::new(dispatcher.address()))?;
+//! let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+//!     .apply(&Dataset::range(10))?;
+//! let values: Vec<i64> = ds.iter()?
+//!     .map(|e| e?.components[0].to_scalar::<i64>())
+//!     .collect::<Result<_, _>>()?;
+//! assert_eq!(values, (0..10).collect::<Vec<_>>());
+//! # Ok::<(), tfdata::Error>(())
+//! ```
+
+pub use tfdata_client::{
+    Compression, Distribute, DistributedDataset, DispatcherClient, ElementIterator, ElementStream,
+    FromDatasetId, ProcessingMode, TargetWorkers, distribute, from_dataset_id, register_dataset,
+    register_dataset_async,
+};
+pub use tfdata_core::{DType, Element, Error, Result, Tensor};
+pub use tfdata_dataset::{Dataset, register_function};
+pub use tfdata_dispatcher::{DispatchServer, DispatcherConfig};
+pub use tfdata_worker::{WorkerConfig, WorkerServer};
+
+/// The tf.data service protocol version spoken (TensorFlow 2.21's).
+pub const PROTOCOL_VERSION: i64 = tfdata_proto::DATA_SERVICE_VERSION;
