@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tfdata_dispatcher::DispatcherConfig;
 use tfdata_rpc::CancellationToken;
+use tfdata_worker::WorkerConfig;
 
 #[derive(Parser)]
 #[command(name = "tfdata", version, about = "tf.data service, in Rust")]
@@ -19,6 +20,71 @@ struct Cli {
 enum Command {
     /// Run a dispatcher until SIGINT or SIGTERM.
     Dispatcher(DispatcherArgs),
+    /// Run a worker until SIGINT or SIGTERM.
+    Worker(WorkerArgs),
+}
+
+/// Every `WorkerConfig` field; defaults are TensorFlow's.
+#[derive(Args)]
+struct WorkerArgs {
+    /// host:port of the dispatcher.
+    #[arg(long)]
+    dispatcher_address: String,
+    /// Port to listen on (0 picks a free port).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// "grpc" or "grpc+local".
+    #[arg(long, default_value = "grpc")]
+    protocol: String,
+    /// Address advertised to the dispatcher and readers; %port% becomes the bound port.
+    #[arg(long, default_value = "localhost:%port%")]
+    worker_address: String,
+    /// Worker tags (comma-separated or repeated), e.g. COLOCATED.
+    #[arg(long, value_delimiter = ',')]
+    worker_tags: Vec<String>,
+    #[arg(long, default_value_t = 30_000)]
+    heartbeat_interval_ms: u64,
+    #[arg(long, default_value_t = 3_600_000)]
+    dispatcher_timeout_ms: u64,
+    /// Only "grpc" is served.
+    #[arg(long)]
+    data_transfer_protocol: Option<String>,
+    #[arg(long, default_value_t = 0)]
+    data_transfer_port: u16,
+    #[arg(long)]
+    data_transfer_address: Option<String>,
+    #[arg(long, default_value_t = tfdata_worker::config::DEFAULT_CROSS_TRAINER_CACHE_SIZE_BYTES)]
+    cross_trainer_cache_size_bytes: u64,
+    #[arg(long, default_value_t = tfdata_worker::config::DEFAULT_SNAPSHOT_MAX_CHUNK_SIZE_BYTES)]
+    snapshot_max_chunk_size_bytes: u64,
+    #[arg(long, default_value_t = 0)]
+    shutdown_quiet_period_ms: u64,
+    /// Elements each task buffers ahead of readers.
+    #[arg(long, default_value_t = tfdata_worker::config::DEFAULT_TASK_BUFFER_ELEMENTS)]
+    task_buffer_elements: usize,
+}
+
+impl WorkerArgs {
+    fn into_config(self) -> anyhow::Result<WorkerConfig> {
+        let config = WorkerConfig {
+            dispatcher_address: self.dispatcher_address,
+            port: self.port,
+            protocol: self.protocol,
+            worker_address: self.worker_address,
+            worker_tags: self.worker_tags,
+            heartbeat_interval: Duration::from_millis(self.heartbeat_interval_ms),
+            dispatcher_timeout: Duration::from_millis(self.dispatcher_timeout_ms),
+            data_transfer_protocol: self.data_transfer_protocol,
+            data_transfer_port: self.data_transfer_port,
+            data_transfer_address: self.data_transfer_address,
+            cross_trainer_cache_size_bytes: self.cross_trainer_cache_size_bytes,
+            snapshot_max_chunk_size_bytes: self.snapshot_max_chunk_size_bytes,
+            shutdown_quiet_period: Duration::from_millis(self.shutdown_quiet_period_ms),
+            task_buffer_elements: self.task_buffer_elements,
+        };
+        config.validate()?;
+        Ok(config)
+    }
 }
 
 /// Every `DispatcherConfig` field; defaults are TensorFlow's.
@@ -70,7 +136,9 @@ impl DispatcherArgs {
             worker_addresses: self.worker_addresses,
             deployment_mode,
             job_gc_check_interval: Duration::from_millis(self.job_gc_check_interval_ms),
-            job_gc_timeout: u64::try_from(self.job_gc_timeout_ms).ok().map(Duration::from_millis),
+            job_gc_timeout: u64::try_from(self.job_gc_timeout_ms)
+                .ok()
+                .map(Duration::from_millis),
             gc_dynamic_sharding_jobs: self.gc_dynamic_sharding_jobs,
             client_timeout: Duration::from_millis(self.client_timeout_ms),
             worker_timeout: Duration::from_millis(self.worker_timeout_ms),
@@ -129,8 +197,22 @@ async fn main() -> anyhow::Result<()> {
             let config = args.into_config()?;
             let listener = tfdata_rpc::server::bind(config.port)?;
             let listener = tokio::net::TcpListener::from_std(listener)?;
-            println!("tfdata dispatcher listening on port {}", listener.local_addr()?.port());
+            println!(
+                "tfdata dispatcher listening on port {}",
+                listener.local_addr()?.port()
+            );
             tfdata_dispatcher::serve(listener, config, shutdown).await?;
+        }
+        Command::Worker(args) => {
+            let config = args.into_config()?;
+            let listener = tfdata_rpc::server::bind(config.port)?;
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            let port = listener.local_addr()?.port();
+            println!(
+                "tfdata worker listening on port {port} as {}",
+                config.resolved_worker_address(port)
+            );
+            tfdata_worker::serve(listener, config, shutdown).await?;
         }
     }
     Ok(())

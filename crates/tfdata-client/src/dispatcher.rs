@@ -80,18 +80,70 @@ impl DispatcherClient {
             .map(|_| ())
     }
 
-    rpc!(worker_heartbeat, wire::WorkerHeartbeatRequest, wire::WorkerHeartbeatResponse);
-    rpc!(worker_update, wire::WorkerUpdateRequest, wire::WorkerUpdateResponse);
-    rpc!(get_dataset_def, wire::GetDatasetDefRequest, wire::GetDatasetDefResponse);
+    rpc!(
+        worker_heartbeat,
+        wire::WorkerHeartbeatRequest,
+        wire::WorkerHeartbeatResponse
+    );
+    rpc!(
+        worker_update,
+        wire::WorkerUpdateRequest,
+        wire::WorkerUpdateResponse
+    );
+    rpc!(
+        get_dataset_def,
+        wire::GetDatasetDefRequest,
+        wire::GetDatasetDefResponse
+    );
     rpc!(get_split, wire::GetSplitRequest, wire::GetSplitResponse);
-    rpc!(get_or_register_dataset, wire::GetOrRegisterDatasetRequest, wire::GetOrRegisterDatasetResponse);
-    rpc!(get_or_create_job, wire::GetOrCreateJobRequest, wire::GetOrCreateJobResponse);
-    rpc!(get_or_create_iteration, wire::GetOrCreateIterationRequest, wire::GetOrCreateIterationResponse);
-    rpc!(maybe_remove_task, wire::MaybeRemoveTaskRequest, wire::MaybeRemoveTaskResponse);
-    rpc!(release_iteration_client, wire::ReleaseIterationClientRequest, wire::ReleaseIterationClientResponse);
-    rpc!(client_heartbeat, wire::ClientHeartbeatRequest, wire::ClientHeartbeatResponse);
-    rpc!(get_workers, wire::GetWorkersRequest, wire::GetWorkersResponse);
-    rpc!(get_data_service_metadata, wire::GetDataServiceMetadataRequest, wire::GetDataServiceMetadataResponse);
-    rpc!(get_data_service_config, wire::GetDataServiceConfigRequest, wire::GetDataServiceConfigResponse);
-    rpc!(disable_compression_at_runtime, wire::DisableCompressionAtRuntimeRequest, wire::DisableCompressionAtRuntimeResponse);
+    rpc!(
+        get_or_register_dataset,
+        wire::GetOrRegisterDatasetRequest,
+        wire::GetOrRegisterDatasetResponse
+    );
+    rpc!(
+        get_or_create_job,
+        wire::GetOrCreateJobRequest,
+        wire::GetOrCreateJobResponse
+    );
+    rpc!(
+        get_or_create_iteration,
+        wire::GetOrCreateIterationRequest,
+        wire::GetOrCreateIterationResponse
+    );
+    rpc!(
+        maybe_remove_task,
+        wire::MaybeRemoveTaskRequest,
+        wire::MaybeRemoveTaskResponse
+    );
+    rpc!(
+        release_iteration_client,
+        wire::ReleaseIterationClientRequest,
+        wire::ReleaseIterationClientResponse
+    );
+    rpc!(
+        client_heartbeat,
+        wire::ClientHeartbeatRequest,
+        wire::ClientHeartbeatResponse
+    );
+    rpc!(
+        get_workers,
+        wire::GetWorkersRequest,
+        wire::GetWorkersResponse
+    );
+    rpc!(
+        get_data_service_metadata,
+        wire::GetDataServiceMetadataRequest,
+        wire::GetDataServiceMetadataResponse
+    );
+    rpc!(
+        get_data_service_config,
+        wire::GetDataServiceConfigRequest,
+        wire::GetDataServiceConfigResponse
+    );
+    rpc!(
+        disable_compression_at_runtime,
+        wire::DisableCompressionAtRuntimeRequest,
+        wire::DisableCompressionAtRuntimeResponse
+    );
 }

@@ -55,10 +55,8 @@ impl ReadOptions {
 
     fn validate(&self) -> Result<(ProcessingMode, DispatcherClient)> {
         let mode = self.mode.clone().map_err(Error::InvalidArgument)?;
-        if let Some(name) = &self.job_name {
-            if name.is_empty() {
-                return Err(Error::InvalidArgument("job_name must not be empty".into()));
-            }
+        if self.job_name.as_deref() == Some("") {
+            return Err(Error::InvalidArgument("job_name must not be empty".into()));
         }
         if self.max_outstanding_requests == Some(0) {
             return Err(Error::InvalidArgument(
@@ -66,7 +64,9 @@ impl ReadOptions {
             ));
         }
         if self.task_refresh_interval.is_zero() {
-            return Err(Error::InvalidArgument("task_refresh_interval must be positive".into()));
+            return Err(Error::InvalidArgument(
+                "task_refresh_interval must be positive".into(),
+            ));
         }
         let (_protocol, address) = tfdata_rpc::channel::parse_service(&self.service)?;
         Ok((mode, DispatcherClient::new(&address)?))
@@ -150,8 +150,14 @@ impl Distribute {
 
     pub async fn apply_async(&self, dataset: &Dataset) -> Result<DistributedDataset> {
         let (mode, dispatcher) = self.options.validate()?;
-        let dataset_id =
-            register(&dispatcher, dataset, self.compression, None, self.options.dispatcher_timeout).await?;
+        let dataset_id = register(
+            &dispatcher,
+            dataset,
+            self.compression,
+            None,
+            self.options.dispatcher_timeout,
+        )
+        .await?;
         DistributedDataset::connect(dispatcher, mode, dataset_id, self.options.clone()).await
     }
 }
@@ -179,7 +185,14 @@ pub async fn register_dataset_async(
 ) -> Result<String> {
     let (_protocol, address) = tfdata_rpc::channel::parse_service(service)?;
     let dispatcher = DispatcherClient::new(&address)?;
-    register(&dispatcher, dataset, compression, dataset_id, DEFAULT_DISPATCHER_TIMEOUT).await
+    register(
+        &dispatcher,
+        dataset,
+        compression,
+        dataset_id,
+        DEFAULT_DISPATCHER_TIMEOUT,
+    )
+    .await
 }
 
 async fn register(
@@ -189,7 +202,8 @@ async fn register(
     dataset_id: Option<&str>,
     timeout: Duration,
 ) -> Result<String> {
-    let pipeline = tfdata_dataset::pipeline::to_pipeline_def(dataset, compression != Compression::Off)?;
+    let pipeline =
+        tfdata_dataset::pipeline::to_pipeline_def(dataset, compression != Compression::Off)?;
     let request = wire::GetOrRegisterDatasetRequest {
         dataset: Some(wire::DatasetDef {
             graph: Default::default(),
@@ -202,9 +216,12 @@ async fn register(
         }),
         dataset_id: dataset_id.map(str::to_string),
     };
-    let response = retry(&dispatcher.target(), Some(timeout), &CancellationToken::new(), || {
-        dispatcher.get_or_register_dataset(request.clone())
-    })
+    let response = retry(
+        &dispatcher.target(),
+        Some(timeout),
+        &CancellationToken::new(),
+        || dispatcher.get_or_register_dataset(request.clone()),
+    )
     .await?;
     Ok(response.dataset_id)
 }
@@ -217,7 +234,11 @@ pub struct FromDatasetId {
     dataset_id: String,
 }
 
-pub fn from_dataset_id(mode: impl IntoProcessingMode, service: &str, dataset_id: &str) -> FromDatasetId {
+pub fn from_dataset_id(
+    mode: impl IntoProcessingMode,
+    service: &str,
+    dataset_id: &str,
+) -> FromDatasetId {
     FromDatasetId {
         options: ReadOptions::new(mode.into_processing_mode(), service),
         dataset_id: dataset_id.to_string(),

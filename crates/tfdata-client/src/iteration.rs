@@ -15,7 +15,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tfdata_core::{Element, Error, Result, element};
-use tfdata_proto::data::{self as wire, get_element_response, worker_service_client::WorkerServiceClient};
+use tfdata_proto::data::{
+    self as wire, get_element_response, worker_service_client::WorkerServiceClient,
+};
 use tfdata_rpc::CancellationToken;
 use tfdata_rpc::retry::{backoff, retry};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -104,11 +106,16 @@ pub(crate) async fn start(
         repetition: params.repetition,
     };
     let client_id = retry(&dispatcher.target(), timeout, &cancel, || {
-        dispatcher.get_or_create_iteration(iteration_request.clone())
+        dispatcher.get_or_create_iteration(iteration_request)
     })
     .await?
     .iteration_client_id;
-    tracing::debug!(job_id, client_id, repetition = params.repetition, "reading iteration");
+    tracing::debug!(
+        job_id,
+        client_id,
+        repetition = params.repetition,
+        "reading iteration"
+    );
 
     let capacity = params.max_outstanding_requests.max(1);
     let (tx, rx) = mpsc::channel(capacity);
@@ -145,7 +152,12 @@ impl FetchContext {
     }
 }
 
-async fn drive(dispatcher: DispatcherClient, params: IterationParams, client_id: i64, fetch: Arc<FetchContext>) {
+async fn drive(
+    dispatcher: DispatcherClient,
+    params: IterationParams,
+    client_id: i64,
+    fetch: Arc<FetchContext>,
+) {
     let cancel = fetch.cancel.clone();
     let refresh = params.task_refresh_interval;
     let mut fetchers: JoinSet<FetchEnd> = JoinSet::new();
@@ -270,7 +282,10 @@ async fn fetch_task(ctx: Arc<FetchContext>, task: wire::TaskInfo) -> FetchEnd {
                 }
                 let err = Error::Remote {
                     code: err.code(),
-                    message: format!("Failed to get element from worker {address} (task {}): {err}", task.task_id),
+                    message: format!(
+                        "Failed to get element from worker {address} (task {}): {err}",
+                        task.task_id
+                    ),
                 };
                 let _ = ctx.tx.send((Err(err), None)).await;
                 return FetchEnd::Failed;

@@ -155,15 +155,24 @@ mod tests {
 
     #[test]
     fn processing_modes_parse_like_tensorflow() {
-        assert_eq!("parallel_epochs".into_processing_mode().unwrap(), ProcessingMode::ParallelEpochs);
+        assert_eq!(
+            "parallel_epochs".into_processing_mode().unwrap(),
+            ProcessingMode::ParallelEpochs
+        );
         assert_eq!(
             "distributed_epoch".into_processing_mode().unwrap(),
             ProcessingMode::DistributedEpoch
         );
         let err = "one_epoch".into_processing_mode().unwrap_err();
         assert!(err.to_string().contains("one_epoch"));
-        assert_eq!(ProcessingMode::DistributedEpoch.to_proto().sharding_policy, 1);
-        assert_eq!("local".parse::<TargetWorkers>().unwrap(), TargetWorkers::Local);
+        assert_eq!(
+            ProcessingMode::DistributedEpoch.to_proto().sharding_policy,
+            1
+        );
+        assert_eq!(
+            "local".parse::<TargetWorkers>().unwrap(),
+            TargetWorkers::Local
+        );
         assert_eq!("".parse::<TargetWorkers>().unwrap(), TargetWorkers::Auto);
     }
 }

@@ -10,7 +10,8 @@ use tfdata_core::{Error, Result};
 const CLIENT_RUNTIME_THREADS: usize = 2;
 
 pub fn handle() -> Result<tokio::runtime::Handle> {
-    static RUNTIME: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    static RUNTIME: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
+        OnceLock::new();
     RUNTIME
         .get_or_init(|| {
             tokio::runtime::Builder::new_multi_thread()

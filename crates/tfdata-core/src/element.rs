@@ -134,7 +134,11 @@ pub fn tensor_from_proto(proto: &TensorProto) -> Result<Tensor> {
         return Tensor::strings(proto.string_val.clone(), shape);
     };
     if !proto.tensor_content.is_empty() || n == 0 {
-        return Tensor::new(dtype, shape, TensorData::Buffer(proto.tensor_content.clone()));
+        return Tensor::new(
+            dtype,
+            shape,
+            TensorData::Buffer(proto.tensor_content.clone()),
+        );
     }
     // Typed value lists, each element encoded to `size` little-endian bytes.
     let mut values: Vec<Vec<u8>> = Vec::new();
@@ -143,15 +147,36 @@ pub fn tensor_from_proto(proto: &TensorProto) -> Result<Tensor> {
     };
     use DType::*;
     match dtype {
-        Float => push_all(&mut values, &mut proto.float_val.iter().map(|v| v.to_le_bytes().to_vec())),
-        Double => push_all(&mut values, &mut proto.double_val.iter().map(|v| v.to_le_bytes().to_vec())),
-        Int64 => push_all(&mut values, &mut proto.int64_val.iter().map(|v| v.to_le_bytes().to_vec())),
-        UInt32 => push_all(&mut values, &mut proto.uint32_val.iter().map(|v| v.to_le_bytes().to_vec())),
-        UInt64 => push_all(&mut values, &mut proto.uint64_val.iter().map(|v| v.to_le_bytes().to_vec())),
-        Bool => push_all(&mut values, &mut proto.bool_val.iter().map(|v| vec![*v as u8])),
+        Float => push_all(
+            &mut values,
+            &mut proto.float_val.iter().map(|v| v.to_le_bytes().to_vec()),
+        ),
+        Double => push_all(
+            &mut values,
+            &mut proto.double_val.iter().map(|v| v.to_le_bytes().to_vec()),
+        ),
+        Int64 => push_all(
+            &mut values,
+            &mut proto.int64_val.iter().map(|v| v.to_le_bytes().to_vec()),
+        ),
+        UInt32 => push_all(
+            &mut values,
+            &mut proto.uint32_val.iter().map(|v| v.to_le_bytes().to_vec()),
+        ),
+        UInt64 => push_all(
+            &mut values,
+            &mut proto.uint64_val.iter().map(|v| v.to_le_bytes().to_vec()),
+        ),
+        Bool => push_all(
+            &mut values,
+            &mut proto.bool_val.iter().map(|v| vec![*v as u8]),
+        ),
         Half | BFloat16 => push_all(
             &mut values,
-            &mut proto.half_val.iter().map(|v| (*v as u16).to_le_bytes().to_vec()),
+            &mut proto
+                .half_val
+                .iter()
+                .map(|v| (*v as u16).to_le_bytes().to_vec()),
         ),
         Complex64 => {
             let pairs = proto.scomplex_val.chunks_exact(2);
@@ -340,8 +365,11 @@ mod tests {
         Element::new(vec![
             Tensor::scalar(42i64),
             Tensor::from_slice(&[1.5f32, -2.0, 3.25, 0.0], vec![2, 2]).unwrap(),
-            Tensor::strings(vec![Bytes::from("ab"), Bytes::new(), Bytes::from("xyz")], vec![3])
-                .unwrap(),
+            Tensor::strings(
+                vec![Bytes::from("ab"), Bytes::new(), Bytes::from("xyz")],
+                vec![3],
+            )
+            .unwrap(),
             Tensor::from_slice::<i32>(&[], vec![0, 4]).unwrap(),
             Tensor::from_slice(&[true, false], vec![2]).unwrap(),
         ])

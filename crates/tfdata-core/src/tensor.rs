@@ -94,8 +94,8 @@ impl DType {
         use DType::*;
         Some(match self {
             String => return None,
-            UInt8 | Int8 | Bool | QInt8 | QUInt8 | Float8E5M2 | Float8E4M3FN
-            | Float8E4M3FNUZ | Float8E4M3B11FNUZ | Float8E5M2FNUZ => 1,
+            UInt8 | Int8 | Bool | QInt8 | QUInt8 | Float8E5M2 | Float8E4M3FN | Float8E4M3FNUZ
+            | Float8E4M3B11FNUZ | Float8E5M2FNUZ => 1,
             Int16 | UInt16 | QInt16 | QUInt16 | BFloat16 | Half => 2,
             Float | Int32 | QInt32 | UInt32 => 4,
             Double | Int64 | UInt64 | Complex64 => 8,

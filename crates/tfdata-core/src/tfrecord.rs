@@ -46,7 +46,12 @@ pub fn read_records(name: &str, bytes: &[u8]) -> Result<(Vec<bytes::Bytes>, Tail
     while pos < buf.len() {
         let start = pos;
         if buf.len() - pos < 12 {
-            return Ok((records, Tail::Torn { offset: start as u64 }));
+            return Ok((
+                records,
+                Tail::Torn {
+                    offset: start as u64,
+                },
+            ));
         }
         let len_bytes = &buf[pos..pos + 8];
         let len_crc = u32::from_le_bytes(buf[pos + 8..pos + 12].try_into().expect("4 bytes"));
@@ -57,11 +62,17 @@ pub fn read_records(name: &str, bytes: &[u8]) -> Result<(Vec<bytes::Bytes>, Tail
         pos += 12;
         let remaining = (buf.len() - pos) as u64;
         if len.saturating_add(4) > remaining {
-            return Ok((records, Tail::Torn { offset: start as u64 }));
+            return Ok((
+                records,
+                Tail::Torn {
+                    offset: start as u64,
+                },
+            ));
         }
         let len = len as usize;
         let data = buf.slice(pos..pos + len);
-        let data_crc = u32::from_le_bytes(buf[pos + len..pos + len + 4].try_into().expect("4 bytes"));
+        let data_crc =
+            u32::from_le_bytes(buf[pos + len..pos + len + 4].try_into().expect("4 bytes"));
         if masked_crc32c(&data) != data_crc {
             return Err(corrupt(start, "record data fails its CRC"));
         }
@@ -97,7 +108,10 @@ mod tests {
         // CRC-32C of "123456789" is 0xe3069283 (the standard check value).
         assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
         let crc: u32 = 0xe306_9283;
-        assert_eq!(masked_crc32c(b"123456789"), crc.rotate_right(15).wrapping_add(MASK_DELTA));
+        assert_eq!(
+            masked_crc32c(b"123456789"),
+            crc.rotate_right(15).wrapping_add(MASK_DELTA)
+        );
     }
 
     #[test]
@@ -113,7 +127,12 @@ mod tests {
 
         let (records, tail) = read_records("f", &buf[..buf.len() - 3]).unwrap();
         assert_eq!(records.len(), 2);
-        assert_eq!(tail, Tail::Torn { offset: 12 + 5 + 4 + 12 + 4 });
+        assert_eq!(
+            tail,
+            Tail::Torn {
+                offset: 12 + 5 + 4 + 12 + 4
+            }
+        );
 
         let mut flipped = buf.clone();
         flipped[14] ^= 1; // inside the first record's data

@@ -13,6 +13,8 @@
 //! 3. `tensor_from_proto` of each TensorFlow `TensorProto` is the expected
 //!    component, and `tensor_to_proto` re-encodes it exactly as TensorFlow did.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
 use std::path::PathBuf;
 
 use bytes::Bytes;

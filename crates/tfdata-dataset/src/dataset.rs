@@ -14,10 +14,24 @@ pub const UNKNOWN_CARDINALITY: i64 = -2;
 /// One op of a pipeline. Transformations own their input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Op {
-    Range { start: i64, stop: i64, step: i64 },
-    Map { input: Dataset, function: String },
-    Batch { input: Dataset, batch_size: i64, drop_remainder: bool },
-    Take { input: Dataset, count: i64 },
+    Range {
+        start: i64,
+        stop: i64,
+        step: i64,
+    },
+    Map {
+        input: Dataset,
+        function: String,
+    },
+    Batch {
+        input: Dataset,
+        batch_size: i64,
+        drop_remainder: bool,
+    },
+    Take {
+        input: Dataset,
+        count: i64,
+    },
 }
 
 /// A dataset pipeline, built like `tf.data.Dataset`:
@@ -147,7 +161,7 @@ impl Dataset {
                 match (*count, n) {
                     (-1, n) => n,
                     (c, INFINITE_CARDINALITY) => c,
-                    (c, UNKNOWN_CARDINALITY) if c == 0 => 0,
+                    (0, UNKNOWN_CARDINALITY) => 0,
                     (_, UNKNOWN_CARDINALITY) => UNKNOWN_CARDINALITY,
                     (c, n) => c.min(n),
                 }

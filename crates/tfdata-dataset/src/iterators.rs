@@ -43,7 +43,11 @@ pub(crate) fn build(ds: &Dataset) -> Result<Box<dyn ElementIterator>> {
         }),
         Op::Take { input, count } => Box::new(TakeIter {
             input: build(input)?,
-            remaining: if *count < 0 { None } else { Some(*count as u64) },
+            remaining: if *count < 0 {
+                None
+            } else {
+                Some(*count as u64)
+            },
         }),
     })
 }

@@ -143,7 +143,12 @@ mod tests {
     fn bad_pipelines_are_rejected() {
         let mut def = to_pipeline_def(&Dataset::range(3), false).unwrap();
         def.format_version = 99;
-        assert!(from_pipeline_def(&def).unwrap_err().to_string().contains("version 99"));
+        assert!(
+            from_pipeline_def(&def)
+                .unwrap_err()
+                .to_string()
+                .contains("version 99")
+        );
 
         let def = wire::PipelineDef {
             format_version: PIPELINE_FORMAT_VERSION,
@@ -163,6 +168,11 @@ mod tests {
             }),
             compress: false,
         };
-        assert!(from_pipeline_def(&bad_batch).unwrap_err().to_string().contains("batch_size"));
+        assert!(
+            from_pipeline_def(&bad_batch)
+                .unwrap_err()
+                .to_string()
+                .contains("batch_size")
+        );
     }
 }

@@ -181,9 +181,7 @@ impl DispatcherConfig {
             worker_addresses: self.worker_addresses.clone(),
             deployment_mode: self.deployment_mode as i32,
             job_gc_check_interval_ms: self.job_gc_check_interval.as_millis() as i64,
-            job_gc_timeout_ms: self
-                .job_gc_timeout
-                .map_or(-1, |d| d.as_millis() as i64),
+            job_gc_timeout_ms: self.job_gc_timeout.map_or(-1, |d| d.as_millis() as i64),
             gc_dynamic_sharding_jobs: self.gc_dynamic_sharding_jobs,
             client_timeout_ms: self.client_timeout.as_millis() as i64,
             worker_timeout_ms: self.worker_timeout.as_millis() as i64,
@@ -205,7 +203,10 @@ mod tests {
             job_gc_timeout_ms: -1,
             ..Default::default()
         };
-        assert_eq!(DispatcherConfig::from_proto(&never).unwrap().job_gc_timeout, None);
+        assert_eq!(
+            DispatcherConfig::from_proto(&never).unwrap().job_gc_timeout,
+            None
+        );
     }
 
     #[test]

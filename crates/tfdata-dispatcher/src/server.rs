@@ -42,7 +42,8 @@ pub async fn serve_with_clock(
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled_owned())
         .await;
     maintenance.abort();
-    result.map_err(|e| tfdata_core::Error::Internal(format!("dispatcher gRPC server failed: {e}")))?;
+    result
+        .map_err(|e| tfdata_core::Error::Internal(format!("dispatcher gRPC server failed: {e}")))?;
     tracing::info!(port, "tf.data service dispatcher stopped");
     Ok(())
 }

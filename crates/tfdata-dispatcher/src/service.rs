@@ -11,7 +11,8 @@ use std::time::Duration;
 use tfdata_core::{DatasetId, Error, IterationClientId, IterationId, JobId, Result, TaskId};
 use tfdata_proto::data::{
     self as wire, dispatcher_service_server::DispatcherService,
-    processing_mode_def::ShardingPolicy, update::UpdateType, worker_service_client::WorkerServiceClient,
+    processing_mode_def::ShardingPolicy, update::UpdateType,
+    worker_service_client::WorkerServiceClient,
 };
 use tokio::sync::Mutex;
 use tonic::transport::Channel;
@@ -128,7 +129,11 @@ impl Dispatcher {
         }
     }
 
-    fn new_task_update(state: &DispatcherState, iteration: IterationId, worker: &str) -> Result<UpdateType> {
+    fn new_task_update(
+        state: &DispatcherState,
+        iteration: IterationId,
+        worker: &str,
+    ) -> Result<UpdateType> {
         let w = state
             .worker(worker)
             .ok_or_else(|| Error::Internal(format!("worker {worker} vanished")))?;
@@ -142,7 +147,10 @@ impl Dispatcher {
         }))
     }
 
-    async fn worker_heartbeat(&self, req: wire::WorkerHeartbeatRequest) -> Result<wire::WorkerHeartbeatResponse> {
+    async fn worker_heartbeat(
+        &self,
+        req: wire::WorkerHeartbeatRequest,
+    ) -> Result<wire::WorkerHeartbeatResponse> {
         let address = req.worker_address.clone();
         if address.is_empty() {
             return Err(Error::InvalidArgument("worker_address is empty".into()));
@@ -160,8 +168,11 @@ impl Dispatcher {
                     worker_uid: req.worker_uid,
                 }),
             )?;
-            let unfinished: Vec<IterationId> =
-                inner.state.unfinished_iterations().map(|it| it.id).collect();
+            let unfinished: Vec<IterationId> = inner
+                .state
+                .unfinished_iterations()
+                .map(|it| it.id)
+                .collect();
             for iteration in unfinished {
                 let update = Self::new_task_update(&inner.state, iteration, &address)?;
                 self.commit(inner, update)?;
@@ -232,7 +243,10 @@ impl Dispatcher {
         })
     }
 
-    async fn worker_update(&self, req: wire::WorkerUpdateRequest) -> Result<wire::WorkerUpdateResponse> {
+    async fn worker_update(
+        &self,
+        req: wire::WorkerUpdateRequest,
+    ) -> Result<wire::WorkerUpdateResponse> {
         let mut inner = self.inner.lock().await;
         let inner = &mut *inner;
         for update in req.updates.iter().filter(|u| u.completed) {
@@ -253,7 +267,10 @@ impl Dispatcher {
         Ok(wire::WorkerUpdateResponse {})
     }
 
-    async fn get_dataset_def(&self, req: wire::GetDatasetDefRequest) -> Result<wire::GetDatasetDefResponse> {
+    async fn get_dataset_def(
+        &self,
+        req: wire::GetDatasetDefRequest,
+    ) -> Result<wire::GetDatasetDefResponse> {
         let id = DatasetId(req.dataset_id);
         if self.inner.lock().await.state.dataset(&id).is_none() {
             return Err(Error::not_found("dataset", id));
@@ -290,7 +307,9 @@ impl Dispatcher {
         let mut inner = self.inner.lock().await;
         if let Some(id) = &req.dataset_id {
             if id.is_empty() {
-                return Err(Error::InvalidArgument("requested dataset_id is empty".into()));
+                return Err(Error::InvalidArgument(
+                    "requested dataset_id is empty".into(),
+                ));
             }
             if let Some(existing) = inner.state.dataset(&DatasetId(id.clone())) {
                 check_same_metadata(id, &existing.metadata, &metadata)?;
@@ -345,22 +364,23 @@ impl Dispatcher {
             .state
             .dataset(&id)
             .ok_or_else(|| unknown_dataset(&req.dataset_id))?;
-        let decision = if ds.metadata.compression
-            == wire::data_service_metadata::Compression::Off as i32
-        {
-            Decision::NoCompressionToDisable(true)
-        } else if let Some(decided) = ds.compression_disabled_at_runtime {
-            Decision::CompressionDisabledAtRuntime(decided)
-        } else {
-            self.commit(
-                &mut inner,
-                UpdateType::CompressionDisabledAtRuntime(wire::CompressionDisabledAtRuntimeUpdate {
-                    dataset_id: req.dataset_id.clone(),
-                    compression_disabled: req.disable_compression_at_runtime,
-                }),
-            )?;
-            Decision::CompressionDisabledAtRuntime(req.disable_compression_at_runtime)
-        };
+        let decision =
+            if ds.metadata.compression == wire::data_service_metadata::Compression::Off as i32 {
+                Decision::NoCompressionToDisable(true)
+            } else if let Some(decided) = ds.compression_disabled_at_runtime {
+                Decision::CompressionDisabledAtRuntime(decided)
+            } else {
+                self.commit(
+                    &mut inner,
+                    UpdateType::CompressionDisabledAtRuntime(
+                        wire::CompressionDisabledAtRuntimeUpdate {
+                            dataset_id: req.dataset_id.clone(),
+                            compression_disabled: req.disable_compression_at_runtime,
+                        },
+                    ),
+                )?;
+                Decision::CompressionDisabledAtRuntime(req.disable_compression_at_runtime)
+            };
         Ok(wire::DisableCompressionAtRuntimeResponse {
             decision: Some(decision),
         })
@@ -368,7 +388,10 @@ impl Dispatcher {
 
     // ---- Jobs and iterations ----
 
-    async fn get_or_create_job(&self, req: wire::GetOrCreateJobRequest) -> Result<wire::GetOrCreateJobResponse> {
+    async fn get_or_create_job(
+        &self,
+        req: wire::GetOrCreateJobRequest,
+    ) -> Result<wire::GetOrCreateJobResponse> {
         let mode = req.processing_mode_def.unwrap_or_default();
         let policy = ShardingPolicy::try_from(mode.sharding_policy).map_err(|_| {
             Error::Internal(format!(
@@ -384,7 +407,11 @@ impl Dispatcher {
             )));
         }
         let mut inner = self.inner.lock().await;
-        if inner.state.dataset(&DatasetId(req.dataset_id.clone())).is_none() {
+        if inner
+            .state
+            .dataset(&DatasetId(req.dataset_id.clone()))
+            .is_none()
+        {
             return Err(unknown_dataset(&req.dataset_id));
         }
         if let Some(name) = &req.job_name {
@@ -490,8 +517,12 @@ impl Dispatcher {
                             num_split_providers: 0,
                         }),
                     )?;
-                    let workers: Vec<String> =
-                        inner.state.workers().iter().map(|w| w.address.clone()).collect();
+                    let workers: Vec<String> = inner
+                        .state
+                        .workers()
+                        .iter()
+                        .map(|w| w.address.clone())
+                        .collect();
                     for worker in workers {
                         let update = Self::new_task_update(&inner.state, id, &worker)?;
                         let task_id = inner.state.next_task_id();
@@ -562,10 +593,16 @@ impl Dispatcher {
 
     // ---- Clients ----
 
-    async fn client_heartbeat(&self, req: wire::ClientHeartbeatRequest) -> Result<wire::ClientHeartbeatResponse> {
+    async fn client_heartbeat(
+        &self,
+        req: wire::ClientHeartbeatRequest,
+    ) -> Result<wire::ClientHeartbeatResponse> {
         let client = IterationClientId(req.iteration_client_id);
         let mut inner = self.inner.lock().await;
-        let iteration_id = inner.state.client_iteration(client).ok_or_else(|| unknown_client(client))?;
+        let iteration_id = inner
+            .state
+            .client_iteration(client)
+            .ok_or_else(|| unknown_client(client))?;
         let now = self.clock.now_micros();
         inner.client_heartbeats.insert(client, now);
         let it = inner
@@ -619,7 +656,10 @@ impl Dispatcher {
         Ok(wire::ReleaseIterationClientResponse {})
     }
 
-    async fn maybe_remove_task(&self, req: wire::MaybeRemoveTaskRequest) -> Result<wire::MaybeRemoveTaskResponse> {
+    async fn maybe_remove_task(
+        &self,
+        req: wire::MaybeRemoveTaskRequest,
+    ) -> Result<wire::MaybeRemoveTaskResponse> {
         let inner = self.inner.lock().await;
         let Some(task) = inner.state.task(TaskId(req.task_id)) else {
             return Ok(wire::MaybeRemoveTaskResponse { removed: true });
@@ -635,7 +675,9 @@ impl Dispatcher {
                 req.task_id
             )));
         }
-        Err(Error::Unimplemented("coordinated reads are not supported yet".into()))
+        Err(Error::Unimplemented(
+            "coordinated reads are not supported yet".into(),
+        ))
     }
 
     async fn get_split(&self, req: wire::GetSplitRequest) -> Result<wire::GetSplitResponse> {
@@ -654,7 +696,9 @@ impl Dispatcher {
                 req.iteration_id
             )));
         }
-        Err(Error::Unimplemented("dynamic sharding is not supported yet".into()))
+        Err(Error::Unimplemented(
+            "dynamic sharding is not supported yet".into(),
+        ))
     }
 
     /// One pass of the maintenance loop (spec §5.9): release clients that
@@ -707,7 +751,9 @@ impl Dispatcher {
             tracing::info!(iteration = %id, "garbage collecting iteration without clients");
             self.commit(
                 inner,
-                UpdateType::GarbageCollectIteration(wire::GarbageCollectIterationUpdate { iteration_id: id.0 }),
+                UpdateType::GarbageCollectIteration(wire::GarbageCollectIterationUpdate {
+                    iteration_id: id.0,
+                }),
             )?;
         }
         let worker_timeout = self.config.worker_timeout.as_micros() as i64;
@@ -742,7 +788,11 @@ fn target_workers_name(v: i32) -> &'static str {
 }
 
 /// A dataset re-registered under an existing id must describe the same data.
-fn check_same_metadata(id: &str, existing: &wire::DataServiceMetadata, new: &wire::DataServiceMetadata) -> Result<()> {
+fn check_same_metadata(
+    id: &str,
+    existing: &wire::DataServiceMetadata,
+    new: &wire::DataServiceMetadata,
+) -> Result<()> {
     let mut diffs = Vec::new();
     if existing.element_spec != new.element_spec {
         diffs.push("element_spec".to_string());
@@ -789,7 +839,10 @@ impl DispatcherService for DispatcherGrpc {
         &self,
         r: Request<wire::WorkerHeartbeatRequest>,
     ) -> Result<Response<wire::WorkerHeartbeatResponse>, Status> {
-        respond("WorkerHeartbeat", self.0.worker_heartbeat(r.into_inner()).await)
+        respond(
+            "WorkerHeartbeat",
+            self.0.worker_heartbeat(r.into_inner()).await,
+        )
     }
 
     async fn worker_update(
@@ -803,7 +856,10 @@ impl DispatcherService for DispatcherGrpc {
         &self,
         r: Request<wire::GetDatasetDefRequest>,
     ) -> Result<Response<wire::GetDatasetDefResponse>, Status> {
-        respond("GetDatasetDef", self.0.get_dataset_def(r.into_inner()).await)
+        respond(
+            "GetDatasetDef",
+            self.0.get_dataset_def(r.into_inner()).await,
+        )
     }
 
     async fn get_split(
@@ -826,42 +882,60 @@ impl DispatcherService for DispatcherGrpc {
         &self,
         r: Request<wire::GetOrRegisterDatasetRequest>,
     ) -> Result<Response<wire::GetOrRegisterDatasetResponse>, Status> {
-        respond("GetOrRegisterDataset", self.0.get_or_register_dataset(r.into_inner()).await)
+        respond(
+            "GetOrRegisterDataset",
+            self.0.get_or_register_dataset(r.into_inner()).await,
+        )
     }
 
     async fn get_or_create_job(
         &self,
         r: Request<wire::GetOrCreateJobRequest>,
     ) -> Result<Response<wire::GetOrCreateJobResponse>, Status> {
-        respond("GetOrCreateJob", self.0.get_or_create_job(r.into_inner()).await)
+        respond(
+            "GetOrCreateJob",
+            self.0.get_or_create_job(r.into_inner()).await,
+        )
     }
 
     async fn get_or_create_iteration(
         &self,
         r: Request<wire::GetOrCreateIterationRequest>,
     ) -> Result<Response<wire::GetOrCreateIterationResponse>, Status> {
-        respond("GetOrCreateIteration", self.0.get_or_create_iteration(r.into_inner()).await)
+        respond(
+            "GetOrCreateIteration",
+            self.0.get_or_create_iteration(r.into_inner()).await,
+        )
     }
 
     async fn maybe_remove_task(
         &self,
         r: Request<wire::MaybeRemoveTaskRequest>,
     ) -> Result<Response<wire::MaybeRemoveTaskResponse>, Status> {
-        respond("MaybeRemoveTask", self.0.maybe_remove_task(r.into_inner()).await)
+        respond(
+            "MaybeRemoveTask",
+            self.0.maybe_remove_task(r.into_inner()).await,
+        )
     }
 
     async fn release_iteration_client(
         &self,
         r: Request<wire::ReleaseIterationClientRequest>,
     ) -> Result<Response<wire::ReleaseIterationClientResponse>, Status> {
-        respond("ReleaseIterationClient", self.0.release_iteration_client(r.into_inner()).await)
+        respond(
+            "ReleaseIterationClient",
+            self.0.release_iteration_client(r.into_inner()).await,
+        )
     }
 
     async fn client_heartbeat(
         &self,
         r: Request<wire::ClientHeartbeatRequest>,
     ) -> Result<Response<wire::ClientHeartbeatResponse>, Status> {
-        respond("ClientHeartbeat", self.0.client_heartbeat(r.into_inner()).await)
+        respond(
+            "ClientHeartbeat",
+            self.0.client_heartbeat(r.into_inner()).await,
+        )
     }
 
     async fn get_workers(
@@ -884,7 +958,10 @@ impl DispatcherService for DispatcherGrpc {
         &self,
         r: Request<wire::GetDataServiceMetadataRequest>,
     ) -> Result<Response<wire::GetDataServiceMetadataResponse>, Status> {
-        respond("GetDataServiceMetadata", self.0.get_data_service_metadata(r.into_inner()).await)
+        respond(
+            "GetDataServiceMetadata",
+            self.0.get_data_service_metadata(r.into_inner()).await,
+        )
     }
 
     async fn get_data_service_config(
@@ -903,7 +980,9 @@ impl DispatcherService for DispatcherGrpc {
         _r: Request<wire::SnapshotRequest>,
     ) -> Result<Response<wire::SnapshotResponse>, Status> {
         let err = if self.0.config.fault_tolerant_mode {
-            Error::Unimplemented("distributed snapshots (distributed_save) are not supported yet".into())
+            Error::Unimplemented(
+                "distributed snapshots (distributed_save) are not supported yet".into(),
+            )
         } else {
             Error::InvalidArgument(
                 "distributed_save requires the dispatcher to run in fault-tolerant mode \
@@ -930,7 +1009,10 @@ impl DispatcherService for DispatcherGrpc {
         r: Request<wire::GetSnapshotStreamsRequest>,
     ) -> Result<Response<wire::GetSnapshotStreamsResponse>, Status> {
         let path = r.into_inner().path;
-        respond("GetSnapshotStreams", Err(Error::not_found("snapshot", path)))
+        respond(
+            "GetSnapshotStreams",
+            Err(Error::not_found("snapshot", path)),
+        )
     }
 
     async fn disable_compression_at_runtime(

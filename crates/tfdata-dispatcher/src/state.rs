@@ -138,7 +138,10 @@ impl DispatcherState {
             UpdateType::RegisterDataset(u) => {
                 let id = DatasetId(u.dataset_id.clone());
                 if id.0.is_empty() || self.datasets.contains_key(&id) {
-                    return Err(bad("register_dataset", format!("dataset id {id:?} taken or empty")));
+                    return Err(bad(
+                        "register_dataset",
+                        format!("dataset id {id:?} taken or empty"),
+                    ));
                 }
                 self.datasets.insert(
                     id.clone(),
@@ -158,24 +161,36 @@ impl DispatcherState {
             }
             UpdateType::RegisterWorker(u) => {
                 if self.worker_index.contains_key(&u.worker_address) {
-                    return Err(bad("register_worker", format!("{} registered twice", u.worker_address)));
+                    return Err(bad(
+                        "register_worker",
+                        format!("{} registered twice", u.worker_address),
+                    ));
                 }
-                self.worker_index.insert(u.worker_address.clone(), self.workers.len());
+                self.worker_index
+                    .insert(u.worker_address.clone(), self.workers.len());
                 self.workers.push(Worker {
                     address: u.worker_address.clone(),
                     transfer_servers: u.transfer_servers.clone(),
                     tags: u.worker_tags.clone(),
                     uid: u.worker_uid,
                 });
-                self.tasks_by_worker.entry(u.worker_address.clone()).or_default();
+                self.tasks_by_worker
+                    .entry(u.worker_address.clone())
+                    .or_default();
             }
             UpdateType::CreateJob(u) => {
                 let id = JobId(u.job_id);
                 if self.jobs.contains_key(&id) || self.jobs_by_name.contains_key(&u.job_name) {
-                    return Err(bad("create_job", format!("job {id} / {:?} exists", u.job_name)));
+                    return Err(bad(
+                        "create_job",
+                        format!("job {id} / {:?} exists", u.job_name),
+                    ));
                 }
                 if !self.datasets.contains_key(&DatasetId(u.dataset_id.clone())) {
-                    return Err(bad("create_job", format!("unknown dataset {}", u.dataset_id)));
+                    return Err(bad(
+                        "create_job",
+                        format!("unknown dataset {}", u.dataset_id),
+                    ));
                 }
                 self.next_job_id = self.next_job_id.max(u.job_id.saturating_add(1));
                 self.jobs_by_name.insert(u.job_name.clone(), id);
@@ -202,14 +217,21 @@ impl DispatcherState {
                     return Err(bad("create_iteration", format!("iteration {id} exists")));
                 }
                 let key = (job.name.clone(), u.repetition);
-                if let Some(old) = self.iterations_by_key.get(&key) {
-                    if !self.iterations.get(old).is_some_and(|i| i.garbage_collected) {
-                        return Err(bad("create_iteration", format!("{key:?} has a live iteration")));
-                    }
+                if let Some(old) = self.iterations_by_key.get(&key)
+                    && !self
+                        .iterations
+                        .get(old)
+                        .is_some_and(|i| i.garbage_collected)
+                {
+                    return Err(bad(
+                        "create_iteration",
+                        format!("{key:?} has a live iteration"),
+                    ));
                 }
                 let providers = usize::try_from(u.num_split_providers)
                     .map_err(|_| bad("create_iteration", "negative split providers".into()))?;
-                self.next_iteration_id = self.next_iteration_id.max(u.iteration_id.saturating_add(1));
+                self.next_iteration_id =
+                    self.next_iteration_id.max(u.iteration_id.saturating_add(1));
                 self.iterations_by_key.insert(key, id);
                 self.iterations.insert(
                     id,
@@ -232,11 +254,21 @@ impl DispatcherState {
                 let it = self
                     .iterations
                     .get_mut(&IterationId(u.iteration_id))
-                    .ok_or_else(|| bad("produce_split", format!("unknown iteration {}", u.iteration_id)))?;
+                    .ok_or_else(|| {
+                        bad(
+                            "produce_split",
+                            format!("unknown iteration {}", u.iteration_id),
+                        )
+                    })?;
                 let p = usize::try_from(u.split_provider_index)
                     .ok()
                     .filter(|&p| p < it.split_indices.len())
-                    .ok_or_else(|| bad("produce_split", format!("bad provider {}", u.split_provider_index)))?;
+                    .ok_or_else(|| {
+                        bad(
+                            "produce_split",
+                            format!("bad provider {}", u.split_provider_index),
+                        )
+                    })?;
                 it.split_repetitions[p] = u.repetition;
                 if u.finished {
                     it.split_repetitions[p] += 1;
@@ -248,37 +280,52 @@ impl DispatcherState {
             UpdateType::AcquireIterationClient(u) => {
                 let client = IterationClientId(u.iteration_client_id);
                 if self.clients.contains_key(&client) {
-                    return Err(bad("acquire_iteration_client", format!("client {client} exists")));
+                    return Err(bad(
+                        "acquire_iteration_client",
+                        format!("client {client} exists"),
+                    ));
                 }
                 let it = self
                     .iterations
                     .get_mut(&IterationId(u.iteration_id))
-                    .ok_or_else(|| bad("acquire_iteration_client", format!("unknown iteration {}", u.iteration_id)))?;
+                    .ok_or_else(|| {
+                        bad(
+                            "acquire_iteration_client",
+                            format!("unknown iteration {}", u.iteration_id),
+                        )
+                    })?;
                 it.num_clients += 1;
-                self.next_client_id = self.next_client_id.max(u.iteration_client_id.saturating_add(1));
+                self.next_client_id = self
+                    .next_client_id
+                    .max(u.iteration_client_id.saturating_add(1));
                 self.clients.insert(client, it.id);
             }
             UpdateType::ReleaseIterationClient(u) => {
                 let client = IterationClientId(u.iteration_client_id);
-                let iteration = self
-                    .clients
-                    .get(&client)
-                    .copied()
-                    .ok_or_else(|| bad("release_iteration_client", format!("unknown client {client}")))?;
-                let it = self
-                    .iterations
-                    .get_mut(&iteration)
-                    .ok_or_else(|| bad("release_iteration_client", format!("unknown iteration {iteration}")))?;
+                let iteration = self.clients.get(&client).copied().ok_or_else(|| {
+                    bad(
+                        "release_iteration_client",
+                        format!("unknown client {client}"),
+                    )
+                })?;
+                let it = self.iterations.get_mut(&iteration).ok_or_else(|| {
+                    bad(
+                        "release_iteration_client",
+                        format!("unknown iteration {iteration}"),
+                    )
+                })?;
                 it.num_clients -= 1;
                 it.last_client_released_micros = Some(u.time_micros);
                 self.clients.remove(&client);
             }
             UpdateType::GarbageCollectIteration(u) => {
                 let id = IterationId(u.iteration_id);
-                let it = self
-                    .iterations
-                    .get_mut(&id)
-                    .ok_or_else(|| bad("garbage_collect_iteration", format!("unknown iteration {id}")))?;
+                let it = self.iterations.get_mut(&id).ok_or_else(|| {
+                    bad(
+                        "garbage_collect_iteration",
+                        format!("unknown iteration {id}"),
+                    )
+                })?;
                 it.finished = true;
                 it.garbage_collected = true;
                 for task_id in it.tasks.clone() {
@@ -317,14 +364,18 @@ impl DispatcherState {
                     return Err(bad("create_task", format!("task {id} exists")));
                 }
                 let iteration_id = IterationId(u.iteration_id);
-                let it = self
-                    .iterations
-                    .get_mut(&iteration_id)
-                    .ok_or_else(|| bad("create_task", format!("unknown iteration {iteration_id}")))?;
-                let assigned = self
-                    .tasks_by_worker
-                    .get_mut(&u.worker_address)
-                    .ok_or_else(|| bad("create_task", format!("unknown worker {}", u.worker_address)))?;
+                let it = self.iterations.get_mut(&iteration_id).ok_or_else(|| {
+                    bad("create_task", format!("unknown iteration {iteration_id}"))
+                })?;
+                let assigned =
+                    self.tasks_by_worker
+                        .get_mut(&u.worker_address)
+                        .ok_or_else(|| {
+                            bad(
+                                "create_task",
+                                format!("unknown worker {}", u.worker_address),
+                            )
+                        })?;
                 it.tasks.push(id);
                 assigned.insert(id);
                 self.next_task_id = self.next_task_id.max(u.task_id.saturating_add(1));
@@ -368,7 +419,12 @@ impl DispatcherState {
                 let ds = self
                     .datasets
                     .get_mut(&DatasetId(u.dataset_id.clone()))
-                    .ok_or_else(|| bad("compression_disabled_at_runtime", format!("unknown dataset {}", u.dataset_id)))?;
+                    .ok_or_else(|| {
+                        bad(
+                            "compression_disabled_at_runtime",
+                            format!("unknown dataset {}", u.dataset_id),
+                        )
+                    })?;
                 ds.compression_disabled_at_runtime
                     .get_or_insert(u.compression_disabled);
             }
@@ -543,10 +599,12 @@ mod tests {
                 worker_address: "w2:1".into(),
                 ..Default::default()
             })),
-            up(UpdateType::AcquireIterationClient(AcquireIterationClientUpdate {
-                iteration_id: 2000,
-                iteration_client_id: 3000,
-            })),
+            up(UpdateType::AcquireIterationClient(
+                AcquireIterationClientUpdate {
+                    iteration_id: 2000,
+                    iteration_client_id: 3000,
+                },
+            )),
         ]
     }
 
@@ -561,12 +619,16 @@ mod tests {
         assert_eq!(s.tasks_for_worker("w1:1").count(), 1);
         assert_eq!(s.iteration(IterationId(2000)).unwrap().num_clients, 1);
 
-        s.apply(&up(UpdateType::FinishTask(FinishTaskUpdate { task_id: 4000 })))
-            .unwrap();
+        s.apply(&up(UpdateType::FinishTask(FinishTaskUpdate {
+            task_id: 4000,
+        })))
+        .unwrap();
         assert!(!s.iteration(IterationId(2000)).unwrap().finished);
         assert_eq!(s.tasks_for_worker("w1:1").count(), 0);
-        s.apply(&up(UpdateType::FinishTask(FinishTaskUpdate { task_id: 4001 })))
-            .unwrap();
+        s.apply(&up(UpdateType::FinishTask(FinishTaskUpdate {
+            task_id: 4001,
+        })))
+        .unwrap();
         assert!(s.iteration(IterationId(2000)).unwrap().finished);
 
         s.apply(&up(UpdateType::ReleaseIterationClient(
@@ -577,7 +639,10 @@ mod tests {
         )))
         .unwrap();
         let it = s.iteration(IterationId(2000)).unwrap();
-        assert_eq!((it.num_clients, it.last_client_released_micros), (0, Some(77)));
+        assert_eq!(
+            (it.num_clients, it.last_client_released_micros),
+            (0, Some(77))
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub mod tfdata {
     }
 }
 
-pub use tensorflow::data as data;
+pub use tensorflow::data;
 pub use tensorflow::data::experimental as config;
 
 /// The tf.data service protocol version TensorFlow 2.21 speaks. Peers require

@@ -54,9 +54,8 @@ pub fn check_protocol(protocol: &str) -> Result<()> {
 /// A lazily connecting channel to `host:port`: creating it never blocks, and
 /// an unreachable peer shows up as UNAVAILABLE on the first call.
 pub fn channel(address: &str) -> Result<Channel> {
-    let endpoint = Endpoint::from_shared(format!("http://{address}")).map_err(|e| {
-        Error::InvalidArgument(format!("invalid address {address:?}: {e}"))
-    })?;
+    let endpoint = Endpoint::from_shared(format!("http://{address}"))
+        .map_err(|e| Error::InvalidArgument(format!("invalid address {address:?}: {e}")))?;
     Ok(endpoint
         .connect_timeout(CONNECT_TIMEOUT)
         .tcp_nodelay(true)

@@ -56,15 +56,15 @@ where
         let elapsed = start.elapsed();
         let wait = backoff(attempt);
         attempt += 1;
-        if let Some(limit) = deadline {
-            if elapsed + wait > limit {
-                return Err(Error::Unreachable {
-                    what: target.what,
-                    address: target.address.clone(),
-                    after: limit,
-                    cause: err.to_string(),
-                });
-            }
+        if let Some(limit) = deadline
+            && elapsed + wait > limit
+        {
+            return Err(Error::Unreachable {
+                what: target.what,
+                address: target.address.clone(),
+                after: limit,
+                cause: err.to_string(),
+            });
         }
         if attempt % 50 == 1 {
             tracing::debug!(what = target.what, address = %target.address, error = %err, "retrying");
@@ -107,13 +107,18 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn retries_transient_errors_until_success() {
         let calls = AtomicU32::new(0);
-        let out = retry(&target(), Some(Duration::from_secs(60)), &CancellationToken::new(), || async {
-            if calls.fetch_add(1, Ordering::SeqCst) < 3 {
-                Err(Error::Unavailable("not yet".into()))
-            } else {
-                Ok(7)
-            }
-        })
+        let out = retry(
+            &target(),
+            Some(Duration::from_secs(60)),
+            &CancellationToken::new(),
+            || async {
+                if calls.fetch_add(1, Ordering::SeqCst) < 3 {
+                    Err(Error::Unavailable("not yet".into()))
+                } else {
+                    Ok(7)
+                }
+            },
+        )
         .await
         .unwrap();
         assert_eq!(out, 7);
@@ -122,14 +127,20 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn gives_up_at_the_deadline_and_on_fatal_errors() {
-        let err = retry(&target(), Some(Duration::from_secs(3)), &CancellationToken::new(), || async {
-            Err::<(), _>(Error::Unavailable("connection refused".into()))
-        })
+        let err = retry(
+            &target(),
+            Some(Duration::from_secs(3)),
+            &CancellationToken::new(),
+            || async { Err::<(), _>(Error::Unavailable("connection refused".into())) },
+        )
         .await
         .unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, Error::Unreachable { .. }), "{msg}");
-        assert!(msg.contains("nowhere:1") && msg.contains("connection refused"), "{msg}");
+        assert!(
+            msg.contains("nowhere:1") && msg.contains("connection refused"),
+            "{msg}"
+        );
 
         let calls = AtomicU32::new(0);
         let err = retry(&target(), None, &CancellationToken::new(), || async {

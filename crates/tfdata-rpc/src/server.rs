@@ -20,8 +20,9 @@ use tokio_util::sync::CancellationToken;
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// The function a server runs once started.
-pub type ServeFn =
-    Box<dyn FnOnce(tokio::net::TcpListener, CancellationToken) -> BoxFuture<'static, Result<()>> + Send>;
+pub type ServeFn = Box<
+    dyn FnOnce(tokio::net::TcpListener, CancellationToken) -> BoxFuture<'static, Result<()>> + Send,
+>;
 
 /// Binds `0.0.0.0:<port>` (port 0 picks a free one), as TensorFlow's servers do.
 pub fn bind(port: u16) -> Result<StdTcpListener> {

@@ -99,13 +99,13 @@ impl WorkerConfig {
                 reason: "tags must not be empty strings".into(),
             });
         }
-        if let Some(p) = &self.data_transfer_protocol {
-            if p != "grpc" {
-                return Err(Error::InvalidConfig {
-                    field: "data_transfer_protocol",
-                    reason: format!("{p:?} is not supported; tfdata workers serve elements over gRPC"),
-                });
-            }
+        if let Some(p) = &self.data_transfer_protocol
+            && p != "grpc"
+        {
+            return Err(Error::InvalidConfig {
+                field: "data_transfer_protocol",
+                reason: format!("{p:?} is not supported; tfdata workers serve elements over gRPC"),
+            });
         }
         if self.heartbeat_interval.is_zero() || self.dispatcher_timeout.is_zero() {
             return Err(Error::InvalidConfig {
@@ -153,9 +153,11 @@ impl WorkerConfig {
         c.worker_tags = p.worker_tags.clone();
         c.heartbeat_interval = ms(p.heartbeat_interval_ms, c.heartbeat_interval);
         c.dispatcher_timeout = ms(p.dispatcher_timeout_ms, c.dispatcher_timeout);
-        c.data_transfer_protocol = (!p.data_transfer_protocol.is_empty()).then(|| p.data_transfer_protocol.clone());
+        c.data_transfer_protocol =
+            (!p.data_transfer_protocol.is_empty()).then(|| p.data_transfer_protocol.clone());
         c.data_transfer_port = port("data_transfer_port", p.data_transfer_port)?;
-        c.data_transfer_address = (!p.data_transfer_address.is_empty()).then(|| p.data_transfer_address.clone());
+        c.data_transfer_address =
+            (!p.data_transfer_address.is_empty()).then(|| p.data_transfer_address.clone());
         if p.cross_trainer_cache_size_bytes > 0 {
             c.cross_trainer_cache_size_bytes = p.cross_trainer_cache_size_bytes as u64;
         }
@@ -179,13 +181,20 @@ mod tests {
         assert_eq!(c.resolved_worker_address(1234), "localhost:1234");
         assert_eq!(c.dispatcher_host_port().unwrap(), "localhost:5050");
         assert_eq!(
-            WorkerConfig::new("grpc://h:1").dispatcher_host_port().unwrap(),
+            WorkerConfig::new("grpc://h:1")
+                .dispatcher_host_port()
+                .unwrap(),
             "h:1"
         );
         assert!(WorkerConfig::new("").validate().is_err());
         let mut tags = WorkerConfig::new("h:1");
         tags.worker_tags = vec!["".into()];
-        assert!(tags.validate().unwrap_err().to_string().contains("worker_tags"));
+        assert!(
+            tags.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("worker_tags")
+        );
         let from = WorkerConfig::from_proto(&wire::WorkerConfig {
             dispatcher_address: "h:1".into(),
             heartbeat_interval_ms: 250,

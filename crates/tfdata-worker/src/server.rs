@@ -15,7 +15,11 @@ use crate::service::{Worker, WorkerGrpc};
 
 /// Runs a worker on `listener` until `shutdown` fires or registration fails
 /// for good (for example a protocol version mismatch).
-pub async fn serve(listener: tokio::net::TcpListener, config: WorkerConfig, shutdown: CancellationToken) -> Result<()> {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    config: WorkerConfig,
+    shutdown: CancellationToken,
+) -> Result<()> {
     config.validate()?;
     let port = listener
         .local_addr()
@@ -33,7 +37,10 @@ pub async fn serve(listener: tokio::net::TcpListener, config: WorkerConfig, shut
     let grpc = tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(service)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), server_stop.clone().cancelled_owned()),
+            .serve_with_incoming_shutdown(
+                TcpListenerStream::new(listener),
+                server_stop.clone().cancelled_owned(),
+            ),
     );
     let completion = tokio::spawn(Arc::clone(&worker).completion_loop(completions));
 
@@ -63,7 +70,11 @@ pub async fn serve(listener: tokio::net::TcpListener, config: WorkerConfig, shut
     match grpc.await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(Error::Internal(format!("worker gRPC server failed: {e}"))),
-        Err(e) => return Err(Error::Internal(format!("worker gRPC server task failed: {e}"))),
+        Err(e) => {
+            return Err(Error::Internal(format!(
+                "worker gRPC server task failed: {e}"
+            )));
+        }
     }
     tracing::info!(%address, "tf.data service worker stopped");
     outcome

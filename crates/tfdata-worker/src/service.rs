@@ -10,7 +10,8 @@ use tfdata_client::DispatcherClient;
 use tfdata_core::{Error, Result};
 use tfdata_dataset::pipeline::from_pipeline_def;
 use tfdata_proto::data::{
-    self as wire, processing_mode_def::ShardingPolicy, task_def, worker_service_server::WorkerService,
+    self as wire, processing_mode_def::ShardingPolicy, task_def,
+    worker_service_server::WorkerService,
 };
 use tfdata_rpc::CancellationToken;
 use tfdata_rpc::retry::retry;
@@ -114,9 +115,15 @@ impl Worker {
                 _ = ticker.tick() => {}
                 () = self.shutdown.cancelled() => return,
             }
-            match self.dispatcher.worker_heartbeat(self.heartbeat_request()).await {
+            match self
+                .dispatcher
+                .worker_heartbeat(self.heartbeat_request())
+                .await
+            {
                 Ok(response) => self.apply_heartbeat_response(response),
-                Err(e) => tracing::warn!(worker = %self.address, error = %e, "heartbeat to dispatcher failed"),
+                Err(e) => {
+                    tracing::warn!(worker = %self.address, error = %e, "heartbeat to dispatcher failed")
+                }
             }
         }
     }
@@ -269,9 +276,11 @@ impl Worker {
             || self.dispatcher.get_dataset_def(request.clone()),
         )
         .await?;
-        response
-            .dataset_def
-            .ok_or_else(|| Error::Internal(format!("dispatcher returned no definition for dataset {dataset_id}")))
+        response.dataset_def.ok_or_else(|| {
+            Error::Internal(format!(
+                "dispatcher returned no definition for dataset {dataset_id}"
+            ))
+        })
     }
 
     async fn get_element(&self, req: wire::GetElementRequest) -> Result<wire::GetElementResponse> {
@@ -293,7 +302,10 @@ impl Worker {
             if lock(&self.finished_tasks).contains(&req.task_id) {
                 return Ok(end_of_sequence());
             }
-            return Err(Error::Unavailable(format!("Task {} not found", req.task_id)));
+            return Err(Error::Unavailable(format!(
+                "Task {} not found",
+                req.task_id
+            )));
         };
         let next = tokio::select! {
             next = task.next(req.allow_skip) => next?,

@@ -15,11 +15,16 @@ use tokio::sync::mpsc;
 
 /// What `GetElement` gets from a task.
 pub enum Next {
-    Element { payload: Payload, index: i64 },
+    Element {
+        payload: Payload,
+        index: i64,
+    },
     /// No element buffered and the caller allowed skipping.
     Skip,
     /// Sticky: every later call gets it too.
-    EndOfSequence { first: bool },
+    EndOfSequence {
+        first: bool,
+    },
 }
 
 pub struct TaskRunner {
@@ -157,8 +162,14 @@ mod tests {
         loop {
             match task.next(false).await {
                 Ok(Next::Element { payload, .. }) => {
-                    let Payload::Uncompressed(u) = payload else { panic!("compressed") };
-                    out.push(element::from_uncompressed(&u).unwrap().components[0].to_scalar::<i64>().unwrap());
+                    let Payload::Uncompressed(u) = payload else {
+                        panic!("compressed")
+                    };
+                    out.push(
+                        element::from_uncompressed(&u).unwrap().components[0]
+                            .to_scalar::<i64>()
+                            .unwrap(),
+                    );
                 }
                 Ok(Next::EndOfSequence { .. }) => return (out, None),
                 Ok(Next::Skip) => unreachable!(),
@@ -174,7 +185,10 @@ mod tests {
         let (values, err) = drain(&task).await;
         assert_eq!(values, vec![0, 1, 2, 3, 4]);
         assert!(err.is_none());
-        assert!(matches!(task.next(true).await, Ok(Next::EndOfSequence { first: false })));
+        assert!(matches!(
+            task.next(true).await,
+            Ok(Next::EndOfSequence { first: false })
+        ));
     }
 
     #[tokio::test]
@@ -183,14 +197,19 @@ mod tests {
             if e.components[0].to_scalar::<i64>()? == 3 {
                 panic!("bad element");
             }
-            Ok(Element::single(Tensor::scalar(e.components[0].to_scalar::<i64>()?)))
+            Ok(Element::single(Tensor::scalar(
+                e.components[0].to_scalar::<i64>()?,
+            )))
         });
         let task = TaskRunner::new(TaskDef::default(), 1);
         task.run_pipeline(Dataset::range(10).map("worker_test_panic_at_3"), false);
         let (values, err) = drain(&task).await;
         assert_eq!(values, vec![0, 1, 2]);
         let msg = err.unwrap().to_string();
-        assert!(msg.contains("worker_test_panic_at_3") && msg.contains("bad element"), "{msg}");
+        assert!(
+            msg.contains("worker_test_panic_at_3") && msg.contains("bad element"),
+            "{msg}"
+        );
         assert!(task.next(false).await.is_err());
     }
 

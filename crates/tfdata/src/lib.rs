@@ -16,7 +16,7 @@
 //! ```
 
 pub use tfdata_client::{
-    Compression, Distribute, DistributedDataset, DispatcherClient, ElementIterator, ElementStream,
+    Compression, DispatcherClient, Distribute, DistributedDataset, ElementIterator, ElementStream,
     FromDatasetId, ProcessingMode, TargetWorkers, distribute, from_dataset_id, register_dataset,
     register_dataset_async,
 };

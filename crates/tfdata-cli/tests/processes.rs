@@ -1,0 +1,147 @@
+//! The real `tfdata` binaries as separate processes: a dispatcher and
+//! workers started from the command line, read by the Rust client, then
+//! stopped with SIGTERM.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use tfdata::{Dataset, ProcessingMode, distribute};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tfdata");
+
+/// A child process killed when dropped, so a failing test leaves nothing behind.
+struct Process {
+    child: Child,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Process {
+    /// Starts `tfdata <args>` and returns it with the port from its first stdout line.
+    fn start(args: &[&str]) -> (Process, u16) {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start tfdata");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("tfdata printed its port");
+        let port = line
+            .split_whitespace()
+            .skip_while(|w| *w != "port")
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        (Process { child }, port)
+    }
+
+    /// Sends SIGTERM and waits (bounded) for a clean exit.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "tfdata did not exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn dispatcher_and_workers_as_processes() {
+    let (dispatcher, port) = Process::start(&["dispatcher", "--port", "0"]);
+    let address = format!("localhost:{port}");
+    let (worker_a, _) = Process::start(&[
+        "worker",
+        "--dispatcher-address",
+        &address,
+        "--heartbeat-interval-ms",
+        "200",
+    ]);
+    let (worker_b, _) = Process::start(&["worker", "--dispatcher-address", &address]);
+
+    let ds = distribute(ProcessingMode::ParallelEpochs, &format!("grpc://{address}"))
+        .apply(&Dataset::range(10))
+        .unwrap();
+    let mut values: Vec<i64> = ds
+        .iter()
+        .unwrap()
+        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+        .collect();
+    values.sort();
+    let expected: Vec<i64> = (0..10).flat_map(|v| [v, v]).collect();
+    assert_eq!(values, expected);
+
+    assert!(worker_a.terminate().success());
+    assert!(worker_b.terminate().success());
+    assert!(dispatcher.terminate().success());
+}
+
+#[test]
+fn a_worker_started_before_its_dispatcher_registers_when_it_appears() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("localhost:{port}");
+    let (worker, _) = Process::start(&["worker", "--dispatcher-address", &address]);
+    std::thread::sleep(Duration::from_millis(300));
+    let (dispatcher, _) = Process::start(&["dispatcher", "--port", &port.to_string()]);
+    let ds = distribute(ProcessingMode::ParallelEpochs, &format!("grpc://{address}"))
+        .apply(&Dataset::range(4))
+        .unwrap();
+    let values: Vec<i64> = ds
+        .iter()
+        .unwrap()
+        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+        .collect();
+    assert_eq!(values, vec![0, 1, 2, 3]);
+    assert!(worker.terminate().success());
+    assert!(dispatcher.terminate().success());
+}
+
+#[test]
+fn bad_flags_and_a_busy_port_exit_with_an_error() {
+    let (dispatcher, port) = Process::start(&["dispatcher", "--port", "0"]);
+    let out = Command::new(BIN)
+        .args(["dispatcher", "--port", &port.to_string()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&port.to_string()), "{stderr}");
+
+    let out = Command::new(BIN)
+        .args(["dispatcher", "--port", "0", "--fault-tolerant-mode"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("work_dir"));
+    drop(dispatcher);
+}

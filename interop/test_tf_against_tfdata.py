@@ -1,0 +1,96 @@
+"""Real TensorFlow 2.21 workers and clients against our `tfdata dispatcher`."""
+
+import collections
+
+import tensorflow as tf
+
+service = tf.data.experimental.service
+
+
+def tf_workers(port, n):
+    return [service.WorkerServer(service.WorkerConfig(dispatcher_address=f"localhost:{port}")) for _ in range(n)]
+
+
+def read(port, dataset, **kwargs):
+    ds = dataset.apply(
+        service.distribute(processing_mode="parallel_epochs", service=f"grpc://localhost:{port}", **kwargs)
+    )
+    return [int(x) for x in ds.as_numpy_iterator()]
+
+
+def test_protocol_version_is_nine():
+    assert tf.__version__ == "2.21.0", tf.__version__
+
+
+def test_one_tf_worker_reads_range_in_order(tfdata_dispatcher):
+    d = tfdata_dispatcher()
+    workers = tf_workers(d.port, 1)
+    assert read(d.port, tf.data.Dataset.range(10)) == list(range(10))
+    for w in workers:
+        w.stop()
+
+
+def test_two_tf_workers_yield_every_element_twice(tfdata_dispatcher):
+    d = tfdata_dispatcher()
+    workers = tf_workers(d.port, 2)
+    values = read(d.port, tf.data.Dataset.range(10))
+    assert sorted(values) == sorted(list(range(10)) * 2)
+    for w in workers:
+        w.stop()
+
+
+def test_uncompressed_elements_and_a_second_epoch(tfdata_dispatcher):
+    d = tfdata_dispatcher()
+    workers = tf_workers(d.port, 1)
+    ds = tf.data.Dataset.range(6).map(lambda x: (x * 2, tf.strings.as_string(x))).apply(
+        service.distribute(processing_mode="parallel_epochs", service=f"grpc://localhost:{d.port}", compression=None)
+    )
+    for _ in range(2):  # each iteration is a new repetition of the job
+        got = [(int(a), b.decode()) for a, b in ds.as_numpy_iterator()]
+        assert got == [(2 * i, str(i)) for i in range(6)]
+    for w in workers:
+        w.stop()
+
+
+def test_tf_workers_read_datasets_from_our_work_dir(tfdata_dispatcher, work_dir):
+    # With a work_dir, tasks carry a path to <work_dir>/datasets/<id>, a
+    # TFRecord file we wrote; TensorFlow's workers read it directly.
+    d = tfdata_dispatcher("--work-dir", work_dir)
+    workers = tf_workers(d.port, 1)
+    assert read(d.port, tf.data.Dataset.range(5)) == list(range(5))
+    for w in workers:
+        w.stop()
+
+
+def test_register_dataset_and_from_dataset_id(tfdata_dispatcher):
+    d = tfdata_dispatcher()
+    workers = tf_workers(d.port, 1)
+    target = f"grpc://localhost:{d.port}"
+    dataset_id = service.register_dataset(target, tf.data.Dataset.range(4))
+    ds = service.from_dataset_id(
+        processing_mode="parallel_epochs", service=target, dataset_id=dataset_id,
+        element_spec=tf.TensorSpec(shape=(), dtype=tf.int64))
+    assert [int(x) for x in ds.as_numpy_iterator()] == [0, 1, 2, 3]
+    for w in workers:
+        w.stop()
+
+
+def test_shared_job_name_between_two_tf_readers(tfdata_dispatcher):
+    d = tfdata_dispatcher()
+    workers = tf_workers(d.port, 1)
+    make = lambda: tf.data.Dataset.range(20).apply(service.distribute(
+        processing_mode="parallel_epochs", service=f"grpc://localhost:{d.port}", job_name="shared"))
+    a, b = iter(make()), iter(make())
+    values = []
+    exhausted = set()
+    while len(exhausted) < 2:
+        for name, it in (("a", a), ("b", b)):
+            if name in exhausted:
+                continue
+            try:
+                values.append(int(next(it)))
+            except StopIteration:
+                exhausted.add(name)
+    assert collections.Counter(values) == collections.Counter(range(20))
+    for w in workers:
+        w.stop()
