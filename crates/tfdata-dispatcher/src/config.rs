@@ -18,9 +18,9 @@ pub struct DispatcherConfig {
     /// fault-tolerant mode, the journal. Local paths only for now; object-store
     /// URLs are rejected with a clear error until they are supported.
     pub work_dir: Option<String>,
-    /// Journal every state change and replay it at start. Requires `work_dir`.
-    /// Accepted and validated; journaling itself is not implemented yet, so a
-    /// dispatcher asked for it refuses to start rather than pretend.
+    /// Journal every state change (synced before the RPC is answered) in
+    /// `<work_dir>/tf_data_dispatcher_journal/` and replay it at start.
+    /// Requires `work_dir`.
     pub fault_tolerant_mode: bool,
     /// Fixed worker list: when non-empty, other workers are refused at
     /// registration and static sharding uses the list's order.

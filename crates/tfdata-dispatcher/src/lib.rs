@@ -11,6 +11,7 @@
 //!   in-process [`DispatchServer`].
 
 pub mod config;
+pub mod journal;
 pub mod server;
 pub mod service;
 pub mod state;

@@ -12,6 +12,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::config::DispatcherConfig;
 use crate::service::{Clock, Dispatcher, DispatcherGrpc, SystemClock};
+use crate::state::DispatcherState;
 
 /// Runs a dispatcher on `listener` until `shutdown` fires.
 pub async fn serve(
@@ -29,7 +30,19 @@ pub async fn serve_with_clock(
     shutdown: CancellationToken,
     clock: Arc<dyn Clock>,
 ) -> Result<()> {
-    let dispatcher = Arc::new(Dispatcher::new(config, clock)?);
+    // Recovery reads the journal from disk: keep it off the async threads.
+    let dispatcher = tokio::task::spawn_blocking(move || Dispatcher::new(config, clock))
+        .await
+        .map_err(|e| tfdata_core::Error::Internal(format!("dispatcher start-up failed: {e}")))??;
+    serve_dispatcher(listener, Arc::new(dispatcher), shutdown).await
+}
+
+/// Serves an already constructed (and, if fault tolerant, recovered) dispatcher.
+pub async fn serve_dispatcher(
+    listener: tokio::net::TcpListener,
+    dispatcher: Arc<Dispatcher>,
+    shutdown: CancellationToken,
+) -> Result<()> {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
     tracing::info!(port, "tf.data service dispatcher serving");
 
@@ -81,6 +94,7 @@ async fn maintenance_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationTok
 pub struct DispatchServer {
     handle: ServerHandle,
     protocol: String,
+    dispatcher: Arc<Dispatcher>,
 }
 
 impl DispatchServer {
@@ -93,17 +107,44 @@ impl DispatchServer {
     }
 
     /// Creates a dispatcher bound to its port but not serving until
-    /// [`start`](Self::start) (TensorFlow's `start=False`).
+    /// [`start`](Self::start) (TensorFlow's `start=False`). In fault-tolerant
+    /// mode the journal is replayed here, so a corrupt journal is an error
+    /// from the constructor.
     pub fn new_stopped(config: DispatcherConfig) -> Result<Self> {
         config.validate()?;
         let listener = bind(config.port)?;
         let protocol = config.protocol.clone();
+        let dispatcher = Arc::new(Dispatcher::new(config, Arc::new(SystemClock))?);
+        let serving = Arc::clone(&dispatcher);
         let handle = ServerHandle::new(
             "tfdata-dispatcher",
             listener,
-            Box::new(move |listener, shutdown| Box::pin(serve(listener, config, shutdown))),
+            Box::new(move |listener, shutdown| {
+                Box::pin(serve_dispatcher(listener, serving, shutdown))
+            }),
         )?;
-        Ok(DispatchServer { handle, protocol })
+        Ok(DispatchServer {
+            handle,
+            protocol,
+            dispatcher,
+        })
+    }
+
+    /// A copy of the dispatcher's current state (TensorFlow's `_num_workers()`
+    /// and friends are queries on it).
+    pub fn state(&self) -> DispatcherState {
+        let dispatcher = &self.dispatcher;
+        // A plain thread may block on the async lock from any context.
+        std::thread::scope(|s| {
+            s.spawn(|| dispatcher.state_blocking())
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    }
+
+    /// Number of registered workers.
+    pub fn num_workers(&self) -> usize {
+        self.state().workers().len()
     }
 
     pub fn start(&self) -> Result<()> {

@@ -19,6 +19,7 @@ use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use crate::config::DispatcherConfig;
+use crate::journal::{self, JournalWriter};
 use crate::state::{DispatcherState, Task, normalize_target_workers};
 use crate::store::DatasetStore;
 
@@ -56,32 +57,68 @@ pub struct Dispatcher {
     store: DatasetStore,
     clock: Arc<dyn Clock>,
     inner: Mutex<Inner>,
+    /// Present in fault-tolerant mode.
+    journal: Option<JournalWriter>,
+    /// Set when a journal write failed: memory may then be ahead of disk, so
+    /// no further change is accepted until a restart recovers from the journal.
+    journal_failed: std::sync::atomic::AtomicBool,
     worker_clients: std::sync::Mutex<HashMap<String, WorkerServiceClient<Channel>>>,
 }
 
 impl Dispatcher {
+    /// Creates the dispatcher's state: empty, or, in fault-tolerant mode,
+    /// recovered from the journal in `work_dir`. Does blocking file I/O.
     pub fn new(config: DispatcherConfig, clock: Arc<dyn Clock>) -> Result<Self> {
         config.validate()?;
-        if config.fault_tolerant_mode {
-            return Err(Error::Unimplemented(
-                "fault_tolerant_mode: the dispatcher journal is not implemented yet; \
-                 run without fault_tolerant_mode"
-                    .into(),
-            ));
-        }
-        let store = match config.work_dir_path() {
-            Some(dir) => DatasetStore::files(&dir)?,
+        let work_dir = config.work_dir_path();
+        let store = match &work_dir {
+            Some(dir) => DatasetStore::files(dir)?,
             None => DatasetStore::memory(),
         };
+        let mut state = DispatcherState::new();
+        let journal = match (&work_dir, config.fault_tolerant_mode) {
+            (Some(dir), true) => {
+                let (updates, writer) = journal::open(dir)?;
+                for (i, update) in updates.iter().enumerate() {
+                    state.apply(update).map_err(|e| Error::DataLoss {
+                        location: format!(
+                            "{}, update {i}",
+                            dir.join(journal::JOURNAL_DIR).display()
+                        ),
+                        reason: format!("journal does not replay: {e}"),
+                    })?;
+                }
+                tracing::info!(
+                    updates = updates.len(),
+                    datasets = state.datasets().count(),
+                    workers = state.workers().len(),
+                    iterations = state.iterations().count(),
+                    journal = %writer.path().display(),
+                    "dispatcher state recovered from the journal"
+                );
+                Some(writer)
+            }
+            _ => None,
+        };
+        // Everyone recovered is treated as having just heartbeated.
+        let now = clock.now_micros();
+        let worker_heartbeats = state
+            .workers()
+            .iter()
+            .map(|w| (w.address.clone(), now))
+            .collect();
+        let client_heartbeats = state.clients().map(|(c, _)| (c, now)).collect();
         Ok(Dispatcher {
             config,
             store,
             clock,
             inner: Mutex::new(Inner {
-                state: DispatcherState::new(),
-                worker_heartbeats: HashMap::new(),
-                client_heartbeats: HashMap::new(),
+                state,
+                worker_heartbeats,
+                client_heartbeats,
             }),
+            journal,
+            journal_failed: Default::default(),
             worker_clients: Default::default(),
         })
     }
@@ -95,12 +132,37 @@ impl Dispatcher {
         self.inner.lock().await.state.clone()
     }
 
-    /// The single path by which dispatcher state changes.
-    fn commit(&self, inner: &mut Inner, update: UpdateType) -> Result<()> {
+    /// [`snapshot_state`](Self::snapshot_state) for synchronous callers
+    /// outside any async runtime.
+    pub fn state_blocking(&self) -> DispatcherState {
+        self.inner.blocking_lock().state.clone()
+    }
+
+    /// The single path by which dispatcher state changes: apply the update
+    /// (which validates it and changes nothing if it is inconsistent), then,
+    /// in fault-tolerant mode, make it durable before the caller answers.
+    async fn commit(&self, inner: &mut Inner, update: UpdateType) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if self.journal_failed.load(Ordering::SeqCst) {
+            return Err(Error::Internal(
+                "an earlier journal write failed; restart the dispatcher to recover from its journal".into(),
+            ));
+        }
         let update = wire::Update {
             update_type: Some(update),
         };
-        inner.state.apply(&update)
+        inner.state.apply(&update)?;
+        let Some(journal) = self.journal.clone() else {
+            return Ok(());
+        };
+        let written = tokio::task::spawn_blocking(move || journal.write(&update))
+            .await
+            .unwrap_or_else(|e| Err(Error::Internal(format!("journal write task failed: {e}"))));
+        if let Err(e) = &written {
+            self.journal_failed.store(true, Ordering::SeqCst);
+            tracing::error!(error = %e, "journal write failed; refusing further state changes");
+        }
+        written
     }
 
     // ---- Workers ----
@@ -167,7 +229,8 @@ impl Dispatcher {
                     worker_tags: req.worker_tags.clone(),
                     worker_uid: req.worker_uid,
                 }),
-            )?;
+            )
+            .await?;
             let unfinished: Vec<IterationId> = inner
                 .state
                 .unfinished_iterations()
@@ -175,7 +238,7 @@ impl Dispatcher {
                 .collect();
             for iteration in unfinished {
                 let update = Self::new_task_update(&inner.state, iteration, &address)?;
-                self.commit(inner, update)?;
+                self.commit(inner, update).await?;
             }
             tracing::info!(worker = %address, "worker registered");
         }
@@ -260,7 +323,8 @@ impl Dispatcher {
                     UpdateType::FinishTask(wire::FinishTaskUpdate {
                         task_id: update.task_id,
                     }),
-                )?;
+                )
+                .await?;
                 tracing::debug!(task = update.task_id, worker = %req.worker_address, "task finished");
             }
         }
@@ -334,7 +398,8 @@ impl Dispatcher {
                 metadata: Some(metadata),
                 ..Default::default()
             }),
-        )?;
+        )
+        .await?;
         tracing::info!(dataset = %id, "dataset registered");
         Ok(wire::GetOrRegisterDatasetResponse { dataset_id: id.0 })
     }
@@ -378,7 +443,8 @@ impl Dispatcher {
                             compression_disabled: req.disable_compression_at_runtime,
                         },
                     ),
-                )?;
+                )
+                .await?;
                 Decision::CompressionDisabledAtRuntime(req.disable_compression_at_runtime)
             };
         Ok(wire::DisableCompressionAtRuntimeResponse {
@@ -486,7 +552,8 @@ impl Dispatcher {
                 target_workers,
                 use_cross_trainer_cache: req.use_cross_trainer_cache,
             }),
-        )?;
+        )
+        .await?;
         tracing::info!(job = %job_id, name = %name, dataset = %req.dataset_id, "job created");
         Ok(wire::GetOrCreateJobResponse { job_id: job_id.0 })
     }
@@ -516,7 +583,8 @@ impl Dispatcher {
                             repetition: req.repetition,
                             num_split_providers: 0,
                         }),
-                    )?;
+                    )
+                    .await?;
                     let workers: Vec<String> = inner
                         .state
                         .workers()
@@ -526,7 +594,7 @@ impl Dispatcher {
                     for worker in workers {
                         let update = Self::new_task_update(&inner.state, id, &worker)?;
                         let task_id = inner.state.next_task_id();
-                        self.commit(inner, update)?;
+                        self.commit(inner, update).await?;
                         let task = inner
                             .state
                             .task(task_id)
@@ -545,7 +613,8 @@ impl Dispatcher {
                     iteration_id: iteration_id.0,
                     iteration_client_id: client_id.0,
                 }),
-            )?;
+            )
+            .await?;
             inner.client_heartbeats.insert(client_id, i64::MAX);
             client_id
         };
@@ -651,7 +720,8 @@ impl Dispatcher {
                 iteration_client_id: client.0,
                 time_micros: self.clock.now_micros(),
             }),
-        )?;
+        )
+        .await?;
         inner.client_heartbeats.remove(&client);
         Ok(wire::ReleaseIterationClientResponse {})
     }
@@ -726,7 +796,8 @@ impl Dispatcher {
                     iteration_client_id: client.0,
                     time_micros: now,
                 }),
-            )?;
+            )
+            .await?;
             inner.client_heartbeats.remove(&client);
         }
         let gc_micros = gc_timeout.as_micros() as i64;
@@ -754,7 +825,8 @@ impl Dispatcher {
                 UpdateType::GarbageCollectIteration(wire::GarbageCollectIterationUpdate {
                     iteration_id: id.0,
                 }),
-            )?;
+            )
+            .await?;
         }
         let worker_timeout = self.config.worker_timeout.as_micros() as i64;
         for (worker, last) in &inner.worker_heartbeats {
@@ -1023,5 +1095,161 @@ impl DispatcherService for DispatcherGrpc {
             "DisableCompressionAtRuntime",
             self.0.disable_compression_at_runtime(r.into_inner()).await,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicI64, Ordering};
+
+    use super::*;
+
+    /// A clock tests move by hand.
+    struct ManualClock(AtomicI64);
+
+    impl Clock for ManualClock {
+        fn now_micros(&self) -> i64 {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    fn dispatcher() -> (Dispatcher, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock(AtomicI64::new(1_000_000)));
+        let config = DispatcherConfig {
+            job_gc_timeout: Some(Duration::from_secs(60)),
+            client_timeout: Duration::from_secs(30),
+            ..Default::default()
+        };
+        (Dispatcher::new(config, clock.clone()).unwrap(), clock)
+    }
+
+    async fn iteration_with_client(d: &Dispatcher) -> i64 {
+        let pipeline =
+            tfdata_dataset::pipeline::to_pipeline_def(&tfdata_dataset::Dataset::range(3), false)
+                .unwrap();
+        let id = d
+            .get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
+                dataset: Some(wire::DatasetDef {
+                    graph: Default::default(),
+                    tfdata_pipeline: Some(pipeline),
+                }),
+                metadata: Some(wire::DataServiceMetadata {
+                    compression: 1,
+                    ..Default::default()
+                }),
+                dataset_id: None,
+            })
+            .await
+            .unwrap()
+            .dataset_id;
+        let job_id = d
+            .get_or_create_job(wire::GetOrCreateJobRequest {
+                dataset_id: id,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .job_id;
+        d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
+            job_id,
+            repetition: 0,
+        })
+        .await
+        .unwrap()
+        .iteration_client_id
+    }
+
+    #[tokio::test]
+    async fn silent_clients_are_released_and_their_iteration_collected() {
+        let (d, clock) = dispatcher();
+        let client = iteration_with_client(&d).await;
+        // Before its first heartbeat a client never times out.
+        clock.0.fetch_add(3_600_000_000, Ordering::SeqCst);
+        d.run_maintenance().await.unwrap();
+        assert_eq!(d.snapshot_state().await.clients().count(), 1);
+
+        d.client_heartbeat(wire::ClientHeartbeatRequest {
+            iteration_client_id: client,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        clock.0.fetch_add(31_000_000, Ordering::SeqCst);
+        d.run_maintenance().await.unwrap();
+        let state = d.snapshot_state().await;
+        assert_eq!(state.clients().count(), 0, "released after client_timeout");
+        assert!(!state.iterations().next().unwrap().garbage_collected);
+
+        clock.0.fetch_add(61_000_000, Ordering::SeqCst);
+        d.run_maintenance().await.unwrap();
+        let state = d.snapshot_state().await;
+        let it = state.iterations().next().unwrap();
+        assert!(
+            it.garbage_collected && it.finished,
+            "collected after job_gc_timeout"
+        );
+
+        let err = d
+            .client_heartbeat(wire::ClientHeartbeatRequest {
+                iteration_client_id: client,
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::NotFound);
+    }
+
+    #[tokio::test]
+    async fn job_options_must_match_a_shared_job() {
+        let (d, _clock) = dispatcher();
+        iteration_with_client(&d).await;
+        let named = |policy: i32, target: i32| wire::GetOrCreateJobRequest {
+            dataset_id: "1000".into(),
+            processing_mode_def: Some(wire::ProcessingModeDef {
+                sharding_policy: policy,
+            }),
+            job_name: Some("shared".into()),
+            target_workers: target,
+            ..Default::default()
+        };
+        let id = d.get_or_create_job(named(0, 0)).await.unwrap().job_id;
+        assert_eq!(
+            d.get_or_create_job(named(0, 1)).await.unwrap().job_id,
+            id,
+            "UNSPECIFIED = AUTO"
+        );
+        let err = d
+            .get_or_create_job(named(0, 2))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("target_workers"), "{err}");
+        let err = d
+            .get_or_create_job(named(1, 1))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("processing_mode_def"), "{err}");
+        let err = d.get_or_create_job(named(9, 1)).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::Internal);
+    }
+
+    #[tokio::test]
+    async fn workers_outside_worker_addresses_are_refused() {
+        let clock = Arc::new(ManualClock(AtomicI64::new(0)));
+        let config = DispatcherConfig {
+            worker_addresses: vec!["good:1".into(), "other:%port%".into()],
+            ..Default::default()
+        };
+        let d = Dispatcher::new(config, clock).unwrap();
+        let beat = |addr: &str| wire::WorkerHeartbeatRequest {
+            worker_address: addr.into(),
+            ..Default::default()
+        };
+        d.worker_heartbeat(beat("good:1")).await.unwrap();
+        d.worker_heartbeat(beat("other:7777")).await.unwrap();
+        let err = d.worker_heartbeat(beat("bad:1")).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+        assert!(err.to_string().contains("bad:1"));
     }
 }

@@ -1,0 +1,84 @@
+//! A dispatcher in fault-tolerant mode journals its state and comes back
+//! from a restart with it; readers and workers carry on.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+use std::time::Duration;
+
+use tfdata::{
+    Dataset, DispatchServer, DispatcherConfig, ProcessingMode, WorkerConfig, WorkerServer,
+    distribute,
+};
+
+fn fault_tolerant(dir: &std::path::Path, port: u16) -> DispatcherConfig {
+    DispatcherConfig {
+        port,
+        work_dir: Some(dir.display().to_string()),
+        fault_tolerant_mode: true,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_restarted_dispatcher_recovers_its_state_and_the_read_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = DispatchServer::new(fault_tolerant(dir.path(), 0)).unwrap();
+    let port = first.port();
+    let mut worker_config = WorkerConfig::new(first.address());
+    worker_config.heartbeat_interval = Duration::from_millis(100);
+    let _worker = WorkerServer::new(worker_config).unwrap();
+
+    let ds = distribute(ProcessingMode::ParallelEpochs, &first.target())
+        .task_refresh_interval(Duration::from_millis(50))
+        .apply(&Dataset::range(100))
+        .unwrap();
+    let mut it = ds.iter().unwrap();
+    let mut values: Vec<i64> = (&mut it)
+        .take(10)
+        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+        .collect();
+
+    let before = first.state();
+    assert_eq!(before.workers().len(), 1);
+    assert_eq!(before.clients().count(), 1);
+    drop(first);
+
+    let second = DispatchServer::new(fault_tolerant(dir.path(), port)).unwrap();
+    assert_eq!(
+        second.state(),
+        before,
+        "replaying the journal rebuilds the same state"
+    );
+
+    values.extend(it.map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap()));
+    assert_eq!(values, (0..100).collect::<Vec<_>>());
+    assert!(
+        dir.path()
+            .join("tf_data_dispatcher_journal/journal_1")
+            .exists()
+    );
+    assert!(dir.path().join("datasets/1000").exists());
+}
+
+#[test]
+fn a_corrupt_journal_refuses_to_start_with_the_location() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let d = DispatchServer::new(fault_tolerant(dir.path(), 0)).unwrap();
+        let _w = WorkerServer::new(WorkerConfig::new(d.address())).unwrap();
+        let ds = distribute(ProcessingMode::ParallelEpochs, &d.target())
+            .apply(&Dataset::range(3))
+            .unwrap();
+        assert_eq!(ds.iter().unwrap().count(), 3);
+    }
+    let journal = dir.path().join("tf_data_dispatcher_journal/journal_0");
+    let mut bytes = std::fs::read(&journal).unwrap();
+    assert!(bytes.len() > 40);
+    bytes[20] ^= 0x01; // inside the first record's data
+    std::fs::write(&journal, &bytes).unwrap();
+    let err = DispatchServer::new(fault_tolerant(dir.path(), 0))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("journal_0") && err.contains("offset"), "{err}");
+}
