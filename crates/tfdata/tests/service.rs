@@ -388,3 +388,24 @@ mod version_mismatch {
         assert!(worker.has_stopped());
     }
 }
+
+#[test]
+fn dropping_an_iterator_releases_its_iteration_client() {
+    let (dispatcher, _workers) = cluster(1);
+    let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .apply(&Dataset::range(1_000_000))
+        .unwrap();
+    let mut it = ds.iter().unwrap();
+    assert!(it.next().unwrap().is_ok());
+    assert_eq!(dispatcher.state().clients().count(), 1);
+    drop(it);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dispatcher.state().clients().count() != 0 {
+        assert!(Instant::now() < deadline, "client was not released");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let state = dispatcher.state();
+    let iteration = state.iterations().next().unwrap();
+    assert_eq!(iteration.num_clients, 0);
+    assert!(iteration.last_client_released_micros.is_some());
+}
