@@ -5,6 +5,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     let files = [
         "tensorflow/tensor.proto",
+        "tensorflow/example.proto",
         "tfdata/pipeline.proto",
         "tensorflow/data/common.proto",
         "tensorflow/data/dispatcher.proto",

@@ -22,6 +22,54 @@ enum Command {
     Dispatcher(DispatcherArgs),
     /// Run a worker until SIGINT or SIGTERM.
     Worker(WorkerArgs),
+    /// Register a pipeline (JSON text form, see docs/pipelines.md) and print its dataset id.
+    Register(RegisterArgs),
+}
+
+#[derive(Args)]
+struct RegisterArgs {
+    /// The dispatcher, as `grpc://host:port`.
+    #[arg(long)]
+    service: String,
+    /// The pipeline file (JSON).
+    #[arg(long)]
+    pipeline: std::path::PathBuf,
+    /// Register under this id (an existing dataset with this id is kept if it matches).
+    #[arg(long)]
+    dataset_id: Option<String>,
+    /// auto, snappy or none; default: the file's "compress" (true = auto).
+    #[arg(long)]
+    compression: Option<String>,
+}
+
+async fn register(args: RegisterArgs) -> anyhow::Result<()> {
+    use tfdata_client::Compression;
+    let text = std::fs::read_to_string(&args.pipeline)
+        .with_context(|| format!("reading {}", args.pipeline.display()))?;
+    let parsed = tfdata_dataset::json::from_json(&text)
+        .with_context(|| format!("in {}", args.pipeline.display()))?;
+    let compression = match args
+        .compression
+        .as_deref()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        None if parsed.compress => Compression::Auto,
+        None => Compression::Off,
+        Some("auto") => Compression::Auto,
+        Some("snappy") => Compression::Snappy,
+        Some("none") | Some("off") => Compression::Off,
+        Some(other) => anyhow::bail!("--compression must be auto, snappy or none, got {other:?}"),
+    };
+    let id = tfdata_client::register_dataset_async(
+        &args.service,
+        &parsed.dataset,
+        compression,
+        args.dataset_id.as_deref(),
+    )
+    .await?;
+    println!("{id}");
+    Ok(())
 }
 
 /// Every `WorkerConfig` field; defaults are TensorFlow's.
@@ -203,6 +251,7 @@ async fn main() -> anyhow::Result<()> {
             );
             tfdata_dispatcher::serve(listener, config, shutdown).await?;
         }
+        Command::Register(args) => register(args).await?,
         Command::Worker(args) => {
             let config = args.into_config()?;
             let listener = tfdata_rpc::server::bind(config.port)?;

@@ -72,6 +72,28 @@ impl Process {
     }
 }
 
+/// Waits until the dispatcher at `address` knows `n` workers.
+fn wait_for_workers(address: &str, n: usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    rt.block_on(async {
+        let client = tfdata::DispatcherClient::new(address).unwrap();
+        loop {
+            let request = tfdata_proto::data::GetWorkersRequest {};
+            if let Ok(r) = client.get_workers(request).await
+                && r.workers.len() >= n
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "workers did not register");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
+
 #[test]
 fn dispatcher_and_workers_as_processes() {
     let (dispatcher, port) = Process::start(&["dispatcher", "--port", "0"]);
@@ -84,6 +106,7 @@ fn dispatcher_and_workers_as_processes() {
         "200",
     ]);
     let (worker_b, _) = Process::start(&["worker", "--dispatcher-address", &address]);
+    wait_for_workers(&address, 2);
 
     let ds = distribute(ProcessingMode::ParallelEpochs, &format!("grpc://{address}"))
         .apply(&Dataset::range(10))

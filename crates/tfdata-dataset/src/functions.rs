@@ -1,8 +1,11 @@
-//! The process-wide registry of named user functions.
+//! Functions named by pipelines: built-ins (resolved with their arguments by
+//! [`crate::builtins`]) and user functions registered in this process.
 //!
 //! A pipeline refers to functions by name, so it can be serialised; a worker
 //! resolves the names when it builds a task's iterator. A name the worker's
-//! process has not registered fails that task with an error naming it.
+//! process does not know fails that task with an error naming it. Errors and
+//! panics inside user functions become [`Error::UserFunction`], so the worker
+//! survives them.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -10,47 +13,222 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use tfdata_core::{Element, Error, Result};
 
+use crate::Dataset;
+use crate::attrs::FunctionRef;
+use crate::spec::Structure;
+
 /// A map function: one element in, one element out.
 pub type MapFn = Arc<dyn Fn(Element) -> Result<Element> + Send + Sync>;
+/// A filter predicate.
+pub type PredicateFn = Arc<dyn Fn(&Element) -> Result<bool> + Send + Sync>;
+/// A function from an element to a dataset (`flat_map`, `interleave`).
+pub type DatasetFn = Arc<dyn Fn(Element) -> Result<Dataset> + Send + Sync>;
+/// Computes a function's output structure from its input structure.
+pub type SpecFn = Arc<dyn Fn(&Structure) -> Result<Structure> + Send + Sync>;
 
-fn registry() -> &'static RwLock<HashMap<String, MapFn>> {
-    static REGISTRY: OnceLock<RwLock<HashMap<String, MapFn>>> = OnceLock::new();
+#[derive(Clone)]
+enum Registered {
+    Map {
+        f: MapFn,
+        spec: Option<SpecFn>,
+    },
+    Predicate(PredicateFn),
+    Dataset {
+        f: DatasetFn,
+        spec: Option<Structure>,
+    },
+}
+
+fn registry() -> &'static RwLock<HashMap<String, Registered>> {
+    static REGISTRY: OnceLock<RwLock<HashMap<String, Registered>>> = OnceLock::new();
     REGISTRY.get_or_init(Default::default)
 }
 
-/// Registers (or replaces) the function called `name` in this process.
-pub fn register_function<F>(name: &str, f: F)
-where
-    F: Fn(Element) -> Result<Element> + Send + Sync + 'static,
-{
+fn register(name: &str, r: Registered) {
     registry()
         .write()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .insert(name.to_string(), Arc::new(f));
+        .insert(name.to_string(), r);
 }
 
-/// The function registered as `name`.
-pub fn lookup(name: &str) -> Result<MapFn> {
+fn lookup(name: &str) -> Option<Registered> {
     registry()
         .read()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .get(name)
         .cloned()
-        .ok_or_else(|| {
-            Error::NotFound {
-                what: "dataset function",
-                id: format!(
-                    "`{name}` (register it with tfdata::register_function in every process that runs the pipeline)"
-                ),
-            }
-        })
 }
 
-/// Calls a user function, turning an error or a panic into
-/// [`Error::UserFunction`] so the caller (a worker task) survives it.
-pub fn call(name: &str, f: &MapFn, element: Element) -> Result<Element> {
-    match catch_unwind(AssertUnwindSafe(|| f(element))) {
+/// Registers (or replaces) the map function `name` in this process. Its
+/// output structure is unknown to the pipeline until the data flows; use
+/// [`register_function_with_spec`] when later ops need it.
+pub fn register_function<F>(name: &str, f: F)
+where
+    F: Fn(Element) -> Result<Element> + Send + Sync + 'static,
+{
+    register(
+        name,
+        Registered::Map {
+            f: Arc::new(f),
+            spec: None,
+        },
+    );
+}
+
+/// Registers a map function with a function computing its output structure.
+pub fn register_function_with_spec<F, S>(name: &str, spec: S, f: F)
+where
+    F: Fn(Element) -> Result<Element> + Send + Sync + 'static,
+    S: Fn(&Structure) -> Result<Structure> + Send + Sync + 'static,
+{
+    register(
+        name,
+        Registered::Map {
+            f: Arc::new(f),
+            spec: Some(Arc::new(spec)),
+        },
+    );
+}
+
+/// Registers a `filter` predicate.
+pub fn register_predicate<F>(name: &str, f: F)
+where
+    F: Fn(&Element) -> Result<bool> + Send + Sync + 'static,
+{
+    register(name, Registered::Predicate(Arc::new(f)));
+}
+
+/// Registers a function returning a dataset per element (`flat_map`,
+/// `interleave`), with the structure of the datasets it returns if known.
+pub fn register_dataset_function<F>(name: &str, spec: Option<Structure>, f: F)
+where
+    F: Fn(Element) -> Result<Dataset> + Send + Sync + 'static,
+{
+    register(
+        name,
+        Registered::Dataset {
+            f: Arc::new(f),
+            spec,
+        },
+    );
+}
+
+fn unknown(kind: &str, name: &str) -> Error {
+    Error::NotFound {
+        what: "dataset function",
+        id: format!(
+            "`{name}` ({kind}): not a built-in, and not registered in this process \
+             (register it with tfdata::register_function and friends in every process that runs the pipeline)"
+        ),
+    }
+}
+
+fn no_args(f: &FunctionRef) -> Result<()> {
+    if f.args.0.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "user function `{}` takes no arguments, got {:?}",
+            f.name,
+            f.args.0.keys().collect::<Vec<_>>()
+        )))
+    }
+}
+
+/// For validation in a process that need not link user functions (the
+/// dispatcher, a client registering a pipeline): an unregistered name means
+/// "output unknown", not an error; a built-in's bad arguments still are.
+pub fn allow_unregistered<T>(resolved: Result<T>) -> Result<Option<T>> {
+    match resolved {
+        Ok(v) => Ok(Some(v)),
+        Err(Error::NotFound {
+            what: "dataset function",
+            ..
+        }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A map function ready to call, and its output structure if known.
+#[derive(Clone)]
+pub struct ResolvedMap {
+    pub f: MapFn,
+    pub output: Option<Structure>,
+}
+
+/// Resolves a map function for an input of structure `input`.
+pub fn resolve_map(f: &FunctionRef, input: Option<&Structure>) -> Result<ResolvedMap> {
+    if let Some(builtin) = crate::builtins::map(f, input) {
+        return builtin;
+    }
+    match lookup(&f.name) {
+        Some(Registered::Map { f: func, spec }) => {
+            no_args(f)?;
+            let output = match (spec, input) {
+                (Some(spec), Some(input)) => Some(spec(input)?),
+                _ => None,
+            };
+            Ok(ResolvedMap { f: func, output })
+        }
+        Some(_) => Err(Error::InvalidArgument(format!(
+            "`{}` is not a map function",
+            f.name
+        ))),
+        None => Err(unknown("map function", &f.name)),
+    }
+}
+
+pub fn resolve_predicate(f: &FunctionRef, input: Option<&Structure>) -> Result<PredicateFn> {
+    if let Some(builtin) = crate::builtins::predicate(f, input) {
+        return builtin;
+    }
+    match lookup(&f.name) {
+        Some(Registered::Predicate(p)) => {
+            no_args(f)?;
+            Ok(p)
+        }
+        Some(_) => Err(Error::InvalidArgument(format!(
+            "`{}` is not a predicate",
+            f.name
+        ))),
+        None => Err(unknown("predicate", &f.name)),
+    }
+}
+
+/// A dataset function ready to call, and the structure of its datasets if known.
+#[derive(Clone)]
+pub struct ResolvedDatasetFn {
+    pub f: DatasetFn,
+    pub output: Option<Structure>,
+}
+
+pub fn resolve_dataset_fn(f: &FunctionRef, input: Option<&Structure>) -> Result<ResolvedDatasetFn> {
+    if let Some(builtin) = crate::builtins::dataset_fn(f, input) {
+        return builtin;
+    }
+    match lookup(&f.name) {
+        Some(Registered::Dataset { f: func, spec }) => {
+            no_args(f)?;
+            Ok(ResolvedDatasetFn {
+                f: func,
+                output: spec,
+            })
+        }
+        Some(_) => Err(Error::InvalidArgument(format!(
+            "`{}` is not a function returning datasets",
+            f.name
+        ))),
+        None => Err(unknown("dataset function", &f.name)),
+    }
+}
+
+/// Runs user code, turning an error or a panic into [`Error::UserFunction`].
+pub fn guarded<T>(name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(out)) => Ok(out),
+        Ok(Err(Error::UserFunction { function, message })) => {
+            Err(Error::UserFunction { function, message })
+        }
         Ok(Err(e)) => Err(Error::UserFunction {
             function: name.to_string(),
             message: e.to_string(),

@@ -10,11 +10,25 @@
 //!
 //! This crate knows nothing of gRPC, dispatchers or workers.
 
+pub mod attrs;
+pub mod builtins;
 pub mod dataset;
+pub mod example;
 pub mod functions;
+pub mod io;
 mod iterators;
+pub mod json;
+pub mod kernels;
+pub mod ops;
 pub mod pipeline;
+pub mod spec;
+pub mod splits;
 
-pub use dataset::{Dataset, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY};
-pub use functions::{MapFn, register_function};
+pub use attrs::{Attr, Attrs, FunctionRef};
+pub use dataset::{Dataset, DatasetOp, INFINITE_CARDINALITY, IterContext, UNKNOWN_CARDINALITY};
+pub use functions::{
+    MapFn, register_dataset_function, register_function, register_function_with_spec,
+    register_predicate,
+};
 pub use iterators::ElementIterator;
+pub use spec::{Shape, Structure, TensorSpec};

@@ -2,16 +2,18 @@
 //! (field 100, which TensorFlow ignores), and back.
 
 use tfdata_core::{Error, Result};
-use tfdata_proto::tfdata::pipeline::{self as wire, op_def::Op as WireOp};
+use tfdata_proto::tfdata::pipeline as wire;
 
-use crate::dataset::{Dataset, Op};
+use crate::attrs::{attrs_from_wire, attrs_to_wire};
+use crate::dataset::Dataset;
 
 /// Bumped on every change an older worker would misread.
-pub const PIPELINE_FORMAT_VERSION: u32 = 1;
+/// 1: a fixed set of ops in a oneof; 2: named ops with attributes.
+pub const PIPELINE_FORMAT_VERSION: u32 = 2;
 
 /// Upper bound on graph depth accepted from the wire, so a malicious or
 /// corrupt pipeline cannot overflow the stack while being decoded.
-const MAX_DEPTH: usize = 256;
+pub const MAX_DEPTH: usize = 256;
 
 /// Serialises `dataset`; `compress` asks workers to send Snappy-compressed
 /// elements (TensorFlow's `compression="AUTO"`).
@@ -24,33 +26,12 @@ pub fn to_pipeline_def(dataset: &Dataset, compress: bool) -> Result<wire::Pipeli
     })
 }
 
-fn op_to_wire(ds: &Dataset) -> wire::OpDef {
-    let boxed = |d: &Dataset| Some(Box::new(op_to_wire(d)));
-    let op = match &*ds.op {
-        Op::Range { start, stop, step } => WireOp::Range(wire::RangeOp {
-            start: *start,
-            stop: *stop,
-            step: *step,
-        }),
-        Op::Map { input, function } => WireOp::Map(Box::new(wire::MapOp {
-            input: boxed(input),
-            function: function.clone(),
-        })),
-        Op::Batch {
-            input,
-            batch_size,
-            drop_remainder,
-        } => WireOp::Batch(Box::new(wire::BatchOp {
-            input: boxed(input),
-            batch_size: *batch_size,
-            drop_remainder: *drop_remainder,
-        })),
-        Op::Take { input, count } => WireOp::Take(Box::new(wire::TakeOp {
-            input: boxed(input),
-            count: *count,
-        })),
-    };
-    wire::OpDef { op: Some(op) }
+pub(crate) fn op_to_wire(ds: &Dataset) -> wire::OpDef {
+    wire::OpDef {
+        op: ds.op.name().to_string(),
+        inputs: ds.op.inputs().iter().map(op_to_wire).collect(),
+        attrs: attrs_to_wire(&ds.op.attrs()),
+    }
 }
 
 /// Rebuilds and validates a pipeline received from the wire.
@@ -58,7 +39,7 @@ pub fn from_pipeline_def(def: &wire::PipelineDef) -> Result<Dataset> {
     if def.format_version != PIPELINE_FORMAT_VERSION {
         return Err(Error::InvalidArgument(format!(
             "pipeline format version {} is not supported (this build reads version \
-             {PIPELINE_FORMAT_VERSION}); upgrade the workers",
+             {PIPELINE_FORMAT_VERSION}); run the same tfdata version on clients and workers",
             def.format_version
         )));
     }
@@ -77,62 +58,47 @@ fn op_from_wire(def: &wire::OpDef, depth: usize) -> Result<Dataset> {
             "pipeline is deeper than {MAX_DEPTH} ops"
         )));
     }
-    let input = |op: &str, i: &Option<Box<wire::OpDef>>| -> Result<Dataset> {
-        let i = i
-            .as_deref()
-            .ok_or_else(|| Error::InvalidArgument(format!("{op}: missing input")))?;
-        op_from_wire(i, depth + 1)
-    };
-    let op = match def.op.as_ref() {
-        None => {
-            return Err(Error::InvalidArgument(
-                "pipeline op is empty or of a kind this build does not know; upgrade the workers"
-                    .into(),
-            ));
-        }
-        Some(WireOp::Range(r)) => Op::Range {
-            start: r.start,
-            stop: r.stop,
-            step: r.step,
-        },
-        Some(WireOp::Map(m)) => Op::Map {
-            input: input("map", &m.input)?,
-            function: m.function.clone(),
-        },
-        Some(WireOp::Batch(b)) => Op::Batch {
-            input: input("batch", &b.input)?,
-            batch_size: b.batch_size,
-            drop_remainder: b.drop_remainder,
-        },
-        Some(WireOp::Take(t)) => Op::Take {
-            input: input("take", &t.input)?,
-            count: t.count,
-        },
-    };
-    Ok(Dataset {
-        op: std::sync::Arc::new(op),
-    })
+    let inputs = def
+        .inputs
+        .iter()
+        .map(|i| op_from_wire(i, depth + 1))
+        .collect::<Result<Vec<_>>>()?;
+    let attrs = attrs_from_wire(&def.attrs, 0)?;
+    crate::ops::build(&def.op, inputs, &attrs)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prost_free::encode_decode;
+    use crate::attrs::FunctionRef;
+    use prost::Message;
+    use tfdata_core::Tensor;
 
-    mod prost_free {
-        // Round-trips through the real protobuf encoding.
-        pub fn encode_decode(def: &super::wire::PipelineDef) -> super::wire::PipelineDef {
-            use tfdata_proto::prost::Message;
-            super::wire::PipelineDef::decode(def.encode_to_vec().as_slice()).unwrap()
-        }
+    fn encode_decode(def: &wire::PipelineDef) -> wire::PipelineDef {
+        wire::PipelineDef::decode(def.encode_to_vec().as_slice()).unwrap()
     }
 
     #[test]
     fn round_trip_through_protobuf() {
+        crate::register_function("pipeline_test_f", Ok);
+        crate::functions::register_predicate("pipeline_test_p", |_| Ok(true));
         let ds = Dataset::range_with_step(3, 40, 2)
-            .map("f")
+            .map("pipeline_test_f")
+            .filter("pipeline_test_p")
+            .shuffle(10, Some(7), false)
             .batch(4, true)
-            .take(2);
+            .unbatch()
+            .repeat(Some(2))
+            .skip(1)
+            .shard(2, 1)
+            .take(2)
+            .prefetch(-1)
+            .enumerate(5)
+            .concatenate(Dataset::from_tensors(vec![
+                Tensor::scalar(1i64),
+                Tensor::scalar(2i64),
+            ]))
+            .cache("");
         let def = to_pipeline_def(&ds, true).unwrap();
         assert!(def.compress);
         let back = from_pipeline_def(&encode_decode(&def)).unwrap();
@@ -150,29 +116,43 @@ mod tests {
                 .contains("version 99")
         );
 
-        let def = wire::PipelineDef {
-            format_version: PIPELINE_FORMAT_VERSION,
-            root: Some(wire::OpDef { op: None }),
-            compress: false,
-        };
-        assert!(from_pipeline_def(&def).is_err());
-
-        let bad_batch = wire::PipelineDef {
+        let unknown = wire::PipelineDef {
             format_version: PIPELINE_FORMAT_VERSION,
             root: Some(wire::OpDef {
-                op: Some(WireOp::Batch(Box::new(wire::BatchOp {
-                    input: Some(Box::new(op_to_wire(&Dataset::range(3)))),
-                    batch_size: -4,
-                    drop_remainder: false,
-                }))),
+                op: "frobnicate".into(),
+                ..Default::default()
             }),
             compress: false,
         };
+        let err = from_pipeline_def(&unknown).unwrap_err().to_string();
+        assert!(err.contains("frobnicate") && err.contains("batch"), "{err}");
+
+        let bad_batch = to_pipeline_def(&Dataset::range(3).batch(2, false), false).unwrap();
+        let mut bad_batch = encode_decode(&bad_batch);
+        let root = bad_batch.root.as_mut().unwrap();
+        root.attrs.insert(
+            "batch_size".into(),
+            crate::attrs::attr_to_wire(&crate::attrs::Attr::Int(-4)),
+        );
         assert!(
             from_pipeline_def(&bad_batch)
                 .unwrap_err()
                 .to_string()
                 .contains("batch_size")
         );
+
+        let mut typo = encode_decode(&to_pipeline_def(&Dataset::range(3).take(1), false).unwrap());
+        typo.root.as_mut().unwrap().attrs.insert(
+            "cuont".into(),
+            crate::attrs::attr_to_wire(&crate::attrs::Attr::Int(1)),
+        );
+        assert!(
+            from_pipeline_def(&typo)
+                .unwrap_err()
+                .to_string()
+                .contains("cuont")
+        );
+
+        let _ = FunctionRef::named("x");
     }
 }

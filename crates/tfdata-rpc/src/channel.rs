@@ -52,8 +52,14 @@ pub fn check_protocol(protocol: &str) -> Result<()> {
 }
 
 /// A lazily connecting channel to `host:port`: creating it never blocks, and
-/// an unreachable peer shows up as UNAVAILABLE on the first call.
+/// an unreachable peer shows up as UNAVAILABLE on the first call. It must be
+/// created inside a tokio runtime (its connection task runs there).
 pub fn channel(address: &str) -> Result<Channel> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(Error::FailedPrecondition(format!(
+            "a gRPC channel to {address} must be created inside a tokio runtime"
+        )));
+    }
     let endpoint = Endpoint::from_shared(format!("http://{address}"))
         .map_err(|e| Error::InvalidArgument(format!("invalid address {address:?}: {e}")))?;
     Ok(endpoint

@@ -13,9 +13,15 @@ use tfdata::{
 
 fn cluster(workers: usize) -> (DispatchServer, Vec<WorkerServer>) {
     let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
-    let workers = (0..workers)
+    let workers: Vec<WorkerServer> = (0..workers)
         .map(|_| WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap())
         .collect();
+    // A worker that registers after an iteration finished gets no task in it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dispatcher.num_workers() < workers.len() {
+        assert!(Instant::now() < deadline, "workers did not register");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     (dispatcher, workers)
 }
 

@@ -1,0 +1,628 @@
+//! Built-in functions, usable by name from any pipeline with no Rust code:
+//! the stock `tfdata worker` runs them. Element-wise ones take an optional
+//! `component` argument choosing the component they transform (a dictionary
+//! key or a tuple position; default: the element's only component) and leave
+//! the rest of the element as it is. Arguments are checked, and the output
+//! structure computed, when the pipeline is validated.
+//!
+//! | name | arguments | does |
+//! |---|---|---|
+//! | `parse_example` | `features: {name: {dtype, shape?, default?, var_len?}}` | `tf.io.parse_single_example`; the element becomes the features dictionary |
+//! | `decode_jpeg`, `decode_png`, `decode_image` | `channels` (0) | to `uint8 [h, w, c]` |
+//! | `resize` | `size: [h, w]`, `method` ("bilinear") | `tf.image.resize` |
+//! | `central_crop` | `fraction` | |
+//! | `crop_to_bounding_box` | `offset_height`, `offset_width`, `target_height`, `target_width` | |
+//! | `random_crop` | `size: [h, w]`, `seed` | |
+//! | `flip_left_right`, `flip_up_down` | | |
+//! | `random_flip_left_right`, `random_flip_up_down` | `seed` | |
+//! | `cast` | `dtype` | `tf.cast` |
+//! | `normalize` | `mean: [..]`, `std: [..]` | `(x - mean) / std` per channel, float32 |
+//! | `per_image_standardization` | | |
+//! | `scale` | `factor`, `offset` (0) | `x * factor + offset`, float32 |
+//! | `one_hot` | `depth`, `on_value` (1), `off_value` (0) | |
+//! | `string_split` | `sep` (whitespace) | scalar string to a vector |
+//! | `lower` | | |
+//! | `lookup` | `vocabulary_file`, `default_value` (-1) | token to line number |
+//! | `select` | `components: [..]` | keeps the listed components, as a tuple (one: the tensor itself) |
+//!
+//! Random ops draw a fresh seed per element from `seed` and a per-function
+//! counter, so elements differ and a sequential pipeline is reproducible;
+//! the random stream is not TensorFlow's.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tfdata_core::{DType, Element, Error, Result, Tensor};
+
+use crate::Dataset;
+use crate::attrs::{Attr, Attrs, FunctionRef};
+use crate::example::{FeatureSpec, parse_single_example};
+use crate::functions::{PredicateFn, ResolvedDatasetFn, ResolvedMap};
+use crate::kernels;
+use crate::spec::{Shape, Structure, TensorSpec};
+
+/// The built-in map function `f`, or `None` if `f` names no built-in.
+pub fn map(f: &FunctionRef, input: Option<&Structure>) -> Option<Result<ResolvedMap>> {
+    let name = f.name.as_str();
+    let args = &f.args;
+    Some(match name {
+        "parse_example" => parse_example(args, input),
+        "select" => select(args, input),
+        "decode_jpeg" | "decode_png" | "decode_image" => {
+            let channels = match channels(name, args) {
+                Ok(c) => c,
+                Err(e) => return Some(Err(e)),
+            };
+            let kernel = match name {
+                "decode_jpeg" => kernels::decode_jpeg,
+                "decode_png" => kernels::decode_png,
+                _ => kernels::decode_image,
+            };
+            let c = (channels > 0).then_some(i64::from(channels));
+            elementwise(
+                name,
+                args,
+                &["channels"],
+                input,
+                move |t| kernel(t, channels),
+                move |_| {
+                    Ok(TensorSpec::new(
+                        DType::UInt8,
+                        Shape(Some(vec![None, None, c])),
+                    ))
+                },
+            )
+        }
+        "resize" => (|| {
+            let size = size(name, args)?;
+            let method = match args.str_or(name, "method", "bilinear")? {
+                "bilinear" => kernels::ResizeMethod::Bilinear,
+                "nearest" => kernels::ResizeMethod::Nearest,
+                other => {
+                    return Err(Error::InvalidArgument(format!(
+                        "resize: method must be \"bilinear\" or \"nearest\", got {other:?}"
+                    )));
+                }
+            };
+            elementwise(
+                name,
+                args,
+                &["size", "method"],
+                input,
+                move |t| kernels::resize(t, size[0], size[1], method),
+                move |s| {
+                    let dtype = if method == kernels::ResizeMethod::Bilinear {
+                        DType::Float
+                    } else {
+                        s.dtype
+                    };
+                    Ok(TensorSpec::new(
+                        dtype,
+                        replace_hw(&s.shape, Some(size[0]), Some(size[1])),
+                    ))
+                },
+            )
+        })(),
+        "central_crop" => (|| {
+            let fraction = args.float(name, "fraction")?;
+            elementwise(
+                name,
+                args,
+                &["fraction"],
+                input,
+                move |t| kernels::central_crop(t, fraction),
+                |s| Ok(TensorSpec::new(s.dtype, replace_hw(&s.shape, None, None))),
+            )
+        })(),
+        "crop_to_bounding_box" => (|| {
+            let (oh, ow) = (
+                args.int(name, "offset_height")?,
+                args.int(name, "offset_width")?,
+            );
+            let (th, tw) = (
+                args.int(name, "target_height")?,
+                args.int(name, "target_width")?,
+            );
+            elementwise(
+                name,
+                args,
+                &[
+                    "offset_height",
+                    "offset_width",
+                    "target_height",
+                    "target_width",
+                ],
+                input,
+                move |t| kernels::crop_to_bounding_box(t, oh, ow, th, tw),
+                move |s| {
+                    Ok(TensorSpec::new(
+                        s.dtype,
+                        replace_hw(&s.shape, Some(th), Some(tw)),
+                    ))
+                },
+            )
+        })(),
+        "random_crop" => (|| {
+            let size = size(name, args)?;
+            let seeds = Seeds::new(name, args)?;
+            elementwise(
+                name,
+                args,
+                &["size", "seed"],
+                input,
+                move |t| kernels::random_crop(t, size[0], size[1], seeds.next()),
+                move |s| {
+                    Ok(TensorSpec::new(
+                        s.dtype,
+                        replace_hw(&s.shape, Some(size[0]), Some(size[1])),
+                    ))
+                },
+            )
+        })(),
+        "flip_left_right" => elementwise(name, args, &[], input, kernels::flip_left_right, same),
+        "flip_up_down" => elementwise(name, args, &[], input, kernels::flip_up_down, same),
+        "random_flip_left_right" | "random_flip_up_down" => (|| {
+            let seeds = Seeds::new(name, args)?;
+            let kernel = if name == "random_flip_left_right" {
+                kernels::random_flip_left_right
+            } else {
+                kernels::random_flip_up_down
+            };
+            elementwise(
+                name,
+                args,
+                &["seed"],
+                input,
+                move |t| kernel(t, seeds.next()),
+                same,
+            )
+        })(),
+        "cast" => (|| {
+            let dtype = dtype_arg(name, args, "dtype")?;
+            elementwise(
+                name,
+                args,
+                &["dtype"],
+                input,
+                move |t| kernels::cast(t, dtype),
+                move |s| Ok(TensorSpec::new(dtype, s.shape.clone())),
+            )
+        })(),
+        "normalize" => (|| {
+            let mean: Vec<f32> = args
+                .floats(name, "mean")?
+                .into_iter()
+                .map(|v| v as f32)
+                .collect();
+            let std: Vec<f32> = args
+                .floats(name, "std")?
+                .into_iter()
+                .map(|v| v as f32)
+                .collect();
+            if mean.len() != std.len() || std.contains(&0.0) {
+                return Err(Error::InvalidArgument(
+                    "normalize: mean and std must have the same length and std no zeros".into(),
+                ));
+            }
+            elementwise(
+                name,
+                args,
+                &["mean", "std"],
+                input,
+                move |t| kernels::normalize(t, &mean, &std),
+                float32,
+            )
+        })(),
+        "per_image_standardization" => elementwise(
+            name,
+            args,
+            &[],
+            input,
+            kernels::per_image_standardization,
+            float32,
+        ),
+        "scale" => (|| {
+            let factor = args.float(name, "factor")? as f32;
+            let offset = args.float_or(name, "offset", 0.0)? as f32;
+            elementwise(
+                name,
+                args,
+                &["factor", "offset"],
+                input,
+                move |t| kernels::scale(t, factor, offset),
+                float32,
+            )
+        })(),
+        "one_hot" => (|| {
+            let depth = args.int(name, "depth")?;
+            if depth < 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "one_hot: depth must be non-negative, got {depth}"
+                )));
+            }
+            let on = args.float_or(name, "on_value", 1.0)? as f32;
+            let off = args.float_or(name, "off_value", 0.0)? as f32;
+            elementwise(
+                name,
+                args,
+                &["depth", "on_value", "off_value"],
+                input,
+                move |t| kernels::one_hot(t, depth, on, off),
+                move |s| {
+                    Ok(TensorSpec::new(
+                        DType::Float,
+                        Shape(s.shape.0.as_ref().map(|d| {
+                            let mut d = d.clone();
+                            d.push(Some(depth));
+                            d
+                        })),
+                    ))
+                },
+            )
+        })(),
+        "string_split" => (|| {
+            let sep = match args.get("sep") {
+                None => None,
+                Some(_) => Some(args.str(name, "sep")?.to_string()),
+            };
+            elementwise(
+                name,
+                args,
+                &["sep"],
+                input,
+                move |t| kernels::string_split(t, sep.as_deref()),
+                |_| Ok(TensorSpec::new(DType::String, Shape(Some(vec![None])))),
+            )
+        })(),
+        "lower" => elementwise(name, args, &[], input, kernels::lower, same),
+        "lookup" => (|| {
+            let path = args.str(name, "vocabulary_file")?.to_string();
+            let default = args.int_or(name, "default_value", -1)?;
+            let vocabulary = Arc::new(kernels::Vocabulary::from_file(&path)?);
+            elementwise(
+                name,
+                args,
+                &["vocabulary_file", "default_value"],
+                input,
+                move |t| kernels::lookup(t, &vocabulary, default),
+                |s| Ok(TensorSpec::new(DType::Int64, s.shape.clone())),
+            )
+        })(),
+        _ => return None,
+    })
+}
+
+/// The built-in predicate `f`, if any (none yet).
+pub fn predicate(_f: &FunctionRef, _input: Option<&Structure>) -> Option<Result<PredicateFn>> {
+    None
+}
+
+/// The built-in dataset functions: `tfrecord_dataset` and
+/// `text_line_dataset` open the file an element names (for `interleave`
+/// over `list_files`), with an optional `compression_type`.
+pub fn dataset_fn(
+    f: &FunctionRef,
+    _input: Option<&Structure>,
+) -> Option<Result<ResolvedDatasetFn>> {
+    let name = f.name.clone();
+    if name != "tfrecord_dataset" && name != "text_line_dataset" {
+        return None;
+    }
+    Some((|| {
+        f.args.check_known(&name, &["compression_type"])?;
+        let compression = f.args.str_or(&name, "compression_type", "")?.to_string();
+        crate::io::CompressionType::parse(&compression)?;
+        let tfrecord = name == "tfrecord_dataset";
+        let func = move |e: Element| -> Result<Dataset> {
+            let [file] = e.components.as_slice() else {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}: expects elements that are one file name, got {} components",
+                    e.components.len()
+                )));
+            };
+            let path = file
+                .string_values()?
+                .first()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .ok_or_else(|| Error::InvalidArgument(format!("{name}: empty file name tensor")))?;
+            Ok(if tfrecord {
+                Dataset::tfrecord(&[&path], &compression)
+            } else {
+                Dataset::text_lines(&[&path], &compression)
+            })
+        };
+        Ok(ResolvedDatasetFn {
+            f: Arc::new(func),
+            output: Some(Structure::Tensor(TensorSpec::new(
+                DType::String,
+                Shape::scalar(),
+            ))),
+        })
+    })())
+}
+
+fn same(s: &TensorSpec) -> Result<TensorSpec> {
+    Ok(s.clone())
+}
+
+fn float32(s: &TensorSpec) -> Result<TensorSpec> {
+    Ok(TensorSpec::new(DType::Float, s.shape.clone()))
+}
+
+/// An image shape with its height and width replaced (rank 3 or 4).
+fn replace_hw(shape: &Shape, h: Option<i64>, w: Option<i64>) -> Shape {
+    match &shape.0 {
+        Some(d) if d.len() >= 3 => {
+            let mut d = d.clone();
+            let n = d.len();
+            d[n - 3] = h;
+            d[n - 2] = w;
+            Shape(Some(d))
+        }
+        _ => Shape(None),
+    }
+}
+
+fn size(name: &str, args: &Attrs) -> Result<[i64; 2]> {
+    match args.ints(name, "size")?.as_slice() {
+        [h, w] if *h > 0 && *w > 0 => Ok([*h, *w]),
+        other => Err(Error::InvalidArgument(format!(
+            "{name}: size must be [height, width] > 0, got {other:?}"
+        ))),
+    }
+}
+
+fn channels(name: &str, args: &Attrs) -> Result<u8> {
+    let c = args.int_or(name, "channels", 0)?;
+    u8::try_from(c)
+        .ok()
+        .filter(|c| *c <= 4)
+        .ok_or_else(|| Error::InvalidArgument(format!("{name}: channels must be 0..=4, got {c}")))
+}
+
+fn dtype_arg(name: &str, args: &Attrs, key: &str) -> Result<DType> {
+    let want = args.str(name, key)?;
+    [
+        DType::Float,
+        DType::Double,
+        DType::Int32,
+        DType::UInt8,
+        DType::Int16,
+        DType::Int8,
+        DType::Int64,
+        DType::Bool,
+        DType::UInt16,
+        DType::UInt32,
+        DType::UInt64,
+        DType::Half,
+        DType::BFloat16,
+    ]
+    .into_iter()
+    .find(|d| {
+        d.name() == want
+            || (want == "float" && *d == DType::Float)
+            || (want == "double" && *d == DType::Double)
+    })
+    .ok_or_else(|| Error::InvalidArgument(format!("{name}: unknown dtype {want:?}")))
+}
+
+/// Per-element seeds for random ops: `seed` mixed with an element counter.
+struct Seeds {
+    base: u64,
+    counter: AtomicU64,
+}
+
+impl Seeds {
+    fn new(name: &str, args: &Attrs) -> Result<Arc<Seeds>> {
+        let base = match args.opt_int(name, "seed")? {
+            Some(s) => s as u64,
+            None => rand::random(),
+        };
+        Ok(Arc::new(Seeds {
+            base,
+            counter: AtomicU64::new(0),
+        }))
+    }
+
+    fn next(&self) -> u64 {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        // SplitMix64 of base + n: decorrelated seeds for consecutive elements.
+        let mut z = self
+            .base
+            .wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// A map function applying `kernel` to one component.
+fn elementwise<K, S>(
+    name: &str,
+    args: &Attrs,
+    known: &[&str],
+    input: Option<&Structure>,
+    kernel: K,
+    spec: S,
+) -> Result<ResolvedMap>
+where
+    K: Fn(&Tensor) -> Result<Tensor> + Send + Sync + 'static,
+    S: Fn(&TensorSpec) -> Result<TensorSpec>,
+{
+    let mut allowed = known.to_vec();
+    allowed.push("component");
+    args.check_known(name, &allowed)?;
+    let selector = args.str_or(name, "component", "")?.to_string();
+    let (index, output) = match input {
+        Some(structure) => {
+            let index = structure.component_index(&selector)?;
+            let mut i = 0;
+            let output = structure.map_components(&mut |t| {
+                let out = if i == index { spec(t)? } else { t.clone() };
+                i += 1;
+                Ok(out)
+            })?;
+            (Some(index), Some(output))
+        }
+        None => (None, None),
+    };
+    let name = name.to_string();
+    let f = move |mut e: Element| -> Result<Element> {
+        let index = match index {
+            Some(i) => i,
+            None if selector.is_empty() || selector == "0" => 0,
+            None => selector.parse().map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "{name}: component {selector:?} cannot be found: the element structure is unknown"
+                ))
+            })?,
+        };
+        let t = e.components.get(index).ok_or_else(|| {
+            Error::InvalidArgument(format!("{name}: the element has no component {index}"))
+        })?;
+        let out = kernel(t).map_err(|err| match err {
+            Error::InvalidArgument(m) if !m.starts_with(name.as_str()) => {
+                Error::InvalidArgument(format!("{name}: {m}"))
+            }
+            other => other,
+        })?;
+        e.components[index] = out;
+        Ok(e)
+    };
+    Ok(ResolvedMap {
+        f: Arc::new(f),
+        output,
+    })
+}
+
+/// `parse_example`: one serialized `tf.train.Example` component to the
+/// dictionary of its features.
+fn parse_example(args: &Attrs, input: Option<&Structure>) -> Result<ResolvedMap> {
+    const NAME: &str = "parse_example";
+    args.check_known(NAME, &["features", "component"])?;
+    let mut features = BTreeMap::new();
+    for (key, spec) in args.map(NAME, "features")? {
+        let Attr::Map(fields) = spec else {
+            return Err(Error::InvalidArgument(format!(
+                "{NAME}: feature {key:?} must be {{\"dtype\": ..., \"shape\": [..]}}"
+            )));
+        };
+        let fields = Attrs(fields.clone());
+        let what = format!("{NAME}: feature {key:?}");
+        fields.check_known(&what, &["dtype", "shape", "default", "var_len"])?;
+        let dtype = dtype_arg(&what, &fields, "dtype").or_else(|e| {
+            if fields.str(&what, "dtype").ok() == Some("string") {
+                Ok(DType::String)
+            } else {
+                Err(e)
+            }
+        })?;
+        let feature = if fields.bool_or(&what, "var_len", false)? {
+            FeatureSpec::var_len(dtype)
+        } else {
+            let shape = match fields.get("shape") {
+                None => vec![],
+                Some(_) => fields.ints(&what, "shape")?,
+            };
+            let mut f = FeatureSpec::fixed(dtype, shape);
+            if fields.get("default").is_some() {
+                f = f.with_default(fields.tensor(&what, "default")?.clone());
+            }
+            f
+        };
+        feature
+            .validate()
+            .map_err(|e| Error::InvalidArgument(format!("{what}: {e}")))?;
+        features.insert(key.clone(), feature);
+    }
+    if features.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "{NAME}: features must not be empty"
+        )));
+    }
+    let selector = args.str_or(NAME, "component", "")?.to_string();
+    let index = match input {
+        Some(s) => {
+            let i = s.component_index(&selector)?;
+            let t = s.flatten()[i];
+            if t.dtype != DType::String {
+                return Err(Error::InvalidArgument(format!(
+                    "{NAME}: expects serialized Examples (strings), got {}",
+                    t.dtype
+                )));
+            }
+            i
+        }
+        None => selector.parse().unwrap_or(0),
+    };
+    let output = Structure::Dict(
+        features
+            .iter()
+            .map(|(k, f)| {
+                let shape = match f {
+                    FeatureSpec::Fixed { shape, .. } => Shape::known(shape),
+                    FeatureSpec::VarLen { .. } => Shape(Some(vec![None])),
+                };
+                (
+                    k.clone(),
+                    Structure::Tensor(TensorSpec::new(f.dtype(), shape)),
+                )
+            })
+            .collect(),
+    );
+    let f = move |e: Element| -> Result<Element> {
+        let t = e.components.get(index).ok_or_else(|| {
+            Error::InvalidArgument(format!("{NAME}: the element has no component {index}"))
+        })?;
+        let serialized = t.string_values()?.first().cloned().ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{NAME}: expects one serialized Example per element"
+            ))
+        })?;
+        let parsed = parse_single_example(&serialized, &features)?;
+        Ok(Element::new(parsed.into_values().collect()))
+    };
+    Ok(ResolvedMap {
+        f: Arc::new(f),
+        output: Some(output),
+    })
+}
+
+/// `select`: keeps the listed components, in the listed order.
+fn select(args: &Attrs, input: Option<&Structure>) -> Result<ResolvedMap> {
+    const NAME: &str = "select";
+    args.check_known(NAME, &["components"])?;
+    let names = args.strings(NAME, "components")?;
+    if names.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "{NAME}: components must not be empty"
+        )));
+    }
+    let structure = input.ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{NAME}: needs to know the element structure of its input"
+        ))
+    })?;
+    let indices = names
+        .iter()
+        .map(|n| structure.component_index(n))
+        .collect::<Result<Vec<_>>>()?;
+    let flat = structure.flatten();
+    let output = Structure::from_components(indices.iter().map(|&i| flat[i].clone()).collect());
+    let f = move |e: Element| -> Result<Element> {
+        indices
+            .iter()
+            .map(|&i| {
+                e.components.get(i).cloned().ok_or_else(|| {
+                    Error::InvalidArgument(format!("{NAME}: the element has no component {i}"))
+                })
+            })
+            .collect::<Result<_>>()
+            .map(Element::new)
+    };
+    Ok(ResolvedMap {
+        f: Arc::new(f),
+        output: Some(output),
+    })
+}

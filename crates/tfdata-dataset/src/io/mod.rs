@@ -1,0 +1,28 @@
+//! File access and file formats for source datasets (`TFRecordDataset`,
+//! `TextLineDataset`, `list_files`), with TensorFlow 2.21's behaviour.
+//!
+//! * [`fs`]: the [`FileSystem`] trait every reader opens files through,
+//!   chosen by URL scheme ([`file_system`]), so object stores can be added
+//!   later behind the same readers; [`LocalFileSystem`] today, with
+//!   `tf.io.gfile.glob` semantics for [`glob()`];
+//! * [`tfrecord_reader`]: streaming [`TfRecordReader`] (both CRCs checked,
+//!   corruption and truncation located by file and offset) and
+//!   [`TfRecordWriter`];
+//! * [`text`]: [`TextLineReader`], TensorFlow's line splitting;
+//! * [`CompressionType`]: TensorFlow's `compression_type` (`""`, `"GZIP"`,
+//!   `"ZLIB"`), shared by all of them.
+//!
+//! Readers stream through a fixed buffer and never load a whole file, so
+//! memory does not grow with file size. All of them are iterators of
+//! `Result<Bytes>` that yield at most one error and then end: an error is
+//! never turned into a silent end of data.
+
+pub mod compression;
+pub mod fs;
+pub mod text;
+pub mod tfrecord_reader;
+
+pub use compression::{CompressionType, DEFAULT_BUFFER_SIZE};
+pub use fs::{FileSystem, LocalFileSystem, exists, file_system, glob, open, read_all};
+pub use text::TextLineReader;
+pub use tfrecord_reader::{TfRecordReader, TfRecordWriter};

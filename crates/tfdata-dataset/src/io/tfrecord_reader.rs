@@ -1,0 +1,461 @@
+//! Streaming TFRecord files, as `TFRecordDataset` reads and
+//! `tf.io.TFRecordWriter` writes them.
+//!
+//! A record is `u64 length` · `u32 masked_crc32c(length)` · `data` ·
+//! `u32 masked_crc32c(data)`, little-endian, in the (possibly compressed)
+//! file. [`TfRecordReader`] reads one record at a time through a fixed-size
+//! buffer, so memory stays constant whatever the file size (plus the record
+//! being returned); `tfdata_core::tfrecord::read_records` is the in-memory
+//! counterpart for small files.
+//!
+//! Corruption handling, checked against TensorFlow 2.21:
+//!
+//! * both CRCs are checked; a mismatch is [`Error::DataLoss`] naming the file
+//!   and the byte offset of the record (TensorFlow says `corrupted record at
+//!   N` with `N` the offset of the failing piece: the record for the length,
+//!   the record + 12 for the data; the reason gives both);
+//! * a file that ends inside a record's data is `DataLoss` `truncated record
+//!   at offset N`, as in TensorFlow;
+//! * a file that ends inside a record's 12-byte header is also `DataLoss`
+//!   here, although TensorFlow treats it as the end of the file (its
+//!   `ReadNBytes` returns OUT_OF_RANGE before the truncation check): a torn
+//!   header is as much a lost record as torn data;
+//! * for compressed files offsets are in the uncompressed stream, and the
+//!   error says so.
+//!
+//! After an error the iterator is finished: TensorFlow too moves to the next
+//! file, and a reader cannot resynchronise inside a corrupt stream.
+
+use std::io::{Read, Write};
+
+use bytes::Bytes;
+use tfdata_core::tfrecord::{masked_crc32c, write_record};
+use tfdata_core::{Error, Result};
+
+pub use super::compression::CompressionType;
+use super::compression::{
+    Compressor, DEFAULT_BUFFER_SIZE, decompressing_reader, is_corruption, location, read_full,
+};
+use super::fs::{FileSystem, file_system};
+
+/// Bytes of a record header: the length and its CRC.
+const HEADER_LEN: usize = 12;
+
+/// The largest buffer reserved up front for a record's data. A length that
+/// passes its CRC is almost surely real, but reserving a huge one before any
+/// data arrives would turn a crafted file into an allocation failure; the
+/// buffer grows as data actually arrives instead.
+const MAX_INITIAL_RESERVE: u64 = 1 << 20;
+
+/// Reads the records of one TFRecord file in order.
+///
+/// Yields `Ok(record)` per record, then ends; or yields one `Err` (after the
+/// good records before it) and ends. See the module docs for the errors.
+pub struct TfRecordReader {
+    name: String,
+    compression: CompressionType,
+    input: Box<dyn std::io::BufRead + Send>,
+    /// Uncompressed offset of the next record.
+    offset: u64,
+    done: bool,
+}
+
+impl TfRecordReader {
+    /// Opens `path` (a local path or URL, see [`super::fs`]) with the default
+    /// 256 KiB buffer.
+    pub fn open(path: &str, compression: CompressionType) -> Result<Self> {
+        Self::open_on(&*file_system(path)?, path, compression)
+    }
+
+    /// Opens `path` on a given file system.
+    pub fn open_on(fs: &dyn FileSystem, path: &str, compression: CompressionType) -> Result<Self> {
+        Ok(Self::with_buffer_size(
+            path,
+            fs.open(path)?,
+            compression,
+            DEFAULT_BUFFER_SIZE,
+        ))
+    }
+
+    /// Reads records from any byte stream; `name` is what errors call it.
+    pub fn new(
+        name: impl Into<String>,
+        input: impl Read + Send + 'static,
+        compression: CompressionType,
+    ) -> Self {
+        Self::with_buffer_size(name, input, compression, DEFAULT_BUFFER_SIZE)
+    }
+
+    /// Like [`TfRecordReader::new`] with TensorFlow's `buffer_size`: the
+    /// bytes read from the underlying stream at a time (and, for compressed
+    /// files, the size of the decompressor's input and output buffers).
+    pub fn with_buffer_size(
+        name: impl Into<String>,
+        input: impl Read + Send + 'static,
+        compression: CompressionType,
+        buffer_size: usize,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            compression,
+            input: decompressing_reader(Box::new(input), compression, buffer_size),
+            offset: 0,
+            done: false,
+        }
+    }
+
+    /// The file's name as errors give it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The (uncompressed) byte offset of the next record, i.e. the number of
+    /// record bytes consumed so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The next record, `Ok(None)` at a clean end of file. After an error,
+    /// always `Ok(None)`.
+    pub fn read_record(&mut self) -> Result<Option<Bytes>> {
+        if self.done {
+            return Ok(None);
+        }
+        let result = self.read_next();
+        if !matches!(result, Ok(Some(_))) {
+            self.done = true;
+        }
+        result
+    }
+
+    fn read_next(&mut self) -> Result<Option<Bytes>> {
+        let start = self.offset;
+        let mut header = [0u8; HEADER_LEN];
+        let got =
+            read_full(&mut *self.input, &mut header).map_err(|e| self.read_error(start, e))?;
+        if got == 0 {
+            return Ok(None);
+        }
+        if got < HEADER_LEN {
+            return Err(self.truncated(start, "the header"));
+        }
+        let (len_bytes, len_crc) = header.split_at(8);
+        if masked_crc32c(len_bytes) != u32_le(len_crc) {
+            // At offset 0 the likeliest cause is not a TFRecord file, or a
+            // wrong `compression_type`; TensorFlow hints at it too.
+            let hint = if start == 0 {
+                "; is this a TFRecord file, with the right compression_type?"
+            } else {
+                ""
+            };
+            return Err(self.data_loss(
+                start,
+                format!(
+                    "the record's length fails its CRC \
+                     (TensorFlow: \"corrupted record at {start}\"){hint}"
+                ),
+            ));
+        }
+        let len = u64::from_le_bytes(len_bytes.try_into().expect("8 bytes"));
+        let data_start = start + HEADER_LEN as u64;
+
+        // Reserve at most MAX_INITIAL_RESERVE; the buffer grows with the
+        // bytes that actually arrive.
+        let mut data = Vec::with_capacity(len.min(MAX_INITIAL_RESERVE) as usize);
+        let got = (&mut *self.input)
+            .take(len)
+            .read_to_end(&mut data)
+            .map_err(|e| self.read_error(start, e))? as u64;
+        if got < len {
+            return Err(self.truncated(start, "its data"));
+        }
+        let mut data_crc = [0u8; 4];
+        let got =
+            read_full(&mut *self.input, &mut data_crc).map_err(|e| self.read_error(start, e))?;
+        if got < data_crc.len() {
+            return Err(self.truncated(start, "the data CRC"));
+        }
+        if masked_crc32c(&data) != u32::from_le_bytes(data_crc) {
+            return Err(self.data_loss(
+                start,
+                format!(
+                    "the record's {len} data bytes (from offset {data_start}) fail their \
+                     CRC (TensorFlow: \"corrupted record at {data_start}\")"
+                ),
+            ));
+        }
+        self.offset = data_start + len + 4;
+        Ok(Some(Bytes::from(data)))
+    }
+
+    fn data_loss(&self, offset: u64, reason: String) -> Error {
+        Error::DataLoss {
+            location: location(&self.name, self.compression, offset),
+            reason,
+        }
+    }
+
+    fn truncated(&self, offset: u64, part: &str) -> Error {
+        self.data_loss(
+            offset,
+            format!("truncated record at offset {offset}: the file ends inside {part}"),
+        )
+    }
+
+    /// A failed read while reading the record at `offset`: corruption if the
+    /// decompressor rejected its input, an I/O error otherwise.
+    fn read_error(&self, offset: u64, err: std::io::Error) -> Error {
+        if is_corruption(self.compression, &err) {
+            self.data_loss(
+                offset,
+                format!(
+                    "{} stream is corrupt or truncated while reading the record at offset \
+                     {offset}: {err}",
+                    self.compression
+                ),
+            )
+        } else {
+            Error::io(
+                format!("reading {}", location(&self.name, self.compression, offset)),
+                err,
+            )
+        }
+    }
+}
+
+impl std::fmt::Debug for TfRecordReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TfRecordReader")
+            .field("name", &self.name)
+            .field("compression", &self.compression)
+            .field("offset", &self.offset)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Iterator for TfRecordReader {
+    type Item = Result<Bytes>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.read_record().transpose()
+    }
+}
+
+impl std::iter::FusedIterator for TfRecordReader {}
+
+fn u32_le(bytes: &[u8]) -> u32 {
+    u32::from_le_bytes(bytes.try_into().expect("4 bytes"))
+}
+
+/// Writes a TFRecord file as `tf.io.TFRecordWriter` does, optionally
+/// compressed; what TensorFlow and [`TfRecordReader`] read back.
+///
+/// Call [`TfRecordWriter::finish`]: it writes the compressed stream's
+/// trailer and reports errors that dropping the writer would swallow.
+pub struct TfRecordWriter<W: Write = Box<dyn Write + Send>> {
+    name: String,
+    out: Compressor<std::io::BufWriter<W>>,
+}
+
+impl<W: Write> std::fmt::Debug for TfRecordWriter<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TfRecordWriter")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TfRecordWriter {
+    /// Creates (or truncates) `path` on the file system its scheme names.
+    pub fn create(path: &str, compression: CompressionType) -> Result<Self> {
+        let out = file_system(path)?.create(path)?;
+        Ok(Self::new(path, out, compression))
+    }
+}
+
+impl<W: Write> TfRecordWriter<W> {
+    /// Writes records to `out`; `name` is what errors call it.
+    pub fn new(name: impl Into<String>, out: W, compression: CompressionType) -> Self {
+        Self {
+            name: name.into(),
+            out: Compressor::new(
+                std::io::BufWriter::with_capacity(DEFAULT_BUFFER_SIZE, out),
+                compression,
+            ),
+        }
+    }
+
+    /// Appends one record.
+    pub fn write(&mut self, record: &[u8]) -> Result<()> {
+        write_record(&mut self.out, record)
+            .map_err(|e| Error::io(format!("writing {}", self.name), e))
+    }
+
+    /// Finishes the compressed stream, flushes, and returns the output.
+    pub fn finish(self) -> Result<W> {
+        let name = self.name;
+        let buffered = self
+            .out
+            .finish()
+            .map_err(|e| Error::io(format!("finishing {name}"), e))?;
+        buffered
+            .into_inner()
+            .map_err(|e| Error::io(format!("flushing {name}"), e.into_error()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [CompressionType; 3] = [
+        CompressionType::None,
+        CompressionType::Gzip,
+        CompressionType::Zlib,
+    ];
+
+    fn records() -> Vec<Vec<u8>> {
+        vec![
+            b"first".to_vec(),
+            Vec::new(),
+            (0..70_000u32).map(|i| (i % 251) as u8).collect(),
+            b"last".to_vec(),
+        ]
+    }
+
+    fn encode(records: &[Vec<u8>], c: CompressionType) -> Vec<u8> {
+        let mut w = TfRecordWriter::new("mem", Vec::new(), c);
+        for r in records {
+            w.write(r).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    fn read(bytes: Vec<u8>, c: CompressionType) -> (Vec<Bytes>, Option<Error>) {
+        let mut ok = Vec::new();
+        // A tiny buffer exercises reads that straddle buffer refills.
+        for r in TfRecordReader::with_buffer_size("mem.tfrecord", std::io::Cursor::new(bytes), c, 5)
+        {
+            match r {
+                Ok(r) => ok.push(r),
+                Err(e) => return (ok, Some(e)),
+            }
+        }
+        (ok, None)
+    }
+
+    #[test]
+    fn round_trips_every_compression() {
+        for c in ALL {
+            let (got, err) = read(encode(&records(), c), c);
+            assert!(err.is_none(), "{c}: {err:?}");
+            assert_eq!(got, records(), "{c}");
+        }
+        // Plain output is exactly core's framing.
+        let mut expected = Vec::new();
+        for r in records() {
+            write_record(&mut expected, &r).unwrap();
+        }
+        assert_eq!(encode(&records(), CompressionType::None), expected);
+    }
+
+    #[test]
+    fn empty_file_has_no_records() {
+        for c in ALL {
+            let (got, err) = read(encode(&[], c), c);
+            assert!(got.is_empty() && err.is_none(), "{c}");
+        }
+    }
+
+    fn expect_data_loss(err: Option<Error>, needles: &[&str]) {
+        let err = err.expect("an error");
+        assert!(matches!(err, Error::DataLoss { .. }), "{err}");
+        let msg = err.to_string();
+        for n in needles {
+            assert!(msg.contains(n), "{msg:?} lacks {n:?}");
+        }
+    }
+
+    #[test]
+    fn corruption_is_located() {
+        let plain = encode(&records(), CompressionType::None);
+        // Record 1 starts at 12 + 5 + 4 = 21, record 2 at 21 + 16 = 37.
+        for (what, pos, good, needles) in [
+            ("data", 14, 0, vec!["mem.tfrecord at offset 0", "offset 12"]),
+            (
+                "length",
+                21 + 2,
+                1,
+                vec!["mem.tfrecord at offset 21", "length"],
+            ),
+            ("length crc", 21 + 9, 1, vec!["at offset 21"]),
+            ("data crc", 37 + 12 + 70_000 + 1, 2, vec!["at offset 37"]),
+        ] {
+            let mut bad = plain.clone();
+            bad[pos] ^= 0x40;
+            let (got, err) = read(bad.clone(), CompressionType::None);
+            assert_eq!(got.len(), good, "{what}");
+            expect_data_loss(err, &needles);
+            // Same place in a compressed stream: offsets are uncompressed.
+            for c in [CompressionType::Gzip, CompressionType::Zlib] {
+                let mut w = Compressor::new(Vec::new(), c);
+                w.write_all(&bad).unwrap();
+                let (got, err) = read(w.finish().unwrap(), c);
+                assert_eq!(got.len(), good, "{what} {c}");
+                let mut needles = needles.clone();
+                needles.push("uncompressed");
+                expect_data_loss(err, &needles);
+            }
+        }
+    }
+
+    #[test]
+    fn truncation_is_data_loss_not_eof() {
+        let plain = encode(&records(), CompressionType::None);
+        let last = 37 + 12 + 70_000 + 4;
+        for (cut, good) in [
+            (1, 0),               // inside the first header
+            (12, 0),              // after the first header
+            (20, 0),              // inside the first data CRC
+            (37 + 5, 2),          // inside a header
+            (37 + 12 + 1_000, 2), // inside the data
+            (plain.len() - 1, 3), // inside the last CRC
+            (last + 11, 3),       // inside the last header
+        ] {
+            let (got, err) = read(plain[..cut].to_vec(), CompressionType::None);
+            assert_eq!(got.len(), good, "cut at {cut}");
+            let start = [0, 21, 37, last][good];
+            expect_data_loss(err, &[&format!("truncated record at offset {start}")]);
+        }
+        for c in [CompressionType::Gzip, CompressionType::Zlib] {
+            let full = encode(&records(), c);
+            for cut in [full.len() / 2, full.len() - 2] {
+                let (_, err) = read(full[..cut].to_vec(), c);
+                expect_data_loss(err, &["mem.tfrecord", "uncompressed"]);
+            }
+        }
+    }
+
+    #[test]
+    fn ends_after_an_error() {
+        let mut bad = encode(&records(), CompressionType::None);
+        bad[14] ^= 1;
+        let mut reader = TfRecordReader::new("x", std::io::Cursor::new(bad), CompressionType::None);
+        assert!(reader.next().expect("an item").is_err());
+        assert!(reader.next().is_none());
+        assert!(reader.read_record().unwrap().is_none());
+    }
+
+    #[test]
+    fn huge_length_is_not_preallocated() {
+        // A header claiming 2^62 bytes, with a valid length CRC.
+        let len = (1u64 << 62).to_le_bytes();
+        let mut bytes = len.to_vec();
+        bytes.extend(masked_crc32c(&len).to_le_bytes());
+        bytes.extend(b"short");
+        let (got, err) = read(bytes, CompressionType::None);
+        assert!(got.is_empty());
+        expect_data_loss(err, &["truncated record at offset 0"]);
+    }
+}

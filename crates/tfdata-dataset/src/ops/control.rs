@@ -1,0 +1,588 @@
+//! Ops that select, reorder, repeat or buffer elements: `take`, `skip`,
+//! `repeat`, `shard`, `shuffle`, `prefetch`, `cache`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tfdata_core::{Element, Error, Result};
+
+use super::parallel::Prefetcher;
+use crate::attrs::Attrs;
+use crate::dataset::{Dataset, DatasetOp, IterContext};
+use crate::iterators::{ElementIterator, VecIter};
+use crate::spec::Structure;
+use crate::{INFINITE_CARDINALITY, UNKNOWN_CARDINALITY};
+
+#[derive(Debug)]
+pub struct Take {
+    pub input: Dataset,
+    pub count: i64,
+}
+
+impl DatasetOp for Take {
+    fn name(&self) -> &'static str {
+        "take"
+    }
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+    fn attrs(&self) -> Attrs {
+        Attrs::new().with("count", self.count)
+    }
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        if self.count < -1 {
+            return Err(Error::InvalidArgument(format!(
+                "take: count must be -1 or at least 0, got {}",
+                self.count
+            )));
+        }
+        self.input.element_spec()
+    }
+    fn cardinality(&self) -> i64 {
+        let n = self.input.cardinality();
+        match (self.count, n) {
+            (-1, n) => n,
+            (0, _) => 0,
+            (c, INFINITE_CARDINALITY) => c,
+            (_, UNKNOWN_CARDINALITY) => UNKNOWN_CARDINALITY,
+            (c, n) => c.min(n),
+        }
+    }
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        Ok(Box::new(TakeIter {
+            input: self.input.op.make_iterator(ctx)?,
+            remaining: (self.count >= 0).then_some(self.count as u64),
+        }))
+    }
+}
+
+struct TakeIter {
+    input: Box<dyn ElementIterator>,
+    remaining: Option<u64>,
+}
+
+impl ElementIterator for TakeIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        match &mut self.remaining {
+            Some(0) => Ok(None),
+            Some(n) => {
+                *n -= 1;
+                self.input.next_element()
+            }
+            None => self.input.next_element(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Skip {
+    pub input: Dataset,
+    pub count: i64,
+}
+
+impl DatasetOp for Skip {
+    fn name(&self) -> &'static str {
+        "skip"
+    }
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+    fn attrs(&self) -> Attrs {
+        Attrs::new().with("count", self.count)
+    }
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        if self.count < -1 {
+            return Err(Error::InvalidArgument(format!(
+                "skip: count must be -1 or at least 0, got {}",
+                self.count
+            )));
+        }
+        self.input.element_spec()
+    }
+    fn cardinality(&self) -> i64 {
+        let n = self.input.cardinality();
+        match (self.count, n) {
+            (_, INFINITE_CARDINALITY) if self.count >= 0 => INFINITE_CARDINALITY,
+            (-1, _) => 0,
+            (_, UNKNOWN_CARDINALITY) => UNKNOWN_CARDINALITY,
+            (c, n) => (n - c).max(0),
+        }
+    }
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        Ok(Box::new(SkipIter {
+            input: self.input.op.make_iterator(ctx)?,
+            to_skip: if self.count < 0 {
+                u64::MAX
+            } else {
+                self.count as u64
+            },
+        }))
+    }
+}
+
+struct SkipIter {
+    input: Box<dyn ElementIterator>,
+    to_skip: u64,
+}
+
+impl ElementIterator for SkipIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        while self.to_skip > 0 {
+            self.to_skip -= 1;
+            if self.input.next_element()?.is_none() {
+                self.to_skip = 0;
+                return Ok(None);
+            }
+        }
+        self.input.next_element()
+    }
+}
+
+#[derive(Debug)]
+pub struct Repeat {
+    pub input: Dataset,
+    /// −1: forever.
+    pub count: i64,
+}
+
+impl DatasetOp for Repeat {
+    fn name(&self) -> &'static str {
+        "repeat"
+    }
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+    fn attrs(&self) -> Attrs {
+        Attrs::new().with("count", self.count)
+    }
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        if self.count < -1 {
+            return Err(Error::InvalidArgument(format!(
+                "repeat: count must be -1 (forever) or at least 0, got {}",
+                self.count
+            )));
+        }
+        self.input.element_spec()
+    }
+    fn cardinality(&self) -> i64 {
+        let n = self.input.cardinality();
+        match (self.count, n) {
+            (0, _) | (_, 0) => 0,
+            (-1, _) => INFINITE_CARDINALITY,
+            (_, INFINITE_CARDINALITY) => INFINITE_CARDINALITY,
+            (_, UNKNOWN_CARDINALITY) => UNKNOWN_CARDINALITY,
+            (c, n) => c.saturating_mul(n),
+        }
+    }
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        Ok(Box::new(RepeatIter {
+            input: self.input.clone(),
+            ctx: ctx.clone(),
+            current: None,
+            remaining: (self.count >= 0).then_some(self.count as u64),
+            produced_this_pass: false,
+        }))
+    }
+}
+
+struct RepeatIter {
+    input: Dataset,
+    ctx: IterContext,
+    current: Option<Box<dyn ElementIterator>>,
+    remaining: Option<u64>,
+    produced_this_pass: bool,
+}
+
+impl ElementIterator for RepeatIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        loop {
+            if self.current.is_none() {
+                match &mut self.remaining {
+                    Some(0) => return Ok(None),
+                    Some(n) => *n -= 1,
+                    None => {}
+                }
+                // A new pass starts the sources' splits over (their next repetition).
+                for provider in self.ctx.split_providers.values() {
+                    if self.produced_this_pass {
+                        provider.reset()?;
+                    }
+                }
+                self.current = Some(self.input.op.make_iterator(&self.ctx)?);
+                self.produced_this_pass = false;
+            }
+            if let Some(current) = &mut self.current
+                && let Some(e) = current.next_element()?
+            {
+                self.produced_this_pass = true;
+                return Ok(Some(e));
+            }
+            // An empty pass would repeat forever without output: stop, as TensorFlow does.
+            if !self.produced_this_pass {
+                self.remaining = Some(0);
+            }
+            self.current = None;
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Shard {
+    pub input: Dataset,
+    pub num_shards: i64,
+    pub index: i64,
+}
+
+impl DatasetOp for Shard {
+    fn name(&self) -> &'static str {
+        "shard"
+    }
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+    fn attrs(&self) -> Attrs {
+        Attrs::new()
+            .with("num_shards", self.num_shards)
+            .with("index", self.index)
+    }
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        if self.num_shards <= 0 {
+            return Err(Error::InvalidArgument(format!(
+                "shard: num_shards must be greater than zero, got {}",
+                self.num_shards
+            )));
+        }
+        if self.index < 0 || self.index >= self.num_shards {
+            return Err(Error::InvalidArgument(format!(
+                "shard: index must be between 0 and {} (num_shards - 1), got {}",
+                self.num_shards - 1,
+                self.index
+            )));
+        }
+        self.input.element_spec()
+    }
+    fn cardinality(&self) -> i64 {
+        let n = self.input.cardinality();
+        if n < 0 || self.num_shards <= 0 {
+            return n;
+        }
+        n / self.num_shards + i64::from(self.index < n % self.num_shards)
+    }
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        Ok(Box::new(ShardIter {
+            input: self.input.op.make_iterator(ctx)?,
+            num_shards: self.num_shards as u64,
+            index: self.index as u64,
+            position: 0,
+        }))
+    }
+}
+
+struct ShardIter {
+    input: Box<dyn ElementIterator>,
+    num_shards: u64,
+    index: u64,
+    position: u64,
+}
+
+impl ElementIterator for ShardIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        while let Some(e) = self.input.next_element()? {
+            let position = self.position;
+            self.position += 1;
+            if position % self.num_shards == self.index {
+                return Ok(Some(e));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// `shuffle(buffer_size, seed, reshuffle_each_iteration)`: TensorFlow's
+/// algorithm (a buffer of `buffer_size` elements; each output is a uniformly
+/// chosen buffer slot, refilled from the input). The random stream is not
+/// TensorFlow's, so the same seed gives a different (but reproducible) order.
+#[derive(Debug)]
+pub struct Shuffle {
+    pub input: Dataset,
+    pub buffer_size: i64,
+    pub seed: Option<u64>,
+    pub reshuffle_each_iteration: bool,
+    /// Iterators made so far (each is a new epoch for reshuffling).
+    epochs: AtomicU64,
+    /// The seed drawn for an unseeded shuffle, fixed for this dataset.
+    unseeded: u64,
+}
+
+impl Shuffle {
+    pub fn new(
+        input: Dataset,
+        buffer_size: i64,
+        seed: Option<u64>,
+        reshuffle_each_iteration: bool,
+    ) -> Self {
+        Shuffle {
+            input,
+            buffer_size,
+            seed,
+            reshuffle_each_iteration,
+            epochs: AtomicU64::new(0),
+            unseeded: rand::random(),
+        }
+    }
+}
+
+impl DatasetOp for Shuffle {
+    fn name(&self) -> &'static str {
+        "shuffle"
+    }
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+    fn attrs(&self) -> Attrs {
+        let mut a = Attrs::new()
+            .with("buffer_size", self.buffer_size)
+            .with("reshuffle_each_iteration", self.reshuffle_each_iteration);
+        if let Some(seed) = self.seed {
+            a = a.with("seed", seed as i64);
+        }
+        a
+    }
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        if self.buffer_size <= 0 && self.buffer_size != -1 {
+            return Err(Error::InvalidArgument(format!(
+                "shuffle: buffer_size must be greater than zero (or -1 for AUTOTUNE), got {}",
+                self.buffer_size
+            )));
+        }
+        self.input.element_spec()
+    }
+    fn cardinality(&self) -> i64 {
+        self.input.cardinality()
+    }
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        let epoch = self.epochs.fetch_add(1, Ordering::SeqCst);
+        let base = self.seed.unwrap_or(self.unseeded);
+        let seed = if self.reshuffle_each_iteration {
+            base ^ epoch.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        } else {
+            base
+        };
+        let buffer_size = if self.buffer_size < 0 {
+            1024
+        } else {
+            self.buffer_size as usize
+        };
+        Ok(Box::new(ShuffleIter {
+            input: Some(self.input.op.make_iterator(ctx)?),
+            buffer: Vec::with_capacity(buffer_size.min(1 << 16)),
+            buffer_size,
+            rng: StdRng::seed_from_u64(seed),
+        }))
+    }
+}
+
+struct ShuffleIter {
+    input: Option<Box<dyn ElementIterator>>,
+    buffer: Vec<Element>,
+    buffer_size: usize,
+    rng: StdRng,
+}
+
+impl ElementIterator for ShuffleIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        while self.buffer.len() < self.buffer_size {
+            let Some(input) = &mut self.input else { break };
+            match input.next_element()? {
+                Some(e) => self.buffer.push(e),
+                None => self.input = None,
+            }
+        }
+        if self.buffer.is_empty() {
+            return Ok(None);
+        }
+        let i = self.rng.random_range(0..self.buffer.len());
+        Ok(Some(self.buffer.swap_remove(i)))
+    }
+}
+
+#[derive(Debug)]
+pub struct Prefetch {
+    pub input: Dataset,
+    pub buffer_size: i64,
+}
+
+/// `prefetch(AUTOTUNE)`'s buffer.
+const AUTOTUNE_PREFETCH: usize = 8;
+
+impl DatasetOp for Prefetch {
+    fn name(&self) -> &'static str {
+        "prefetch"
+    }
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+    fn attrs(&self) -> Attrs {
+        Attrs::new().with("buffer_size", self.buffer_size)
+    }
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        if self.buffer_size < -1 {
+            return Err(Error::InvalidArgument(format!(
+                "prefetch: buffer_size must be at least 0 or -1 (AUTOTUNE), got {}",
+                self.buffer_size
+            )));
+        }
+        self.input.element_spec()
+    }
+    fn cardinality(&self) -> i64 {
+        self.input.cardinality()
+    }
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        let input = self.input.op.make_iterator(ctx)?;
+        match self.buffer_size {
+            0 => Ok(input),
+            -1 => Ok(Box::new(Prefetcher::new(
+                input,
+                AUTOTUNE_PREFETCH,
+                "prefetch",
+            )?)),
+            n => Ok(Box::new(Prefetcher::new(input, n as usize, "prefetch")?)),
+        }
+    }
+}
+
+/// `cache(filename)`. The first iterator to read the input to its end fills
+/// the cache; later iterators read the cache. A pass that stops early caches
+/// nothing (TensorFlow discards partial caches too). In-memory caches live as
+/// long as the dataset; file caches persist in `<filename>` (a TFRecord file
+/// of serialized elements, written to a temporary name and renamed when
+/// complete).
+#[derive(Debug)]
+pub struct Cache {
+    pub input: Dataset,
+    pub filename: String,
+    memory: Arc<Mutex<Option<Arc<Vec<Element>>>>>,
+}
+
+impl Cache {
+    pub fn new(input: Dataset, filename: &str) -> Self {
+        Cache {
+            input,
+            filename: filename.to_string(),
+            memory: Default::default(),
+        }
+    }
+}
+
+impl DatasetOp for Cache {
+    fn name(&self) -> &'static str {
+        "cache"
+    }
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+    fn attrs(&self) -> Attrs {
+        Attrs::new().with("filename", self.filename.as_str())
+    }
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        self.input.element_spec()
+    }
+    fn cardinality(&self) -> i64 {
+        self.input.cardinality()
+    }
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        if self.filename.is_empty() {
+            if let Some(cached) = self
+                .memory
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+            {
+                return Ok(Box::new(VecIter {
+                    items: cached.as_ref().clone().into_iter(),
+                }));
+            }
+            return Ok(Box::new(FillingIter {
+                input: self.input.op.make_iterator(ctx)?,
+                seen: Vec::new(),
+                sink: Sink::Memory(Arc::clone(&self.memory)),
+            }));
+        }
+        let path = std::path::PathBuf::from(&self.filename);
+        if path.exists() {
+            return read_cache_file(&path);
+        }
+        Ok(Box::new(FillingIter {
+            input: self.input.op.make_iterator(ctx)?,
+            seen: Vec::new(),
+            sink: Sink::File(path),
+        }))
+    }
+}
+
+enum Sink {
+    Memory(Arc<Mutex<Option<Arc<Vec<Element>>>>>),
+    File(std::path::PathBuf),
+}
+
+struct FillingIter {
+    input: Box<dyn ElementIterator>,
+    seen: Vec<Element>,
+    sink: Sink,
+}
+
+impl ElementIterator for FillingIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        match self.input.next_element()? {
+            Some(e) => {
+                self.seen.push(e.clone());
+                Ok(Some(e))
+            }
+            None => {
+                let elements = std::mem::take(&mut self.seen);
+                match &self.sink {
+                    Sink::Memory(slot) => {
+                        slot.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get_or_insert(Arc::new(elements));
+                    }
+                    Sink::File(path) => write_cache_file(path, &elements)?,
+                }
+                Ok(None)
+            }
+        }
+    }
+}
+
+fn write_cache_file(path: &std::path::Path, elements: &[Element]) -> Result<()> {
+    use prost::Message;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut buf = Vec::new();
+    for e in elements {
+        let proto = tfdata_core::element::to_uncompressed(e);
+        tfdata_core::tfrecord::write_record(&mut buf, &proto.encode_to_vec())
+            .map_err(|err| Error::io("encoding cache record", err))?;
+    }
+    std::fs::write(&tmp, &buf)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| Error::io(format!("writing cache file {}", path.display()), e))
+}
+
+fn read_cache_file(path: &std::path::Path) -> Result<Box<dyn ElementIterator>> {
+    use prost::Message;
+    let records = tfdata_core::tfrecord::read_file(path)?;
+    let mut items = Vec::with_capacity(records.len());
+    for (i, r) in records.into_iter().enumerate() {
+        let proto =
+            tfdata_proto::data::UncompressedElement::decode(r).map_err(|e| Error::DataLoss {
+                location: format!("{}, record {i}", path.display()),
+                reason: format!("not a cached element: {e}"),
+            })?;
+        items.push(tfdata_core::element::from_uncompressed(&proto)?);
+    }
+    Ok(Box::new(VecIter {
+        items: items.into_iter(),
+    }))
+}

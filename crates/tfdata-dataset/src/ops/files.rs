@@ -1,0 +1,330 @@
+//! File sources: `list_files`, `TFRecordDataset`, `TextLineDataset`. Paths
+//! go through [`crate::io`], so they work on every file system it knows.
+//! Files are opened when an iterator reaches them, and read streaming.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tfdata_core::{DType, Element, Error, Result, Tensor};
+
+use crate::attrs::Attrs;
+use crate::dataset::{Dataset, DatasetOp, IterContext};
+use crate::io::{CompressionType, TextLineReader, TfRecordReader};
+use crate::iterators::{ElementIterator, VecIter};
+use crate::spec::{Shape, Structure, TensorSpec};
+use crate::splits::{IndexSplitProvider, SplitProvider};
+
+fn string_scalar() -> Option<Structure> {
+    Some(Structure::Tensor(TensorSpec::new(
+        DType::String,
+        Shape::scalar(),
+    )))
+}
+
+/// The files matching `patterns`, sorted, without duplicates; an error if
+/// none match (as TensorFlow's `list_files`).
+pub fn matching_files(patterns: &[String]) -> Result<Vec<String>> {
+    let mut files = Vec::new();
+    for p in patterns {
+        files.extend(crate::io::glob(p)?);
+    }
+    files.sort();
+    files.dedup();
+    if files.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "list_files: no files matched pattern: {}",
+            patterns.join(", ")
+        )));
+    }
+    Ok(files)
+}
+
+/// `tf.data.Dataset.list_files(file_pattern, shuffle, seed)`: matching file
+/// names as scalar strings, shuffled unless `shuffle` is false. Globbing
+/// happens when an iterator (or split provider) is made, on the process that
+/// reads the files.
+#[derive(Debug)]
+pub struct ListFiles {
+    pub patterns: Vec<String>,
+    pub shuffle: bool,
+    pub seed: Option<u64>,
+}
+
+impl DatasetOp for ListFiles {
+    fn name(&self) -> &'static str {
+        "list_files"
+    }
+    fn attrs(&self) -> Attrs {
+        let mut a = Attrs::new()
+            .with("file_pattern", self.patterns.clone())
+            .with("shuffle", self.shuffle);
+        if let Some(seed) = self.seed {
+            a = a.with("seed", seed as i64);
+        }
+        a
+    }
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        if self.patterns.is_empty() || self.patterns.iter().any(String::is_empty) {
+            return Err(Error::InvalidArgument(
+                "list_files: file_pattern must not be empty".into(),
+            ));
+        }
+        Ok(string_scalar())
+    }
+    fn cardinality(&self) -> i64 {
+        crate::UNKNOWN_CARDINALITY
+    }
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        let files = matching_files(&self.patterns)?;
+        let names = files
+            .into_iter()
+            .map(|f| Element::single(Tensor::scalar_string(f)))
+            .collect::<Vec<_>>();
+        if let Some(splits) = ctx.split_provider_for(self) {
+            // Dynamic sharding: splits are indices into the sorted file list.
+            return Ok(Box::new(IndexedIter {
+                items: names,
+                splits,
+            }));
+        }
+        let ds = Dataset::from_op(Listed { names });
+        let ds = if self.shuffle {
+            let len = ds.cardinality().max(1);
+            ds.shuffle(len, self.seed, true)
+        } else {
+            ds
+        };
+        ds.op.make_iterator(ctx)
+    }
+    fn split_provider(&self) -> Option<Result<Box<dyn SplitProvider>>> {
+        Some(
+            matching_files(&self.patterns).map(|f| {
+                Box::new(IndexSplitProvider::new(f.len() as u64)) as Box<dyn SplitProvider>
+            }),
+        )
+    }
+}
+
+/// A fixed list of file-name elements (what `list_files` globbed).
+#[derive(Debug)]
+struct Listed {
+    names: Vec<Element>,
+}
+
+impl DatasetOp for Listed {
+    fn name(&self) -> &'static str {
+        "listed_files"
+    }
+    fn attrs(&self) -> Attrs {
+        Attrs::new()
+    }
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        Ok(string_scalar())
+    }
+    fn cardinality(&self) -> i64 {
+        self.names.len() as i64
+    }
+    fn make_iterator(&self, _ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        Ok(Box::new(VecIter {
+            items: self.names.clone().into_iter(),
+        }))
+    }
+}
+
+/// Elements picked by the split indices a provider hands out.
+struct IndexedIter {
+    items: Vec<Element>,
+    splits: Arc<dyn SplitProvider>,
+}
+
+impl ElementIterator for IndexedIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        let Some(split) = self.splits.get_next()? else {
+            return Ok(None);
+        };
+        let i = split.to_scalar::<i64>()?;
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| self.items.get(i).cloned())
+            .map(Some)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "split index {i} out of range for {} files",
+                    self.items.len()
+                ))
+            })
+    }
+}
+
+/// Which record format a [`FileRecords`] source reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordFormat {
+    TfRecord,
+    TextLine,
+}
+
+impl RecordFormat {
+    fn op_name(self) -> &'static str {
+        match self {
+            RecordFormat::TfRecord => "tfrecord_dataset",
+            RecordFormat::TextLine => "text_line_dataset",
+        }
+    }
+}
+
+/// `tf.data.TFRecordDataset(filenames, compression_type)` and
+/// `tf.data.TextLineDataset(filenames, compression_type)`: the records (or
+/// lines) of each file in turn, as scalar strings.
+#[derive(Debug)]
+pub struct FileRecords {
+    pub format: RecordFormat,
+    pub filenames: Vec<String>,
+    pub compression: String,
+}
+
+impl FileRecords {
+    fn compression(&self) -> Result<CompressionType> {
+        CompressionType::parse(&self.compression)
+    }
+}
+
+impl DatasetOp for FileRecords {
+    fn name(&self) -> &'static str {
+        self.format.op_name()
+    }
+    fn attrs(&self) -> Attrs {
+        Attrs::new()
+            .with("filenames", self.filenames.clone())
+            .with("compression_type", self.compression.as_str())
+    }
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        self.compression()?;
+        if self.filenames.iter().any(String::is_empty) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a file name is empty",
+                self.name()
+            )));
+        }
+        Ok(string_scalar())
+    }
+    fn cardinality(&self) -> i64 {
+        if self.filenames.is_empty() {
+            0
+        } else {
+            crate::UNKNOWN_CARDINALITY
+        }
+    }
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        Ok(Box::new(FileRecordsIter {
+            format: self.format,
+            compression: self.compression()?,
+            files: self.filenames.clone(),
+            splits: ctx.split_provider_for(self),
+            next_file: 0,
+            current: None,
+        }))
+    }
+    fn split_provider(&self) -> Option<Result<Box<dyn SplitProvider>>> {
+        Some(Ok(Box::new(IndexSplitProvider::new(
+            self.filenames.len() as u64
+        ))))
+    }
+}
+
+enum Reader {
+    TfRecord(TfRecordReader),
+    Text(TextLineReader),
+}
+
+struct FileRecordsIter {
+    format: RecordFormat,
+    compression: CompressionType,
+    files: Vec<String>,
+    /// Dynamic sharding: file indices come from here.
+    splits: Option<Arc<dyn SplitProvider>>,
+    next_file: usize,
+    current: Option<Reader>,
+}
+
+impl FileRecordsIter {
+    fn next_file(&mut self) -> Result<Option<&str>> {
+        let index = match &self.splits {
+            Some(splits) => match splits.get_next()? {
+                Some(t) => {
+                    let i = t.to_scalar::<i64>()?;
+                    usize::try_from(i)
+                        .ok()
+                        .filter(|&i| i < self.files.len())
+                        .ok_or_else(|| {
+                            Error::InvalidArgument(format!(
+                                "split index {i} out of range for {} files",
+                                self.files.len()
+                            ))
+                        })?
+                }
+                None => return Ok(None),
+            },
+            None => {
+                if self.next_file >= self.files.len() {
+                    return Ok(None);
+                }
+                self.next_file += 1;
+                self.next_file - 1
+            }
+        };
+        Ok(Some(&self.files[index]))
+    }
+}
+
+impl ElementIterator for FileRecordsIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        loop {
+            let record: Option<Bytes> = match &mut self.current {
+                Some(Reader::TfRecord(r)) => r.read_record()?,
+                Some(Reader::Text(r)) => r.read_line()?,
+                None => None,
+            };
+            if let Some(record) = record {
+                return Ok(Some(Element::single(Tensor::scalar_string(record))));
+            }
+            let (format, compression) = (self.format, self.compression);
+            let Some(path) = self.next_file()? else {
+                self.current = None;
+                return Ok(None);
+            };
+            self.current = Some(match format {
+                RecordFormat::TfRecord => {
+                    Reader::TfRecord(TfRecordReader::open(path, compression)?)
+                }
+                RecordFormat::TextLine => Reader::Text(TextLineReader::open(path, compression)?),
+            });
+        }
+    }
+}
+
+/// Rebuilds file sources from wire attributes.
+pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<Option<Dataset>> {
+    Ok(Some(match op {
+        "list_files" => {
+            attrs.check_known(op, &["file_pattern", "shuffle", "seed"])?;
+            Dataset::from_op(ListFiles {
+                patterns: attrs.strings(op, "file_pattern")?,
+                shuffle: attrs.bool_or(op, "shuffle", true)?,
+                seed: attrs.opt_int(op, "seed")?.map(|s| s as u64),
+            })
+        }
+        "tfrecord_dataset" | "text_line_dataset" => {
+            attrs.check_known(op, &["filenames", "compression_type"])?;
+            Dataset::from_op(FileRecords {
+                format: if op == "tfrecord_dataset" {
+                    RecordFormat::TfRecord
+                } else {
+                    RecordFormat::TextLine
+                },
+                filenames: attrs.strings(op, "filenames")?,
+                compression: attrs.str_or(op, "compression_type", "")?.to_string(),
+            })
+        }
+        _ => return Ok(None),
+    }))
+}

@@ -1,0 +1,396 @@
+//! `map`, `filter`, `flat_map` and `interleave`.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use tfdata_core::{Element, Error, Result};
+
+use super::parallel::{ParallelMap, Prefetcher, threads_for};
+use crate::attrs::{Attrs, FunctionRef};
+use crate::dataset::{Dataset, DatasetOp, IterContext};
+use crate::functions::{self, DatasetFn, MapFn, PredicateFn};
+use crate::iterators::ElementIterator;
+use crate::spec::Structure;
+
+#[derive(Debug)]
+pub struct Map {
+    pub input: Dataset,
+    pub function: FunctionRef,
+    /// `None`: sequential; `Some(-1)`: AUTOTUNE; `Some(n)`: n threads.
+    pub num_parallel_calls: Option<i64>,
+    pub deterministic: bool,
+}
+
+impl DatasetOp for Map {
+    fn name(&self) -> &'static str {
+        "map"
+    }
+
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+
+    fn attrs(&self) -> Attrs {
+        let mut a = Attrs::new().with("function", self.function.clone());
+        if let Some(n) = self.num_parallel_calls {
+            a = a
+                .with("num_parallel_calls", n)
+                .with("deterministic", self.deterministic);
+        }
+        a
+    }
+
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        if self.num_parallel_calls.is_some_and(|n| n == 0 || n < -1) {
+            return Err(Error::InvalidArgument(
+                "map: num_parallel_calls must be positive or -1 (AUTOTUNE)".into(),
+            ));
+        }
+        let input = self.input.element_spec()?;
+        Ok(
+            functions::allow_unregistered(functions::resolve_map(&self.function, input.as_ref()))?
+                .and_then(|r| r.output),
+        )
+    }
+
+    fn cardinality(&self) -> i64 {
+        self.input.cardinality()
+    }
+
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        let input_spec = self.input.element_spec()?;
+        let resolved = functions::resolve_map(&self.function, input_spec.as_ref())?;
+        let input = self.input.op.make_iterator(ctx)?;
+        let name = self.function.name.clone();
+        let f = resolved.f;
+        let work: Arc<dyn Fn(Element) -> Result<Element> + Send + Sync> =
+            Arc::new(move |e| functions::guarded(&name, || f(e)));
+        match self.num_parallel_calls {
+            Some(n) if threads_for(n) > 1 => Ok(Box::new(ParallelMap::new(
+                input,
+                work,
+                threads_for(n),
+                self.deterministic,
+                "map",
+            )?)),
+            _ => Ok(Box::new(MapIter { input, work })),
+        }
+    }
+}
+
+struct MapIter {
+    input: Box<dyn ElementIterator>,
+    work: MapFn,
+}
+
+impl ElementIterator for MapIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        match self.input.next_element()? {
+            Some(e) => (self.work)(e).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Filter {
+    pub input: Dataset,
+    pub predicate: FunctionRef,
+}
+
+impl DatasetOp for Filter {
+    fn name(&self) -> &'static str {
+        "filter"
+    }
+
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+
+    fn attrs(&self) -> Attrs {
+        Attrs::new().with("predicate", self.predicate.clone())
+    }
+
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        let input = self.input.element_spec()?;
+        functions::allow_unregistered(functions::resolve_predicate(
+            &self.predicate,
+            input.as_ref(),
+        ))?;
+        Ok(input)
+    }
+
+    fn cardinality(&self) -> i64 {
+        match self.input.cardinality() {
+            crate::INFINITE_CARDINALITY => crate::INFINITE_CARDINALITY,
+            0 => 0,
+            _ => crate::UNKNOWN_CARDINALITY,
+        }
+    }
+
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        let spec = self.input.element_spec()?;
+        let predicate = functions::resolve_predicate(&self.predicate, spec.as_ref())?;
+        Ok(Box::new(FilterIter {
+            input: self.input.op.make_iterator(ctx)?,
+            name: self.predicate.name.clone(),
+            predicate,
+        }))
+    }
+}
+
+struct FilterIter {
+    input: Box<dyn ElementIterator>,
+    name: String,
+    predicate: PredicateFn,
+}
+
+impl ElementIterator for FilterIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        while let Some(e) = self.input.next_element()? {
+            let keep = functions::guarded(&self.name, || (self.predicate)(&e))?;
+            if keep {
+                return Ok(Some(e));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Opens the dataset `f` returns for one input element.
+fn open(
+    name: &str,
+    f: &DatasetFn,
+    e: Element,
+    ctx: &IterContext,
+) -> Result<Box<dyn ElementIterator>> {
+    let ds = functions::guarded(name, || f(e))?;
+    ds.validate()?;
+    ds.op.make_iterator(ctx)
+}
+
+#[derive(Debug)]
+pub struct FlatMap {
+    pub input: Dataset,
+    pub function: FunctionRef,
+}
+
+impl DatasetOp for FlatMap {
+    fn name(&self) -> &'static str {
+        "flat_map"
+    }
+
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+
+    fn attrs(&self) -> Attrs {
+        Attrs::new().with("function", self.function.clone())
+    }
+
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        let input = self.input.element_spec()?;
+        Ok(functions::allow_unregistered(functions::resolve_dataset_fn(
+            &self.function,
+            input.as_ref(),
+        ))?
+        .and_then(|r| r.output))
+    }
+
+    fn cardinality(&self) -> i64 {
+        match self.input.cardinality() {
+            0 => 0,
+            _ => crate::UNKNOWN_CARDINALITY,
+        }
+    }
+
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        let spec = self.input.element_spec()?;
+        Ok(Box::new(FlatMapIter {
+            input: self.input.op.make_iterator(ctx)?,
+            name: self.function.name.clone(),
+            f: functions::resolve_dataset_fn(&self.function, spec.as_ref())?.f,
+            current: None,
+            ctx: IterContext::new(),
+        }))
+    }
+}
+
+struct FlatMapIter {
+    input: Box<dyn ElementIterator>,
+    name: String,
+    f: DatasetFn,
+    current: Option<Box<dyn ElementIterator>>,
+    /// Inner datasets are whole datasets of their own: no dynamic splits.
+    ctx: IterContext,
+}
+
+impl ElementIterator for FlatMapIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        loop {
+            if let Some(current) = &mut self.current {
+                if let Some(e) = current.next_element()? {
+                    return Ok(Some(e));
+                }
+                self.current = None;
+            }
+            match self.input.next_element()? {
+                Some(e) => self.current = Some(open(&self.name, &self.f, e, &self.ctx)?),
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Interleave {
+    pub input: Dataset,
+    pub function: FunctionRef,
+    pub cycle_length: i64,
+    pub block_length: i64,
+    pub num_parallel_calls: Option<i64>,
+}
+
+impl DatasetOp for Interleave {
+    fn name(&self) -> &'static str {
+        "interleave"
+    }
+
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+
+    fn attrs(&self) -> Attrs {
+        let mut a = Attrs::new()
+            .with("function", self.function.clone())
+            .with("cycle_length", self.cycle_length)
+            .with("block_length", self.block_length);
+        if let Some(n) = self.num_parallel_calls {
+            a = a.with("num_parallel_calls", n);
+        }
+        a
+    }
+
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        if self.cycle_length == 0 || self.cycle_length < -1 {
+            return Err(Error::InvalidArgument(format!(
+                "interleave: cycle_length must be positive or -1 (AUTOTUNE), got {}",
+                self.cycle_length
+            )));
+        }
+        if self.block_length <= 0 {
+            return Err(Error::InvalidArgument(format!(
+                "interleave: block_length must be positive, got {}",
+                self.block_length
+            )));
+        }
+        let input = self.input.element_spec()?;
+        Ok(functions::allow_unregistered(functions::resolve_dataset_fn(
+            &self.function,
+            input.as_ref(),
+        ))?
+        .and_then(|r| r.output))
+    }
+
+    fn cardinality(&self) -> i64 {
+        match self.input.cardinality() {
+            0 => 0,
+            _ => crate::UNKNOWN_CARDINALITY,
+        }
+    }
+
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        let spec = self.input.element_spec()?;
+        let cycle_length = if self.cycle_length < 0 {
+            super::parallel::autotune_threads()
+        } else {
+            self.cycle_length as usize
+        };
+        Ok(Box::new(InterleaveIter {
+            input: Some(self.input.op.make_iterator(ctx)?),
+            name: self.function.name.clone(),
+            f: functions::resolve_dataset_fn(&self.function, spec.as_ref())?.f,
+            cycle: VecDeque::new(),
+            cycle_length,
+            block_length: self.block_length as usize,
+            taken_in_block: 0,
+            parallel: self.num_parallel_calls.is_some(),
+            ctx: IterContext::new(),
+        }))
+    }
+}
+
+/// TensorFlow's interleave order: up to `cycle_length` open inner iterators;
+/// `block_length` elements from each in turn; an exhausted one is replaced by
+/// the next input element's dataset in the same slot, and the cycle moves on. With
+/// `num_parallel_calls`, each open inner iterator runs ahead on its own
+/// thread; the order is the same.
+struct InterleaveIter {
+    input: Option<Box<dyn ElementIterator>>,
+    name: String,
+    f: DatasetFn,
+    cycle: VecDeque<Box<dyn ElementIterator>>,
+    cycle_length: usize,
+    block_length: usize,
+    taken_in_block: usize,
+    parallel: bool,
+    ctx: IterContext,
+}
+
+impl InterleaveIter {
+    fn open_next(&mut self) -> Result<Option<Box<dyn ElementIterator>>> {
+        let Some(input) = &mut self.input else {
+            return Ok(None);
+        };
+        match input.next_element()? {
+            Some(e) => {
+                let inner = open(&self.name, &self.f, e, &self.ctx)?;
+                if self.parallel {
+                    Ok(Some(Box::new(Prefetcher::new(inner, 2, "interleave")?)))
+                } else {
+                    Ok(Some(inner))
+                }
+            }
+            None => {
+                self.input = None;
+                Ok(None)
+            }
+        }
+    }
+}
+
+impl ElementIterator for InterleaveIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        while self.cycle.len() < self.cycle_length {
+            match self.open_next()? {
+                Some(it) => self.cycle.push_back(it),
+                None => break,
+            }
+        }
+        loop {
+            let Some(current) = self.cycle.front_mut() else {
+                return Ok(None);
+            };
+            match current.next_element()? {
+                Some(e) => {
+                    self.taken_in_block += 1;
+                    if self.taken_in_block >= self.block_length {
+                        self.taken_in_block = 0;
+                        self.cycle.rotate_left(1);
+                    }
+                    return Ok(Some(e));
+                }
+                None => {
+                    // TensorFlow puts the next input's iterator in the exhausted
+                    // one's slot and moves on to the following slot: with the
+                    // current slot at the front, that is pop front, push back.
+                    self.taken_in_block = 0;
+                    self.cycle.pop_front();
+                    if let Some(next) = self.open_next()? {
+                        self.cycle.push_back(next);
+                    }
+                }
+            }
+        }
+    }
+}

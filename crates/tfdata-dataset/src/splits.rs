@@ -1,0 +1,152 @@
+//! Split providers: how a source's input is cut into splits for dynamic
+//! sharding (spec §5.6). The dispatcher holds one provider per source and
+//! hands splits to workers; a worker's source then reads only the splits it
+//! is given. Splits are TensorFlow's: `range` splits are the values
+//! themselves, `from_tensor_slices` (and so `list_files`) splits are slice
+//! indices.
+
+use std::sync::Mutex;
+
+use tfdata_core::{Result, Tensor};
+
+/// A source's splits, in order. `reset` starts the next repetition;
+/// `skip` fast-forwards past splits already handed out before a restart.
+pub trait SplitProvider: Send + Sync {
+    /// The next split, or `None` at the end of this repetition.
+    fn get_next(&self) -> Result<Option<Tensor>>;
+    fn reset(&self) -> Result<()>;
+    fn skip(&self, n: u64) -> Result<()> {
+        for _ in 0..n {
+            if self.get_next()?.is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+    /// Number of splits per repetition (−2 if unknown).
+    fn cardinality(&self) -> i64;
+}
+
+/// Splits `start, start + step, ...` below `stop` (`range`'s values).
+pub struct RangeSplitProvider {
+    start: i64,
+    step: i64,
+    count: u64,
+    next: Mutex<u64>,
+}
+
+impl RangeSplitProvider {
+    pub fn new(start: i64, stop: i64, step: i64) -> Self {
+        let count = crate::ops::source::range_len(start, stop, step);
+        RangeSplitProvider {
+            start,
+            step,
+            count,
+            next: Mutex::new(0),
+        }
+    }
+}
+
+impl SplitProvider for RangeSplitProvider {
+    fn get_next(&self) -> Result<Option<Tensor>> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        if *next >= self.count {
+            return Ok(None);
+        }
+        let value = self
+            .start
+            .wrapping_add((*next as i64).wrapping_mul(self.step));
+        *next += 1;
+        Ok(Some(Tensor::scalar(value)))
+    }
+
+    fn reset(&self) -> Result<()> {
+        *self.next.lock().unwrap_or_else(|p| p.into_inner()) = 0;
+        Ok(())
+    }
+
+    fn skip(&self, n: u64) -> Result<()> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        *next = next.saturating_add(n).min(self.count);
+        Ok(())
+    }
+
+    fn cardinality(&self) -> i64 {
+        self.count as i64
+    }
+}
+
+/// Splits `0, 1, ..., n − 1` (indices of slices or files).
+pub struct IndexSplitProvider {
+    count: u64,
+    next: Mutex<u64>,
+}
+
+impl IndexSplitProvider {
+    pub fn new(count: u64) -> Self {
+        IndexSplitProvider {
+            count,
+            next: Mutex::new(0),
+        }
+    }
+}
+
+impl SplitProvider for IndexSplitProvider {
+    fn get_next(&self) -> Result<Option<Tensor>> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        if *next >= self.count {
+            return Ok(None);
+        }
+        let value = *next as i64;
+        *next += 1;
+        Ok(Some(Tensor::scalar(value)))
+    }
+
+    fn reset(&self) -> Result<()> {
+        *self.next.lock().unwrap_or_else(|p| p.into_inner()) = 0;
+        Ok(())
+    }
+
+    fn skip(&self, n: u64) -> Result<()> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        *next = next.saturating_add(n).min(self.count);
+        Ok(())
+    }
+
+    fn cardinality(&self) -> i64 {
+        self.count as i64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(p: &dyn SplitProvider) -> Vec<i64> {
+        let mut out = Vec::new();
+        while let Some(t) = p.get_next().unwrap() {
+            out.push(t.to_scalar::<i64>().unwrap());
+        }
+        out
+    }
+
+    #[test]
+    fn range_splits_are_values_and_reset_restarts() {
+        let p = RangeSplitProvider::new(3, 12, 4);
+        assert_eq!(drain(&p), vec![3, 7, 11]);
+        assert_eq!(drain(&p), Vec::<i64>::new());
+        p.reset().unwrap();
+        p.skip(1).unwrap();
+        assert_eq!(drain(&p), vec![7, 11]);
+        assert_eq!(p.cardinality(), 3);
+    }
+
+    #[test]
+    fn index_splits_skip_after_restart() {
+        let p = IndexSplitProvider::new(5);
+        p.skip(3).unwrap();
+        assert_eq!(drain(&p), vec![3, 4]);
+        p.skip(10).unwrap();
+        assert_eq!(drain(&p), Vec::<i64>::new());
+    }
+}
