@@ -5,6 +5,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     let files = [
         "tensorflow/tensor.proto",
+        "tensorflow/struct.proto",
         "tensorflow/example.proto",
         "tfdata/pipeline.proto",
         "tensorflow/data/common.proto",
@@ -22,6 +23,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         // Payloads are zero-copy `Bytes` from the socket to the reader.
         .bytes(".")
+        // Sorted map entries, so our encoding is deterministic.
+        .btree_map(".tensorflow.DictValue.fields")
         // Unimplemented methods answer UNIMPLEMENTED; lets tests fake a peer.
         .generate_default_stubs(true)
         .compile_with_config(config, &paths, &[root])?;

@@ -204,13 +204,17 @@ async fn register(
 ) -> Result<String> {
     let pipeline =
         tfdata_dataset::pipeline::to_pipeline_def(dataset, compression != Compression::Off)?;
+    // TensorFlow's encoding, so TensorFlow readers need not be told the spec.
+    let element_spec = dataset.element_spec()?.map(|s| {
+        prost::Message::encode_to_vec(&tfdata_dataset::spec_coder::to_structured_value(&s)).into()
+    });
     let request = wire::GetOrRegisterDatasetRequest {
         dataset: Some(wire::DatasetDef {
             graph: Default::default(),
             tfdata_pipeline: Some(pipeline),
         }),
         metadata: Some(wire::DataServiceMetadata {
-            element_spec: None,
+            element_spec,
             compression: compression.to_metadata() as i32,
             cardinality: dataset.cardinality(),
         }),
@@ -320,6 +324,24 @@ impl DistributedDataset {
 
     pub fn processing_mode(&self) -> ProcessingMode {
         self.inner.mode
+    }
+
+    /// The element structure registered with the dataset, if it was
+    /// (TensorFlow's graph-mode registrations and undeclared user functions
+    /// leave it out).
+    pub fn element_spec(&self) -> Result<Option<tfdata_dataset::Structure>> {
+        use prost::Message;
+        let Some(bytes) = &self.inner.metadata.element_spec else {
+            return Ok(None);
+        };
+        let value =
+            tfdata_proto::tensorflow::StructuredValue::decode(bytes.clone()).map_err(|e| {
+                Error::InvalidArgument(format!(
+                    "dataset {} has a malformed element_spec: {e}",
+                    self.inner.dataset_id
+                ))
+            })?;
+        tfdata_dataset::spec_coder::from_structured_value(&value).map(Some)
     }
 
     /// Cardinality registered with the dataset (−1 infinite, −2 unknown).

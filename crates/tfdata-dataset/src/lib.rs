@@ -22,6 +22,7 @@ pub mod kernels;
 pub mod ops;
 pub mod pipeline;
 pub mod spec;
+pub mod spec_coder;
 pub mod splits;
 
 pub use attrs::{Attr, Attrs, FunctionRef};

@@ -415,3 +415,14 @@ fn dropping_an_iterator_releases_its_iteration_client() {
     assert_eq!(iteration.num_clients, 0);
     assert!(iteration.last_client_released_micros.is_some());
 }
+
+#[test]
+fn the_element_spec_is_registered_in_tensorflows_encoding() {
+    let (dispatcher, _workers) = cluster(1);
+    let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .apply(&Dataset::range(6).batch(4, true))
+        .unwrap();
+    let spec = ds.element_spec().unwrap().unwrap();
+    assert_eq!(spec.to_string(), "TensorSpec(shape=(4,), dtype=int64)");
+    assert_eq!(ds.registered_cardinality(), 1);
+}

@@ -422,6 +422,7 @@ fn decode_png_bytes(kernel: &str, data: &[u8], channels: u8) -> Result<Tensor> {
     // (64 MiB by default) would refuse images TensorFlow decodes.
     decoder.set_limits(png::Limits { bytes: usize::MAX });
     decoder.set_ignore_text_chunk(true);
+    decoder.set_ignore_iccp_chunk(true);
     decoder.set_transformations(png::Transformations::EXPAND);
     let mut reader = decoder.read_info().map_err(|e| {
         invalid(
@@ -435,7 +436,7 @@ fn decode_png_bytes(kernel: &str, data: &[u8], channels: u8) -> Result<Tensor> {
         || height == 0
         || width >= 1 << 27
         || height >= 1 << 27
-        || (width * height) as u64 >= 1 << 29
+        || width as u64 * height as u64 >= 1 << 29
     {
         return Err(invalid(
             kernel,

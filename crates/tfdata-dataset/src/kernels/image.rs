@@ -9,7 +9,7 @@ use tfdata_core::tensor::TensorData;
 use tfdata_core::{DType, Result, Tensor};
 
 use super::math::{self, Values};
-use super::{SplitMix64, dims, encode, from_buffer, invalid};
+use super::{SplitMix64, dims, from_buffer, invalid};
 
 /// The shape of an image or a batch of images.
 #[derive(Debug, Clone, Copy)]
@@ -153,7 +153,7 @@ pub fn resize(image: &Tensor, height: i64, width: i64, method: ResizeMethod) -> 
                 Values::U8(v) => resize_bilinear(v, shape, out_h, out_w),
                 Values::F32(v) => resize_bilinear(&v, shape, out_h, out_w),
             };
-            from_buffer(DType::Float, out_shape, encode(&values))
+            from_buffer(DType::Float, out_shape, values)
         }
     }
 }
@@ -205,43 +205,76 @@ impl Sample for f32 {
     }
 }
 
-/// TensorFlow's `compute_lerp`, in the same order of float operations.
-#[inline]
-fn lerp(tl: f32, tr: f32, bl: f32, br: f32, x_lerp: f32, y_lerp: f32) -> f32 {
-    let top = tl + (tr - tl) * x_lerp;
-    let bottom = bl + (br - bl) * x_lerp;
-    top + (bottom - top) * y_lerp
+/// One input row interpolated horizontally: TensorFlow's `top` (or
+/// `bottom`) for every output column, `left + (right - left) * x_lerp`.
+fn interpolate_row<T: Sample>(row: &[T], xs: &[Interpolation], c: usize, out: &mut [f32]) {
+    if c == 3 {
+        for (o, x) in out.chunks_exact_mut(3).zip(xs) {
+            let l = &row[x.lower * 3..][..3];
+            let r = &row[x.upper * 3..][..3];
+            for k in 0..3 {
+                o[k] = l[k].f() + (r[k].f() - l[k].f()) * x.lerp;
+            }
+        }
+    } else {
+        for (o, x) in out.chunks_exact_mut(c).zip(xs) {
+            let l = &row[x.lower * c..][..c];
+            let r = &row[x.upper * c..][..c];
+            for ((o, l), r) in o.iter_mut().zip(l).zip(r) {
+                *o = l.f() + (r.f() - l.f()) * x.lerp;
+            }
+        }
+    }
 }
 
+/// Bilinear resize in TensorFlow's float32 arithmetic. TensorFlow computes
+/// `top` and `bottom` from the two input rows for each output pixel; they
+/// depend only on the input row and the output column, so each input row is
+/// interpolated horizontally once (two rows cached) and every output row is
+/// `top + (bottom - top) * y_lerp` over whole rows: the same operations on
+/// the same values, hence the same bits, with less work.
 fn resize_bilinear<T: Sample>(
     input: &[T],
     shape: ImageShape,
     out_h: usize,
     out_w: usize,
-) -> Vec<f32> {
+) -> Vec<u8> {
     let c = shape.channels;
     let ys = interpolation_weights(shape.height, out_h);
     let xs = interpolation_weights(shape.width, out_w);
     let in_row = shape.width * c;
     let in_image = shape.height * in_row;
-    let mut out = Vec::with_capacity(shape.batch * out_h * out_w * c);
-    for b in 0..shape.batch {
+    let out_row = out_w * c;
+    // float32 little-endian, written in place.
+    let mut out = vec![0u8; shape.batch * out_h * out_row * 4];
+    // (input row index, that row interpolated): rows[0] holds the `lower`
+    // row of the current output row, rows[1] the `upper` one.
+    let mut rows = [
+        (usize::MAX, vec![0f32; out_row]),
+        (usize::MAX, vec![0f32; out_row]),
+    ];
+    for (b, out_image) in out.chunks_exact_mut(out_h * out_row * 4).enumerate() {
         let image = &input[b * in_image..(b + 1) * in_image];
-        for y in &ys {
-            let top = &image[y.lower * in_row..(y.lower + 1) * in_row];
-            let bottom = &image[y.upper * in_row..(y.upper + 1) * in_row];
-            for x in &xs {
-                let (l, r) = (x.lower * c, x.upper * c);
-                for ch in 0..c {
-                    out.push(lerp(
-                        top[l + ch].f(),
-                        top[r + ch].f(),
-                        bottom[l + ch].f(),
-                        bottom[r + ch].f(),
-                        x.lerp,
-                        y.lerp,
-                    ));
+        let source = |y: usize| &image[y * in_row..(y + 1) * in_row];
+        rows[0].0 = usize::MAX;
+        rows[1].0 = usize::MAX;
+        for (y, line) in ys.iter().zip(out_image.chunks_exact_mut(out_row * 4)) {
+            if rows[0].0 != y.lower {
+                if rows[1].0 == y.lower {
+                    rows.swap(0, 1);
+                } else {
+                    interpolate_row(source(y.lower), &xs, c, &mut rows[0].1);
+                    rows[0].0 = y.lower;
                 }
+            }
+            if rows[1].0 != y.upper {
+                interpolate_row(source(y.upper), &xs, c, &mut rows[1].1);
+                rows[1].0 = y.upper;
+            }
+            let (top, bottom) = (&rows[0].1, &rows[1].1);
+            let (line, _) = line.as_chunks_mut::<4>();
+            for ((o, &t), &b) in line.iter_mut().zip(top).zip(bottom) {
+                *o = (t + (b - t) * y.lerp).to_le_bytes();
             }
         }
     }

@@ -3,7 +3,7 @@
 
 use tfdata_core::{DType, Result, Tensor};
 
-use super::{buffer, dims, encode, from_buffer, invalid};
+use super::{buffer, decode_f32, dims, encode_f32, from_buffer, invalid};
 
 /// A fixed-size element type the numeric kernels read and write.
 trait Elem: Copy {
@@ -401,8 +401,10 @@ pub(super) enum Values<'a> {
 /// converted as `tf.cast(t, tf.float32)` would.
 pub(super) fn values<'a>(kernel: &str, t: &'a Tensor) -> Result<Values<'a>> {
     let bytes = buffer(kernel, t)?;
-    if t.dtype() == DType::UInt8 {
-        return Ok(Values::U8(bytes));
+    match t.dtype() {
+        DType::UInt8 => return Ok(Values::U8(bytes)),
+        DType::Float => return Ok(Values::F32(decode_f32(bytes))),
+        _ => {}
     }
     with_elem!(
         t.dtype(),
@@ -459,6 +461,61 @@ pub fn cast(t: &Tensor, dtype: DType) -> Result<Tensor> {
     from_buffer(dtype, t.shape().to_vec(), out)
 }
 
+/// `f(x, channel)` over every element of a numeric tensor whose last axis
+/// (of size `channels`, 1 for "no channels") is the channel, as float32
+/// little-endian bytes, in one pass: `x` is the element cast to float32 as
+/// `tf.cast` would; `uint8` goes through a per-channel table of `f`.
+fn map_to_f32(
+    kernel: &str,
+    t: &Tensor,
+    channels: usize,
+    f: impl Fn(f32, usize) -> f32,
+) -> Result<Vec<u8>> {
+    let src = buffer(kernel, t)?;
+    let n = t.num_elements() as usize;
+    let mut out = vec![0u8; n * 4];
+    let (dst, _) = out.as_chunks_mut::<4>();
+    match t.dtype() {
+        DType::UInt8 => {
+            let tables: Vec<[[u8; 4]; 256]> = (0..channels)
+                .map(|c| std::array::from_fn(|x| f(x as f32, c).to_le_bytes()))
+                .collect();
+            for (o, x) in dst
+                .chunks_exact_mut(channels)
+                .zip(src.chunks_exact(channels))
+            {
+                for ((o, &x), table) in o.iter_mut().zip(x).zip(&tables) {
+                    *o = table[usize::from(x)];
+                }
+            }
+        }
+        DType::Float => {
+            let (src, _) = src.as_chunks::<4>();
+            for (o, x) in dst
+                .chunks_exact_mut(channels)
+                .zip(src.chunks_exact(channels))
+            {
+                for (c, (o, x)) in o.iter_mut().zip(x).enumerate() {
+                    *o = f(f32::from_le_bytes(*x), c).to_le_bytes();
+                }
+            }
+        }
+        dtype => with_elem!(
+            dtype,
+            S => {
+                let pixels = src.chunks_exact(S::SIZE * channels);
+                for (o, x) in dst.chunks_exact_mut(channels).zip(pixels) {
+                    for (c, (o, x)) in o.iter_mut().zip(x.chunks_exact(S::SIZE)).enumerate() {
+                        *o = f(S::read(x).to_num().to_f32(), c).to_le_bytes();
+                    }
+                }
+            },
+            return Err(invalid(kernel, format!("expected a numeric tensor, got {dtype}")))
+        ),
+    }
+    Ok(out)
+}
+
 /// A parameter list given per channel, or once for all channels.
 fn per_channel(kernel: &str, name: &str, values: &[f32], channels: usize) -> Result<Vec<f32>> {
     match values.len() {
@@ -508,27 +565,8 @@ pub fn normalize(image: &Tensor, mean: &[f32], std: &[f32]) -> Result<Tensor> {
     }
     let mean = per_channel(KERNEL, "mean", mean, channels)?;
     let std = per_channel(KERNEL, "std", std, channels)?;
-    let out: Vec<f32> = match values(KERNEL, image)? {
-        Values::U8(v) => {
-            let table: Vec<[f32; 256]> = (0..channels)
-                .map(|c| std::array::from_fn(|x| (x as f32 - mean[c]) / std[c]))
-                .collect();
-            let mut out = Vec::with_capacity(v.len());
-            for px in v.chunks_exact(channels) {
-                out.extend(px.iter().zip(&table).map(|(&x, t)| t[usize::from(x)]));
-            }
-            out
-        }
-        Values::F32(mut v) => {
-            for px in v.chunks_exact_mut(channels) {
-                for ((x, m), s) in px.iter_mut().zip(&mean).zip(&std) {
-                    *x = (*x - m) / s;
-                }
-            }
-            v
-        }
-    };
-    from_buffer(DType::Float, image.shape().to_vec(), encode(&out))
+    let out = map_to_f32(KERNEL, image, channels, |x, c| (x - mean[c]) / std[c])?;
+    from_buffer(DType::Float, image.shape().to_vec(), out)
 }
 
 /// `x * factor + offset` as `float32` (`tf.cast(t, tf.float32) * factor +
@@ -537,19 +575,8 @@ pub fn normalize(image: &Tensor, mean: &[f32], std: &[f32]) -> Result<Tensor> {
 /// real dtype or bool.
 pub fn scale(t: &Tensor, factor: f32, offset: f32) -> Result<Tensor> {
     const KERNEL: &str = "scale";
-    let out: Vec<f32> = match values(KERNEL, t)? {
-        Values::U8(v) => {
-            let table: [f32; 256] = std::array::from_fn(|x| x as f32 * factor + offset);
-            v.iter().map(|&x| table[usize::from(x)]).collect()
-        }
-        Values::F32(mut v) => {
-            for x in &mut v {
-                *x = *x * factor + offset;
-            }
-            v
-        }
-    };
-    from_buffer(DType::Float, t.shape().to_vec(), encode(&out))
+    let out = map_to_f32(KERNEL, t, 1, |x, _| x * factor + offset)?;
+    from_buffer(DType::Float, t.shape().to_vec(), out)
 }
 
 /// `tf.image.per_image_standardization(image)`: each image (the last three
@@ -595,7 +622,7 @@ pub fn per_image_standardization(image: &Tensor) -> Result<Tensor> {
             *x = (*x - mean) / adjusted;
         }
     }
-    from_buffer(DType::Float, image.shape().to_vec(), encode(&v))
+    from_buffer(DType::Float, image.shape().to_vec(), encode_f32(&v))
 }
 
 /// `tf.one_hot(indices, depth, on_value, off_value)` with `axis=-1` and
@@ -641,7 +668,7 @@ pub fn one_hot(indices: &Tensor, depth: i64, on_value: f32, off_value: f32) -> R
     }
     let mut shape = indices.shape().to_vec();
     shape.push(depth);
-    from_buffer(DType::Float, shape, encode(&out))
+    from_buffer(DType::Float, shape, encode_f32(&out))
 }
 
 #[cfg(test)]

@@ -78,6 +78,23 @@ fn encode<T: NativeType>(values: &[T]) -> Vec<u8> {
     out
 }
 
+/// `float32` values encoded little-endian (the hot path of image kernels:
+/// fixed-size chunks, which the compiler turns into plain copies).
+fn encode_f32(values: &[f32]) -> Vec<u8> {
+    let mut out = vec![0u8; values.len() * 4];
+    let (chunks, _) = out.as_chunks_mut::<4>();
+    for (o, v) in chunks.iter_mut().zip(values) {
+        *o = v.to_le_bytes();
+    }
+    out
+}
+
+/// A little-endian `float32` buffer decoded.
+fn decode_f32(bytes: &[u8]) -> Vec<f32> {
+    let (chunks, _) = bytes.as_chunks::<4>();
+    chunks.iter().map(|c| f32::from_le_bytes(*c)).collect()
+}
+
 /// `usize` dimensions of a tensor (shapes are validated non-negative when
 /// tensors are built).
 fn dims(t: &Tensor) -> Vec<usize> {

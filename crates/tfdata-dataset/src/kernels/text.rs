@@ -3,7 +3,6 @@
 //! `tf.lookup.TextFileInitializer`).
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use bytes::Bytes;
 use tfdata_core::{DType, Error, Result, Tensor};
@@ -97,25 +96,23 @@ pub struct Vocabulary {
 }
 
 impl Vocabulary {
-    /// The vocabulary of a file, one token per line, as TensorFlow reads
-    /// it: lines end at `\n` with a `\r` before it dropped, the last line
+    /// The vocabulary of a file (any path or URL the crate's
+    /// [`file systems`](crate::io::file_system) open), one token per line,
+    /// as TensorFlow reads it: lines end at `\n` with a `\r` before it dropped, the last line
     /// needs no newline, whitespace inside a line is part of the token.
     /// An empty line is an `InvalidArgument` ("empty line found at position
     /// N", N the byte offset after it, as TensorFlow reports), a repeated
     /// token is a `FailedPrecondition` (TensorFlow's "HashTable has
     /// different value for same key"); an empty file is an
     /// `InvalidArgument` (TensorFlow fails reading it with `OutOfRange`).
-    pub fn from_file(path: impl AsRef<Path>) -> Result<Vocabulary> {
-        let path = path.as_ref();
-        let data = std::fs::read(path)
-            .map_err(|e| Error::io(format!("reading vocabulary {}", path.display()), e))?;
+    pub fn from_file(path: &str) -> Result<Vocabulary> {
+        let data = crate::io::read_all(path)?;
         if data.is_empty() {
             return Err(invalid(
                 "Vocabulary::from_file",
-                format!("vocabulary file {} is empty", path.display()),
+                format!("vocabulary file {path} is empty"),
             ));
         }
-        let data = Bytes::from(data);
         let mut tokens = Vec::new();
         let mut start = 0;
         while start < data.len() {
@@ -131,11 +128,7 @@ impl Vocabulary {
             if line.is_empty() {
                 return Err(invalid(
                     "Vocabulary::from_file",
-                    format!(
-                        "Invalid content in {}: empty line found at position {}.",
-                        path.display(),
-                        next
-                    ),
+                    format!("Invalid content in {path}: empty line found at position {next}."),
                 ));
             }
             tokens.push(line);
@@ -221,19 +214,20 @@ mod tests {
     #[test]
     fn vocabulary_lines() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("v.txt");
-        std::fs::write(&path, "a\r\nb\nc").unwrap();
-        let v = Vocabulary::from_file(&path).unwrap();
+        let file = dir.path().join("v.txt");
+        let path = file.to_str().unwrap();
+        std::fs::write(&file, "a\r\nb\nc").unwrap();
+        let v = Vocabulary::from_file(path).unwrap();
         assert_eq!(
             (v.get(b"a"), v.get(b"b"), v.get(b"c")),
             (Some(0), Some(1), Some(2))
         );
-        std::fs::write(&path, "a\n\nb\n").unwrap();
-        let err = Vocabulary::from_file(&path).unwrap_err().to_string();
+        std::fs::write(&file, "a\n\nb\n").unwrap();
+        let err = Vocabulary::from_file(path).unwrap_err().to_string();
         assert!(err.contains("empty line found at position 3"), "{err}");
-        std::fs::write(&path, "a\nb\na\n").unwrap();
+        std::fs::write(&file, "a\nb\na\n").unwrap();
         assert!(matches!(
-            Vocabulary::from_file(&path),
+            Vocabulary::from_file(path),
             Err(Error::FailedPrecondition(_))
         ));
     }
