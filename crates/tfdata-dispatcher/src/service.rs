@@ -22,6 +22,7 @@ use crate::config::DispatcherConfig;
 use crate::journal::{self, JournalWriter};
 use crate::state::{DispatcherState, Task, normalize_target_workers};
 use crate::store::DatasetStore;
+use tfdata_dataset::splits::SplitProvider;
 
 /// Time as the dispatcher sees it; injected so timeouts are testable.
 pub trait Clock: Send + Sync + 'static {
@@ -49,6 +50,9 @@ struct Inner {
     /// `i64::MAX` until a client's first heartbeat, so a slow starter is not
     /// timed out (TensorFlow's behaviour).
     client_heartbeats: HashMap<IterationClientId, i64>,
+    /// Live split providers of distributed_epoch iterations, one per source.
+    /// Not state: rebuilt from the dataset and the journaled cursors.
+    split_providers: HashMap<IterationId, Vec<Box<dyn SplitProvider>>>,
 }
 
 /// The dispatcher's logic, independent of the transport.
@@ -116,6 +120,7 @@ impl Dispatcher {
                 state,
                 worker_heartbeats,
                 client_heartbeats,
+                split_providers: HashMap::new(),
             }),
             journal,
             journal_failed: Default::default(),
@@ -517,9 +522,9 @@ impl Dispatcher {
         }
         // Capabilities not built yet fail here, clearly, before any state changes.
         if policy == ShardingPolicy::Dynamic {
-            return Err(Error::Unimplemented(
-                "processing mode distributed_epoch (dynamic sharding) is not supported by this dispatcher yet".into(),
-            ));
+            // Checks now that the dataset's sources can be split.
+            self.new_split_providers(&DatasetId(req.dataset_id.clone()))
+                .await?;
         }
         if req.num_consumers.is_some() {
             return Err(Error::Unimplemented(
@@ -531,7 +536,8 @@ impl Dispatcher {
                 "cross-trainer cache is not supported by this dispatcher yet".into(),
             ));
         }
-        if policy != ShardingPolicy::Off && self.config.worker_addresses.is_empty() {
+        let is_static = !matches!(policy, ShardingPolicy::Off | ShardingPolicy::Dynamic);
+        if is_static && self.config.worker_addresses.is_empty() {
             return Err(Error::FailedPrecondition(format!(
                 "static sharding policy {policy:?} requires the dispatcher's worker_addresses to be set"
             )));
@@ -575,16 +581,24 @@ impl Dispatcher {
                 Some(it) => it.id,
                 None => {
                     let id = inner.state.next_iteration_id();
+                    let providers = if job.sharding_policy() == Some(ShardingPolicy::Dynamic) {
+                        self.new_split_providers(&job.dataset_id).await?
+                    } else {
+                        Vec::new()
+                    };
                     self.commit(
                         inner,
                         UpdateType::CreateIteration(wire::CreateIterationUpdate {
                             iteration_id: id.0,
                             job_id: job.id.0,
                             repetition: req.repetition,
-                            num_split_providers: 0,
+                            num_split_providers: providers.len() as i64,
                         }),
                     )
                     .await?;
+                    if !providers.is_empty() {
+                        inner.split_providers.insert(id, providers);
+                    }
                     let workers: Vec<String> = inner
                         .state
                         .workers()
@@ -750,25 +764,125 @@ impl Dispatcher {
         ))
     }
 
+    /// Fresh split providers for a dataset's sources (in depth-first order,
+    /// the order of `split_provider_index`). Only tfdata pipelines can be
+    /// split by this dispatcher so far.
+    async fn new_split_providers(
+        &self,
+        dataset_id: &DatasetId,
+    ) -> Result<Vec<Box<dyn SplitProvider>>> {
+        let store = self.store.clone();
+        let id = dataset_id.clone();
+        let def = tokio::task::spawn_blocking(move || store.get(&id))
+            .await
+            .map_err(|e| Error::Internal(format!("dataset read task failed: {e}")))??;
+        let Some(pipeline) = &def.tfdata_pipeline else {
+            return Err(Error::Unimplemented(format!(
+                "distributed_epoch: dataset {dataset_id} is a TensorFlow graph, and this dispatcher \
+                 cannot split TensorFlow graphs yet"
+            )));
+        };
+        let dataset = tfdata_dataset::pipeline::from_pipeline_def(pipeline)?;
+        // Globbing list_files sources reads directories: off the async threads.
+        tokio::task::spawn_blocking(move || {
+            dataset
+                .sources()
+                .iter()
+                .map(|source| match source.op().split_provider() {
+                    Some(provider) => provider,
+                    None => Err(Error::InvalidArgument(format!(
+                        "distributed_epoch: the dataset's source `{}` cannot be split dynamically \
+                         (splittable sources: range, from_tensor_slices, list_files, tfrecord_dataset, \
+                         text_line_dataset)",
+                        source.op().name()
+                    ))),
+                })
+                .collect()
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("split provider task failed: {e}")))?
+    }
+
+    /// `GetSplit` (spec §5.6): the next split of one source for one iteration,
+    /// journaled before it is returned.
+    // The providers are built by an async call between the check and the
+    // insert, which the entry API cannot span.
+    #[allow(clippy::map_entry)]
     async fn get_split(&self, req: wire::GetSplitRequest) -> Result<wire::GetSplitResponse> {
-        let inner = self.inner.lock().await;
+        let iteration_id = IterationId(req.iteration_id);
+        let mut inner = self.inner.lock().await;
+        let inner = &mut *inner;
         let it = inner
             .state
-            .iteration(IterationId(req.iteration_id))
+            .iteration(iteration_id)
             .ok_or_else(|| Error::not_found("iteration", req.iteration_id))?;
-        let dynamic = inner
+        let job = inner
             .state
             .job(it.job_id)
-            .is_some_and(|j| j.sharding_policy() == Some(ShardingPolicy::Dynamic));
-        if !dynamic {
+            .ok_or_else(|| Error::Internal(format!("iteration {iteration_id} has no job")))?;
+        if job.sharding_policy() != Some(ShardingPolicy::Dynamic) {
             return Err(Error::FailedPrecondition(format!(
                 "GetSplit called for iteration {} whose processing mode is not distributed_epoch (DYNAMIC)",
                 req.iteration_id
             )));
         }
-        Err(Error::Unimplemented(
-            "dynamic sharding is not supported yet".into(),
-        ))
+        let p = usize::try_from(req.split_provider_index)
+            .ok()
+            .filter(|&p| p < it.split_indices.len())
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "split_provider_index {} out of range: iteration {iteration_id} has {} split providers",
+                    req.split_provider_index,
+                    it.split_indices.len()
+                ))
+            })?;
+        let current = it.split_repetitions[p];
+        if req.repetition < current {
+            // That repetition is over for everyone.
+            return Ok(end_of_splits());
+        }
+        if !inner.split_providers.contains_key(&iteration_id) {
+            // After a restart: rebuild and fast-forward past journaled splits.
+            let (dataset_id, indices) = (job.dataset_id.clone(), it.split_indices.clone());
+            let providers = self.new_split_providers(&dataset_id).await?;
+            for (provider, &skip) in providers.iter().zip(&indices) {
+                provider.skip(skip.max(0) as u64)?;
+            }
+            inner.split_providers.insert(iteration_id, providers);
+        }
+        let provider = inner
+            .split_providers
+            .get(&iteration_id)
+            .and_then(|v| v.get(p))
+            .ok_or_else(|| {
+                Error::Internal(format!("iteration {iteration_id} lost split provider {p}"))
+            })?;
+        if req.repetition > current {
+            provider.reset()?;
+        }
+        let split = provider.get_next()?;
+        let finished = split.is_none();
+        if finished {
+            // Ready for the next repetition.
+            provider.reset()?;
+        }
+        self.commit(
+            inner,
+            UpdateType::ProduceSplit(wire::ProduceSplitUpdate {
+                iteration_id: req.iteration_id,
+                repetition: req.repetition,
+                split_provider_index: req.split_provider_index,
+                finished,
+            }),
+        )
+        .await?;
+        Ok(match split {
+            Some(t) => wire::GetSplitResponse {
+                split: Some(tfdata_core::element::tensor_to_proto(&t)),
+                end_of_splits: false,
+            },
+            None => end_of_splits(),
+        })
     }
 
     /// One pass of the maintenance loop (spec §5.9): release clients that
@@ -835,6 +949,13 @@ impl Dispatcher {
             }
         }
         Ok(())
+    }
+}
+
+fn end_of_splits() -> wire::GetSplitResponse {
+    wire::GetSplitResponse {
+        split: None,
+        end_of_splits: true,
     }
 }
 

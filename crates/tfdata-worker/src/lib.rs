@@ -13,6 +13,7 @@
 pub mod config;
 pub mod server;
 pub mod service;
+pub mod splits;
 pub mod task;
 
 pub use config::WorkerConfig;

@@ -205,7 +205,7 @@ impl Worker {
         let worker = Arc::clone(self);
         tokio::spawn(async move {
             match worker.load_pipeline(&runner.def).await {
-                Ok((dataset, compress)) => runner.run_pipeline(dataset, compress),
+                Ok((dataset, ctx, compress)) => runner.run_pipeline(dataset, ctx, compress),
                 Err(e) => {
                     tracing::warn!(task = id, error = %e, "cannot start task");
                     runner.fail(e);
@@ -215,7 +215,10 @@ impl Worker {
     }
 
     /// Checks a task definition and loads its pipeline.
-    async fn load_pipeline(&self, def: &wire::TaskDef) -> Result<(tfdata_dataset::Dataset, bool)> {
+    async fn load_pipeline(
+        &self,
+        def: &wire::TaskDef,
+    ) -> Result<(tfdata_dataset::Dataset, tfdata_dataset::IterContext, bool)> {
         if def.worker_address != self.address {
             return Err(Error::Internal(format!(
                 "task {} is for worker {:?} but this worker is {:?}",
@@ -225,9 +228,9 @@ impl Worker {
         let policy = def
             .processing_mode_def
             .map_or(ShardingPolicy::Off as i32, |m| m.sharding_policy);
-        if policy != ShardingPolicy::Off as i32 {
+        if policy != ShardingPolicy::Off as i32 && policy != ShardingPolicy::Dynamic as i32 {
             return Err(Error::Unimplemented(format!(
-                "task {}: tfdata workers only run parallel_epochs (sharding policy OFF) tasks so far",
+                "task {}: tfdata workers do not run static sharding (FILE, DATA, FILE_OR_DATA, HINT) tasks yet",
                 def.task_id
             )));
         }
@@ -262,7 +265,33 @@ impl Worker {
                 def.dataset_id
             )));
         };
-        Ok((from_pipeline_def(pipeline)?, pipeline.compress))
+        let dataset = from_pipeline_def(pipeline)?;
+        let mut ctx = tfdata_dataset::IterContext::new();
+        if policy == ShardingPolicy::Dynamic as i32 {
+            let sources = dataset.sources();
+            if sources.len() as i64 != def.num_split_providers {
+                return Err(Error::FailedPrecondition(format!(
+                    "task {}: the dataset has {} sources but the dispatcher has {} split providers",
+                    def.task_id,
+                    sources.len(),
+                    def.num_split_providers
+                )));
+            }
+            for (index, source) in sources.iter().enumerate() {
+                let provider = crate::splits::RemoteSplitProvider {
+                    dispatcher: self.dispatcher.clone(),
+                    runtime: tokio::runtime::Handle::current(),
+                    iteration_id: def.iteration_id,
+                    index: index as i64,
+                    repetition: Default::default(),
+                    timeout: self.config.dispatcher_timeout,
+                    cancel: self.shutdown.clone(),
+                };
+                ctx.split_providers
+                    .insert(source.op_key(), std::sync::Arc::new(provider));
+            }
+        }
+        Ok((dataset, ctx, pipeline.compress))
     }
 
     async fn fetch_dataset_def(&self, dataset_id: &str) -> Result<wire::DatasetDef> {

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use tfdata_core::{Error, Result, element};
-use tfdata_dataset::Dataset;
+use tfdata_dataset::{Dataset, IterContext};
 use tfdata_proto::data::{TaskDef, get_element_response::Element as Payload};
 use tokio::sync::mpsc;
 
@@ -64,14 +64,15 @@ impl TaskRunner {
     }
 
     /// Runs `dataset` on a new thread, compressing elements if asked.
-    pub fn run_pipeline(&self, dataset: Dataset, compress: bool) {
+    /// `ctx` carries the sources' remote split providers in distributed_epoch mode.
+    pub fn run_pipeline(&self, dataset: Dataset, ctx: IterContext, compress: bool) {
         let Some(tx) = lock(&self.producer).take() else {
             return;
         };
         let task_id = self.def.task_id;
         let spawned = std::thread::Builder::new()
             .name(format!("tfdata-task-{task_id}"))
-            .spawn(move || produce(task_id, dataset, compress, tx));
+            .spawn(move || produce(task_id, dataset, ctx, compress, tx));
         if let Err(e) = spawned {
             tracing::error!(task = task_id, error = %e, "cannot start task thread");
         }
@@ -117,9 +118,15 @@ impl TaskRunner {
 /// the end-of-sequence signal), on an error (sent first), or when the task
 /// is deleted (the receiver is gone). A panic is reported as an error rather
 /// than mistaken for the end of the data.
-fn produce(task_id: i64, dataset: Dataset, compress: bool, tx: mpsc::Sender<Result<Payload>>) {
+fn produce(
+    task_id: i64,
+    dataset: Dataset,
+    ctx: IterContext,
+    compress: bool,
+    tx: mpsc::Sender<Result<Payload>>,
+) {
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
-        let mut it = dataset.iter()?;
+        let mut it = dataset.iter_with(&ctx)?;
         while let Some(e) = it.next_element()? {
             let payload = if compress {
                 Payload::Compressed(element::compress(&e)?)
@@ -181,7 +188,7 @@ mod tests {
     #[tokio::test]
     async fn serves_in_order_then_sticky_end() {
         let task = TaskRunner::new(TaskDef::default(), 2);
-        task.run_pipeline(Dataset::range(5), false);
+        task.run_pipeline(Dataset::range(5), IterContext::new(), false);
         let (values, err) = drain(&task).await;
         assert_eq!(values, vec![0, 1, 2, 3, 4]);
         assert!(err.is_none());
@@ -202,7 +209,11 @@ mod tests {
             )))
         });
         let task = TaskRunner::new(TaskDef::default(), 1);
-        task.run_pipeline(Dataset::range(10).map("worker_test_panic_at_3"), false);
+        task.run_pipeline(
+            Dataset::range(10).map("worker_test_panic_at_3"),
+            IterContext::new(),
+            false,
+        );
         let (values, err) = drain(&task).await;
         assert_eq!(values, vec![0, 1, 2]);
         let msg = err.unwrap().to_string();

@@ -21,7 +21,10 @@ pub use tfdata_client::{
     register_dataset_async,
 };
 pub use tfdata_core::{DType, Element, Error, Result, Tensor};
-pub use tfdata_dataset::{Dataset, register_function};
+pub use tfdata_dataset::{
+    Dataset, FunctionRef, Shape, Structure, TensorSpec, register_dataset_function,
+    register_function, register_function_with_spec, register_predicate,
+};
 pub use tfdata_dispatcher::{DispatchServer, DispatcherConfig};
 pub use tfdata_worker::{WorkerConfig, WorkerServer};
 

@@ -1,0 +1,150 @@
+//! Processing modes other than parallel_epochs, on in-process clusters.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use tfdata::{
+    Dataset, DispatchServer, DispatcherConfig, DistributedDataset, ProcessingMode, WorkerConfig,
+    WorkerServer, distribute,
+};
+
+fn cluster(workers: usize) -> (DispatchServer, Vec<WorkerServer>) {
+    let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
+    let workers: Vec<WorkerServer> = (0..workers)
+        .map(|_| WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dispatcher.num_workers() < workers.len() {
+        assert!(Instant::now() < deadline, "workers did not register");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    (dispatcher, workers)
+}
+
+fn read(ds: &DistributedDataset) -> Vec<i64> {
+    ds.iter()
+        .unwrap()
+        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+        .collect()
+}
+
+fn counts(values: &[i64]) -> BTreeMap<i64, usize> {
+    let mut m = BTreeMap::new();
+    for v in values {
+        *m.entry(*v).or_default() += 1;
+    }
+    m
+}
+
+fn exactly(values: &[i64], range: std::ops::Range<i64>, times: usize) {
+    let c = counts(values);
+    assert_eq!(c.len(), range.clone().count(), "distinct values: {c:?}");
+    for v in range {
+        assert_eq!(c.get(&v), Some(&times), "value {v} in {c:?}");
+    }
+}
+
+#[test]
+fn distributed_epoch_delivers_each_element_once_for_any_worker_count() {
+    for workers in 1..=3 {
+        let (dispatcher, _w) = cluster(workers);
+        let ds = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
+            .apply(&Dataset::range(200))
+            .unwrap();
+        exactly(&read(&ds), 0..200, 1);
+        // A second epoch is a new iteration with fresh splits.
+        exactly(&read(&ds), 0..200, 1);
+    }
+}
+
+#[test]
+fn distributed_epoch_with_a_repeat_after_the_source() {
+    let (dispatcher, _w) = cluster(2);
+    let ds = distribute("distributed_epoch", &dispatcher.target())
+        .apply(&Dataset::range(50).repeat(Some(3)))
+        .unwrap();
+    exactly(&read(&ds), 0..50, 3);
+}
+
+#[test]
+fn distributed_epoch_over_tfrecord_files() {
+    use tfdata_dataset::io::{CompressionType, TfRecordWriter};
+    let dir = tempfile::tempdir().unwrap();
+    for shard in 0..5 {
+        let path = dir.path().join(format!("part-{shard}.tfrecord"));
+        let mut w = TfRecordWriter::create(path.to_str().unwrap(), CompressionType::None).unwrap();
+        for i in 0..20 {
+            w.write(format!("{}", shard * 20 + i).as_bytes()).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let (dispatcher, _w) = cluster(3);
+    let pattern = dir.path().join("part-*.tfrecord");
+    let files = Dataset::list_files(&[pattern.to_str().unwrap()], true, Some(3));
+    let ds = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
+        .apply(&files.flat_map(tfdata::FunctionRef::named("tfrecord_dataset")))
+        .unwrap();
+    let values: Vec<i64> = ds
+        .iter()
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let s = e.components[0].string_values().unwrap()[0].clone();
+            std::str::from_utf8(&s).unwrap().parse().unwrap()
+        })
+        .collect();
+    exactly(&values, 0..100, 1);
+}
+
+#[test]
+fn unsplittable_sources_are_refused_at_job_creation() {
+    let (dispatcher, _w) = cluster(1);
+    let ds = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
+        .apply(&Dataset::from_tensors(vec![tfdata::Tensor::scalar(1i64)]))
+        .unwrap();
+    // The job is created when an iterator is.
+    let err = ds.iter().err().unwrap();
+    assert!(err.to_string().contains("from_tensors"), "{err}");
+}
+
+/// Random worker counts, consumer counts and consumer speeds: consumers
+/// sharing a distributed_epoch job together see every element exactly once.
+#[test]
+fn distributed_epoch_exactly_once_randomized() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x7fda7a);
+    for case in 0..6 {
+        let workers = rng.random_range(1..=3);
+        let consumers = rng.random_range(1..=3);
+        let n = rng.random_range(50..300);
+        let (dispatcher, _w) = cluster(workers);
+        let job = format!("random-{case}");
+        let handles: Vec<_> = (0..consumers)
+            .map(|c| {
+                let ds = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
+                    .job_name(&job)
+                    .max_outstanding_requests(1 + c)
+                    .apply(&Dataset::range(n))
+                    .unwrap();
+                let delay = Duration::from_micros(rng.random_range(0..300));
+                std::thread::spawn(move || {
+                    ds.iter()
+                        .unwrap()
+                        .map(|e| {
+                            std::thread::sleep(delay);
+                            e.unwrap().components[0].to_scalar::<i64>().unwrap()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let values: Vec<i64> = handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        exactly(&values, 0..n, 1);
+        eprintln!("case {case}: {workers} workers, {consumers} consumers, {n} elements: ok");
+    }
+}
