@@ -11,6 +11,7 @@
 //! This crate knows nothing of gRPC, dispatchers or workers.
 
 pub mod attrs;
+pub mod autoshard;
 pub mod builtins;
 pub mod dataset;
 pub mod example;

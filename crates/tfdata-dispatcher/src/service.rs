@@ -174,24 +174,44 @@ impl Dispatcher {
 
     /// The position of `address` in `worker_addresses`, if the list is set.
     /// Entries are `host:port`, a bare `host`, or `host:%port%`-style
-    /// placeholders that match any port on that host.
-    fn worker_index(&self, address: &str) -> Result<Option<usize>> {
-        if self.config.worker_addresses.is_empty() {
+    /// placeholders. Exact entries match their address; placeholder and bare
+    /// entries are bound, in registration order, to the first registering
+    /// worker on that host that has no exact entry (TensorFlow's resolver).
+    fn worker_index(&self, state: &DispatcherState, address: &str) -> Result<Option<usize>> {
+        let entries = &self.config.worker_addresses;
+        if entries.is_empty() {
             return Ok(None);
         }
-        let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
-        let matches = |entry: &str| {
-            entry == address
-                || entry == host
-                || entry
-                    .rsplit_once(':')
-                    .is_some_and(|(h, p)| h == host && p.starts_with('%') && p.ends_with('%'))
+        if let Some(i) = entries.iter().position(|e| e == address) {
+            return Ok(Some(i));
+        }
+        let host_of = |a: &str| {
+            a.rsplit_once(':')
+                .map_or(a.to_string(), |(h, _)| h.to_string())
         };
-        match self.config.worker_addresses.iter().position(|e| matches(e)) {
+        let is_placeholder = |e: &str| match e.rsplit_once(':') {
+            None => true,
+            Some((_, port)) => port.starts_with('%') && port.ends_with('%'),
+        };
+        let mut bound: Vec<Option<&str>> = vec![None; entries.len()];
+        let registered = state.workers().iter().map(|w| w.address.as_str());
+        let candidates = registered.chain(std::iter::once(address));
+        for worker in candidates {
+            if entries.iter().any(|e| e == worker) || bound.contains(&Some(worker)) {
+                continue;
+            }
+            let host = host_of(worker);
+            if let Some(j) = (0..entries.len()).find(|&j| {
+                bound[j].is_none() && is_placeholder(&entries[j]) && host_of(&entries[j]) == host
+            }) {
+                bound[j] = Some(worker);
+            }
+        }
+        match bound.iter().position(|b| *b == Some(address)) {
             Some(i) => Ok(Some(i)),
             None => Err(Error::FailedPrecondition(format!(
-                "worker {address} is not in the dispatcher's configured worker_addresses {:?}",
-                self.config.worker_addresses
+                "worker {address} is not in the dispatcher's configured worker_addresses {entries:?} \
+                 (or every matching entry is taken by another worker)"
             ))),
         }
     }
@@ -225,7 +245,7 @@ impl Dispatcher {
         let mut inner = self.inner.lock().await;
         let inner = &mut *inner;
         if inner.state.worker(&address).is_none() {
-            self.worker_index(&address)?;
+            self.worker_index(&inner.state, &address)?;
             self.commit(
                 inner,
                 UpdateType::RegisterWorker(wire::RegisterWorkerUpdate {
@@ -290,9 +310,13 @@ impl Dispatcher {
         let (num_workers, worker_index) = match job.sharding_policy() {
             Some(ShardingPolicy::Off | ShardingPolicy::Dynamic) | None => (0, 0),
             Some(_) => {
-                let index = self.worker_index(&task.worker_address)?.ok_or_else(|| {
-                    Error::FailedPrecondition("static sharding requires worker_addresses".into())
-                })?;
+                let index = self
+                    .worker_index(state, &task.worker_address)?
+                    .ok_or_else(|| {
+                        Error::FailedPrecondition(
+                            "static sharding requires worker_addresses".into(),
+                        )
+                    })?;
                 (self.config.worker_addresses.len() as i64, index as i64)
             }
         };
@@ -1369,6 +1393,8 @@ mod tests {
         };
         d.worker_heartbeat(beat("good:1")).await.unwrap();
         d.worker_heartbeat(beat("other:7777")).await.unwrap();
+        // The placeholder entry is bound to other:7777 now.
+        assert!(d.worker_heartbeat(beat("other:8888")).await.is_err());
         let err = d.worker_heartbeat(beat("bad:1")).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::FailedPrecondition);
         assert!(err.to_string().contains("bad:1"));

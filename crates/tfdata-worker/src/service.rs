@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tfdata_client::DispatcherClient;
 use tfdata_core::{Error, Result};
+use tfdata_dataset::autoshard::{StaticPolicy, auto_shard};
 use tfdata_dataset::pipeline::from_pipeline_def;
 use tfdata_proto::data::{
     self as wire, processing_mode_def::ShardingPolicy, task_def,
@@ -228,12 +229,19 @@ impl Worker {
         let policy = def
             .processing_mode_def
             .map_or(ShardingPolicy::Off as i32, |m| m.sharding_policy);
-        if policy != ShardingPolicy::Off as i32 && policy != ShardingPolicy::Dynamic as i32 {
-            return Err(Error::Unimplemented(format!(
-                "task {}: tfdata workers do not run static sharding (FILE, DATA, FILE_OR_DATA, HINT) tasks yet",
-                def.task_id
-            )));
-        }
+        let static_policy = match ShardingPolicy::try_from(policy) {
+            Ok(ShardingPolicy::Off | ShardingPolicy::Dynamic) => None,
+            Ok(ShardingPolicy::File) => Some(StaticPolicy::File),
+            Ok(ShardingPolicy::Data) => Some(StaticPolicy::Data),
+            Ok(ShardingPolicy::FileOrData) => Some(StaticPolicy::FileOrData),
+            Ok(ShardingPolicy::Hint) => Some(StaticPolicy::Hint),
+            Err(_) => {
+                return Err(Error::InvalidArgument(format!(
+                    "task {}: unknown sharding policy {policy}",
+                    def.task_id
+                )));
+            }
+        };
         if def.num_consumers.is_some() || def.use_cross_trainer_cache {
             return Err(Error::Unimplemented(format!(
                 "task {}: coordinated reads and cross-trainer cache are not supported by tfdata workers yet",
@@ -265,7 +273,20 @@ impl Worker {
                 def.dataset_id
             )));
         };
-        let dataset = from_pipeline_def(pipeline)?;
+        let dataset = match static_policy {
+            None => from_pipeline_def(pipeline)?,
+            Some(policy) => {
+                let root = pipeline
+                    .root
+                    .as_ref()
+                    .ok_or_else(|| Error::InvalidArgument("pipeline has no root op".into()))?;
+                let sharded = auto_shard(root, policy, def.num_workers, def.worker_index)?;
+                from_pipeline_def(&tfdata_proto::tfdata::pipeline::PipelineDef {
+                    root: Some(sharded),
+                    ..pipeline.clone()
+                })?
+            }
+        };
         let mut ctx = tfdata_dataset::IterContext::new();
         if policy == ShardingPolicy::Dynamic as i32 {
             let sources = dataset.sources();

@@ -148,3 +148,68 @@ fn distributed_epoch_exactly_once_randomized() {
         eprintln!("case {case}: {workers} workers, {consumers} consumers, {n} elements: ok");
     }
 }
+
+fn static_cluster(entries: &[&str], workers: usize) -> (DispatchServer, Vec<WorkerServer>) {
+    let dispatcher = DispatchServer::new(DispatcherConfig {
+        worker_addresses: entries.iter().map(|e| e.to_string()).collect(),
+        ..Default::default()
+    })
+    .unwrap();
+    let workers: Vec<WorkerServer> = (0..workers)
+        .map(|_| WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dispatcher.num_workers() < workers.len() {
+        assert!(Instant::now() < deadline, "workers did not register");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    (dispatcher, workers)
+}
+
+#[test]
+fn static_data_and_file_sharding_split_the_data_between_listed_workers() {
+    let (dispatcher, _w) = static_cluster(&["localhost:%port%", "localhost:%port%"], 2);
+    let ds = distribute(ProcessingMode::Data, &dispatcher.target())
+        .apply(&Dataset::range(20))
+        .unwrap();
+    exactly(&read(&ds), 0..20, 1);
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut names = Vec::new();
+    for f in 0..4 {
+        let path = dir.path().join(format!("f{f}.txt"));
+        std::fs::write(&path, format!("{}\n{}\n", f * 2, f * 2 + 1)).unwrap();
+        names.push(path.display().to_string());
+    }
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let ds = distribute(ProcessingMode::File, &dispatcher.target())
+        .apply(&Dataset::text_lines(&refs, ""))
+        .unwrap();
+    let values: Vec<i64> = ds
+        .iter()
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            std::str::from_utf8(&e.components[0].string_values().unwrap()[0])
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    exactly(&values, 0..8, 1);
+}
+
+#[test]
+fn static_sharding_refuses_unlisted_workers_and_needs_a_list() {
+    let (dispatcher, _w) = static_cluster(&["localhost:%port%"], 1);
+    let extra = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
+    let err = extra.join().unwrap_err();
+    assert!(err.to_string().contains("worker_addresses"), "{err}");
+
+    let (plain, _w) = cluster(1);
+    let ds = distribute(ProcessingMode::Data, &plain.target())
+        .apply(&Dataset::range(3))
+        .unwrap();
+    let err = ds.iter().err().unwrap();
+    assert!(err.to_string().contains("worker_addresses"), "{err}");
+}

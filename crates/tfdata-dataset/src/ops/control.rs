@@ -248,6 +248,13 @@ impl DatasetOp for Shard {
             .with("index", self.index)
     }
     fn element_spec(&self) -> Result<Option<Structure>> {
+        if self.num_shards == crate::autoshard::SHARD_HINT
+            && self.index == crate::autoshard::SHARD_HINT
+        {
+            // A placeholder for HINT sharding, replaced on workers; it must
+            // not run as it is.
+            return self.input.element_spec();
+        }
         if self.num_shards <= 0 {
             return Err(Error::InvalidArgument(format!(
                 "shard: num_shards must be greater than zero, got {}",
@@ -271,6 +278,11 @@ impl DatasetOp for Shard {
         n / self.num_shards + i64::from(self.index < n % self.num_shards)
     }
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        if self.num_shards <= 0 {
+            return Err(Error::FailedPrecondition(
+                "shard(SHARD_HINT, SHARD_HINT) only runs under HINT static sharding in tf.data service".into(),
+            ));
+        }
         Ok(Box::new(ShardIter {
             input: self.input.op.make_iterator(ctx)?,
             num_shards: self.num_shards as u64,

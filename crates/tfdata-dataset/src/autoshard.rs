@@ -1,0 +1,263 @@
+//! Static sharding (`FILE`, `DATA`, `FILE_OR_DATA`, `HINT`): the rewrite a
+//! worker applies to a task's pipeline so that worker `index` of
+//! `num_workers` reads its share, as TensorFlow's AutoShard rewrite does.
+//!
+//! * `FILE`: file sources keep every `num_workers`-th file from `index`
+//!   (`list_files` is sharded before its shuffle, so shards are disjoint); a
+//!   pipeline without file sources, or with fewer files than workers, fails.
+//! * `DATA`: the pipeline's output keeps every `num_workers`-th element.
+//! * `FILE_OR_DATA`: `FILE` if the pipeline reads files, else `DATA`.
+//! * `HINT`: `shard(SHARD_HINT, SHARD_HINT)` placeholders become
+//!   `shard(num_workers, index)`.
+
+use tfdata_core::{Error, Result};
+use tfdata_proto::tfdata::pipeline::{self as wire, attr_value::Value};
+
+/// TensorFlow's `tf.data.experimental.SHARD_HINT`.
+pub const SHARD_HINT: i64 = -1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StaticPolicy {
+    File,
+    Data,
+    FileOrData,
+    Hint,
+}
+
+fn int(v: i64) -> wire::AttrValue {
+    wire::AttrValue {
+        value: Some(Value::I(v)),
+    }
+}
+
+fn boolean(v: bool) -> wire::AttrValue {
+    wire::AttrValue {
+        value: Some(Value::B(v)),
+    }
+}
+
+fn op(name: &str, input: wire::OpDef, attrs: Vec<(&str, wire::AttrValue)>) -> wire::OpDef {
+    wire::OpDef {
+        op: name.to_string(),
+        inputs: vec![input],
+        attrs: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+    }
+}
+
+/// Rewrites `root` for worker `index` of `num_workers`.
+pub fn auto_shard(
+    root: &wire::OpDef,
+    policy: StaticPolicy,
+    num_workers: i64,
+    index: i64,
+) -> Result<wire::OpDef> {
+    if num_workers <= 0 || index < 0 || index >= num_workers {
+        return Err(Error::InvalidArgument(format!(
+            "static sharding needs 0 <= worker_index < num_workers, got index {index} of {num_workers}"
+        )));
+    }
+    let data = |root: &wire::OpDef| {
+        op(
+            "shard",
+            root.clone(),
+            vec![("num_shards", int(num_workers)), ("index", int(index))],
+        )
+    };
+    match policy {
+        StaticPolicy::Data => Ok(data(root)),
+        StaticPolicy::Hint => {
+            let mut out = root.clone();
+            replace_hints(&mut out, num_workers, index);
+            Ok(out)
+        }
+        StaticPolicy::File | StaticPolicy::FileOrData => {
+            let mut out = root.clone();
+            let mut found = 0;
+            shard_files(&mut out, num_workers, index, &mut found)?;
+            match (found, policy) {
+                (0, StaticPolicy::FileOrData) => Ok(data(root)),
+                (0, _) => Err(Error::FailedPrecondition(
+                    "FILE sharding: the dataset reads no files (no list_files, tfrecord_dataset or \
+                     text_line_dataset source); use DATA or FILE_OR_DATA"
+                        .into(),
+                )),
+                _ => Ok(out),
+            }
+        }
+    }
+}
+
+fn replace_hints(def: &mut wire::OpDef, num_workers: i64, index: i64) {
+    if def.op == "shard" {
+        let is_hint = |key: &str| {
+            matches!(
+                def.attrs.get(key).and_then(|a| a.value.as_ref()),
+                Some(Value::I(SHARD_HINT))
+            )
+        };
+        if is_hint("num_shards") && is_hint("index") {
+            def.attrs.insert("num_shards".into(), int(num_workers));
+            def.attrs.insert("index".into(), int(index));
+        }
+    }
+    for input in &mut def.inputs {
+        replace_hints(input, num_workers, index);
+    }
+}
+
+fn shard_files(
+    def: &mut wire::OpDef,
+    num_workers: i64,
+    index: i64,
+    found: &mut usize,
+) -> Result<()> {
+    match def.op.as_str() {
+        "list_files" => {
+            *found += 1;
+            // Shard the sorted list, then shuffle the shard, so workers' files are disjoint.
+            let shuffle = match def.attrs.get("shuffle").and_then(|a| a.value.as_ref()) {
+                Some(Value::B(b)) => *b,
+                _ => true,
+            };
+            let seed = def.attrs.remove("seed");
+            def.attrs.insert("shuffle".into(), boolean(false));
+            let listed = std::mem::take(def);
+            let mut sharded = op(
+                "shard",
+                listed,
+                vec![("num_shards", int(num_workers)), ("index", int(index))],
+            );
+            if shuffle {
+                let mut attrs = vec![
+                    ("buffer_size", int(1 << 16)),
+                    ("reshuffle_each_iteration", boolean(true)),
+                ];
+                if let Some(seed) = seed {
+                    attrs.push(("seed", seed));
+                }
+                sharded = op("shuffle", sharded, attrs);
+            }
+            *def = sharded;
+            Ok(())
+        }
+        "tfrecord_dataset" | "text_line_dataset" => {
+            *found += 1;
+            let files = match def.attrs.get("filenames").and_then(|a| a.value.as_ref()) {
+                Some(Value::List(l)) => l.values.clone(),
+                Some(Value::S(s)) => vec![wire::AttrValue {
+                    value: Some(Value::S(s.clone())),
+                }],
+                _ => Vec::new(),
+            };
+            if (files.len() as i64) < num_workers {
+                return Err(Error::FailedPrecondition(format!(
+                    "FILE sharding: {} reads {} files, fewer than the {num_workers} workers; use DATA sharding",
+                    def.op,
+                    files.len()
+                )));
+            }
+            let mine = files
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| *i as i64 % num_workers == index)
+                .map(|(_, f)| f)
+                .collect();
+            def.attrs.insert(
+                "filenames".into(),
+                wire::AttrValue {
+                    value: Some(Value::List(wire::AttrList { values: mine })),
+                },
+            );
+            Ok(())
+        }
+        _ => {
+            for input in &mut def.inputs {
+                shard_files(input, num_workers, index, found)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Dataset;
+    use crate::pipeline::{from_pipeline_def, to_pipeline_def};
+
+    fn run(ds: &Dataset, policy: StaticPolicy, n: i64, i: i64) -> Result<Vec<i64>> {
+        let def = to_pipeline_def(ds, false)?;
+        let root = auto_shard(def.root.as_ref().unwrap(), policy, n, i)?;
+        let sharded = from_pipeline_def(&wire::PipelineDef {
+            root: Some(root),
+            ..def
+        })?;
+        let mut it = sharded.iter()?;
+        let mut out = Vec::new();
+        while let Some(e) = it.next_element()? {
+            out.push(e.components[0].to_scalar::<i64>()?);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn data_and_hint_sharding() {
+        let ds = Dataset::range(10);
+        assert_eq!(run(&ds, StaticPolicy::Data, 3, 1).unwrap(), vec![1, 4, 7]);
+        assert_eq!(
+            run(&ds, StaticPolicy::FileOrData, 3, 2).unwrap(),
+            vec![2, 5, 8]
+        );
+        let hinted = Dataset::range(10).shard(SHARD_HINT, SHARD_HINT);
+        assert_eq!(
+            run(&hinted, StaticPolicy::Hint, 2, 1).unwrap(),
+            vec![1, 3, 5, 7, 9]
+        );
+        assert!(
+            run(&ds, StaticPolicy::File, 2, 0)
+                .unwrap_err()
+                .to_string()
+                .contains("reads no files")
+        );
+        assert!(run(&ds, StaticPolicy::Data, 2, 2).is_err());
+    }
+
+    #[test]
+    fn file_sharding_splits_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut names = Vec::new();
+        for f in 0..4 {
+            let path = dir.path().join(format!("f{f}.txt"));
+            std::fs::write(&path, format!("{}\n{}\n", f * 10, f * 10 + 1)).unwrap();
+            names.push(path.display().to_string());
+        }
+        let parse = |ds: Dataset| {
+            crate::register_function("autoshard_test_parse", |e: tfdata_core::Element| {
+                let s = e.components[0].string_values()?[0].clone();
+                let v: i64 = std::str::from_utf8(&s).unwrap_or("0").parse().unwrap_or(-1);
+                Ok(tfdata_core::Element::single(tfdata_core::Tensor::scalar(v)))
+            });
+            ds.map("autoshard_test_parse")
+        };
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let lines = parse(Dataset::text_lines(&refs, ""));
+        assert_eq!(
+            run(&lines, StaticPolicy::File, 2, 1).unwrap(),
+            vec![10, 11, 30, 31]
+        );
+        let pattern = dir.path().join("f*.txt");
+        let listed = parse(
+            Dataset::list_files(&[pattern.to_str().unwrap()], true, Some(5))
+                .flat_map(crate::FunctionRef::named("text_line_dataset")),
+        );
+        let mut got = run(&listed, StaticPolicy::File, 2, 0).unwrap();
+        got.sort();
+        assert_eq!(got, vec![0, 1, 20, 21]);
+        assert!(
+            run(&lines, StaticPolicy::File, 5, 0)
+                .unwrap_err()
+                .to_string()
+                .contains("fewer")
+        );
+    }
+}
