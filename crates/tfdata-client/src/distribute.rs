@@ -34,6 +34,10 @@ struct ReadOptions {
     mode: std::result::Result<ProcessingMode, String>,
     service: String,
     job_name: Option<String>,
+    consumer_index: Option<i64>,
+    num_consumers: Option<i64>,
+    trainer_id: Option<String>,
+    data_transfer_protocol: Option<String>,
     max_outstanding_requests: Option<usize>,
     target_workers: TargetWorkers,
     task_refresh_interval: Duration,
@@ -46,6 +50,10 @@ impl ReadOptions {
             mode: mode.map_err(|e| e.to_string()),
             service: service.to_string(),
             job_name: None,
+            consumer_index: None,
+            num_consumers: None,
+            trainer_id: None,
+            data_transfer_protocol: None,
             max_outstanding_requests: None,
             target_workers: TargetWorkers::Auto,
             task_refresh_interval: DEFAULT_TASK_REFRESH_INTERVAL,
@@ -57,6 +65,58 @@ impl ReadOptions {
         let mode = self.mode.clone().map_err(Error::InvalidArgument)?;
         if self.job_name.as_deref() == Some("") {
             return Err(Error::InvalidArgument("job_name must not be empty".into()));
+        }
+        // TensorFlow's client-side checks, with its wording where it has one.
+        match (self.consumer_index, self.num_consumers) {
+            (None, None) => {}
+            (Some(c), Some(n)) => {
+                if self.job_name.is_none() {
+                    return Err(Error::InvalidArgument(
+                        "job_name must be set when setting num_consumers".into(),
+                    ));
+                }
+                if n <= 0 || c < 0 || c >= n {
+                    return Err(Error::InvalidArgument(format!(
+                        "consumer_index must be in [0, num_consumers), got consumer_index={c}, num_consumers={n}"
+                    )));
+                }
+                if self.target_workers == TargetWorkers::Local {
+                    return Err(Error::InvalidArgument(
+                        "coordinated reads require non-local workers, but target_workers is LOCAL"
+                            .into(),
+                    ));
+                }
+                if self.trainer_id.is_some() {
+                    return Err(Error::InvalidArgument(
+                        "cross-trainer caching does not support coordinated reads (num_consumers)"
+                            .into(),
+                    ));
+                }
+            }
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "Must either set both consumer_index and num_consumers, or neither.".into(),
+                ));
+            }
+        }
+        if let Some(trainer_id) = &self.trainer_id {
+            if trainer_id.is_empty() {
+                return Err(Error::InvalidArgument(
+                    "cross_trainer_cache needs a non-empty trainer_id".into(),
+                ));
+            }
+            if self.job_name.is_none() {
+                return Err(Error::InvalidArgument(
+                    "cross-trainer caching requires a named job: set job_name".into(),
+                ));
+            }
+        }
+        if let Some(p) = &self.data_transfer_protocol
+            && p != "grpc"
+        {
+            return Err(Error::Unimplemented(format!(
+                "data_transfer_protocol {p:?}: tfdata reads from workers over gRPC only"
+            )));
         }
         if self.max_outstanding_requests == Some(0) {
             return Err(Error::InvalidArgument(
@@ -79,6 +139,27 @@ macro_rules! read_option_setters {
         /// reader using the same name.
         pub fn job_name(mut self, name: &str) -> Self {
             self.options.job_name = Some(name.to_string());
+            self
+        }
+
+        /// Coordinated reads: this reader is consumer `consumer_index` of
+        /// `num_consumers` sharing the job (`job_name` required).
+        pub fn consumers(mut self, consumer_index: i64, num_consumers: i64) -> Self {
+            self.options.consumer_index = Some(consumer_index);
+            self.options.num_consumers = Some(num_consumers);
+            self
+        }
+
+        /// `cross_trainer_cache=CrossTrainerCache(trainer_id)`: trainers sharing
+        /// the job read one sliding window of its elements.
+        pub fn cross_trainer_cache(mut self, trainer_id: &str) -> Self {
+            self.options.trainer_id = Some(trainer_id.to_string());
+            self
+        }
+
+        /// `data_transfer_protocol`; only `"grpc"` is supported.
+        pub fn data_transfer_protocol(mut self, protocol: &str) -> Self {
+            self.options.data_transfer_protocol = Some(protocol.to_string());
             self
         }
 
@@ -371,6 +452,10 @@ impl DistributedDataset {
             mode: inner.mode,
             job_name: inner.options.job_name.clone(),
             target_workers: inner.options.target_workers,
+            consumer_index: inner.options.consumer_index,
+            num_consumers: inner.options.num_consumers,
+            trainer_id: inner.options.trainer_id.clone(),
+            cardinality: inner.metadata.cardinality,
             repetition,
             max_outstanding_requests: inner
                 .options

@@ -30,9 +30,9 @@ use crate::dispatcher::DispatcherClient;
 use crate::options::{ProcessingMode, TargetWorkers};
 
 /// Bound on one `ReleaseIterationClient` when a reader goes away.
-const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bound on one `ClientHeartbeat`; a slower answer counts as a transient failure.
-const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
 /// First poll delay once all tasks are drained but the end is not yet known.
 const END_POLL_START: Duration = Duration::from_millis(5);
 
@@ -41,13 +41,18 @@ pub(crate) struct IterationParams {
     pub mode: ProcessingMode,
     pub job_name: Option<String>,
     pub target_workers: TargetWorkers,
+    pub consumer_index: Option<i64>,
+    pub num_consumers: Option<i64>,
+    pub trainer_id: Option<String>,
+    /// Registered cardinality of the dataset (−1 infinite, −2 unknown).
+    pub cardinality: i64,
     pub repetition: i64,
     pub max_outstanding_requests: usize,
     pub task_refresh_interval: Duration,
     pub dispatcher_timeout: Duration,
 }
 
-type Item = (Result<Element>, Option<OwnedSemaphorePermit>);
+pub(crate) type Item = (Result<Element>, Option<OwnedSemaphorePermit>);
 
 /// The reader's end of a running iteration.
 pub(crate) struct Iteration {
@@ -81,6 +86,20 @@ impl Iteration {
 }
 
 /// Creates (or joins) the job and iteration, then starts the driver on `handle`.
+pub(crate) fn decode(
+    address: &str,
+    task_id: i64,
+    element: Option<get_element_response::Element>,
+) -> Result<Element> {
+    match element {
+        Some(get_element_response::Element::Compressed(c)) => element::uncompress(&c),
+        Some(get_element_response::Element::Uncompressed(u)) => element::from_uncompressed(&u),
+        None => Err(Error::Internal(format!(
+            "worker {address} answered GetElement for task {task_id} with no element"
+        ))),
+    }
+}
+
 pub(crate) async fn start(
     dispatcher: DispatcherClient,
     params: IterationParams,
@@ -88,12 +107,34 @@ pub(crate) async fn start(
 ) -> Result<Iteration> {
     let cancel = CancellationToken::new();
     let timeout = Some(params.dispatcher_timeout);
+    // TensorFlow's iterator-initialisation checks.
+    if params.target_workers == TargetWorkers::Local && tfdata_rpc::local_workers::is_empty() {
+        return Err(Error::FailedPrecondition(
+            "Local reads require local tf.data workers, but no local worker is found. \
+             Start a WorkerServer in this process or use target_workers=AUTO or ANY."
+                .into(),
+        ));
+    }
+    if params.trainer_id.is_some() {
+        if params.cardinality >= 0 {
+            return Err(Error::FailedPrecondition(format!(
+                "cross-trainer caching requires an infinite dataset, but the registered cardinality is {}",
+                params.cardinality
+            )));
+        }
+        if params.repetition > 1 {
+            return Err(Error::FailedPrecondition(
+                "cross-trainer caching does not support repeated iterations (repetition > 1)"
+                    .into(),
+            ));
+        }
+    }
     let job_request = wire::GetOrCreateJobRequest {
         dataset_id: params.dataset_id.clone(),
         processing_mode_def: Some(params.mode.to_proto()),
         job_name: params.job_name.clone(),
-        num_consumers: None,
-        use_cross_trainer_cache: false,
+        num_consumers: params.num_consumers,
+        use_cross_trainer_cache: params.trainer_id.is_some(),
         target_workers: params.target_workers.to_proto() as i32,
     };
     let job_id = retry(&dispatcher.target(), timeout, &cancel, || {
@@ -124,8 +165,18 @@ pub(crate) async fn start(
         tx,
         cancel: cancel.clone(),
         workers: Mutex::new(HashMap::new()),
+        trainer_id: params.trainer_id.clone().unwrap_or_default(),
     });
-    handle.spawn(drive(dispatcher, params, client_id, fetch));
+    match params.consumer_index {
+        Some(consumer) => {
+            handle.spawn(crate::rounds::drive(
+                dispatcher, params, client_id, consumer, fetch,
+            ));
+        }
+        None => {
+            handle.spawn(drive(dispatcher, params, client_id, fetch));
+        }
+    }
     Ok(Iteration {
         rx,
         failed: false,
@@ -133,15 +184,52 @@ pub(crate) async fn start(
     })
 }
 
-struct FetchContext {
-    permits: Arc<Semaphore>,
-    tx: mpsc::Sender<Item>,
-    cancel: CancellationToken,
+pub(crate) struct FetchContext {
+    pub permits: Arc<Semaphore>,
+    pub tx: mpsc::Sender<Item>,
+    pub cancel: CancellationToken,
     workers: Mutex<HashMap<String, WorkerServiceClient<Channel>>>,
+    trainer_id: String,
+}
+
+/// The address to read a task from: TensorFlow clients look the worker up by
+/// transfer protocol; "grpc" is the WorkerService on the worker's address.
+pub(crate) fn task_address(task: &wire::TaskInfo) -> String {
+    task.transfer_servers
+        .iter()
+        .find(|s| s.protocol == "grpc")
+        .map_or(task.worker_address.clone(), |s| s.address.clone())
+}
+
+/// Whether a non-coordinated reader reads `task` under `target`.
+fn targeted(target: TargetWorkers, task: &wire::TaskInfo) -> bool {
+    let local = tfdata_rpc::local_workers::contains(&task.worker_address);
+    match target {
+        TargetWorkers::Any => true,
+        TargetWorkers::Local => local,
+        TargetWorkers::Auto => {
+            local
+                || !task
+                    .worker_tags
+                    .iter()
+                    .any(|t| t.eq_ignore_ascii_case("COLOCATED"))
+        }
+    }
+}
+
+pub(crate) async fn release(dispatcher: &DispatcherClient, client_id: i64) {
+    let release = dispatcher.release_iteration_client(wire::ReleaseIterationClientRequest {
+        iteration_client_id: client_id,
+    });
+    match tokio::time::timeout(RELEASE_TIMEOUT, release).await {
+        Ok(Ok(_)) => tracing::debug!(client_id, "iteration client released"),
+        Ok(Err(e)) => tracing::warn!(client_id, error = %e, "failed to release iteration client"),
+        Err(_) => tracing::warn!(client_id, "timed out releasing iteration client"),
+    }
 }
 
 impl FetchContext {
-    fn worker(&self, address: &str) -> Result<WorkerServiceClient<Channel>> {
+    pub(crate) fn worker(&self, address: &str) -> Result<WorkerServiceClient<Channel>> {
         let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = workers.get(address) {
             return Ok(c.clone());
@@ -163,6 +251,9 @@ async fn drive(
     let mut fetchers: JoinSet<FetchEnd> = JoinSet::new();
     let mut known_tasks = HashSet::new();
     let mut finished = false;
+    // Skipping a task for targeting means the dispatcher's end of the
+    // iteration is not ours: we end when our own tasks end.
+    let mut skipped_any = false;
     let mut next_heartbeat = Instant::now();
     let mut end_poll = END_POLL_START;
     loop {
@@ -183,10 +274,15 @@ async fn drive(
                     Ok(response) => {
                         for task in response.task_info {
                             if known_tasks.insert(task.task_id) {
-                                fetchers.spawn(fetch_task(Arc::clone(&fetch), task));
+                                if targeted(params.target_workers, &task) {
+                                    fetchers.spawn(fetch_task(Arc::clone(&fetch), task));
+                                } else {
+                                    skipped_any = true;
+                                }
                             }
                         }
-                        finished = response.iteration_finished;
+                        finished = response.iteration_finished
+                            || (skipped_any && fetchers.is_empty() && !known_tasks.is_empty());
                     }
                     Err(e) if e.is_retryable() => {
                         tracing::debug!(client_id, error = %e, "client heartbeat failed; will retry");
@@ -210,6 +306,9 @@ async fn drive(
                 if let Ok(FetchEnd::Failed) = joined {
                     break;
                 }
+                if fetchers.is_empty() && skipped_any {
+                    finished = true;
+                }
                 if fetchers.is_empty() && !finished {
                     next_heartbeat = Instant::now();
                 }
@@ -219,14 +318,7 @@ async fn drive(
     fetchers.abort_all();
     drop(fetchers);
     drop(fetch);
-    let release = dispatcher.release_iteration_client(wire::ReleaseIterationClientRequest {
-        iteration_client_id: client_id,
-    });
-    match tokio::time::timeout(RELEASE_TIMEOUT, release).await {
-        Ok(Ok(_)) => tracing::debug!(client_id, "iteration client released"),
-        Ok(Err(e)) => tracing::warn!(client_id, error = %e, "failed to release iteration client"),
-        Err(_) => tracing::warn!(client_id, "timed out releasing iteration client"),
-    }
+    release(&dispatcher, client_id).await;
 }
 
 enum FetchEnd {
@@ -237,13 +329,7 @@ enum FetchEnd {
 
 /// Reads one task until its end of sequence.
 async fn fetch_task(ctx: Arc<FetchContext>, task: wire::TaskInfo) -> FetchEnd {
-    // TensorFlow clients look the worker up by transfer protocol; "grpc" is
-    // the WorkerService on the worker's address.
-    let address = task
-        .transfer_servers
-        .iter()
-        .find(|s| s.protocol == "grpc")
-        .map_or(task.worker_address.clone(), |s| s.address.clone());
+    let address = task_address(&task);
     let mut client = match ctx.worker(&address) {
         Ok(c) => c,
         Err(e) => {
@@ -263,6 +349,7 @@ async fn fetch_task(ctx: Arc<FetchContext>, task: wire::TaskInfo) -> FetchEnd {
         let request = wire::GetElementRequest {
             task_id: task.task_id,
             allow_skip: false,
+            trainer_id: ctx.trainer_id.clone(),
             ..Default::default()
         };
         let response = tokio::select! {
@@ -300,14 +387,7 @@ async fn fetch_task(ctx: Arc<FetchContext>, task: wire::TaskInfo) -> FetchEnd {
             tokio::time::sleep(backoff(0)).await;
             continue;
         }
-        let decoded = match response.element {
-            Some(get_element_response::Element::Compressed(c)) => element::uncompress(&c),
-            Some(get_element_response::Element::Uncompressed(u)) => element::from_uncompressed(&u),
-            None => Err(Error::Internal(format!(
-                "worker {address} answered GetElement for task {} with no element",
-                task.task_id
-            ))),
-        };
+        let decoded = decode(&address, task.task_id, response.element);
         let failed = decoded.is_err();
         if ctx.tx.send((decoded, Some(permit))).await.is_err() {
             return FetchEnd::Stopped;

@@ -12,6 +12,7 @@ pub mod dispatcher;
 pub mod distribute;
 mod iteration;
 pub mod options;
+mod rounds;
 pub mod runtime;
 
 pub use dispatcher::DispatcherClient;

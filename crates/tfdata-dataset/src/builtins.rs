@@ -106,13 +106,29 @@ pub fn map(f: &FunctionRef, input: Option<&Structure>) -> Option<Result<Resolved
         })(),
         "central_crop" => (|| {
             let fraction = args.float(name, "fraction")?;
+            // TensorFlow's arithmetic: start = int((size - size * fraction) / 2).
+            let crop = move |d: Option<i64>| {
+                d.map(|d| {
+                    let start = ((d as f64 - d as f64 * fraction) / 2.0) as i64;
+                    d - 2 * start
+                })
+            };
             elementwise(
                 name,
                 args,
                 &["fraction"],
                 input,
                 move |t| kernels::central_crop(t, fraction),
-                |s| Ok(TensorSpec::new(s.dtype, replace_hw(&s.shape, None, None))),
+                move |s| {
+                    let (h, w) = match &s.shape.0 {
+                        Some(d) if d.len() >= 3 => (d[d.len() - 3], d[d.len() - 2]),
+                        _ => (None, None),
+                    };
+                    Ok(TensorSpec::new(
+                        s.dtype,
+                        replace_hw(&s.shape, crop(h), crop(w)),
+                    ))
+                },
             )
         })(),
         "crop_to_bounding_box" => (|| {

@@ -286,6 +286,7 @@ impl fmt::Display for Structure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Structure::Tensor(t) => write!(f, "{t}"),
+            // Python's notation, as TensorFlow prints element specs.
             Structure::Tuple(items) => {
                 f.write_str("(")?;
                 for (i, s) in items.iter().enumerate() {
@@ -293,6 +294,9 @@ impl fmt::Display for Structure {
                         f.write_str(", ")?;
                     }
                     write!(f, "{s}")?;
+                }
+                if items.len() == 1 {
+                    f.write_str(",")?;
                 }
                 f.write_str(")")
             }
@@ -302,7 +306,7 @@ impl fmt::Display for Structure {
                     if i > 0 {
                         f.write_str(", ")?;
                     }
-                    write!(f, "{k:?}: {s}")?;
+                    write!(f, "'{k}': {s}")?;
                 }
                 f.write_str("}")
             }

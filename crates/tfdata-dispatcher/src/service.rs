@@ -53,6 +53,8 @@ struct Inner {
     /// Live split providers of distributed_epoch iterations, one per source.
     /// Not state: rebuilt from the dataset and the journaled cursors.
     split_providers: HashMap<IterationId, Vec<Box<dyn SplitProvider>>>,
+    /// Coordinated reads: the highest round any client of an iteration reported.
+    rounds: HashMap<IterationId, i64>,
 }
 
 /// The dispatcher's logic, independent of the transport.
@@ -67,7 +69,20 @@ pub struct Dispatcher {
     /// no further change is accepted until a restart recovers from the journal.
     journal_failed: std::sync::atomic::AtomicBool,
     worker_clients: std::sync::Mutex<HashMap<String, WorkerServiceClient<Channel>>>,
+    /// `MaybeRemoveTask` rendezvous, per task.
+    removers: std::sync::Mutex<HashMap<TaskId, Arc<Remover>>>,
 }
+
+/// Consumers agreeing that a task is gone: all must ask for the same round.
+struct Remover {
+    round: i64,
+    consumers: std::sync::Mutex<HashSet<i64>>,
+    removed: std::sync::atomic::AtomicBool,
+    done: tokio::sync::Notify,
+}
+
+/// How long a `MaybeRemoveTask` waits for the other consumers (TensorFlow's).
+const REMOVAL_RENDEZVOUS: Duration = Duration::from_secs(10);
 
 impl Dispatcher {
     /// Creates the dispatcher's state: empty, or, in fault-tolerant mode,
@@ -121,10 +136,12 @@ impl Dispatcher {
                 worker_heartbeats,
                 client_heartbeats,
                 split_providers: HashMap::new(),
+                rounds: HashMap::new(),
             }),
             journal,
             journal_failed: Default::default(),
             worker_clients: Default::default(),
+            removers: Default::default(),
         })
     }
 
@@ -216,6 +233,13 @@ impl Dispatcher {
         }
     }
 
+    fn is_round_robin(&self, state: &DispatcherState, iteration: IterationId) -> bool {
+        state
+            .iteration(iteration)
+            .and_then(|it| state.job(it.job_id))
+            .is_some_and(|j| j.num_consumers.is_some())
+    }
+
     fn new_task_update(
         state: &DispatcherState,
         iteration: IterationId,
@@ -262,10 +286,46 @@ impl Dispatcher {
                 .map(|it| it.id)
                 .collect();
             for iteration in unfinished {
+                if self.is_round_robin(&inner.state, iteration) {
+                    continue; // joins through a pending task, below
+                }
                 let update = Self::new_task_update(&inner.state, iteration, &address)?;
                 self.commit(inner, update).await?;
             }
             tracing::info!(worker = %address, "worker registered");
+        }
+        // A worker new to (or back in) a round-robin iteration joins it at an
+        // agreed round.
+        let joining: Vec<IterationId> = inner
+            .state
+            .unfinished_iterations()
+            .filter(|it| self.is_round_robin(&inner.state, it.id))
+            .filter(|it| {
+                !inner
+                    .state
+                    .tasks_for_worker(&address)
+                    .any(|t| t.iteration_id == it.id)
+            })
+            .map(|it| it.id)
+            .collect();
+        for iteration in joining {
+            let w = inner
+                .state
+                .worker(&address)
+                .ok_or_else(|| Error::Internal(format!("worker {address} vanished")))?
+                .clone();
+            let target = inner.rounds.get(&iteration).copied().unwrap_or(0) + 1;
+            let update = UpdateType::CreatePendingTask(wire::CreatePendingTaskUpdate {
+                task_id: inner.state.next_task_id().0,
+                iteration_id: iteration.0,
+                worker_address: w.address,
+                transfer_servers: w.transfer_servers,
+                worker_tags: w.tags,
+                worker_uid: w.uid,
+                starting_round: target,
+            });
+            self.commit(inner, update).await?;
+            tracing::info!(worker = %address, iteration = %iteration, round = target, "worker joining a coordinated read");
         }
         inner
             .worker_heartbeats
@@ -550,10 +610,12 @@ impl Dispatcher {
             self.new_split_providers(&DatasetId(req.dataset_id.clone()))
                 .await?;
         }
-        if req.num_consumers.is_some() {
-            return Err(Error::Unimplemented(
-                "coordinated reads (num_consumers) are not supported by this dispatcher yet".into(),
-            ));
+        if let Some(n) = req.num_consumers
+            && n <= 0
+        {
+            return Err(Error::InvalidArgument(format!(
+                "num_consumers must be positive, got {n}"
+            )));
         }
         if req.use_cross_trainer_cache {
             return Err(Error::Unimplemented(
@@ -712,6 +774,12 @@ impl Dispatcher {
             .ok_or_else(|| unknown_client(client))?;
         let now = self.clock.now_micros();
         inner.client_heartbeats.insert(client, now);
+        if let Some(round) = req.current_round {
+            let max = inner.rounds.entry(iteration_id).or_insert(round);
+            *max = (*max).max(round);
+        }
+        self.negotiate_pending_task(&mut inner, client, iteration_id, &req)
+            .await?;
         let it = inner
             .state
             .iteration(iteration_id)
@@ -737,10 +805,62 @@ impl Dispatcher {
             .collect();
         Ok(wire::ClientHeartbeatResponse {
             task_info,
-            block_round: None,
+            block_round: it.pending_tasks.front().map(|p| p.target_round),
             iteration_finished: it.finished,
             deployment_mode: self.config.deployment_mode as i32,
         })
+    }
+
+    /// Moves the iteration's first pending task towards joining (spec §5.7):
+    /// a client already at or past its target round rejects it (a later
+    /// target is chosen); a client that agreed to stop before it accepts.
+    async fn negotiate_pending_task(
+        &self,
+        inner: &mut Inner,
+        client: IterationClientId,
+        iteration_id: IterationId,
+        req: &wire::ClientHeartbeatRequest,
+    ) -> Result<()> {
+        let Some(it) = inner.state.iteration(iteration_id) else {
+            return Ok(());
+        };
+        let Some(pending) = it.pending_tasks.front() else {
+            return Ok(());
+        };
+        let update = match (req.current_round, req.blocked_round) {
+            (Some(current), _) if current >= pending.target_round => {
+                let max = inner
+                    .rounds
+                    .get(&iteration_id)
+                    .copied()
+                    .unwrap_or(current)
+                    .max(current);
+                let backoff = 2i64.saturating_mul(1i64 << pending.failures.clamp(0, 20));
+                Some(wire::ClientHeartbeatUpdate {
+                    iteration_client_id: client.0,
+                    task_accepted: false,
+                    task_rejected: Some(wire::TaskRejected {
+                        new_target_round: max.saturating_add(backoff),
+                    }),
+                })
+            }
+            (_, Some(blocked))
+                if blocked <= pending.target_round
+                    && !pending.ready_consumers.contains(&client) =>
+            {
+                Some(wire::ClientHeartbeatUpdate {
+                    iteration_client_id: client.0,
+                    task_accepted: true,
+                    task_rejected: None,
+                })
+            }
+            _ => None,
+        };
+        if let Some(update) = update {
+            self.commit(inner, UpdateType::ClientHeartbeat(update))
+                .await?;
+        }
+        Ok(())
     }
 
     async fn release_iteration_client(
@@ -764,28 +884,101 @@ impl Dispatcher {
         Ok(wire::ReleaseIterationClientResponse {})
     }
 
+    /// `MaybeRemoveTask` (spec §5.7): a task is removed from a coordinated
+    /// read once every consumer asks for its removal in the same round.
     async fn maybe_remove_task(
         &self,
         req: wire::MaybeRemoveTaskRequest,
     ) -> Result<wire::MaybeRemoveTaskResponse> {
-        let inner = self.inner.lock().await;
-        let Some(task) = inner.state.task(TaskId(req.task_id)) else {
-            return Ok(wire::MaybeRemoveTaskResponse { removed: true });
+        let task_id = TaskId(req.task_id);
+        let num_consumers = {
+            let inner = self.inner.lock().await;
+            let Some(task) = inner.state.task(task_id) else {
+                return Ok(wire::MaybeRemoveTaskResponse { removed: true });
+            };
+            let job = inner
+                .state
+                .iteration(task.iteration_id)
+                .and_then(|it| inner.state.job(it.job_id));
+            match job.and_then(|j| j.num_consumers) {
+                Some(n) => n,
+                None => {
+                    return Err(Error::FailedPrecondition(format!(
+                        "MaybeRemoveTask called for task {} of a non-round-robin iteration",
+                        req.task_id
+                    )));
+                }
+            }
         };
-        let round_robin = inner
-            .state
-            .iteration(task.iteration_id)
-            .and_then(|it| inner.state.job(it.job_id))
-            .is_some_and(|j| j.num_consumers.is_some());
-        if !round_robin {
-            return Err(Error::FailedPrecondition(format!(
-                "MaybeRemoveTask called for task {} of a non-round-robin iteration",
-                req.task_id
-            )));
+        let remover = {
+            let mut removers = self.removers.lock().unwrap_or_else(|p| p.into_inner());
+            let entry = removers.entry(task_id).or_insert_with(|| {
+                Arc::new(Remover {
+                    round: req.round,
+                    consumers: Default::default(),
+                    removed: Default::default(),
+                    done: tokio::sync::Notify::new(),
+                })
+            });
+            if entry.round != req.round {
+                let empty = entry
+                    .consumers
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .is_empty();
+                if !empty {
+                    return Ok(wire::MaybeRemoveTaskResponse { removed: false });
+                }
+                *entry = Arc::new(Remover {
+                    round: req.round,
+                    consumers: Default::default(),
+                    removed: Default::default(),
+                    done: tokio::sync::Notify::new(),
+                });
+            }
+            Arc::clone(entry)
+        };
+        let notified = remover.done.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let agreed = {
+            let mut consumers = remover.consumers.lock().unwrap_or_else(|p| p.into_inner());
+            consumers.insert(req.consumer_index);
+            consumers.len() as i64 >= num_consumers
+        };
+        if agreed {
+            let mut inner = self.inner.lock().await;
+            if inner.state.task(task_id).is_some() {
+                self.commit(
+                    &mut inner,
+                    UpdateType::RemoveTask(wire::RemoveTaskUpdate { task_id: task_id.0 }),
+                )
+                .await?;
+                tracing::info!(task = %task_id, round = req.round, "task removed by consumer agreement");
+            }
+            remover
+                .removed
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            remover.done.notify_waiters();
+            self.removers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&task_id);
+            return Ok(wire::MaybeRemoveTaskResponse { removed: true });
         }
-        Err(Error::Unimplemented(
-            "coordinated reads are not supported yet".into(),
-        ))
+        if tokio::time::timeout(REMOVAL_RENDEZVOUS, notified)
+            .await
+            .is_err()
+        {
+            remover
+                .consumers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&req.consumer_index);
+        }
+        Ok(wire::MaybeRemoveTaskResponse {
+            removed: remover.removed.load(std::sync::atomic::Ordering::SeqCst),
+        })
     }
 
     /// Fresh split providers for a dataset's sources (in depth-first order,

@@ -60,6 +60,18 @@ pub struct Iteration {
     pub garbage_collected: bool,
     /// Active tasks in creation order: the order every client sees.
     pub tasks: Vec<TaskId>,
+    /// Coordinated reads: tasks waiting to join at an agreed round, in order.
+    pub pending_tasks: std::collections::VecDeque<PendingTask>,
+}
+
+/// A task of a round-robin iteration that joins once every consumer agreed
+/// not to pass `target_round` (spec §5.7).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingTask {
+    pub task_id: TaskId,
+    pub target_round: i64,
+    pub ready_consumers: BTreeSet<IterationClientId>,
+    pub failures: i64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -247,6 +259,7 @@ impl DispatcherState {
                         finished: false,
                         garbage_collected: false,
                         tasks: Vec::new(),
+                        pending_tasks: Default::default(),
                     },
                 );
             }
@@ -345,18 +358,99 @@ impl DispatcherState {
                     .ok_or_else(|| bad("remove_task", format!("unknown task {id}")))?;
                 if let Some(it) = self.iterations.get_mut(&task.iteration_id) {
                     it.tasks.retain(|t| *t != id);
+                    it.pending_tasks.retain(|p| p.task_id != id);
                 }
                 if let Some(assigned) = self.tasks_by_worker.get_mut(&task.worker_address) {
                     assigned.remove(&id);
                 }
             }
-            UpdateType::CreatePendingTask(_) | UpdateType::ClientHeartbeat(_) => {
-                // Coordinated-read negotiation is not implemented yet; refusing
-                // here keeps a journal written by another dispatcher from being
-                // half-applied.
-                return Err(Error::Unimplemented(
-                    "coordinated-read (round-robin) journal updates are not supported yet".into(),
-                ));
+            UpdateType::CreatePendingTask(u) => {
+                let id = TaskId(u.task_id);
+                if self.tasks.contains_key(&id) {
+                    return Err(bad("create_pending_task", format!("task {id} exists")));
+                }
+                let iteration_id = IterationId(u.iteration_id);
+                let it = self.iterations.get_mut(&iteration_id).ok_or_else(|| {
+                    bad(
+                        "create_pending_task",
+                        format!("unknown iteration {iteration_id}"),
+                    )
+                })?;
+                let assigned =
+                    self.tasks_by_worker
+                        .get_mut(&u.worker_address)
+                        .ok_or_else(|| {
+                            bad(
+                                "create_pending_task",
+                                format!("unknown worker {}", u.worker_address),
+                            )
+                        })?;
+                it.pending_tasks.push_back(PendingTask {
+                    task_id: id,
+                    target_round: u.starting_round,
+                    ready_consumers: BTreeSet::new(),
+                    failures: 0,
+                });
+                assigned.insert(id);
+                self.next_task_id = self.next_task_id.max(u.task_id.saturating_add(1));
+                self.tasks.insert(
+                    id,
+                    Task {
+                        id,
+                        iteration_id,
+                        worker_address: u.worker_address.clone(),
+                        transfer_servers: u.transfer_servers.clone(),
+                        worker_tags: u.worker_tags.clone(),
+                        worker_uid: u.worker_uid,
+                        starting_round: u.starting_round,
+                        finished: false,
+                    },
+                );
+            }
+            UpdateType::ClientHeartbeat(u) => {
+                let client = IterationClientId(u.iteration_client_id);
+                let iteration_id =
+                    self.clients.get(&client).copied().ok_or_else(|| {
+                        bad("client_heartbeat", format!("unknown client {client}"))
+                    })?;
+                let num_consumers = self
+                    .iterations
+                    .get(&iteration_id)
+                    .and_then(|it| self.jobs.get(&it.job_id))
+                    .and_then(|j| j.num_consumers)
+                    .ok_or_else(|| {
+                        bad(
+                            "client_heartbeat",
+                            format!("iteration {iteration_id} is not round-robin"),
+                        )
+                    })?;
+                let it = self.iterations.get_mut(&iteration_id).ok_or_else(|| {
+                    bad(
+                        "client_heartbeat",
+                        format!("unknown iteration {iteration_id}"),
+                    )
+                })?;
+                let pending = it.pending_tasks.front_mut().ok_or_else(|| {
+                    bad(
+                        "client_heartbeat",
+                        format!("iteration {iteration_id} has no pending task"),
+                    )
+                })?;
+                if let Some(rejected) = &u.task_rejected {
+                    pending.target_round = rejected.new_target_round;
+                    pending.failures += 1;
+                    pending.ready_consumers.clear();
+                } else if u.task_accepted {
+                    pending.ready_consumers.insert(client);
+                    if pending.ready_consumers.len() as i64 >= num_consumers {
+                        let (task_id, round) = (pending.task_id, pending.target_round);
+                        it.pending_tasks.pop_front();
+                        it.tasks.push(task_id);
+                        if let Some(task) = self.tasks.get_mut(&task_id) {
+                            task.starting_round = round;
+                        }
+                    }
+                }
             }
             UpdateType::CreateTask(u) => {
                 let id = TaskId(u.task_id);
@@ -529,6 +623,17 @@ impl DispatcherState {
         self.tasks_by_worker
             .get(address)
             .is_some_and(|t| t.contains(&task))
+    }
+
+    /// The coordinated-read client ids of an iteration.
+    pub fn clients_of(
+        &self,
+        iteration: IterationId,
+    ) -> impl Iterator<Item = IterationClientId> + '_ {
+        self.clients
+            .iter()
+            .filter(move |(_, i)| **i == iteration)
+            .map(|(c, _)| *c)
     }
 
     /// Iterations that still want tasks on newly registered workers.

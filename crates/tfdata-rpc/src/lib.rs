@@ -13,3 +13,45 @@ pub mod retry;
 pub mod server;
 
 pub use tokio_util::sync::CancellationToken;
+
+/// Addresses of the workers running in this process, for readers'
+/// `target_workers` (`LOCAL` reads only these; `AUTO` skips `COLOCATED`
+/// workers not among them). In-process `WorkerServer`s add themselves while
+/// they run.
+pub mod local_workers {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+
+    fn registry() -> &'static Mutex<HashSet<String>> {
+        static LOCAL: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+        LOCAL.get_or_init(Default::default)
+    }
+
+    pub fn add(address: &str) {
+        registry()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(address.to_string());
+    }
+
+    pub fn remove(address: &str) {
+        registry()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(address);
+    }
+
+    pub fn contains(address: &str) -> bool {
+        registry()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(address)
+    }
+
+    pub fn is_empty() -> bool {
+        registry()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+}

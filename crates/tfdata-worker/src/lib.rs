@@ -11,6 +11,7 @@
 //! `DispatcherClient`; it never depends on the dispatcher crate.
 
 pub mod config;
+pub mod round_robin;
 pub mod server;
 pub mod service;
 pub mod splits;

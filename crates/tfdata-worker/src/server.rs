@@ -87,6 +87,12 @@ pub struct WorkerServer {
     address: String,
 }
 
+impl Drop for WorkerServer {
+    fn drop(&mut self) {
+        tfdata_rpc::local_workers::remove(&self.address);
+    }
+}
+
 impl WorkerServer {
     /// Creates and starts a worker. Registration with the dispatcher happens
     /// in the background; a fatal registration error ends the worker and is
@@ -111,6 +117,7 @@ impl WorkerServer {
             listener,
             Box::new(move |listener, shutdown| Box::pin(serve(listener, config, shutdown))),
         )?;
+        tfdata_rpc::local_workers::add(&address);
         Ok(WorkerServer { handle, address })
     }
 
@@ -123,6 +130,7 @@ impl WorkerServer {
     }
 
     pub fn stop(&self) {
+        tfdata_rpc::local_workers::remove(&self.address);
         self.handle.stop()
     }
 

@@ -242,9 +242,9 @@ impl Worker {
                 )));
             }
         };
-        if def.num_consumers.is_some() || def.use_cross_trainer_cache {
+        if def.use_cross_trainer_cache {
             return Err(Error::Unimplemented(format!(
-                "task {}: coordinated reads and cross-trainer cache are not supported by tfdata workers yet",
+                "task {}: cross-trainer cache is not supported by tfdata workers yet",
                 def.task_id
             )));
         }
@@ -287,6 +287,14 @@ impl Worker {
                 })?
             }
         };
+        if def.num_consumers.is_some() && dataset.cardinality() >= 0 {
+            return Err(Error::FailedPrecondition(format!(
+                "coordinated reads need an infinite dataset, but dataset {} has {} elements; \
+                 add .repeat() at the end",
+                def.dataset_id,
+                dataset.cardinality()
+            )));
+        }
         let mut ctx = tfdata_dataset::IterContext::new();
         if policy == ShardingPolicy::Dynamic as i32 {
             let sources = dataset.sources();
@@ -342,11 +350,15 @@ impl Worker {
                 "Worker has not yet registered with dispatcher.".into(),
             ));
         }
-        if req.consumer_index.is_some() || req.round_index.is_some() {
-            return Err(Error::Unimplemented(
-                "coordinated reads (consumer_index / round_index) are not supported by tfdata workers yet".into(),
-            ));
-        }
+        let coordinated = match (req.consumer_index, req.round_index) {
+            (Some(c), Some(r)) => Some((c, r)),
+            (None, None) => None,
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "a coordinated read needs both consumer_index and round_index".into(),
+                ));
+            }
+        };
         let task = lock(&self.tasks).get(&req.task_id).cloned();
         let Some(task) = task else {
             if lock(&self.finished_tasks).contains(&req.task_id) {
@@ -358,7 +370,12 @@ impl Worker {
             )));
         };
         let next = tokio::select! {
-            next = task.next(req.allow_skip) => next?,
+            next = async {
+                match coordinated {
+                    Some((consumer, round)) => task.next_for_round(consumer, round, req.allow_skip).await,
+                    None => task.next(req.allow_skip).await,
+                }
+            } => next?,
             () = self.shutdown.cancelled() => return Err(Error::Cancelled("Worker is shutting down".into())),
         };
         Ok(match next {

@@ -29,6 +29,8 @@ pub enum Next {
 
 pub struct TaskRunner {
     pub def: TaskDef,
+    /// Present for coordinated reads (`num_consumers` set).
+    round_robin: Option<crate::round_robin::RoundRobin>,
     buffer: tokio::sync::Mutex<mpsc::Receiver<Result<Payload>>>,
     producer: Mutex<Option<mpsc::Sender<Result<Payload>>>>,
     end_of_sequence: AtomicBool,
@@ -43,6 +45,9 @@ impl TaskRunner {
     pub fn new(def: TaskDef, capacity: usize) -> Self {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         TaskRunner {
+            round_robin: def
+                .num_consumers
+                .map(|n| crate::round_robin::RoundRobin::new(n.max(1) as usize)),
             def,
             buffer: tokio::sync::Mutex::new(rx),
             producer: Mutex::new(Some(tx)),
@@ -75,6 +80,55 @@ impl TaskRunner {
             .spawn(move || produce(task_id, dataset, ctx, compress, tx));
         if let Err(e) = spawned {
             tracing::error!(task = task_id, error = %e, "cannot start task thread");
+        }
+    }
+
+    /// Coordinated reads: consumer `consumer`'s element of round `round`.
+    pub async fn next_for_round(
+        &self,
+        consumer: i64,
+        round: i64,
+        allow_skip: bool,
+    ) -> Result<Next> {
+        let Some(rr) = &self.round_robin else {
+            return Err(Error::FailedPrecondition(format!(
+                "task {} is not a coordinated-read (round-robin) task; do not send consumer_index",
+                self.def.task_id
+            )));
+        };
+        if let Some((code, message)) = lock(&self.error).clone() {
+            return Err(Error::Remote { code, message });
+        }
+        rr.get(self, consumer, round, allow_skip).await
+    }
+
+    /// One element from the pipeline for a round-robin round: `Ok(None)` if
+    /// none arrived within `wait` (`None` waits for ever).
+    pub(crate) async fn pull(&self, wait: Option<std::time::Duration>) -> Result<Option<Payload>> {
+        let mut buffer = self.buffer.lock().await;
+        let item = match wait {
+            Some(wait) => match tokio::time::timeout(wait, buffer.recv()).await {
+                Ok(item) => item,
+                Err(_) => return Ok(None),
+            },
+            None => buffer.recv().await,
+        };
+        match item {
+            Some(Ok(payload)) => Ok(Some(payload)),
+            Some(Err(e)) => {
+                *lock(&self.error) = Some((e.code(), e.to_string()));
+                Err(e)
+            }
+            None => {
+                let err = Error::FailedPrecondition(
+                    "Encountered end of sequence on a round-robin read iterator. Please ensure that the \
+                     dataset used for round-robin reading has infinite cardinality, e.g. by adding a \
+                     .repeat() transformation at the end."
+                        .into(),
+                );
+                *lock(&self.error) = Some((err.code(), err.to_string()));
+                Err(err)
+            }
         }
     }
 

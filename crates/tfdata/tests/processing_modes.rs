@@ -213,3 +213,140 @@ fn static_sharding_refuses_unlisted_workers_and_needs_a_list() {
     let err = ds.iter().err().unwrap();
     assert!(err.to_string().contains("worker_addresses"), "{err}");
 }
+
+/// Two consumers of a coordinated read: step k of both comes from the same
+/// worker's round, so consumer 1's element is consumer 0's plus one.
+fn coordinated_pair(target: &str, job: &str, steps: usize) -> (Vec<i64>, Vec<i64>) {
+    let readers: Vec<_> = (0..2)
+        .map(|c| {
+            let ds = distribute(ProcessingMode::ParallelEpochs, target)
+                .job_name(job)
+                .consumers(c, 2)
+                .task_refresh_interval(Duration::from_millis(50))
+                .apply(&Dataset::range(1_000_000).repeat(None))
+                .unwrap();
+            std::thread::spawn(move || {
+                ds.iter()
+                    .unwrap()
+                    .take(steps)
+                    .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut out = readers.into_iter().map(|h| h.join().unwrap());
+    (out.next().unwrap(), out.next().unwrap())
+}
+
+#[test]
+fn coordinated_reads_keep_consumers_in_step() {
+    let (dispatcher, _w) = cluster(2);
+    let (a, b) = coordinated_pair(&dispatcher.target(), "coordinated", 40);
+    assert_eq!(a.len(), 40);
+    for (k, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(
+            *y,
+            x + 1,
+            "step {k}: consumer 0 got {x}, consumer 1 got {y}"
+        );
+        assert_eq!(x % 2, 0, "consumer 0 gets the first element of each round");
+    }
+}
+
+#[test]
+fn a_worker_joins_a_coordinated_read_at_an_agreed_round() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (dispatcher, mut workers) = cluster(1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|c| {
+            let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+                .job_name("joining")
+                .consumers(c, 2)
+                .task_refresh_interval(Duration::from_millis(50))
+                .apply(&Dataset::range(1_000_000).repeat(None))
+                .unwrap();
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                for e in ds.iter().unwrap() {
+                    out.push(e.unwrap().components[0].to_scalar::<i64>().unwrap());
+                    if stop.load(Ordering::SeqCst) && out.len() >= 2000 {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                out
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    workers.push(WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let state = dispatcher.state();
+        let it = state.iterations().next().unwrap();
+        if it.tasks.len() == 2 && it.pending_tasks.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new worker never joined: {it:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let mut results = readers.into_iter().map(|h| h.join().unwrap());
+    let (a, b) = (results.next().unwrap(), results.next().unwrap());
+    let n = a.len().min(b.len());
+    assert!(n >= 2000);
+    for (k, (x, y)) in a[..n].iter().zip(&b[..n]).enumerate() {
+        assert_eq!(*y, x + 1, "step {k}: consumers out of step ({x}, {y})");
+    }
+}
+
+#[test]
+fn contradictory_coordinated_read_options_are_rejected() {
+    let (dispatcher, _w) = cluster(1);
+    let t = dispatcher.target();
+    let err = distribute(ProcessingMode::ParallelEpochs, &t)
+        .consumers(0, 2)
+        .apply(&Dataset::range(3).repeat(None))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("job_name"), "{err}");
+    let err = distribute(ProcessingMode::ParallelEpochs, &t)
+        .job_name("j")
+        .consumers(2, 2)
+        .apply(&Dataset::range(3).repeat(None))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("consumer_index"), "{err}");
+    let err = distribute(ProcessingMode::ParallelEpochs, &t)
+        .job_name("j")
+        .consumers(0, 2)
+        .target_workers(tfdata::TargetWorkers::Local)
+        .apply(&Dataset::range(3).repeat(None))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("LOCAL"), "{err}");
+    // A finite dataset: the worker refuses, with TensorFlow's advice.
+    let ds = distribute(ProcessingMode::ParallelEpochs, &t)
+        .job_name("finite")
+        .consumers(0, 1)
+        .apply(&Dataset::range(3))
+        .unwrap();
+    let err = ds.iter().unwrap().next().unwrap().unwrap_err();
+    assert!(err.to_string().contains("infinite"), "{err}");
+}
+
+#[test]
+fn target_workers_local_reads_only_in_process_workers() {
+    let (dispatcher, _w) = cluster(1);
+    let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .target_workers(tfdata::TargetWorkers::Local)
+        .apply(&Dataset::range(5))
+        .unwrap();
+    exactly(&read(&ds), 0..5, 1);
+}

@@ -22,6 +22,11 @@
 //! [`Error::InvalidArgument`] whose message starts with the kernel's name;
 //! corrupt image bytes are an error too, never a panic. Kernels work on the
 //! tensors' contiguous little-endian buffers and allocate their output once.
+//! Those outputs are large (a 224 x 224 x 3 float32 image is 600 KB): with
+//! glibc's default malloc, which hands such buffers back to the kernel when
+//! they are freed, faulting fresh pages in costs about a third of a
+//! decode-resize-normalise pipeline's time, so a worker should run with an
+//! allocator (or malloc thresholds) that keeps them.
 //!
 //! Random kernels take an explicit `seed` and are deterministic functions of
 //! it; they do not reproduce TensorFlow's random streams (TensorFlow's

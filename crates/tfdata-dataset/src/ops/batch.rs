@@ -219,7 +219,8 @@ impl DatasetOp for PaddedBatch {
                         .map(|&d| (d >= 0).then_some(d))
                         .collect(),
                 )),
-                None => Shape(t.shape.rank().map(|r| vec![None; r])),
+                // Static dimensions stay; unknown ones pad to the longest.
+                None => t.shape.clone(),
             };
             index += 1;
             Ok(TensorSpec::new(t.dtype, shape.prepend(dim)))
@@ -334,9 +335,29 @@ impl DatasetOp for Unbatch {
     }
 
     fn cardinality(&self) -> i64 {
-        match self.input.cardinality() {
-            crate::INFINITE_CARDINALITY => crate::INFINITE_CARDINALITY,
-            0 => 0,
+        let n = self.input.cardinality();
+        if n == crate::INFINITE_CARDINALITY {
+            return n;
+        }
+        // Known when every batch has the same static leading dimension.
+        let rows = self.input.element_spec().ok().flatten().and_then(|s| {
+            let firsts: Vec<Option<i64>> = s
+                .flatten()
+                .iter()
+                .map(|t| {
+                    t.shape
+                        .0
+                        .as_ref()
+                        .and_then(|d| d.first().copied().flatten())
+                })
+                .collect();
+            match firsts.first() {
+                Some(Some(r)) if firsts.iter().all(|f| *f == Some(*r)) => Some(*r),
+                _ => None,
+            }
+        });
+        match (n, rows) {
+            (n, Some(rows)) if n >= 0 => n.saturating_mul(rows),
             _ => crate::UNKNOWN_CARDINALITY,
         }
     }

@@ -103,21 +103,26 @@ impl DatasetOp for Skip {
     }
     fn cardinality(&self) -> i64 {
         let n = self.input.cardinality();
+        // TensorFlow's rules, including skip(-1) of an infinite (infinite)
+        // or unknown (unknown) input.
         match (self.count, n) {
-            (_, INFINITE_CARDINALITY) if self.count >= 0 => INFINITE_CARDINALITY,
-            (-1, _) => 0,
+            (_, INFINITE_CARDINALITY) => INFINITE_CARDINALITY,
             (_, UNKNOWN_CARDINALITY) => UNKNOWN_CARDINALITY,
+            (-1, _) => 0,
             (c, n) => (n - c).max(0),
         }
     }
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        if self.count < 0 {
+            // Skipping everything: TensorFlow ends at once, without reading
+            // the input (which may be infinite).
+            return Ok(Box::new(VecIter {
+                items: Vec::new().into_iter(),
+            }));
+        }
         Ok(Box::new(SkipIter {
             input: self.input.op.make_iterator(ctx)?,
-            to_skip: if self.count < 0 {
-                u64::MAX
-            } else {
-                self.count as u64
-            },
+            to_skip: self.count as u64,
         }))
     }
 }

@@ -100,10 +100,10 @@ impl DatasetOp for Concatenate {
     }
     fn element_spec(&self) -> Result<Option<Structure>> {
         match (self.first.element_spec()?, self.second.element_spec()?) {
-            (Some(a), Some(b)) => a
-                .merge(&b)
-                .map(Some)
-                .map_err(|e| Error::InvalidArgument(format!("concatenate: {e}"))),
+            (Some(a), Some(b)) => a.merge(&b).map(Some).map_err(|e| match e {
+                Error::InvalidArgument(m) => Error::InvalidArgument(format!("concatenate: {m}")),
+                other => other,
+            }),
             _ => Ok(None),
         }
     }

@@ -1,0 +1,478 @@
+//! Golden tests: tfdata's built-in kernels against TensorFlow 2.21, on
+//! fixtures written by `fixtures/kernels/generate.py` (see there for the
+//! files). `<case>.pb` files are TensorProtos of TensorFlow's inputs and
+//! outputs.
+//!
+//! Everything is compared bit for bit (dtype, shape and the little-endian
+//! bytes, so NaN payloads too) except:
+//! * JPEG pixels, which differ because TensorFlow decodes with
+//!   libjpeg-turbo's fast integer IDCT (`INTEGER_FAST`) and tfdata with
+//!   zune-jpeg (an accurate integer IDCT, and chroma upsampling that rounds
+//!   differently and treats the last columns differently): at most
+//!   [`JPEG_MAX_DIFF`] levels per sample and [`JPEG_MEAN_DIFF`] on average.
+//!   Observed on these fixtures: max 6, mean up to 1.03 (4:2:0, odd size);
+//!   gray and 4:4:4 images max 2-4. For scale, TensorFlow's own
+//!   `INTEGER_FAST` and `INTEGER_ACCURATE` decodes of the same files differ
+//!   by up to 4 levels, mean 0.95, and tfdata is within 1 level (mean 0.007)
+//!   of `INTEGER_ACCURATE` on 4:4:4 images;
+//! * `per_image_standardization`, whose float32 reductions TensorFlow sums
+//!   in Eigen's order: within [`STANDARDIZATION_TOLERANCE`].
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use prost::Message;
+use tfdata_core::element::tensor_from_proto;
+use tfdata_core::tensor::TensorData;
+use tfdata_core::{DType, Error, Tensor};
+use tfdata_dataset::kernels::{self, ResizeMethod, Vocabulary};
+use tfdata_proto::tensorflow::TensorProto;
+
+/// Largest difference allowed between a JPEG sample decoded by tfdata and by
+/// TensorFlow.
+const JPEG_MAX_DIFF: u8 = 8;
+/// Largest mean absolute difference allowed over a decoded JPEG.
+const JPEG_MEAN_DIFF: f64 = 1.25;
+/// Absolute tolerance for `per_image_standardization` (outputs are O(1)).
+const STANDARDIZATION_TOLERANCE: f32 = 1e-5;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernels")
+}
+
+/// The TensorProto fixture `<name>.pb`.
+fn tensor(name: &str) -> Tensor {
+    let path = dir().join(format!("{name}.pb"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    tensor_from_proto(&TensorProto::decode(bytes.as_slice()).unwrap()).unwrap()
+}
+
+/// A raw fixture file as a scalar string tensor.
+fn raw(file: &str) -> Tensor {
+    let path = dir().join(file);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Tensor::scalar_string(Bytes::from(bytes))
+}
+
+/// Fixture names (without `.pb`) matching `prefix*suffix`, sorted.
+fn cases(prefix: &str, contains: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter_map(|f| f.strip_suffix(".pb").map(str::to_string))
+        .filter(|f| f.starts_with(prefix) && f.contains(contains))
+        .collect();
+    names.sort();
+    assert!(!names.is_empty(), "no fixtures {prefix}*{contains}*");
+    names
+}
+
+fn bytes_of(t: &Tensor) -> &[u8] {
+    match t.data() {
+        TensorData::Buffer(b) => b,
+        TensorData::Strings(_) => panic!("not a numeric tensor"),
+    }
+}
+
+/// Same dtype, shape and values, bit for bit.
+#[track_caller]
+fn assert_same(actual: &Tensor, expected: &Tensor, what: &str) {
+    assert_eq!(actual.dtype(), expected.dtype(), "{what}: dtype");
+    assert_eq!(actual.shape(), expected.shape(), "{what}: shape");
+    match (actual.data(), expected.data()) {
+        (TensorData::Strings(a), TensorData::Strings(e)) => assert_eq!(a, e, "{what}: strings"),
+        (TensorData::Buffer(a), TensorData::Buffer(e)) => {
+            if a != e {
+                let size = expected.dtype().size().unwrap();
+                let first = a
+                    .chunks(size)
+                    .zip(e.chunks(size))
+                    .position(|(x, y)| x != y)
+                    .unwrap();
+                panic!("{what}: values differ, first at element {first}: {actual} vs {expected}");
+            }
+        }
+        _ => panic!("{what}: different kinds of data"),
+    }
+}
+
+/// Largest absolute difference between two float32 tensors of equal shape.
+#[track_caller]
+fn max_f32_diff(actual: &Tensor, expected: &Tensor, what: &str) -> f32 {
+    assert_eq!(actual.dtype(), DType::Float, "{what}: dtype");
+    assert_eq!(actual.shape(), expected.shape(), "{what}: shape");
+    let (a, e) = (
+        actual.to_vec::<f32>().unwrap(),
+        expected.to_vec::<f32>().unwrap(),
+    );
+    a.iter()
+        .zip(&e)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn decode_jpeg_is_close_to_tensorflow() {
+    let mut worst = (0u8, 0f64);
+    for name in cases("jpeg_", ".c") {
+        let (image, channels) = name.split_once(".c").unwrap();
+        let channels: u8 = channels.parse().unwrap();
+        let expected = tensor(&name);
+        let contents = raw(&format!("{image}.jpg"));
+        let actual = kernels::decode_jpeg(&contents, channels).unwrap();
+        assert_eq!(actual.dtype(), DType::UInt8, "{name}");
+        assert_eq!(actual.shape(), expected.shape(), "{name}: shape");
+        let (a, e) = (bytes_of(&actual), bytes_of(&expected));
+        let max = a.iter().zip(e).map(|(x, y)| x.abs_diff(*y)).max().unwrap();
+        let mean = a
+            .iter()
+            .zip(e)
+            .map(|(x, y)| f64::from(x.abs_diff(*y)))
+            .sum::<f64>()
+            / a.len() as f64;
+        println!("{name}: max abs difference {max}, mean {mean:.3}");
+        assert!(max <= JPEG_MAX_DIFF, "{name}: max difference {max}");
+        assert!(mean <= JPEG_MEAN_DIFF, "{name}: mean difference {mean}");
+        worst = (worst.0.max(max), worst.1.max(mean));
+        // decode_image and decode_png decode JPEGs the same way.
+        assert_same(
+            &kernels::decode_image(&contents, channels).unwrap(),
+            &actual,
+            &name,
+        );
+        assert_same(
+            &kernels::decode_png(&contents, channels).unwrap(),
+            &actual,
+            &name,
+        );
+    }
+    println!(
+        "JPEG: worst max abs difference {}, worst mean {:.3}",
+        worst.0, worst.1
+    );
+    // The grayscale channel is decoded from luma alone, like libjpeg: the
+    // tfdata decodes of one JPEG at 1 and 3 channels agree on gray images.
+    let gray = raw("jpeg_gray.jpg");
+    let one = kernels::decode_jpeg(&gray, 1).unwrap();
+    let three = kernels::decode_jpeg(&gray, 3).unwrap();
+    let replicated: Vec<u8> = bytes_of(&one).iter().flat_map(|&g| [g, g, g]).collect();
+    assert_eq!(bytes_of(&three), replicated.as_slice());
+}
+
+#[test]
+fn decode_png_matches_tensorflow() {
+    for name in cases("png_", ".c") {
+        let (image, channels) = name.split_once(".c").unwrap();
+        let channels: u8 = channels.parse().unwrap();
+        let contents = raw(&format!("{image}.png"));
+        let actual =
+            kernels::decode_png(&contents, channels).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_same(&actual, &tensor(&name), &name);
+        assert_same(
+            &kernels::decode_image(&contents, channels).unwrap(),
+            &actual,
+            &name,
+        );
+        if channels != 4 {
+            assert_same(
+                &kernels::decode_jpeg(&contents, channels).unwrap(),
+                &actual,
+                &name,
+            );
+        }
+    }
+    // decode_jpeg decodes PNGs, even with 4 channels.
+    assert_same(
+        &kernels::decode_jpeg(&raw("png_rgb.png"), 0).unwrap(),
+        &tensor("png_rgb.decode_jpeg"),
+        "decode_jpeg of a PNG",
+    );
+    assert_same(
+        &kernels::decode_jpeg(&raw("png_rgba.png"), 4).unwrap(),
+        &tensor("png_rgba.decode_jpeg_c4"),
+        "decode_jpeg of a PNG, 4 channels",
+    );
+}
+
+#[test]
+fn decode_bmp_matches_tensorflow() {
+    for name in cases("bmp_", ".c") {
+        let (image, channels) = name.split_once(".c").unwrap();
+        let channels: u8 = channels.parse().unwrap();
+        let contents = raw(&format!("{image}.bmp"));
+        let actual =
+            kernels::decode_image(&contents, channels).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_same(&actual, &tensor(&name), &name);
+        // Only decode_image reads BMP, as in TensorFlow.
+        for op in [kernels::decode_jpeg, kernels::decode_png] {
+            let err = op(&contents, channels).unwrap_err();
+            assert!(err.to_string().contains("wrong op"), "{name}: {err}");
+        }
+    }
+    let err = kernels::decode_image(&raw("bmp_24.bmp"), 1).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+}
+
+#[test]
+fn corrupt_images_are_refused_like_tensorflow() {
+    let mut bad: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|f| f.starts_with("bad_"))
+        .collect();
+    bad.sort();
+    assert!(bad.len() >= 8);
+    for file in bad {
+        let contents = raw(&file);
+        for op in [
+            kernels::decode_jpeg,
+            kernels::decode_png,
+            kernels::decode_image,
+        ] {
+            for channels in [0, 1, 3] {
+                match op(&contents, channels) {
+                    Err(Error::InvalidArgument(message)) => {
+                        assert!(message.starts_with("decode_"), "{file}: {message}")
+                    }
+                    other => panic!("{file} (channels {channels}): {other:?}"),
+                }
+            }
+        }
+    }
+    // Every prefix of a JPEG and a PNG is refused, never a panic.
+    for file in [
+        "jpeg_progressive.jpg",
+        "jpeg_rgb420.jpg",
+        "png_interlaced.png",
+    ] {
+        let full = std::fs::read(dir().join(file)).unwrap();
+        for len in (0..full.len()).step_by(7) {
+            let prefix = Tensor::scalar_string(Bytes::copy_from_slice(&full[..len]));
+            assert!(
+                kernels::decode_image(&prefix, 3).is_err(),
+                "{file}[..{len}]"
+            );
+        }
+        // And flipped bytes never panic (the result may be Ok: libjpeg also
+        // decodes corrupt entropy-coded data).
+        for at in (0..full.len()).step_by(5) {
+            let mut corrupt = full.clone();
+            corrupt[at] ^= 0x5A;
+            let _ = kernels::decode_image(&Tensor::scalar_string(Bytes::from(corrupt)), 0);
+        }
+    }
+}
+
+#[test]
+fn decode_validates_its_arguments() {
+    let jpeg = raw("jpeg_rgb420.jpg");
+    let message = |r: tfdata_core::Result<Tensor>| match r {
+        Err(Error::InvalidArgument(m)) => m,
+        other => panic!("{other:?}"),
+    };
+    assert!(message(kernels::decode_jpeg(&jpeg, 4)).contains("JPEG does not support 4 channels"));
+    assert!(message(kernels::decode_png(&jpeg, 2)).contains("`channels` must be 0, 1, 3 or 4"));
+    assert!(message(kernels::decode_image(&Tensor::scalar_string(""), 0)).contains("empty"));
+    let batch = Tensor::strings(vec![Bytes::new()], vec![1]).unwrap();
+    assert!(message(kernels::decode_jpeg(&batch, 0)).contains("scalar"));
+    assert!(message(kernels::decode_png(&Tensor::scalar(1u8), 0)).contains("scalar string"));
+    // libjpeg (so TensorFlow) cannot convert CMYK to grayscale.
+    for file in [
+        "jpeg_cmyk_adobe.jpg",
+        "jpeg_cmyk_plain.jpg",
+        "jpeg_ycck.jpg",
+    ] {
+        assert!(message(kernels::decode_jpeg(&raw(file), 1)).contains("grayscale"));
+    }
+    let gif = Tensor::scalar_string("GIF89a....");
+    assert!(matches!(
+        kernels::decode_image(&gif, 0),
+        Err(Error::Unimplemented(_))
+    ));
+}
+
+#[test]
+fn resize_matches_tensorflow() {
+    for name in cases("", ".resize_") {
+        let (input, op) = name.split_once(".resize_").unwrap();
+        let (method, size) = op.split_once('_').unwrap();
+        let (h, w) = size.split_once('x').unwrap();
+        let method = match method {
+            "bilinear" => ResizeMethod::Bilinear,
+            _ => ResizeMethod::Nearest,
+        };
+        let actual = kernels::resize(
+            &tensor(input),
+            h.parse().unwrap(),
+            w.parse().unwrap(),
+            method,
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_same(&actual, &tensor(&name), &name);
+    }
+}
+
+#[test]
+fn crops_and_flips_match_tensorflow() {
+    for input in ["image_u8", "batch_f32"] {
+        let image = tensor(input);
+        assert_same(
+            &kernels::flip_left_right(&image).unwrap(),
+            &tensor(&format!("{input}.flip_left_right")),
+            "flip_left_right",
+        );
+        assert_same(
+            &kernels::flip_up_down(&image).unwrap(),
+            &tensor(&format!("{input}.flip_up_down")),
+            "flip_up_down",
+        );
+    }
+    let image = tensor("image_u8");
+    for fraction in ["0.5", "0.33"] {
+        assert_same(
+            &kernels::central_crop(&image, fraction.parse().unwrap()).unwrap(),
+            &tensor(&format!("image_u8.central_crop_{fraction}")),
+            fraction,
+        );
+    }
+    assert_same(
+        &kernels::central_crop(&tensor("batch_f32"), 0.7).unwrap(),
+        &tensor("batch_f32.central_crop_0.7"),
+        "central_crop batch",
+    );
+    assert_same(
+        &kernels::crop_to_bounding_box(&image, 3, 5, 10, 12).unwrap(),
+        &tensor("image_u8.crop_3_5_10_12"),
+        "crop_to_bounding_box",
+    );
+    assert_same(
+        &kernels::crop_to_bounding_box(&tensor("batch_f32"), 1, 2, 7, 8).unwrap(),
+        &tensor("batch_f32.crop_1_2_7_8"),
+        "crop_to_bounding_box batch",
+    );
+}
+
+fn dtype(name: &str) -> DType {
+    match name {
+        "uint8" => DType::UInt8,
+        "int8" => DType::Int8,
+        "uint16" => DType::UInt16,
+        "int16" => DType::Int16,
+        "uint32" => DType::UInt32,
+        "int32" => DType::Int32,
+        "uint64" => DType::UInt64,
+        "int64" => DType::Int64,
+        "bool" => DType::Bool,
+        "float16" => DType::Half,
+        "bfloat16" => DType::BFloat16,
+        "float32" => DType::Float,
+        "float64" => DType::Double,
+        other => panic!("unknown dtype {other}"),
+    }
+}
+
+#[test]
+fn cast_matches_tensorflow() {
+    for input in [
+        "cast_f32_specials",
+        "cast_i64",
+        "cast_f64",
+        "cast_bool",
+        "cast_f16",
+    ] {
+        let source = tensor(input);
+        for name in cases(&format!("{input}."), "") {
+            let target = dtype(name.rsplit_once('.').unwrap().1);
+            let actual = kernels::cast(&source, target).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_same(&actual, &tensor(&name), &name);
+        }
+    }
+}
+
+#[test]
+fn normalisation_matches_tensorflow() {
+    let image = tensor("image_u8");
+    assert_same(
+        &kernels::normalize(&image, &[123.675, 116.28, 103.53], &[58.395, 57.12, 57.375]).unwrap(),
+        &tensor("image_u8.normalize"),
+        "normalize uint8",
+    );
+    assert_same(
+        &kernels::normalize(&tensor("batch_f32"), &[10.0, -3.0], &[2.5, 0.3]).unwrap(),
+        &tensor("batch_f32.normalize"),
+        "normalize float32",
+    );
+    assert_same(
+        &kernels::scale(&image, 1.0 / 255.0, 0.0).unwrap(),
+        &tensor("image_u8.scale"),
+        "scale",
+    );
+    assert_same(
+        &kernels::scale(&image, 2.0 / 255.0, -1.0).unwrap(),
+        &tensor("image_u8.scale_offset"),
+        "scale with offset",
+    );
+    for input in ["image_u8", "batch_f32", "uniform_u8"] {
+        let name = format!("{input}.per_image_standardization");
+        let actual = kernels::per_image_standardization(&tensor(input)).unwrap();
+        let diff = max_f32_diff(&actual, &tensor(&name), &name);
+        println!("{name}: max abs difference {diff:e}");
+        assert!(diff <= STANDARDIZATION_TOLERANCE, "{name}: {diff}");
+    }
+}
+
+#[test]
+fn one_hot_matches_tensorflow() {
+    assert_same(
+        &kernels::one_hot(&tensor("one_hot_i32"), 3, 1.0, 0.0).unwrap(),
+        &tensor("one_hot_i32.depth3"),
+        "one_hot int32",
+    );
+    assert_same(
+        &kernels::one_hot(&tensor("one_hot_i64"), 4, 5.0, -1.0).unwrap(),
+        &tensor("one_hot_i64.depth4_on5_off-1"),
+        "one_hot int64",
+    );
+    assert_same(
+        &kernels::one_hot(&tensor("one_hot_u8"), 10, 1.0, 0.0).unwrap(),
+        &tensor("one_hot_u8.depth10"),
+        "one_hot uint8 scalar",
+    );
+}
+
+#[test]
+fn text_kernels_match_tensorflow() {
+    let text = tensor("text");
+    let words = kernels::string_split(&text, None).unwrap();
+    assert_same(&words, &tensor("text.split"), "split on whitespace");
+    assert_same(
+        &kernels::string_split(&tensor("csv"), Some(",")).unwrap(),
+        &tensor("csv.split_comma"),
+        "split on a separator",
+    );
+    assert_same(
+        &kernels::string_split(&Tensor::scalar_string("x<>y<><>z"), Some("<>")).unwrap(),
+        &tensor("csv.split_long_sep"),
+        "split on a long separator",
+    );
+    assert_same(
+        &kernels::lower(&tensor("mixed")).unwrap(),
+        &tensor("mixed.lower"),
+        "lower",
+    );
+    let vocabulary = Vocabulary::from_file(dir().join("vocab.txt").to_str().unwrap()).unwrap();
+    assert_eq!(vocabulary.len(), 8);
+    let tokens = kernels::lower(&words).unwrap();
+    assert_same(
+        &kernels::lookup(&tokens, &vocabulary, -1).unwrap(),
+        &tensor("text.lookup"),
+        "lookup",
+    );
+    assert_same(
+        &kernels::lookup(&tensor("tokens2d"), &vocabulary, 7).unwrap(),
+        &tensor("tokens2d.lookup_default7"),
+        "lookup 2-D with a default",
+    );
+}
