@@ -8,6 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tensorflow/struct.proto",
         "tensorflow/example.proto",
         "tfdata/pipeline.proto",
+        "tfdata/status.proto",
         "tensorflow/data/common.proto",
         "tensorflow/data/dispatcher.proto",
         "tensorflow/data/worker.proto",

@@ -1,6 +1,8 @@
 //! `tfdata`: run a tf.data service dispatcher or worker. Flags become
 //! validated configs; the servers themselves are library functions.
 
+mod status;
+
 use std::time::Duration;
 
 use anyhow::Context;
@@ -24,6 +26,12 @@ enum Command {
     Worker(WorkerArgs),
     /// Register a pipeline (JSON text form, see docs/pipelines.md) and print its dataset id.
     Register(RegisterArgs),
+    /// Print a dispatcher's workers, datasets, jobs, iterations and tasks.
+    Status {
+        /// The dispatcher, as host:port or grpc://host:port.
+        #[arg(long)]
+        dispatcher: String,
+    },
 }
 
 #[derive(Args)]
@@ -252,6 +260,7 @@ async fn main() -> anyhow::Result<()> {
             tfdata_dispatcher::serve(listener, config, shutdown).await?;
         }
         Command::Register(args) => register(args).await?,
+        Command::Status { dispatcher } => status::run(&dispatcher).await?,
         Command::Worker(args) => {
             let config = args.into_config()?;
             let listener = tfdata_rpc::server::bind(config.port)?;

@@ -168,3 +168,74 @@ fn bad_flags_and_a_busy_port_exit_with_an_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("work_dir"));
     drop(dispatcher);
 }
+
+#[test]
+fn register_read_distributed_epoch_and_status_through_the_binaries() {
+    let (dispatcher, port) = Process::start(&["dispatcher", "--port", "0"]);
+    let address = format!("localhost:{port}");
+    let (worker_a, _) = Process::start(&["worker", "--dispatcher-address", &address]);
+    let (worker_b, _) = Process::start(&["worker", "--dispatcher-address", &address]);
+    wait_for_workers(&address, 2);
+
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = dir.path().join("p.json");
+    std::fs::write(&pipeline, r#"{"op": "range", "stop": 100}"#).unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "register",
+            "--service",
+            &format!("grpc://{address}"),
+            "--pipeline",
+        ])
+        .arg(&pipeline)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(id, "1000");
+
+    let ds = tfdata::from_dataset_id(
+        tfdata::ProcessingMode::DistributedEpoch,
+        &format!("grpc://{address}"),
+        &id,
+    )
+    .build()
+    .unwrap();
+    let mut values: Vec<i64> = ds
+        .iter()
+        .unwrap()
+        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+        .collect();
+    values.sort();
+    assert_eq!(
+        values,
+        (0..100).collect::<Vec<_>>(),
+        "each element once across two worker processes"
+    );
+
+    let out = Command::new(BIN)
+        .args(["status", "--dispatcher", &address])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Workers (2)"), "{text}");
+    assert!(
+        text.contains("Datasets (1)") && text.contains("TensorSpec(shape=(), dtype=int64)"),
+        "{text}"
+    );
+    assert!(text.contains("DYNAMIC"), "{text}");
+    assert!(text.contains("Tasks (2)"), "{text}");
+
+    assert!(worker_a.terminate().success());
+    assert!(worker_b.terminate().success());
+    assert!(dispatcher.terminate().success());
+}

@@ -387,6 +387,35 @@ impl DistributedDataset {
                 "dataset {dataset_id} was registered without a compression setting"
             )));
         }
+        let config = retry(&dispatcher.target(), timeout, &cancel, || {
+            dispatcher.get_data_service_config(wire::GetDataServiceConfigRequest {})
+        })
+        .await?
+        .config
+        .unwrap_or_default();
+        // TensorFlow's clients propose (never, in open source) to turn
+        // compression off; the first proposal per dataset is recorded and the
+        // workers follow it. Readers decode both forms either way.
+        if metadata.compression != wire::data_service_metadata::Compression::Off as i32 {
+            let request = wire::DisableCompressionAtRuntimeRequest {
+                dataset_id: dataset_id.clone(),
+                disable_compression_at_runtime: false,
+            };
+            retry(&dispatcher.target(), timeout, &cancel, || {
+                dispatcher.disable_compression_at_runtime(request.clone())
+            })
+            .await?;
+        }
+        // COLOCATED deployments with static sharding read only local workers.
+        let mut options = options;
+        let colocated = config.deployment_mode == wire::DeploymentMode::Colocated as i32;
+        let static_sharding = !matches!(
+            mode,
+            ProcessingMode::ParallelEpochs | ProcessingMode::DistributedEpoch
+        );
+        if colocated && static_sharding && options.target_workers == TargetWorkers::Auto {
+            options.target_workers = TargetWorkers::Local;
+        }
         Ok(DistributedDataset {
             inner: Arc::new(Inner {
                 dispatcher,

@@ -15,6 +15,7 @@ pub mod journal;
 pub mod server;
 pub mod service;
 pub mod state;
+pub mod status;
 pub mod store;
 
 pub use config::DispatcherConfig;

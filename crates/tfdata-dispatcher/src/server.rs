@@ -13,6 +13,8 @@ use tokio_stream::wrappers::TcpListenerStream;
 use crate::config::DispatcherConfig;
 use crate::service::{Clock, Dispatcher, DispatcherGrpc, SystemClock};
 use crate::state::DispatcherState;
+use crate::status::StatusGrpc;
+use tfdata_proto::tfdata::status::status_service_server::StatusServiceServer;
 
 /// Runs a dispatcher on `listener` until `shutdown` fires.
 pub async fn serve(
@@ -47,11 +49,13 @@ pub async fn serve_dispatcher(
     tracing::info!(port, "tf.data service dispatcher serving");
 
     let maintenance = tokio::spawn(maintenance_loop(Arc::clone(&dispatcher), shutdown.clone()));
+    let status = StatusServiceServer::new(StatusGrpc(Arc::clone(&dispatcher)));
     let service = DispatcherServiceServer::new(DispatcherGrpc(dispatcher))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let result = tonic::transport::Server::builder()
         .add_service(service)
+        .add_service(status)
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled_owned())
         .await;
     maintenance.abort();

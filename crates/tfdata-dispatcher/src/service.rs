@@ -154,6 +154,16 @@ impl Dispatcher {
         self.inner.lock().await.state.clone()
     }
 
+    /// The state and the workers' last heartbeat times (µs).
+    pub(crate) async fn state_and_heartbeats(&self) -> (DispatcherState, HashMap<String, i64>) {
+        let inner = self.inner.lock().await;
+        (inner.state.clone(), inner.worker_heartbeats.clone())
+    }
+
+    pub(crate) fn now_micros(&self) -> i64 {
+        self.clock.now_micros()
+    }
+
     /// [`snapshot_state`](Self::snapshot_state) for synchronous callers
     /// outside any async runtime.
     pub fn state_blocking(&self) -> DispatcherState {
@@ -617,11 +627,7 @@ impl Dispatcher {
                 "num_consumers must be positive, got {n}"
             )));
         }
-        if req.use_cross_trainer_cache {
-            return Err(Error::Unimplemented(
-                "cross-trainer cache is not supported by this dispatcher yet".into(),
-            ));
-        }
+
         let is_static = !matches!(policy, ShardingPolicy::Off | ShardingPolicy::Dynamic);
         if is_static && self.config.worker_addresses.is_empty() {
             return Err(Error::FailedPrecondition(format!(

@@ -26,6 +26,11 @@ pub mod tfdata {
     pub mod pipeline {
         tonic::include_proto!("tfdata.pipeline");
     }
+
+    /// Package `tfdata.status`: the dispatcher's introspection service.
+    pub mod status {
+        tonic::include_proto!("tfdata.status");
+    }
 }
 
 pub use tensorflow::data;

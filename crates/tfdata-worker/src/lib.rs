@@ -11,6 +11,7 @@
 //! `DispatcherClient`; it never depends on the dispatcher crate.
 
 pub mod config;
+pub mod cross_trainer;
 pub mod round_robin;
 pub mod server;
 pub mod service;

@@ -198,7 +198,11 @@ impl Worker {
             if tasks.contains_key(&id) || lock(&self.finished_tasks).contains(&id) {
                 return;
             }
-            let runner = Arc::new(TaskRunner::new(def, self.config.task_buffer_elements));
+            let runner = Arc::new(TaskRunner::with_cache_budget(
+                def,
+                self.config.task_buffer_elements,
+                self.config.cross_trainer_cache_size_bytes,
+            ));
             tasks.insert(id, Arc::clone(&runner));
             runner
         };
@@ -242,12 +246,7 @@ impl Worker {
                 )));
             }
         };
-        if def.use_cross_trainer_cache {
-            return Err(Error::Unimplemented(format!(
-                "task {}: cross-trainer cache is not supported by tfdata workers yet",
-                def.task_id
-            )));
-        }
+
         let dataset_def = match &def.dataset {
             Some(task_def::Dataset::DatasetDef(d)) => d.clone(),
             Some(task_def::Dataset::Path(path)) => {
@@ -287,9 +286,11 @@ impl Worker {
                 })?
             }
         };
-        if def.num_consumers.is_some() && dataset.cardinality() >= 0 {
+        if (def.num_consumers.is_some() || def.use_cross_trainer_cache)
+            && dataset.cardinality() >= 0
+        {
             return Err(Error::FailedPrecondition(format!(
-                "coordinated reads need an infinite dataset, but dataset {} has {} elements; \
+                "coordinated reads and cross-trainer caches need an infinite dataset, but dataset {} has {} elements; \
                  add .repeat() at the end",
                 def.dataset_id,
                 dataset.cardinality()
@@ -320,7 +321,32 @@ impl Worker {
                     .insert(source.op_key(), std::sync::Arc::new(provider));
             }
         }
-        Ok((dataset, ctx, pipeline.compress))
+        let compress = pipeline.compress && !self.compression_disabled(&def.dataset_id).await?;
+        Ok((dataset, ctx, compress))
+    }
+
+    /// Whether the dispatcher recorded that compression is off at runtime for
+    /// this dataset (the first proposal wins; ours is "keep it").
+    async fn compression_disabled(&self, dataset_id: &str) -> Result<bool> {
+        use wire::disable_compression_at_runtime_response::Decision;
+        let request = wire::DisableCompressionAtRuntimeRequest {
+            dataset_id: dataset_id.to_string(),
+            disable_compression_at_runtime: false,
+        };
+        let response = retry(
+            &self.dispatcher.target(),
+            Some(self.config.dispatcher_timeout),
+            &self.shutdown,
+            || {
+                self.dispatcher
+                    .disable_compression_at_runtime(request.clone())
+            },
+        )
+        .await?;
+        Ok(matches!(
+            response.decision,
+            Some(Decision::CompressionDisabledAtRuntime(true))
+        ))
     }
 
     async fn fetch_dataset_def(&self, dataset_id: &str) -> Result<wire::DatasetDef> {
@@ -373,6 +399,7 @@ impl Worker {
             next = async {
                 match coordinated {
                     Some((consumer, round)) => task.next_for_round(consumer, round, req.allow_skip).await,
+                    None if task.def.use_cross_trainer_cache => task.next_for_trainer(&req.trainer_id).await,
                     None => task.next(req.allow_skip).await,
                 }
             } => next?,

@@ -31,6 +31,8 @@ pub struct TaskRunner {
     pub def: TaskDef,
     /// Present for coordinated reads (`num_consumers` set).
     round_robin: Option<crate::round_robin::RoundRobin>,
+    /// Present for cross-trainer-cache jobs.
+    cache: Option<crate::cross_trainer::CrossTrainerCache>,
     buffer: tokio::sync::Mutex<mpsc::Receiver<Result<Payload>>>,
     producer: Mutex<Option<mpsc::Sender<Result<Payload>>>>,
     end_of_sequence: AtomicBool,
@@ -43,8 +45,17 @@ impl TaskRunner {
     /// A runner with an empty buffer of `capacity` elements; the pipeline
     /// starts with [`run_pipeline`](Self::run_pipeline) once the dataset is loaded.
     pub fn new(def: TaskDef, capacity: usize) -> Self {
+        Self::with_cache_budget(def, capacity, 0)
+    }
+
+    /// A runner whose cross-trainer cache (if the task uses one) holds up to
+    /// `cache_budget_bytes`.
+    pub fn with_cache_budget(def: TaskDef, capacity: usize, cache_budget_bytes: u64) -> Self {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         TaskRunner {
+            cache: def
+                .use_cross_trainer_cache
+                .then(|| crate::cross_trainer::CrossTrainerCache::new(cache_budget_bytes)),
             round_robin: def
                 .num_consumers
                 .map(|n| crate::round_robin::RoundRobin::new(n.max(1) as usize)),
@@ -121,8 +132,8 @@ impl TaskRunner {
             }
             None => {
                 let err = Error::FailedPrecondition(
-                    "Encountered end of sequence on a round-robin read iterator. Please ensure that the \
-                     dataset used for round-robin reading has infinite cardinality, e.g. by adding a \
+                    "Encountered end of sequence on a round-robin read or cross-trainer cache iterator. \
+                     Please ensure that the dataset has infinite cardinality, e.g. by adding a \
                      .repeat() transformation at the end."
                         .into(),
                 );
@@ -130,6 +141,20 @@ impl TaskRunner {
                 Err(err)
             }
         }
+    }
+
+    /// Cross-trainer cache reads: the element at `trainer_id`'s cursor.
+    pub async fn next_for_trainer(&self, trainer_id: &str) -> Result<Next> {
+        let Some(cache) = &self.cache else {
+            return Err(Error::FailedPrecondition(format!(
+                "task {} does not use a cross-trainer cache; do not send trainer_id",
+                self.def.task_id
+            )));
+        };
+        if let Some((code, message)) = lock(&self.error).clone() {
+            return Err(Error::Remote { code, message });
+        }
+        cache.get(self, trainer_id).await
     }
 
     /// The next element, first come first served. With `allow_skip`, an empty

@@ -350,3 +350,48 @@ fn target_workers_local_reads_only_in_process_workers() {
         .unwrap();
     exactly(&read(&ds), 0..5, 1);
 }
+
+#[test]
+fn cross_trainer_cache_shares_one_window_between_trainers() {
+    let (dispatcher, _w) = cluster(1);
+    let make = |trainer: &str| {
+        distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+            .job_name("shared-cache")
+            .cross_trainer_cache(trainer)
+            .apply(&Dataset::range(1_000_000).repeat(None))
+            .unwrap()
+    };
+    let take = |ds: &DistributedDataset, n: usize| -> Vec<i64> {
+        ds.iter()
+            .unwrap()
+            .take(n)
+            .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+            .collect()
+    };
+    let (a, b) = (make("trainer-a"), make("trainer-b"));
+    // Both trainers see the same elements: b reads what a made the worker cache.
+    let first = take(&a, 30);
+    assert_eq!(first, (0..30).collect::<Vec<_>>());
+    assert_eq!(take(&b, 30), first);
+
+    // Cross-trainer caching needs a job name and an infinite dataset.
+    let err = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .cross_trainer_cache("t")
+        .apply(&Dataset::range(3).repeat(None))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("job_name"), "{err}");
+    let finite = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .job_name("finite-cache")
+        .cross_trainer_cache("t")
+        .apply(&Dataset::range(3))
+        .unwrap();
+    assert!(
+        finite
+            .iter()
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("infinite")
+    );
+}
