@@ -1059,6 +1059,23 @@ impl Dispatcher {
                     it.split_indices.len()
                 ))
             })?;
+        // A tfdata worker repeating its last request lost the answer: give it
+        // the same split again (nothing new is journaled).
+        if let Some(sequence) = req.tfdata_split_sequence
+            && let Some(last) = it
+                .last_splits
+                .get(&(req.split_provider_index, req.tfdata_worker_address.clone()))
+            && last.repetition == req.repetition
+            && last.sequence == sequence
+        {
+            return Ok(match &last.split {
+                Some(split) => wire::GetSplitResponse {
+                    split: Some(split.clone()),
+                    end_of_splits: false,
+                },
+                None => end_of_splits(),
+            });
+        }
         let current = it.split_repetitions[p];
         if req.repetition < current {
             // That repetition is over for everyone.
@@ -1089,6 +1106,7 @@ impl Dispatcher {
             // Ready for the next repetition.
             provider.reset()?;
         }
+        let split = split.map(|t| tfdata_core::element::tensor_to_proto(&t));
         self.commit(
             inner,
             UpdateType::ProduceSplit(wire::ProduceSplitUpdate {
@@ -1096,12 +1114,17 @@ impl Dispatcher {
                 repetition: req.repetition,
                 split_provider_index: req.split_provider_index,
                 finished,
+                tfdata_worker_address: req.tfdata_worker_address.clone(),
+                tfdata_split_sequence: req.tfdata_split_sequence,
+                tfdata_split: split
+                    .clone()
+                    .filter(|_| req.tfdata_split_sequence.is_some()),
             }),
         )
         .await?;
         Ok(match split {
-            Some(t) => wire::GetSplitResponse {
-                split: Some(tfdata_core::element::tensor_to_proto(&t)),
+            Some(split) => wire::GetSplitResponse {
+                split: Some(split),
                 end_of_splits: false,
             },
             None => end_of_splits(),
@@ -1597,5 +1620,113 @@ mod tests {
         let err = d.worker_heartbeat(beat("bad:1")).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::FailedPrecondition);
         assert!(err.to_string().contains("bad:1"));
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use std::sync::atomic::AtomicI64;
+
+    use super::*;
+
+    struct FixedClock(AtomicI64);
+
+    impl Clock for FixedClock {
+        fn now_micros(&self) -> i64 {
+            self.0.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    async fn dynamic_iteration(d: &Dispatcher) -> i64 {
+        let pipeline =
+            tfdata_dataset::pipeline::to_pipeline_def(&tfdata_dataset::Dataset::range(5), false)
+                .unwrap();
+        let id = d
+            .get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
+                dataset: Some(wire::DatasetDef {
+                    graph: Default::default(),
+                    tfdata_pipeline: Some(pipeline),
+                }),
+                metadata: Some(wire::DataServiceMetadata {
+                    compression: 1,
+                    ..Default::default()
+                }),
+                dataset_id: None,
+            })
+            .await
+            .unwrap()
+            .dataset_id;
+        let job_id = d
+            .get_or_create_job(wire::GetOrCreateJobRequest {
+                dataset_id: id,
+                processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 1 }),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .job_id;
+        d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
+            job_id,
+            repetition: 0,
+        })
+        .await
+        .unwrap();
+        IterationId::FIRST
+    }
+
+    fn value(r: &wire::GetSplitResponse) -> Option<i64> {
+        r.split.as_ref().map(|t| {
+            tfdata_core::element::tensor_from_proto(t)
+                .unwrap()
+                .to_scalar::<i64>()
+                .unwrap()
+        })
+    }
+
+    /// A split journaled but never delivered is delivered on the retry, even
+    /// across a restart from the journal: none lost, none duplicated.
+    #[tokio::test]
+    async fn a_retried_get_split_gets_the_same_split_even_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = DispatcherConfig {
+            work_dir: Some(dir.path().display().to_string()),
+            fault_tolerant_mode: true,
+            ..Default::default()
+        };
+        let clock = Arc::new(FixedClock(AtomicI64::new(1)));
+        let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
+        let iteration = dynamic_iteration(&d).await;
+        let ask = |seq: i64, worker: &str| wire::GetSplitRequest {
+            iteration_id: iteration,
+            repetition: 0,
+            split_provider_index: 0,
+            tfdata_worker_address: worker.into(),
+            tfdata_split_sequence: Some(seq),
+        };
+        assert_eq!(value(&d.get_split(ask(0, "w1")).await.unwrap()), Some(0));
+        assert_eq!(value(&d.get_split(ask(1, "w1")).await.unwrap()), Some(1));
+        // The answer to seq 1 was "lost": the retry gets split 1 again.
+        assert_eq!(value(&d.get_split(ask(1, "w1")).await.unwrap()), Some(1));
+        assert_eq!(value(&d.get_split(ask(0, "w2")).await.unwrap()), Some(2));
+        drop(d);
+
+        let d = Dispatcher::new(config, clock).unwrap();
+        assert_eq!(
+            value(&d.get_split(ask(0, "w2")).await.unwrap()),
+            Some(2),
+            "retry after restart"
+        );
+        assert_eq!(value(&d.get_split(ask(2, "w1")).await.unwrap()), Some(3));
+        assert_eq!(value(&d.get_split(ask(1, "w2")).await.unwrap()), Some(4));
+        let end = d.get_split(ask(3, "w1")).await.unwrap();
+        assert!(end.end_of_splits);
+        // TensorFlow workers (no sequence) get plain cursor semantics.
+        let tf = wire::GetSplitRequest {
+            iteration_id: iteration,
+            repetition: 1,
+            split_provider_index: 0,
+            ..Default::default()
+        };
+        assert_eq!(value(&d.get_split(tf).await.unwrap()), Some(0));
     }
 }

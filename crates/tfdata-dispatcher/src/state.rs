@@ -60,8 +60,20 @@ pub struct Iteration {
     pub garbage_collected: bool,
     /// Active tasks in creation order: the order every client sees.
     pub tasks: Vec<TaskId>,
+    /// Per (split provider, worker): the last split handed out with its
+    /// repetition and sequence number (`None` split: end of splits), so a
+    /// retried `GetSplit` gets the same answer.
+    pub last_splits: BTreeMap<(i64, String), LastSplit>,
     /// Coordinated reads: tasks waiting to join at an agreed round, in order.
     pub pending_tasks: std::collections::VecDeque<PendingTask>,
+}
+
+/// The last answer to a worker's `GetSplit` for one provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LastSplit {
+    pub repetition: i64,
+    pub sequence: i64,
+    pub split: Option<tfdata_proto::tensorflow::TensorProto>,
 }
 
 /// A task of a round-robin iteration that joins once every consumer agreed
@@ -260,6 +272,7 @@ impl DispatcherState {
                         garbage_collected: false,
                         tasks: Vec::new(),
                         pending_tasks: Default::default(),
+                        last_splits: BTreeMap::new(),
                     },
                 );
             }
@@ -282,6 +295,16 @@ impl DispatcherState {
                             format!("bad provider {}", u.split_provider_index),
                         )
                     })?;
+                if let Some(sequence) = u.tfdata_split_sequence {
+                    it.last_splits.insert(
+                        (u.split_provider_index, u.tfdata_worker_address.clone()),
+                        LastSplit {
+                            repetition: u.repetition,
+                            sequence,
+                            split: u.tfdata_split.clone(),
+                        },
+                    );
+                }
                 it.split_repetitions[p] = u.repetition;
                 if u.finished {
                     it.split_repetitions[p] += 1;

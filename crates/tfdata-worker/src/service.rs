@@ -314,6 +314,8 @@ impl Worker {
                     iteration_id: def.iteration_id,
                     index: index as i64,
                     repetition: Default::default(),
+                    received: Default::default(),
+                    worker_address: self.address.clone(),
                     timeout: self.config.dispatcher_timeout,
                     cancel: self.shutdown.clone(),
                 };

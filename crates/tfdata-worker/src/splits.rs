@@ -21,6 +21,11 @@ pub struct RemoteSplitProvider {
     /// Starts at 0; each `reset` (a `repeat` after the source) moves to the
     /// next repetition of the dispatcher's cursor.
     pub repetition: AtomicI64,
+    /// Splits received in this repetition: the sequence number of the next
+    /// request. A retry of a request whose answer was lost repeats it, and the
+    /// dispatcher answers with the same split.
+    pub received: AtomicI64,
+    pub worker_address: String,
     /// How long a split request retries an unreachable dispatcher.
     pub timeout: Duration,
     pub cancel: CancellationToken,
@@ -32,13 +37,16 @@ impl SplitProvider for RemoteSplitProvider {
             iteration_id: self.iteration_id,
             repetition: self.repetition.load(Ordering::SeqCst),
             split_provider_index: self.index,
+            tfdata_worker_address: self.worker_address.clone(),
+            tfdata_split_sequence: Some(self.received.load(Ordering::SeqCst)),
         };
         let response = self.runtime.block_on(retry(
             &self.dispatcher.target(),
             Some(self.timeout),
             &self.cancel,
-            || self.dispatcher.get_split(request),
+            || self.dispatcher.get_split(request.clone()),
         ))?;
+        self.received.fetch_add(1, Ordering::SeqCst);
         if response.end_of_splits {
             return Ok(None);
         }
@@ -52,6 +60,7 @@ impl SplitProvider for RemoteSplitProvider {
 
     fn reset(&self) -> Result<()> {
         self.repetition.fetch_add(1, Ordering::SeqCst);
+        self.received.store(0, Ordering::SeqCst);
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 //! back into a dataset, rejecting unknown ops and bad attributes by name.
 
 pub mod batch;
+pub mod buffer_pool;
 pub mod control;
 pub mod files;
 pub mod map;

@@ -40,13 +40,13 @@ pub fn stack(parts: &[&Tensor]) -> Result<Tensor> {
     let data = match first.data() {
         TensorData::Buffer(_) => {
             let total: usize = parts.iter().map(|t| t.byte_size()).sum();
-            let mut buf = Vec::with_capacity(total);
+            let mut buf = super::buffer_pool::take(total);
             for t in parts {
                 if let TensorData::Buffer(b) = t.data() {
                     buf.extend_from_slice(b);
                 }
             }
-            TensorData::Buffer(buf.into())
+            TensorData::Buffer(super::buffer_pool::freeze(buf))
         }
         TensorData::Strings(_) => {
             let mut strings = Vec::new();

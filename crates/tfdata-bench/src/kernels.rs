@@ -1,0 +1,282 @@
+//! The `kernels` scenario: the pipeline's per-example operations timed one
+//! at a time on one thread, by tfdata's kernels and by TensorFlow's ops
+//! (`scripts/tf_kernels.py`, eager, one intra-op and one inter-op thread),
+//! on the benchmark's own images. It separates the cost of the kernels from
+//! that of the pipeline machinery (threads, queues, batching buffers).
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Map, Value, json};
+use tfdata_core::{DType, Tensor};
+use tfdata_dataset::Dataset;
+use tfdata_dataset::example::{FeatureSpec, parse_single_example};
+use tfdata_dataset::kernels::{self, ResizeMethod};
+use tfdata_dataset::ops::tensor_util;
+
+use crate::data::{self, ImageData};
+
+/// The kernels, in pipeline order, with the names both sides report.
+pub const KERNELS: [&str; 5] = [
+    "parse_example",
+    "decode_jpeg",
+    "resize",
+    "normalize",
+    "batch",
+];
+
+/// Options of the `kernels` scenario.
+#[derive(Debug, Clone)]
+pub struct KernelOptions {
+    /// Images to run each kernel over (taken from the first shard).
+    pub images: usize,
+    /// Run each kernel over the images for at least this long.
+    pub seconds_per_kernel: f64,
+    pub batch_size: usize,
+    pub tensorflow_python: Option<std::path::PathBuf>,
+}
+
+/// Microseconds per example for each kernel.
+pub type KernelTimes = BTreeMap<String, f64>;
+
+/// Calls `f` on every input, in passes, until `seconds` have passed;
+/// microseconds per call.
+fn time_per_call<T, O>(
+    inputs: &[T],
+    seconds: f64,
+    mut f: impl FnMut(&T) -> Result<O>,
+) -> Result<f64> {
+    if inputs.is_empty() {
+        bail!("no inputs to time");
+    }
+    // One untimed pass: first-touch page faults, caches, lazy tables.
+    for x in inputs {
+        black_box(f(x)?);
+    }
+    let start = Instant::now();
+    let mut calls = 0u64;
+    loop {
+        for x in inputs {
+            black_box(f(x)?);
+        }
+        calls += inputs.len() as u64;
+        let elapsed = start.elapsed().as_secs_f64();
+        if elapsed >= seconds {
+            return Ok(elapsed * 1e6 / calls as f64);
+        }
+    }
+}
+
+fn kernel_err(kernel: &str) -> impl Fn(tfdata_core::Error) -> anyhow::Error + '_ {
+    move |e| anyhow!("{kernel}: {e}")
+}
+
+/// Times tfdata's kernels on the first `options.images` examples.
+pub fn run_ours(data: &ImageData, options: &KernelOptions) -> Result<KernelTimes> {
+    let first = data.files.first().context("the data set has no files")?;
+    let path = first.display().to_string();
+    let mut records = Vec::new();
+    let mut iter = Dataset::tfrecord(&[path.as_str()], "")
+        .iter()
+        .map_err(kernel_err("tfrecord_dataset"))?;
+    while records.len() < options.images {
+        let Some(e) = iter
+            .next_element()
+            .map_err(kernel_err("tfrecord_dataset"))?
+        else {
+            break;
+        };
+        let t = e.components.into_iter().next().context("an empty record")?;
+        let values = t.string_values().map_err(kernel_err("tfrecord_dataset"))?;
+        records.push(values.first().context("an empty record")?.to_vec());
+    }
+    let features: BTreeMap<String, FeatureSpec> = [
+        ("image".to_string(), FeatureSpec::fixed(DType::String, [])),
+        ("label".to_string(), FeatureSpec::fixed(DType::Int64, [])),
+    ]
+    .into_iter()
+    .collect();
+    let parse =
+        |r: &Vec<u8>| parse_single_example(r, &features).map_err(kernel_err("parse_example"));
+    let s = options.seconds_per_kernel;
+    let mut times = KernelTimes::new();
+    times.insert("parse_example".into(), time_per_call(&records, s, parse)?);
+
+    let jpegs: Vec<Tensor> = records
+        .iter()
+        .map(|r| {
+            let mut parsed = parse(r)?;
+            parsed.remove("image").context("no image feature")
+        })
+        .collect::<Result<_>>()?;
+    let decode = |t: &Tensor| kernels::decode_jpeg(t, 3).map_err(kernel_err("decode_jpeg"));
+    times.insert("decode_jpeg".into(), time_per_call(&jpegs, s, decode)?);
+
+    let decoded: Vec<Tensor> = jpegs.iter().map(decode).collect::<Result<_>>()?;
+    let resize = |t: &Tensor| {
+        kernels::resize(t, 224, 224, ResizeMethod::Bilinear).map_err(kernel_err("resize"))
+    };
+    times.insert("resize".into(), time_per_call(&decoded, s, resize)?);
+
+    let resized: Vec<Tensor> = decoded.iter().map(resize).collect::<Result<_>>()?;
+    let (mean, std) = ([127.5f32; 3], [127.5f32; 3]);
+    let normalize =
+        |t: &Tensor| kernels::normalize(t, &mean, &std).map_err(kernel_err("normalize"));
+    times.insert("normalize".into(), time_per_call(&resized, s, normalize)?);
+
+    let normalized: Vec<Tensor> = resized.iter().map(normalize).collect::<Result<_>>()?;
+    let batches: Vec<Vec<&Tensor>> = normalized
+        .chunks_exact(options.batch_size)
+        .map(|c| c.iter().collect())
+        .collect();
+    if batches.is_empty() {
+        bail!("--kernel-images must be at least --batch-size");
+    }
+    let stack = |b: &Vec<&Tensor>| tensor_util::stack(b).map_err(kernel_err("batch"));
+    let per_batch = time_per_call(&batches, s, stack)?;
+    times.insert("batch".into(), per_batch / options.batch_size as f64);
+    Ok(times)
+}
+
+/// Times TensorFlow's ops (`scripts/tf_kernels.py`).
+pub fn run_tensorflow(
+    python: &Path,
+    data: &ImageData,
+    options: &KernelOptions,
+) -> Result<(KernelTimes, Option<String>)> {
+    let script = data::scripts_dir().join("tf_kernels.py");
+    let first = data.files.first().context("the data set has no files")?;
+    let output = Command::new(python)
+        .arg(&script)
+        .arg("--file")
+        .arg(first)
+        .args(["--images", &options.images.to_string()])
+        .args(["--seconds", &options.seconds_per_kernel.to_string()])
+        .args(["--batch-size", &options.batch_size.to_string()])
+        .env("TF_CPP_MIN_LOG_LEVEL", "2")
+        .output()
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    if !output.status.success() {
+        bail!(
+            "{} failed ({}):\n{}",
+            script.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .with_context(|| format!("{} printed no JSON: {stdout}", script.display()))?;
+    parse_tensorflow_times(line)
+}
+
+fn parse_tensorflow_times(line: &str) -> Result<(KernelTimes, Option<String>)> {
+    let v: Value = serde_json::from_str(line).context("tf_kernels.py printed bad JSON")?;
+    let us = v
+        .get("us_per_example")
+        .and_then(Value::as_object)
+        .context("tf_kernels.py: no \"us_per_example\"")?;
+    let times = us
+        .iter()
+        .map(|(k, t)| {
+            t.as_f64()
+                .map(|t| (k.clone(), t))
+                .with_context(|| format!("tf_kernels.py: {k} is not a number"))
+        })
+        .collect::<Result<_>>()?;
+    let version = v
+        .get("tensorflow")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    Ok((times, version))
+}
+
+/// Runs the scenario: one report per kernel (`kernels/<name>`), plus
+/// `kernels/total`, the sum.
+pub fn run(
+    data: &ImageData,
+    options: &KernelOptions,
+    emit: &mut dyn FnMut(Map<String, Value>, String) -> Result<()>,
+) -> Result<()> {
+    eprintln!("tfdata-bench: kernels: tfdata ...");
+    let ours = run_ours(data, options)?;
+    let tensorflow = match &options.tensorflow_python {
+        Some(python) => {
+            eprintln!("tfdata-bench: kernels: TensorFlow ...");
+            Some(run_tensorflow(python, data, options)?)
+        }
+        None => None,
+    };
+    let total = |t: &KernelTimes| KERNELS.iter().filter_map(|k| t.get(*k)).sum::<f64>();
+    let mut names: Vec<&str> = KERNELS.to_vec();
+    names.push("total");
+    for name in names {
+        let our_us = if name == "total" {
+            total(&ours)
+        } else {
+            ours.get(name)
+                .copied()
+                .with_context(|| format!("{name} not timed"))?
+        };
+        let mut r = Map::new();
+        r.insert("scenario".into(), json!(format!("kernels/{name}")));
+        r.insert("value".into(), json!(1e6 / our_us));
+        r.insert("unit".into(), json!("examples/s"));
+        r.insert("us_per_example".into(), json!(our_us));
+        r.insert("threads".into(), json!(1));
+        r.insert("images".into(), json!(options.images));
+        let mut line = format!("kernels/{name:<14} tfdata {our_us:8.1} µs/example");
+        if let Some((tf, version)) = &tensorflow {
+            let tf_us = if name == "total" {
+                Some(total(tf))
+            } else {
+                tf.get(name).copied()
+            };
+            if let Some(tf_us) = tf_us {
+                r.insert("tensorflow".into(), json!(1e6 / tf_us));
+                r.insert("tensorflow_us_per_example".into(), json!(tf_us));
+                r.insert("ratio".into(), json!(tf_us / our_us));
+                line.push_str(&format!(
+                    " | TF {tf_us:8.1} µs/example | ratio {:.3}",
+                    tf_us / our_us
+                ));
+            }
+            if let Some(version) = version {
+                r.insert("tensorflow_version".into(), json!(version));
+            }
+        }
+        emit(r, line)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_calls() {
+        let us = time_per_call(&[1, 2, 3], 0.01, |x| Ok(x * 2)).unwrap();
+        assert!(us > 0.0);
+        assert!(time_per_call::<u8, u8>(&[], 0.01, |x| Ok(*x)).is_err());
+    }
+
+    #[test]
+    fn reads_tensorflow_times() {
+        let (t, v) = parse_tensorflow_times(
+            r#"{"us_per_example": {"decode_jpeg": 700.5, "resize": 200}, "tensorflow": "2.21.0"}"#,
+        )
+        .unwrap();
+        assert_eq!(t["decode_jpeg"], 700.5);
+        assert_eq!(t["resize"], 200.0);
+        assert_eq!(v.as_deref(), Some("2.21.0"));
+        assert!(parse_tensorflow_times(r#"{"us_per_example": {"x": "y"}}"#).is_err());
+    }
+}

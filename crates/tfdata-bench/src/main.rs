@@ -1,0 +1,326 @@
+//! # tfdata-bench
+//!
+//! Benchmarks of tfdata, run as a binary (not as timed tests), some
+//! against TensorFlow 2.21 on the same machine in the same run.
+//!
+//! ```sh
+//! cargo run --release -p tfdata-bench -- --json --scenario pipeline --compare-tensorflow
+//! ```
+//!
+//! With `--json` every measurement is printed on stdout as one JSON object
+//! per line,
+//!
+//! ```json
+//! {"scenario": "pipeline", "value": 1234.5, "unit": "examples/s", "tensorflow": 1500.2, "ratio": 0.82, ...}
+//! ```
+//!
+//! and a human-readable summary goes to stderr (without `--json`, the
+//! summary goes to stdout). `value` is tfdata's result; with
+//! `--compare-tensorflow`, `tensorflow` is TensorFlow's and `ratio` is
+//! tfdata / TensorFlow (above 1: tfdata is faster). Other fields: the
+//! examples and seconds measured, `startup_seconds` (iterator creation and
+//! warm-up), `cpu_utilization` (CPU seconds per wall second, i.e. cores
+//! kept busy), `cpu_us_per_example` (CPU time per example, all threads),
+//! `peak_rss_bytes` (`VmHWM`, reset before each measured pipeline), the same
+//! with a `tensorflow_` prefix, and the data set's description.
+//!
+//! ## Scenarios
+//!
+//! * `pipeline` (issue 3 item 9): an image classification input pipeline,
+//!   run locally, by tfdata in this process and by TensorFlow in a
+//!   subprocess (`scripts/tf_pipeline.py`), on the same cores:
+//!
+//!   ```text
+//!   list_files(DIR/train-*.tfrecord, shuffle=False).repeat()
+//!   .interleave(tfrecord_dataset, cycle_length=4, num_parallel_calls=AUTOTUNE)
+//!   .map(parse_example {image: string, label: int64}, AUTOTUNE)
+//!   .map(decode_jpeg(image, channels=3), AUTOTUNE)
+//!   .map(resize(image, [224, 224]), AUTOTUNE)          # bilinear, float32
+//!   .map(normalize(image, mean=127.5, std=127.5), AUTOTUNE)
+//!   .map(select [image, label])
+//!   .batch(64, drop_remainder=True).prefetch(AUTOTUNE)
+//!   ```
+//!
+//!   tfdata builds it from its JSON text form (`docs/pipelines.md`).
+//!   The data: `--examples` (2048) `tf.train.Example`s of a JPEG (quality 90)
+//!   of a synthetic photo-like 500×375 image and an int64 label, in 8
+//!   TFRecord shards, written by `scripts/make_images.py` with TensorFlow
+//!   into `--data-dir` (default `target/bench-data/images-N`) when it is not
+//!   there yet.
+//! * `pipeline-stages`: the same pipeline truncated after each stage (`read`,
+//!   `parse`, `decode`, `resize`, `normalize`; each followed by the batch and
+//!   prefetch), reported as `pipeline/<stage>`: where the time goes, stage
+//!   by stage, for both engines. `--stages` picks some.
+//! * `kernels`: the pipeline's per-example operations (`parse_example`,
+//!   `decode_jpeg`, `resize`, `normalize`, and `batch`'s copy) timed one at
+//!   a time on one thread over `--kernel-images` (128) of the images, by
+//!   tfdata's kernels and by TensorFlow's ops in a `tf.function` loop with
+//!   one intra-op and one inter-op thread (`scripts/tf_kernels.py`); reported as
+//!   `kernels/<name>` (and `kernels/total`) with `us_per_example`. `ratio`
+//!   is again tfdata's throughput over TensorFlow's. It separates the
+//!   kernels' cost from the pipeline machinery's.
+//!
+//! New scenarios (issue 7: the service) are added to [`Scenario`] and
+//! dispatched in [`run_scenario`]; they print reports through the same
+//! [`Output`].
+//!
+//! ## Measurement
+//!
+//! The same in both engines: create the iterator, take `--warmup-batches`
+//! (2) batches, then start the clock and take batches until at least
+//! `--min-seconds` (5) have passed and the examples taken reach a multiple
+//! of the data set's size (the input repeats forever). Throughput is the
+//! examples taken while the clock ran over the time it ran. The files are
+//! read once before measuring, so both engines read from the page cache.
+//!
+//! On a shared or busy machine, use `--repeats 3` or more: the engines
+//! then run alternately and the median run of each is reported, with every
+//! run's throughput in `values` / `tensorflow_values` and the best one in
+//! `best` / `tensorflow_best` / `best_ratio` (the least disturbed runs).
+//! `cpu_us_per_example` depends less on other load than throughput.
+//!
+//! ## The memory allocator
+//!
+//! tfdata runs with the process's allocator. With glibc's defaults, the
+//! pipeline's large buffers (a 64-image float32 batch is 38.5 MB) are
+//! mmapped and unmapped every time; the page faults cost CPU and serialise
+//! the threads. To see the pipeline without that cost, run with
+//! `GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4000000000`
+//! (TensorFlow's subprocess inherits it; it makes no measurable difference
+//! there).
+//!
+//! Both engines use every core of the machine (tfdata: `AUTOTUNE` is one
+//! thread per core; TensorFlow: its own autotuning); to compare on fewer
+//! cores, run the whole binary under `taskset -c 0-1`, which both inherit.
+//!
+//! The TensorFlow venv is `~/.cache/tfdata-tf-2.21/bin/python`
+//! (`--python` to change it); it is needed for `--compare-tensorflow` and
+//! to write the data.
+
+mod data;
+mod kernels;
+mod measure;
+mod pipeline;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+use serde_json::{Map, Value};
+
+use crate::kernels::KernelOptions;
+use crate::measure::MeasureConfig;
+use crate::pipeline::{PipelineOptions, Stage};
+
+/// What to benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// TFRecord → parse → decode JPEG → resize 224×224 → normalise → batch 64, locally.
+    Pipeline,
+    /// `pipeline` truncated after each stage, to see where the time goes.
+    PipelineStages,
+    /// The pipeline's kernels timed one at a time on one thread.
+    Kernels,
+}
+
+impl Scenario {
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Pipeline => "pipeline",
+            Scenario::PipelineStages => "pipeline-stages",
+            Scenario::Kernels => "kernels",
+        }
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tfdata-bench",
+    about = "Benchmarks tfdata (and TensorFlow, with --compare-tensorflow)"
+)]
+struct Cli {
+    /// Print one JSON object per measurement on stdout (the summary goes to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Scenarios to run, in order (comma-separated or repeated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Pipeline])]
+    scenario: Vec<Scenario>,
+    /// Also run each scenario with TensorFlow and report its result and the ratio.
+    #[arg(long)]
+    compare_tensorflow: bool,
+    /// Examples in the data set (one epoch).
+    #[arg(long, default_value_t = 2048)]
+    examples: u64,
+    /// Where the data set is (written there if missing); default
+    /// `target/bench-data/images-<examples>`.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The Python of the TensorFlow 2.21 venv; default `~/.cache/tfdata-tf-2.21/bin/python`.
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// Measure each pipeline for at least this long (then up to the end of an epoch).
+    #[arg(long, default_value_t = 5.0)]
+    min_seconds: f64,
+    /// Batches taken before the clock starts.
+    #[arg(long, default_value_t = 2)]
+    warmup_batches: u64,
+    /// Examples per batch.
+    #[arg(long, default_value_t = 64)]
+    batch_size: i64,
+    /// Runs per engine and measurement, alternating engines; the median is
+    /// reported, and every run's value in `values` / `tensorflow_values`.
+    #[arg(long, default_value_t = 1)]
+    repeats: usize,
+    /// For `pipeline-stages`: the stages to stop after (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    stages: Vec<Stage>,
+    /// For `kernels`: the images each kernel runs over.
+    #[arg(long, default_value_t = 128)]
+    kernel_images: usize,
+    /// For `kernels`: seconds each kernel runs for.
+    #[arg(long, default_value_t = 2.0)]
+    kernel_seconds: f64,
+}
+
+/// Where reports go: JSON lines on stdout and a summary on stderr, or the
+/// summary alone on stdout.
+pub struct Output {
+    json: bool,
+}
+
+impl Output {
+    fn emit(&mut self, report: Map<String, Value>, summary: String) -> Result<()> {
+        if self.json {
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{}", Value::Object(report))?;
+            stdout.flush()?;
+            eprintln!("{summary}");
+        } else {
+            println!("{summary}");
+        }
+        Ok(())
+    }
+}
+
+fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
+    let python = cli.python.clone().unwrap_or_else(data::default_python);
+    let options = PipelineOptions {
+        batch_size: cli.batch_size,
+        measure: MeasureConfig {
+            epoch_examples: cli.examples,
+            min_seconds: cli.min_seconds,
+            warmup_batches: cli.warmup_batches,
+        },
+        tensorflow_python: cli.compare_tensorflow.then(|| python.clone()),
+        repeats: cli.repeats,
+    };
+    let images = || {
+        let dir = cli
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| data::default_images_dir(cli.examples));
+        let images = data::ensure_images(&dir, cli.examples, &python)?;
+        warm_page_cache(&images.files)?;
+        anyhow::Ok(images)
+    };
+    let mut emit = |r, s| out.emit(r, s);
+    match scenario {
+        Scenario::Kernels => {
+            let options = KernelOptions {
+                images: cli.kernel_images,
+                seconds_per_kernel: cli.kernel_seconds,
+                batch_size: usize::try_from(cli.batch_size)?,
+                tensorflow_python: options.tensorflow_python,
+            };
+            kernels::run(&images()?, &options, &mut emit)
+        }
+        Scenario::Pipeline | Scenario::PipelineStages => {
+            let images = images()?;
+            if scenario == Scenario::Pipeline {
+                pipeline::run_stages(
+                    &images,
+                    &[Stage::Normalize],
+                    &options,
+                    |_| "pipeline".to_string(),
+                    &mut emit,
+                )
+            } else {
+                let stages = if cli.stages.is_empty() {
+                    Stage::ALL.to_vec()
+                } else {
+                    cli.stages.clone()
+                };
+                pipeline::run_stages(
+                    &images,
+                    &stages,
+                    &options,
+                    |stage| format!("pipeline/{stage}"),
+                    &mut emit,
+                )
+            }
+        }
+    }
+}
+
+/// Reads the files once, so neither engine pays for the first read.
+fn warm_page_cache(files: &[PathBuf]) -> Result<()> {
+    for f in files {
+        std::fs::read(f).with_context(|| format!("cannot read {}", f.display()))?;
+    }
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    if cli.batch_size <= 0 {
+        bail!("--batch-size must be positive");
+    }
+    if cli.examples < cli.batch_size.unsigned_abs() {
+        bail!("--examples must be at least --batch-size");
+    }
+    if !(cli.kernel_seconds.is_finite() && cli.kernel_seconds > 0.0) {
+        bail!("--kernel-seconds must be a positive number");
+    }
+    if cli.kernel_images < cli.batch_size.unsigned_abs() as usize {
+        bail!("--kernel-images must be at least --batch-size");
+    }
+    if cli.repeats == 0 {
+        bail!("--repeats must be at least 1");
+    }
+    if !(cli.min_seconds.is_finite() && cli.min_seconds >= 0.0) {
+        bail!("--min-seconds must be a non-negative number");
+    }
+    let mut out = Output { json: cli.json };
+    for &scenario in &cli.scenario {
+        run_scenario(scenario, &cli, &mut out)
+            .with_context(|| format!("scenario {}", scenario.name()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "tfdata-bench",
+            "--json",
+            "--scenario",
+            "pipeline,pipeline-stages",
+            "--stages",
+            "decode,resize",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.scenario,
+            vec![Scenario::Pipeline, Scenario::PipelineStages]
+        );
+        assert_eq!(cli.stages, vec![Stage::Decode, Stage::Resize]);
+        assert_eq!(cli.examples, 2048);
+    }
+}
