@@ -239,3 +239,52 @@ fn register_read_distributed_epoch_and_status_through_the_binaries() {
     assert!(worker_b.terminate().success());
     assert!(dispatcher.terminate().success());
 }
+
+/// Beyond TensorFlow: a worker killed with SIGKILL is declared lost after
+/// worker_timeout; its task leaves the iteration and the read completes.
+#[test]
+fn a_killed_worker_is_declared_lost_and_the_read_completes() {
+    let (dispatcher, port) = Process::start(&[
+        "dispatcher",
+        "--port",
+        "0",
+        "--worker-timeout-ms",
+        "600",
+        "--job-gc-check-interval-ms",
+        "100",
+    ]);
+    let address = format!("localhost:{port}");
+    let (survivor, _) = Process::start(&[
+        "worker",
+        "--dispatcher-address",
+        &address,
+        "--heartbeat-interval-ms",
+        "100",
+    ]);
+    let (mut victim, _) = Process::start(&[
+        "worker",
+        "--dispatcher-address",
+        &address,
+        "--heartbeat-interval-ms",
+        "100",
+    ]);
+    wait_for_workers(&address, 2);
+    let ds = distribute(ProcessingMode::ParallelEpochs, &format!("grpc://{address}"))
+        .apply(&Dataset::range(300))
+        .unwrap();
+    let started = Instant::now();
+    let mut values = Vec::new();
+    for e in ds.iter().unwrap() {
+        values.push(e.unwrap().components[0].to_scalar::<i64>().unwrap());
+        if values.len() == 40 {
+            victim.child.kill().unwrap(); // SIGKILL: no goodbye
+            victim.child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let distinct: std::collections::BTreeSet<i64> = values.iter().copied().collect();
+    assert_eq!(distinct.len(), 300, "the survivor delivered every element");
+    assert!(survivor.terminate().success());
+    assert!(dispatcher.terminate().success());
+}

@@ -250,6 +250,7 @@ async fn drive(
     let refresh = params.task_refresh_interval;
     let mut fetchers: JoinSet<FetchEnd> = JoinSet::new();
     let mut known_tasks = HashSet::new();
+    let mut running: HashMap<i64, tokio::task::AbortHandle> = HashMap::new();
     let mut finished = false;
     // Skipping a task for targeting means the dispatcher's end of the
     // iteration is not ours: we end when our own tasks end.
@@ -272,10 +273,22 @@ async fn drive(
                     .unwrap_or_else(|_| Err(Error::Unavailable("client heartbeat timed out".into())));
                 match response {
                     Ok(response) => {
+                        // Tasks the dispatcher dropped (a lost worker's) are
+                        // no longer read.
+                        let listed: HashSet<i64> = response.task_info.iter().map(|t| t.task_id).collect();
+                        running.retain(|task_id, handle: &mut tokio::task::AbortHandle| {
+                            let keep = listed.contains(task_id);
+                            if !keep {
+                                handle.abort();
+                            }
+                            keep
+                        });
                         for task in response.task_info {
                             if known_tasks.insert(task.task_id) {
                                 if targeted(params.target_workers, &task) {
-                                    fetchers.spawn(fetch_task(Arc::clone(&fetch), task));
+                                    let id = task.task_id;
+                                    let handle = fetchers.spawn(fetch_task(Arc::clone(&fetch), task));
+                                    running.insert(id, handle);
                                 } else {
                                     skipped_any = true;
                                 }
@@ -302,9 +315,14 @@ async fn drive(
                     Instant::now() + refresh
                 };
             }
-            Some(joined) = fetchers.join_next(), if !fetchers.is_empty() => {
-                if let Ok(FetchEnd::Failed) = joined {
-                    break;
+            Some(joined) = fetchers.join_next_with_id(), if !fetchers.is_empty() => {
+                match joined {
+                    Ok((id, FetchEnd::Failed)) => {
+                        running.retain(|_, h| h.id() != id);
+                        break;
+                    }
+                    Ok((id, _)) => running.retain(|_, h| h.id() != id),
+                    Err(e) => running.retain(|_, h| h.id() != e.id()),
                 }
                 if fetchers.is_empty() && skipped_any {
                     finished = true;

@@ -175,9 +175,16 @@ impl From<Error> for tonic::Status {
 
 impl From<tonic::Status> for Error {
     fn from(status: tonic::Status) -> Self {
-        // gRPC's "Stream removed" is how a dropped connection surfaces; TF maps it
-        // to UNAVAILABLE so it is retried.
-        let code = if status.message() == "Stream removed" {
+        // A connection that died mid-call: gRPC C++ says "Stream removed"
+        // (TensorFlow maps it to UNAVAILABLE so it is retried); tonic reports
+        // UNKNOWN "transport error" / "h2 protocol error". Same treatment.
+        let m = status.message();
+        let dropped = m == "Stream removed"
+            || (status.code() == Code::Unknown
+                && (m.starts_with("transport error")
+                    || m.starts_with("h2 protocol error")
+                    || m.contains("connection reset")));
+        let code = if dropped {
             Code::Unavailable
         } else {
             status.code()
@@ -214,6 +221,8 @@ mod tests {
         }
         let removed: Error = tonic::Status::new(Code::Unknown, "Stream removed").into();
         assert!(removed.is_retryable());
+        let reset: Error = tonic::Status::new(Code::Unknown, "transport error").into();
+        assert!(reset.is_retryable());
     }
 
     #[test]

@@ -337,6 +337,40 @@ impl Dispatcher {
             self.commit(inner, update).await?;
             tracing::info!(worker = %address, iteration = %iteration, round = target, "worker joining a coordinated read");
         }
+        if req.tfdata_stopping {
+            tracing::info!(worker = %address, "worker stopping; its tasks leave their iterations");
+            inner.worker_heartbeats.remove(&address);
+            if inner.state.worker(&address).is_some_and(|w| !w.lost) {
+                let update = UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
+                    worker_address: address.clone(),
+                });
+                self.commit(inner, update).await?;
+            }
+            return Ok(wire::WorkerHeartbeatResponse::default());
+        }
+        if inner.state.worker(&address).is_some_and(|w| w.lost) {
+            tracing::info!(worker = %address, "lost worker is back; giving it tasks again");
+            let update = UpdateType::TfdataReviveWorker(wire::ReviveWorkerUpdate {
+                worker_address: address.clone(),
+            });
+            self.commit(inner, update).await?;
+            let unfinished: Vec<IterationId> = inner
+                .state
+                .unfinished_iterations()
+                .filter(|it| !self.is_round_robin(&inner.state, it.id))
+                .filter(|it| {
+                    !inner
+                        .state
+                        .tasks_for_worker(&address)
+                        .any(|t| t.iteration_id == it.id)
+                })
+                .map(|it| it.id)
+                .collect();
+            for iteration in unfinished {
+                let update = Self::new_task_update(&inner.state, iteration, &address)?;
+                self.commit(inner, update).await?;
+            }
+        }
         inner
             .worker_heartbeats
             .insert(address.clone(), self.clock.now_micros());
@@ -695,6 +729,7 @@ impl Dispatcher {
                         .state
                         .workers()
                         .iter()
+                        .filter(|w| !w.lost)
                         .map(|w| w.address.clone())
                         .collect();
                     for worker in workers {
@@ -1076,6 +1111,33 @@ impl Dispatcher {
                 None => end_of_splits(),
             });
         }
+        // Splits a lost worker held are handed out first.
+        let returned = it
+            .returned_splits
+            .get(&req.split_provider_index)
+            .and_then(|q| q.front())
+            .filter(|(repetition, _)| *repetition == req.repetition)
+            .map(|(_, split)| split.clone());
+        if let Some(split) = returned {
+            self.commit(
+                inner,
+                UpdateType::ProduceSplit(wire::ProduceSplitUpdate {
+                    iteration_id: req.iteration_id,
+                    repetition: req.repetition,
+                    split_provider_index: req.split_provider_index,
+                    finished: false,
+                    tfdata_worker_address: req.tfdata_worker_address.clone(),
+                    tfdata_split_sequence: req.tfdata_split_sequence,
+                    tfdata_split: Some(split.clone()),
+                    tfdata_from_returned: true,
+                }),
+            )
+            .await?;
+            return Ok(wire::GetSplitResponse {
+                split: Some(split),
+                end_of_splits: false,
+            });
+        }
         let current = it.split_repetitions[p];
         if req.repetition < current {
             // That repetition is over for everyone.
@@ -1119,6 +1181,7 @@ impl Dispatcher {
                 tfdata_split: split
                     .clone()
                     .filter(|_| req.tfdata_split_sequence.is_some()),
+                tfdata_from_returned: false,
             }),
         )
         .await?;
@@ -1188,12 +1251,26 @@ impl Dispatcher {
             )
             .await?;
         }
+        // Beyond TensorFlow: a silent worker is declared lost, so its
+        // iterations can finish and readers stop waiting for it.
         let worker_timeout = self.config.worker_timeout.as_micros() as i64;
-        for (worker, last) in &inner.worker_heartbeats {
-            if now.saturating_sub(*last) > worker_timeout {
-                tracing::warn!(%worker, silent_for_s = (now - last) / 1_000_000, "worker has not heartbeated within worker_timeout");
+        let silent: Vec<String> = inner
+            .worker_heartbeats
+            .iter()
+            .filter(|(_, last)| now.saturating_sub(**last) > worker_timeout)
+            .map(|(w, _)| w.clone())
+            .collect();
+        for worker in silent {
+            tracing::warn!(%worker, "worker silent for longer than worker_timeout: declaring it lost");
+            inner.worker_heartbeats.remove(&worker);
+            if inner.state.worker(&worker).is_some_and(|w| !w.lost) {
+                let update = UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
+                    worker_address: worker,
+                });
+                self.commit(inner, update).await?;
             }
         }
+
         Ok(())
     }
 }
@@ -1728,5 +1805,68 @@ mod split_tests {
             ..Default::default()
         };
         assert_eq!(value(&d.get_split(tf).await.unwrap()), Some(0));
+    }
+
+    /// A worker silent for worker_timeout is lost: its task leaves the
+    /// iteration and the split it held goes to the next worker that asks.
+    #[tokio::test]
+    async fn a_lost_workers_split_is_handed_out_again() {
+        let clock = Arc::new(FixedClock(AtomicI64::new(1_000_000)));
+        let config = DispatcherConfig {
+            worker_timeout: Duration::from_secs(1),
+            ..Default::default()
+        };
+        let d = Dispatcher::new(config, clock.clone()).unwrap();
+        for w in ["w1:1", "w2:1"] {
+            d.worker_heartbeat(wire::WorkerHeartbeatRequest {
+                worker_address: w.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        }
+        let iteration = dynamic_iteration(&d).await;
+        let ask = |seq: i64, worker: &str| wire::GetSplitRequest {
+            iteration_id: iteration,
+            repetition: 0,
+            split_provider_index: 0,
+            tfdata_worker_address: worker.into(),
+            tfdata_split_sequence: Some(seq),
+        };
+        assert_eq!(value(&d.get_split(ask(0, "w1:1")).await.unwrap()), Some(0));
+        assert_eq!(value(&d.get_split(ask(0, "w2:1")).await.unwrap()), Some(1));
+        // w2 keeps heartbeating; w1 goes silent.
+        clock
+            .0
+            .fetch_add(900_000, std::sync::atomic::Ordering::SeqCst);
+        d.worker_heartbeat(wire::WorkerHeartbeatRequest {
+            worker_address: "w2:1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        clock
+            .0
+            .fetch_add(900_000, std::sync::atomic::Ordering::SeqCst);
+        d.run_maintenance().await.unwrap();
+        let state = d.snapshot_state().await;
+        assert!(state.worker("w1:1").unwrap().lost);
+        assert_eq!(
+            state.iteration(IterationId(iteration)).unwrap().tasks.len(),
+            1
+        );
+        // Split 0 (held by w1) comes back before the cursor moves on.
+        assert_eq!(value(&d.get_split(ask(1, "w2:1")).await.unwrap()), Some(0));
+        assert_eq!(value(&d.get_split(ask(2, "w2:1")).await.unwrap()), Some(2));
+        // w1 returns: it is revived and gets a task in the running iteration.
+        let r = d
+            .worker_heartbeat(wire::WorkerHeartbeatRequest {
+                worker_address: "w1:1".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(r.new_tasks.len(), 1);
+        assert!(!d.snapshot_state().await.worker("w1:1").unwrap().lost);
     }
 }

@@ -26,6 +26,9 @@ pub struct Worker {
     pub transfer_servers: Vec<DataTransferServerInfo>,
     pub tags: Vec<String>,
     pub uid: i64,
+    /// Declared lost (silent for worker_timeout, or stopped): gets no tasks
+    /// until it heartbeats again.
+    pub lost: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +67,10 @@ pub struct Iteration {
     /// repetition and sequence number (`None` split: end of splits), so a
     /// retried `GetSplit` gets the same answer.
     pub last_splits: BTreeMap<(i64, String), LastSplit>,
+    /// Per split provider: splits of lost workers to hand out again first,
+    /// with their repetition.
+    pub returned_splits:
+        BTreeMap<i64, std::collections::VecDeque<(i64, tfdata_proto::tensorflow::TensorProto)>>,
     /// Coordinated reads: tasks waiting to join at an agreed round, in order.
     pub pending_tasks: std::collections::VecDeque<PendingTask>,
 }
@@ -197,6 +204,7 @@ impl DispatcherState {
                     transfer_servers: u.transfer_servers.clone(),
                     tags: u.worker_tags.clone(),
                     uid: u.worker_uid,
+                    lost: false,
                 });
                 self.tasks_by_worker
                     .entry(u.worker_address.clone())
@@ -273,6 +281,7 @@ impl DispatcherState {
                         tasks: Vec::new(),
                         pending_tasks: Default::default(),
                         last_splits: BTreeMap::new(),
+                        returned_splits: BTreeMap::new(),
                     },
                 );
             }
@@ -295,6 +304,15 @@ impl DispatcherState {
                             format!("bad provider {}", u.split_provider_index),
                         )
                     })?;
+                if u.tfdata_from_returned
+                    && it
+                        .returned_splits
+                        .get_mut(&u.split_provider_index)
+                        .and_then(|q| q.pop_front())
+                        .is_none()
+                {
+                    return Err(bad("produce_split", "no returned split to re-issue".into()));
+                }
                 if let Some(sequence) = u.tfdata_split_sequence {
                     it.last_splits.insert(
                         (u.split_provider_index, u.tfdata_worker_address.clone()),
@@ -304,6 +322,11 @@ impl DispatcherState {
                             split: u.tfdata_split.clone(),
                         },
                     );
+                }
+
+                if u.tfdata_from_returned {
+                    // Re-issued a lost worker's split: the cursor does not move.
+                    return Ok(());
                 }
                 it.split_repetitions[p] = u.repetition;
                 if u.finished {
@@ -529,6 +552,16 @@ impl DispatcherState {
                         .all(|t| tasks.get(t).is_none_or(|t| t.finished));
                 }
             }
+            UpdateType::TfdataLoseWorker(u) => self.lose_worker(&u.worker_address)?,
+            UpdateType::TfdataReviveWorker(u) => {
+                let &i = self.worker_index.get(&u.worker_address).ok_or_else(|| {
+                    bad(
+                        "revive_worker",
+                        format!("unknown worker {}", u.worker_address),
+                    )
+                })?;
+                self.workers[i].lost = false;
+            }
             UpdateType::Snapshot(u) => {
                 self.snapshots.insert(u.path.clone());
             }
@@ -544,6 +577,51 @@ impl DispatcherState {
                     })?;
                 ds.compression_disabled_at_runtime
                     .get_or_insert(u.compression_disabled);
+            }
+        }
+        Ok(())
+    }
+
+    fn lose_worker(&mut self, address: &str) -> Result<()> {
+        let &i = self
+            .worker_index
+            .get(address)
+            .ok_or_else(|| bad("lose_worker", format!("unknown worker {address}")))?;
+        self.workers[i].lost = true;
+        let assigned: Vec<TaskId> = self
+            .tasks_by_worker
+            .get(address)
+            .map(|t| t.iter().copied().collect())
+            .unwrap_or_default();
+        for task_id in assigned {
+            let Some(task) = self.tasks.get_mut(&task_id) else {
+                continue;
+            };
+            task.finished = true;
+            let iteration_id = task.iteration_id;
+            if let Some(assigned) = self.tasks_by_worker.get_mut(address) {
+                assigned.remove(&task_id);
+            }
+            if let Some(it) = self.iterations.get_mut(&iteration_id) {
+                // Readers drop tasks no longer listed; the iteration can end.
+                it.tasks.retain(|t| *t != task_id);
+                it.pending_tasks.retain(|p| p.task_id != task_id);
+                // The splits the worker held go back to the pool.
+                for p in 0..it.split_indices.len() as i64 {
+                    if let Some(last) = it.last_splits.remove(&(p, address.to_string()))
+                        && let Some(split) = last.split
+                    {
+                        it.returned_splits
+                            .entry(p)
+                            .or_default()
+                            .push_back((last.repetition, split));
+                    }
+                }
+                let tasks = &self.tasks;
+                it.finished = it
+                    .tasks
+                    .iter()
+                    .all(|t| tasks.get(t).is_none_or(|t| t.finished));
             }
         }
         Ok(())

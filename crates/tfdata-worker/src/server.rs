@@ -50,6 +50,7 @@ pub async fn serve(
             let heartbeats = tokio::spawn(Arc::clone(&worker).heartbeat_loop());
             shutdown.cancelled().await;
             heartbeats.abort();
+            worker.announce_stop().await;
             Ok(())
         }
         Err(e) if shutdown.is_cancelled() => {

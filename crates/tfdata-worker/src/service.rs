@@ -89,6 +89,24 @@ impl Worker {
                 .collect(),
             current_tasks: current,
             snapshot_task_progress: Default::default(),
+            tfdata_stopping: false,
+        }
+    }
+
+    /// Tells the dispatcher this worker is stopping, so its tasks leave their
+    /// iterations at once instead of after worker_timeout. Best effort.
+    pub async fn announce_stop(&self) {
+        let mut request = self.heartbeat_request();
+        request.tfdata_stopping = true;
+        let call = self.dispatcher.worker_heartbeat(request);
+        match tokio::time::timeout(std::time::Duration::from_secs(2), call).await {
+            Ok(Ok(_)) => {
+                tracing::debug!(worker = %self.address, "told the dispatcher we are stopping")
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(worker = %self.address, error = %e, "could not announce the stop")
+            }
+            Err(_) => tracing::debug!(worker = %self.address, "timed out announcing the stop"),
         }
     }
 

@@ -82,3 +82,37 @@ fn a_corrupt_journal_refuses_to_start_with_the_location() {
         .to_string();
     assert!(err.contains("journal_0") && err.contains("offset"), "{err}");
 }
+
+/// Beyond TensorFlow: a worker that stops mid-read tells the dispatcher; its
+/// task leaves the iteration, which then finishes instead of hanging.
+#[test]
+fn a_worker_stopping_mid_read_does_not_hang_the_read() {
+    let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
+    let stays = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
+    let leaves = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while dispatcher.num_workers() < 2 {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .task_refresh_interval(Duration::from_millis(50))
+        .apply(&Dataset::range(400))
+        .unwrap();
+    let mut it = ds.iter().unwrap();
+    let mut values = Vec::new();
+    for e in &mut it {
+        values.push(e.unwrap().components[0].to_scalar::<i64>().unwrap());
+        if values.len() == 50 {
+            leaves.stop();
+        }
+        std::thread::sleep(Duration::from_micros(300));
+    }
+    // The remaining worker's full copy arrived; the read ended.
+    let mut counts = std::collections::BTreeMap::new();
+    for v in &values {
+        *counts.entry(*v).or_insert(0) += 1;
+    }
+    assert_eq!(counts.len(), 400, "every element at least once");
+    drop(stays);
+}
