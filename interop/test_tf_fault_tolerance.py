@@ -1,0 +1,52 @@
+"""A TensorFlow 2.21 client and worker reading through our fault-tolerant
+dispatcher while it is killed (SIGKILL) and restarted from its journal."""
+
+import signal
+import threading
+import time
+
+import tensorflow as tf
+
+from conftest import TfdataProcess
+
+service = tf.data.experimental.service
+
+
+def start_dispatcher(port, work_dir):
+    return TfdataProcess("dispatcher", "--port", str(port), "--work-dir", work_dir, "--fault-tolerant-mode")
+
+
+def test_tf_client_survives_dispatcher_restarts(tmp_path):
+    work_dir = str(tmp_path / "work_dir")
+    first = start_dispatcher(0, work_dir)
+    port = first.port
+    worker = service.WorkerServer(service.WorkerConfig(
+        dispatcher_address=f"localhost:{port}", heartbeat_interval_ms=200))
+    n = 3000
+    ds = tf.data.Dataset.range(n).apply(
+        service.distribute(processing_mode="parallel_epochs", service=f"grpc://localhost:{port}"))
+
+    current = [first]
+    stop = threading.Event()
+
+    def chaos():
+        for _ in range(3):
+            if stop.wait(0.4):
+                return
+            current[0].proc.send_signal(signal.SIGKILL)
+            current[0].proc.wait()
+            time.sleep(0.2)
+            current[0] = start_dispatcher(port, work_dir)
+
+    killer = threading.Thread(target=chaos)
+    killer.start()
+    got = []
+    for x in ds.as_numpy_iterator():
+        got.append(int(x))
+        if len(got) % 100 == 0:
+            time.sleep(0.05)  # keep the read going across the restarts
+    stop.set()
+    killer.join()
+    assert got == list(range(n)), f"{len(got)} elements, first mismatch at {next((i for i, (a, b) in enumerate(zip(got, range(n))) if a != b), None)}"
+    worker.stop()
+    assert current[0].stop() == 0
