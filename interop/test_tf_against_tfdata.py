@@ -94,3 +94,29 @@ def test_shared_job_name_between_two_tf_readers(tfdata_dispatcher):
     assert collections.Counter(values) == collections.Counter(range(20))
     for w in workers:
         w.stop()
+
+
+def test_coordinated_reads_of_tf_consumers(tfdata_dispatcher):
+    import threading
+
+    d = tfdata_dispatcher()
+    workers = tf_workers(d.port, 2)
+    results = {}
+
+    def consume(index):
+        ds = tf.data.Dataset.range(1000000).repeat().apply(service.distribute(
+            processing_mode="parallel_epochs", service=f"grpc://localhost:{d.port}",
+            job_name="coordinated", consumer_index=index, num_consumers=2))
+        it = iter(ds)
+        results[index] = [int(next(it)) for _ in range(40)]
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert len(results[0]) == 40 and len(results[1]) == 40
+    # Step k of both consumers comes from the same worker's round.
+    assert all(b == a + 1 for a, b in zip(results[0], results[1])), results
+    for w in workers:
+        w.stop()

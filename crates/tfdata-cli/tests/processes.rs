@@ -288,3 +288,84 @@ fn a_killed_worker_is_declared_lost_and_the_read_completes() {
     assert!(survivor.terminate().success());
     assert!(dispatcher.terminate().success());
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Static sharding, coordinated reads and the cross-trainer cache with the
+/// dispatcher and workers as separate processes.
+#[test]
+fn static_coordinated_and_cached_reads_through_the_binaries() {
+    let (p1, p2) = (free_port(), free_port());
+    let workers_list = format!("localhost:{p1},localhost:{p2}");
+    let (dispatcher, port) = Process::start(&["dispatcher", "--port", "0", "--worker-addresses", &workers_list]);
+    let address = format!("localhost:{port}");
+    let service = format!("grpc://{address}");
+    let (w1, _) = Process::start(&["worker", "--dispatcher-address", &address, "--port", &p1.to_string()]);
+    let (w2, _) = Process::start(&["worker", "--dispatcher-address", &address, "--port", &p2.to_string()]);
+    wait_for_workers(&address, 2);
+
+    // DATA sharding: each listed worker produces its half.
+    let ds = distribute(ProcessingMode::Data, &service).apply(&Dataset::range(40)).unwrap();
+    let mut values: Vec<i64> = ds
+        .iter()
+        .unwrap()
+        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+        .collect();
+    values.sort();
+    assert_eq!(values, (0..40).collect::<Vec<_>>());
+
+    // Coordinated reads: two consumers in step.
+    let readers: Vec<_> = (0..2)
+        .map(|c| {
+            let ds = distribute(ProcessingMode::ParallelEpochs, &service)
+                .job_name("coordinated")
+                .consumers(c, 2)
+                .apply(&Dataset::range(1_000_000).repeat(None))
+                .unwrap();
+            std::thread::spawn(move || {
+                ds.iter()
+                    .unwrap()
+                    .take(30)
+                    .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut out = readers.into_iter().map(|h| h.join().unwrap());
+    let (a, b) = (out.next().unwrap(), out.next().unwrap());
+    assert_eq!(a.len(), 30);
+    assert!(a.iter().zip(&b).all(|(x, y)| *y == x + 1), "{a:?} {b:?}");
+
+    // Cross-trainer cache: a second trainer sees the first one's elements.
+    let trainer = |id: &str| {
+        distribute(ProcessingMode::ParallelEpochs, &service)
+            .job_name("cached")
+            .cross_trainer_cache(id)
+            .target_workers(tfdata::TargetWorkers::Any)
+            .apply(&Dataset::range(1_000_000).repeat(None))
+            .unwrap()
+    };
+    let first: Vec<i64> = trainer("a")
+        .iter()
+        .unwrap()
+        .take(10)
+        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+        .collect();
+    let second: Vec<i64> = trainer("b")
+        .iter()
+        .unwrap()
+        .take(10)
+        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+        .collect();
+    // Each task keeps one window: the second trainer starts at its front
+    // (a plain shared job would go on from where the first trainer stopped,
+    // past everything it and its prefetching consumed).
+    assert!(first.contains(&0) && second.contains(&0), "{first:?} {second:?}");
+    assert!(second.iter().all(|v| *v < 10), "{second:?}");
+
+    assert!(w1.terminate().success());
+    assert!(w2.terminate().success());
+    assert!(dispatcher.terminate().success());
+}
