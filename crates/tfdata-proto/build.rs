@@ -9,6 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tensorflow/example.proto",
         "tfdata/pipeline.proto",
         "tfdata/status.proto",
+        "tfdata/snapshot.proto",
         "tensorflow/data/common.proto",
         "tensorflow/data/dispatcher.proto",
         "tensorflow/data/worker.proto",

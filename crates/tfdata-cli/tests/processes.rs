@@ -290,7 +290,11 @@ fn a_killed_worker_is_declared_lost_and_the_read_completes() {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Static sharding, coordinated reads and the cross-trainer cache with the
@@ -299,15 +303,35 @@ fn free_port() -> u16 {
 fn static_coordinated_and_cached_reads_through_the_binaries() {
     let (p1, p2) = (free_port(), free_port());
     let workers_list = format!("localhost:{p1},localhost:{p2}");
-    let (dispatcher, port) = Process::start(&["dispatcher", "--port", "0", "--worker-addresses", &workers_list]);
+    let (dispatcher, port) = Process::start(&[
+        "dispatcher",
+        "--port",
+        "0",
+        "--worker-addresses",
+        &workers_list,
+    ]);
     let address = format!("localhost:{port}");
     let service = format!("grpc://{address}");
-    let (w1, _) = Process::start(&["worker", "--dispatcher-address", &address, "--port", &p1.to_string()]);
-    let (w2, _) = Process::start(&["worker", "--dispatcher-address", &address, "--port", &p2.to_string()]);
+    let (w1, _) = Process::start(&[
+        "worker",
+        "--dispatcher-address",
+        &address,
+        "--port",
+        &p1.to_string(),
+    ]);
+    let (w2, _) = Process::start(&[
+        "worker",
+        "--dispatcher-address",
+        &address,
+        "--port",
+        &p2.to_string(),
+    ]);
     wait_for_workers(&address, 2);
 
     // DATA sharding: each listed worker produces its half.
-    let ds = distribute(ProcessingMode::Data, &service).apply(&Dataset::range(40)).unwrap();
+    let ds = distribute(ProcessingMode::Data, &service)
+        .apply(&Dataset::range(40))
+        .unwrap();
     let mut values: Vec<i64> = ds
         .iter()
         .unwrap()
@@ -362,7 +386,10 @@ fn static_coordinated_and_cached_reads_through_the_binaries() {
     // Each task keeps one window: the second trainer starts at its front
     // (a plain shared job would go on from where the first trainer stopped,
     // past everything it and its prefetching consumed).
-    assert!(first.contains(&0) && second.contains(&0), "{first:?} {second:?}");
+    assert!(
+        first.contains(&0) && second.contains(&0),
+        "{first:?} {second:?}"
+    );
     assert!(second.iter().all(|v| *v < 10), "{second:?}");
 
     assert!(w1.terminate().success());

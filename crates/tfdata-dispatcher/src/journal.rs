@@ -8,6 +8,11 @@
 //! the start with an error naming the file and offset. The one exception is a
 //! torn final record in the newest file (a crash mid-write), which was never
 //! acknowledged to anyone: it is dropped with a warning.
+//!
+//! Compaction keeps replay short: [`JournalWriter::compact`] writes the whole
+//! state as `snapshot_<m>` (atomically: a temporary file, synced, renamed),
+//! continues in `journal_<m>`, and deletes older files. A start loads the
+//! newest snapshot and replays only the journal files from its number on.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -22,40 +27,93 @@ use tfdata_proto::data::Update;
 /// The directory name TensorFlow uses (marked load-bearing in its sources).
 pub const JOURNAL_DIR: &str = "tf_data_dispatcher_journal";
 
-/// Appends updates to this start's journal file.
+/// Appends updates to the current journal file.
 #[derive(Clone)]
 pub struct JournalWriter {
-    path: PathBuf,
-    file: Arc<Mutex<File>>,
+    dir: PathBuf,
+    current: Arc<Mutex<Current>>,
 }
 
-/// Reads every journal file under `work_dir` and opens the next one for writing.
-pub fn open(work_dir: &Path) -> Result<(Vec<Update>, JournalWriter)> {
-    let dir = work_dir.join(JOURNAL_DIR);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-    let mut numbers = Vec::new();
+struct Current {
+    number: u64,
+    path: PathBuf,
+    file: File,
+    /// Records written to this file (compaction trigger).
+    records: u64,
+}
+
+/// What a start finds in the journal directory.
+pub struct Recovered {
+    /// The newest compaction snapshot, if any.
+    pub snapshot: Option<tfdata_proto::tfdata::snapshot::DispatcherSnapshot>,
+    /// The updates after it, in order.
+    pub updates: Vec<Update>,
+    pub writer: JournalWriter,
+}
+
+fn list(dir: &Path) -> Result<(Vec<u64>, Vec<u64>)> {
+    let mut journals = Vec::new();
+    let mut snapshots = Vec::new();
     for entry in
-        std::fs::read_dir(&dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?
+        std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?
     {
         let entry = entry.map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let number = name
+        let Some((kind, number)) = name
             .rsplit_once('_')
-            .and_then(|(_, n)| n.parse::<u64>().ok())
-            .ok_or_else(|| Error::DataLoss {
+            .and_then(|(k, n)| Some((k, n.parse::<u64>().ok()?)))
+        else {
+            return Err(Error::DataLoss {
                 location: dir.join(&name).display().to_string(),
                 reason: "unexpected file in the journal directory (names must be <name>_<number>)"
                     .into(),
-            })?;
-        numbers.push(number);
+            });
+        };
+        match kind {
+            "journal" => journals.push(number),
+            "snapshot" => snapshots.push(number),
+            _ => {} // e.g. an interrupted compaction's temporary file
+        }
     }
-    numbers.sort_unstable();
-    let newest = numbers.last().copied();
+    journals.sort_unstable();
+    snapshots.sort_unstable();
+    Ok((journals, snapshots))
+}
 
+/// Reads the journal directory under `work_dir` (the newest snapshot and the
+/// journal files after it) and opens the next journal file for writing.
+pub fn open(work_dir: &Path) -> Result<Recovered> {
+    let dir = work_dir.join(JOURNAL_DIR);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let (journals, snapshots) = list(&dir)?;
+    let newest = journals.last().copied().max(snapshots.last().copied());
+    let snapshot_number = snapshots.last().copied();
+    let snapshot = match snapshot_number {
+        None => None,
+        Some(n) => {
+            let path = dir.join(format!("snapshot_{n}"));
+            let records = tfrecord::read_file(&path)?;
+            let [record] = records.as_slice() else {
+                return Err(Error::DataLoss {
+                    location: path.display().to_string(),
+                    reason: format!("expected one record, found {}", records.len()),
+                });
+            };
+            Some(
+                tfdata_proto::tfdata::snapshot::DispatcherSnapshot::decode(record.clone())
+                    .map_err(|e| Error::DataLoss {
+                        location: path.display().to_string(),
+                        reason: format!("not a dispatcher snapshot: {e}"),
+                    })?,
+            )
+        }
+    };
     let mut updates = Vec::new();
-    // TensorFlow reads journal_0, journal_1, ... until one is missing.
-    let mut n = 0u64;
+    // TensorFlow reads journal_0, journal_1, ... until one is missing; after
+    // a compaction, from the snapshot's number.
+    let mut n = snapshot_number.unwrap_or(0);
+    let newest_journal = journals.last().copied();
     loop {
         let path = dir.join(format!("journal_{n}"));
         if !path.exists() {
@@ -66,7 +124,7 @@ pub fn open(work_dir: &Path) -> Result<(Vec<Update>, JournalWriter)> {
         let name = path.display().to_string();
         let (records, tail) = tfrecord::read_records(&name, &bytes)?;
         if let Tail::Torn { offset } = tail {
-            if Some(n) == newest {
+            if Some(n) == newest_journal {
                 tracing::warn!(file = %name, offset, "dropping a torn final journal record (crash mid-write)");
             } else {
                 return Err(Error::DataLoss {
@@ -85,37 +143,102 @@ pub fn open(work_dir: &Path) -> Result<(Vec<Update>, JournalWriter)> {
         n += 1;
     }
     let next = newest.map_or(0, |n| n + 1);
-    let path = dir.join(format!("journal_{next}"));
-    let file = OpenOptions::new()
-        .create_new(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-    sync_dir(&dir)?;
-    Ok((
+    let writer = JournalWriter::create(&dir, next)?;
+    Ok(Recovered {
+        snapshot,
         updates,
-        JournalWriter {
-            path,
-            file: Arc::new(Mutex::new(file)),
-        },
-    ))
+        writer,
+    })
 }
 
 impl JournalWriter {
+    fn create(dir: &Path, number: u64) -> Result<Self> {
+        let current = Self::open_file(dir, number)?;
+        Ok(JournalWriter {
+            dir: dir.to_path_buf(),
+            current: Arc::new(Mutex::new(current)),
+        })
+    }
+
+    fn open_file(dir: &Path, number: u64) -> Result<Current> {
+        let path = dir.join(format!("journal_{number}"));
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        sync_dir(dir)?;
+        Ok(Current {
+            number,
+            path,
+            file,
+            records: 0,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Appends one update and waits until it is on disk. Blocking: call it off
-    /// the async threads.
-    pub fn write(&self, update: &Update) -> Result<()> {
+    /// the async threads. Returns the number of records in the current file.
+    pub fn write(&self, update: &Update) -> Result<u64> {
         let mut record = Vec::new();
         tfrecord::write_record(&mut record, &update.encode_to_vec())
             .map_err(|e| Error::io("encoding a journal record", e))?;
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        file.write_all(&record)
-            .and_then(|()| file.sync_data())
-            .map_err(|e| Error::io(format!("writing {}", self.path.display()), e))
+        let mut current = self.lock();
+        let path = current.path.clone();
+        current
+            .file
+            .write_all(&record)
+            .and_then(|()| current.file.sync_data())
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        current.records += 1;
+        Ok(current.records)
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Replaces everything written so far by `snapshot` (the state after it):
+    /// writes `snapshot_<m>` atomically, continues in `journal_<m>`, deletes
+    /// older files. Blocking; the caller must not write meanwhile.
+    pub fn compact(
+        &self,
+        snapshot: &tfdata_proto::tfdata::snapshot::DispatcherSnapshot,
+    ) -> Result<()> {
+        let mut current = self.lock();
+        let m = current.number + 1;
+        let path = self.dir.join(format!("snapshot_{m}"));
+        let tmp = self.dir.join(format!("compacting_{m}"));
+        let mut record = Vec::new();
+        tfrecord::write_record(&mut record, &snapshot.encode_to_vec())
+            .map_err(|e| Error::io("encoding a snapshot", e))?;
+        let write = || -> std::io::Result<()> {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&record)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)
+        };
+        write().map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        sync_dir(&self.dir)?;
+        *current = Self::open_file(&self.dir, m)?;
+        // Everything before the snapshot is now redundant.
+        let (journals, snapshots) = list(&self.dir)?;
+        for n in journals.into_iter().filter(|&n| n < m) {
+            let _ = std::fs::remove_file(self.dir.join(format!("journal_{n}")));
+        }
+        for n in snapshots.into_iter().filter(|&n| n < m) {
+            let _ = std::fs::remove_file(self.dir.join(format!("snapshot_{n}")));
+        }
+        tracing::info!(snapshot = %path.display(), "journal compacted");
+        Ok(())
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.lock().path.clone()
+    }
+
+    /// Records in the current file.
+    pub fn records(&self) -> u64 {
+        self.lock().records
     }
 }
 
@@ -143,27 +266,44 @@ mod tests {
     #[test]
     fn each_start_replays_everything_and_opens_a_new_file() {
         let dir = tempfile::tempdir().unwrap();
-        let (replayed, w) = open(dir.path()).unwrap();
-        assert!(replayed.is_empty());
-        w.write(&dataset("a")).unwrap();
-        w.write(&dataset("b")).unwrap();
-        drop(w);
-        let (replayed, w) = open(dir.path()).unwrap();
-        assert_eq!(replayed, vec![dataset("a"), dataset("b")]);
-        assert!(w.path().ends_with("journal_1"));
-        w.write(&dataset("c")).unwrap();
-        let (replayed, w) = open(dir.path()).unwrap();
-        assert_eq!(replayed.len(), 3);
-        assert!(w.path().ends_with("journal_2"));
+        let r = open(dir.path()).unwrap();
+        assert!(r.updates.is_empty() && r.snapshot.is_none());
+        r.writer.write(&dataset("a")).unwrap();
+        r.writer.write(&dataset("b")).unwrap();
+        drop(r);
+        let r = open(dir.path()).unwrap();
+        assert_eq!(r.updates, vec![dataset("a"), dataset("b")]);
+        assert!(r.writer.path().ends_with("journal_1"));
+        r.writer.write(&dataset("c")).unwrap();
+        let r = open(dir.path()).unwrap();
+        assert_eq!(r.updates.len(), 3);
+        assert!(r.writer.path().ends_with("journal_2"));
+
+        // Compaction: a snapshot replaces the history; later writes follow it.
+        let snapshot = tfdata_proto::tfdata::snapshot::DispatcherSnapshot {
+            format_version: 1,
+            next_dataset_id: 1234,
+            ..Default::default()
+        };
+        r.writer.compact(&snapshot).unwrap();
+        r.writer.write(&dataset("d")).unwrap();
+        drop(r);
+        let r = open(dir.path()).unwrap();
+        assert_eq!(r.snapshot.unwrap().next_dataset_id, 1234);
+        assert_eq!(r.updates, vec![dataset("d")]);
+        let files = std::fs::read_dir(dir.path().join(JOURNAL_DIR))
+            .unwrap()
+            .count();
+        assert_eq!(files, 3, "snapshot_3, journal_3 and the new journal_4");
     }
 
     #[test]
     fn a_torn_tail_in_the_newest_file_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
-        let (_, w) = open(dir.path()).unwrap();
+        let w = open(dir.path()).unwrap().writer;
         w.write(&dataset("a")).unwrap();
         w.write(&dataset("b")).unwrap();
-        let path = w.path().to_path_buf();
+        let path = w.path();
         drop(w);
         let len = std::fs::metadata(&path).unwrap().len();
         OpenOptions::new()
@@ -172,17 +312,16 @@ mod tests {
             .unwrap()
             .set_len(len - 3)
             .unwrap();
-        let (replayed, _) = open(dir.path()).unwrap();
-        assert_eq!(replayed, vec![dataset("a")]);
+        assert_eq!(open(dir.path()).unwrap().updates, vec![dataset("a")]);
     }
 
     #[test]
     fn corruption_refuses_to_start_naming_file_and_offset() {
         let dir = tempfile::tempdir().unwrap();
-        let (_, w) = open(dir.path()).unwrap();
+        let w = open(dir.path()).unwrap().writer;
         w.write(&dataset("first")).unwrap();
         w.write(&dataset("second")).unwrap();
-        let path = w.path().to_path_buf();
+        let path = w.path();
         drop(w);
         let mut bytes = std::fs::read(&path).unwrap();
         let second = bytes.len() - 10; // inside the second record's data

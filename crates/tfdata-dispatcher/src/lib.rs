@@ -14,6 +14,7 @@ pub mod config;
 pub mod journal;
 pub mod server;
 pub mod service;
+pub mod snapshot;
 pub mod state;
 pub mod status;
 pub mod store;

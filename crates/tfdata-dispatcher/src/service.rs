@@ -71,6 +71,16 @@ pub struct Dispatcher {
     worker_clients: std::sync::Mutex<HashMap<String, WorkerServiceClient<Channel>>>,
     /// `MaybeRemoveTask` rendezvous, per task.
     removers: std::sync::Mutex<HashMap<TaskId, Arc<Remover>>>,
+    /// The journal is compacted when its current file reaches this many records.
+    pub(crate) compact_after_records: u64,
+}
+
+/// Journal records after which the state is snapshotted and the history
+/// dropped: a restart replays at most this many updates after the snapshot.
+pub const COMPACT_AFTER_RECORDS: u64 = 50_000;
+
+fn journal_records(journal: &JournalWriter) -> u64 {
+    journal.records()
 }
 
 /// Consumers agreeing that a task is gone: all must ask for the same round.
@@ -97,7 +107,14 @@ impl Dispatcher {
         let mut state = DispatcherState::new();
         let journal = match (&work_dir, config.fault_tolerant_mode) {
             (Some(dir), true) => {
-                let (updates, writer) = journal::open(dir)?;
+                let journal::Recovered {
+                    snapshot,
+                    updates,
+                    writer,
+                } = journal::open(dir)?;
+                if let Some(snapshot) = &snapshot {
+                    state = DispatcherState::from_snapshot(snapshot)?;
+                }
                 for (i, update) in updates.iter().enumerate() {
                     state.apply(update).map_err(|e| Error::DataLoss {
                         location: format!(
@@ -115,6 +132,10 @@ impl Dispatcher {
                     journal = %writer.path().display(),
                     "dispatcher state recovered from the journal"
                 );
+                // Start the new run from a snapshot, so the next replay is short.
+                if !updates.is_empty() {
+                    writer.compact(&state.to_snapshot())?;
+                }
                 Some(writer)
             }
             _ => None,
@@ -142,6 +163,7 @@ impl Dispatcher {
             journal_failed: Default::default(),
             worker_clients: Default::default(),
             removers: Default::default(),
+            compact_after_records: COMPACT_AFTER_RECORDS,
         })
     }
 
@@ -187,9 +209,19 @@ impl Dispatcher {
         let Some(journal) = self.journal.clone() else {
             return Ok(());
         };
-        let written = tokio::task::spawn_blocking(move || journal.write(&update))
-            .await
-            .unwrap_or_else(|e| Err(Error::Internal(format!("journal write task failed: {e}"))));
+        // Past the bound, the state replaces the file's history (while the
+        // state lock is held, so no update slips between).
+        let snapshot = (journal_records(&journal) + 1 >= self.compact_after_records)
+            .then(|| inner.state.to_snapshot());
+        let written = tokio::task::spawn_blocking(move || {
+            journal.write(&update)?;
+            if let Some(snapshot) = snapshot {
+                journal.compact(&snapshot)?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|e| Err(Error::Internal(format!("journal write task failed: {e}"))));
         if let Err(e) = &written {
             self.journal_failed.store(true, Ordering::SeqCst);
             tracing::error!(error = %e, "journal write failed; refusing further state changes");
@@ -1868,5 +1900,51 @@ mod split_tests {
             .unwrap();
         assert_eq!(r.new_tasks.len(), 1);
         assert!(!d.snapshot_state().await.worker("w1:1").unwrap().lost);
+    }
+
+    /// Compaction bounds replay: with a tiny bound the journal directory
+    /// holds a snapshot and a short tail, and a restart rebuilds the same
+    /// state (including split cursors and per-worker last splits).
+    #[tokio::test]
+    async fn compaction_keeps_the_state_and_bounds_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = DispatcherConfig {
+            work_dir: Some(dir.path().display().to_string()),
+            fault_tolerant_mode: true,
+            ..Default::default()
+        };
+        let clock = Arc::new(FixedClock(AtomicI64::new(1)));
+        let mut d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
+        d.compact_after_records = 4;
+        let iteration = dynamic_iteration(&d).await;
+        for seq in 0..5 {
+            d.get_split(wire::GetSplitRequest {
+                iteration_id: iteration,
+                repetition: 0,
+                split_provider_index: 0,
+                tfdata_worker_address: "w".into(),
+                tfdata_split_sequence: Some(seq),
+            })
+            .await
+            .unwrap();
+        }
+        let before = d.snapshot_state().await;
+        assert_eq!(
+            DispatcherState::from_snapshot(&before.to_snapshot()).unwrap(),
+            before
+        );
+        drop(d);
+        let journal_dir = dir.path().join(journal::JOURNAL_DIR);
+        let files: Vec<String> = std::fs::read_dir(&journal_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(
+            files.iter().any(|f| f.starts_with("snapshot_")),
+            "{files:?}"
+        );
+        assert!(files.len() <= 3, "old files are deleted: {files:?}");
+        let d = Dispatcher::new(config, clock).unwrap();
+        assert_eq!(d.snapshot_state().await, before);
     }
 }

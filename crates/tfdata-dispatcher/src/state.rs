@@ -108,24 +108,24 @@ pub struct Task {
 /// Everything the dispatcher knows that survives a fault-tolerant restart.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DispatcherState {
-    datasets: BTreeMap<DatasetId, Dataset>,
-    next_dataset_id: i64,
+    pub(crate) datasets: BTreeMap<DatasetId, Dataset>,
+    pub(crate) next_dataset_id: i64,
     /// Registration order, which is the order of `GetWorkers`.
-    workers: Vec<Worker>,
-    worker_index: HashMap<String, usize>,
-    jobs: BTreeMap<JobId, Job>,
-    jobs_by_name: HashMap<String, JobId>,
-    next_job_id: i64,
-    iterations: BTreeMap<IterationId, Iteration>,
-    iterations_by_key: HashMap<(String, i64), IterationId>,
-    next_iteration_id: i64,
-    clients: BTreeMap<IterationClientId, IterationId>,
-    next_client_id: i64,
-    tasks: BTreeMap<TaskId, Task>,
+    pub(crate) workers: Vec<Worker>,
+    pub(crate) worker_index: HashMap<String, usize>,
+    pub(crate) jobs: BTreeMap<JobId, Job>,
+    pub(crate) jobs_by_name: HashMap<String, JobId>,
+    pub(crate) next_job_id: i64,
+    pub(crate) iterations: BTreeMap<IterationId, Iteration>,
+    pub(crate) iterations_by_key: HashMap<(String, i64), IterationId>,
+    pub(crate) next_iteration_id: i64,
+    pub(crate) clients: BTreeMap<IterationClientId, IterationId>,
+    pub(crate) next_client_id: i64,
+    pub(crate) tasks: BTreeMap<TaskId, Task>,
     /// Each worker's assigned, unfinished tasks.
-    tasks_by_worker: HashMap<String, BTreeSet<TaskId>>,
-    next_task_id: i64,
-    snapshots: BTreeSet<String>,
+    pub(crate) tasks_by_worker: HashMap<String, BTreeSet<TaskId>>,
+    pub(crate) next_task_id: i64,
+    pub(crate) snapshots: BTreeSet<String>,
 }
 
 impl Default for DispatcherState {

@@ -27,6 +27,11 @@ pub mod tfdata {
         tonic::include_proto!("tfdata.pipeline");
     }
 
+    /// Package `tfdata.snapshot`: the dispatcher state for journal compaction.
+    pub mod snapshot {
+        tonic::include_proto!("tfdata.snapshot");
+    }
+
     /// Package `tfdata.status`: the dispatcher's introspection service.
     pub mod status {
         tonic::include_proto!("tfdata.status");

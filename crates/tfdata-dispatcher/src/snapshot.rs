@@ -1,0 +1,296 @@
+//! [`DispatcherState`] to and from its compaction snapshot
+//! (`tfdata.snapshot.DispatcherSnapshot`). The derived indexes (by name, by
+//! key, tasks by worker) are rebuilt on load, so a snapshot holds each fact
+//! once. Invariant (tested): `from_snapshot(to_snapshot(s)) == s`.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use tfdata_core::{DatasetId, Error, IterationClientId, IterationId, JobId, Result, TaskId};
+use tfdata_proto::tfdata::snapshot as wire;
+
+use crate::state::{
+    Dataset, DispatcherState, Iteration, Job, LastSplit, PendingTask, Task, Worker,
+};
+
+pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;
+
+impl DispatcherState {
+    pub fn to_snapshot(&self) -> wire::DispatcherSnapshot {
+        wire::DispatcherSnapshot {
+            format_version: SNAPSHOT_FORMAT_VERSION,
+            datasets: self
+                .datasets
+                .values()
+                .map(|d| wire::Dataset {
+                    id: d.id.0.clone(),
+                    metadata: Some(d.metadata.clone()),
+                    compression_disabled_at_runtime: d.compression_disabled_at_runtime,
+                })
+                .collect(),
+            next_dataset_id: self.next_dataset_id,
+            workers: self
+                .workers
+                .iter()
+                .map(|w| wire::Worker {
+                    address: w.address.clone(),
+                    transfer_servers: w.transfer_servers.clone(),
+                    tags: w.tags.clone(),
+                    uid: w.uid,
+                    lost: w.lost,
+                })
+                .collect(),
+            jobs: self
+                .jobs
+                .values()
+                .map(|j| wire::Job {
+                    id: j.id.0,
+                    name: j.name.clone(),
+                    dataset_id: j.dataset_id.0.clone(),
+                    processing_mode: Some(j.processing_mode),
+                    num_consumers: j.num_consumers,
+                    target_workers: j.target_workers,
+                    use_cross_trainer_cache: j.use_cross_trainer_cache,
+                })
+                .collect(),
+            next_job_id: self.next_job_id,
+            iterations: self.iterations.values().map(iteration_to_wire).collect(),
+            next_iteration_id: self.next_iteration_id,
+            clients: self
+                .clients
+                .iter()
+                .map(|(c, i)| wire::Client {
+                    id: c.0,
+                    iteration_id: i.0,
+                })
+                .collect(),
+            next_client_id: self.next_client_id,
+            tasks: self
+                .tasks
+                .values()
+                .map(|t| wire::Task {
+                    id: t.id.0,
+                    iteration_id: t.iteration_id.0,
+                    worker_address: t.worker_address.clone(),
+                    transfer_servers: t.transfer_servers.clone(),
+                    worker_tags: t.worker_tags.clone(),
+                    worker_uid: t.worker_uid,
+                    starting_round: t.starting_round,
+                    finished: t.finished,
+                })
+                .collect(),
+            next_task_id: self.next_task_id,
+            snapshots: self.snapshots.iter().cloned().collect(),
+        }
+    }
+
+    /// Rebuilds a state, checking the snapshot's references.
+    pub fn from_snapshot(s: &wire::DispatcherSnapshot) -> Result<DispatcherState> {
+        let corrupt = |reason: String| Error::DataLoss {
+            location: "dispatcher state snapshot".into(),
+            reason,
+        };
+        if s.format_version != SNAPSHOT_FORMAT_VERSION {
+            return Err(corrupt(format!(
+                "format version {} (this build reads {SNAPSHOT_FORMAT_VERSION})",
+                s.format_version
+            )));
+        }
+        let mut state = DispatcherState::new();
+        for d in &s.datasets {
+            let id = DatasetId(d.id.clone());
+            state.datasets.insert(
+                id.clone(),
+                Dataset {
+                    id,
+                    metadata: d.metadata.clone().unwrap_or_default(),
+                    compression_disabled_at_runtime: d.compression_disabled_at_runtime,
+                },
+            );
+        }
+        state.next_dataset_id = s.next_dataset_id;
+        for w in &s.workers {
+            state
+                .worker_index
+                .insert(w.address.clone(), state.workers.len());
+            state.tasks_by_worker.entry(w.address.clone()).or_default();
+            state.workers.push(Worker {
+                address: w.address.clone(),
+                transfer_servers: w.transfer_servers.clone(),
+                tags: w.tags.clone(),
+                uid: w.uid,
+                lost: w.lost,
+            });
+        }
+        for j in &s.jobs {
+            let id = JobId(j.id);
+            state.jobs_by_name.insert(j.name.clone(), id);
+            state.jobs.insert(
+                id,
+                Job {
+                    id,
+                    name: j.name.clone(),
+                    dataset_id: DatasetId(j.dataset_id.clone()),
+                    processing_mode: j.processing_mode.unwrap_or_default(),
+                    num_consumers: j.num_consumers,
+                    target_workers: j.target_workers,
+                    use_cross_trainer_cache: j.use_cross_trainer_cache,
+                },
+            );
+        }
+        state.next_job_id = s.next_job_id;
+        for it in &s.iterations {
+            let iteration = iteration_from_wire(it);
+            let job = state.jobs.get(&iteration.job_id).ok_or_else(|| {
+                corrupt(format!("iteration {} of unknown job {}", it.id, it.job_id))
+            })?;
+            let key = (job.name.clone(), iteration.repetition);
+            // A collected iteration is replaced by a later one of the same key.
+            let replace = state.iterations_by_key.get(&key).is_none_or(|old| {
+                state
+                    .iterations
+                    .get(old)
+                    .is_some_and(|o| o.garbage_collected)
+            });
+            if replace {
+                state.iterations_by_key.insert(key, iteration.id);
+            }
+            state.iterations.insert(iteration.id, iteration);
+        }
+        state.next_iteration_id = s.next_iteration_id;
+        for c in &s.clients {
+            state
+                .clients
+                .insert(IterationClientId(c.id), IterationId(c.iteration_id));
+        }
+        state.next_client_id = s.next_client_id;
+        for t in &s.tasks {
+            let task = Task {
+                id: TaskId(t.id),
+                iteration_id: IterationId(t.iteration_id),
+                worker_address: t.worker_address.clone(),
+                transfer_servers: t.transfer_servers.clone(),
+                worker_tags: t.worker_tags.clone(),
+                worker_uid: t.worker_uid,
+                starting_round: t.starting_round,
+                finished: t.finished,
+            };
+            if !task.finished {
+                state
+                    .tasks_by_worker
+                    .get_mut(&task.worker_address)
+                    .ok_or_else(|| {
+                        corrupt(format!(
+                            "task {} on unknown worker {}",
+                            t.id, t.worker_address
+                        ))
+                    })?
+                    .insert(task.id);
+            }
+            state.tasks.insert(task.id, task);
+        }
+        state.next_task_id = s.next_task_id;
+        state.snapshots = s.snapshots.iter().cloned().collect();
+        Ok(state)
+    }
+}
+
+fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
+    wire::Iteration {
+        id: it.id.0,
+        job_id: it.job_id.0,
+        repetition: it.repetition,
+        num_split_providers: it.num_split_providers,
+        split_repetitions: it.split_repetitions.clone(),
+        split_indices: it.split_indices.clone(),
+        num_clients: it.num_clients,
+        last_client_released_micros: it.last_client_released_micros,
+        finished: it.finished,
+        garbage_collected: it.garbage_collected,
+        tasks: it.tasks.iter().map(|t| t.0).collect(),
+        pending_tasks: it
+            .pending_tasks
+            .iter()
+            .map(|p| wire::PendingTask {
+                task_id: p.task_id.0,
+                target_round: p.target_round,
+                ready_consumers: p.ready_consumers.iter().map(|c| c.0).collect(),
+                failures: p.failures,
+            })
+            .collect(),
+        last_splits: it
+            .last_splits
+            .iter()
+            .map(|((provider, worker), l)| wire::LastSplit {
+                provider: *provider,
+                worker: worker.clone(),
+                repetition: l.repetition,
+                sequence: l.sequence,
+                split: l.split.clone(),
+            })
+            .collect(),
+        returned_splits: it
+            .returned_splits
+            .iter()
+            .flat_map(|(provider, q)| {
+                q.iter()
+                    .map(move |(repetition, split)| wire::ReturnedSplit {
+                        provider: *provider,
+                        repetition: *repetition,
+                        split: Some(split.clone()),
+                    })
+            })
+            .collect(),
+    }
+}
+
+fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
+    let mut returned: BTreeMap<i64, VecDeque<_>> = BTreeMap::new();
+    for r in &it.returned_splits {
+        returned
+            .entry(r.provider)
+            .or_default()
+            .push_back((r.repetition, r.split.clone().unwrap_or_default()));
+    }
+    Iteration {
+        id: IterationId(it.id),
+        job_id: JobId(it.job_id),
+        repetition: it.repetition,
+        num_split_providers: it.num_split_providers,
+        split_repetitions: it.split_repetitions.clone(),
+        split_indices: it.split_indices.clone(),
+        num_clients: it.num_clients,
+        last_client_released_micros: it.last_client_released_micros,
+        finished: it.finished,
+        garbage_collected: it.garbage_collected,
+        tasks: it.tasks.iter().map(|t| TaskId(*t)).collect(),
+        pending_tasks: it
+            .pending_tasks
+            .iter()
+            .map(|p| PendingTask {
+                task_id: TaskId(p.task_id),
+                target_round: p.target_round,
+                ready_consumers: p
+                    .ready_consumers
+                    .iter()
+                    .map(|c| IterationClientId(*c))
+                    .collect::<BTreeSet<_>>(),
+                failures: p.failures,
+            })
+            .collect(),
+        last_splits: it
+            .last_splits
+            .iter()
+            .map(|l| {
+                (
+                    (l.provider, l.worker.clone()),
+                    LastSplit {
+                        repetition: l.repetition,
+                        sequence: l.sequence,
+                        split: l.split.clone(),
+                    },
+                )
+            })
+            .collect(),
+        returned_splits: returned,
+    }
+}
