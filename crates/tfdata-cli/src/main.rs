@@ -26,6 +26,22 @@ enum Command {
     Worker(WorkerArgs),
     /// Register a pipeline (JSON text form, see docs/pipelines.md) and print its dataset id.
     Register(RegisterArgs),
+    /// Read a registered dataset through the service and print its elements, one per line.
+    Read {
+        /// The dispatcher, as grpc://host:port.
+        #[arg(long)]
+        service: String,
+        #[arg(long)]
+        dataset_id: String,
+        /// parallel_epochs, distributed_epoch, or a sharding policy name.
+        #[arg(long, default_value = "parallel_epochs")]
+        processing_mode: String,
+        #[arg(long)]
+        job_name: Option<String>,
+        /// Stop after this many elements.
+        #[arg(long)]
+        take: Option<usize>,
+    },
     /// Print a dispatcher's workers, datasets, jobs, iterations and tasks.
     Status {
         /// The dispatcher, as host:port or grpc://host:port.
@@ -48,6 +64,31 @@ struct RegisterArgs {
     /// auto, snappy or none; default: the file's "compress" (true = auto).
     #[arg(long)]
     compression: Option<String>,
+}
+
+async fn read(
+    service: &str,
+    dataset_id: &str,
+    mode: &str,
+    job_name: Option<&str>,
+    take: Option<usize>,
+) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    let mut reader = tfdata_client::from_dataset_id(mode, service, dataset_id);
+    if let Some(name) = job_name {
+        reader = reader.job_name(name);
+    }
+    let ds = reader.build_async().await?;
+    let mut stream = ds.stream().await?;
+    let mut n = 0;
+    while let Some(element) = stream.next().await {
+        println!("{}", element?);
+        n += 1;
+        if take.is_some_and(|t| n >= t) {
+            break;
+        }
+    }
+    Ok(())
 }
 
 async fn register(args: RegisterArgs) -> anyhow::Result<()> {
@@ -261,6 +302,22 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Register(args) => register(args).await?,
         Command::Status { dispatcher } => status::run(&dispatcher).await?,
+        Command::Read {
+            service,
+            dataset_id,
+            processing_mode,
+            job_name,
+            take,
+        } => {
+            read(
+                &service,
+                &dataset_id,
+                &processing_mode,
+                job_name.as_deref(),
+                take,
+            )
+            .await?
+        }
         Command::Worker(args) => {
             let config = args.into_config()?;
             let listener = tfdata_rpc::server::bind(config.port)?;

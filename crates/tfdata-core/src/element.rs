@@ -125,6 +125,11 @@ pub fn tensor_from_proto(proto: &TensorProto) -> Result<Tensor> {
     let shape = shape_from_proto(proto.tensor_shape.as_ref())?;
     let n = num_elements(&shape)? as usize;
     let Some(size) = dtype.size() else {
+        if proto.string_val.is_empty() && n > 0 && !proto.tensor_content.is_empty() {
+            // TensorFlow's "AsProtoTensorContent" form of strings, which its
+            // workers use in UncompressedElement.
+            return Tensor::strings(decode_string_list(&proto.tensor_content, n)?, shape);
+        }
         if proto.string_val.len() != n {
             return Err(Error::InvalidArgument(format!(
                 "string TensorProto of shape {shape:?} has {} values",
@@ -226,6 +231,47 @@ pub fn tensor_from_proto(proto: &TensorProto) -> Result<Tensor> {
         buf.extend_from_slice(&last);
     }
     Tensor::new(dtype, shape, TensorData::Buffer(buf.into()))
+}
+
+/// TensorFlow's `EncodeStringList`: `n` varint32 lengths, then the bytes of
+/// every string, concatenated.
+fn decode_string_list(content: &Bytes, n: usize) -> Result<Vec<Bytes>> {
+    let bad =
+        |reason: &str| Error::InvalidArgument(format!("malformed string tensor_content: {reason}"));
+    let mut pos = 0usize;
+    let mut lengths = Vec::with_capacity(n.min(1 << 20));
+    for _ in 0..n {
+        let mut value: u64 = 0;
+        let mut shift = 0;
+        loop {
+            let byte = *content
+                .get(pos)
+                .ok_or_else(|| bad("lengths run past the end"))?;
+            pos += 1;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+            if shift > 35 {
+                return Err(bad("length varint too long"));
+            }
+        }
+        lengths.push(value as usize);
+    }
+    let mut strings = Vec::with_capacity(lengths.len());
+    for len in lengths {
+        let end = pos
+            .checked_add(len)
+            .filter(|&e| e <= content.len())
+            .ok_or_else(|| bad("strings run past the end"))?;
+        strings.push(content.slice(pos..end));
+        pos = end;
+    }
+    if pos != content.len() {
+        return Err(bad("trailing bytes"));
+    }
+    Ok(strings)
 }
 
 pub fn to_uncompressed(element: &Element) -> UncompressedElement {
@@ -390,6 +436,28 @@ mod tests {
     fn uncompressed_round_trip() {
         let e = sample();
         assert_eq!(from_uncompressed(&to_uncompressed(&e)).unwrap(), e);
+    }
+
+    #[test]
+    fn strings_in_tensor_content_decode() {
+        // ["ab", "", "xyz"]: lengths 2, 0, 3 then the bytes.
+        let proto = TensorProto {
+            dtype: DType::String.code(),
+            tensor_shape: Some(shape_proto(&[3])),
+            tensor_content: Bytes::from_static(b"\x02\x00\x03abxyz"),
+            ..Default::default()
+        };
+        let t = tensor_from_proto(&proto).unwrap();
+        let values: Vec<&[u8]> = t
+            .string_values()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_ref())
+            .collect();
+        assert_eq!(values, vec![&b"ab"[..], b"", b"xyz"]);
+        let mut bad = proto.clone();
+        bad.tensor_content = Bytes::from_static(b"\x09ab");
+        assert!(tensor_from_proto(&bad).is_err());
     }
 
     #[test]

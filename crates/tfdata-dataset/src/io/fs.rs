@@ -1,12 +1,13 @@
 //! A file-system layer shaped like TensorFlow's `tensorflow::FileSystem` /
 //! `tf.io.gfile`: every source op opens files through a [`FileSystem`] picked
-//! by the URL's scheme, so object stores can be added later without touching
-//! the readers.
+//! by the URL's scheme, so object stores plug in without touching the
+//! readers.
 //!
 //! Paths are strings, not [`std::path::Path`]s, because they are URLs
 //! (`gs://bucket/x`) as often as local paths, they travel inside serialised
 //! pipelines, and TensorFlow treats them as strings too. A plain path or a
-//! `file://` URL is local; any other scheme is dispatched by [`file_system`].
+//! `file://` URL is local; object-store schemes (`s3://`, `gs://`, `az://`,
+//! ...) go to [`super::object_store`]; [`file_system`] dispatches.
 //!
 //! [`FileSystem::glob`] follows `tf.io.gfile.glob` (POSIX `fnmatch` with
 //! `FNM_PATHNAME`), verified against TensorFlow 2.21:
@@ -36,7 +37,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tfdata_core::{Error, Result};
 
-/// A place files can be read from: the local disk today, object stores later.
+/// A place files can be read from: the local disk or an object store.
 ///
 /// Every method takes the full path or URL as the user wrote it (scheme
 /// included), so implementations can put it in error messages unchanged.
@@ -70,6 +71,10 @@ pub trait FileSystem: Send + Sync {
 
     /// Creates (or truncates) a file for writing. Needed to write TFRecord
     /// files (snapshots, tests, benchmarks) through the same layer.
+    ///
+    /// Call `flush()` when done and check its result: object stores upload
+    /// the whole object then (and nothing if the writer is dropped
+    /// unflushed), so the file may not exist before.
     fn create(&self, path: &str) -> Result<Box<dyn Write + Send>>;
 }
 
@@ -92,16 +97,24 @@ pub fn scheme(url: &str) -> Option<&str> {
 
 /// The file system serving `url`.
 ///
-/// Plain paths and `file://` URLs are local. Other schemes are refused with
-/// [`Error::Unimplemented`] naming the scheme, with TensorFlow's wording.
+/// Plain paths and `file://` URLs are local; `s3`, `s3a`, `gs`, `az`,
+/// `azure`, `adl`, `abfs` and `abfss` URLs go to the process's
+/// [`ObjectStoreFileSystem`](super::object_store::ObjectStoreFileSystem)
+/// ([`super::object_store::global`], configured from the environment).
+/// Other schemes are refused with [`Error::Unimplemented`] naming the
+/// scheme, with TensorFlow's wording.
 pub fn file_system(url: &str) -> Result<Arc<dyn FileSystem>> {
     match scheme(url) {
         None | Some("file") => Ok(Arc::new(LocalFileSystem)),
-        // Extension point: object stores (gs, s3, az, hdfs, ...) get an arm
+        Some(s) if super::object_store::is_object_store_scheme(s) => {
+            Ok(super::object_store::global())
+        }
+        // Extension point: other file systems (hdfs, http, ...) get an arm
         // here returning their `FileSystem` implementation.
         Some(other) => Err(Error::Unimplemented(format!(
             "File system scheme '{other}' not implemented (file: '{url}'); \
-             tfdata reads local paths and file:// URLs only so far"
+             tfdata reads local paths, file:// URLs and the object stores {}",
+            super::object_store::SCHEMES.join(", ")
         ))),
     }
 }
@@ -222,7 +235,7 @@ impl FileSystem for LocalFileSystem {
 }
 
 /// Whether a pattern component needs matching rather than a lookup.
-fn has_wildcard(component: &str) -> bool {
+pub(super) fn has_wildcard(component: &str) -> bool {
     component.contains(['*', '?', '[', '\\'])
 }
 
@@ -328,8 +341,8 @@ fn glob_components(
 
 /// POSIX `fnmatch` of one path component (no `/` on either side), without
 /// `FNM_PERIOD`: `*`, `?`, `[...]` with `!`/`^` negation and ranges, and `\`
-/// escapes.
-fn fnmatch(pattern: &[char], name: &[char]) -> bool {
+/// escapes. Object-store globbing uses it too, so both match alike.
+pub(super) fn fnmatch(pattern: &[char], name: &[char]) -> bool {
     // Iterative matching with single-star backtracking: on a mismatch, retry
     // from the most recent `*` consuming one more character. Linear in
     // practice, and no recursion depth to worry about.
@@ -462,13 +475,17 @@ mod tests {
     }
 
     #[test]
-    fn object_store_schemes_are_unimplemented() {
-        for url in ["gs://bucket/x", "s3://b/k", "az://c/b", "hdfs://n/p"] {
+    fn unknown_schemes_are_unimplemented() {
+        for url in ["hdfs://n/p", "http://host/x", "ram://x"] {
             let err = file_system(url).err().expect("unimplemented");
             assert!(matches!(err, Error::Unimplemented(_)), "{err}");
             let scheme = scheme(url).unwrap();
             assert!(err.to_string().contains(&format!("'{scheme}'")), "{err}");
             assert!(err.to_string().contains(url), "{err}");
+        }
+        // Object stores dispatch (building a client waits for first use).
+        for url in ["gs://bucket/x", "s3://b/k", "az://c/b"] {
+            assert!(file_system(url).is_ok(), "{url}");
         }
         assert!(matches!(
             LocalFileSystem.open("gs://bucket/x"),

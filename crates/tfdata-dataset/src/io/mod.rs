@@ -2,9 +2,11 @@
 //! `TextLineDataset`, `list_files`), with TensorFlow 2.21's behaviour.
 //!
 //! * [`fs`]: the [`FileSystem`] trait every reader opens files through,
-//!   chosen by URL scheme ([`file_system`]), so object stores can be added
-//!   later behind the same readers; [`LocalFileSystem`] today, with
+//!   chosen by URL scheme ([`file_system`]); [`LocalFileSystem`], with
 //!   `tf.io.gfile.glob` semantics for [`glob()`];
+//! * [`object_store`](self::object_store): [`ObjectStoreFileSystem`] for
+//!   `s3://`, `gs://` and `az://` URLs, configured from the environment like
+//!   the clouds' SDKs, streaming reads and whole-object uploads;
 //! * [`tfrecord_reader`]: streaming [`TfRecordReader`] (both CRCs checked,
 //!   corruption and truncation located by file and offset) and
 //!   [`TfRecordWriter`];
@@ -19,9 +21,11 @@
 
 pub mod compression;
 pub mod fs;
+pub mod object_store;
 pub mod text;
 pub mod tfrecord_reader;
 
+pub use self::object_store::ObjectStoreFileSystem;
 pub use compression::{CompressionType, DEFAULT_BUFFER_SIZE};
 pub use fs::{FileSystem, LocalFileSystem, exists, file_system, glob, open, read_all};
 pub use text::TextLineReader;

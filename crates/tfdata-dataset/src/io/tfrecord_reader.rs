@@ -293,15 +293,22 @@ impl<W: Write> TfRecordWriter<W> {
     }
 
     /// Finishes the compressed stream, flushes, and returns the output.
+    ///
+    /// The output itself is flushed too (`BufWriter::into_inner` alone does
+    /// not): object-store writers upload the object then, and an upload
+    /// error must surface here, not be lost when the writer is dropped.
     pub fn finish(self) -> Result<W> {
         let name = self.name;
         let buffered = self
             .out
             .finish()
             .map_err(|e| Error::io(format!("finishing {name}"), e))?;
-        buffered
+        let mut out = buffered
             .into_inner()
-            .map_err(|e| Error::io(format!("flushing {name}"), e.into_error()))
+            .map_err(|e| Error::io(format!("flushing {name}"), e.into_error()))?;
+        out.flush()
+            .map_err(|e| Error::io(format!("flushing {name}"), e))?;
+        Ok(out)
     }
 }
 
