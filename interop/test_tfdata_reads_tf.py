@@ -3,6 +3,7 @@
 ours."""
 
 import subprocess
+import time
 
 import tensorflow as tf
 
@@ -58,3 +59,26 @@ def test_rust_client_with_our_dispatcher_and_tensorflow_workers(tfdata_dispatche
     check_reads(target)
     for w in workers:
         w.stop()
+
+
+def test_mixed_cluster_routes_tasks_by_what_workers_can_run(tfdata_dispatcher, tmp_path):
+    import json
+
+    from conftest import TfdataProcess
+
+    d = tfdata_dispatcher()
+    target = f"grpc://localhost:{d.port}"
+    tf_worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=f"localhost:{d.port}"))
+    our_worker = TfdataProcess("worker", "--dispatcher-address", f"localhost:{d.port}")
+    time.sleep(0.5)
+    # A TensorFlow graph: only the TensorFlow worker gets a task (one copy).
+    ds = tf.data.Dataset.range(10).apply(service.distribute("parallel_epochs", target))
+    assert [int(x) for x in ds.as_numpy_iterator()] == list(range(10))
+    # A tfdata pipeline: only the tfdata worker gets a task (one copy).
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"op": "range", "stop": 7}))
+    out = subprocess.run([tfdata_bin(), "register", "--service", target, "--pipeline", str(path)],
+                         check=True, capture_output=True, text=True, timeout=60)
+    assert tfdata_read(target, out.stdout.strip()) == [str(i) for i in range(7)]
+    tf_worker.stop()
+    assert our_worker.stop() == 0

@@ -319,6 +319,7 @@ impl Dispatcher {
                     transfer_servers: req.transfer_servers.clone(),
                     worker_tags: req.worker_tags.clone(),
                     worker_uid: req.worker_uid,
+                    tfdata_runs_pipelines: req.tfdata_runs_pipelines,
                 }),
             )
             .await?;
@@ -331,6 +332,9 @@ impl Dispatcher {
                 if self.is_round_robin(&inner.state, iteration) {
                     continue; // joins through a pending task, below
                 }
+                if !inner.state.can_run(&address, iteration) {
+                    continue; // a TensorFlow graph for a tfdata worker, or the reverse
+                }
                 let update = Self::new_task_update(&inner.state, iteration, &address)?;
                 self.commit(inner, update).await?;
             }
@@ -342,6 +346,7 @@ impl Dispatcher {
             .state
             .unfinished_iterations()
             .filter(|it| self.is_round_robin(&inner.state, it.id))
+            .filter(|it| inner.state.can_run(&address, it.id))
             .filter(|it| {
                 !inner
                     .state
@@ -390,6 +395,7 @@ impl Dispatcher {
                 .state
                 .unfinished_iterations()
                 .filter(|it| !self.is_round_robin(&inner.state, it.id))
+                .filter(|it| inner.state.can_run(&address, it.id))
                 .filter(|it| {
                     !inner
                         .state
@@ -552,6 +558,7 @@ impl Dispatcher {
             None => inner.state.next_dataset_id(),
         };
         let store = self.store.clone();
+        let is_pipeline = def.tfdata_pipeline.is_some();
         let (put_id, put_def) = (id.clone(), def);
         tokio::task::spawn_blocking(move || store.put(&put_id, &put_def))
             .await
@@ -561,6 +568,7 @@ impl Dispatcher {
             UpdateType::RegisterDataset(wire::RegisterDatasetUpdate {
                 dataset_id: id.0.clone(),
                 metadata: Some(metadata),
+                tfdata_pipeline: is_pipeline,
                 ..Default::default()
             }),
         )
@@ -761,7 +769,7 @@ impl Dispatcher {
                         .state
                         .workers()
                         .iter()
-                        .filter(|w| !w.lost)
+                        .filter(|w| !w.lost && inner.state.can_run(&w.address, id))
                         .map(|w| w.address.clone())
                         .collect();
                     for worker in workers {
@@ -1852,6 +1860,7 @@ mod split_tests {
         for w in ["w1:1", "w2:1"] {
             d.worker_heartbeat(wire::WorkerHeartbeatRequest {
                 worker_address: w.into(),
+                tfdata_runs_pipelines: true,
                 ..Default::default()
             })
             .await
@@ -1873,6 +1882,7 @@ mod split_tests {
             .fetch_add(900_000, std::sync::atomic::Ordering::SeqCst);
         d.worker_heartbeat(wire::WorkerHeartbeatRequest {
             worker_address: "w2:1".into(),
+            tfdata_runs_pipelines: true,
             ..Default::default()
         })
         .await
@@ -1894,6 +1904,7 @@ mod split_tests {
         let r = d
             .worker_heartbeat(wire::WorkerHeartbeatRequest {
                 worker_address: "w1:1".into(),
+                tfdata_runs_pipelines: true,
                 ..Default::default()
             })
             .await

@@ -25,6 +25,7 @@ impl DispatcherState {
                     id: d.id.0.clone(),
                     metadata: Some(d.metadata.clone()),
                     compression_disabled_at_runtime: d.compression_disabled_at_runtime,
+                    is_pipeline: d.is_pipeline,
                 })
                 .collect(),
             next_dataset_id: self.next_dataset_id,
@@ -37,6 +38,7 @@ impl DispatcherState {
                     tags: w.tags.clone(),
                     uid: w.uid,
                     lost: w.lost,
+                    runs_pipelines: w.runs_pipelines,
                 })
                 .collect(),
             jobs: self
@@ -104,6 +106,7 @@ impl DispatcherState {
                     id,
                     metadata: d.metadata.clone().unwrap_or_default(),
                     compression_disabled_at_runtime: d.compression_disabled_at_runtime,
+                    is_pipeline: d.is_pipeline,
                 },
             );
         }
@@ -119,6 +122,7 @@ impl DispatcherState {
                 tags: w.tags.clone(),
                 uid: w.uid,
                 lost: w.lost,
+                runs_pipelines: w.runs_pipelines,
             });
         }
         for j in &s.jobs {

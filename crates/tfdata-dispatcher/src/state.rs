@@ -18,6 +18,8 @@ pub struct Dataset {
     pub metadata: DataServiceMetadata,
     /// The first `DisableCompressionAtRuntime` decision, if any.
     pub compression_disabled_at_runtime: Option<bool>,
+    /// A tfdata pipeline (else a TensorFlow graph): which workers can run it.
+    pub is_pipeline: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +31,8 @@ pub struct Worker {
     /// Declared lost (silent for worker_timeout, or stopped): gets no tasks
     /// until it heartbeats again.
     pub lost: bool,
+    /// A tfdata worker (runs tfdata pipelines), else a TensorFlow worker.
+    pub runs_pipelines: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -180,6 +184,7 @@ impl DispatcherState {
                         id,
                         metadata: u.metadata.clone().unwrap_or_default(),
                         compression_disabled_at_runtime: None,
+                        is_pipeline: u.tfdata_pipeline,
                     },
                 );
                 // TensorFlow's UpdateNextAvailableDatasetId.
@@ -205,6 +210,7 @@ impl DispatcherState {
                     tags: u.worker_tags.clone(),
                     uid: u.worker_uid,
                     lost: false,
+                    runs_pipelines: u.tfdata_runs_pipelines,
                 });
                 self.tasks_by_worker
                     .entry(u.worker_address.clone())
@@ -724,6 +730,20 @@ impl DispatcherState {
         self.tasks_by_worker
             .get(address)
             .is_some_and(|t| t.contains(&task))
+    }
+
+    /// Whether `worker` can run the tasks of `iteration` (tfdata pipelines on
+    /// tfdata workers, TensorFlow graphs on TensorFlow workers).
+    pub fn can_run(&self, worker: &str, iteration: IterationId) -> bool {
+        let dataset = self
+            .iterations
+            .get(&iteration)
+            .and_then(|it| self.jobs.get(&it.job_id))
+            .and_then(|j| self.datasets.get(&j.dataset_id));
+        match (self.worker(worker), dataset) {
+            (Some(w), Some(d)) => w.runs_pipelines == d.is_pipeline,
+            _ => false,
+        }
     }
 
     /// The coordinated-read client ids of an iteration.

@@ -90,6 +90,7 @@ impl Worker {
             current_tasks: current,
             snapshot_task_progress: Default::default(),
             tfdata_stopping: false,
+            tfdata_runs_pipelines: true,
         }
     }
 
