@@ -396,3 +396,43 @@ fn static_coordinated_and_cached_reads_through_the_binaries() {
     assert!(w2.terminate().success());
     assert!(dispatcher.terminate().success());
 }
+
+/// `target_workers=AUTO` skips workers tagged COLOCATED that are not in this
+/// process (and then ends with its own tasks); ANY reads them too.
+#[test]
+fn auto_targeting_skips_remote_colocated_workers() {
+    let (dispatcher, port) = Process::start(&["dispatcher", "--port", "0"]);
+    let address = format!("localhost:{port}");
+    let (plain, _) = Process::start(&["worker", "--dispatcher-address", &address]);
+    let (colocated, _) = Process::start(&[
+        "worker",
+        "--dispatcher-address",
+        &address,
+        "--worker-tags",
+        "COLOCATED",
+    ]);
+    wait_for_workers(&address, 2);
+    let read = |target: tfdata::TargetWorkers| -> Vec<i64> {
+        let ds = distribute(ProcessingMode::ParallelEpochs, &format!("grpc://{address}"))
+            .target_workers(target)
+            .apply(&Dataset::range(20))
+            .unwrap();
+        let mut v: Vec<i64> = ds
+            .iter()
+            .unwrap()
+            .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        read(tfdata::TargetWorkers::Auto),
+        (0..20).collect::<Vec<_>>(),
+        "one copy: the COLOCATED worker is skipped"
+    );
+    let both: Vec<i64> = (0..20).flat_map(|v| [v, v]).collect();
+    assert_eq!(read(tfdata::TargetWorkers::Any), both);
+    assert!(plain.terminate().success());
+    assert!(colocated.terminate().success());
+    assert!(dispatcher.terminate().success());
+}
