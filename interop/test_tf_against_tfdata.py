@@ -120,3 +120,43 @@ def test_coordinated_reads_of_tf_consumers(tfdata_dispatcher):
     assert all(b == a + 1 for a, b in zip(results[0], results[1])), results
     for w in workers:
         w.stop()
+
+
+def test_distributed_epoch_over_tensorflow_graphs(tfdata_dispatcher, tmp_path):
+    d = tfdata_dispatcher()
+    workers = tf_workers(d.port, 2)
+    target = f"grpc://localhost:{d.port}"
+
+    def read_dynamic(ds):
+        ds = ds.apply(service.distribute(processing_mode="distributed_epoch", service=target))
+        return sorted(x.tolist() if hasattr(x, "tolist") else x for x in ds.as_numpy_iterator())
+
+    # RangeDataset: the splits are the range's values.
+    assert read_dynamic(tf.data.Dataset.range(5, 45, 2).map(lambda x: x * 10)) == [x * 10 for x in range(5, 45, 2)]
+    # TensorSliceDataset: slice indices.
+    assert read_dynamic(tf.data.Dataset.from_tensor_slices([7, 8, 9, 10])) == [7, 8, 9, 10]
+    # TFRecordDataset over file names, and list_files.
+    for i in range(3):
+        with tf.io.TFRecordWriter(str(tmp_path / f"f{i}.tfrecord")) as w:
+            for j in range(4):
+                w.write(f"{i}-{j}".encode())
+    files = [str(tmp_path / f"f{i}.tfrecord") for i in range(3)]
+    expected = sorted(f"{i}-{j}".encode() for i in range(3) for j in range(4))
+    assert read_dynamic(tf.data.TFRecordDataset(files)) == expected
+    assert read_dynamic(tf.data.Dataset.list_files(str(tmp_path / "*.tfrecord"), shuffle=False)
+                        .interleave(tf.data.TFRecordDataset)) == expected
+    for w in workers:
+        w.stop()
+
+
+def test_unsplittable_tensorflow_sources_are_refused_naming_the_op(tfdata_dispatcher):
+    import pytest
+
+    d = tfdata_dispatcher()
+    workers = tf_workers(d.port, 1)
+    ds = tf.data.Dataset.from_tensors(1).apply(
+        service.distribute(processing_mode="distributed_epoch", service=f"grpc://localhost:{d.port}"))
+    with pytest.raises(tf.errors.OpError, match="TensorDataset"):
+        list(ds.as_numpy_iterator())
+    for w in workers:
+        w.stop()

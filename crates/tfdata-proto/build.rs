@@ -6,6 +6,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
         "tensorflow/tensor.proto",
         "tensorflow/struct.proto",
+        "tensorflow/graph.proto",
         "tensorflow/example.proto",
         "tfdata/pipeline.proto",
         "tfdata/status.proto",

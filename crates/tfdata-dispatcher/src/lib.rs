@@ -18,6 +18,7 @@ pub mod snapshot;
 pub mod state;
 pub mod status;
 pub mod store;
+pub mod tf_graph;
 
 pub use config::DispatcherConfig;
 pub use server::{DispatchServer, serve};

@@ -1075,10 +1075,11 @@ impl Dispatcher {
             .await
             .map_err(|e| Error::Internal(format!("dataset read task failed: {e}")))??;
         let Some(pipeline) = &def.tfdata_pipeline else {
-            return Err(Error::Unimplemented(format!(
-                "distributed_epoch: dataset {dataset_id} is a TensorFlow graph, and this dispatcher \
-                 cannot split TensorFlow graphs yet"
-            )));
+            // A TensorFlow graph: its sources' constant inputs give the splits.
+            let graph = def.graph.clone();
+            return tokio::task::spawn_blocking(move || crate::tf_graph::split_providers(&graph))
+                .await
+                .map_err(|e| Error::Internal(format!("split provider task failed: {e}")))?;
         };
         let dataset = tfdata_dataset::pipeline::from_pipeline_def(pipeline)?;
         // Globbing list_files sources reads directories: off the async threads.
