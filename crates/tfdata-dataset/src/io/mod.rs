@@ -4,7 +4,7 @@
 //! * [`fs`]: the [`FileSystem`] trait every reader opens files through,
 //!   chosen by URL scheme ([`file_system`]); [`LocalFileSystem`], with
 //!   `tf.io.gfile.glob` semantics for [`glob()`];
-//! * [`object_store`](self::object_store): [`ObjectStoreFileSystem`] for
+//! * [`object_store`]: [`ObjectStoreFileSystem`] for
 //!   `s3://`, `gs://` and `az://` URLs, configured from the environment like
 //!   the clouds' SDKs, streaming reads and whole-object uploads;
 //! * [`tfrecord_reader`]: streaming [`TfRecordReader`] (both CRCs checked,

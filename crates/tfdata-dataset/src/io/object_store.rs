@@ -1,7 +1,7 @@
 //! Object stores (`s3://`, `gs://`, `az://`, ...) behind the [`FileSystem`]
 //! trait, so every reader (`list_files`, `TFRecordDataset`,
 //! `TextLineDataset`, vocabulary files) accepts the URLs TensorFlow users
-//! write, on top of the [`object_store`](::object_store) crate.
+//! write, on top of the `object_store` crate.
 //!
 //! # Schemes
 //!
@@ -88,7 +88,7 @@ use ::object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use ::object_store::path::{Path, PathPart};
 use ::object_store::{
     GetOptions, ListResult, MultipartUpload, ObjectStore, PutMultipartOptions, PutOptions,
-    PutPayload,
+    PutPayload, RetryConfig,
 };
 use bytes::{Bytes, BytesMut};
 use tfdata_core::{Error, Result};
@@ -174,6 +174,7 @@ pub struct ObjectStoreFileSystem {
     options: Vec<StoreOption>,
     read_chunk_size: usize,
     part_size: usize,
+    retry: Option<RetryConfig>,
     /// Clients by `scheme://authority`, built lazily or given by
     /// [`ObjectStoreFileSystem::with_store`].
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
@@ -282,6 +283,7 @@ impl ObjectStoreFileSystem {
             options: Vec::new(),
             read_chunk_size: DEFAULT_READ_CHUNK_SIZE,
             part_size: DEFAULT_PART_SIZE,
+            retry: None,
             stores: Mutex::new(HashMap::new()),
         }
     }
@@ -372,6 +374,15 @@ impl ObjectStoreFileSystem {
         self
     }
 
+    /// How clients retry failed requests. `object_store`'s default retries
+    /// 10 times with exponential backoff for up to 3 minutes, which rides
+    /// out cloud hiccups but makes an unreachable endpoint take minutes to
+    /// report; lower it where failing fast matters more.
+    pub fn with_retry(mut self, retry: RetryConfig) -> Self {
+        self.retry = Some(retry);
+        self
+    }
+
     /// The client for `location`'s bucket, built on first use.
     fn store(&self, url: &str, location: &Location<'_>) -> Result<Arc<dyn ObjectStore>> {
         let base = location.base();
@@ -404,6 +415,9 @@ impl ObjectStoreFileSystem {
                         b = b.with_config(*k, v);
                     }
                 }
+                if let Some(retry) = &self.retry {
+                    b = b.with_retry(retry.clone());
+                }
                 Arc::new(b.build()?)
             }
             Cloud::Gcs => {
@@ -418,6 +432,9 @@ impl ObjectStoreFileSystem {
                         b = b.with_config(*k, v);
                     }
                 }
+                if let Some(retry) = &self.retry {
+                    b = b.with_retry(retry.clone());
+                }
                 Arc::new(b.build()?)
             }
             Cloud::Azure => {
@@ -431,6 +448,9 @@ impl ObjectStoreFileSystem {
                     if let StoreOption::Azure(k, v) = option {
                         b = b.with_config(*k, v);
                     }
+                }
+                if let Some(retry) = &self.retry {
+                    b = b.with_retry(retry.clone());
                 }
                 Arc::new(b.build()?)
             }
@@ -589,15 +609,33 @@ fn chain(err: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// Maps an `object_store` error while `action`-ing `url` to tfdata's error,
-/// naming the URL: missing objects are [`Error::NotFound`], refused
-/// credentials [`Error::FailedPrecondition`] with a configuration hint, and
-/// network or server failures (after `object_store`'s own retries)
-/// [`Error::Unavailable`], which callers may retry.
+/// naming the URL: missing objects are [`Error::NotFound`], refused or
+/// missing credentials [`Error::FailedPrecondition`] with a configuration
+/// hint, and network or server failures (after `object_store`'s own
+/// retries) [`Error::Unavailable`], which callers may retry.
 fn store_error(action: &str, url: &str, err: ::object_store::Error) -> Error {
     use ::object_store::Error as E;
     let cloud = scheme(url).and_then(Cloud::of);
     let hint = || cloud.map_or(String::new(), |c| format!("; check {}", c.env_hint()));
+    if matches!(err, E::Generic { .. }) && is_credential_failure(&chain(&err)) {
+        // With no credentials configured, the SDK chain ends at the cloud's
+        // metadata server, which off-cloud is unreachable or refuses: that
+        // is a configuration problem, not a transient one.
+        return Error::FailedPrecondition(format!(
+            "{action} {url}: no credentials: {}{}",
+            chain(&err),
+            hint()
+        ));
+    }
+    // Listings report every HTTP failure as generic: recover refusals.
+    let refused =
+        matches!(err, E::Generic { .. }) && (is_status(&err, 401) || is_status(&err, 403));
     match &err {
+        _ if refused => Error::FailedPrecondition(format!(
+            "{action} {url}: access denied: {}{}",
+            chain(&err),
+            hint()
+        )),
         E::NotFound { .. } => Error::NotFound {
             what: "file",
             id: url.to_string(),
@@ -623,6 +661,38 @@ fn store_error(action: &str, url: &str, err: ::object_store::Error) -> Error {
     }
 }
 
+/// Whether an error's text says fetching credentials failed (`object_store`
+/// reports it as a generic error): a token request, or the instance
+/// metadata endpoint the credential chains fall back to.
+fn is_credential_failure(text: &str) -> bool {
+    ["token request", "169.254.169.254", "credential"]
+        .iter()
+        .any(|needle| text.contains(needle))
+}
+
+/// [`store_error`] for a listing, where `object_store` reports a missing
+/// bucket as a generic error: that becomes [`Error::NotFound`] naming the
+/// bucket, since a typo in a bucket name is far likelier than a transient
+/// failure and must not be retried (or look like an empty directory).
+fn list_error(action: &str, url: &str, err: ::object_store::Error) -> Error {
+    let missing_bucket = matches!(err, ::object_store::Error::NotFound { .. })
+        || (matches!(err, ::object_store::Error::Generic { .. }) && is_status(&err, 404));
+    match Location::parse(url) {
+        Ok(location) if missing_bucket => Error::NotFound {
+            what: "bucket",
+            id: location.base(),
+        },
+        _ => store_error(action, url, err),
+    }
+}
+
+/// Whether `err` is an HTTP error with `status`. `object_store` keeps its
+/// HTTP error type private, so this reads the message it formats
+/// ("... status code: 404 Not Found ...").
+fn is_status(err: &::object_store::Error, status: u16) -> bool {
+    chain(err).contains(&format!("status code: {status} "))
+}
+
 /// A tfdata error as the `io::Error` a `Read`/`Write` impl must return,
 /// keeping the message (which names the URL) and a matching kind. Kinds the
 /// decompressors use for corrupt input (`InvalidData`, `UnexpectedEof`)
@@ -630,7 +700,9 @@ fn store_error(action: &str, url: &str, err: ::object_store::Error) -> Error {
 fn to_io(err: Error) -> io::Error {
     let kind = match &err {
         Error::NotFound { .. } => io::ErrorKind::NotFound,
-        Error::FailedPrecondition(m) if m.contains("access denied") => {
+        Error::FailedPrecondition(m)
+            if m.contains("access denied") || m.contains("no credentials") =>
+        {
             io::ErrorKind::PermissionDenied
         }
         Error::Unavailable(_) => io::ErrorKind::ConnectionAborted,
@@ -685,7 +757,16 @@ impl FileSystem for ObjectStoreFileSystem {
     }
 
     fn glob(&self, pattern: &str) -> Result<Vec<String>> {
-        let (location, store) = self.resolve(pattern)?;
+        let location = Location::parse(pattern)?;
+        if has_wildcard(location.authority) {
+            // Buckets cannot be listed with the objects (and TensorFlow
+            // does not match them either).
+            return Err(Error::InvalidArgument(format!(
+                "globbing {pattern}: wildcards are supported in object keys only, \
+                 not in the bucket name"
+            )));
+        }
+        let store = self.store(pattern, &location)?;
         let key = location.key;
         let Some(first_wild) = key.find(['*', '?', '[', '\\']) else {
             // No wildcard: the path itself, if it exists.
@@ -713,10 +794,7 @@ impl FileSystem for ObjectStoreFileSystem {
                          segment: {e}"
                     ))
                 })?;
-                frontier = frontier
-                    .into_iter()
-                    .map(|d| d.clone().join(part.clone()))
-                    .collect();
+                frontier = frontier.into_iter().map(|d| d.join(part.clone())).collect();
                 continue;
             }
             let component: Vec<char> = component.chars().collect();
@@ -774,8 +852,11 @@ impl FileSystem for ObjectStoreFileSystem {
             Ok(listing) => {
                 Ok(root || !listing.objects.is_empty() || !listing.common_prefixes.is_empty())
             }
-            Err(::object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(store_error("checking", path, e)),
+            Err(e) => match list_error("checking", path, e) {
+                // No bucket, so nothing in it.
+                Error::NotFound { .. } => Ok(false),
+                e => Err(e),
+            },
         }
     }
 
@@ -822,14 +903,7 @@ fn list_dirs(
     let finish = |dir: Path, p: Pending<_>, out: &mut Vec<_>| -> Result<()> {
         let listing = match p.wait(|| format!("globbing {pattern}"))? {
             Ok(listing) => listing,
-            // A bucket that does not exist matches nothing, like a missing
-            // local directory.
-            Err(::object_store::Error::NotFound { .. }) => ListResult {
-                common_prefixes: Vec::new(),
-                objects: Vec::new(),
-                extensions: Default::default(),
-            },
-            Err(e) => return Err(store_error("globbing", pattern, e)),
+            Err(e) => return Err(list_error("globbing", pattern, e)),
         };
         out.push((dir, listing));
         Ok(())
@@ -1335,6 +1409,8 @@ mod tests {
         assert_eq!(g("top.txt"), urls(&["top.txt"]));
         assert_eq!(g("c/deep"), urls(&["c/deep"]));
         assert!(g("nope.txt").is_empty());
+        let err = fs.glob("s3://buck*/x").unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
         assert!(fs.exists("s3://bucket").unwrap());
         assert!(fs.exists("s3://bucket/c").unwrap());
     }
@@ -1352,6 +1428,31 @@ mod tests {
         }
         assert!(!is_object_store_scheme("hdfs"));
         assert!(!is_object_store_scheme("file"));
+    }
+
+    #[test]
+    fn credential_failures_are_configuration_errors() {
+        let token = ::object_store::Error::Generic {
+            store: "GCS",
+            source: "Error performing token request: 403 Forbidden".into(),
+        };
+        let err = store_error("reading", "gs://b/x", token);
+        assert!(matches!(err, Error::FailedPrecondition(_)), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("gs://b/x") && msg.contains("no credentials"),
+            "{msg}"
+        );
+        assert!(msg.contains("GOOGLE_APPLICATION_CREDENTIALS"), "{msg}");
+        assert_eq!(to_io(err).kind(), io::ErrorKind::PermissionDenied);
+
+        let network = ::object_store::Error::Generic {
+            store: "S3",
+            source: "Error performing GET http://h/b/x: connection reset".into(),
+        };
+        let err = store_error("reading", "s3://b/x", network);
+        assert!(matches!(err, Error::Unavailable(_)), "{err}");
+        assert!(err.to_string().contains("s3://b/x"), "{err}");
     }
 
     #[test]
