@@ -160,3 +160,22 @@ def test_unsplittable_tensorflow_sources_are_refused_naming_the_op(tfdata_dispat
         list(ds.as_numpy_iterator())
     for w in workers:
         w.stop()
+
+
+def test_static_sharding_of_tf_workers_listed_in_worker_addresses(tfdata_dispatcher):
+    import socket
+
+    def free_port():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    ports = [free_port(), free_port()]
+    d = tfdata_dispatcher("--worker-addresses", ",".join(f"localhost:{p}" for p in ports))
+    workers = [service.WorkerServer(service.WorkerConfig(dispatcher_address=f"localhost:{d.port}", port=p))
+               for p in ports]
+    ds = tf.data.Dataset.range(20).apply(service.distribute(
+        processing_mode=service.ShardingPolicy.DATA, service=f"grpc://localhost:{d.port}"))
+    assert sorted(int(x) for x in ds.as_numpy_iterator()) == list(range(20))
+    for w in workers:
+        w.stop()
