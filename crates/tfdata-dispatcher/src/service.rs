@@ -1590,7 +1590,7 @@ mod tests {
     use super::*;
 
     /// A clock tests move by hand.
-    struct ManualClock(AtomicI64);
+    pub(super) struct ManualClock(pub(super) AtomicI64);
 
     impl Clock for ManualClock {
         fn now_micros(&self) -> i64 {
@@ -1608,9 +1608,11 @@ mod tests {
         (Dispatcher::new(config, clock.clone()).unwrap(), clock)
     }
 
-    async fn iteration_with_client(d: &Dispatcher) -> i64 {
+    /// Registers `range(n)`, creates a job with `policy` and its first
+    /// iteration; returns the iteration client id.
+    pub(super) async fn iteration_of_range(d: &Dispatcher, n: i64, policy: i32) -> i64 {
         let pipeline =
-            tfdata_dataset::pipeline::to_pipeline_def(&tfdata_dataset::Dataset::range(3), false)
+            tfdata_dataset::pipeline::to_pipeline_def(&tfdata_dataset::Dataset::range(n), false)
                 .unwrap();
         let id = d
             .get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
@@ -1630,6 +1632,9 @@ mod tests {
         let job_id = d
             .get_or_create_job(wire::GetOrCreateJobRequest {
                 dataset_id: id,
+                processing_mode_def: Some(wire::ProcessingModeDef {
+                    sharding_policy: policy,
+                }),
                 ..Default::default()
             })
             .await
@@ -1642,6 +1647,10 @@ mod tests {
         .await
         .unwrap()
         .iteration_client_id
+    }
+
+    async fn iteration_with_client(d: &Dispatcher) -> i64 {
+        iteration_of_range(d, 3, 0).await
     }
 
     #[tokio::test]
@@ -1747,48 +1756,11 @@ mod split_tests {
 
     use super::*;
 
-    struct FixedClock(AtomicI64);
+    use super::tests::{ManualClock as FixedClock, iteration_of_range};
 
-    impl Clock for FixedClock {
-        fn now_micros(&self) -> i64 {
-            self.0.load(std::sync::atomic::Ordering::SeqCst)
-        }
-    }
-
+    /// A distributed_epoch iteration over `range(5)`; returns its id.
     async fn dynamic_iteration(d: &Dispatcher) -> i64 {
-        let pipeline =
-            tfdata_dataset::pipeline::to_pipeline_def(&tfdata_dataset::Dataset::range(5), false)
-                .unwrap();
-        let id = d
-            .get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
-                dataset: Some(wire::DatasetDef {
-                    graph: Default::default(),
-                    tfdata_pipeline: Some(pipeline),
-                }),
-                metadata: Some(wire::DataServiceMetadata {
-                    compression: 1,
-                    ..Default::default()
-                }),
-                dataset_id: None,
-            })
-            .await
-            .unwrap()
-            .dataset_id;
-        let job_id = d
-            .get_or_create_job(wire::GetOrCreateJobRequest {
-                dataset_id: id,
-                processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 1 }),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .job_id;
-        d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
-            job_id,
-            repetition: 0,
-        })
-        .await
-        .unwrap();
+        iteration_of_range(d, 5, 1).await;
         IterationId::FIRST
     }
 

@@ -11,25 +11,8 @@ use tfdata::{
     WorkerServer, distribute,
 };
 
-fn cluster(workers: usize) -> (DispatchServer, Vec<WorkerServer>) {
-    let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
-    let workers: Vec<WorkerServer> = (0..workers)
-        .map(|_| WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap())
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dispatcher.num_workers() < workers.len() {
-        assert!(Instant::now() < deadline, "workers did not register");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    (dispatcher, workers)
-}
-
-fn read(ds: &DistributedDataset) -> Vec<i64> {
-    ds.iter()
-        .unwrap()
-        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
-        .collect()
-}
+mod common;
+use common::{cluster, cluster_with, scalars as read};
 
 fn counts(values: &[i64]) -> BTreeMap<i64, usize> {
     let mut m = BTreeMap::new();
@@ -150,20 +133,13 @@ fn distributed_epoch_exactly_once_randomized() {
 }
 
 fn static_cluster(entries: &[&str], workers: usize) -> (DispatchServer, Vec<WorkerServer>) {
-    let dispatcher = DispatchServer::new(DispatcherConfig {
-        worker_addresses: entries.iter().map(|e| e.to_string()).collect(),
-        ..Default::default()
-    })
-    .unwrap();
-    let workers: Vec<WorkerServer> = (0..workers)
-        .map(|_| WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap())
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dispatcher.num_workers() < workers.len() {
-        assert!(Instant::now() < deadline, "workers did not register");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    (dispatcher, workers)
+    cluster_with(
+        DispatcherConfig {
+            worker_addresses: entries.iter().map(|e| e.to_string()).collect(),
+            ..Default::default()
+        },
+        workers,
+    )
 }
 
 #[test]

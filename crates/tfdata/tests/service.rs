@@ -11,26 +11,8 @@ use tfdata::{
     WorkerConfig, WorkerServer, distribute, from_dataset_id, register_dataset, register_function,
 };
 
-fn cluster(workers: usize) -> (DispatchServer, Vec<WorkerServer>) {
-    let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
-    let workers: Vec<WorkerServer> = (0..workers)
-        .map(|_| WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap())
-        .collect();
-    // A worker that registers after an iteration finished gets no task in it.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dispatcher.num_workers() < workers.len() {
-        assert!(Instant::now() < deadline, "workers did not register");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    (dispatcher, workers)
-}
-
-fn scalars(ds: &tfdata::DistributedDataset) -> Vec<i64> {
-    ds.iter()
-        .unwrap()
-        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
-        .collect()
-}
+mod common;
+use common::{cluster, scalars};
 
 fn counts(values: &[i64]) -> BTreeMap<i64, usize> {
     let mut m = BTreeMap::new();
