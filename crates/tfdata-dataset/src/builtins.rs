@@ -380,11 +380,15 @@ fn replace_hw(shape: &Shape, h: Option<i64>, w: Option<i64>) -> Shape {
     }
 }
 
+/// Largest output image of `resize` / `random_crop`, in pixels, so a
+/// pipeline cannot make a worker allocate without bound.
+const MAX_IMAGE_PIXELS: i64 = 1 << 28;
+
 fn size(name: &str, args: &Attrs) -> Result<[i64; 2]> {
     match args.ints(name, "size")?.as_slice() {
-        [h, w] if *h > 0 && *w > 0 => Ok([*h, *w]),
+        [h, w] if *h > 0 && *w > 0 && h.saturating_mul(*w) <= MAX_IMAGE_PIXELS => Ok([*h, *w]),
         other => Err(Error::InvalidArgument(format!(
-            "{name}: size must be [height, width] > 0, got {other:?}"
+            "{name}: size must be [height, width] > 0 with at most {MAX_IMAGE_PIXELS} pixels, got {other:?}"
         ))),
     }
 }

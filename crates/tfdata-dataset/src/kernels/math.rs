@@ -643,6 +643,9 @@ pub fn per_image_standardization(image: &Tensor) -> Result<Tensor> {
 /// index and `off_value` elsewhere. An index outside `[0, depth)` gives an
 /// all-`off_value` row, as in TensorFlow. Indices may be `uint8`, `int8`,
 /// `int32` or `int64` (TensorFlow's `TI`); `depth` must be `>= 0`.
+/// Largest `one_hot` output, in values (4 GiB of float32).
+pub const MAX_ONE_HOT_ELEMENTS: usize = 1 << 30;
+
 pub fn one_hot(indices: &Tensor, depth: i64, on_value: f32, off_value: f32) -> Result<Tensor> {
     const KERNEL: &str = "one_hot";
     if depth < 0 {
@@ -671,8 +674,14 @@ pub fn one_hot(indices: &Tensor, depth: i64, on_value: f32, off_value: f32) -> R
     let total = idx
         .len()
         .checked_mul(depth_u)
-        .filter(|&n| n <= isize::MAX as usize / 4)
-        .ok_or_else(|| invalid(KERNEL, "output too large"))?;
+        // A depth from a pipeline must not make a worker allocate without bound.
+        .filter(|&n| n <= MAX_ONE_HOT_ELEMENTS)
+        .ok_or_else(|| {
+            invalid(
+                KERNEL,
+                format!("output of {} x {depth} values is too large", idx.len()),
+            )
+        })?;
     let mut out = vec![off_value; total];
     for (row, &i) in out.chunks_exact_mut(depth_u.max(1)).zip(&idx) {
         if (0..depth).contains(&i) {

@@ -103,6 +103,10 @@ pub fn stack_elements(op: &str, rows: &[Element]) -> Result<Element> {
     Ok(Element::new(components))
 }
 
+/// Largest padded component `padded_batch` builds (a malformed or hostile
+/// pipeline must not make a worker allocate without bound).
+pub const MAX_PADDED_BYTES: u64 = 4 << 30;
+
 /// `t` padded with `pad` (a scalar of its dtype) to `shape`, which must be
 /// at least as large in every dimension.
 pub fn pad_to(t: &Tensor, shape: &[i64], pad: &Tensor) -> Result<Tensor> {
@@ -115,7 +119,15 @@ pub fn pad_to(t: &Tensor, shape: &[i64], pad: &Tensor) -> Result<Tensor> {
             t.shape()
         )));
     }
-    let total: usize = shape.iter().map(|&d| d as usize).product();
+    let total = shape
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
+        .filter(|&n| n.saturating_mul(t.dtype().size().unwrap_or(8) as u64) <= MAX_PADDED_BYTES)
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "padded_batch: padded shape {shape:?} is larger than the {MAX_PADDED_BYTES}-byte limit"
+            ))
+        })? as usize;
     let src_shape: Vec<usize> = t.shape().iter().map(|&d| d as usize).collect();
     let dst_shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
     // Copy row-major, one innermost run at a time.

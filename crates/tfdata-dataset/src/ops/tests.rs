@@ -354,3 +354,34 @@ fn element_specs_follow_the_ops() {
         "{err}"
     );
 }
+
+#[test]
+fn hostile_sizes_are_errors_not_allocations() {
+    use crate::json::from_json;
+    // Padding to a trillion elements.
+    let ds = Dataset::range(3).batch(1, false).padded_batch(
+        2,
+        Some(vec![vec![1 << 20, 1 << 20]]),
+        None,
+        false,
+    );
+    assert!(ds.validate().is_err() || collect(&ds).is_err());
+    let huge =
+        Dataset::from_tensor_slices(vec![Tensor::from_slice(&[1i64, 2], vec![2, 1]).unwrap()])
+            .padded_batch(2, Some(vec![vec![1 << 40]]), None, false);
+    let err = collect(&huge).unwrap_err().to_string();
+    assert!(err.contains("limit"), "{err}");
+    // A one-hot depth of a trillion, and a resize to a trillion pixels.
+    let one_hot = from_json(
+        r#"{"op": "map", "function": {"function": "one_hot", "args": {"depth": 1000000000000}},
+            "input": {"op": "range", "stop": 2}}"#,
+    )
+    .unwrap();
+    let err = collect(&one_hot.dataset).unwrap_err().to_string();
+    assert!(err.contains("too large"), "{err}");
+    let resize = from_json(
+        r#"{"op": "map", "function": {"function": "resize", "args": {"size": [1000000, 1000000]}},
+            "input": {"op": "range", "stop": 2}}"#,
+    );
+    assert!(resize.err().unwrap().to_string().contains("pixels"));
+}
