@@ -13,6 +13,14 @@ use tfdata::{Dataset, ProcessingMode, distribute};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tfdata");
 
+/// Every element's first component as an int64 scalar.
+fn scalars(ds: &tfdata::DistributedDataset) -> Vec<i64> {
+    ds.iter()
+        .unwrap()
+        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+        .collect()
+}
+
 /// A child process killed when dropped, so a failing test leaves nothing behind.
 struct Process {
     child: Child,
@@ -111,11 +119,7 @@ fn dispatcher_and_workers_as_processes() {
     let ds = distribute(ProcessingMode::ParallelEpochs, &format!("grpc://{address}"))
         .apply(&Dataset::range(10))
         .unwrap();
-    let mut values: Vec<i64> = ds
-        .iter()
-        .unwrap()
-        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
-        .collect();
+    let mut values: Vec<i64> = scalars(&ds);
     values.sort();
     let expected: Vec<i64> = (0..10).flat_map(|v| [v, v]).collect();
     assert_eq!(values, expected);
@@ -139,11 +143,7 @@ fn a_worker_started_before_its_dispatcher_registers_when_it_appears() {
     let ds = distribute(ProcessingMode::ParallelEpochs, &format!("grpc://{address}"))
         .apply(&Dataset::range(4))
         .unwrap();
-    let values: Vec<i64> = ds
-        .iter()
-        .unwrap()
-        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
-        .collect();
+    let values: Vec<i64> = scalars(&ds);
     assert_eq!(values, vec![0, 1, 2, 3]);
     assert!(worker.terminate().success());
     assert!(dispatcher.terminate().success());
@@ -205,11 +205,7 @@ fn register_read_distributed_epoch_and_status_through_the_binaries() {
     )
     .build()
     .unwrap();
-    let mut values: Vec<i64> = ds
-        .iter()
-        .unwrap()
-        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
-        .collect();
+    let mut values: Vec<i64> = scalars(&ds);
     values.sort();
     assert_eq!(
         values,
@@ -332,11 +328,7 @@ fn static_coordinated_and_cached_reads_through_the_binaries() {
     let ds = distribute(ProcessingMode::Data, &service)
         .apply(&Dataset::range(40))
         .unwrap();
-    let mut values: Vec<i64> = ds
-        .iter()
-        .unwrap()
-        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
-        .collect();
+    let mut values: Vec<i64> = scalars(&ds);
     values.sort();
     assert_eq!(values, (0..40).collect::<Vec<_>>());
 
@@ -417,11 +409,7 @@ fn auto_targeting_skips_remote_colocated_workers() {
             .target_workers(target)
             .apply(&Dataset::range(20))
             .unwrap();
-        let mut v: Vec<i64> = ds
-            .iter()
-            .unwrap()
-            .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
-            .collect();
+        let mut v: Vec<i64> = scalars(&ds);
         v.sort();
         v
     };
