@@ -310,14 +310,19 @@ impl DispatcherState {
                             format!("bad provider {}", u.split_provider_index),
                         )
                     })?;
-                if u.tfdata_from_returned
-                    && it
+                if u.tfdata_from_returned {
+                    let queue = it.returned_splits.get_mut(&u.split_provider_index);
+                    if queue.and_then(|q| q.pop_front()).is_none() {
+                        return Err(bad("produce_split", "no returned split to re-issue".into()));
+                    }
+                    // No empty queues: the state has one form (as a snapshot restores it).
+                    if it
                         .returned_splits
-                        .get_mut(&u.split_provider_index)
-                        .and_then(|q| q.pop_front())
-                        .is_none()
-                {
-                    return Err(bad("produce_split", "no returned split to re-issue".into()));
+                        .get(&u.split_provider_index)
+                        .is_some_and(|q| q.is_empty())
+                    {
+                        it.returned_splits.remove(&u.split_provider_index);
+                    }
                 }
                 if let Some(sequence) = u.tfdata_split_sequence {
                     it.last_splits.insert(
