@@ -44,6 +44,10 @@ pub trait DatasetOp: Send + Sync + fmt::Debug {
     fn split_provider(&self) -> Option<Result<Box<dyn SplitProvider>>> {
         None
     }
+    /// A parallel `map`, which a following parallel `map` may fuse with.
+    fn as_parallel_map(&self) -> Option<&ops::map::Map> {
+        None
+    }
 }
 
 /// Per-iterator context. In dynamic sharding, sources read their splits

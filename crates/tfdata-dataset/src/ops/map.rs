@@ -57,19 +57,48 @@ impl DatasetOp for Map {
         self.input.cardinality()
     }
 
+    fn as_parallel_map(&self) -> Option<&Map> {
+        self.num_parallel_calls.map(|_| self)
+    }
+
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
-        let input_spec = self.input.element_spec()?;
-        let resolved = functions::resolve_map(&self.function, input_spec.as_ref())?;
-        let input = self.input.op.make_iterator(ctx)?;
-        let name = self.function.name.clone();
-        let f = resolved.f;
-        let work: Arc<dyn Fn(Element) -> Result<Element> + Send + Sync> =
-            Arc::new(move |e| functions::guarded(&name, || f(e)));
-        match self.num_parallel_calls {
-            Some(n) if threads_for(n) > 1 => Ok(Box::new(ParallelMap::new(
+        // Map fusion: consecutive parallel maps with the same determinism run
+        // as one parallel stage, composing their functions, so an element is
+        // handed between threads once instead of once per map.
+        let mut chain: Vec<&Map> = vec![self];
+        if self.num_parallel_calls.is_some() {
+            while let Some(inner) = chain[chain.len() - 1].input.op.as_parallel_map() {
+                if inner.deterministic != self.deterministic {
+                    break;
+                }
+                chain.push(inner);
+            }
+        }
+        let source = &chain[chain.len() - 1].input;
+        let mut steps = Vec::with_capacity(chain.len());
+        for map in chain.iter().rev() {
+            let spec = map.input.element_spec()?;
+            let f = functions::resolve_map(&map.function, spec.as_ref())?.f;
+            steps.push((map.function.name.clone(), f));
+        }
+        let input = source.op.make_iterator(ctx)?;
+        let work: Arc<dyn Fn(Element) -> Result<Element> + Send + Sync> = Arc::new(move |mut e| {
+            for (name, f) in &steps {
+                e = functions::guarded(name, || f(e))?;
+            }
+            Ok(e)
+        });
+        let threads = chain
+            .iter()
+            .filter_map(|m| m.num_parallel_calls)
+            .map(threads_for)
+            .max()
+            .unwrap_or(1);
+        match self.num_parallel_calls.map(|_| threads) {
+            Some(n) if n > 1 => Ok(Box::new(ParallelMap::new(
                 input,
                 work,
-                threads_for(n),
+                n,
                 self.deterministic,
                 "map",
             )?)),

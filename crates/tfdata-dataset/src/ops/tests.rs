@@ -385,3 +385,43 @@ fn hostile_sizes_are_errors_not_allocations() {
     );
     assert!(resize.err().unwrap().to_string().contains("pixels"));
 }
+
+#[test]
+fn fused_parallel_maps_keep_order_and_name_the_failing_function() {
+    square();
+    register_function("ops_test_plus_one", |e: Element| {
+        let v = e.components[0].to_scalar::<i64>()?;
+        Ok(Element::single(Tensor::scalar(v + 1)))
+    });
+    let sq = FunctionRef::named("ops_test_square");
+    let inc = FunctionRef::named("ops_test_plus_one");
+    // Fused: square then +1, in order.
+    let fused = Dataset::range(300)
+        .map_with(sq.clone(), Some(2), true)
+        .map_with(inc.clone(), Some(-1), true);
+    assert_eq!(
+        scalars(&fused),
+        (0..300).map(|v| v * v + 1).collect::<Vec<_>>()
+    );
+    // A sequential map in between stops fusion; the result is the same.
+    let mixed = Dataset::range(50)
+        .map_with(sq, Some(2), true)
+        .map("ops_test_plus_one")
+        .map_with(inc, Some(2), true);
+    assert_eq!(
+        scalars(&mixed),
+        (0..50).map(|v| v * v + 2).collect::<Vec<_>>()
+    );
+    // An error inside the inner (fused) function names it.
+    register_function("ops_test_fail_at_3", |e: Element| {
+        if e.components[0].to_scalar::<i64>()? == 3 {
+            return Err(Error::InvalidArgument("three".into()));
+        }
+        Ok(e)
+    });
+    let failing = Dataset::range(10)
+        .map_with(FunctionRef::named("ops_test_fail_at_3"), Some(2), true)
+        .map_with(FunctionRef::named("ops_test_plus_one"), Some(2), true);
+    let err = collect(&failing).unwrap_err().to_string();
+    assert!(err.contains("ops_test_fail_at_3"), "{err}");
+}
