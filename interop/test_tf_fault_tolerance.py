@@ -50,3 +50,46 @@ def test_tf_client_survives_dispatcher_restarts(tmp_path):
     assert got == list(range(n)), f"{len(got)} elements, first mismatch at {next((i for i, (a, b) in enumerate(zip(got, range(n))) if a != b), None)}"
     worker.stop()
     assert current[0].stop() == 0
+
+
+def test_tf_client_on_our_workers_survives_dispatcher_restarts(tmp_path):
+    import json
+    import subprocess
+
+    from conftest import tfdata_bin
+
+    work_dir = str(tmp_path / "work_dir")
+    first = start_dispatcher(0, work_dir)
+    port = first.port
+    worker = TfdataProcess("worker", "--dispatcher-address", f"localhost:{port}", "--heartbeat-interval-ms", "200")
+    target = f"grpc://localhost:{port}"
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"op": "range", "stop": 3000}))
+    dataset_id = subprocess.run([tfdata_bin(), "register", "--service", target, "--pipeline", str(path)],
+                                check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    ds = service.from_dataset_id("parallel_epochs", target, dataset_id)
+
+    current = [first]
+    stop = threading.Event()
+
+    def chaos():
+        for _ in range(3):
+            if stop.wait(0.4):
+                return
+            current[0].proc.send_signal(signal.SIGKILL)
+            current[0].proc.wait()
+            time.sleep(0.2)
+            current[0] = start_dispatcher(port, work_dir)
+
+    killer = threading.Thread(target=chaos)
+    killer.start()
+    got = []
+    for x in ds.as_numpy_iterator():
+        got.append(int(x))
+        if len(got) % 100 == 0:
+            time.sleep(0.05)
+    stop.set()
+    killer.join()
+    assert got == list(range(3000))
+    assert worker.stop() == 0
+    assert current[0].stop() == 0
