@@ -87,3 +87,45 @@ def test_rust_client_reads_tf_workers_in_distributed_epoch_through_our_dispatche
     assert sorted(int(x) for x in out.stdout.split()) == list(range(40))
     for w in workers:
         w.stop()
+
+
+def _rust_readers(target, dataset_id, extra_per_reader):
+    procs = [subprocess.Popen([tfdata_bin(), "read", "--service", target, "--dataset-id", dataset_id, *extra],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for extra in extra_per_reader]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-2000:]
+        outs.append([int(x) for x in out.split()])
+    return outs
+
+
+def _check_rust_shared_and_coordinated(target):
+    finite = service.register_dataset(target, tf.data.Dataset.range(60)).numpy().decode()
+    a, b = _rust_readers(target, finite, [["--job-name", "shared"], ["--job-name", "shared"]])
+    assert sorted(a + b) == list(range(60)), "one pass split between the two Rust readers"
+    infinite = service.register_dataset(target, tf.data.Dataset.range(1000000).repeat()).numpy().decode()
+    a, b = _rust_readers(target, infinite, [
+        ["--job-name", "coordinated", "--consumer-index", str(i), "--num-consumers", "2", "--take", "30"]
+        for i in range(2)])
+    assert all(y == x + 1 for x, y in zip(a, b)), (a, b)
+
+
+def test_rust_client_shared_and_coordinated_on_tf_workers_via_our_dispatcher(tfdata_dispatcher):
+    d = tfdata_dispatcher()
+    target = f"grpc://localhost:{d.port}"
+    workers = [service.WorkerServer(service.WorkerConfig(dispatcher_address=f"localhost:{d.port}"))]
+    _check_rust_shared_and_coordinated(target)
+    for w in workers:
+        w.stop()
+
+
+def test_rust_client_shared_and_coordinated_on_tf_workers_via_tf_dispatcher():
+    dispatcher = service.DispatchServer()
+    target = dispatcher.target
+    workers = [service.WorkerServer(service.WorkerConfig(dispatcher_address=target.split("://")[1]))]
+    _check_rust_shared_and_coordinated(target)
+    for w in workers:
+        w.stop()
+    dispatcher.stop()

@@ -38,6 +38,11 @@ enum Command {
         processing_mode: String,
         #[arg(long)]
         job_name: Option<String>,
+        /// Coordinated reads: this reader's index (with --num-consumers).
+        #[arg(long)]
+        consumer_index: Option<i64>,
+        #[arg(long)]
+        num_consumers: Option<i64>,
         /// Stop after this many elements.
         #[arg(long)]
         take: Option<usize>,
@@ -71,12 +76,16 @@ async fn read(
     dataset_id: &str,
     mode: &str,
     job_name: Option<&str>,
+    consumers: Option<(i64, i64)>,
     take: Option<usize>,
 ) -> anyhow::Result<()> {
     use futures::StreamExt;
     let mut reader = tfdata_client::from_dataset_id(mode, service, dataset_id);
     if let Some(name) = job_name {
         reader = reader.job_name(name);
+    }
+    if let Some((index, count)) = consumers {
+        reader = reader.consumers(index, count);
     }
     let ds = reader.build_async().await?;
     let mut stream = ds.stream().await?;
@@ -307,13 +316,22 @@ async fn main() -> anyhow::Result<()> {
             dataset_id,
             processing_mode,
             job_name,
+            consumer_index,
+            num_consumers,
             take,
         } => {
+            let consumers = match (consumer_index, num_consumers) {
+                (Some(c), Some(n)) => Some((c, n)),
+                (None, None) => None,
+                _ => anyhow::bail!("--consumer-index and --num-consumers go together"),
+            };
+            let job = job_name.as_deref();
             read(
                 &service,
                 &dataset_id,
                 &processing_mode,
-                job_name.as_deref(),
+                job,
+                consumers,
                 take,
             )
             .await?
