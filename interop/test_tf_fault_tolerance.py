@@ -93,3 +93,52 @@ def test_tf_client_on_our_workers_survives_dispatcher_restarts(tmp_path):
     assert got == list(range(3000))
     assert worker.stop() == 0
     assert current[0].stop() == 0
+
+
+def _kill_and_restart(current, port, start, while_running, times=3):
+    """SIGKILLs and restarts the dispatcher `times` times; returns how many
+    kills landed while `while_running()` was still true."""
+    stop = threading.Event()
+    landed = []
+
+    def chaos():
+        for _ in range(times):
+            if stop.wait(0.4):
+                return
+            if while_running():
+                landed.append(1)
+            current[0].proc.send_signal(signal.SIGKILL)
+            current[0].proc.wait()
+            time.sleep(0.2)
+            current[0] = start(port)
+
+    killer = threading.Thread(target=chaos)
+    killer.start()
+    return stop, killer, landed
+
+
+def test_rust_client_on_tf_workers_survives_our_dispatcher_restarts(tmp_path):
+    import subprocess
+
+    from conftest import tfdata_bin
+
+    work_dir = str(tmp_path / "work_dir")
+    first = start_dispatcher(0, work_dir)
+    port = first.port
+    worker = service.WorkerServer(service.WorkerConfig(
+        dispatcher_address=f"localhost:{port}", heartbeat_interval_ms=200))
+    target = f"grpc://localhost:{port}"
+    dataset_id = service.register_dataset(target, tf.data.Dataset.range(20000)).numpy().decode()
+    reader = subprocess.Popen([tfdata_bin(), "read", "--service", target, "--dataset-id", dataset_id],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    current = [first]
+    stop, killer, landed = _kill_and_restart(current, port, lambda p: start_dispatcher(p, work_dir),
+                                             lambda: reader.poll() is None)
+    out, err = reader.communicate(timeout=180)
+    stop.set()
+    killer.join()
+    assert reader.returncode == 0, err[-2000:]
+    assert landed, "the read finished before any dispatcher kill; the test proved nothing"
+    assert [int(x) for x in out.split()] == list(range(20000))
+    worker.stop()
+    assert current[0].stop() == 0
