@@ -16,6 +16,30 @@ def start_dispatcher(port, work_dir):
     return TfdataProcess("dispatcher", "--port", str(port), "--work-dir", work_dir, "--fault-tolerant-mode")
 
 
+def _kill_and_restart(current, port, start, while_running, times=3):
+    """SIGKILLs and restarts the dispatcher `times` times in the background.
+    Returns (stop event, thread, landed): `landed` gains an entry for each kill
+    made while `while_running()` was true, so a test can prove the kills hit
+    its read and not the idle time after it."""
+    stop = threading.Event()
+    landed = []
+
+    def chaos():
+        for _ in range(times):
+            if stop.wait(0.4):
+                return
+            if while_running():
+                landed.append(1)
+            current[0].proc.send_signal(signal.SIGKILL)
+            current[0].proc.wait()
+            time.sleep(0.2)
+            current[0] = start(port)
+
+    killer = threading.Thread(target=chaos)
+    killer.start()
+    return stop, killer, landed
+
+
 def test_tf_client_survives_dispatcher_restarts(tmp_path):
     work_dir = str(tmp_path / "work_dir")
     first = start_dispatcher(0, work_dir)
@@ -27,26 +51,19 @@ def test_tf_client_survives_dispatcher_restarts(tmp_path):
         service.distribute(processing_mode="parallel_epochs", service=f"grpc://localhost:{port}"))
 
     current = [first]
-    stop = threading.Event()
-
-    def chaos():
-        for _ in range(3):
-            if stop.wait(0.4):
-                return
-            current[0].proc.send_signal(signal.SIGKILL)
-            current[0].proc.wait()
-            time.sleep(0.2)
-            current[0] = start_dispatcher(port, work_dir)
-
-    killer = threading.Thread(target=chaos)
-    killer.start()
+    reading = threading.Event()
+    reading.set()
+    stop, killer, landed = _kill_and_restart(current, port, lambda p: start_dispatcher(p, work_dir),
+                                             reading.is_set)
     got = []
     for x in ds.as_numpy_iterator():
         got.append(int(x))
         if len(got) % 100 == 0:
             time.sleep(0.05)  # keep the read going across the restarts
+    reading.clear()
     stop.set()
     killer.join()
+    assert landed, "the read finished before any dispatcher kill; the test proved nothing"
     assert got == list(range(n)), f"{len(got)} elements, first mismatch at {next((i for i, (a, b) in enumerate(zip(got, range(n))) if a != b), None)}"
     worker.stop()
     assert current[0].stop() == 0
@@ -70,51 +87,22 @@ def test_tf_client_on_our_workers_survives_dispatcher_restarts(tmp_path):
     ds = service.from_dataset_id("parallel_epochs", target, dataset_id)
 
     current = [first]
-    stop = threading.Event()
-
-    def chaos():
-        for _ in range(3):
-            if stop.wait(0.4):
-                return
-            current[0].proc.send_signal(signal.SIGKILL)
-            current[0].proc.wait()
-            time.sleep(0.2)
-            current[0] = start_dispatcher(port, work_dir)
-
-    killer = threading.Thread(target=chaos)
-    killer.start()
+    reading = threading.Event()
+    reading.set()
+    stop, killer, landed = _kill_and_restart(current, port, lambda p: start_dispatcher(p, work_dir),
+                                             reading.is_set)
     got = []
     for x in ds.as_numpy_iterator():
         got.append(int(x))
         if len(got) % 100 == 0:
             time.sleep(0.05)
+    reading.clear()
     stop.set()
     killer.join()
+    assert landed, "the read finished before any dispatcher kill; the test proved nothing"
     assert got == list(range(3000))
     assert worker.stop() == 0
     assert current[0].stop() == 0
-
-
-def _kill_and_restart(current, port, start, while_running, times=3):
-    """SIGKILLs and restarts the dispatcher `times` times; returns how many
-    kills landed while `while_running()` was still true."""
-    stop = threading.Event()
-    landed = []
-
-    def chaos():
-        for _ in range(times):
-            if stop.wait(0.4):
-                return
-            if while_running():
-                landed.append(1)
-            current[0].proc.send_signal(signal.SIGKILL)
-            current[0].proc.wait()
-            time.sleep(0.2)
-            current[0] = start(port)
-
-    killer = threading.Thread(target=chaos)
-    killer.start()
-    return stop, killer, landed
 
 
 def test_rust_client_on_tf_workers_survives_our_dispatcher_restarts(tmp_path):
