@@ -1,7 +1,7 @@
 """More cells of the interop matrix (docs/compatibility.md): TensorFlow
 clients reading our workers in distributed_epoch, shared jobs and coordinated
 reads; our Rust client reading TensorFlow workers in distributed_epoch through
-our dispatcher."""
+our dispatcher; a mixed cluster in those modes."""
 
 import collections
 import json
@@ -129,3 +129,43 @@ def test_rust_client_shared_and_coordinated_on_tf_workers_via_tf_dispatcher():
     for w in workers:
         w.stop()
     dispatcher.stop()
+
+
+def test_mixed_cluster_distributed_epoch_sharing_and_coordinated(tfdata_dispatcher, tmp_path):
+    """One TensorFlow worker and one tfdata worker under our dispatcher: every
+    mode still runs each dataset only on the workers that can execute it."""
+    d = tfdata_dispatcher()
+    target = f"grpc://localhost:{d.port}"
+    tf_worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=f"localhost:{d.port}"))
+    ours = our_workers(d.port, 1)
+
+    # distributed_epoch: a TensorFlow graph (TensorFlow worker only) read by a
+    # TensorFlow client, and a tfdata pipeline (our worker only) read by ours.
+    ds = tf.data.Dataset.range(40).apply(service.distribute("distributed_epoch", target))
+    assert sorted(int(x) for x in ds.as_numpy_iterator()) == list(range(40))
+    pipeline = register(target, {"op": "range", "stop": 40}, tmp_path, "mixed")
+    out = subprocess.run([tfdata_bin(), "read", "--service", target, "--dataset-id", pipeline,
+                          "--processing-mode", "distributed_epoch"],
+                         check=True, capture_output=True, text=True, timeout=120)
+    assert sorted(int(x) for x in out.stdout.split()) == list(range(40))
+
+    # Shared jobs and coordinated reads of a TensorFlow graph, Rust readers:
+    # one copy (only the TensorFlow worker runs it), split between readers.
+    _check_rust_shared_and_coordinated(target)
+
+    # A shared job of our pipeline, TensorFlow readers: one copy (our worker only).
+    readers = [iter(service.from_dataset_id("parallel_epochs", target, pipeline, job_name="mixed-shared"))
+               for _ in range(2)]
+    values, done = [], set()
+    while len(done) < 2:
+        for i, it in enumerate(readers):
+            if i in done:
+                continue
+            try:
+                values.append(int(next(it)))
+            except StopIteration:
+                done.add(i)
+    assert sorted(values) == list(range(40))
+    tf_worker.stop()
+    for w in ours:
+        assert w.stop() == 0
