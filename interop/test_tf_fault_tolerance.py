@@ -130,3 +130,52 @@ def test_rust_client_on_tf_workers_survives_our_dispatcher_restarts(tmp_path):
     assert [int(x) for x in out.split()] == list(range(20000))
     worker.stop()
     assert current[0].stop() == 0
+
+
+def test_mixed_cluster_survives_dispatcher_restarts(tmp_path):
+    """A TensorFlow worker and one of ours under our fault-tolerant dispatcher;
+    a TensorFlow client reads a TensorFlow graph while our Rust client reads a
+    tfdata pipeline, and the dispatcher is SIGKILLed and restarted meanwhile."""
+    import json
+    import subprocess
+
+    from conftest import tfdata_bin
+
+    work_dir = str(tmp_path / "work_dir")
+    first = start_dispatcher(0, work_dir)
+    port = first.port
+    target = f"grpc://localhost:{port}"
+    tf_worker = service.WorkerServer(service.WorkerConfig(
+        dispatcher_address=f"localhost:{port}", heartbeat_interval_ms=200))
+    our_worker = TfdataProcess("worker", "--dispatcher-address", f"localhost:{port}", "--heartbeat-interval-ms", "200")
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"op": "range", "stop": 20000}))
+    pipeline = subprocess.run([tfdata_bin(), "register", "--service", target, "--pipeline", str(path)],
+                              check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    ds = tf.data.Dataset.range(3000).apply(service.distribute(processing_mode="parallel_epochs", service=target))
+    it = iter(ds)
+    first_element = int(next(it))  # the TensorFlow job exists before the kills start
+    reader = subprocess.Popen([tfdata_bin(), "read", "--service", target, "--dataset-id", pipeline],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    current = [first]
+    reading = threading.Event()
+    reading.set()
+    stop, killer, landed = _kill_and_restart(current, port, lambda p: start_dispatcher(p, work_dir),
+                                             reading.is_set)
+    got = [first_element]
+    for x in it:
+        got.append(int(x))
+        if len(got) % 100 == 0:
+            time.sleep(0.05)
+    out, err = reader.communicate(timeout=180)
+    reading.clear()
+    stop.set()
+    killer.join()
+    assert landed, "the reads finished before any dispatcher kill; the test proved nothing"
+    assert got == list(range(3000))
+    assert reader.returncode == 0, err[-2000:]
+    assert [int(x) for x in out.split()] == list(range(20000))
+    tf_worker.stop()
+    assert our_worker.stop() == 0
+    assert current[0].stop() == 0
