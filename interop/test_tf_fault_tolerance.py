@@ -1,5 +1,6 @@
-"""A TensorFlow 2.21 client and worker reading through our fault-tolerant
-dispatcher while it is killed (SIGKILL) and restarted from its journal."""
+"""TensorFlow 2.21 clients and workers, and ours, reading through a fault-tolerant
+dispatcher (ours, and TensorFlow's under our client) while it is killed (SIGKILL)
+and restarted from its journal."""
 
 import signal
 import threading
@@ -179,3 +180,59 @@ def test_mixed_cluster_survives_dispatcher_restarts(tmp_path):
     tf_worker.stop()
     assert our_worker.stop() == 0
     assert current[0].stop() == 0
+
+
+class TfDispatcherProcess:
+    """TensorFlow's own fault-tolerant dispatcher in a child process, so the
+    test can SIGKILL it."""
+
+    SCRIPT = (
+        "import sys, tensorflow as tf\n"
+        "s = tf.data.experimental.service.DispatchServer(tf.data.experimental.service.DispatcherConfig("
+        "port=int(sys.argv[1]), work_dir=sys.argv[2], fault_tolerant_mode=True))\n"
+        "print('ready', flush=True)\n"
+        "s.join()\n"
+    )
+
+    def __init__(self, port, work_dir):
+        import subprocess
+        import sys
+
+        self.proc = subprocess.Popen([sys.executable, "-c", self.SCRIPT, str(port), work_dir],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+        return 0
+
+
+def test_rust_client_survives_tf_dispatcher_restarts(tmp_path):
+    import socket
+    import subprocess
+
+    from conftest import tfdata_bin
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    work_dir = str(tmp_path / "tf_work_dir")
+    first = TfDispatcherProcess(port, work_dir)
+    target = f"grpc://localhost:{port}"
+    worker = service.WorkerServer(service.WorkerConfig(
+        dispatcher_address=f"localhost:{port}", heartbeat_interval_ms=200))
+    dataset_id = service.register_dataset(target, tf.data.Dataset.range(20000)).numpy().decode()
+    reader = subprocess.Popen([tfdata_bin(), "read", "--service", target, "--dataset-id", dataset_id],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    current = [first]
+    stop, killer, landed = _kill_and_restart(current, port, lambda p: TfDispatcherProcess(p, work_dir),
+                                             lambda: reader.poll() is None)
+    out, err = reader.communicate(timeout=180)
+    stop.set()
+    killer.join()
+    assert reader.returncode == 0, err[-2000:]
+    assert landed, "the read finished before any dispatcher kill; the test proved nothing"
+    assert [int(x) for x in out.split()] == list(range(20000))
+    worker.stop()
+    current[0].stop()
