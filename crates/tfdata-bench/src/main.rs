@@ -101,6 +101,7 @@ mod data;
 mod kernels;
 mod measure;
 mod pipeline;
+mod service;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -122,6 +123,10 @@ pub enum Scenario {
     PipelineStages,
     /// The pipeline's kernels timed one at a time on one thread.
     Kernels,
+    /// `range(--elements)` int64 scalars through a dispatcher and one worker: elements/s.
+    Small,
+    /// A plain copy through one loopback TCP stream: MB/s, the data plane's ceiling.
+    TcpLoopback,
 }
 
 impl Scenario {
@@ -130,6 +135,8 @@ impl Scenario {
             Scenario::Pipeline => "pipeline",
             Scenario::PipelineStages => "pipeline-stages",
             Scenario::Kernels => "kernels",
+            Scenario::Small => "small",
+            Scenario::TcpLoopback => "tcp-loopback",
         }
     }
 }
@@ -181,6 +188,12 @@ struct Cli {
     /// For `kernels`: seconds each kernel runs for.
     #[arg(long, default_value_t = 2.0)]
     kernel_seconds: f64,
+    /// For `small`: elements read through the service.
+    #[arg(long, default_value_t = 20_000)]
+    elements: u64,
+    /// For `tcp-loopback`: bytes copied.
+    #[arg(long, default_value_t = 4 << 30)]
+    tcp_bytes: u64,
 }
 
 /// Where reports go: JSON lines on stdout and a summary on stderr, or the
@@ -226,6 +239,15 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
     };
     let mut emit = |r, s| out.emit(r, s);
     match scenario {
+        Scenario::Small => {
+            let (report, summary) =
+                service::small(cli.elements, options.tensorflow_python.as_deref())?;
+            emit(report, summary)
+        }
+        Scenario::TcpLoopback => {
+            let (report, summary) = service::tcp_loopback(cli.tcp_bytes)?;
+            emit(report, summary)
+        }
         Scenario::Kernels => {
             let options = KernelOptions {
                 images: cli.kernel_images,
@@ -284,6 +306,12 @@ fn main() -> Result<()> {
     }
     if cli.kernel_images < cli.batch_size.unsigned_abs() as usize {
         bail!("--kernel-images must be at least --batch-size");
+    }
+    if cli.elements < 2 {
+        bail!("--elements must be at least 2 (the first is not timed)");
+    }
+    if cli.tcp_bytes == 0 {
+        bail!("--tcp-bytes must be positive");
     }
     if cli.repeats == 0 {
         bail!("--repeats must be at least 1");
