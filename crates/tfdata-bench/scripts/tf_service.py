@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""TensorFlow's side of tfdata-bench's service scenarios.
+"""TensorFlow's side of tfdata-bench's service scenarios (the same datasets as
+`src/service.rs`): an in-process TensorFlow 2.21 dispatcher and one worker,
+read through `distribute` in parallel_epochs mode.
 
-`--scenario small`: an in-process TensorFlow 2.21 dispatcher and one worker;
-`range(--elements)` of int64 scalars read through `distribute` in
-parallel_epochs mode. The first element is taken before the clock starts
-(job creation is not throughput). Prints one JSON object on stdout:
+  small          range(N) int64 scalars                 elements/s
+  batched        N batches of 1024 int64                elements/s
+  large          N tensors of 1 MiB random float32      MB/s
+  first-element  ms from distribute to the first element on a warm cluster
 
-    {"elements_per_sec": ..., "elements": ..., "seconds": ..., "tensorflow": "2.21.0"}
+The first element is not part of the throughput figures. Prints one JSON
+object on stdout: {"value": ..., "unit": ..., "tensorflow": "2.21.0"}
 """
 
 import argparse
@@ -16,35 +19,57 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 service = tf.data.experimental.service
+BATCH = 1024
+LARGE_BYTES = 1 << 20
 
 
-def small(elements):
-    dispatcher = service.DispatchServer()
-    worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=dispatcher.target.split("://")[1]))
-    ds = tf.data.Dataset.range(elements).apply(service.distribute("parallel_epochs", dispatcher.target))
-    it = iter(ds)
-    next(it)
+def dataset(scenario, n):
+    if scenario in ("small", "first-element"):
+        return tf.data.Dataset.range(n)
+    if scenario == "batched":
+        return tf.data.Dataset.range(n * BATCH).batch(BATCH)
+    values = np.random.default_rng(7).random(LARGE_BYTES // 4, dtype=np.float32)
+    return tf.data.Dataset.from_tensors(values).repeat(n)
+
+
+def read(ds, target, n):
     start = time.perf_counter()
-    n = 0
-    for _ in it:
-        n += 1
-    seconds = time.perf_counter() - start
-    worker.stop()
-    dispatcher.stop()
-    return {"elements_per_sec": n / seconds, "elements": n, "seconds": seconds}
+    it = iter(ds.apply(service.distribute("parallel_epochs", target)))
+    next(it)
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    rest = sum(1 for _ in it)
+    assert rest + 1 == n, (rest + 1, n)
+    return rest, first, time.perf_counter() - start
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--scenario", choices=["small"], required=True)
+    parser.add_argument("--scenario", choices=["small", "batched", "large", "first-element"], required=True)
     parser.add_argument("--elements", type=int, required=True)
     args = parser.parse_args()
-    result = small(args.elements)
-    result["tensorflow"] = tf.__version__
-    print(json.dumps(result))
+    dispatcher = service.DispatchServer()
+    worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=dispatcher.target.split("://")[1]))
+    n = args.elements
+    if args.scenario == "first-element":
+        read(dataset("small", n), dispatcher.target, n)  # warm the cluster
+        _, first, _ = read(dataset("small", n), dispatcher.target, n)
+        value, unit = first * 1e3, "ms"
+    else:
+        rest, _, seconds = read(dataset(args.scenario, n), dispatcher.target, n)
+        if args.scenario == "large":
+            value, unit = rest * LARGE_BYTES / seconds / 1e6, "MB/s"
+        elif args.scenario == "batched":
+            value, unit = rest * BATCH / seconds, "elements/s"
+        else:
+            value, unit = rest / seconds, "elements/s"
+    worker.stop()
+    dispatcher.stop()
+    print(json.dumps({"value": value, "unit": unit, "tensorflow": tf.__version__}))
 
 
 if __name__ == "__main__":

@@ -125,6 +125,12 @@ pub enum Scenario {
     Kernels,
     /// `range(--elements)` int64 scalars through a dispatcher and one worker: elements/s.
     Small,
+    /// `--elements` batches of 1024 int64 through the service: elements/s.
+    Batched,
+    /// `--elements` tensors of 1 MiB random float32 through the service: MB/s.
+    Large,
+    /// Milliseconds from `distribute` to the first element on a warm cluster.
+    FirstElement,
     /// A plain copy through one loopback TCP stream: MB/s, the data plane's ceiling.
     TcpLoopback,
 }
@@ -136,6 +142,9 @@ impl Scenario {
             Scenario::PipelineStages => "pipeline-stages",
             Scenario::Kernels => "kernels",
             Scenario::Small => "small",
+            Scenario::Batched => "batched",
+            Scenario::Large => "large",
+            Scenario::FirstElement => "first-element",
             Scenario::TcpLoopback => "tcp-loopback",
         }
     }
@@ -188,7 +197,8 @@ struct Cli {
     /// For `kernels`: seconds each kernel runs for.
     #[arg(long, default_value_t = 2.0)]
     kernel_seconds: f64,
-    /// For `small`: elements read through the service.
+    /// For `small` and `first-element`: elements read through the service
+    /// (`batched` and `large` read a twentieth as many batches or tensors).
     #[arg(long, default_value_t = 20_000)]
     elements: u64,
     /// For `tcp-loopback`: bytes copied.
@@ -239,9 +249,14 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
     };
     let mut emit = |r, s| out.emit(r, s);
     match scenario {
-        Scenario::Small => {
+        Scenario::Small | Scenario::Batched | Scenario::Large | Scenario::FirstElement => {
+            let n = match (scenario, cli.elements) {
+                (Scenario::Small | Scenario::FirstElement, n) => n,
+                // Batches and 1 MiB tensors: far fewer elements for a similar run time.
+                (_, n) => (n / 20).max(2),
+            };
             let (report, summary) =
-                service::small(cli.elements, options.tensorflow_python.as_deref())?;
+                service::run(scenario.name(), n, options.tensorflow_python.as_deref())?;
             emit(report, summary)
         }
         Scenario::TcpLoopback => {

@@ -8,7 +8,6 @@ use tfdata_proto::data::dispatcher_service_server::DispatcherServiceServer;
 use tfdata_rpc::CancellationToken;
 use tfdata_rpc::channel::MAX_MESSAGE_BYTES;
 use tfdata_rpc::server::{ServerHandle, bind};
-use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::config::DispatcherConfig;
 use crate::service::{Clock, Dispatcher, DispatcherGrpc, SystemClock};
@@ -56,7 +55,10 @@ pub async fn serve_dispatcher(
     let result = tonic::transport::Server::builder()
         .add_service(service)
         .add_service(status)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled_owned())
+        .serve_with_incoming_shutdown(
+            tfdata_rpc::server::incoming(listener),
+            shutdown.cancelled_owned(),
+        )
         .await;
     maintenance.abort();
     result

@@ -24,6 +24,22 @@ pub type ServeFn = Box<
     dyn FnOnce(tokio::net::TcpListener, CancellationToken) -> BoxFuture<'static, Result<()>> + Send,
 >;
 
+/// The connections a gRPC server accepts on `listener`, with Nagle's
+/// algorithm off. Without it, a response larger than one segment ends in a
+/// small segment that waits for the client's delayed ACK: about 40 ms per
+/// `GetElement` of an 8 KiB element on Linux. (tonic's `tcp_nodelay` only
+/// applies to listeners it binds itself.)
+pub fn incoming(
+    listener: tokio::net::TcpListener,
+) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use futures::StreamExt;
+    tokio_stream::wrappers::TcpListenerStream::new(listener).map(|accepted| {
+        let stream = accepted?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    })
+}
+
 /// Binds `0.0.0.0:<port>` (port 0 picks a free one), as TensorFlow's servers do.
 pub fn bind(port: u16) -> Result<StdTcpListener> {
     let address = SocketAddr::from(([0, 0, 0, 0], port));

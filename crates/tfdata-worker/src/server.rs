@@ -8,7 +8,6 @@ use tfdata_proto::data::worker_service_server::WorkerServiceServer;
 use tfdata_rpc::CancellationToken;
 use tfdata_rpc::channel::MAX_MESSAGE_BYTES;
 use tfdata_rpc::server::{ServerHandle, bind};
-use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::config::WorkerConfig;
 use crate::service::{Worker, WorkerGrpc};
@@ -38,7 +37,7 @@ pub async fn serve(
         tonic::transport::Server::builder()
             .add_service(service)
             .serve_with_incoming_shutdown(
-                TcpListenerStream::new(listener),
+                tfdata_rpc::server::incoming(listener),
                 server_stop.clone().cancelled_owned(),
             ),
     );
