@@ -7,6 +7,7 @@ read through `distribute` in parallel_epochs mode.
   batched        N batches of 1024 int64                elements/s
   large          N tensors of 1 MiB random float32      MB/s
   first-element  ms from distribute to the first element on a warm cluster
+  dynamic        range(N) in distributed_epoch over two workers  elements/s
 
 The first element is not part of the throughput figures. Prints one JSON
 object on stdout: {"value": ..., "unit": ..., "tensorflow": "2.21.0"}
@@ -28,7 +29,7 @@ LARGE_BYTES = 1 << 20
 
 
 def dataset(scenario, n):
-    if scenario in ("small", "first-element"):
+    if scenario in ("small", "first-element", "dynamic"):
         return tf.data.Dataset.range(n)
     if scenario == "batched":
         return tf.data.Dataset.range(n * BATCH).batch(BATCH)
@@ -36,9 +37,9 @@ def dataset(scenario, n):
     return tf.data.Dataset.from_tensors(values).repeat(n)
 
 
-def read(ds, target, n):
+def read(ds, target, n, mode="parallel_epochs"):
     start = time.perf_counter()
-    it = iter(ds.apply(service.distribute("parallel_epochs", target)))
+    it = iter(ds.apply(service.distribute(mode, target)))
     next(it)
     first = time.perf_counter() - start
     start = time.perf_counter()
@@ -49,25 +50,28 @@ def read(ds, target, n):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--scenario", choices=["small", "batched", "large", "first-element"], required=True)
+    parser.add_argument("--scenario", choices=["small", "batched", "large", "first-element", "dynamic"], required=True)
     parser.add_argument("--elements", type=int, required=True)
     args = parser.parse_args()
     dispatcher = service.DispatchServer()
-    worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=dispatcher.target.split("://")[1]))
+    workers = [service.WorkerServer(service.WorkerConfig(dispatcher_address=dispatcher.target.split("://")[1]))
+               for _ in range(2 if args.scenario == "dynamic" else 1)]
     n = args.elements
     if args.scenario == "first-element":
         read(dataset("small", n), dispatcher.target, n)  # warm the cluster
         _, first, _ = read(dataset("small", n), dispatcher.target, n)
         value, unit = first * 1e3, "ms"
     else:
-        rest, _, seconds = read(dataset(args.scenario, n), dispatcher.target, n)
+        mode = "distributed_epoch" if args.scenario == "dynamic" else "parallel_epochs"
+        rest, _, seconds = read(dataset(args.scenario, n), dispatcher.target, n, mode)
         if args.scenario == "large":
             value, unit = rest * LARGE_BYTES / seconds / 1e6, "MB/s"
         elif args.scenario == "batched":
             value, unit = rest * BATCH / seconds, "elements/s"
         else:
             value, unit = rest / seconds, "elements/s"
-    worker.stop()
+    for worker in workers:
+        worker.stop()
     dispatcher.stop()
     print(json.dumps({"value": value, "unit": unit, "tensorflow": tf.__version__}))
 

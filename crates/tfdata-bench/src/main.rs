@@ -131,6 +131,8 @@ pub enum Scenario {
     Large,
     /// Milliseconds from `distribute` to the first element on a warm cluster.
     FirstElement,
+    /// `range(--elements)` in distributed_epoch over two workers: elements/s.
+    Dynamic,
     /// A plain copy through one loopback TCP stream: MB/s, the data plane's ceiling.
     TcpLoopback,
 }
@@ -145,6 +147,7 @@ impl Scenario {
             Scenario::Batched => "batched",
             Scenario::Large => "large",
             Scenario::FirstElement => "first-element",
+            Scenario::Dynamic => "dynamic",
             Scenario::TcpLoopback => "tcp-loopback",
         }
     }
@@ -249,9 +252,13 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
     };
     let mut emit = |r, s| out.emit(r, s);
     match scenario {
-        Scenario::Small | Scenario::Batched | Scenario::Large | Scenario::FirstElement => {
+        Scenario::Small
+        | Scenario::Batched
+        | Scenario::Large
+        | Scenario::FirstElement
+        | Scenario::Dynamic => {
             let n = match (scenario, cli.elements) {
-                (Scenario::Small | Scenario::FirstElement, n) => n,
+                (Scenario::Small | Scenario::FirstElement | Scenario::Dynamic, n) => n,
                 // Batches and 1 MiB tensors: far fewer elements for a similar run time.
                 (_, n) => (n / 20).max(2),
             };

@@ -1,7 +1,8 @@
 //! Data-plane scenarios (issue 7): elements through a real dispatcher and
 //! worker over loopback gRPC, and the loopback TCP ceiling to judge them by.
 //!
-//! One in-process worker, one client, parallel_epochs; N elements:
+//! One in-process worker, one client, parallel_epochs (`dynamic`: two
+//! workers, distributed_epoch, `range(N)`, elements/s); N elements:
 //! `small` `range(N)` int64 scalars (elements/s); `batched` N batches of 1024
 //! int64 (elements/s); `large` N tensors of 1 MiB random float32 (MB/s);
 //! `first-element` milliseconds from `distribute` to the first element on a
@@ -37,7 +38,7 @@ struct Measured {
 fn scenario_dataset(scenario: &str, n: u64) -> Result<Dataset> {
     let n = i64::try_from(n)?;
     Ok(match scenario {
-        "small" | "first-element" => Dataset::range(n),
+        "small" | "first-element" | "dynamic" => Dataset::range(n),
         "batched" => Dataset::range(n * BATCH).batch(BATCH, false),
         "large" => {
             // One 1 MiB tensor of random float32 (incompressible), repeated.
@@ -220,7 +221,7 @@ mod tests {
 
     #[test]
     fn every_service_scenario_reads_every_element_through_a_real_service() {
-        for scenario in ["small", "batched", "large", "first-element"] {
+        for scenario in ["small", "batched", "large", "first-element", "dynamic"] {
             let (report, _) = run(scenario, 20, None).unwrap();
             assert!(report["value"].as_f64().unwrap() > 0.0, "{scenario}");
         }
