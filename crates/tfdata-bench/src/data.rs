@@ -21,6 +21,33 @@ fn target_dir() -> PathBuf {
     }
 }
 
+/// Runs `scripts/<script>` with TensorFlow's Python and returns the last line
+/// of its stdout that is a JSON object (the scripts print their result last).
+pub fn run_tensorflow_script(python: &Path, script: &str, args: &[String]) -> Result<String> {
+    let path = scripts_dir().join(script);
+    let output = Command::new(python)
+        .arg(&path)
+        .args(args)
+        .env("TF_CPP_MIN_LOG_LEVEL", "2")
+        .output()
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    if !output.status.success() {
+        bail!(
+            "{} failed ({}):\n{}",
+            path.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .map(str::to_string)
+        .with_context(|| format!("{} printed no JSON: {stdout}", path.display()))
+}
+
 /// Where the images data set of `examples` examples is cached by default.
 pub fn default_images_dir(examples: u64) -> PathBuf {
     target_dir()

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -148,33 +147,19 @@ pub fn run_tensorflow(
     data: &ImageData,
     options: &KernelOptions,
 ) -> Result<(KernelTimes, Option<String>)> {
-    let script = data::scripts_dir().join("tf_kernels.py");
     let first = data.files.first().context("the data set has no files")?;
-    let output = Command::new(python)
-        .arg(&script)
-        .arg("--file")
-        .arg(first)
-        .args(["--images", &options.images.to_string()])
-        .args(["--seconds", &options.seconds_per_kernel.to_string()])
-        .args(["--batch-size", &options.batch_size.to_string()])
-        .env("TF_CPP_MIN_LOG_LEVEL", "2")
-        .output()
-        .with_context(|| format!("cannot run {}", python.display()))?;
-    if !output.status.success() {
-        bail!(
-            "{} failed ({}):\n{}",
-            script.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .with_context(|| format!("{} printed no JSON: {stdout}", script.display()))?;
-    parse_tensorflow_times(line)
+    let args = [
+        "--file".to_string(),
+        first.display().to_string(),
+        "--images".into(),
+        options.images.to_string(),
+        "--seconds".into(),
+        options.seconds_per_kernel.to_string(),
+        "--batch-size".into(),
+        options.batch_size.to_string(),
+    ];
+    let line = data::run_tensorflow_script(python, "tf_kernels.py", &args)?;
+    parse_tensorflow_times(&line)
 }
 
 fn parse_tensorflow_times(line: &str) -> Result<(KernelTimes, Option<String>)> {

@@ -4,7 +4,6 @@
 
 use std::fmt;
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
@@ -200,37 +199,22 @@ pub fn run_tensorflow(
     stage: Stage,
     options: &PipelineOptions,
 ) -> Result<SideResult> {
-    let script = data::scripts_dir().join("tf_pipeline.py");
-    let output = Command::new(python)
-        .arg(&script)
-        .arg("--data-dir")
-        .arg(&data.dir)
-        .args(["--stage", stage.name()])
-        .args(["--examples", &data.examples.to_string()])
-        .args(["--batch-size", &options.batch_size.to_string()])
-        .args(["--min-seconds", &options.measure.min_seconds.to_string()])
-        .args([
-            "--warmup-batches",
-            &options.measure.warmup_batches.to_string(),
-        ])
-        .env("TF_CPP_MIN_LOG_LEVEL", "2")
-        .output()
-        .with_context(|| format!("cannot run {}", python.display()))?;
-    if !output.status.success() {
-        bail!(
-            "{} failed ({}):\n{}",
-            script.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .with_context(|| format!("{} printed no JSON: {stdout}", script.display()))?;
-    parse_tensorflow_result(line)
+    let args = [
+        "--data-dir".to_string(),
+        data.dir.display().to_string(),
+        "--stage".into(),
+        stage.name().into(),
+        "--examples".into(),
+        data.examples.to_string(),
+        "--batch-size".into(),
+        options.batch_size.to_string(),
+        "--min-seconds".into(),
+        options.measure.min_seconds.to_string(),
+        "--warmup-batches".into(),
+        options.measure.warmup_batches.to_string(),
+    ];
+    let line = data::run_tensorflow_script(python, "tf_pipeline.py", &args)?;
+    parse_tensorflow_result(&line)
 }
 
 fn parse_tensorflow_result(line: &str) -> Result<SideResult> {

@@ -16,7 +16,6 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -118,28 +117,14 @@ fn measure_tfdata(scenario: &str, n: u64) -> Result<Measured> {
 
 /// The same scenario in TensorFlow 2.21 (`scripts/tf_service.py`).
 fn measure_tensorflow(python: &Path, scenario: &str, n: u64) -> Result<f64> {
-    let script = data::scripts_dir().join("tf_service.py");
-    let output = Command::new(python)
-        .arg(&script)
-        .args(["--scenario", scenario, "--elements", &n.to_string()])
-        .env("TF_CPP_MIN_LOG_LEVEL", "2")
-        .output()
-        .with_context(|| format!("cannot run {}", python.display()))?;
-    if !output.status.success() {
-        bail!(
-            "{} failed ({}):\n{}",
-            script.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .with_context(|| format!("{} printed no JSON: {stdout}", script.display()))?;
-    let value: Value = serde_json::from_str(line)?;
+    let args = [
+        "--scenario".to_string(),
+        scenario.to_string(),
+        "--elements".into(),
+        n.to_string(),
+    ];
+    let line = data::run_tensorflow_script(python, "tf_service.py", &args)?;
+    let value: Value = serde_json::from_str(&line)?;
     value["value"]
         .as_f64()
         .with_context(|| format!("no value in {line}"))
