@@ -2,13 +2,17 @@
 dispatcher (ours, and TensorFlow's under our client) while it is killed (SIGKILL)
 and restarted from its journal."""
 
+import json
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 
 import tensorflow as tf
 
-from conftest import TfdataProcess
+from conftest import TfdataProcess, tfdata_bin
 
 service = tf.data.experimental.service
 
@@ -41,6 +45,21 @@ def _kill_and_restart(current, port, start, while_running, times=3):
     return stop, killer, landed
 
 
+def _rust_read_through_restarts(target, dataset_id, n, current, port, start):
+    """Reads `range(n)` with `tfdata read` while the dispatcher in `current`
+    is SIGKILLed and restarted with `start`; checks every element, in order."""
+
+    reader = subprocess.Popen([tfdata_bin(), "read", "--service", target, "--dataset-id", dataset_id],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stop, killer, landed = _kill_and_restart(current, port, start, lambda: reader.poll() is None)
+    out, err = reader.communicate(timeout=180)
+    stop.set()
+    killer.join()
+    assert reader.returncode == 0, err[-2000:]
+    assert landed, "the read finished before any dispatcher kill; the test proved nothing"
+    assert [int(x) for x in out.split()] == list(range(n))
+
+
 def test_tf_client_survives_dispatcher_restarts(tmp_path):
     work_dir = str(tmp_path / "work_dir")
     first = start_dispatcher(0, work_dir)
@@ -71,11 +90,6 @@ def test_tf_client_survives_dispatcher_restarts(tmp_path):
 
 
 def test_tf_client_on_our_workers_survives_dispatcher_restarts(tmp_path):
-    import json
-    import subprocess
-
-    from conftest import tfdata_bin
-
     work_dir = str(tmp_path / "work_dir")
     first = start_dispatcher(0, work_dir)
     port = first.port
@@ -107,9 +121,6 @@ def test_tf_client_on_our_workers_survives_dispatcher_restarts(tmp_path):
 
 
 def test_rust_client_on_tf_workers_survives_our_dispatcher_restarts(tmp_path):
-    import subprocess
-
-    from conftest import tfdata_bin
 
     work_dir = str(tmp_path / "work_dir")
     first = start_dispatcher(0, work_dir)
@@ -118,17 +129,8 @@ def test_rust_client_on_tf_workers_survives_our_dispatcher_restarts(tmp_path):
         dispatcher_address=f"localhost:{port}", heartbeat_interval_ms=200))
     target = f"grpc://localhost:{port}"
     dataset_id = service.register_dataset(target, tf.data.Dataset.range(20000)).numpy().decode()
-    reader = subprocess.Popen([tfdata_bin(), "read", "--service", target, "--dataset-id", dataset_id],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     current = [first]
-    stop, killer, landed = _kill_and_restart(current, port, lambda p: start_dispatcher(p, work_dir),
-                                             lambda: reader.poll() is None)
-    out, err = reader.communicate(timeout=180)
-    stop.set()
-    killer.join()
-    assert reader.returncode == 0, err[-2000:]
-    assert landed, "the read finished before any dispatcher kill; the test proved nothing"
-    assert [int(x) for x in out.split()] == list(range(20000))
+    _rust_read_through_restarts(target, dataset_id, 20000, current, port, lambda p: start_dispatcher(p, work_dir))
     worker.stop()
     assert current[0].stop() == 0
 
@@ -137,11 +139,6 @@ def test_mixed_cluster_survives_dispatcher_restarts(tmp_path):
     """A TensorFlow worker and one of ours under our fault-tolerant dispatcher;
     a TensorFlow client reads a TensorFlow graph while our Rust client reads a
     tfdata pipeline, and the dispatcher is SIGKILLed and restarted meanwhile."""
-    import json
-    import subprocess
-
-    from conftest import tfdata_bin
-
     work_dir = str(tmp_path / "work_dir")
     first = start_dispatcher(0, work_dir)
     port = first.port
@@ -195,9 +192,6 @@ class TfDispatcherProcess:
     )
 
     def __init__(self, port, work_dir):
-        import subprocess
-        import sys
-
         self.proc = subprocess.Popen([sys.executable, "-c", self.SCRIPT, str(port), work_dir],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert self.proc.stdout.readline().strip() == "ready"
@@ -209,11 +203,6 @@ class TfDispatcherProcess:
 
 
 def test_rust_client_survives_tf_dispatcher_restarts(tmp_path):
-    import socket
-    import subprocess
-
-    from conftest import tfdata_bin
-
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
@@ -223,16 +212,7 @@ def test_rust_client_survives_tf_dispatcher_restarts(tmp_path):
     worker = service.WorkerServer(service.WorkerConfig(
         dispatcher_address=f"localhost:{port}", heartbeat_interval_ms=200))
     dataset_id = service.register_dataset(target, tf.data.Dataset.range(20000)).numpy().decode()
-    reader = subprocess.Popen([tfdata_bin(), "read", "--service", target, "--dataset-id", dataset_id],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     current = [first]
-    stop, killer, landed = _kill_and_restart(current, port, lambda p: TfDispatcherProcess(p, work_dir),
-                                             lambda: reader.poll() is None)
-    out, err = reader.communicate(timeout=180)
-    stop.set()
-    killer.join()
-    assert reader.returncode == 0, err[-2000:]
-    assert landed, "the read finished before any dispatcher kill; the test proved nothing"
-    assert [int(x) for x in out.split()] == list(range(20000))
+    _rust_read_through_restarts(target, dataset_id, 20000, current, port, lambda p: TfDispatcherProcess(p, work_dir))
     worker.stop()
     current[0].stop()
