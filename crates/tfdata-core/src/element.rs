@@ -15,6 +15,7 @@ use bytes::{Bytes, BytesMut};
 use tfdata_proto::data::{CompressedComponentMetadata, CompressedElement, UncompressedElement};
 use tfdata_proto::tensorflow::{TensorProto, TensorShapeProto, tensor_shape_proto};
 
+use crate::lineage::Lineage;
 use crate::tensor::{TensorData, num_elements};
 use crate::{DType, Error, Result, Tensor};
 
@@ -22,22 +23,45 @@ use crate::{DType, Error, Result, Tensor};
 pub const COMPRESSED_ELEMENT_VERSION: i32 = 0;
 
 /// One element of a dataset: its component tensors, in order (a tuple or the
-/// flattened leaves of a nested structure).
-#[derive(Clone, PartialEq, Eq, Default)]
+/// flattened leaves of a nested structure), and the dynamic-sharding splits
+/// it was made from (see [`crate::lineage`]; not part of its value: equality
+/// and the wire forms ignore it).
+#[derive(Clone, Default)]
 pub struct Element {
     pub components: Vec<Tensor>,
+    pub lineage: Lineage,
 }
+
+impl PartialEq for Element {
+    fn eq(&self, other: &Self) -> bool {
+        self.components == other.components
+    }
+}
+
+impl Eq for Element {}
 
 impl Element {
     pub fn new(components: Vec<Tensor>) -> Element {
-        Element { components }
+        Element {
+            components,
+            lineage: Lineage::default(),
+        }
     }
 
     /// An element of one component.
     pub fn single(tensor: Tensor) -> Element {
-        Element {
-            components: vec![tensor],
-        }
+        Element::new(vec![tensor])
+    }
+
+    /// The same element tagged with `lineage`'s splits as well.
+    pub fn with_lineage(mut self, lineage: Lineage) -> Element {
+        self.lineage.extend(lineage);
+        self
+    }
+
+    /// Takes the lineage out (to move it to an element made from this one).
+    pub fn take_lineage(&mut self) -> Lineage {
+        std::mem::take(&mut self.lineage)
     }
 
     pub fn byte_size(&self) -> usize {

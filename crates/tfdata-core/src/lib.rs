@@ -8,10 +8,12 @@
 pub mod element;
 pub mod error;
 pub mod ids;
+pub mod lineage;
 pub mod tensor;
 pub mod tfrecord;
 
 pub use element::Element;
 pub use error::{Error, Result};
 pub use ids::{DatasetId, IterationClientId, IterationId, JobId, TaskId};
+pub use lineage::{Lineage, SplitLease};
 pub use tensor::{DType, NativeType, Tensor};

@@ -7,13 +7,20 @@
 
 use std::sync::Mutex;
 
-use tfdata_core::{Result, Tensor};
+use tfdata_core::{Lineage, Result, Tensor};
 
 /// A source's splits, in order. `reset` starts the next repetition;
 /// `skip` fast-forwards past splits already handed out before a restart.
 pub trait SplitProvider: Send + Sync {
     /// The next split, or `None` at the end of this repetition.
     fn get_next(&self) -> Result<Option<Tensor>>;
+    /// The next split with the lineage its elements carry. Empty unless the
+    /// provider tracks deliveries (a worker's remote provider does, so the
+    /// dispatcher learns which splits are fully delivered; see
+    /// [`tfdata_core::lineage`]).
+    fn get_next_leased(&self) -> Result<Option<(Tensor, Lineage)>> {
+        Ok(self.get_next()?.map(|t| (t, Lineage::default())))
+    }
     fn reset(&self) -> Result<()>;
     fn skip(&self, n: u64) -> Result<()> {
         for _ in 0..n {

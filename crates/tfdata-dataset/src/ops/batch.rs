@@ -271,7 +271,10 @@ impl ElementIterator for PaddedBatchIter {
             return Ok(None);
         }
         let n = self.padding.len();
-        let mut padded_rows: Vec<Element> = rows.iter().map(|_| Element::default()).collect();
+        let mut padded_rows: Vec<Element> = rows
+            .iter()
+            .map(|row| Element::default().with_lineage(row.lineage.clone()))
+            .collect();
         for c in 0..n {
             let rank = rows[0].components.get(c).map_or(0, |t| t.shape().len());
             // The longest size of each dimension in this batch.
@@ -402,13 +405,17 @@ impl ElementIterator for UnbatchIter {
                 ));
             }
             for i in 0..rows as usize {
-                self.pending.push_back(Element::new(
-                    batch
-                        .components
-                        .iter()
-                        .map(|t| slice(t, i))
-                        .collect::<Result<_>>()?,
-                ));
+                // Each row depends on everything the batch did.
+                self.pending.push_back(
+                    Element::new(
+                        batch
+                            .components
+                            .iter()
+                            .map(|t| slice(t, i))
+                            .collect::<Result<_>>()?,
+                    )
+                    .with_lineage(batch.lineage.clone()),
+                );
             }
         }
     }

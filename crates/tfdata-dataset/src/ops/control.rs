@@ -554,7 +554,8 @@ impl ElementIterator for FillingIter {
     fn next_element(&mut self) -> Result<Option<Element>> {
         match self.input.next_element()? {
             Some(e) => {
-                self.seen.push(e.clone());
+                // The cached copy is not delivered: only `e` holds its splits.
+                self.seen.push(Element::new(e.components.clone()));
                 Ok(Some(e))
             }
             None => {

@@ -139,14 +139,14 @@ struct IndexedIter {
 
 impl ElementIterator for IndexedIter {
     fn next_element(&mut self) -> Result<Option<Element>> {
-        let Some(split) = self.splits.get_next()? else {
+        let Some((split, lineage)) = self.splits.get_next_leased()? else {
             return Ok(None);
         };
         let i = split.to_scalar::<i64>()?;
         usize::try_from(i)
             .ok()
             .and_then(|i| self.items.get(i).cloned())
-            .map(Some)
+            .map(|e| Some(e.with_lineage(lineage)))
             .ok_or_else(|| {
                 Error::InvalidArgument(format!(
                     "split index {i} out of range for {} files",
@@ -222,6 +222,7 @@ impl DatasetOp for FileRecords {
             splits: ctx.split_provider_for(self),
             next_file: 0,
             current: None,
+            current_lineage: Default::default(),
         }))
     }
     fn split_provider(&self) -> Option<Result<Box<dyn SplitProvider>>> {
@@ -244,13 +245,18 @@ struct FileRecordsIter {
     splits: Option<Arc<dyn SplitProvider>>,
     next_file: usize,
     current: Option<Reader>,
+    /// The current file's split while it is read (dynamic sharding): every
+    /// record carries it, and the split is delivered once the reader has moved
+    /// on and the last record is gone.
+    current_lineage: tfdata_core::Lineage,
 }
 
 impl FileRecordsIter {
     fn next_file(&mut self) -> Result<Option<&str>> {
         let index = match &self.splits {
-            Some(splits) => match splits.get_next()? {
-                Some(t) => {
+            Some(splits) => match splits.get_next_leased()? {
+                Some((t, lineage)) => {
+                    self.current_lineage = lineage;
                     let i = t.to_scalar::<i64>()?;
                     usize::try_from(i)
                         .ok()
@@ -285,8 +291,13 @@ impl ElementIterator for FileRecordsIter {
                 None => None,
             };
             if let Some(record) = record {
-                return Ok(Some(Element::single(Tensor::scalar_string(record))));
+                return Ok(Some(
+                    Element::single(Tensor::scalar_string(record))
+                        .with_lineage(self.current_lineage.clone()),
+                ));
             }
+            // This file is done: its split no longer needs the reader.
+            self.current_lineage = tfdata_core::Lineage::default();
             let (format, compression) = (self.format, self.compression);
             let Some(path) = self.next_file()? else {
                 self.current = None;

@@ -83,10 +83,13 @@ impl DatasetOp for Map {
         }
         let input = source.op.make_iterator(ctx)?;
         let work: Arc<dyn Fn(Element) -> Result<Element> + Send + Sync> = Arc::new(move |mut e| {
+            // User functions build new elements: the output depends on the
+            // input's splits (see `tfdata_core::lineage`).
+            let lineage = e.take_lineage();
             for (name, f) in &steps {
                 e = functions::guarded(name, || f(e))?;
             }
-            Ok(e)
+            Ok(e.with_lineage(lineage))
         });
         let threads = chain
             .iter()
@@ -187,15 +190,37 @@ impl ElementIterator for FilterIter {
 }
 
 /// Opens the dataset `f` returns for one input element.
+/// Every element of the inner dataset depends on the input element's splits.
 fn open(
     name: &str,
     f: &DatasetFn,
-    e: Element,
+    mut e: Element,
     ctx: &IterContext,
 ) -> Result<Box<dyn ElementIterator>> {
+    let lineage = e.take_lineage();
     let ds = functions::guarded(name, || f(e))?;
     ds.validate()?;
-    ds.op.make_iterator(ctx)
+    let inner = ds.op.make_iterator(ctx)?;
+    if lineage.is_empty() {
+        return Ok(inner);
+    }
+    Ok(Box::new(Tagged { inner, lineage }))
+}
+
+/// Tags an inner dataset's elements with the input element's lineage; holds
+/// it until the inner dataset is done.
+struct Tagged {
+    inner: Box<dyn ElementIterator>,
+    lineage: tfdata_core::Lineage,
+}
+
+impl ElementIterator for Tagged {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        Ok(self
+            .inner
+            .next_element()?
+            .map(|e| e.with_lineage(self.lineage.clone())))
+    }
 }
 
 #[derive(Debug)]

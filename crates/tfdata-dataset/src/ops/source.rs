@@ -105,7 +105,10 @@ struct SplitValues {
 
 impl ElementIterator for SplitValues {
     fn next_element(&mut self) -> Result<Option<Element>> {
-        Ok(self.splits.get_next()?.map(Element::single))
+        Ok(self
+            .splits
+            .get_next_leased()?
+            .map(|(split, lineage)| Element::single(split).with_lineage(lineage)))
     }
 }
 
@@ -280,9 +283,11 @@ struct SliceIter {
 
 impl ElementIterator for SliceIter {
     fn next_element(&mut self) -> Result<Option<Element>> {
+        let mut lineage = tfdata_core::Lineage::default();
         let index = match &self.splits {
-            Some(splits) => match splits.get_next()? {
-                Some(t) => {
+            Some(splits) => match splits.get_next_leased()? {
+                Some((t, leased)) => {
+                    lineage = leased;
                     let i = t.to_scalar::<i64>()?;
                     usize::try_from(i)
                         .ok()
@@ -304,7 +309,7 @@ impl ElementIterator for SliceIter {
                 self.next - 1
             }
         };
-        self.source.element(index).map(Some)
+        Ok(Some(self.source.element(index)?.with_lineage(lineage)))
     }
 }
 

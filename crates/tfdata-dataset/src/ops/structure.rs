@@ -71,14 +71,17 @@ struct ZipIter {
 
 impl ElementIterator for ZipIter {
     fn next_element(&mut self) -> Result<Option<Element>> {
-        let mut components = Vec::new();
+        let mut zipped = Element::default();
         for input in &mut self.inputs {
             match input.next_element()? {
-                Some(e) => components.extend(e.components),
+                Some(e) => {
+                    zipped.components.extend(e.components);
+                    zipped.lineage.extend(e.lineage);
+                }
                 None => return Ok(None),
             }
         }
-        Ok(Some(Element::new(components)))
+        Ok(Some(zipped))
     }
 }
 
@@ -198,7 +201,7 @@ impl ElementIterator for EnumerateIter {
                 components.push(Tensor::scalar(self.next));
                 components.extend(e.components);
                 self.next = self.next.wrapping_add(1);
-                Ok(Some(Element::new(components)))
+                Ok(Some(Element::new(components).with_lineage(e.lineage)))
             }
             None => Ok(None),
         }

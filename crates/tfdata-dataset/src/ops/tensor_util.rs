@@ -100,7 +100,12 @@ pub fn stack_elements(op: &str, rows: &[Element]) -> Result<Element> {
         }
         components.push(stack(&parts)?);
     }
-    Ok(Element::new(components))
+    // A batch depends on the splits of every row.
+    let mut lineage = tfdata_core::Lineage::default();
+    for row in rows {
+        lineage.extend_from(&row.lineage);
+    }
+    Ok(Element::new(components).with_lineage(lineage))
 }
 
 /// Largest padded component `padded_batch` builds (a malformed or hostile

@@ -425,3 +425,93 @@ fn fused_parallel_maps_keep_order_and_name_the_failing_function() {
     let err = collect(&failing).unwrap_err().to_string();
     assert!(err.contains("ops_test_fail_at_3"), "{err}");
 }
+
+/// A provider of `range` splits whose leases record when they are released.
+struct LeasingSplits {
+    inner: crate::splits::RangeSplitProvider,
+    released: std::sync::Arc<std::sync::Mutex<Vec<i64>>>,
+}
+
+impl crate::splits::SplitProvider for LeasingSplits {
+    fn get_next(&self) -> Result<Option<Tensor>> {
+        self.inner.get_next()
+    }
+    fn get_next_leased(&self) -> Result<Option<(Tensor, tfdata_core::Lineage)>> {
+        let Some(split) = self.inner.get_next()? else {
+            return Ok(None);
+        };
+        let v = split.to_scalar::<i64>()?;
+        let released = std::sync::Arc::clone(&self.released);
+        let lease = tfdata_core::SplitLease::new(move || released.lock().unwrap().push(v));
+        Ok(Some((split, tfdata_core::Lineage::of(lease))))
+    }
+    fn reset(&self) -> Result<()> {
+        self.inner.reset()
+    }
+    fn cardinality(&self) -> i64 {
+        self.inner.cardinality()
+    }
+}
+
+#[test]
+fn a_split_is_released_only_after_every_element_made_from_it_is_gone() {
+    // User functions build fresh elements; the ops must carry the lineage.
+    register_function("ops_test_fresh_copy", |e: Element| {
+        Ok(Element::new(e.components.clone()))
+    });
+    register_dataset_function("ops_test_lineage_repeat", None, |e: Element| {
+        let v = e.components[0].to_scalar::<i64>()?;
+        Ok(Dataset::from_tensors(vec![Tensor::scalar(v)]).repeat(Some(v % 4)))
+    });
+    for parallel in [None, Some(2)] {
+        let source = Dataset::range(30);
+        let ds = source
+            .clone()
+            .map_with(FunctionRef::named("ops_test_fresh_copy"), parallel, true)
+            .interleave(
+                FunctionRef::named("ops_test_lineage_repeat"),
+                3,
+                2,
+                parallel,
+            )
+            .shuffle(7, Some(1), true)
+            .batch(4, false)
+            .map_with(FunctionRef::named("ops_test_fresh_copy"), parallel, true)
+            .unbatch()
+            .prefetch(3);
+        let released = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let provider = LeasingSplits {
+            inner: crate::splits::RangeSplitProvider::new(0, 30, 1),
+            released: std::sync::Arc::clone(&released),
+        };
+        let mut ctx = crate::IterContext::new();
+        ctx.split_providers
+            .insert(source.op_key(), std::sync::Arc::new(provider));
+        let mut it = ds.iter_with(&ctx).unwrap();
+        let mut held = Vec::new();
+        while let Some(e) = it.next_element().unwrap() {
+            let v = e.components[0].to_scalar::<i64>().unwrap();
+            assert!(
+                !released.lock().unwrap().contains(&v),
+                "split {v} released while an element made from it is still being produced"
+            );
+            held.push(e);
+        }
+        drop(it);
+        let mut early = released.lock().unwrap().clone();
+        early.sort_unstable();
+        let empty: Vec<i64> = (0..30).filter(|v| v % 4 == 0).collect();
+        assert_eq!(
+            early, empty,
+            "only splits without elements are released while we hold the rest"
+        );
+        drop(held);
+        let mut all = released.lock().unwrap().clone();
+        all.sort_unstable();
+        assert_eq!(
+            all,
+            (0..30).collect::<Vec<_>>(),
+            "every split released exactly once"
+        );
+    }
+}
