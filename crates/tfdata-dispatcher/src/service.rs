@@ -374,6 +374,21 @@ impl Dispatcher {
             self.commit(inner, update).await?;
             tracing::info!(worker = %address, iteration = %iteration, round = target, "worker joining a coordinated read");
         }
+        // A worker process restarted at the same address (before
+        // worker_timeout noticed) lost everything its tasks held: treat the
+        // old process as lost; the new one is revived below with new tasks.
+        if req.worker_uid != 0
+            && let Some(w) = inner.state.worker(&address)
+            && !w.lost
+            && w.uid != 0
+            && w.uid != req.worker_uid
+        {
+            tracing::warn!(worker = %address, "worker restarted (new worker_uid): its old tasks are lost");
+            let update = UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
+                worker_address: address.clone(),
+            });
+            self.commit(inner, update).await?;
+        }
         if req.tfdata_stopping {
             tracing::info!(worker = %address, "worker stopping; its tasks leave their iterations");
             inner.worker_heartbeats.remove(&address);
@@ -382,6 +397,7 @@ impl Dispatcher {
                     worker_address: address.clone(),
                 });
                 self.commit(inner, update).await?;
+                self.reassign_returned_splits(inner).await?;
             }
             return Ok(wire::WorkerHeartbeatResponse::default());
         }
@@ -389,6 +405,7 @@ impl Dispatcher {
             tracing::info!(worker = %address, "lost worker is back; giving it tasks again");
             let update = UpdateType::TfdataReviveWorker(wire::ReviveWorkerUpdate {
                 worker_address: address.clone(),
+                worker_uid: req.worker_uid,
             });
             self.commit(inner, update).await?;
             let unfinished: Vec<IterationId> = inner
@@ -499,6 +516,7 @@ impl Dispatcher {
                 tracing::debug!(task = update.task_id, worker = %req.worker_address, "task finished");
             }
         }
+        self.reassign_returned_splits(inner).await?;
         Ok(wire::WorkerUpdateResponse {})
     }
 
@@ -1152,12 +1170,12 @@ impl Dispatcher {
                 None => end_of_splits(),
             });
         }
-        // Splits a lost worker held are handed out first.
+        // Splits a lost worker held are handed out first, to whichever
+        // repetition asks: they must be produced once, wherever.
         let returned = it
             .returned_splits
             .get(&req.split_provider_index)
             .and_then(|q| q.front())
-            .filter(|(repetition, _)| *repetition == req.repetition)
             .map(|(_, split)| split.clone());
         if let Some(split) = returned {
             self.commit(
@@ -1171,6 +1189,8 @@ impl Dispatcher {
                     tfdata_split_sequence: req.tfdata_split_sequence,
                     tfdata_split: Some(split.clone()),
                     tfdata_from_returned: true,
+                    tfdata_delivered: req.tfdata_delivered.clone(),
+                    tfdata_task_id: req.tfdata_task_id,
                 }),
             )
             .await?;
@@ -1223,6 +1243,8 @@ impl Dispatcher {
                     .clone()
                     .filter(|_| req.tfdata_split_sequence.is_some()),
                 tfdata_from_returned: false,
+                tfdata_delivered: req.tfdata_delivered.clone(),
+                tfdata_task_id: req.tfdata_task_id,
             }),
         )
         .await?;
@@ -1233,6 +1255,49 @@ impl Dispatcher {
             },
             None => end_of_splits(),
         })
+    }
+
+    /// Splits a lost worker held wait in their iteration's returned queue for
+    /// a task that still asks for splits. When every live task of the
+    /// iteration has reached the end of splits (or finished), nobody would
+    /// ask: start a task on a live worker to produce them, so nothing is lost.
+    /// With no live worker they wait (the iteration is not finished) for the
+    /// next worker to register.
+    async fn reassign_returned_splits(&self, inner: &mut Inner) -> Result<()> {
+        let state = &inner.state;
+        let waiting: Vec<IterationId> = state
+            .unfinished_iterations()
+            .filter(|it| !it.returned_splits.is_empty())
+            .filter(|it| !self.is_round_robin(state, it.id))
+            .filter(|it| {
+                !it.tasks.iter().filter_map(|t| state.task(*t)).any(|t| {
+                    !t.finished
+                        && state.worker(&t.worker_address).is_some_and(|w| !w.lost)
+                        && it.returned_splits.keys().any(|p| {
+                            it.last_splits
+                                .get(&(*p, t.worker_address.clone()))
+                                .is_none_or(|last| last.split.is_some())
+                        })
+                })
+            })
+            .map(|it| it.id)
+            .collect();
+        for iteration in waiting {
+            let worker = inner
+                .state
+                .workers()
+                .iter()
+                .find(|w| !w.lost && inner.state.can_run(&w.address, iteration))
+                .map(|w| w.address.clone());
+            let Some(worker) = worker else {
+                tracing::warn!(iteration = %iteration, "a lost worker's splits wait for a live worker");
+                continue;
+            };
+            let update = Self::new_task_update(&inner.state, iteration, &worker)?;
+            self.commit(inner, update).await?;
+            tracing::info!(iteration = %iteration, %worker, "new task to produce a lost worker's splits");
+        }
+        Ok(())
     }
 
     /// One pass of the maintenance loop (spec §5.9): release clients that
@@ -1309,6 +1374,7 @@ impl Dispatcher {
                     worker_address: worker,
                 });
                 self.commit(inner, update).await?;
+                self.reassign_returned_splits(inner).await?;
             }
         }
 
@@ -1752,7 +1818,7 @@ mod tests {
 
 #[cfg(test)]
 mod split_tests {
-    use std::sync::atomic::AtomicI64;
+    use std::sync::atomic::{AtomicI64, Ordering};
 
     use super::*;
 
@@ -1792,6 +1858,7 @@ mod split_tests {
             split_provider_index: 0,
             tfdata_worker_address: worker.into(),
             tfdata_split_sequence: Some(seq),
+            ..Default::default()
         };
         assert_eq!(value(&d.get_split(ask(0, "w1")).await.unwrap()), Some(0));
         assert_eq!(value(&d.get_split(ask(1, "w1")).await.unwrap()), Some(1));
@@ -1823,67 +1890,170 @@ mod split_tests {
     /// A worker silent for worker_timeout is lost: its task leaves the
     /// iteration and the split it held goes to the next worker that asks.
     #[tokio::test]
-    async fn a_lost_workers_split_is_handed_out_again() {
+    async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
         let clock = Arc::new(FixedClock(AtomicI64::new(1_000_000)));
         let config = DispatcherConfig {
             worker_timeout: Duration::from_secs(1),
             ..Default::default()
         };
         let d = Dispatcher::new(config, clock.clone()).unwrap();
+        let heartbeat = |w: &'static str, uid: i64| wire::WorkerHeartbeatRequest {
+            worker_address: w.into(),
+            tfdata_runs_pipelines: true,
+            worker_uid: uid,
+            ..Default::default()
+        };
         for w in ["w1:1", "w2:1"] {
-            d.worker_heartbeat(wire::WorkerHeartbeatRequest {
-                worker_address: w.into(),
-                tfdata_runs_pipelines: true,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+            d.worker_heartbeat(heartbeat(w, 7)).await.unwrap();
         }
-        let iteration = dynamic_iteration(&d).await;
-        let ask = |seq: i64, worker: &str| wire::GetSplitRequest {
+        let iteration = dynamic_iteration(&d).await; // range(5)
+        let task_of = |state: &DispatcherState, w: &str| {
+            state
+                .tasks_for_worker(w)
+                .find(|t| t.iteration_id == IterationId(iteration))
+                .map(|t| t.id.0)
+                .unwrap()
+        };
+        let state = d.snapshot_state().await;
+        let (t1, t2) = (task_of(&state, "w1:1"), task_of(&state, "w2:1"));
+        let ask = |seq: i64, worker: &str, task: i64, delivered: &[i64]| wire::GetSplitRequest {
             iteration_id: iteration,
             repetition: 0,
             split_provider_index: 0,
             tfdata_worker_address: worker.into(),
             tfdata_split_sequence: Some(seq),
+            tfdata_task_id: task,
+            tfdata_delivered: delivered
+                .iter()
+                .map(|&sequence| wire::TfdataDeliveredSplit {
+                    repetition: 0,
+                    sequence,
+                })
+                .collect(),
         };
-        assert_eq!(value(&d.get_split(ask(0, "w1:1")).await.unwrap()), Some(0));
-        assert_eq!(value(&d.get_split(ask(0, "w2:1")).await.unwrap()), Some(1));
-        // w2 keeps heartbeating; w1 goes silent.
-        clock
-            .0
-            .fetch_add(900_000, std::sync::atomic::Ordering::SeqCst);
-        d.worker_heartbeat(wire::WorkerHeartbeatRequest {
-            worker_address: "w2:1".into(),
-            tfdata_runs_pipelines: true,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        clock
-            .0
-            .fetch_add(900_000, std::sync::atomic::Ordering::SeqCst);
+        // w1 gets splits 0, 1, 2 and reports the first delivered.
+        for seq in 0..3 {
+            let got = d.get_split(ask(seq, "w1:1", t1, &[])).await.unwrap();
+            assert_eq!(value(&got), Some(seq));
+        }
+        let got = d.get_split(ask(3, "w1:1", t1, &[0])).await.unwrap();
+        assert_eq!(value(&got), Some(3));
+        // w2 gets split 4, then the end of splits: it will not ask again.
+        assert_eq!(
+            value(&d.get_split(ask(0, "w2:1", t2, &[])).await.unwrap()),
+            Some(4)
+        );
+        assert_eq!(
+            value(&d.get_split(ask(1, "w2:1", t2, &[0])).await.unwrap()),
+            None
+        );
+
+        // w2 keeps heartbeating; w1 goes silent and is declared lost.
+        clock.0.fetch_add(900_000, Ordering::SeqCst);
+        d.worker_heartbeat(heartbeat("w2:1", 7)).await.unwrap();
+        clock.0.fetch_add(900_000, Ordering::SeqCst);
         d.run_maintenance().await.unwrap();
         let state = d.snapshot_state().await;
         assert!(state.worker("w1:1").unwrap().lost);
-        assert_eq!(
-            state.iteration(IterationId(iteration)).unwrap().tasks.len(),
-            1
+        let it = state.iteration(IterationId(iteration)).unwrap();
+        assert!(!it.finished, "splits 1, 2 and 3 are not delivered yet");
+        // Nobody would ask for them, so w2 got a new task to produce them.
+        let recovery: Vec<i64> = state
+            .tasks_for_worker("w2:1")
+            .filter(|t| t.id.0 != t2)
+            .map(|t| t.id.0)
+            .collect();
+        assert_eq!(recovery.len(), 1, "{state:?}");
+        let t3 = recovery[0];
+        let mut got = Vec::new();
+        for seq in 0.. {
+            match value(&d.get_split(ask(seq, "w2:1", t3, &[])).await.unwrap()) {
+                Some(v) => got.push(v),
+                None => break,
+            }
+        }
+        assert_eq!(got, vec![1, 2, 3], "undelivered splits only, in order");
+        // The iteration ends when the tasks do.
+        for task in [t2, t3] {
+            d.worker_update(wire::WorkerUpdateRequest {
+                worker_address: "w2:1".into(),
+                updates: vec![wire::TaskProgress {
+                    task_id: task,
+                    completed: true,
+                }],
+            })
+            .await
+            .unwrap();
+        }
+        assert!(
+            d.snapshot_state()
+                .await
+                .iteration(IterationId(iteration))
+                .unwrap()
+                .finished
         );
-        // Split 0 (held by w1) comes back before the cursor moves on.
-        assert_eq!(value(&d.get_split(ask(1, "w2:1")).await.unwrap()), Some(0));
-        assert_eq!(value(&d.get_split(ask(2, "w2:1")).await.unwrap()), Some(2));
-        // w1 returns: it is revived and gets a task in the running iteration.
-        let r = d
-            .worker_heartbeat(wire::WorkerHeartbeatRequest {
-                worker_address: "w1:1".into(),
-                tfdata_runs_pipelines: true,
+
+        // w1 returns: it is revived.
+        d.worker_heartbeat(heartbeat("w1:1", 7)).await.unwrap();
+        assert!(!d.snapshot_state().await.worker("w1:1").unwrap().lost);
+    }
+
+    #[tokio::test]
+    async fn a_worker_restarted_at_the_same_address_loses_its_old_tasks() {
+        let clock = Arc::new(FixedClock(AtomicI64::new(1_000_000)));
+        let d = Dispatcher::new(DispatcherConfig::default(), clock).unwrap();
+        let heartbeat = |uid: i64| wire::WorkerHeartbeatRequest {
+            worker_address: "w1:1".into(),
+            tfdata_runs_pipelines: true,
+            worker_uid: uid,
+            ..Default::default()
+        };
+        d.worker_heartbeat(heartbeat(11)).await.unwrap();
+        let iteration = dynamic_iteration(&d).await;
+        let old = d
+            .snapshot_state()
+            .await
+            .tasks_for_worker("w1:1")
+            .next()
+            .unwrap()
+            .id;
+        let got = d
+            .get_split(wire::GetSplitRequest {
+                iteration_id: iteration,
+                split_provider_index: 0,
+                tfdata_worker_address: "w1:1".into(),
+                tfdata_split_sequence: Some(0),
+                tfdata_task_id: old.0,
                 ..Default::default()
             })
             .await
             .unwrap();
+        assert_eq!(value(&got), Some(0));
+        // Same uid: nothing happens. A new uid: a new process.
+        let same = wire::WorkerHeartbeatRequest {
+            current_tasks: vec![old.0],
+            ..heartbeat(11)
+        };
+        assert!(d.worker_heartbeat(same).await.unwrap().new_tasks.is_empty());
+        let r = d.worker_heartbeat(heartbeat(12)).await.unwrap();
         assert_eq!(r.new_tasks.len(), 1);
-        assert!(!d.snapshot_state().await.worker("w1:1").unwrap().lost);
+        assert_ne!(r.new_tasks[0].task_id, old.0);
+        let state = d.snapshot_state().await;
+        assert!(state.task(old).unwrap().finished);
+        assert_eq!(state.worker("w1:1").unwrap().uid, 12);
+        // Split 0 died with the old process: the new task gets it first.
+        let got = d
+            .get_split(wire::GetSplitRequest {
+                iteration_id: iteration,
+                split_provider_index: 0,
+                tfdata_worker_address: "w1:1".into(),
+                tfdata_split_sequence: Some(0),
+                tfdata_task_id: r.new_tasks[0].task_id,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(value(&got), Some(0));
     }
 
     /// Compaction bounds replay: with a tiny bound the journal directory
@@ -1908,6 +2078,7 @@ mod split_tests {
                 split_provider_index: 0,
                 tfdata_worker_address: "w".into(),
                 tfdata_split_sequence: Some(seq),
+                ..Default::default()
             })
             .await
             .unwrap();
@@ -1940,6 +2111,7 @@ mod split_tests {
     #[tokio::test]
     async fn replaying_any_journal_gives_the_live_state() {
         use rand::{Rng, SeedableRng};
+        let (mut saw_held, mut saw_returned) = (false, false);
         for seed in 0..8u64 {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
             let dir = tempfile::tempdir().unwrap();
@@ -1977,6 +2149,8 @@ mod split_tests {
                                 worker_address: w.into(),
                                 current_tasks: current,
                                 tfdata_runs_pipelines: true,
+                                // Now and then the worker process restarts.
+                                worker_uid: 1 + i64::from(rng.random_bool(0.1)),
                                 ..Default::default()
                             })
                             .await
@@ -2005,9 +2179,20 @@ mod split_tests {
                             dynamic.get(rng.random_range(0..dynamic.len().max(1)))
                         {
                             let w = workers[rng.random_range(0..workers.len())].to_string();
+                            let task = state
+                                .tasks_for_worker(&w)
+                                .find(|t| t.iteration_id == IterationId(iteration))
+                                .map_or(0, |t| t.id.0);
                             let seq = splits_seq.entry((iteration, w.clone())).or_insert(0);
                             let retry = rng.random_bool(0.2) && *seq > 0;
                             let asked = if retry { *seq - 1 } else { *seq };
+                            // Report some earlier splits delivered.
+                            let delivered = (0..rng.random_range(0..3))
+                                .map(|_| wire::TfdataDeliveredSplit {
+                                    repetition: 0,
+                                    sequence: rng.random_range(0..asked.max(1)),
+                                })
+                                .collect();
                             let _ = d
                                 .get_split(wire::GetSplitRequest {
                                     iteration_id: iteration,
@@ -2015,6 +2200,8 @@ mod split_tests {
                                     split_provider_index: 0,
                                     tfdata_worker_address: w,
                                     tfdata_split_sequence: Some(asked),
+                                    tfdata_task_id: task,
+                                    tfdata_delivered: delivered,
                                 })
                                 .await;
                             if !retry {
@@ -2053,6 +2240,8 @@ mod split_tests {
                 }
             }
             let live = d.snapshot_state().await;
+            saw_held |= live.iterations().any(|it| !it.held_splits.is_empty());
+            saw_returned |= live.iterations().any(|it| !it.returned_splits.is_empty());
             drop(d);
             let replayed = Dispatcher::new(config.clone(), clock.clone()).unwrap();
             let got = replayed.snapshot_state().await;
@@ -2072,5 +2261,9 @@ mod split_tests {
                 "seed {seed}: replay after compaction"
             );
         }
+        assert!(
+            saw_held && saw_returned,
+            "the histories exercise held and returned splits"
+        );
     }
 }

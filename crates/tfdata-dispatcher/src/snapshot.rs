@@ -244,6 +244,22 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                     })
             })
             .collect(),
+        held_splits: it
+            .held_splits
+            .iter()
+            .map(
+                |(&(task, provider, repetition, sequence), (split_repetition, split))| {
+                    wire::HeldSplit {
+                        task_id: task.0,
+                        provider,
+                        repetition,
+                        sequence,
+                        split_repetition: *split_repetition,
+                        split: Some(split.clone()),
+                    }
+                },
+            )
+            .collect(),
     }
 }
 
@@ -296,5 +312,15 @@ fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
             })
             .collect(),
         returned_splits: returned,
+        held_splits: it
+            .held_splits
+            .iter()
+            .map(|h| {
+                (
+                    (TaskId(h.task_id), h.provider, h.repetition, h.sequence),
+                    (h.split_repetition, h.split.clone().unwrap_or_default()),
+                )
+            })
+            .collect(),
     }
 }

@@ -75,9 +75,17 @@ pub struct Iteration {
     /// with their repetition.
     pub returned_splits:
         BTreeMap<i64, std::collections::VecDeque<(i64, tfdata_proto::tensorflow::TensorProto)>>,
+    /// Splits tfdata workers' tasks received and have not reported fully
+    /// delivered, keyed by (task, provider, the task's repetition and
+    /// sequence number of the request), with the repetition the split was
+    /// produced in. A lost worker's are returned to the pool.
+    pub held_splits: BTreeMap<HeldKey, (i64, tfdata_proto::tensorflow::TensorProto)>,
     /// Coordinated reads: tasks waiting to join at an agreed round, in order.
     pub pending_tasks: std::collections::VecDeque<PendingTask>,
 }
+
+/// (task, split provider, repetition, sequence) of a held split.
+pub type HeldKey = (TaskId, i64, i64, i64);
 
 /// The last answer to a worker's `GetSplit` for one provider.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,6 +161,16 @@ impl Default for DispatcherState {
             snapshots: BTreeSet::new(),
         }
     }
+}
+
+/// An iteration is finished when all its tasks are and no returned split
+/// waits for a task to produce it.
+fn all_delivered(it: &Iteration, tasks: &BTreeMap<TaskId, Task>) -> bool {
+    it.returned_splits.is_empty()
+        && it
+            .tasks
+            .iter()
+            .all(|t| tasks.get(t).is_none_or(|t| t.finished))
 }
 
 fn bad(update: &str, reason: String) -> Error {
@@ -288,6 +306,7 @@ impl DispatcherState {
                         pending_tasks: Default::default(),
                         last_splits: BTreeMap::new(),
                         returned_splits: BTreeMap::new(),
+                        held_splits: BTreeMap::new(),
                     },
                 );
             }
@@ -310,11 +329,22 @@ impl DispatcherState {
                             format!("bad provider {}", u.split_provider_index),
                         )
                     })?;
+                let task = TaskId(u.tfdata_task_id);
+                for d in &u.tfdata_delivered {
+                    it.held_splits.remove(&(
+                        task,
+                        u.split_provider_index,
+                        d.repetition,
+                        d.sequence,
+                    ));
+                }
+                let mut split_repetition = u.repetition;
                 if u.tfdata_from_returned {
                     let queue = it.returned_splits.get_mut(&u.split_provider_index);
-                    if queue.and_then(|q| q.pop_front()).is_none() {
+                    let Some((repetition, _)) = queue.and_then(|q| q.pop_front()) else {
                         return Err(bad("produce_split", "no returned split to re-issue".into()));
-                    }
+                    };
+                    split_repetition = repetition;
                     // No empty queues: the state has one form (as a snapshot restores it).
                     if it
                         .returned_splits
@@ -323,6 +353,14 @@ impl DispatcherState {
                     {
                         it.returned_splits.remove(&u.split_provider_index);
                     }
+                }
+                if let (Some(sequence), Some(split)) = (u.tfdata_split_sequence, &u.tfdata_split)
+                    && u.tfdata_task_id != 0
+                {
+                    it.held_splits.insert(
+                        (task, u.split_provider_index, u.repetition, sequence),
+                        (split_repetition, split.clone()),
+                    );
                 }
                 if let Some(sequence) = u.tfdata_split_sequence {
                     it.last_splits.insert(
@@ -529,6 +567,9 @@ impl DispatcherState {
                         })?;
                 it.tasks.push(id);
                 assigned.insert(id);
+                // A new task on this worker counts its split requests from 0:
+                // forget the answers an earlier task of it got.
+                it.last_splits.retain(|(_, w), _| *w != u.worker_address);
                 self.next_task_id = self.next_task_id.max(u.task_id.saturating_add(1));
                 self.tasks.insert(
                     id,
@@ -556,11 +597,9 @@ impl DispatcherState {
                     assigned.remove(&id);
                 }
                 if let Some(it) = self.iterations.get_mut(&iteration_id) {
-                    let tasks = &self.tasks;
-                    it.finished = it
-                        .tasks
-                        .iter()
-                        .all(|t| tasks.get(t).is_none_or(|t| t.finished));
+                    // A finished task delivered everything it held.
+                    it.held_splits.retain(|(task, ..), _| *task != id);
+                    it.finished = all_delivered(it, &self.tasks);
                 }
             }
             UpdateType::TfdataLoseWorker(u) => self.lose_worker(&u.worker_address)?,
@@ -572,6 +611,9 @@ impl DispatcherState {
                     )
                 })?;
                 self.workers[i].lost = false;
+                if u.worker_uid != 0 {
+                    self.workers[i].uid = u.worker_uid;
+                }
             }
             UpdateType::Snapshot(u) => {
                 self.snapshots.insert(u.path.clone());
@@ -617,22 +659,27 @@ impl DispatcherState {
                 // Readers drop tasks no longer listed; the iteration can end.
                 it.tasks.retain(|t| *t != task_id);
                 it.pending_tasks.retain(|p| p.task_id != task_id);
-                // The splits the worker held go back to the pool.
-                for p in 0..it.split_indices.len() as i64 {
-                    if let Some(last) = it.last_splits.remove(&(p, address.to_string()))
-                        && let Some(split) = last.split
-                    {
+                // The worker no longer answers for its splits.
+                it.last_splits.retain(|(_, w), _| w != address);
+                // The splits the task held but had not fully delivered go back
+                // to the pool, in the order it received them.
+                let held: Vec<HeldKey> = it
+                    .held_splits
+                    .range(
+                        (task_id, i64::MIN, i64::MIN, i64::MIN)
+                            ..=(task_id, i64::MAX, i64::MAX, i64::MAX),
+                    )
+                    .map(|(k, _)| *k)
+                    .collect();
+                for key in held {
+                    if let Some((repetition, split)) = it.held_splits.remove(&key) {
                         it.returned_splits
-                            .entry(p)
+                            .entry(key.1)
                             .or_default()
-                            .push_back((last.repetition, split));
+                            .push_back((repetition, split));
                     }
                 }
-                let tasks = &self.tasks;
-                it.finished = it
-                    .tasks
-                    .iter()
-                    .all(|t| tasks.get(t).is_none_or(|t| t.finished));
+                it.finished = all_delivered(it, &self.tasks);
             }
         }
         Ok(())

@@ -35,6 +35,17 @@ pub struct Worker {
     registered: AtomicBool,
     shutdown: CancellationToken,
     completions: mpsc::UnboundedSender<i64>,
+    /// Random per worker (process): a dispatcher seeing a new uid at a known
+    /// address knows the old worker's tasks, and the splits they held, are gone.
+    uid: i64,
+}
+
+/// A random, non-zero worker uid.
+fn new_worker_uid() -> i64 {
+    use std::hash::BuildHasher;
+    let h = std::collections::hash_map::RandomState::new()
+        .hash_one((std::process::id(), std::time::SystemTime::now()));
+    ((h >> 1) as i64) | 1
 }
 
 impl Worker {
@@ -56,6 +67,7 @@ impl Worker {
                 registered: AtomicBool::new(false),
                 shutdown,
                 completions,
+                uid: new_worker_uid(),
             }),
             rx,
         ))
@@ -79,7 +91,7 @@ impl Worker {
                 ..Default::default()
             }],
             worker_tags: self.config.worker_tags.clone(),
-            worker_uid: 0,
+            worker_uid: self.uid,
             active_tasks: current
                 .iter()
                 .map(|&task_id| wire::ActiveTask {
@@ -337,6 +349,8 @@ impl Worker {
                     worker_address: self.address.clone(),
                     timeout: self.config.dispatcher_timeout,
                     cancel: self.shutdown.clone(),
+                    task_id: def.task_id,
+                    delivered: Default::default(),
                 };
                 ctx.split_providers
                     .insert(source.op_key(), std::sync::Arc::new(provider));

@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use tfdata_core::{Error, Result, element};
+use tfdata_core::{Error, Lineage, Result, element};
 use tfdata_dataset::{Dataset, IterContext};
 use tfdata_proto::data::{TaskDef, get_element_response::Element as Payload};
 use tokio::sync::mpsc;
@@ -27,14 +27,19 @@ pub enum Next {
     },
 }
 
+/// An encoded element with the dynamic-sharding splits it was made from. The
+/// lineage is dropped when the element is handed to a reader: that is when
+/// its splits count as delivered (see `tfdata_core::lineage`).
+type Buffered = Result<(Payload, Lineage)>;
+
 pub struct TaskRunner {
     pub def: TaskDef,
     /// Present for coordinated reads (`num_consumers` set).
     round_robin: Option<crate::round_robin::RoundRobin>,
     /// Present for cross-trainer-cache jobs.
     cache: Option<crate::cross_trainer::CrossTrainerCache>,
-    buffer: tokio::sync::Mutex<mpsc::Receiver<Result<Payload>>>,
-    producer: Mutex<Option<mpsc::Sender<Result<Payload>>>>,
+    buffer: tokio::sync::Mutex<mpsc::Receiver<Buffered>>,
+    producer: Mutex<Option<mpsc::Sender<Buffered>>>,
     end_of_sequence: AtomicBool,
     /// The error the pipeline failed with, returned to every later call.
     error: Mutex<Option<(tonic::Code, String)>>,
@@ -125,7 +130,7 @@ impl TaskRunner {
             None => buffer.recv().await,
         };
         match item {
-            Some(Ok(payload)) => Ok(Some(payload)),
+            Some(Ok((payload, _delivered))) => Ok(Some(payload)),
             Some(Err(e)) => {
                 *lock(&self.error) = Some((e.code(), e.to_string()));
                 Err(e)
@@ -177,7 +182,7 @@ impl TaskRunner {
             buffer.recv().await
         };
         match item {
-            Some(Ok(payload)) => Ok(Next::Element {
+            Some(Ok((payload, _delivered))) => Ok(Next::Element {
                 payload,
                 index: self.next_index.fetch_add(1, Ordering::SeqCst),
             }),
@@ -202,17 +207,18 @@ fn produce(
     dataset: Dataset,
     ctx: IterContext,
     compress: bool,
-    tx: mpsc::Sender<Result<Payload>>,
+    tx: mpsc::Sender<Buffered>,
 ) {
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
         let mut it = dataset.iter_with(&ctx)?;
-        while let Some(e) = it.next_element()? {
+        while let Some(mut e) = it.next_element()? {
+            let lineage = e.take_lineage();
             let payload = if compress {
                 Payload::Compressed(element::compress(&e)?)
             } else {
                 Payload::Uncompressed(element::to_uncompressed(&e))
             };
-            if tx.blocking_send(Ok(payload)).is_err() {
+            if tx.blocking_send(Ok((payload, lineage))).is_err() {
                 return Ok(()); // task deleted
             }
         }
