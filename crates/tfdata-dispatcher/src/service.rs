@@ -2017,17 +2017,15 @@ mod split_tests {
             .next()
             .unwrap()
             .id;
-        let got = d
-            .get_split(wire::GetSplitRequest {
-                iteration_id: iteration,
-                split_provider_index: 0,
-                tfdata_worker_address: "w1:1".into(),
-                tfdata_split_sequence: Some(0),
-                tfdata_task_id: old.0,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+        let first_split_of = |task: i64| wire::GetSplitRequest {
+            iteration_id: iteration,
+            split_provider_index: 0,
+            tfdata_worker_address: "w1:1".into(),
+            tfdata_split_sequence: Some(0),
+            tfdata_task_id: task,
+            ..Default::default()
+        };
+        let got = d.get_split(first_split_of(old.0)).await.unwrap();
         assert_eq!(value(&got), Some(0));
         // Same uid: nothing happens. A new uid: a new process.
         let same = wire::WorkerHeartbeatRequest {
@@ -2042,18 +2040,8 @@ mod split_tests {
         assert!(state.task(old).unwrap().finished);
         assert_eq!(state.worker("w1:1").unwrap().uid, 12);
         // Split 0 died with the old process: the new task gets it first.
-        let got = d
-            .get_split(wire::GetSplitRequest {
-                iteration_id: iteration,
-                split_provider_index: 0,
-                tfdata_worker_address: "w1:1".into(),
-                tfdata_split_sequence: Some(0),
-                tfdata_task_id: r.new_tasks[0].task_id,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        assert_eq!(value(&got), Some(0));
+        let got = d.get_split(first_split_of(r.new_tasks[0].task_id)).await;
+        assert_eq!(value(&got.unwrap()), Some(0));
     }
 
     /// Compaction bounds replay: with a tiny bound the journal directory

@@ -22,6 +22,7 @@
 pub mod compression;
 pub mod fs;
 pub mod object_store;
+mod stream;
 pub mod text;
 pub mod tfrecord_reader;
 

@@ -23,22 +23,16 @@
 use std::io::{BufRead, Read};
 
 use bytes::Bytes;
-use tfdata_core::{Error, Result};
+use tfdata_core::Result;
 
-use super::compression::{
-    CompressionType, DEFAULT_BUFFER_SIZE, decompressing_reader, is_corruption, location,
-};
+use super::compression::{CompressionType, DEFAULT_BUFFER_SIZE};
 use super::fs::{FileSystem, file_system};
+use super::stream::ItemStream;
 
 /// Reads the lines of one text file in order, one `Bytes` per line with
 /// TensorFlow's `TextLineDataset` semantics (see the module docs).
 pub struct TextLineReader {
-    name: String,
-    compression: CompressionType,
-    input: Box<dyn BufRead + Send>,
-    /// Uncompressed offset of the next line.
-    offset: u64,
-    done: bool,
+    stream: ItemStream,
 }
 
 impl TextLineReader {
@@ -49,12 +43,8 @@ impl TextLineReader {
 
     /// Opens `path` on a given file system.
     pub fn open_on(fs: &dyn FileSystem, path: &str, compression: CompressionType) -> Result<Self> {
-        Ok(Self::with_buffer_size(
-            path,
-            fs.open(path)?,
-            compression,
-            DEFAULT_BUFFER_SIZE,
-        ))
+        let stream = ItemStream::open_on(fs, path, compression, "line")?;
+        Ok(Self { stream })
     }
 
     /// Reads lines from any byte stream; `name` is what errors call it.
@@ -73,83 +63,51 @@ impl TextLineReader {
         compression: CompressionType,
         buffer_size: usize,
     ) -> Self {
-        Self {
-            name: name.into(),
-            compression,
-            input: decompressing_reader(Box::new(input), compression, buffer_size),
-            offset: 0,
-            done: false,
-        }
+        let input = Box::new(input);
+        let stream = ItemStream::new(name, input, compression, buffer_size, "line");
+        Self { stream }
     }
 
     /// The file's name as errors give it.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.stream.name
     }
 
     /// The (uncompressed) byte offset of the next line.
     pub fn offset(&self) -> u64 {
-        self.offset
+        self.stream.offset
     }
 
     /// The next line, `Ok(None)` at the end of the file. After an error,
     /// always `Ok(None)`.
     pub fn read_line(&mut self) -> Result<Option<Bytes>> {
-        if self.done {
-            return Ok(None);
-        }
-        let result = self.read_next();
-        if !matches!(result, Ok(Some(_))) {
-            self.done = true;
-        }
-        result
+        self.stream.next_item(read_line)
     }
+}
 
-    fn read_next(&mut self) -> Result<Option<Bytes>> {
-        let start = self.offset;
-        let mut line = Vec::new();
-        let read = self
-            .input
-            .read_until(b'\n', &mut line)
-            .map_err(|e| self.read_error(start, e))?;
-        self.offset += read as u64;
-        let terminated = line.last() == Some(&b'\n');
-        if terminated {
-            line.pop();
-        }
-        line.retain(|&b| b != b'\r');
-        if line.is_empty() && !terminated {
-            // End of input, or a last "line" that was only `\r`s.
-            return Ok(None);
-        }
-        Ok(Some(Bytes::from(line)))
+fn read_line(s: &mut ItemStream) -> Result<Option<Bytes>> {
+    let start = s.offset;
+    let mut line = Vec::new();
+    let read = s
+        .input
+        .read_until(b'\n', &mut line)
+        .map_err(|e| s.read_error(start, e))?;
+    s.offset += read as u64;
+    let terminated = line.last() == Some(&b'\n');
+    if terminated {
+        line.pop();
     }
-
-    fn read_error(&self, offset: u64, err: std::io::Error) -> Error {
-        let location = location(&self.name, self.compression, offset);
-        if is_corruption(self.compression, &err) {
-            Error::DataLoss {
-                location,
-                reason: format!(
-                    "{} stream is corrupt or truncated while reading the line at offset \
-                     {offset}: {err}",
-                    self.compression
-                ),
-            }
-        } else {
-            Error::io(format!("reading {location}"), err)
-        }
+    line.retain(|&b| b != b'\r');
+    if line.is_empty() && !terminated {
+        // End of input, or a last "line" that was only `\r`s.
+        return Ok(None);
     }
+    Ok(Some(Bytes::from(line)))
 }
 
 impl std::fmt::Debug for TextLineReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TextLineReader")
-            .field("name", &self.name)
-            .field("compression", &self.compression)
-            .field("offset", &self.offset)
-            .field("done", &self.done)
-            .finish_non_exhaustive()
+        self.stream.debug(f, "TextLineReader")
     }
 }
 
@@ -243,7 +201,7 @@ mod tests {
                 .by_ref()
                 .find_map(|l| l.err())
                 .expect("truncation is an error");
-            assert!(matches!(err, Error::DataLoss { .. }), "{err}");
+            assert!(matches!(err, tfdata_core::Error::DataLoss { .. }), "{err}");
             let msg = err.to_string();
             assert!(
                 msg.contains("t.gz at offset") && msg.contains("uncompressed"),

@@ -33,10 +33,9 @@ use tfdata_core::tfrecord::{masked_crc32c, write_record};
 use tfdata_core::{Error, Result};
 
 pub use super::compression::CompressionType;
-use super::compression::{
-    Compressor, DEFAULT_BUFFER_SIZE, decompressing_reader, is_corruption, location, read_full,
-};
+use super::compression::{Compressor, DEFAULT_BUFFER_SIZE, read_full};
 use super::fs::{FileSystem, file_system};
+use super::stream::ItemStream;
 
 /// Bytes of a record header: the length and its CRC.
 const HEADER_LEN: usize = 12;
@@ -52,12 +51,7 @@ const MAX_INITIAL_RESERVE: u64 = 1 << 20;
 /// Yields `Ok(record)` per record, then ends; or yields one `Err` (after the
 /// good records before it) and ends. See the module docs for the errors.
 pub struct TfRecordReader {
-    name: String,
-    compression: CompressionType,
-    input: Box<dyn std::io::BufRead + Send>,
-    /// Uncompressed offset of the next record.
-    offset: u64,
-    done: bool,
+    stream: ItemStream,
 }
 
 impl TfRecordReader {
@@ -69,12 +63,8 @@ impl TfRecordReader {
 
     /// Opens `path` on a given file system.
     pub fn open_on(fs: &dyn FileSystem, path: &str, compression: CompressionType) -> Result<Self> {
-        Ok(Self::with_buffer_size(
-            path,
-            fs.open(path)?,
-            compression,
-            DEFAULT_BUFFER_SIZE,
-        ))
+        let stream = ItemStream::open_on(fs, path, compression, "record")?;
+        Ok(Self { stream })
     }
 
     /// Reads records from any byte stream; `name` is what errors call it.
@@ -95,142 +85,97 @@ impl TfRecordReader {
         compression: CompressionType,
         buffer_size: usize,
     ) -> Self {
-        Self {
-            name: name.into(),
-            compression,
-            input: decompressing_reader(Box::new(input), compression, buffer_size),
-            offset: 0,
-            done: false,
-        }
+        let input = Box::new(input);
+        let stream = ItemStream::new(name, input, compression, buffer_size, "record");
+        Self { stream }
     }
 
     /// The file's name as errors give it.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.stream.name
     }
 
     /// The (uncompressed) byte offset of the next record, i.e. the number of
     /// record bytes consumed so far.
     pub fn offset(&self) -> u64 {
-        self.offset
+        self.stream.offset
     }
 
     /// The next record, `Ok(None)` at a clean end of file. After an error,
     /// always `Ok(None)`.
     pub fn read_record(&mut self) -> Result<Option<Bytes>> {
-        if self.done {
-            return Ok(None);
-        }
-        let result = self.read_next();
-        if !matches!(result, Ok(Some(_))) {
-            self.done = true;
-        }
-        result
+        self.stream.next_item(read_record)
     }
+}
 
-    fn read_next(&mut self) -> Result<Option<Bytes>> {
-        let start = self.offset;
-        let mut header = [0u8; HEADER_LEN];
-        let got =
-            read_full(&mut *self.input, &mut header).map_err(|e| self.read_error(start, e))?;
-        if got == 0 {
-            return Ok(None);
-        }
-        if got < HEADER_LEN {
-            return Err(self.truncated(start, "the header"));
-        }
-        let (len_bytes, len_crc) = header.split_at(8);
-        if masked_crc32c(len_bytes) != u32_le(len_crc) {
-            // At offset 0 the likeliest cause is not a TFRecord file, or a
-            // wrong `compression_type`; TensorFlow hints at it too.
-            let hint = if start == 0 {
-                "; is this a TFRecord file, with the right compression_type?"
-            } else {
-                ""
-            };
-            return Err(self.data_loss(
-                start,
-                format!(
-                    "the record's length fails its CRC \
-                     (TensorFlow: \"corrupted record at {start}\"){hint}"
-                ),
-            ));
-        }
-        let len = u64::from_le_bytes(len_bytes.try_into().expect("8 bytes"));
-        let data_start = start + HEADER_LEN as u64;
-
-        // Reserve at most MAX_INITIAL_RESERVE; the buffer grows with the
-        // bytes that actually arrive.
-        let mut data = Vec::with_capacity(len.min(MAX_INITIAL_RESERVE) as usize);
-        let got = (&mut *self.input)
-            .take(len)
-            .read_to_end(&mut data)
-            .map_err(|e| self.read_error(start, e))? as u64;
-        if got < len {
-            return Err(self.truncated(start, "its data"));
-        }
-        let mut data_crc = [0u8; 4];
-        let got =
-            read_full(&mut *self.input, &mut data_crc).map_err(|e| self.read_error(start, e))?;
-        if got < data_crc.len() {
-            return Err(self.truncated(start, "the data CRC"));
-        }
-        if masked_crc32c(&data) != u32::from_le_bytes(data_crc) {
-            return Err(self.data_loss(
-                start,
-                format!(
-                    "the record's {len} data bytes (from offset {data_start}) fail their \
-                     CRC (TensorFlow: \"corrupted record at {data_start}\")"
-                ),
-            ));
-        }
-        self.offset = data_start + len + 4;
-        Ok(Some(Bytes::from(data)))
+fn read_record(s: &mut ItemStream) -> Result<Option<Bytes>> {
+    let start = s.offset;
+    let mut header = [0u8; HEADER_LEN];
+    let got = read_full(&mut *s.input, &mut header).map_err(|e| s.read_error(start, e))?;
+    if got == 0 {
+        return Ok(None);
     }
-
-    fn data_loss(&self, offset: u64, reason: String) -> Error {
-        Error::DataLoss {
-            location: location(&self.name, self.compression, offset),
-            reason,
-        }
+    if got < HEADER_LEN {
+        return Err(truncated(s, start, "the header"));
     }
-
-    fn truncated(&self, offset: u64, part: &str) -> Error {
-        self.data_loss(
-            offset,
-            format!("truncated record at offset {offset}: the file ends inside {part}"),
-        )
-    }
-
-    /// A failed read while reading the record at `offset`: corruption if the
-    /// decompressor rejected its input, an I/O error otherwise.
-    fn read_error(&self, offset: u64, err: std::io::Error) -> Error {
-        if is_corruption(self.compression, &err) {
-            self.data_loss(
-                offset,
-                format!(
-                    "{} stream is corrupt or truncated while reading the record at offset \
-                     {offset}: {err}",
-                    self.compression
-                ),
-            )
+    let (len_bytes, len_crc) = header.split_at(8);
+    if masked_crc32c(len_bytes) != u32_le(len_crc) {
+        // At offset 0 the likeliest cause is not a TFRecord file, or a
+        // wrong `compression_type`; TensorFlow hints at it too.
+        let hint = if start == 0 {
+            "; is this a TFRecord file, with the right compression_type?"
         } else {
-            Error::io(
-                format!("reading {}", location(&self.name, self.compression, offset)),
-                err,
-            )
-        }
+            ""
+        };
+        return Err(s.data_loss(
+            start,
+            format!(
+                "the record's length fails its CRC \
+                 (TensorFlow: \"corrupted record at {start}\"){hint}"
+            ),
+        ));
     }
+    let len = u64::from_le_bytes(len_bytes.try_into().expect("8 bytes"));
+    let data_start = start + HEADER_LEN as u64;
+
+    // Reserve at most MAX_INITIAL_RESERVE; the buffer grows with the
+    // bytes that actually arrive.
+    let mut data = Vec::with_capacity(len.min(MAX_INITIAL_RESERVE) as usize);
+    let got = (&mut *s.input)
+        .take(len)
+        .read_to_end(&mut data)
+        .map_err(|e| s.read_error(start, e))? as u64;
+    if got < len {
+        return Err(truncated(s, start, "its data"));
+    }
+    let mut data_crc = [0u8; 4];
+    let got = read_full(&mut *s.input, &mut data_crc).map_err(|e| s.read_error(start, e))?;
+    if got < data_crc.len() {
+        return Err(truncated(s, start, "the data CRC"));
+    }
+    if masked_crc32c(&data) != u32::from_le_bytes(data_crc) {
+        return Err(s.data_loss(
+            start,
+            format!(
+                "the record's {len} data bytes (from offset {data_start}) fail their \
+                 CRC (TensorFlow: \"corrupted record at {data_start}\")"
+            ),
+        ));
+    }
+    s.offset = data_start + len + 4;
+    Ok(Some(Bytes::from(data)))
+}
+
+fn truncated(s: &ItemStream, offset: u64, part: &str) -> Error {
+    s.data_loss(
+        offset,
+        format!("truncated record at offset {offset}: the file ends inside {part}"),
+    )
 }
 
 impl std::fmt::Debug for TfRecordReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TfRecordReader")
-            .field("name", &self.name)
-            .field("compression", &self.compression)
-            .field("offset", &self.offset)
-            .field("done", &self.done)
-            .finish_non_exhaustive()
+        self.stream.debug(f, "TfRecordReader")
     }
 }
 
