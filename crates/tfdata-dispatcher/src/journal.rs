@@ -181,9 +181,6 @@ fn list(dir: &Path) -> Result<(Vec<u64>, Vec<u64>)> {
     Ok((journals, snapshots))
 }
 
-/// Reads the journal directory under `work_dir` (the newest snapshot and the
-/// journal files after it) and opens the next journal file for writing.
-
 /// Reads the local journal directory under `work_dir` (the newest snapshot
 /// and the journal files after it) and opens the next journal file.
 fn open_local(work_dir: &Path) -> Result<Recovered> {
@@ -333,8 +330,15 @@ fn segment_name(run: u64, seq: u64) -> String {
     format!("journal_{run}_{seq}")
 }
 
-/// The journal's objects by kind, each list sorted numerically.
-fn list_objects(dir: &ObjectDir) -> Result<(Vec<(u64, u64)>, Vec<u64>)> {
+/// An object-store journal's contents: `(run, seq)` of every segment and the
+/// number of every snapshot, each sorted numerically.
+struct Listing {
+    segments: Vec<(u64, u64)>,
+    snapshots: Vec<u64>,
+}
+
+/// The journal's objects by kind.
+fn list_objects(dir: &ObjectDir) -> Result<Listing> {
     let mut segments = Vec::new();
     let mut snapshots = Vec::new();
     for name in dir.fs().list(dir.url())? {
@@ -359,7 +363,10 @@ fn list_objects(dir: &ObjectDir) -> Result<(Vec<(u64, u64)>, Vec<u64>)> {
     }
     segments.sort_unstable();
     snapshots.sort_unstable();
-    Ok((segments, snapshots))
+    Ok(Listing {
+        segments,
+        snapshots,
+    })
 }
 
 /// Parses one whole object of TFRecords. A `PUT` is atomic, so a truncated
@@ -404,7 +411,10 @@ fn read_objects(fs: &dyn FileSystem, urls: &[String]) -> Result<Vec<Bytes>> {
 
 /// Reads an object-store journal and opens its next run.
 fn open_objects(dir: ObjectDir) -> Result<Recovered> {
-    let (segments, snapshots) = list_objects(&dir)?;
+    let Listing {
+        segments,
+        snapshots,
+    } = list_objects(&dir)?;
     let newest = segments
         .last()
         .map(|&(run, _)| run)
@@ -521,7 +531,10 @@ impl ObjectJournal {
 /// Best effort: what is left is ignored by starts and retried by the next
 /// compaction.
 fn delete_before(dir: &ObjectDir, m: u64) {
-    let (segments, snapshots) = match list_objects(dir) {
+    let Listing {
+        segments,
+        snapshots,
+    } = match list_objects(dir) {
         Ok(listing) => listing,
         Err(e) => {
             tracing::warn!(error = %e, "journal cleanup could not list the journal");
