@@ -202,7 +202,8 @@ struct DispatcherArgs {
     /// "grpc" or "grpc+local".
     #[arg(long, default_value = "grpc")]
     protocol: String,
-    /// Directory for datasets (and, with --fault-tolerant-mode, the journal).
+    /// Directory or object-store URL (s3://, gs://, az://) for datasets (and,
+    /// with --fault-tolerant-mode, the journal).
     #[arg(long)]
     work_dir: Option<String>,
     /// Journal state changes in --work-dir and recover them on restart.

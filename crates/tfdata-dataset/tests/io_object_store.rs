@@ -138,6 +138,45 @@ fn glob_lists_levels_like_local_paths() {
 }
 
 #[test]
+fn list_and_delete_on_s3() {
+    let moto = Moto::start();
+    moto.create_bucket("listing");
+    let fs = moto.file_system();
+    for key in [
+        "j/journal_10",
+        "j/journal_2",
+        "j/snapshot_3",
+        "j/sub/x",
+        "k",
+    ] {
+        let mut w = fs.create(&format!("s3://listing/{key}")).unwrap();
+        w.write_all(key.as_bytes()).unwrap();
+        w.flush().unwrap();
+    }
+    // The objects directly under the prefix, by name, sorted bytewise.
+    assert_eq!(
+        fs.list("s3://listing/j").unwrap(),
+        ["journal_10", "journal_2", "snapshot_3"]
+    );
+    assert_eq!(fs.list("s3://listing/j/").unwrap().len(), 3);
+    assert_eq!(fs.list("s3://listing").unwrap(), ["k"]);
+    assert!(fs.list("s3://listing/none").unwrap().is_empty());
+
+    fs.delete("s3://listing/j/journal_2").unwrap();
+    // A missing object deletes fine (S3's DELETE is idempotent).
+    fs.delete("s3://listing/j/journal_2").unwrap();
+    assert_eq!(
+        fs.list("s3://listing/j").unwrap(),
+        ["journal_10", "snapshot_3"]
+    );
+    let err = fs.list("s3://no-such-bucket/j").unwrap_err();
+    assert!(
+        matches!(&err, Error::NotFound { what: "bucket", .. }),
+        "{err}"
+    );
+}
+
+#[test]
 fn text_lines_read_from_s3() {
     let moto = Moto::start();
     moto.create_bucket("text");

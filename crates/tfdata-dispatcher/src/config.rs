@@ -15,8 +15,9 @@ pub struct DispatcherConfig {
     /// `"grpc"` (plaintext) or `"grpc+local"`.
     pub protocol: String,
     /// Directory for registered datasets (`<work_dir>/datasets/<id>`) and, in
-    /// fault-tolerant mode, the journal. Local paths only for now; object-store
-    /// URLs are rejected with a clear error until they are supported.
+    /// fault-tolerant mode, the journal: a local path, a `file://` URL, or an
+    /// object-store URL (`s3://bucket/prefix`, `gs://...`, `az://...`; see
+    /// [`crate::work_dir`]). Another scheme is a config error.
     pub work_dir: Option<String>,
     /// Journal every state change (synced before the RPC is answered) in
     /// `<work_dir>/tf_data_dispatcher_journal/` and replay it at start.
@@ -75,20 +76,7 @@ impl DispatcherConfig {
             reason: e.to_string(),
         })?;
         if let Some(dir) = &self.work_dir {
-            if dir.is_empty() {
-                return Err(Error::InvalidConfig {
-                    field: "work_dir",
-                    reason: "is empty; leave it unset for no work_dir".into(),
-                });
-            }
-            if dir.contains("://") && !dir.starts_with("file://") {
-                return Err(Error::InvalidConfig {
-                    field: "work_dir",
-                    reason: format!(
-                        "{dir:?}: object-store work_dirs are not supported yet; use a local path"
-                    ),
-                });
-            }
+            crate::work_dir::validate(dir)?;
         }
         if self.fault_tolerant_mode && self.work_dir.is_none() {
             return Err(Error::InvalidConfig {
@@ -117,11 +105,12 @@ impl DispatcherConfig {
         Ok(())
     }
 
-    /// The local directory behind `work_dir`, if any.
+    /// The local directory behind `work_dir`, if it is one (`None` when
+    /// unset or an object-store URL).
     pub fn work_dir_path(&self) -> Option<std::path::PathBuf> {
         self.work_dir
             .as_deref()
-            .map(|d| d.strip_prefix("file://").unwrap_or(d).into())
+            .and_then(crate::work_dir::local_path)
     }
 
     /// From TensorFlow's proto, applying TensorFlow's defaults to zero fields.
@@ -225,12 +214,60 @@ mod tests {
         .validate()
         .unwrap_err();
         assert!(err.to_string().contains("protocol"), "{err}");
-        let err = DispatcherConfig {
-            work_dir: Some("gs://bucket/dir".into()),
-            ..Default::default()
+        for (bad, needle) in [
+            ("", "empty"),
+            ("hdfs://namenode/dir", "unknown scheme 'hdfs'"),
+            ("gs:///dir", "no bucket"),
+        ] {
+            let err = DispatcherConfig {
+                work_dir: Some(bad.into()),
+                ..Default::default()
+            }
+            .validate()
+            .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::InvalidConfig {
+                        field: "work_dir",
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+            assert!(err.to_string().contains(needle), "{bad}: {err}");
         }
-        .validate()
-        .unwrap_err();
-        assert!(err.to_string().contains("object-store"), "{err}");
+    }
+
+    #[test]
+    fn object_store_and_file_work_dirs_are_accepted() {
+        for dir in [
+            "gs://bucket/dir",
+            "s3://bucket/dir/",
+            "az://container/dir",
+            "file:///tmp/dir",
+            "/tmp/dir",
+        ] {
+            let config = DispatcherConfig {
+                work_dir: Some(dir.into()),
+                fault_tolerant_mode: true,
+                ..Default::default()
+            };
+            config.validate().unwrap();
+            // The proto carries the URL unchanged.
+            assert_eq!(
+                DispatcherConfig::from_proto(&config.to_proto()).unwrap(),
+                config
+            );
+        }
+        let local = |dir: &str| DispatcherConfig {
+            work_dir: Some(dir.into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            local("file:///tmp/dir").work_dir_path(),
+            Some("/tmp/dir".into())
+        );
+        assert_eq!(local("s3://bucket/dir").work_dir_path(), None);
     }
 }

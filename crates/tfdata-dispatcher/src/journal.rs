@@ -1,8 +1,14 @@
 //! The dispatcher journal (spec §6.3): in fault-tolerant mode every state
-//! change is one `Update`, appended to `<work_dir>/tf_data_dispatcher_journal/
-//! journal_<n>` as a TFRecord and synced to disk before it is applied and
-//! before the RPC that caused it is answered. Each start replays all files in
-//! order and then writes a new file, `journal_<largest n + 1>`.
+//! change is one `Update`, written to `<work_dir>/tf_data_dispatcher_journal/`
+//! as a TFRecord and made durable before the RPC that caused it is answered.
+//! [`open`] recovers the state a start needs and returns the writer for the
+//! new run. Two layouts, one per kind of [`WorkDir`]:
+//!
+//! # Local directories (TensorFlow's layout)
+//!
+//! Updates are appended to `journal_<n>` and fsynced one by one. Each start
+//! replays all files in order and then writes a new file, `journal_<largest n
+//! + 1>`.
 //!
 //! Replay is strict: a record that fails its CRC or does not parse refuses
 //! the start with an error naming the file and offset. The one exception is a
@@ -13,28 +19,69 @@
 //! state as `snapshot_<m>` (atomically: a temporary file, synced, renamed),
 //! continues in `journal_<m>`, and deletes older files. A start loads the
 //! newest snapshot and replays only the journal files from its number on.
+//!
+//! # Object stores (immutable segments)
+//!
+//! Objects cannot be appended to, so every update is its own object,
+//! `journal_<run>_<seq>`, uploaded with one `PUT` (one TFRecord holding one
+//! `Update`). `<run>` plays the role of the local file number (one per start
+//! or compaction) and `<seq>` counts the run's updates from 0. Numbers are
+//! written in decimal without padding and parsed when listing, so replay
+//! order is (run, seq) numerically, not the store's listing order.
+//!
+//! A `PUT` is atomic — the object appears whole or not at all — so there are
+//! no torn tails: any record that fails its CRC, is truncated or does not
+//! parse refuses the start naming the object. A missing segment inside a run
+//! (`journal_4_7` present but `journal_4_6` not) is a gap in acknowledged
+//! history and refuses the start too; a run with no segments is simply a
+//! start that changed nothing. Nothing is written at start: the first update
+//! of a run creates its first segment.
+//!
+//! Compaction uploads `snapshot_<m>` with one `PUT` (atomic, so no temporary
+//! object), continues in run `m`, and then deletes the objects it made
+//! redundant (runs and snapshots numbered below `m`) on a background thread,
+//! so the RPC that triggered it waits for one upload only. A start loads the
+//! newest snapshot and replays the segments of runs `>= m`, ignoring older
+//! leftovers (a deletion interrupted by a crash is finished by the next
+//! compaction).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
+use bytes::Bytes;
 use prost::Message;
 use tfdata_core::tfrecord::{self, Tail};
 use tfdata_core::{Error, Result};
+use tfdata_dataset::io::FileSystem;
 use tfdata_proto::data::Update;
+use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
+
+use crate::work_dir::{ObjectDir, WorkDir, put_object};
 
 /// The directory name TensorFlow uses (marked load-bearing in its sources).
 pub const JOURNAL_DIR: &str = "tf_data_dispatcher_journal";
 
-/// Appends updates to the current journal file.
+/// Segments read concurrently at recovery: each is a small object, so a
+/// replay is dominated by request latency, which concurrency hides.
+const RECOVERY_READERS: usize = 8;
+
+/// Writes updates to the current journal file or run.
 #[derive(Clone)]
 pub struct JournalWriter {
-    dir: PathBuf,
-    current: Arc<Mutex<Current>>,
+    current: Arc<Mutex<Backend>>,
 }
 
-struct Current {
+enum Backend {
+    Local(LocalJournal),
+    Objects(ObjectJournal),
+}
+
+/// The open local file.
+struct LocalJournal {
+    dir: PathBuf,
     number: u64,
     path: PathBuf,
     file: File,
@@ -42,14 +89,68 @@ struct Current {
     records: u64,
 }
 
+/// The current run of an object-store journal.
+struct ObjectJournal {
+    dir: ObjectDir,
+    run: u64,
+    /// The next segment's number, which is also the run's record count.
+    seq: u64,
+    /// Deleting what the last compaction made redundant.
+    cleanup: Option<JoinHandle<()>>,
+}
+
 /// What a start finds in the journal directory.
 pub struct Recovered {
     /// The newest compaction snapshot, if any.
-    pub snapshot: Option<tfdata_proto::tfdata::snapshot::DispatcherSnapshot>,
+    pub snapshot: Option<DispatcherSnapshot>,
     /// The updates after it, in order.
     pub updates: Vec<Update>,
     pub writer: JournalWriter,
 }
+
+/// Reads the journal under `work_dir` (the newest snapshot and the updates
+/// after it) and opens the next run for writing. Blocking: call it off the
+/// async threads.
+pub fn open(work_dir: &WorkDir) -> Result<Recovered> {
+    match work_dir {
+        WorkDir::Local(dir) => open_local(dir),
+        WorkDir::ObjectStore(dir) => open_objects(dir.subdir(JOURNAL_DIR)),
+    }
+}
+
+fn decode_snapshot(location: &str, records: &[Bytes]) -> Result<DispatcherSnapshot> {
+    let [record] = records else {
+        return Err(Error::DataLoss {
+            location: location.to_string(),
+            reason: format!("expected one record, found {}", records.len()),
+        });
+    };
+    DispatcherSnapshot::decode(record.clone()).map_err(|e| Error::DataLoss {
+        location: location.to_string(),
+        reason: format!("not a dispatcher snapshot: {e}"),
+    })
+}
+
+fn decode_updates(name: &str, records: Vec<Bytes>, out: &mut Vec<Update>) -> Result<()> {
+    for (i, record) in records.into_iter().enumerate() {
+        let update = Update::decode(record).map_err(|e| Error::DataLoss {
+            location: format!("{name}, record {i}"),
+            reason: format!("not a journal Update: {e}"),
+        })?;
+        out.push(update);
+    }
+    Ok(())
+}
+
+fn encode_record(data: &[u8], what: &str) -> Result<Vec<u8>> {
+    let mut record = Vec::new();
+    tfrecord::write_record(&mut record, data)
+        .map_err(|e| Error::io(format!("encoding {what}"), e))?;
+    Ok(record)
+}
+
+// ---------------------------------------------------------------------------
+// Local directories.
 
 fn list(dir: &Path) -> Result<(Vec<u64>, Vec<u64>)> {
     let mut journals = Vec::new();
@@ -80,9 +181,9 @@ fn list(dir: &Path) -> Result<(Vec<u64>, Vec<u64>)> {
     Ok((journals, snapshots))
 }
 
-/// Reads the journal directory under `work_dir` (the newest snapshot and the
-/// journal files after it) and opens the next journal file for writing.
-pub fn open(work_dir: &Path) -> Result<Recovered> {
+/// Reads the local journal directory under `work_dir` (the newest snapshot
+/// and the journal files after it) and opens the next journal file.
+fn open_local(work_dir: &Path) -> Result<Recovered> {
     let dir = work_dir.join(JOURNAL_DIR);
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
@@ -94,19 +195,7 @@ pub fn open(work_dir: &Path) -> Result<Recovered> {
         Some(n) => {
             let path = dir.join(format!("snapshot_{n}"));
             let records = tfrecord::read_file(&path)?;
-            let [record] = records.as_slice() else {
-                return Err(Error::DataLoss {
-                    location: path.display().to_string(),
-                    reason: format!("expected one record, found {}", records.len()),
-                });
-            };
-            Some(
-                tfdata_proto::tfdata::snapshot::DispatcherSnapshot::decode(record.clone())
-                    .map_err(|e| Error::DataLoss {
-                        location: path.display().to_string(),
-                        reason: format!("not a dispatcher snapshot: {e}"),
-                    })?,
-            )
+            Some(decode_snapshot(&path.display().to_string(), &records)?)
         }
     };
     let mut updates = Vec::new();
@@ -133,34 +222,20 @@ pub fn open(work_dir: &Path) -> Result<Recovered> {
                 });
             }
         }
-        for (i, record) in records.into_iter().enumerate() {
-            let update = Update::decode(record).map_err(|e| Error::DataLoss {
-                location: format!("{name}, record {i}"),
-                reason: format!("not a journal Update: {e}"),
-            })?;
-            updates.push(update);
-        }
+        decode_updates(&name, records, &mut updates)?;
         n += 1;
     }
     let next = newest.map_or(0, |n| n + 1);
-    let writer = JournalWriter::create(&dir, next)?;
+    let journal = LocalJournal::create(&dir, next)?;
     Ok(Recovered {
         snapshot,
         updates,
-        writer,
+        writer: JournalWriter::new(Backend::Local(journal)),
     })
 }
 
-impl JournalWriter {
+impl LocalJournal {
     fn create(dir: &Path, number: u64) -> Result<Self> {
-        let current = Self::open_file(dir, number)?;
-        Ok(JournalWriter {
-            dir: dir.to_path_buf(),
-            current: Arc::new(Mutex::new(current)),
-        })
-    }
-
-    fn open_file(dir: &Path, number: u64) -> Result<Current> {
         let path = dir.join(format!("journal_{number}"));
         let file = OpenOptions::new()
             .create_new(true)
@@ -168,7 +243,8 @@ impl JournalWriter {
             .open(&path)
             .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
         sync_dir(dir)?;
-        Ok(Current {
+        Ok(LocalJournal {
+            dir: dir.to_path_buf(),
             number,
             path,
             file,
@@ -176,50 +252,28 @@ impl JournalWriter {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
-        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    fn write(&mut self, record: &[u8]) -> Result<u64> {
+        self.file
+            .write_all(record)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
+        self.records += 1;
+        Ok(self.records)
     }
 
-    /// Appends one update and waits until it is on disk. Blocking: call it off
-    /// the async threads. Returns the number of records in the current file.
-    pub fn write(&self, update: &Update) -> Result<u64> {
-        let mut record = Vec::new();
-        tfrecord::write_record(&mut record, &update.encode_to_vec())
-            .map_err(|e| Error::io("encoding a journal record", e))?;
-        let mut current = self.lock();
-        let path = current.path.clone();
-        current
-            .file
-            .write_all(&record)
-            .and_then(|()| current.file.sync_data())
-            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
-        current.records += 1;
-        Ok(current.records)
-    }
-
-    /// Replaces everything written so far by `snapshot` (the state after it):
-    /// writes `snapshot_<m>` atomically, continues in `journal_<m>`, deletes
-    /// older files. Blocking; the caller must not write meanwhile.
-    pub fn compact(
-        &self,
-        snapshot: &tfdata_proto::tfdata::snapshot::DispatcherSnapshot,
-    ) -> Result<()> {
-        let mut current = self.lock();
-        let m = current.number + 1;
+    fn compact(&mut self, record: &[u8]) -> Result<()> {
+        let m = self.number + 1;
         let path = self.dir.join(format!("snapshot_{m}"));
         let tmp = self.dir.join(format!("compacting_{m}"));
-        let mut record = Vec::new();
-        tfrecord::write_record(&mut record, &snapshot.encode_to_vec())
-            .map_err(|e| Error::io("encoding a snapshot", e))?;
         let write = || -> std::io::Result<()> {
             let mut f = File::create(&tmp)?;
-            f.write_all(&record)?;
+            f.write_all(record)?;
             f.sync_all()?;
             std::fs::rename(&tmp, &path)
         };
         write().map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         sync_dir(&self.dir)?;
-        *current = Self::open_file(&self.dir, m)?;
+        *self = Self::create(&self.dir, m)?;
         // Everything before the snapshot is now redundant.
         let (journals, snapshots) = list(&self.dir)?;
         for n in journals.into_iter().filter(|&n| n < m) {
@@ -231,15 +285,6 @@ impl JournalWriter {
         tracing::info!(snapshot = %path.display(), "journal compacted");
         Ok(())
     }
-
-    pub fn path(&self) -> PathBuf {
-        self.lock().path.clone()
-    }
-
-    /// Records in the current file.
-    pub fn records(&self) -> u64 {
-        self.lock().records
-    }
 }
 
 /// Makes a new file's directory entry durable.
@@ -247,6 +292,340 @@ fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(format!("syncing {}", dir.display()), e))
+}
+
+// ---------------------------------------------------------------------------
+// Object stores.
+
+/// An object of an object-store journal, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JournalObject {
+    /// `journal_<run>_<seq>`.
+    Segment { run: u64, seq: u64 },
+    /// `snapshot_<m>`.
+    Snapshot(u64),
+}
+
+/// A decimal number as written by the journal: digits only (`str::parse`
+/// would also take a leading `+`).
+fn parse_number(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn parse_object_name(name: &str) -> Option<JournalObject> {
+    if let Some(m) = name.strip_prefix("snapshot_") {
+        return Some(JournalObject::Snapshot(parse_number(m)?));
+    }
+    let (run, seq) = name.strip_prefix("journal_")?.split_once('_')?;
+    Some(JournalObject::Segment {
+        run: parse_number(run)?,
+        seq: parse_number(seq)?,
+    })
+}
+
+fn segment_name(run: u64, seq: u64) -> String {
+    format!("journal_{run}_{seq}")
+}
+
+/// An object-store journal's contents: `(run, seq)` of every segment and the
+/// number of every snapshot, each sorted numerically.
+struct Listing {
+    segments: Vec<(u64, u64)>,
+    snapshots: Vec<u64>,
+}
+
+/// The journal's objects by kind.
+fn list_objects(dir: &ObjectDir) -> Result<Listing> {
+    let mut segments = Vec::new();
+    let mut snapshots = Vec::new();
+    for name in dir.fs().list(dir.url())? {
+        match parse_object_name(&name) {
+            Some(JournalObject::Segment { run, seq }) => segments.push((run, seq)),
+            Some(JournalObject::Snapshot(m)) => snapshots.push(m),
+            None => {
+                let reason = if parse_number(name.strip_prefix("journal_").unwrap_or("")).is_some()
+                {
+                    "a local-layout journal file; object-store journals are made of \
+                     journal_<run>_<seq> segments"
+                } else {
+                    "unexpected object in the journal prefix \
+                     (names must be journal_<run>_<seq> or snapshot_<number>)"
+                };
+                return Err(Error::DataLoss {
+                    location: dir.join(&name),
+                    reason: reason.into(),
+                });
+            }
+        }
+    }
+    segments.sort_unstable();
+    snapshots.sort_unstable();
+    Ok(Listing {
+        segments,
+        snapshots,
+    })
+}
+
+/// Parses one whole object of TFRecords. A `PUT` is atomic, so a truncated
+/// record is damage, not a crash mid-write: an error like any other.
+fn object_records(url: &str, bytes: &[u8]) -> Result<Vec<Bytes>> {
+    match tfrecord::read_records(url, bytes)? {
+        (records, Tail::Clean) => Ok(records),
+        (_, Tail::Torn { offset }) => Err(Error::DataLoss {
+            location: format!("{url} at offset {offset}"),
+            reason: "record truncated (object-store uploads are atomic, so the object \
+                     was damaged after it was written)"
+                .into(),
+        }),
+    }
+}
+
+/// Reads `urls` concurrently, returning their contents in order; the first
+/// failure (in order) is the error.
+fn read_objects(fs: &dyn FileSystem, urls: &[String]) -> Result<Vec<Bytes>> {
+    let chunk = urls.len().div_ceil(RECOVERY_READERS).max(1);
+    std::thread::scope(|s| {
+        let readers: Vec<_> = urls
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|url| fs.read_all(url))
+                        .collect::<Result<Vec<_>>>()
+                })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(urls.len());
+        for reader in readers {
+            let part = reader
+                .join()
+                .map_err(|_| Error::Internal("a journal reader thread panicked".into()))??;
+            out.extend(part);
+        }
+        Ok(out)
+    })
+}
+
+/// Reads an object-store journal and opens its next run.
+fn open_objects(dir: ObjectDir) -> Result<Recovered> {
+    let Listing {
+        segments,
+        snapshots,
+    } = list_objects(&dir)?;
+    let newest = segments
+        .last()
+        .map(|&(run, _)| run)
+        .max(snapshots.last().copied());
+    let snapshot_number = snapshots.last().copied();
+    let snapshot = match snapshot_number {
+        None => None,
+        Some(m) => {
+            let url = dir.join(&format!("snapshot_{m}"));
+            let bytes = dir.fs().read_all(&url)?;
+            Some(decode_snapshot(&url, &object_records(&url, &bytes)?)?)
+        }
+    };
+    // Runs before the snapshot are history it replaces (leftovers of an
+    // interrupted cleanup).
+    let first_run = snapshot_number.unwrap_or(0);
+    let live: Vec<(u64, u64)> = segments
+        .into_iter()
+        .filter(|&(run, _)| run >= first_run)
+        .collect();
+    let mut previous: Option<(u64, u64)> = None;
+    for &(run, seq) in &live {
+        let expected = match previous {
+            Some((r, s)) if r == run => s + 1,
+            _ => 0,
+        };
+        if seq != expected {
+            // Sorted, so a smaller number is a second spelling of the same
+            // segment (`journal_1_01` and `journal_1_1`).
+            let (missing, reason) = if seq < expected {
+                (
+                    segment_name(run, seq),
+                    "two objects name this segment".to_string(),
+                )
+            } else {
+                (
+                    segment_name(run, expected),
+                    format!(
+                        "missing while {} exists: acknowledged updates were lost",
+                        segment_name(run, seq)
+                    ),
+                )
+            };
+            return Err(Error::DataLoss {
+                location: dir.join(&missing),
+                reason,
+            });
+        }
+        previous = Some((run, seq));
+    }
+    let urls: Vec<String> = live
+        .iter()
+        .map(|&(run, seq)| dir.join(&segment_name(run, seq)))
+        .collect();
+    let mut updates = Vec::with_capacity(urls.len());
+    for (url, bytes) in urls.iter().zip(read_objects(dir.fs(), &urls)?) {
+        decode_updates(url, object_records(url, &bytes)?, &mut updates)?;
+    }
+    let run = newest.map_or(0, |n| n + 1);
+    Ok(Recovered {
+        snapshot,
+        updates,
+        writer: JournalWriter::new(Backend::Objects(ObjectJournal {
+            dir,
+            run,
+            seq: 0,
+            cleanup: None,
+        })),
+    })
+}
+
+impl ObjectJournal {
+    fn write(&mut self, record: &[u8]) -> Result<u64> {
+        let url = self.dir.join(&segment_name(self.run, self.seq));
+        put_object(self.dir.fs(), &url, record)?;
+        self.seq += 1;
+        Ok(self.seq)
+    }
+
+    fn compact(&mut self, record: &[u8]) -> Result<()> {
+        let m = self.run + 1;
+        let url = self.dir.join(&format!("snapshot_{m}"));
+        // One PUT: the snapshot is whole or absent, so no temporary object.
+        put_object(self.dir.fs(), &url, record)?;
+        self.run = m;
+        self.seq = 0;
+        // Deleting the older objects is not needed for correctness (starts
+        // ignore them), so it runs off the RPC path, after the previous
+        // cleanup (never two at once).
+        let dir = self.dir.clone();
+        let previous = self.cleanup.take();
+        let cleanup = std::thread::Builder::new()
+            .name("tfdata-journal-cleanup".into())
+            .spawn(move || {
+                if let Some(previous) = previous {
+                    let _ = previous.join();
+                }
+                delete_before(&dir, m);
+            });
+        self.cleanup = match cleanup {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                // Harmless: the next compaction deletes everything before it.
+                tracing::warn!(error = %e, "no thread for the journal cleanup; skipping it");
+                None
+            }
+        };
+        tracing::info!(snapshot = %url, "journal compacted");
+        Ok(())
+    }
+}
+
+/// Deletes the segments of runs before `m` and the snapshots before `m`.
+/// Best effort: what is left is ignored by starts and retried by the next
+/// compaction.
+fn delete_before(dir: &ObjectDir, m: u64) {
+    let Listing {
+        segments,
+        snapshots,
+    } = match list_objects(dir) {
+        Ok(listing) => listing,
+        Err(e) => {
+            tracing::warn!(error = %e, "journal cleanup could not list the journal");
+            return;
+        }
+    };
+    let old = segments
+        .into_iter()
+        .filter(|&(run, _)| run < m)
+        .map(|(run, seq)| segment_name(run, seq))
+        .chain(
+            snapshots
+                .into_iter()
+                .filter(|&n| n < m)
+                .map(|n| format!("snapshot_{n}")),
+        );
+    for name in old {
+        let url = dir.join(&name);
+        if let Err(e) = dir.fs().delete(&url) {
+            tracing::warn!(object = %url, error = %e, "journal cleanup could not delete an object");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The writer.
+
+impl JournalWriter {
+    fn new(backend: Backend) -> Self {
+        JournalWriter {
+            current: Arc::new(Mutex::new(backend)),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Backend> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes one update and waits until it is durable (synced to disk, or
+    /// acknowledged by the object store). Blocking: call it off the async
+    /// threads. Returns the number of records in the current file or run.
+    pub fn write(&self, update: &Update) -> Result<u64> {
+        let record = encode_record(&update.encode_to_vec(), "a journal record")?;
+        match &mut *self.lock() {
+            Backend::Local(journal) => journal.write(&record),
+            Backend::Objects(journal) => journal.write(&record),
+        }
+    }
+
+    /// Replaces everything written so far by `snapshot` (the state after it):
+    /// writes `snapshot_<m>` atomically, continues in `journal_<m>` (run `m`
+    /// on object stores), deletes older files. Blocking; the caller must not
+    /// write meanwhile.
+    pub fn compact(&self, snapshot: &DispatcherSnapshot) -> Result<()> {
+        let record = encode_record(&snapshot.encode_to_vec(), "a snapshot")?;
+        match &mut *self.lock() {
+            Backend::Local(journal) => journal.compact(&record),
+            Backend::Objects(journal) => journal.compact(&record),
+        }
+    }
+
+    /// Waits until the objects the last compaction made redundant are
+    /// deleted (object stores delete them in the background; a no-op
+    /// locally, where compaction deletes before returning). For tests and
+    /// tools that inspect the journal.
+    pub fn wait_for_cleanup(&self) {
+        let cleanup = match &mut *self.lock() {
+            Backend::Local(_) => None,
+            Backend::Objects(journal) => journal.cleanup.take(),
+        };
+        if let Some(cleanup) = cleanup {
+            let _ = cleanup.join();
+        }
+    }
+
+    /// The current file (local), or the URL the next update will be
+    /// written to (object stores).
+    pub fn path(&self) -> String {
+        match &*self.lock() {
+            Backend::Local(journal) => journal.path.display().to_string(),
+            Backend::Objects(journal) => journal.dir.join(&segment_name(journal.run, journal.seq)),
+        }
+    }
+
+    /// Records in the current file or run (the compaction trigger).
+    pub fn records(&self) -> u64 {
+        match &*self.lock() {
+            Backend::Local(journal) => journal.records,
+            Backend::Objects(journal) => journal.seq,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -266,16 +645,16 @@ mod tests {
     #[test]
     fn each_start_replays_everything_and_opens_a_new_file() {
         let dir = tempfile::tempdir().unwrap();
-        let r = open(dir.path()).unwrap();
+        let r = open(&dir.path().into()).unwrap();
         assert!(r.updates.is_empty() && r.snapshot.is_none());
         r.writer.write(&dataset("a")).unwrap();
         r.writer.write(&dataset("b")).unwrap();
         drop(r);
-        let r = open(dir.path()).unwrap();
+        let r = open(&dir.path().into()).unwrap();
         assert_eq!(r.updates, vec![dataset("a"), dataset("b")]);
         assert!(r.writer.path().ends_with("journal_1"));
         r.writer.write(&dataset("c")).unwrap();
-        let r = open(dir.path()).unwrap();
+        let r = open(&dir.path().into()).unwrap();
         assert_eq!(r.updates.len(), 3);
         assert!(r.writer.path().ends_with("journal_2"));
 
@@ -288,7 +667,7 @@ mod tests {
         r.writer.compact(&snapshot).unwrap();
         r.writer.write(&dataset("d")).unwrap();
         drop(r);
-        let r = open(dir.path()).unwrap();
+        let r = open(&dir.path().into()).unwrap();
         assert_eq!(r.snapshot.unwrap().next_dataset_id, 1234);
         assert_eq!(r.updates, vec![dataset("d")]);
         let files = std::fs::read_dir(dir.path().join(JOURNAL_DIR))
@@ -300,7 +679,7 @@ mod tests {
     #[test]
     fn a_torn_tail_in_the_newest_file_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
-        let w = open(dir.path()).unwrap().writer;
+        let w = open(&dir.path().into()).unwrap().writer;
         w.write(&dataset("a")).unwrap();
         w.write(&dataset("b")).unwrap();
         let path = w.path();
@@ -312,13 +691,16 @@ mod tests {
             .unwrap()
             .set_len(len - 3)
             .unwrap();
-        assert_eq!(open(dir.path()).unwrap().updates, vec![dataset("a")]);
+        assert_eq!(
+            open(&dir.path().into()).unwrap().updates,
+            vec![dataset("a")]
+        );
     }
 
     #[test]
     fn corruption_refuses_to_start_naming_file_and_offset() {
         let dir = tempfile::tempdir().unwrap();
-        let w = open(dir.path()).unwrap().writer;
+        let w = open(&dir.path().into()).unwrap().writer;
         w.write(&dataset("first")).unwrap();
         w.write(&dataset("second")).unwrap();
         let path = w.path();
@@ -327,10 +709,10 @@ mod tests {
         let second = bytes.len() - 10; // inside the second record's data
         bytes[second] ^= 0x40;
         std::fs::write(&path, &bytes).unwrap();
-        let err = open(dir.path()).err().unwrap().to_string();
+        let err = open(&dir.path().into()).err().unwrap().to_string();
         assert!(err.contains("journal_0") && err.contains("offset"), "{err}");
 
         std::fs::write(dir.path().join(JOURNAL_DIR).join("notes.txt"), b"x").unwrap();
-        assert!(open(dir.path()).is_err());
+        assert!(open(&dir.path().into()).is_err());
     }
 }

@@ -4,8 +4,12 @@
 //! * [`state`]: the dispatcher's state as a deterministic state machine that
 //!   changes only through [`state::DispatcherState::apply`] of one journal
 //!   `Update` at a time;
+//! * [`work_dir`]: the `work_dir` as a local directory or an object-store
+//!   prefix;
+//! * [`journal`]: the fault-tolerant mode's journal in `work_dir` (appended
+//!   files locally, immutable segments on object stores);
 //! * [`store`]: where registered dataset definitions live (memory, or
-//!   `<work_dir>/datasets/<id>` TFRecord files);
+//!   `<work_dir>/datasets/<id>` TFRecord files or objects);
 //! * [`service`]: the `DispatcherService` RPCs, turning requests into updates;
 //! * [`server`]: [`serve`] (the library function the CLI and tests call) and the
 //!   in-process [`DispatchServer`].
@@ -19,6 +23,7 @@ pub mod state;
 pub mod status;
 pub mod store;
 pub mod tf_graph;
+pub mod work_dir;
 
 pub use config::DispatcherConfig;
 pub use server::{DispatchServer, serve};

@@ -22,6 +22,7 @@ use crate::config::DispatcherConfig;
 use crate::journal::{self, JournalWriter};
 use crate::state::{DispatcherState, Task, normalize_target_workers};
 use crate::store::DatasetStore;
+use crate::work_dir::WorkDir;
 use tfdata_dataset::splits::SplitProvider;
 
 /// Time as the dispatcher sees it; injected so timeouts are testable.
@@ -79,6 +80,13 @@ pub struct Dispatcher {
 /// dropped: a restart replays at most this many updates after the snapshot.
 pub const COMPACT_AFTER_RECORDS: u64 = 50_000;
 
+/// [`COMPACT_AFTER_RECORDS`] for object-store work_dirs, where every record
+/// is an object that a restart must fetch (a request each, ~10-50 ms on a
+/// cloud store, 8 at a time): 1,000 keeps a replay to a few seconds, while
+/// a compaction costs one `PUT` of the state plus deletions in the
+/// background.
+pub const OBJECT_STORE_COMPACT_AFTER_RECORDS: u64 = 1_000;
+
 fn journal_records(journal: &JournalWriter) -> u64 {
     journal.records()
 }
@@ -99,9 +107,9 @@ impl Dispatcher {
     /// recovered from the journal in `work_dir`. Does blocking file I/O.
     pub fn new(config: DispatcherConfig, clock: Arc<dyn Clock>) -> Result<Self> {
         config.validate()?;
-        let work_dir = config.work_dir_path();
+        let work_dir = config.work_dir.as_deref().map(WorkDir::parse).transpose()?;
         let store = match &work_dir {
-            Some(dir) => DatasetStore::files(dir)?,
+            Some(dir) => DatasetStore::in_work_dir(dir)?,
             None => DatasetStore::memory(),
         };
         let mut state = DispatcherState::new();
@@ -117,10 +125,7 @@ impl Dispatcher {
                 }
                 for (i, update) in updates.iter().enumerate() {
                     state.apply(update).map_err(|e| Error::DataLoss {
-                        location: format!(
-                            "{}, update {i}",
-                            dir.join(journal::JOURNAL_DIR).display()
-                        ),
+                        location: format!("{}/{}, update {i}", dir.display(), journal::JOURNAL_DIR),
                         reason: format!("journal does not replay: {e}"),
                     })?;
                 }
@@ -129,7 +134,7 @@ impl Dispatcher {
                     datasets = state.datasets().count(),
                     workers = state.workers().len(),
                     iterations = state.iterations().count(),
-                    journal = %writer.path().display(),
+                    journal = %writer.path(),
                     "dispatcher state recovered from the journal"
                 );
                 // Start the new run from a snapshot, so the next replay is short.
@@ -163,7 +168,10 @@ impl Dispatcher {
             journal_failed: Default::default(),
             worker_clients: Default::default(),
             removers: Default::default(),
-            compact_after_records: COMPACT_AFTER_RECORDS,
+            compact_after_records: match work_dir {
+                Some(WorkDir::ObjectStore(_)) => OBJECT_STORE_COMPACT_AFTER_RECORDS,
+                _ => COMPACT_AFTER_RECORDS,
+            },
         })
     }
 
@@ -463,7 +471,7 @@ impl Dispatcher {
             .job(it.job_id)
             .ok_or_else(|| Error::Internal(format!("iteration {} has no job", it.id)))?;
         let dataset = match self.store.path(&job.dataset_id) {
-            Some(path) => wire::task_def::Dataset::Path(path.display().to_string()),
+            Some(path) => wire::task_def::Dataset::Path(path),
             None => wire::task_def::Dataset::DatasetDef(self.store.get(&job.dataset_id)?),
         };
         let (num_workers, worker_index) = match job.sharding_policy() {

@@ -1,7 +1,8 @@
 //! Where registered `DatasetDef`s live: in memory, or — whenever `work_dir`
 //! is set, fault tolerant or not — as `<work_dir>/datasets/<id>`, a TFRecord
-//! file holding one serialized `DatasetDef` (spec §6.3), which workers may
-//! read directly through `TaskDef.path`.
+//! file (or, for an object-store work_dir, object) holding one serialized
+//! `DatasetDef` (spec §6.3), which workers may read directly through
+//! `TaskDef.path`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -11,10 +12,15 @@ use prost::Message;
 use tfdata_core::{DatasetId, Error, Result, tfrecord};
 use tfdata_proto::data::DatasetDef;
 
+use crate::work_dir::{ObjectDir, WorkDir, put_object};
+
 #[derive(Clone)]
 pub enum DatasetStore {
     Memory(Arc<Mutex<HashMap<DatasetId, DatasetDef>>>),
+    /// `<work_dir>/datasets` on the local disk.
     Files(PathBuf),
+    /// `<work_dir>/datasets` in an object store.
+    Objects(ObjectDir),
 }
 
 impl DatasetStore {
@@ -30,17 +36,35 @@ impl DatasetStore {
         Ok(DatasetStore::Files(dir))
     }
 
-    /// The file a worker can read the dataset from, for file stores.
-    pub fn path(&self, id: &DatasetId) -> Option<PathBuf> {
-        match self {
-            DatasetStore::Memory(_) => None,
-            DatasetStore::Files(dir) => Some(dir.join(&id.0)),
+    /// The store under `<work_dir>/datasets`, local or in an object store
+    /// (where nothing needs creating: prefixes exist once objects do).
+    pub fn in_work_dir(work_dir: &WorkDir) -> Result<Self> {
+        match work_dir {
+            WorkDir::Local(dir) => Self::files(dir),
+            WorkDir::ObjectStore(dir) => Ok(DatasetStore::Objects(dir.subdir("datasets"))),
         }
     }
 
-    /// Stores a dataset durably (written to a temporary file, synced, then
-    /// renamed, so a crash never leaves a half-written definition).
+    /// The file or object URL a worker can read the dataset from, for
+    /// stores in a work_dir.
+    pub fn path(&self, id: &DatasetId) -> Option<String> {
+        match self {
+            DatasetStore::Memory(_) => None,
+            DatasetStore::Files(dir) => Some(dir.join(&id.0).display().to_string()),
+            DatasetStore::Objects(dir) => Some(dir.join(&id.0)),
+        }
+    }
+
+    /// Stores a dataset durably. Locally it is written to a temporary file,
+    /// synced, then renamed; in an object store it is one `PUT`, which is
+    /// atomic. Either way a crash never leaves a half-written definition.
     pub fn put(&self, id: &DatasetId, def: &DatasetDef) -> Result<()> {
+        let encode = || -> Result<Vec<u8>> {
+            let mut buf = Vec::new();
+            tfrecord::write_record(&mut buf, &def.encode_to_vec())
+                .map_err(|e| Error::io("encoding dataset", e))?;
+            Ok(buf)
+        };
         match self {
             DatasetStore::Memory(map) => {
                 lock(map).insert(id.clone(), def.clone());
@@ -50,9 +74,7 @@ impl DatasetStore {
                 check_file_name(id)?;
                 let path = dir.join(&id.0);
                 let tmp = dir.join(format!(".{}.tmp", id.0));
-                let mut buf = Vec::new();
-                tfrecord::write_record(&mut buf, &def.encode_to_vec())
-                    .map_err(|e| Error::io("encoding dataset", e))?;
+                let buf = encode()?;
                 let write = || -> std::io::Result<()> {
                     use std::io::Write;
                     let mut f = std::fs::File::create(&tmp)?;
@@ -61,6 +83,10 @@ impl DatasetStore {
                     std::fs::rename(&tmp, &path)
                 };
                 write().map_err(|e| Error::io(format!("writing {}", path.display()), e))
+            }
+            DatasetStore::Objects(dir) => {
+                check_file_name(id)?;
+                put_object(dir.fs(), &dir.join(&id.0), &encode()?)
             }
         }
     }
@@ -75,11 +101,23 @@ impl DatasetStore {
                 check_file_name(id)?;
                 read_dataset_file(&dir.join(&id.0))
             }
+            DatasetStore::Objects(dir) => {
+                check_file_name(id)?;
+                let url = dir.join(&id.0);
+                let bytes = dir.fs().read_all(&url).map_err(|e| match e {
+                    Error::NotFound { what: "file", id } => Error::NotFound {
+                        what: "dataset file",
+                        id,
+                    },
+                    e => e,
+                })?;
+                decode_dataset_file(&url, &bytes)
+            }
         }
     }
 }
 
-/// Reads a `<work_dir>/datasets/<id>` file (also used by workers).
+/// Reads a local `<work_dir>/datasets/<id>` file.
 pub fn read_dataset_file(path: &std::path::Path) -> Result<DatasetDef> {
     if !path.exists() {
         return Err(Error::NotFound {
@@ -87,15 +125,31 @@ pub fn read_dataset_file(path: &std::path::Path) -> Result<DatasetDef> {
             id: path.display().to_string(),
         });
     }
-    let records = tfrecord::read_file(path)?;
+    let bytes =
+        std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    decode_dataset_file(&path.display().to_string(), &bytes)
+}
+
+/// Decodes a dataset file's contents: exactly one complete TFRecord holding
+/// a `DatasetDef`. `location` names the file or object in errors.
+pub fn decode_dataset_file(location: &str, bytes: &[u8]) -> Result<DatasetDef> {
+    let records = match tfrecord::read_records(location, bytes)? {
+        (records, tfrecord::Tail::Clean) => records,
+        (_, tfrecord::Tail::Torn { offset }) => {
+            return Err(Error::DataLoss {
+                location: format!("{location} at offset {offset}"),
+                reason: "record truncated".into(),
+            });
+        }
+    };
     let [record] = records.as_slice() else {
         return Err(Error::DataLoss {
-            location: path.display().to_string(),
+            location: location.to_string(),
             reason: format!("expected one record, found {}", records.len()),
         });
     };
     DatasetDef::decode(record.clone()).map_err(|e| Error::DataLoss {
-        location: path.display().to_string(),
+        location: location.to_string(),
         reason: format!("not a DatasetDef: {e}"),
     })
 }

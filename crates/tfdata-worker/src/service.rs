@@ -281,7 +281,9 @@ impl Worker {
         let dataset_def = match &def.dataset {
             Some(task_def::Dataset::DatasetDef(d)) => d.clone(),
             Some(task_def::Dataset::Path(path)) => {
-                let path = std::path::PathBuf::from(path);
+                // A local path or an object-store URL (an object-store
+                // work_dir); blocking I/O either way.
+                let path = path.clone();
                 let read = tokio::task::spawn_blocking(move || read_dataset_file(&path))
                     .await
                     .map_err(|e| Error::Internal(format!("dataset read failed: {e}")))?;
@@ -468,17 +470,31 @@ fn end_of_sequence() -> wire::GetElementResponse {
     }
 }
 
-fn read_dataset_file(path: &std::path::Path) -> Result<wire::DatasetDef> {
+/// Reads a dataset file the dispatcher wrote (`<work_dir>/datasets/<id>`):
+/// a local path, a `file://` URL or an object-store URL, through the io
+/// layer (whose object-store client is configured from this process's
+/// environment). Exactly one complete TFRecord holding a `DatasetDef`.
+fn read_dataset_file(path: &str) -> Result<wire::DatasetDef> {
     use prost::Message;
-    let records = tfdata_core::tfrecord::read_file(path)?;
+    use tfdata_core::tfrecord::{self, Tail};
+    let bytes = tfdata_dataset::io::read_all(path)?;
+    let records = match tfrecord::read_records(path, &bytes)? {
+        (records, Tail::Clean) => records,
+        (_, Tail::Torn { offset }) => {
+            return Err(Error::DataLoss {
+                location: format!("{path} at offset {offset}"),
+                reason: "record truncated".into(),
+            });
+        }
+    };
     let [record] = records.as_slice() else {
         return Err(Error::DataLoss {
-            location: path.display().to_string(),
+            location: path.to_string(),
             reason: format!("expected one record, found {}", records.len()),
         });
     };
     wire::DatasetDef::decode(record.clone()).map_err(|e| Error::DataLoss {
-        location: path.display().to_string(),
+        location: path.to_string(),
         reason: format!("not a DatasetDef: {e}"),
     })
 }
@@ -540,5 +556,38 @@ impl WorkerService for WorkerGrpc {
         Ok(Response::new(wire::GetSnapshotTaskProgressesResponse {
             snapshot_task_progresses: Vec::new(),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    #[test]
+    fn dataset_files_read_from_paths_and_urls() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1000");
+        let def = wire::DatasetDef {
+            graph: bytes::Bytes::from_static(b"\x0a\x03abc"),
+            tfdata_pipeline: None,
+        };
+        let mut buf = Vec::new();
+        tfdata_core::tfrecord::write_record(&mut buf, &def.encode_to_vec()).unwrap();
+        std::fs::write(&path, &buf).unwrap();
+        let local = path.to_str().unwrap();
+        assert_eq!(read_dataset_file(local).unwrap(), def);
+        assert_eq!(read_dataset_file(&format!("file://{local}")).unwrap(), def);
+
+        // Truncated: an error naming the file, never a panic.
+        std::fs::write(&path, &buf[..buf.len() - 2]).unwrap();
+        let err = read_dataset_file(local).unwrap_err();
+        assert!(matches!(err, Error::DataLoss { .. }), "{err}");
+        assert!(err.to_string().contains(local), "{err}");
+        let missing = format!("{}/missing", dir.path().display());
+        let err = read_dataset_file(&missing).unwrap_err();
+        assert!(matches!(err, Error::NotFound { .. }), "{err}");
+        let err = read_dataset_file("hdfs://namenode/x").unwrap_err();
+        assert!(err.to_string().contains("hdfs"), "{err}");
     }
 }

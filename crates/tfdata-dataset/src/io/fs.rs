@@ -76,6 +76,19 @@ pub trait FileSystem: Send + Sync {
     /// the whole object then (and nothing if the writer is dropped
     /// unflushed), so the file may not exist before.
     fn create(&self, path: &str) -> Result<Box<dyn Write + Send>>;
+
+    /// The names (not paths) of the files directly in the directory `dir`,
+    /// sorted bytewise; subdirectories are left out. `dir` may end in `/`.
+    /// A directory that does not exist lists as empty, since an object store
+    /// cannot tell an empty prefix from a missing one (a missing bucket is
+    /// still [`Error::NotFound`] with `what: "bucket"`).
+    fn list(&self, dir: &str) -> Result<Vec<String>>;
+
+    /// Deletes the file at `path`. Deleting a file that does not exist
+    /// succeeds, as object stores' `DELETE` does (they cannot cheaply tell),
+    /// so callers can retry deletions. A directory is not deleted (an
+    /// error).
+    fn delete(&self, path: &str) -> Result<()>;
 }
 
 /// The file system of the machine the process runs on; accepts plain paths
@@ -137,6 +150,18 @@ pub fn glob(pattern: &str) -> Result<Vec<String>> {
 /// Whether `path` exists on the file system its scheme names.
 pub fn exists(path: &str) -> Result<bool> {
     file_system(path)?.exists(path)
+}
+
+/// The names of the files in `dir`, sorted, on the file system its scheme
+/// names.
+pub fn list(dir: &str) -> Result<Vec<String>> {
+    file_system(dir)?.list(dir)
+}
+
+/// Deletes `path` (a missing file is not an error) on the file system its
+/// scheme names.
+pub fn delete(path: &str) -> Result<()> {
+    file_system(path)?.delete(path)
 }
 
 /// Maps an I/O error on `path` to tfdata's error, keeping "not found" a
@@ -231,6 +256,53 @@ impl FileSystem for LocalFileSystem {
         let local = Self::local_path(path)?;
         let file = fs::File::create(local).map_err(|e| io_error("creating", path, e))?;
         Ok(Box::new(file))
+    }
+
+    fn list(&self, dir: &str) -> Result<Vec<String>> {
+        let local = Self::local_path(dir)?;
+        let entries = match fs::read_dir(local) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
+                return Err(Error::FailedPrecondition(format!(
+                    "{dir} is a file, not a directory"
+                )));
+            }
+            Err(e) => return Err(io_error("listing", dir, e)),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error("listing", dir, e))?;
+            // `fs::metadata` follows symlinks, so a link to a file is a file
+            // (as `open` would see it).
+            let is_dir = fs::metadata(entry.path()).is_ok_and(|m| m.is_dir());
+            if is_dir {
+                continue;
+            }
+            let name = entry.file_name().into_string().map_err(|name| {
+                Error::InvalidArgument(format!(
+                    "listing {dir}: {} is not a UTF-8 name",
+                    name.to_string_lossy()
+                ))
+            })?;
+            names.push(name);
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn delete(&self, path: &str) -> Result<()> {
+        let local = Self::local_path(path)?;
+        if Path::new(local).is_dir() {
+            return Err(Error::FailedPrecondition(format!(
+                "{path} is a directory, not a file"
+            )));
+        }
+        match fs::remove_file(local) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_error("deleting", path, e)),
+        }
     }
 }
 
@@ -527,6 +599,41 @@ mod tests {
         assert!(err.to_string().contains(root), "{err}");
         let err = fs.read_all(root).unwrap_err();
         assert!(err.to_string().contains(root), "{err}");
+    }
+
+    #[test]
+    fn local_list_and_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_str().unwrap();
+        for f in ["b", "a", "c.txt", "sub/x"] {
+            let path = dir.path().join(f);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, b"x").unwrap();
+        }
+        let fs = LocalFileSystem;
+        // Files only, sorted; a trailing slash and file:// are fine.
+        assert_eq!(fs.list(root).unwrap(), ["a", "b", "c.txt"]);
+        assert_eq!(
+            list(&format!("file://{root}/")).unwrap(),
+            ["a", "b", "c.txt"]
+        );
+        assert_eq!(fs.list(&format!("{root}/sub")).unwrap(), ["x"]);
+        assert!(fs.list(&format!("{root}/missing")).unwrap().is_empty());
+        let err = fs.list(&format!("{root}/a")).unwrap_err();
+        assert!(matches!(err, Error::FailedPrecondition(_)), "{err}");
+
+        fs.delete(&format!("{root}/a")).unwrap();
+        delete(&format!("file://{root}/b")).unwrap();
+        // Deleting again (or something never there) succeeds.
+        fs.delete(&format!("{root}/a")).unwrap();
+        assert_eq!(fs.list(root).unwrap(), ["c.txt"]);
+        let err = fs.delete(&format!("{root}/sub")).unwrap_err();
+        assert!(matches!(err, Error::FailedPrecondition(_)), "{err}");
+        assert!(err.to_string().contains("sub"), "{err}");
+        assert!(matches!(
+            fs.delete("s3://bucket/x"),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub mod tfrecord_reader;
 
 pub use self::object_store::ObjectStoreFileSystem;
 pub use compression::{CompressionType, DEFAULT_BUFFER_SIZE};
-pub use fs::{FileSystem, LocalFileSystem, exists, file_system, glob, open, read_all};
+pub use fs::{
+    FileSystem, LocalFileSystem, delete, exists, file_system, glob, list, open, read_all,
+};
 pub use text::TextLineReader;
 pub use tfrecord_reader::{TfRecordReader, TfRecordWriter};

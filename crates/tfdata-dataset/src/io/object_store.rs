@@ -87,8 +87,8 @@ use ::object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 use ::object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use ::object_store::path::{Path, PathPart};
 use ::object_store::{
-    GetOptions, ListResult, MultipartUpload, ObjectStore, PutMultipartOptions, PutOptions,
-    PutPayload, RetryConfig,
+    GetOptions, ListResult, MultipartUpload, ObjectStore, ObjectStoreExt, PutMultipartOptions,
+    PutOptions, PutPayload, RetryConfig,
 };
 use bytes::{Bytes, BytesMut};
 use tfdata_core::{Error, Result};
@@ -888,6 +888,44 @@ impl FileSystem for ObjectStoreFileSystem {
             state: WriterState::Open,
         }))
     }
+
+    fn list(&self, dir: &str) -> Result<Vec<String>> {
+        let (location, store) = self.resolve(dir)?;
+        let prefix = location.path(dir)?;
+        let listed = prefix.clone();
+        // `list_with_delimiter` follows continuation tokens itself, so large
+        // prefixes come back whole.
+        let listing = block_on(
+            async move {
+                let prefix = (!listed.is_root()).then_some(listed);
+                store.list_with_delimiter(prefix.as_ref()).await
+            },
+            || format!("listing {dir}"),
+        )?
+        .map_err(|e| list_error("listing", dir, e))?;
+        let mut names: Vec<String> = listing
+            .objects
+            .iter()
+            // A "directory marker" object named like the prefix is not a
+            // file in it.
+            .filter(|o| o.location != prefix)
+            .filter_map(|o| o.location.filename().map(str::to_string))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn delete(&self, path: &str) -> Result<()> {
+        let (location, store) = self.resolve(path)?;
+        let key = location.object_path(path)?;
+        match block_on(async move { store.delete(&key).await }, || {
+            format!("deleting {path}")
+        })? {
+            // S3 answers 204 either way; other stores report a missing object.
+            Ok(()) | Err(::object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(store_error("deleting", path, e)),
+        }
+    }
 }
 
 /// Lists each of `dirs` with a delimiter, a bounded number at a time,
@@ -1413,6 +1451,30 @@ mod tests {
         assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
         assert!(fs.exists("s3://bucket").unwrap());
         assert!(fs.exists("s3://bucket/c").unwrap());
+    }
+
+    #[test]
+    fn list_and_delete() {
+        let (fs, _) = memory_fs();
+        for key in ["d/b", "d/a", "d/sub/x", "d", "other"] {
+            write(&fs, &format!("s3://bucket/{key}"), b"x");
+        }
+        // Objects directly under the prefix only, sorted, by name; the
+        // marker object `d` itself is not in `d/`.
+        assert_eq!(fs.list("s3://bucket/d").unwrap(), ["a", "b"]);
+        assert_eq!(fs.list("s3://bucket/d/").unwrap(), ["a", "b"]);
+        assert_eq!(fs.list("s3://bucket/d/sub").unwrap(), ["x"]);
+        assert_eq!(fs.list("s3://bucket").unwrap(), ["d", "other"]);
+        assert!(fs.list("s3://bucket/nothing/here").unwrap().is_empty());
+
+        fs.delete("s3://bucket/d/a").unwrap();
+        fs.delete("s3://bucket/d/a").unwrap();
+        assert_eq!(fs.list("s3://bucket/d").unwrap(), ["b"]);
+        assert!(!fs.exists("s3://bucket/d/a").unwrap());
+        assert!(matches!(
+            fs.delete("s3://bucket/"),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]
