@@ -177,13 +177,17 @@ impl From<tonic::Status> for Error {
     fn from(status: tonic::Status) -> Self {
         // A connection that died mid-call: gRPC C++ says "Stream removed"
         // (TensorFlow maps it to UNAVAILABLE so it is retried); tonic reports
-        // UNKNOWN "transport error" / "h2 protocol error". Same treatment.
+        // UNKNOWN "transport error" / "h2 protocol error", or INTERNAL
+        // "h2 protocol error" when a server shutting down resets the stream
+        // with INTERNAL_ERROR (never a message our servers send). Same
+        // treatment.
         let m = status.message();
         let dropped = m == "Stream removed"
             || (status.code() == Code::Unknown
                 && (m.starts_with("transport error")
                     || m.starts_with("h2 protocol error")
-                    || m.contains("connection reset")));
+                    || m.contains("connection reset")))
+            || (status.code() == Code::Internal && m.starts_with("h2 protocol error"));
         let code = if dropped {
             Code::Unavailable
         } else {
@@ -223,6 +227,10 @@ mod tests {
         assert!(removed.is_retryable());
         let reset: Error = tonic::Status::new(Code::Unknown, "transport error").into();
         assert!(reset.is_retryable());
+        // A server shutting down resets in-flight streams with INTERNAL_ERROR.
+        let shutdown = "h2 protocol error: http2 error (code Internal)";
+        let shutdown: Error = tonic::Status::new(Code::Internal, shutdown).into();
+        assert!(shutdown.is_retryable());
     }
 
     #[test]
