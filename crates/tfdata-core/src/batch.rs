@@ -298,8 +298,8 @@ fn parse_structure(h: &mut Headers<'_>) -> Result<Vec<Component>> {
                 }
                 let mut lens = Vec::with_capacity(count as usize);
                 for _ in 0..count {
-                    let len = usize::try_from(h.varint()?)
-                        .map_err(|_| malformed("string too long"))?;
+                    let len =
+                        usize::try_from(h.varint()?).map_err(|_| malformed("string too long"))?;
                     lens.push(len);
                 }
                 (Some(lens), 0)
@@ -512,7 +512,9 @@ mod tests {
         let mut state = 1u64;
         let noise: Vec<u8> = (0..(1 << 20))
             .map(|_| {
-                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 (state >> 56) as u8
             })
             .collect();
