@@ -242,7 +242,7 @@ async fn read_with_credit(
     let mut batches = loop {
         // The worker may not have received the task yet (UNAVAILABLE).
         match client
-            .stream_elements(futures::stream::iter(vec![open.clone()]))
+            .stream_elements(futures::stream::iter(vec![open]))
             .await
         {
             Ok(r) => break r.into_inner(),
