@@ -11,6 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tfdata/pipeline.proto",
         "tfdata/status.proto",
         "tfdata/snapshot.proto",
+        "tfdata/stream.proto",
         "tensorflow/data/common.proto",
         "tensorflow/data/dispatcher.proto",
         "tensorflow/data/worker.proto",

@@ -7,6 +7,10 @@
 //! cargo run --release -p tfdata-bench -- --json --scenario pipeline --compare-tensorflow
 //! ```
 //!
+//! Without `--scenario`, the data-plane scenarios run: `tcp-loopback`,
+//! `small`, `batched`, `large`, `first-element`, `dynamic` (see
+//! docs/performance.md).
+//!
 //! With `--json` every measurement is printed on stdout as one JSON object
 //! per line,
 //!
@@ -162,9 +166,17 @@ struct Cli {
     /// Print one JSON object per measurement on stdout (the summary goes to stderr).
     #[arg(long)]
     json: bool,
-    /// Scenarios to run, in order (comma-separated or repeated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Pipeline])]
+    /// Scenarios to run, in order (comma-separated or repeated). Default:
+    /// the data-plane scenarios of issue 7.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [
+        Scenario::TcpLoopback, Scenario::Small, Scenario::Batched, Scenario::Large,
+        Scenario::FirstElement, Scenario::Dynamic,
+    ])]
     scenario: Vec<Scenario>,
+    /// Internal: run a worker for this dispatcher until stdin closes (the
+    /// `large` scenario's worker process).
+    #[arg(long = "serve-worker", hide = true)]
+    serve_worker: Option<String>,
     /// Also run each scenario with TensorFlow and report its result and the ratio.
     #[arg(long)]
     compare_tensorflow: bool,
@@ -317,6 +329,9 @@ fn warm_page_cache(files: &[PathBuf]) -> Result<()> {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    if let Some(dispatcher) = &cli.serve_worker {
+        return service::serve_worker(dispatcher);
+    }
     if cli.batch_size <= 0 {
         bail!("--batch-size must be positive");
     }
@@ -372,5 +387,17 @@ mod tests {
         );
         assert_eq!(cli.stages, vec![Stage::Decode, Stage::Resize]);
         assert_eq!(cli.examples, 2048);
+        let cli = Cli::try_parse_from(["tfdata-bench", "--json"]).unwrap();
+        assert_eq!(
+            cli.scenario,
+            vec![
+                Scenario::TcpLoopback,
+                Scenario::Small,
+                Scenario::Batched,
+                Scenario::Large,
+                Scenario::FirstElement,
+                Scenario::Dynamic
+            ]
+        );
     }
 }

@@ -142,7 +142,7 @@ pub fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-fn status_kib(status: &str, key: &str) -> Option<u64> {
+pub fn status_kib(status: &str, key: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(key))?;
     line[key.len()..].split_whitespace().next()?.parse().ok()
 }

@@ -2,7 +2,9 @@
 //! worker over loopback gRPC, and the loopback TCP ceiling to judge them by.
 //!
 //! One in-process worker, one client, parallel_epochs (`dynamic`: two
-//! workers, distributed_epoch, `range(N)`, elements/s); N elements:
+//! workers, distributed_epoch, `range(N)`, elements/s; `large`: the worker
+//! in a child process, whose peak RSS is reported with the reader's);
+//! N elements:
 //! `small` `range(N)` int64 scalars (elements/s); `batched` N batches of 1024
 //! int64 (elements/s); `large` N tensors of 1 MiB random float32 (MB/s);
 //! `first-element` milliseconds from `distribute` to the first element on a
@@ -31,6 +33,10 @@ use crate::data;
 struct Measured {
     value: f64,
     unit: &'static str,
+    /// `large` only: peak RSS of this process (reader and dispatcher) during
+    /// the read, and of the worker's process over its life.
+    client_peak_rss_bytes: Option<u64>,
+    worker_peak_rss_bytes: Option<u64>,
 }
 
 /// The datasets of the scenarios; `n` is the element count of the stream.
@@ -59,15 +65,84 @@ fn scenario_dataset(scenario: &str, n: u64) -> Result<Dataset> {
 const BATCH: i64 = 1024;
 const LARGE_BYTES: usize = 1 << 20;
 
+/// Hidden command-line flag: run a worker for the dispatcher at the given
+/// address until stdin closes (`large` measures the worker's memory in a
+/// process of its own).
+pub const SERVE_WORKER_FLAG: &str = "--serve-worker";
+
+/// The child side of [`SERVE_WORKER_FLAG`].
+pub fn serve_worker(dispatcher: &str) -> Result<()> {
+    let worker = WorkerServer::new(WorkerConfig::new(dispatcher))?;
+    // Until the parent closes our stdin (or dies).
+    let mut sink = Vec::new();
+    std::io::stdin().read_to_end(&mut sink)?;
+    drop(worker);
+    Ok(())
+}
+
+/// A worker in a child process, stopped (stdin closed, then waited for) on drop.
+struct ChildWorker {
+    child: std::process::Child,
+}
+
+impl ChildWorker {
+    fn start(dispatcher: &DispatchServer) -> Result<Self> {
+        let child = std::process::Command::new(std::env::current_exe()?)
+            .arg(SERVE_WORKER_FLAG)
+            .arg(dispatcher.address())
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .context("starting the worker process")?;
+        let worker = ChildWorker { child };
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        while dispatcher.num_workers() < 1 {
+            if Instant::now() > deadline {
+                bail!("the worker process did not register");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        Ok(worker)
+    }
+
+    /// The child's peak resident set size (`VmHWM`), in bytes.
+    fn peak_rss_bytes(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        crate::measure::status_kib(&status, "VmHWM:").map(|kib| kib * 1024)
+    }
+}
+
+impl Drop for ChildWorker {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
 /// Runs `scenario` through our dispatcher and one worker (in-process, real
-/// gRPC over loopback).
+/// gRPC over loopback; for `large` the worker runs in a child process, and
+/// both processes' peak RSS is reported).
 fn measure_tfdata(scenario: &str, n: u64) -> Result<Measured> {
     let dispatcher = DispatchServer::new(DispatcherConfig::default())?;
-    let _worker = WorkerServer::new(WorkerConfig::new(dispatcher.address()))?;
+    let mut in_process = Vec::new();
+    let mut child = None;
+    // Unit tests run this module inside the test binary, which cannot serve
+    // as the worker process.
+    if scenario == "large" && !cfg!(test) {
+        child = Some(ChildWorker::start(&dispatcher)?);
+    } else {
+        in_process.push(WorkerServer::new(WorkerConfig::new(dispatcher.address()))?);
+        if scenario == "dynamic" {
+            in_process.push(WorkerServer::new(WorkerConfig::new(dispatcher.address()))?);
+        }
+    }
+    let mode = if scenario == "dynamic" {
+        ProcessingMode::DistributedEpoch
+    } else {
+        ProcessingMode::ParallelEpochs
+    };
     let read = |dataset: &Dataset| -> Result<(u64, f64)> {
         let start = Instant::now();
-        let distributed =
-            distribute(ProcessingMode::ParallelEpochs, &dispatcher.target()).apply(dataset)?;
+        let distributed = distribute(mode, &dispatcher.target()).apply(dataset)?;
         let mut iter = distributed.iter()?;
         iter.next().context("the dataset is empty")??;
         let first = start.elapsed().as_secs_f64();
@@ -96,22 +171,29 @@ fn measure_tfdata(scenario: &str, n: u64) -> Result<Measured> {
         return Ok(Measured {
             value: first * 1e3,
             unit: "ms",
+            client_peak_rss_bytes: None,
+            worker_peak_rss_bytes: None,
         });
     }
-    let (rest, seconds) = read(&scenario_dataset(scenario, n)?)?;
-    Ok(match scenario {
-        "large" => Measured {
-            value: rest as f64 * LARGE_BYTES as f64 / seconds / 1e6,
-            unit: "MB/s",
+    let dataset = scenario_dataset(scenario, n)?;
+    crate::measure::reset_peak_rss();
+    let (rest, seconds) = read(&dataset)?;
+    let client_peak_rss_bytes = crate::measure::peak_rss_bytes();
+    let worker_peak_rss_bytes = child.as_ref().and_then(ChildWorker::peak_rss_bytes);
+    let value = match scenario {
+        "large" => rest as f64 * LARGE_BYTES as f64 / seconds / 1e6,
+        "batched" => rest as f64 * BATCH as f64 / seconds,
+        _ => rest as f64 / seconds,
+    };
+    Ok(Measured {
+        value,
+        unit: if scenario == "large" {
+            "MB/s"
+        } else {
+            "elements/s"
         },
-        "batched" => Measured {
-            value: rest as f64 * BATCH as f64 / seconds,
-            unit: "elements/s",
-        },
-        _ => Measured {
-            value: rest as f64 / seconds,
-            unit: "elements/s",
-        },
+        client_peak_rss_bytes: child.is_some().then_some(client_peak_rss_bytes).flatten(),
+        worker_peak_rss_bytes,
     })
 }
 
@@ -145,6 +227,19 @@ pub fn run(
     report.insert("unit".into(), json!(ours.unit));
     report.insert("elements".into(), json!(n));
     let mut summary = format!("{scenario}: tfdata {:.1} {}", ours.value, ours.unit);
+    for (key, value) in [
+        ("client_peak_rss_bytes", ours.client_peak_rss_bytes),
+        ("worker_peak_rss_bytes", ours.worker_peak_rss_bytes),
+    ] {
+        if let Some(v) = value {
+            report.insert(key.into(), json!(v));
+            summary += &format!(
+                ", {} {:.0} MB",
+                key.trim_end_matches("_bytes"),
+                v as f64 / 1e6
+            );
+        }
+    }
     if let Some(python) = tensorflow {
         let tf = measure_tensorflow(python, scenario, n)?;
         let ratio = if scenario == "first-element" {

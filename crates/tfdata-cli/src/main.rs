@@ -168,6 +168,15 @@ struct WorkerArgs {
     /// Elements each task buffers ahead of readers.
     #[arg(long, default_value_t = tfdata_worker::config::DEFAULT_TASK_BUFFER_ELEMENTS)]
     task_buffer_elements: usize,
+    /// The most elements a task buffers when a streaming tfdata reader asks for more.
+    #[arg(long, default_value_t = tfdata_worker::config::DEFAULT_TASK_BUFFER_MAX_ELEMENTS)]
+    task_buffer_max_elements: usize,
+    /// Payload bytes each task buffers at most.
+    #[arg(long, default_value_t = tfdata_worker::config::DEFAULT_TASK_BUFFER_BYTES)]
+    task_buffer_bytes: u64,
+    /// Do not serve tfdata's element stream (tfdata readers then use GetElement).
+    #[arg(long)]
+    no_element_stream: bool,
 }
 
 impl WorkerArgs {
@@ -187,6 +196,9 @@ impl WorkerArgs {
             snapshot_max_chunk_size_bytes: self.snapshot_max_chunk_size_bytes,
             shutdown_quiet_period: Duration::from_millis(self.shutdown_quiet_period_ms),
             task_buffer_elements: self.task_buffer_elements,
+            task_buffer_max_elements: self.task_buffer_max_elements,
+            task_buffer_bytes: self.task_buffer_bytes,
+            element_stream: !self.no_element_stream,
         };
         config.validate()?;
         Ok(config)

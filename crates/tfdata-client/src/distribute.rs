@@ -42,6 +42,19 @@ struct ReadOptions {
     target_workers: TargetWorkers,
     task_refresh_interval: Duration,
     dispatcher_timeout: Duration,
+    /// Per-task element-stream window (elements, bytes).
+    stream_window: (u64, u64),
+}
+
+/// The element stream's compression for a dataset registered with `compression`.
+fn stream_compression(compression: i32) -> tfdata_proto::tfdata::stream::Compression {
+    use tfdata_proto::tfdata::stream::Compression as S;
+    use wire::data_service_metadata::Compression as C;
+    match C::try_from(compression) {
+        Ok(C::ForcedSnappy) => S::Always,
+        Ok(C::Off) => S::Never,
+        _ => S::Auto,
+    }
 }
 
 impl ReadOptions {
@@ -58,6 +71,10 @@ impl ReadOptions {
             target_workers: TargetWorkers::Auto,
             task_refresh_interval: DEFAULT_TASK_REFRESH_INTERVAL,
             dispatcher_timeout: DEFAULT_DISPATCHER_TIMEOUT,
+            stream_window: (
+                iteration::STREAM_WINDOW_ELEMENTS,
+                iteration::STREAM_WINDOW_BYTES,
+            ),
         }
     }
 
@@ -177,6 +194,15 @@ macro_rules! read_option_setters {
         /// How often the reader heartbeats to learn of tasks (default 1 s).
         pub fn task_refresh_interval(mut self, interval: Duration) -> Self {
             self.options.task_refresh_interval = interval;
+            self
+        }
+
+        /// How far each task's element stream may run ahead of the reader:
+        /// `elements` and payload `bytes` (defaults 16384 and 16 MiB). Only
+        /// tfdata workers stream; `GetElement` reads follow
+        /// `max_outstanding_requests`.
+        pub fn stream_window(mut self, elements: u64, bytes: u64) -> Self {
+            self.options.stream_window = (elements.max(1), bytes.max(1));
             self
         }
 
@@ -492,6 +518,8 @@ impl DistributedDataset {
                 .unwrap_or(DEFAULT_MAX_OUTSTANDING_REQUESTS),
             task_refresh_interval: inner.options.task_refresh_interval,
             dispatcher_timeout: inner.options.dispatcher_timeout,
+            compression: stream_compression(inner.metadata.compression),
+            stream_window: inner.options.stream_window,
         };
         iteration::start(inner.dispatcher.clone(), params, handle).await
     }

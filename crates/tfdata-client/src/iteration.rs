@@ -3,11 +3,20 @@
 //! fetch elements from every task's worker.
 //!
 //! A driver task owns the heartbeat loop and spawns one fetcher per task.
-//! Fetchers hold at most one `GetElement` in flight each; a semaphore of
+//!
+//! A fetcher first opens tfdata's element stream on the task's worker
+//! (`tfdata.stream.ElementStream`, tfdata workers only): the worker sends
+//! batches of elements within the credit the fetcher grants, a window of
+//! [`STREAM_WINDOW_ELEMENTS`] elements and [`STREAM_WINDOW_BYTES`] bytes
+//! per task; a batch's credit is granted again once the reader has taken
+//! all its elements, so a slow reader slows the worker instead of growing
+//! memory. A worker that answers UNIMPLEMENTED (TensorFlow's, or ours with
+//! the stream off) is read with `GetElement` from then on.
+//!
+//! `GetElement` fetchers hold at most one call in flight each; a semaphore of
 //! `max_outstanding_requests` permits bounds requests in flight plus elements
 //! buffered for the reader (a permit travels with its element and is returned
-//! when the reader takes it), so a slow reader slows the fetchers instead of
-//! growing memory.
+//! when the reader takes it).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -18,9 +27,12 @@ use tfdata_core::{Element, Error, Result, element};
 use tfdata_proto::data::{
     self as wire, get_element_response, worker_service_client::WorkerServiceClient,
 };
+use tfdata_proto::tfdata::stream::{
+    Compression as StreamCompression, StreamRequest, element_stream_client::ElementStreamClient,
+};
 use tfdata_rpc::CancellationToken;
 use tfdata_rpc::retry::{backoff, retry};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::DropGuard;
@@ -35,6 +47,12 @@ pub(crate) const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
 /// First poll delay once all tasks are drained but the end is not yet known.
 const END_POLL_START: Duration = Duration::from_millis(5);
+/// Elements a reader lets each task's stream send ahead of it: two of the
+/// worker's largest batches, so one is decoded and read while the next is
+/// on its way.
+pub(crate) const STREAM_WINDOW_ELEMENTS: u64 = 16_384;
+/// Payload bytes a reader lets each task's stream send ahead of it.
+pub(crate) const STREAM_WINDOW_BYTES: u64 = 16 << 20;
 
 pub(crate) struct IterationParams {
     pub dataset_id: String,
@@ -50,34 +68,83 @@ pub(crate) struct IterationParams {
     pub max_outstanding_requests: usize,
     pub task_refresh_interval: Duration,
     pub dispatcher_timeout: Duration,
+    /// How the dataset was registered to be compressed (streams only).
+    pub compression: StreamCompression,
+    /// Per-task stream window (tests shrink it).
+    pub stream_window: (u64, u64),
 }
 
-pub(crate) type Item = (Result<Element>, Option<OwnedSemaphorePermit>);
+/// What a fetcher hands the reader: one element (`GetElement`) or a
+/// stream batch, whose credit goes back to the worker once it is read.
+pub(crate) struct Delivery {
+    elements: std::vec::IntoIter<Element>,
+    /// Held for its `Drop`: the credit goes back when the delivery is read.
+    _credit: Option<CreditReturn>,
+}
+
+impl From<Element> for Delivery {
+    fn from(e: Element) -> Self {
+        Delivery {
+            elements: vec![e].into_iter(),
+            _credit: None,
+        }
+    }
+}
+
+pub(crate) type Item = (Result<Delivery>, Option<OwnedSemaphorePermit>);
 
 /// The reader's end of a running iteration.
 pub(crate) struct Iteration {
     rx: mpsc::Receiver<Item>,
+    /// The delivery being read, and what it holds of the fetchers' budgets.
+    current: Option<(Delivery, Option<OwnedSemaphorePermit>)>,
     failed: bool,
     _stop_driver: DropGuard,
 }
 
 impl Iteration {
+    /// The next element of the current delivery; its credit and permit go
+    /// back as soon as its last element is taken.
+    fn take_buffered(&mut self) -> Option<Element> {
+        let (delivery, _) = self.current.as_mut()?;
+        let element = delivery.elements.next();
+        if delivery.elements.len() == 0 {
+            self.current = None;
+        }
+        element
+    }
+
     fn take(&mut self, item: Option<Item>) -> Option<Result<Element>> {
         if self.failed {
             return None;
         }
-        let (result, _permit) = item?;
-        // An error ends the iteration, as in TensorFlow.
-        self.failed = result.is_err();
-        Some(result)
+        let (result, permit) = item?;
+        match result {
+            Ok(delivery) => {
+                self.current = Some((delivery, permit));
+                // An empty delivery is never sent; be safe anyway.
+                self.take_buffered().map(Ok)
+            }
+            Err(e) => {
+                // An error ends the iteration, as in TensorFlow.
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
     }
 
     pub fn next_blocking(&mut self) -> Option<Result<Element>> {
+        if let Some(e) = self.take_buffered() {
+            return Some(Ok(e));
+        }
         let item = self.rx.blocking_recv();
         self.take(item)
     }
 
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Element>>> {
+        if let Some(e) = self.take_buffered() {
+            return Poll::Ready(Some(Ok(e)));
+        }
         match self.rx.poll_recv(cx) {
             Poll::Ready(item) => Poll::Ready(self.take(item)),
             Poll::Pending => Poll::Pending,
@@ -165,7 +232,10 @@ pub(crate) async fn start(
         tx,
         cancel: cancel.clone(),
         workers: Mutex::new(HashMap::new()),
+        streams: Mutex::new(HashMap::new()),
         trainer_id: params.trainer_id.clone().unwrap_or_default(),
+        compression: params.compression,
+        stream_window: params.stream_window,
     });
     match params.consumer_index {
         Some(consumer) => {
@@ -179,6 +249,7 @@ pub(crate) async fn start(
     }
     Ok(Iteration {
         rx,
+        current: None,
         failed: false,
         _stop_driver: cancel.drop_guard(),
     })
@@ -188,8 +259,14 @@ pub(crate) struct FetchContext {
     pub permits: Arc<Semaphore>,
     pub tx: mpsc::Sender<Item>,
     pub cancel: CancellationToken,
-    workers: Mutex<HashMap<String, WorkerServiceClient<Channel>>>,
+    /// One channel (connection) per worker address.
+    workers: Mutex<HashMap<String, Channel>>,
+    /// Element-stream clients by worker address; `None` once the worker
+    /// answered UNIMPLEMENTED (it is read with `GetElement`).
+    streams: Mutex<HashMap<String, Option<ElementStreamClient<Channel>>>>,
     trainer_id: String,
+    compression: StreamCompression,
+    stream_window: (u64, u64),
 }
 
 /// The address to read a task from: TensorFlow clients look the worker up by
@@ -229,15 +306,38 @@ pub(crate) async fn release(dispatcher: &DispatcherClient, client_id: i64) {
 }
 
 impl FetchContext {
-    pub(crate) fn worker(&self, address: &str) -> Result<WorkerServiceClient<Channel>> {
-        let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+    fn channel(&self, address: &str) -> Result<Channel> {
+        let mut workers = lock(&self.workers);
         if let Some(c) = workers.get(address) {
             return Ok(c.clone());
         }
-        let c = tfdata_rpc::channel::worker_client(tfdata_rpc::channel::channel(address)?);
+        let c = tfdata_rpc::channel::channel(address)?;
         workers.insert(address.to_string(), c.clone());
         Ok(c)
     }
+
+    pub(crate) fn worker(&self, address: &str) -> Result<WorkerServiceClient<Channel>> {
+        Ok(tfdata_rpc::channel::worker_client(self.channel(address)?))
+    }
+
+    /// The element-stream client of `address`, unless it is known not to
+    /// offer the stream. Shares the worker's channel (one connection).
+    fn stream_client(&self, address: &str) -> Result<Option<ElementStreamClient<Channel>>> {
+        if let Some(c) = lock(&self.streams).get(address) {
+            return Ok(c.clone());
+        }
+        let c = tfdata_rpc::channel::element_stream_client(self.channel(address)?);
+        lock(&self.streams).insert(address.to_string(), Some(c.clone()));
+        Ok(Some(c))
+    }
+
+    fn no_stream(&self, address: &str) {
+        lock(&self.streams).insert(address.to_string(), None);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 async fn drive(
@@ -345,9 +445,236 @@ enum FetchEnd {
     Failed,
 }
 
-/// Reads one task until its end of sequence.
+/// Reads one task until its end of sequence: streamed from tfdata workers,
+/// with `GetElement` from others (and for cross-trainer caches).
 async fn fetch_task(ctx: Arc<FetchContext>, task: wire::TaskInfo) -> FetchEnd {
     let address = task_address(&task);
+    if ctx.trainer_id.is_empty() {
+        match ctx.stream_client(&address) {
+            Ok(Some(client)) => match stream_task(&ctx, &task, &address, client).await {
+                Streamed::Ended(end) => return end,
+                Streamed::NotOffered => {
+                    tracing::debug!(worker = %address, "no element stream; reading with GetElement");
+                    ctx.no_stream(&address);
+                }
+            },
+            Ok(None) => {}
+            Err(e) => {
+                let _ = ctx.tx.send((Err(e), None)).await;
+                return FetchEnd::Failed;
+            }
+        }
+    }
+    get_elements(ctx, task, address).await
+}
+
+enum Streamed {
+    Ended(FetchEnd),
+    /// The worker does not serve the element stream.
+    NotOffered,
+}
+
+/// The credit a stream's reader holds: elements delivered to the reader and
+/// not yet read, and what was read since the worker was last told.
+#[derive(Default)]
+struct CreditState {
+    held_elements: u64,
+    held_bytes: u64,
+    returned_elements: u64,
+    returned_bytes: u64,
+}
+
+#[derive(Default)]
+struct CreditPool {
+    state: Mutex<CreditState>,
+    returned: Notify,
+}
+
+/// Gives a batch's credit back when the reader has taken all its elements.
+pub(crate) struct CreditReturn {
+    pool: Arc<CreditPool>,
+    elements: u64,
+    bytes: u64,
+}
+
+impl Drop for CreditReturn {
+    fn drop(&mut self) {
+        let mut st = lock(&self.pool.state);
+        st.held_elements = st.held_elements.saturating_sub(self.elements);
+        st.held_bytes = st.held_bytes.saturating_sub(self.bytes);
+        st.returned_elements += self.elements;
+        st.returned_bytes += self.bytes;
+        drop(st);
+        self.pool.returned.notify_one();
+    }
+}
+
+/// Reads `task` over the element stream, reconnecting after transient
+/// failures (elements in flight when a stream breaks are lost, as a
+/// `GetElement` response in flight is).
+async fn stream_task(
+    ctx: &FetchContext,
+    task: &wire::TaskInfo,
+    address: &str,
+    mut client: ElementStreamClient<Channel>,
+) -> Streamed {
+    let pool = Arc::new(CreditPool::default());
+    let (window_elements, window_bytes) = ctx.stream_window;
+    let mut attempt = 0u32;
+    let mut opened_once = false;
+    loop {
+        // A new stream may send the window minus what the reader still holds.
+        let (credit_elements, credit_bytes) = {
+            let mut st = lock(&pool.state);
+            st.returned_elements = 0;
+            st.returned_bytes = 0;
+            (
+                window_elements.saturating_sub(st.held_elements).max(1),
+                window_bytes.saturating_sub(st.held_bytes).max(1),
+            )
+        };
+        let (requests, rx) = mpsc::channel(4);
+        let open = StreamRequest {
+            task_id: task.task_id,
+            compression: ctx.compression as i32,
+            credit_elements,
+            credit_bytes,
+        };
+        if requests.try_send(open).is_err() {
+            return Streamed::Ended(FetchEnd::Stopped);
+        }
+        let call = tokio::select! {
+            r = client.stream_elements(tokio_stream::wrappers::ReceiverStream::new(rx)) => r,
+            () = ctx.cancel.cancelled() => return Streamed::Ended(FetchEnd::Stopped),
+        };
+        let mut stream = match call {
+            Ok(response) => response.into_inner(),
+            Err(status) if status.code() == tonic::Code::Unimplemented && !opened_once => {
+                return Streamed::NotOffered;
+            }
+            Err(status) => match retry_or_fail(ctx, task, address, status, &mut attempt).await {
+                Some(end) => return Streamed::Ended(end),
+                None => continue,
+            },
+        };
+        opened_once = true;
+        loop {
+            let message = tokio::select! {
+                m = stream.message() => m,
+                () = pool.returned.notified() => {
+                    let (elements, bytes) = {
+                        let mut st = lock(&pool.state);
+                        (std::mem::take(&mut st.returned_elements), std::mem::take(&mut st.returned_bytes))
+                    };
+                    if elements > 0 || bytes > 0 {
+                        let credit = StreamRequest {
+                            credit_elements: elements,
+                            credit_bytes: bytes,
+                            ..Default::default()
+                        };
+                        // The stream is gone if this fails; reading says why.
+                        let _ = requests.send(credit).await;
+                    }
+                    continue;
+                }
+                () = ctx.cancel.cancelled() => return Streamed::Ended(FetchEnd::Stopped),
+            };
+            let batch = match message {
+                Ok(Some(batch)) => batch,
+                // A worker ends a stream only after the end of sequence; an
+                // early end is a broken stream.
+                Ok(None) => {
+                    let status = tonic::Status::unavailable(format!(
+                        "element stream of task {} ended early",
+                        task.task_id
+                    ));
+                    match retry_or_fail(ctx, task, address, status, &mut attempt).await {
+                        Some(end) => return Streamed::Ended(end),
+                        None => break,
+                    }
+                }
+                Err(status) => {
+                    match retry_or_fail(ctx, task, address, status, &mut attempt).await {
+                        Some(end) => return Streamed::Ended(end),
+                        None => break,
+                    }
+                }
+            };
+            attempt = 0;
+            let end = batch.end_of_sequence;
+            let payload_bytes = batch.payload_bytes;
+            let elements = match tfdata_core::batch::decode_batch(batch) {
+                Ok(elements) => elements,
+                Err(e) => {
+                    let err = Error::Remote {
+                        code: e.code(),
+                        message: format!(
+                            "Failed to get element from worker {address} (task {}): {e}",
+                            task.task_id
+                        ),
+                    };
+                    let _ = ctx.tx.send((Err(err), None)).await;
+                    return Streamed::Ended(FetchEnd::Failed);
+                }
+            };
+            if !elements.is_empty() {
+                let count = elements.len() as u64;
+                {
+                    let mut st = lock(&pool.state);
+                    st.held_elements += count;
+                    st.held_bytes += payload_bytes;
+                }
+                let delivery = Delivery {
+                    elements: elements.into_iter(),
+                    _credit: Some(CreditReturn {
+                        pool: Arc::clone(&pool),
+                        elements: count,
+                        bytes: payload_bytes,
+                    }),
+                };
+                if ctx.tx.send((Ok(delivery), None)).await.is_err() {
+                    return Streamed::Ended(FetchEnd::Stopped);
+                }
+            }
+            if end {
+                return Streamed::Ended(FetchEnd::EndOfSequence);
+            }
+        }
+    }
+}
+
+/// After a failed call: `None` to retry (transient, after a backoff), or how
+/// the fetcher ends (the error reported to the reader).
+async fn retry_or_fail(
+    ctx: &FetchContext,
+    task: &wire::TaskInfo,
+    address: &str,
+    status: tonic::Status,
+    attempt: &mut u32,
+) -> Option<FetchEnd> {
+    let err = Error::from(status);
+    if err.is_retryable() {
+        // The worker may be starting, restarting, or not have the task yet.
+        tokio::select! {
+            () = tokio::time::sleep(backoff(*attempt)) => {}
+            () = ctx.cancel.cancelled() => return Some(FetchEnd::Stopped),
+        }
+        *attempt = attempt.saturating_add(1);
+        return None;
+    }
+    let err = Error::Remote {
+        code: err.code(),
+        message: format!(
+            "Failed to get element from worker {address} (task {}): {err}",
+            task.task_id
+        ),
+    };
+    let _ = ctx.tx.send((Err(err), None)).await;
+    Some(FetchEnd::Failed)
+}
+
+/// Reads one task with `GetElement`, one element per call.
+async fn get_elements(ctx: Arc<FetchContext>, task: wire::TaskInfo, address: String) -> FetchEnd {
     let mut client = match ctx.worker(&address) {
         Ok(c) => c,
         Err(e) => {
@@ -405,7 +732,7 @@ async fn fetch_task(ctx: Arc<FetchContext>, task: wire::TaskInfo) -> FetchEnd {
             tokio::time::sleep(backoff(0)).await;
             continue;
         }
-        let decoded = decode(&address, task.task_id, response.element);
+        let decoded = decode(&address, task.task_id, response.element).map(Delivery::from);
         let failed = decoded.is_err();
         if ctx.tx.send((decoded, Some(permit))).await.is_err() {
             return FetchEnd::Stopped;

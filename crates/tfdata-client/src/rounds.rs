@@ -124,7 +124,7 @@ pub(crate) async fn drive(
             match result {
                 Ok(Slot::Element(e)) => {
                     skipped_previous.insert(task.task_id, false);
-                    if fetch.tx.send((Ok(e), Some(permit))).await.is_err() {
+                    if fetch.tx.send((Ok(e.into()), Some(permit))).await.is_err() {
                         break 'rounds;
                     }
                 }

@@ -5,6 +5,7 @@
 //!
 //! This crate knows nothing of sockets, runtimes or dataset pipelines.
 
+pub mod batch;
 pub mod element;
 pub mod error;
 pub mod ids;

@@ -32,6 +32,12 @@ pub mod tfdata {
         tonic::include_proto!("tfdata.snapshot");
     }
 
+    /// Package `tfdata.stream`: the data plane between tfdata readers and
+    /// tfdata workers (batched elements under credit-based flow control).
+    pub mod stream {
+        tonic::include_proto!("tfdata.stream");
+    }
+
     /// Package `tfdata.status`: the dispatcher's introspection service.
     pub mod status {
         tonic::include_proto!("tfdata.status");

@@ -5,6 +5,7 @@ use std::time::Duration;
 use tfdata_core::{Error, Result};
 use tfdata_proto::data::dispatcher_service_client::DispatcherServiceClient;
 use tfdata_proto::data::worker_service_client::WorkerServiceClient;
+use tfdata_proto::tfdata::stream::element_stream_client::ElementStreamClient;
 use tonic::transport::{Channel, Endpoint};
 
 /// Largest message any tfdata server or client accepts or sends. tonic's
@@ -65,6 +66,9 @@ pub fn channel(address: &str) -> Result<Channel> {
     Ok(endpoint
         .connect_timeout(CONNECT_TIMEOUT)
         .tcp_nodelay(true)
+        .initial_stream_window_size(crate::server::STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(crate::server::CONNECTION_WINDOW_BYTES)
+        .max_frame_size(crate::server::MAX_FRAME_BYTES)
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_while_idle(true)
         .connect_lazy())
@@ -72,6 +76,13 @@ pub fn channel(address: &str) -> Result<Channel> {
 
 pub fn dispatcher_client(channel: Channel) -> DispatcherServiceClient<Channel> {
     DispatcherServiceClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES)
+}
+
+/// tfdata's element stream on a tfdata worker (see `proto/tfdata/stream.proto`).
+pub fn element_stream_client(channel: Channel) -> ElementStreamClient<Channel> {
+    ElementStreamClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES)
 }

@@ -40,6 +40,25 @@ pub fn incoming(
     })
 }
 
+/// HTTP/2 flow-control windows our servers and channels advertise. hyper's
+/// defaults (64 KiB per stream) cap a 1 MiB element at a few round trips'
+/// worth of window; these let a batch of several megabytes flow without
+/// waiting for WINDOW_UPDATEs. They bound what a peer may send before we
+/// read it, per stream and per connection.
+pub const STREAM_WINDOW_BYTES: u32 = 16 << 20;
+pub const CONNECTION_WINDOW_BYTES: u32 = 64 << 20;
+/// Largest HTTP/2 frame we accept: 1 MiB frames (the default is 16 KiB)
+/// cut the per-frame work on large elements.
+pub const MAX_FRAME_BYTES: u32 = 1 << 20;
+
+/// A tonic server builder with tfdata's HTTP/2 settings.
+pub fn builder() -> tonic::transport::Server {
+    tonic::transport::Server::builder()
+        .initial_stream_window_size(STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+}
+
 /// Binds `0.0.0.0:<port>` (port 0 picks a free one), as TensorFlow's servers do.
 pub fn bind(port: u16) -> Result<StdTcpListener> {
     let address = SocketAddr::from(([0, 0, 0, 0], port));

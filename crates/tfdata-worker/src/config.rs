@@ -1,5 +1,6 @@
 //! `WorkerConfig` (spec §2.2): TensorFlow's fields with TensorFlow's defaults,
-//! plus the size of each task's element buffer.
+//! plus the bounds of each task's element buffer and whether tfdata's own
+//! element stream is served.
 
 use std::time::Duration;
 
@@ -36,6 +37,16 @@ pub struct WorkerConfig {
     /// Elements each task buffers ahead of readers (tfdata's own setting;
     /// TensorFlow's first-come-first-served runner buffers one).
     pub task_buffer_elements: usize,
+    /// The most elements a task buffers when a streaming reader asks for
+    /// more than `task_buffer_elements` (prefetch follows demand up to here).
+    pub task_buffer_max_elements: usize,
+    /// Payload bytes each task buffers at most, whatever the element count
+    /// (one element larger than this still passes, alone).
+    pub task_buffer_bytes: u64,
+    /// Serve tfdata's own `ElementStream` to tfdata readers (TensorFlow
+    /// readers use `GetElement` either way). Off, tfdata readers fall back to
+    /// `GetElement` too.
+    pub element_stream: bool,
 }
 
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(30);
@@ -43,6 +54,10 @@ pub const DEFAULT_DISPATCHER_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 pub const DEFAULT_CROSS_TRAINER_CACHE_SIZE_BYTES: u64 = 10 << 30;
 pub const DEFAULT_SNAPSHOT_MAX_CHUNK_SIZE_BYTES: u64 = 6 << 30;
 pub const DEFAULT_TASK_BUFFER_ELEMENTS: usize = 8;
+/// Two full stream batches of small elements (see `stream::MAX_BATCH_ELEMENTS`).
+pub const DEFAULT_TASK_BUFFER_MAX_ELEMENTS: usize = 16_384;
+/// Enough for a few stream batches of large elements ahead of the reader.
+pub const DEFAULT_TASK_BUFFER_BYTES: u64 = 32 << 20;
 
 impl WorkerConfig {
     /// A config with TensorFlow's defaults for a dispatcher at `host:port`.
@@ -62,6 +77,9 @@ impl WorkerConfig {
             snapshot_max_chunk_size_bytes: DEFAULT_SNAPSHOT_MAX_CHUNK_SIZE_BYTES,
             shutdown_quiet_period: Duration::ZERO,
             task_buffer_elements: DEFAULT_TASK_BUFFER_ELEMENTS,
+            task_buffer_max_elements: DEFAULT_TASK_BUFFER_MAX_ELEMENTS,
+            task_buffer_bytes: DEFAULT_TASK_BUFFER_BYTES,
+            element_stream: true,
         }
     }
 
@@ -117,6 +135,21 @@ impl WorkerConfig {
             return Err(Error::InvalidConfig {
                 field: "task_buffer_elements",
                 reason: "must be at least 1".into(),
+            });
+        }
+        if self.task_buffer_max_elements < self.task_buffer_elements {
+            return Err(Error::InvalidConfig {
+                field: "task_buffer_max_elements",
+                reason: format!(
+                    "{} is less than task_buffer_elements ({})",
+                    self.task_buffer_max_elements, self.task_buffer_elements
+                ),
+            });
+        }
+        if self.task_buffer_bytes == 0 || usize::try_from(self.task_buffer_bytes).is_err() {
+            return Err(Error::InvalidConfig {
+                field: "task_buffer_bytes",
+                reason: format!("{} is not a usable byte bound", self.task_buffer_bytes),
             });
         }
         Ok(())

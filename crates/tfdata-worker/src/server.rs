@@ -11,6 +11,8 @@ use tfdata_rpc::server::{ServerHandle, bind};
 
 use crate::config::WorkerConfig;
 use crate::service::{Worker, WorkerGrpc};
+use crate::stream::ElementStreamGrpc;
+use tfdata_proto::tfdata::stream::element_stream_server::ElementStreamServer;
 
 /// Runs a worker on `listener` until `shutdown` fires or registration fails
 /// for good (for example a protocol version mismatch).
@@ -32,10 +34,18 @@ pub async fn serve(
     let service = WorkerServiceServer::new(WorkerGrpc(Arc::clone(&worker)))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    // tfdata readers stream elements; TensorFlow's never ask for it, so an
+    // unknown-service answer (UNIMPLEMENTED) is what they would get anyway.
+    let element_stream = worker.config().element_stream.then(|| {
+        ElementStreamServer::new(ElementStreamGrpc(Arc::clone(&worker)))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    });
     let server_stop = CancellationToken::new();
     let grpc = tokio::spawn(
-        tonic::transport::Server::builder()
+        tfdata_rpc::server::builder()
             .add_service(service)
+            .add_optional_service(element_stream)
             .serve_with_incoming_shutdown(
                 tfdata_rpc::server::incoming(listener),
                 server_stop.clone().cancelled_owned(),

@@ -162,7 +162,10 @@ impl Worker {
 
     fn apply_heartbeat_response(self: &Arc<Self>, response: wire::WorkerHeartbeatResponse) {
         for id in response.tasks_to_delete {
-            if lock(&self.tasks).remove(&id).is_some() {
+            if let Some(task) = lock(&self.tasks).remove(&id) {
+                // Readers still holding the task (a stream, a waiting
+                // GetElement) see the end; its pipeline stops.
+                task.cancel();
                 tracing::debug!(task = id, "task deleted by dispatcher");
             }
             lock(&self.finished_tasks).insert(id);
@@ -229,9 +232,15 @@ impl Worker {
             if tasks.contains_key(&id) || lock(&self.finished_tasks).contains(&id) {
                 return;
             }
-            let runner = Arc::new(TaskRunner::with_cache_budget(
+            let limits = crate::task::BufferLimits {
+                elements: self.config.task_buffer_elements,
+                max_elements: self.config.task_buffer_max_elements,
+                // Validated to fit a usize.
+                bytes: usize::try_from(self.config.task_buffer_bytes).unwrap_or(usize::MAX),
+            };
+            let runner = Arc::new(TaskRunner::with_limits(
                 def,
-                self.config.task_buffer_elements,
+                limits,
                 self.config.cross_trainer_cache_size_bytes,
             ));
             tasks.insert(id, Arc::clone(&runner));
@@ -404,7 +413,22 @@ impl Worker {
         })
     }
 
-    async fn get_element(&self, req: wire::GetElementRequest) -> Result<wire::GetElementResponse> {
+    pub(crate) fn config(&self) -> &WorkerConfig {
+        &self.config
+    }
+
+    pub(crate) fn shutdown_token(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
+    /// Tells the dispatcher (in the background) that a task reached its end.
+    pub(crate) fn report_completion(&self, task_id: i64) {
+        let _ = self.completions.send(task_id);
+    }
+
+    /// The task a reader asks for, with `GetElement`'s answers for a worker
+    /// that is stopping, not registered yet, or does not know the task.
+    pub(crate) fn lookup_task(&self, task_id: i64) -> Result<Lookup> {
         if self.shutdown.is_cancelled() {
             return Err(Error::Cancelled("Worker is shutting down".into()));
         }
@@ -413,6 +437,16 @@ impl Worker {
                 "Worker has not yet registered with dispatcher.".into(),
             ));
         }
+        if let Some(task) = lock(&self.tasks).get(&task_id).cloned() {
+            return Ok(Lookup::Task(task));
+        }
+        if lock(&self.finished_tasks).contains(&task_id) {
+            return Ok(Lookup::Finished);
+        }
+        Err(Error::Unavailable(format!("Task {task_id} not found")))
+    }
+
+    async fn get_element(&self, req: wire::GetElementRequest) -> Result<wire::GetElementResponse> {
         let coordinated = match (req.consumer_index, req.round_index) {
             (Some(c), Some(r)) => Some((c, r)),
             (None, None) => None,
@@ -422,15 +456,9 @@ impl Worker {
                 ));
             }
         };
-        let task = lock(&self.tasks).get(&req.task_id).cloned();
-        let Some(task) = task else {
-            if lock(&self.finished_tasks).contains(&req.task_id) {
-                return Ok(end_of_sequence());
-            }
-            return Err(Error::Unavailable(format!(
-                "Task {} not found",
-                req.task_id
-            )));
+        let task = match self.lookup_task(req.task_id)? {
+            Lookup::Task(task) => task,
+            Lookup::Finished => return Ok(end_of_sequence()),
         };
         let next = tokio::select! {
             next = async {
@@ -461,6 +489,13 @@ impl Worker {
             }
         })
     }
+}
+
+/// A task as readers find it.
+pub(crate) enum Lookup {
+    Task(Arc<TaskRunner>),
+    /// Deleted by the dispatcher: its readers get the end of sequence.
+    Finished,
 }
 
 fn end_of_sequence() -> wire::GetElementResponse {

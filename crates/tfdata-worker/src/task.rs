@@ -1,17 +1,28 @@
 //! A task runner (first come, first served): the task's pipeline runs on its
-//! own thread, off the RPC threads, and pushes encoded elements into a
-//! bounded buffer; `GetElement` calls pop from it in arrival order. A full
-//! buffer blocks the pipeline, so memory is bounded by the buffer, not by the
-//! dataset.
+//! own thread, off the RPC threads, and pushes elements into a bounded
+//! [`ElementBuffer`]; `GetElement` calls and element streams take from it in
+//! arrival order. A full buffer blocks the pipeline, so memory is bounded by
+//! the buffer, not by the dataset.
+//!
+//! Elements are buffered decoded and encoded when served: TensorFlow's wire
+//! forms for `GetElement` (Snappy for compressed datasets), tfdata's batch
+//! form for streams (where compression is decided per chunk). Encoding drops
+//! the element and with it its lineage: in distributed_epoch that is when the
+//! element's splits count as delivered (`tfdata_core::lineage`).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use tfdata_core::{Error, Lineage, Result, element};
+use tfdata_core::{Element, Error, Result, element};
 use tfdata_dataset::{Dataset, IterContext};
 use tfdata_proto::data::{TaskDef, get_element_response::Element as Payload};
-use tokio::sync::mpsc;
+
+use crate::buffer::{ElementBuffer, Taken};
+
+/// Elements at least this large are encoded for `GetElement` on a blocking
+/// thread: Snappy over megabytes would stall the RPC runtime.
+const ENCODE_OFF_RUNTIME_BYTES: usize = 256 << 10;
 
 /// What `GetElement` gets from a task.
 pub enum Next {
@@ -27,10 +38,30 @@ pub enum Next {
     },
 }
 
-/// An encoded element with the dynamic-sharding splits it was made from. The
-/// lineage is dropped when the element is handed to a reader: that is when
-/// its splits count as delivered (see `tfdata_core::lineage`).
-type Buffered = Result<(Payload, Lineage)>;
+/// What a stream batch gets from a task.
+pub enum Batch {
+    Elements { elements: Vec<Element>, index: i64 },
+    EndOfSequence { first: bool },
+}
+
+/// The bounds of a task's buffer (see [`ElementBuffer`]).
+#[derive(Debug, Clone, Copy)]
+pub struct BufferLimits {
+    pub elements: usize,
+    pub max_elements: usize,
+    pub bytes: usize,
+}
+
+impl BufferLimits {
+    /// `elements`, and the worker's default bounds for the rest.
+    pub fn elements(elements: usize) -> Self {
+        BufferLimits {
+            elements,
+            max_elements: crate::config::DEFAULT_TASK_BUFFER_MAX_ELEMENTS.max(elements),
+            bytes: crate::config::DEFAULT_TASK_BUFFER_BYTES as usize,
+        }
+    }
+}
 
 pub struct TaskRunner {
     pub def: TaskDef,
@@ -38,12 +69,23 @@ pub struct TaskRunner {
     round_robin: Option<crate::round_robin::RoundRobin>,
     /// Present for cross-trainer-cache jobs.
     cache: Option<crate::cross_trainer::CrossTrainerCache>,
-    buffer: tokio::sync::Mutex<mpsc::Receiver<Buffered>>,
-    producer: Mutex<Option<mpsc::Sender<Buffered>>>,
+    buffer: Arc<ElementBuffer>,
+    /// The pipeline has not been started (or failed to start) yet.
+    pending: AtomicBool,
+    /// Whether the dataset asks for compression (and the dispatcher did not
+    /// turn it off); known once the pipeline starts.
+    compress: AtomicBool,
     end_of_sequence: AtomicBool,
     /// The error the pipeline failed with, returned to every later call.
     error: Mutex<Option<(tonic::Code, String)>>,
     next_index: AtomicI64,
+}
+
+impl Drop for TaskRunner {
+    fn drop(&mut self) {
+        // Stops the pipeline thread if it is still producing.
+        self.buffer.close();
+    }
 }
 
 impl TaskRunner {
@@ -56,7 +98,10 @@ impl TaskRunner {
     /// A runner whose cross-trainer cache (if the task uses one) holds up to
     /// `cache_budget_bytes`.
     pub fn with_cache_budget(def: TaskDef, capacity: usize, cache_budget_bytes: u64) -> Self {
-        let (tx, rx) = mpsc::channel(capacity.max(1));
+        Self::with_limits(def, BufferLimits::elements(capacity), cache_budget_bytes)
+    }
+
+    pub fn with_limits(def: TaskDef, limits: BufferLimits, cache_budget_bytes: u64) -> Self {
         TaskRunner {
             cache: def
                 .use_cross_trainer_cache
@@ -65,8 +110,13 @@ impl TaskRunner {
                 .num_consumers
                 .map(|n| crate::round_robin::RoundRobin::new(n.max(1) as usize)),
             def,
-            buffer: tokio::sync::Mutex::new(rx),
-            producer: Mutex::new(Some(tx)),
+            buffer: Arc::new(ElementBuffer::new(
+                limits.elements,
+                limits.max_elements,
+                limits.bytes,
+            )),
+            pending: AtomicBool::new(true),
+            compress: AtomicBool::new(false),
             end_of_sequence: AtomicBool::new(false),
             error: Mutex::new(None),
             next_index: AtomicI64::new(0),
@@ -77,25 +127,43 @@ impl TaskRunner {
         self.def.task_id
     }
 
+    /// Whether elements are to be compressed (known once the pipeline runs).
+    pub fn compress(&self) -> bool {
+        self.compress.load(Ordering::SeqCst)
+    }
+
     /// Fails the task before its pipeline starts (bad definition, unloadable dataset).
     pub fn fail(&self, err: Error) {
-        if let Some(tx) = lock(&self.producer).take() {
-            let _ = tx.try_send(Err(err));
+        if self.pending.swap(false, Ordering::SeqCst) {
+            self.buffer.finish(Some(err));
         }
     }
 
-    /// Runs `dataset` on a new thread, compressing elements if asked.
-    /// `ctx` carries the sources' remote split providers in distributed_epoch mode.
+    /// The dispatcher deleted the task: readers still holding it see the
+    /// end (without a completion report) and the pipeline stops.
+    pub fn cancel(&self) {
+        self.end_of_sequence.store(true, Ordering::SeqCst);
+        self.buffer.close();
+    }
+
+    /// Runs `dataset` on a new thread; elements are compressed when served if
+    /// `compress`. `ctx` carries the sources' remote split providers in
+    /// distributed_epoch mode.
     pub fn run_pipeline(&self, dataset: Dataset, ctx: IterContext, compress: bool) {
-        let Some(tx) = lock(&self.producer).take() else {
+        if !self.pending.swap(false, Ordering::SeqCst) {
             return;
-        };
+        }
+        self.compress.store(compress, Ordering::SeqCst);
         let task_id = self.def.task_id;
+        let buffer = Arc::clone(&self.buffer);
         let spawned = std::thread::Builder::new()
             .name(format!("tfdata-task-{task_id}"))
-            .spawn(move || produce(task_id, dataset, ctx, compress, tx));
+            .spawn(move || produce(task_id, dataset, ctx, &buffer));
         if let Err(e) = spawned {
             tracing::error!(task = task_id, error = %e, "cannot start task thread");
+            self.buffer.finish(Some(Error::Internal(format!(
+                "cannot start the pipeline thread of task {task_id}: {e}"
+            ))));
         }
     }
 
@@ -118,24 +186,48 @@ impl TaskRunner {
         rr.get(self, consumer, round, allow_skip).await
     }
 
+    /// `element` in TensorFlow's wire form.
+    async fn encode(&self, element: Element) -> Result<Payload> {
+        let compress = self.compress();
+        let large = element.byte_size() >= ENCODE_OFF_RUNTIME_BYTES;
+        let encode = move || -> Result<Payload> {
+            Ok(if compress {
+                Payload::Compressed(element::compress(&element)?)
+            } else {
+                Payload::Uncompressed(element::to_uncompressed(&element))
+            })
+        };
+        // Cheap encodings stay inline (no compression only clones `Bytes`);
+        // Snappy over large elements would hold an RPC thread for milliseconds.
+        if !(compress && large) {
+            return encode();
+        }
+        tokio::task::spawn_blocking(encode)
+            .await
+            .map_err(|e| Error::Internal(format!("encoding an element failed: {e}")))?
+    }
+
     /// One element from the pipeline for a round-robin round: `Ok(None)` if
     /// none arrived within `wait` (`None` waits for ever).
     pub(crate) async fn pull(&self, wait: Option<std::time::Duration>) -> Result<Option<Payload>> {
-        let mut buffer = self.buffer.lock().await;
-        let item = match wait {
-            Some(wait) => match tokio::time::timeout(wait, buffer.recv()).await {
-                Ok(item) => item,
+        let taken = match wait {
+            Some(wait) => match tokio::time::timeout(wait, self.buffer.take(1, usize::MAX)).await {
+                Ok(taken) => taken,
                 Err(_) => return Ok(None),
             },
-            None => buffer.recv().await,
+            None => self.buffer.take(1, usize::MAX).await,
         };
-        match item {
-            Some(Ok((payload, _delivered))) => Ok(Some(payload)),
-            Some(Err(e)) => {
+        match taken {
+            Taken::Elements(mut elements) => match elements.pop() {
+                Some(e) => self.encode(e).await.map(Some),
+                None => Ok(None),
+            },
+            Taken::Empty => Ok(None),
+            Taken::Failed(e) => {
                 *lock(&self.error) = Some((e.code(), e.to_string()));
                 Err(e)
             }
-            None => {
+            Taken::End => {
                 let err = Error::FailedPrecondition(
                     "Encountered end of sequence on a round-robin read or cross-trainer cache iterator. \
                      Please ensure that the dataset has infinite cardinality, e.g. by adding a \
@@ -162,6 +254,55 @@ impl TaskRunner {
         cache.get(self, trainer_id).await
     }
 
+    /// Whether the task is first come, first served (not a coordinated read
+    /// nor a cross-trainer cache): the kind element streams serve.
+    pub fn first_come_first_served(&self) -> bool {
+        self.round_robin.is_none() && self.cache.is_none()
+    }
+
+    /// Lets the buffer prefetch up to `elements` for a streaming reader.
+    pub fn raise_prefetch(&self, elements: usize) {
+        self.buffer.raise_capacity(elements);
+    }
+
+    /// Up to `max_elements` elements (at least one), the later ones only
+    /// while their bytes stay within `max_bytes`, waiting for the first;
+    /// or the end. Cancel-safe.
+    pub async fn next_batch(&self, max_elements: usize, max_bytes: usize) -> Result<Batch> {
+        if let Some((code, message)) = lock(&self.error).clone() {
+            return Err(Error::Remote { code, message });
+        }
+        if self.end_of_sequence.load(Ordering::SeqCst) {
+            return Ok(Batch::EndOfSequence { first: false });
+        }
+        let taken = self.buffer.take(max_elements, max_bytes).await;
+        self.batch(taken)
+    }
+
+    fn batch(&self, taken: Taken) -> Result<Batch> {
+        match taken {
+            Taken::Elements(elements) => {
+                let index = self
+                    .next_index
+                    .fetch_add(elements.len() as i64, Ordering::SeqCst);
+                Ok(Batch::Elements { elements, index })
+            }
+            // Only non-waiting takes find the buffer empty.
+            Taken::Empty => Ok(Batch::Elements {
+                elements: Vec::new(),
+                index: self.next_index.load(Ordering::SeqCst),
+            }),
+            Taken::Failed(e) => {
+                *lock(&self.error) = Some((e.code(), e.to_string()));
+                Err(e)
+            }
+            Taken::End => {
+                let first = !self.end_of_sequence.swap(true, Ordering::SeqCst);
+                Ok(Batch::EndOfSequence { first })
+            }
+        }
+    }
+
     /// The next element, first come first served. With `allow_skip`, an empty
     /// buffer answers [`Next::Skip`] at once instead of waiting.
     pub async fn next(&self, allow_skip: bool) -> Result<Next> {
@@ -171,29 +312,26 @@ impl TaskRunner {
         if self.end_of_sequence.load(Ordering::SeqCst) {
             return Ok(Next::EndOfSequence { first: false });
         }
-        let mut buffer = self.buffer.lock().await;
-        let item = if allow_skip {
-            match buffer.try_recv() {
-                Ok(item) => Some(item),
-                Err(mpsc::error::TryRecvError::Empty) => return Ok(Next::Skip),
-                Err(mpsc::error::TryRecvError::Disconnected) => None,
-            }
+        let taken = if allow_skip {
+            self.buffer.try_take(1, usize::MAX)
         } else {
-            buffer.recv().await
+            self.buffer.take(1, usize::MAX).await
         };
-        match item {
-            Some(Ok((payload, _delivered))) => Ok(Next::Element {
-                payload,
-                index: self.next_index.fetch_add(1, Ordering::SeqCst),
-            }),
-            Some(Err(e)) => {
-                *lock(&self.error) = Some((e.code(), e.to_string()));
-                Err(e)
-            }
-            None => {
-                let first = !self.end_of_sequence.swap(true, Ordering::SeqCst);
-                Ok(Next::EndOfSequence { first })
-            }
+        if matches!(taken, Taken::Empty) {
+            return Ok(Next::Skip);
+        }
+        match self.batch(taken)? {
+            Batch::Elements {
+                mut elements,
+                index,
+            } => match elements.pop() {
+                Some(e) => Ok(Next::Element {
+                    payload: self.encode(e).await?,
+                    index,
+                }),
+                None => Ok(Next::Skip),
+            },
+            Batch::EndOfSequence { first } => Ok(Next::EndOfSequence { first }),
         }
     }
 }
@@ -202,30 +340,21 @@ impl TaskRunner {
 /// the end-of-sequence signal), on an error (sent first), or when the task
 /// is deleted (the receiver is gone). A panic is reported as an error rather
 /// than mistaken for the end of the data.
-fn produce(
-    task_id: i64,
-    dataset: Dataset,
-    ctx: IterContext,
-    compress: bool,
-    tx: mpsc::Sender<Buffered>,
-) {
+fn produce(task_id: i64, dataset: Dataset, ctx: IterContext, buffer: &ElementBuffer) {
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
         let mut it = dataset.iter_with(&ctx)?;
-        while let Some(mut e) = it.next_element()? {
-            let lineage = e.take_lineage();
-            let payload = if compress {
-                Payload::Compressed(element::compress(&e)?)
-            } else {
-                Payload::Uncompressed(element::to_uncompressed(&e))
-            };
-            if tx.blocking_send(Ok((payload, lineage))).is_err() {
+        while let Some(e) = it.next_element()? {
+            if !buffer.push(e) {
                 return Ok(()); // task deleted
             }
         }
         Ok(())
     }));
     let err = match outcome {
-        Ok(Ok(())) => return,
+        Ok(Ok(())) => {
+            buffer.finish(None);
+            return;
+        }
         Ok(Err(e)) => e,
         Err(panic) => {
             let message = panic
@@ -237,7 +366,7 @@ fn produce(
         }
     };
     tracing::warn!(task = task_id, error = %err, "task pipeline failed");
-    let _ = tx.blocking_send(Err(err));
+    buffer.finish(Some(err));
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

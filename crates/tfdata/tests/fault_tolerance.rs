@@ -30,6 +30,9 @@ fn a_restarted_dispatcher_recovers_its_state_and_the_read_completes() {
 
     let ds = distribute(ProcessingMode::ParallelEpochs, &first.target())
         .task_refresh_interval(Duration::from_millis(50))
+        // A small stream window keeps the read in progress (the task not yet
+        // finished) while the dispatcher restarts.
+        .stream_window(4, 1 << 20)
         .apply(&Dataset::range(100))
         .unwrap();
     let mut it = ds.iter().unwrap();

@@ -49,6 +49,9 @@ fn a_dispatcher_on_an_s3_work_dir_recovers_and_the_read_completes() {
 
     let ds = distribute(ProcessingMode::ParallelEpochs, &first.target())
         .task_refresh_interval(Duration::from_millis(50))
+        // A small stream window keeps the read in progress across the
+        // restart (the default would fetch all 100 elements at once).
+        .stream_window(4, 1 << 20)
         .apply(&Dataset::range(100))
         .unwrap();
     let mut it = ds.iter().unwrap();

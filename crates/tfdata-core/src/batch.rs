@@ -1,0 +1,588 @@
+//! The compact batch form of tfdata's own data plane (`tfdata.stream.ElementBatch`,
+//! described in `proto/tfdata/stream.proto`): many elements per message, a
+//! few header bytes per element instead of a protobuf `TensorProto` each,
+//! and tensor buffers carried as `Bytes` from the pipeline to the transport
+//! and from the transport to the reader without copies of large pieces.
+//!
+//! [`BatchEncoder`] builds a batch on the worker; [`Compressor`] decides per
+//! chunk whether Snappy pays; [`decode_batch`] takes a batch apart on the
+//! reader and rejects malformed input with an error, never a panic.
+
+use bytes::{Bytes, BytesMut};
+use tfdata_proto::tfdata::stream::{Chunk, ElementBatch};
+
+use crate::tensor::{TensorData, num_elements};
+use crate::{DType, Element, Error, Result, Tensor};
+
+/// Pieces at least this large travel as chunks of their own, straight from
+/// the tensor's buffer; smaller ones are copied into a shared chunk, which
+/// costs less than a chunk's framing per piece.
+pub const LARGE_PIECE_BYTES: usize = 32 << 10;
+/// A shared chunk is closed once it holds this much, so compression and
+/// decompression work on bounded blocks.
+pub const PACKED_CHUNK_BYTES: usize = 256 << 10;
+/// Chunks smaller than this are never compressed under `Auto`: the saving
+/// cannot pay for the work.
+pub const MIN_COMPRESS_BYTES: usize = 4 << 10;
+/// Under `Auto`, a chunk larger than twice this is first judged on a sample
+/// of this size, so incompressible megabytes cost a 64 KiB attempt.
+pub const COMPRESS_SAMPLE_BYTES: usize = 64 << 10;
+/// Under `Auto`, after a chunk that did not pay, the next 1, 2, 4, … up to
+/// this many chunks are sent without trying.
+pub const MAX_COMPRESS_BACKOFF: u32 = 64;
+/// Largest chunk a reader decompresses (a bound on what a peer can make us
+/// allocate; the worker never builds chunks near it).
+pub const MAX_CHUNK_BYTES: u64 = 1 << 31;
+
+const TAG_SAME: u8 = 0;
+const TAG_NEW: u8 = 1;
+
+/// Whether chunks are Snappy-compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkCompression {
+    Never,
+    Always,
+    /// Only chunks that Snappy shrinks by at least an eighth.
+    Auto,
+}
+
+/// The compression decision of one stream, kept across its batches (so an
+/// incompressible stream stops paying for attempts).
+#[derive(Debug)]
+pub struct Compressor {
+    mode: ChunkCompression,
+    skip: u32,
+    backoff: u32,
+}
+
+impl Compressor {
+    pub fn new(mode: ChunkCompression) -> Self {
+        Compressor {
+            mode,
+            skip: 0,
+            backoff: 0,
+        }
+    }
+
+    fn chunk(&mut self, data: Bytes) -> Result<Chunk> {
+        let raw = |data| Chunk {
+            data,
+            snappy_uncompressed_size: 0,
+        };
+        match self.mode {
+            ChunkCompression::Never => Ok(raw(data)),
+            ChunkCompression::Always if data.is_empty() => Ok(raw(data)),
+            ChunkCompression::Always => snappy(&data),
+            ChunkCompression::Auto => {
+                if data.len() < MIN_COMPRESS_BYTES {
+                    return Ok(raw(data));
+                }
+                if self.skip > 0 {
+                    self.skip -= 1;
+                    return Ok(raw(data));
+                }
+                if data.len() > 2 * COMPRESS_SAMPLE_BYTES {
+                    let sample = snappy(&data[..COMPRESS_SAMPLE_BYTES])?;
+                    if !pays(sample.data.len(), COMPRESS_SAMPLE_BYTES) {
+                        self.did_not_pay();
+                        return Ok(raw(data));
+                    }
+                }
+                let compressed = snappy(&data)?;
+                if pays(compressed.data.len(), data.len()) {
+                    self.backoff = 0;
+                    Ok(compressed)
+                } else {
+                    self.did_not_pay();
+                    Ok(raw(data))
+                }
+            }
+        }
+    }
+
+    fn did_not_pay(&mut self) {
+        self.backoff = (self.backoff * 2).clamp(1, MAX_COMPRESS_BACKOFF);
+        self.skip = self.backoff;
+    }
+}
+
+fn pays(compressed: usize, raw: usize) -> bool {
+    compressed * 8 <= raw * 7
+}
+
+fn snappy(data: &[u8]) -> Result<Chunk> {
+    let compressed = snap::raw::Encoder::new()
+        .compress_vec(data)
+        .map_err(|e| Error::Internal(format!("snappy compression failed: {e}")))?;
+    Ok(Chunk {
+        data: compressed.into(),
+        snappy_uncompressed_size: data.len() as u64,
+    })
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Builds one [`ElementBatch`] from elements pushed in order.
+#[derive(Default)]
+pub struct BatchEncoder {
+    headers: Vec<u8>,
+    packed: BytesMut,
+    /// Chunks in order, not yet compressed.
+    chunks: Vec<Bytes>,
+    previous: Vec<u8>,
+    scratch: Vec<u8>,
+    num_elements: u32,
+    payload_bytes: u64,
+}
+
+impl BatchEncoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn num_elements(&self) -> u32 {
+        self.num_elements
+    }
+
+    pub fn payload_bytes(&self) -> u64 {
+        self.payload_bytes
+    }
+
+    pub fn push(&mut self, element: &Element) {
+        self.scratch.clear();
+        put_varint(&mut self.scratch, element.components.len() as u64);
+        for t in &element.components {
+            put_varint(&mut self.scratch, t.dtype().code() as u32 as u64);
+            put_varint(&mut self.scratch, t.shape().len() as u64);
+            for &d in t.shape() {
+                // Tensor shapes are validated non-negative.
+                put_varint(&mut self.scratch, d as u64);
+            }
+            match t.data() {
+                TensorData::Buffer(b) => self.piece(b),
+                TensorData::Strings(strings) => {
+                    for s in strings {
+                        put_varint(&mut self.scratch, s.len() as u64);
+                        self.piece(s);
+                    }
+                }
+            }
+        }
+        if self.num_elements > 0 && self.scratch == self.previous {
+            self.headers.push(TAG_SAME);
+        } else {
+            self.headers.push(TAG_NEW);
+            self.headers.extend_from_slice(&self.scratch);
+            std::mem::swap(&mut self.previous, &mut self.scratch);
+        }
+        self.num_elements += 1;
+        self.payload_bytes += element.byte_size() as u64;
+    }
+
+    fn piece(&mut self, bytes: &Bytes) {
+        if bytes.len() >= LARGE_PIECE_BYTES {
+            self.flush_packed();
+            self.chunks.push(bytes.clone());
+            return;
+        }
+        if self.packed.len() + bytes.len() > PACKED_CHUNK_BYTES {
+            self.flush_packed();
+        }
+        self.packed.extend_from_slice(bytes);
+    }
+
+    fn flush_packed(&mut self) {
+        if !self.packed.is_empty() {
+            self.chunks.push(self.packed.split().freeze());
+        }
+    }
+
+    /// The batch; the caller sets `first_element_index` and `end_of_sequence`.
+    pub fn finish(mut self, compressor: &mut Compressor) -> Result<ElementBatch> {
+        self.flush_packed();
+        let chunks = self
+            .chunks
+            .into_iter()
+            .map(|c| compressor.chunk(c))
+            .collect::<Result<_>>()?;
+        Ok(ElementBatch {
+            headers: self.headers.into(),
+            chunks,
+            num_elements: self.num_elements,
+            payload_bytes: self.payload_bytes,
+            first_element_index: 0,
+            end_of_sequence: false,
+        })
+    }
+}
+
+fn malformed(reason: impl Into<String>) -> Error {
+    Error::DataLoss {
+        location: "element batch".into(),
+        reason: reason.into(),
+    }
+}
+
+struct Headers<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Headers<'_> {
+    fn byte(&mut self) -> Result<u8> {
+        let b = *self
+            .bytes
+            .get(self.pos)
+            .ok_or_else(|| malformed("headers end early"))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn varint(&mut self) -> Result<u64> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            value |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(malformed("varint too long"))
+    }
+
+    fn remaining(&self) -> usize {
+        self.bytes.len() - self.pos
+    }
+}
+
+struct Component {
+    dtype: DType,
+    shape: Vec<i64>,
+    /// String lengths; `None` for fixed-size dtypes.
+    strings: Option<Vec<usize>>,
+    /// Byte length of a fixed-size tensor's buffer.
+    len: usize,
+}
+
+fn parse_structure(h: &mut Headers<'_>) -> Result<Vec<Component>> {
+    let n = h.varint()?;
+    // Every component takes at least two header bytes: no allocation
+    // larger than the message.
+    if n > h.remaining() as u64 {
+        return Err(malformed(format!("{n} components")));
+    }
+    let mut components = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let code = i32::try_from(h.varint()?).map_err(|_| malformed("bad dtype"))?;
+        let dtype = DType::from_code(code)?;
+        let rank = h.varint()?;
+        if rank > h.remaining() as u64 {
+            return Err(malformed(format!("rank {rank}")));
+        }
+        let mut shape = Vec::with_capacity(rank as usize);
+        for _ in 0..rank {
+            let d = i64::try_from(h.varint()?).map_err(|_| malformed("dimension too large"))?;
+            shape.push(d);
+        }
+        let count = num_elements(&shape)?;
+        let (strings, len) = match dtype.size() {
+            None => {
+                if count > h.remaining() as u64 {
+                    return Err(malformed(format!("{count} strings")));
+                }
+                let mut lens = Vec::with_capacity(count as usize);
+                for _ in 0..count {
+                    let len =
+                        usize::try_from(h.varint()?).map_err(|_| malformed("string too long"))?;
+                    lens.push(len);
+                }
+                (Some(lens), 0)
+            }
+            Some(size) => {
+                let len = count
+                    .checked_mul(size as u64)
+                    .and_then(|l| usize::try_from(l).ok())
+                    .ok_or_else(|| malformed(format!("tensor of shape {shape:?} too large")))?;
+                (None, len)
+            }
+        };
+        components.push(Component {
+            dtype,
+            shape,
+            strings,
+            len,
+        });
+    }
+    Ok(components)
+}
+
+struct Pieces {
+    chunks: Vec<Bytes>,
+    index: usize,
+    offset: usize,
+}
+
+impl Pieces {
+    fn take(&mut self, len: usize) -> Result<Bytes> {
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        while self
+            .chunks
+            .get(self.index)
+            .is_some_and(|c| self.offset == c.len())
+        {
+            self.index += 1;
+            self.offset = 0;
+        }
+        let chunk = self
+            .chunks
+            .get(self.index)
+            .ok_or_else(|| malformed("pieces run past the last chunk"))?;
+        if chunk.len() - self.offset < len {
+            return Err(malformed("a piece spans two chunks"));
+        }
+        let piece = chunk.slice(self.offset..self.offset + len);
+        self.offset += len;
+        Ok(piece)
+    }
+
+    fn all_used(&self) -> bool {
+        self.chunks[self.index.min(self.chunks.len())..]
+            .iter()
+            .enumerate()
+            .all(|(i, c)| c.len() == if i == 0 { self.offset } else { 0 })
+    }
+}
+
+fn decompress(chunk: Chunk) -> Result<Bytes> {
+    if chunk.snappy_uncompressed_size == 0 {
+        return Ok(chunk.data);
+    }
+    if chunk.snappy_uncompressed_size > MAX_CHUNK_BYTES {
+        return Err(malformed(format!(
+            "chunk of {} bytes",
+            chunk.snappy_uncompressed_size
+        )));
+    }
+    let len = snap::raw::decompress_len(&chunk.data)
+        .map_err(|e| malformed(format!("bad snappy header: {e}")))?;
+    if len as u64 != chunk.snappy_uncompressed_size {
+        return Err(malformed(format!(
+            "snappy block holds {len} bytes, the chunk says {}",
+            chunk.snappy_uncompressed_size
+        )));
+    }
+    let mut out = BytesMut::zeroed(len);
+    snap::raw::Decoder::new()
+        .decompress(&chunk.data, &mut out)
+        .map_err(|e| malformed(format!("snappy decompression failed: {e}")))?;
+    Ok(out.freeze())
+}
+
+/// The elements of a batch, in order. Tensors share the message's buffers.
+pub fn decode_batch(batch: ElementBatch) -> Result<Vec<Element>> {
+    let num = batch.num_elements as usize;
+    // Every element takes at least one header byte.
+    if num > batch.headers.len() {
+        return Err(malformed(format!(
+            "{num} elements in {} header bytes",
+            batch.headers.len()
+        )));
+    }
+    let chunks = batch
+        .chunks
+        .into_iter()
+        .map(decompress)
+        .collect::<Result<Vec<_>>>()?;
+    let mut pieces = Pieces {
+        chunks,
+        index: 0,
+        offset: 0,
+    };
+    let mut h = Headers {
+        bytes: &batch.headers,
+        pos: 0,
+    };
+    let mut structure: Option<Vec<Component>> = None;
+    let mut elements = Vec::with_capacity(num);
+    for _ in 0..num {
+        match h.byte()? {
+            TAG_SAME => {}
+            TAG_NEW => structure = Some(parse_structure(&mut h)?),
+            tag => return Err(malformed(format!("unknown tag {tag}"))),
+        }
+        let Some(components) = &structure else {
+            return Err(malformed("the first element repeats a missing structure"));
+        };
+        let mut tensors = Vec::with_capacity(components.len());
+        for c in components {
+            let data = match &c.strings {
+                None => TensorData::Buffer(pieces.take(c.len)?),
+                Some(lens) => TensorData::Strings(
+                    lens.iter()
+                        .map(|&l| pieces.take(l))
+                        .collect::<Result<_>>()?,
+                ),
+            };
+            tensors.push(Tensor::new(c.dtype, c.shape.clone(), data)?);
+        }
+        elements.push(Element::new(tensors));
+    }
+    if h.remaining() != 0 {
+        return Err(malformed("trailing header bytes"));
+    }
+    if !pieces.all_used() {
+        return Err(malformed("trailing chunk bytes"));
+    }
+    Ok(elements)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Element> {
+        let big: Vec<f32> = (0..20_000).map(|i| i as f32).collect();
+        vec![
+            Element::single(Tensor::scalar(1i64)),
+            Element::single(Tensor::scalar(2i64)),
+            Element::new(vec![
+                Tensor::strings(
+                    vec![Bytes::from("ab"), Bytes::new(), Bytes::from("xyz")],
+                    vec![3],
+                )
+                .unwrap(),
+                Tensor::from_slice::<i32>(&[], vec![0, 4]).unwrap(),
+                Tensor::from_slice(&big, vec![100, 200]).unwrap(),
+            ]),
+            Element::single(Tensor::scalar(3i64)),
+            Element::new(vec![]),
+        ]
+    }
+
+    fn round_trip(mode: ChunkCompression) {
+        let mut encoder = BatchEncoder::new();
+        for e in sample() {
+            encoder.push(&e);
+        }
+        let batch = encoder.finish(&mut Compressor::new(mode)).unwrap();
+        assert_eq!(batch.num_elements, 5);
+        assert_eq!(
+            batch.payload_bytes,
+            sample().iter().map(|e| e.byte_size() as u64).sum::<u64>()
+        );
+        assert_eq!(decode_batch(batch).unwrap(), sample());
+    }
+
+    #[test]
+    fn round_trips_in_every_compression_mode() {
+        round_trip(ChunkCompression::Never);
+        round_trip(ChunkCompression::Always);
+        round_trip(ChunkCompression::Auto);
+    }
+
+    #[test]
+    fn repeated_structures_cost_one_header_byte() {
+        let mut encoder = BatchEncoder::new();
+        for i in 0..100i64 {
+            encoder.push(&Element::single(Tensor::scalar(i)));
+        }
+        let batch = encoder
+            .finish(&mut Compressor::new(ChunkCompression::Never))
+            .unwrap();
+        assert_eq!(batch.headers.len(), 4 + 99);
+        assert_eq!(batch.chunks.len(), 1);
+        let values: Vec<i64> = decode_batch(batch)
+            .unwrap()
+            .iter()
+            .map(|e| e.components[0].to_scalar().unwrap())
+            .collect();
+        assert_eq!(values, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn large_pieces_are_not_copied_and_incompressible_ones_not_compressed() {
+        let mut state = 1u64;
+        let noise: Vec<u8> = (0..(1 << 20))
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (state >> 56) as u8
+            })
+            .collect();
+        let tensor = Tensor::from_slice(&noise, vec![1 << 20]).unwrap();
+        let TensorData::Buffer(buffer) = tensor.data().clone() else {
+            unreachable!()
+        };
+        let mut encoder = BatchEncoder::new();
+        encoder.push(&Element::single(tensor.clone()));
+        let batch = encoder
+            .finish(&mut Compressor::new(ChunkCompression::Auto))
+            .unwrap();
+        assert_eq!(batch.chunks.len(), 1);
+        assert_eq!(batch.chunks[0].snappy_uncompressed_size, 0);
+        assert_eq!(batch.chunks[0].data.as_ptr(), buffer.as_ptr());
+        // Compressible data of the same size is compressed.
+        let zeros = Tensor::from_slice(&vec![0u8; 1 << 20], vec![1 << 20]).unwrap();
+        let mut encoder = BatchEncoder::new();
+        encoder.push(&Element::single(zeros.clone()));
+        let batch = encoder
+            .finish(&mut Compressor::new(ChunkCompression::Auto))
+            .unwrap();
+        assert!(batch.chunks[0].snappy_uncompressed_size > 0);
+        assert_eq!(decode_batch(batch).unwrap(), vec![Element::single(zeros)]);
+    }
+
+    #[test]
+    fn malformed_batches_are_errors() {
+        let mut encoder = BatchEncoder::new();
+        for e in sample() {
+            encoder.push(&e);
+        }
+        let good = encoder
+            .finish(&mut Compressor::new(ChunkCompression::Always))
+            .unwrap();
+        let mut bad = good.clone();
+        bad.num_elements = 6;
+        assert!(decode_batch(bad).is_err());
+        let mut bad = good.clone();
+        bad.headers = Bytes::from_static(&[0, 0, 0, 0, 0]);
+        assert!(decode_batch(bad).is_err());
+        let mut bad = good.clone();
+        bad.chunks[0].snappy_uncompressed_size += 1;
+        assert!(decode_batch(bad).is_err());
+        let mut bad = good.clone();
+        bad.chunks.pop();
+        assert!(decode_batch(bad).is_err());
+        let mut bad = good.clone();
+        bad.headers = Bytes::from_static(&[1, 0xff, 0xff, 0xff, 0xff, 0xff]);
+        bad.num_elements = 1;
+        assert!(decode_batch(bad).is_err());
+        // A huge claimed shape with no data behind it.
+        let mut bad = good;
+        bad.headers = Bytes::from_static(&[1, 1, 9, 2, 0xff, 0xff, 0x7f, 0xff, 0xff, 0x7f]);
+        bad.num_elements = 1;
+        assert!(decode_batch(bad).is_err());
+        // Every truncation fails cleanly.
+        let mut encoder = BatchEncoder::new();
+        for e in sample() {
+            encoder.push(&e);
+        }
+        let good = encoder
+            .finish(&mut Compressor::new(ChunkCompression::Never))
+            .unwrap();
+        for cut in 0..good.headers.len() {
+            let mut bad = good.clone();
+            bad.headers = good.headers.slice(..cut);
+            assert!(decode_batch(bad).is_err(), "cut at {cut}");
+        }
+    }
+}

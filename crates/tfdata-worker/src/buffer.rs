@@ -1,0 +1,274 @@
+//! A task's element buffer: the pipeline thread pushes decoded elements, RPC
+//! handlers take them (one for `GetElement`, many for a stream batch, in one
+//! lock). Bounded in elements and in payload bytes: a full buffer blocks the
+//! pipeline thread, so a task's memory is its buffer, not its dataset.
+//!
+//! The element bound starts at the worker's `task_buffer_elements` and grows
+//! (up to `task_buffer_max_elements`) to what a streaming reader asks for, so
+//! prefetch follows demand; the byte bound (`task_buffer_bytes`) never moves.
+//! One element is always admitted into an empty buffer, whatever its size.
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use tfdata_core::{Element, Error};
+use tokio::sync::Notify;
+
+/// What a take found.
+pub enum Taken {
+    /// At least one element, in order.
+    Elements(Vec<Element>),
+    /// Nothing buffered (only from non-waiting takes).
+    Empty,
+    /// The pipeline ended after every element taken so far.
+    End,
+    /// The pipeline failed after every element taken so far. Delivered once;
+    /// later takes see `End`.
+    Failed(Error),
+}
+
+struct State {
+    queue: VecDeque<(Element, usize)>,
+    bytes: usize,
+    capacity: usize,
+    ended: bool,
+    error: Option<Error>,
+    /// No consumer will take again (the task is gone): the producer stops.
+    closed: bool,
+    producer_waiting: bool,
+}
+
+pub struct ElementBuffer {
+    state: Mutex<State>,
+    readable: Notify,
+    writable: Condvar,
+    max_capacity: usize,
+    max_bytes: usize,
+}
+
+impl ElementBuffer {
+    pub fn new(capacity: usize, max_capacity: usize, max_bytes: usize) -> Self {
+        let capacity = capacity.max(1);
+        ElementBuffer {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                bytes: 0,
+                capacity,
+                ended: false,
+                error: None,
+                closed: false,
+                producer_waiting: false,
+            }),
+            readable: Notify::new(),
+            writable: Condvar::new(),
+            max_capacity: max_capacity.max(capacity),
+            max_bytes: max_bytes.max(1),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Producer (blocking): appends `element`, waiting for room. `false` once
+    /// the buffer is closed: the producer should stop.
+    pub fn push(&self, element: Element) -> bool {
+        let size = element.byte_size();
+        let mut st = self.lock();
+        loop {
+            if st.closed {
+                return false;
+            }
+            let full = st.queue.len() >= st.capacity
+                || (!st.queue.is_empty() && st.bytes + size > self.max_bytes);
+            if !full {
+                break;
+            }
+            st.producer_waiting = true;
+            st = self.writable.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        st.producer_waiting = false;
+        let was_empty = st.queue.is_empty();
+        st.queue.push_back((element, size));
+        st.bytes += size;
+        drop(st);
+        // Consumers only wait on an empty buffer.
+        if was_empty {
+            self.readable.notify_waiters();
+        }
+        true
+    }
+
+    /// Producer: no more elements; `error` (if any) follows those buffered.
+    pub fn finish(&self, error: Option<Error>) {
+        let mut st = self.lock();
+        if !st.ended {
+            st.ended = true;
+            st.error = error;
+        }
+        drop(st);
+        self.readable.notify_waiters();
+    }
+
+    /// The task is gone: consumers see the end, the producer stops.
+    pub fn close(&self) {
+        let mut st = self.lock();
+        st.closed = true;
+        st.ended = true;
+        st.queue.clear();
+        st.bytes = 0;
+        drop(st);
+        self.writable.notify_all();
+        self.readable.notify_waiters();
+    }
+
+    /// Lets the buffer hold up to `elements` (clamped to the maximum), so a
+    /// reader asking for large batches finds them ready.
+    pub fn raise_capacity(&self, elements: usize) {
+        let mut st = self.lock();
+        let wanted = elements.min(self.max_capacity);
+        if wanted > st.capacity {
+            st.capacity = wanted;
+            let wake = st.producer_waiting;
+            drop(st);
+            if wake {
+                self.writable.notify_one();
+            }
+        }
+    }
+
+    /// Takes up to `max_elements` (at least one if any is buffered) and,
+    /// after the first, only while their bytes stay within `max_bytes`.
+    /// Never waits.
+    pub fn try_take(&self, max_elements: usize, max_bytes: usize) -> Taken {
+        let mut st = self.lock();
+        if st.queue.is_empty() {
+            if !st.ended {
+                return Taken::Empty;
+            }
+            return match st.error.take() {
+                Some(e) => Taken::Failed(e),
+                None => Taken::End,
+            };
+        }
+        let mut out = Vec::with_capacity(st.queue.len().min(max_elements.max(1)));
+        let mut bytes = 0usize;
+        while let Some((_, size)) = st.queue.front() {
+            if !out.is_empty() && (out.len() >= max_elements || bytes + size > max_bytes) {
+                break;
+            }
+            let Some((e, size)) = st.queue.pop_front() else {
+                break;
+            };
+            bytes += size;
+            out.push(e);
+        }
+        st.bytes -= bytes;
+        // Wake the pipeline once the buffer is half drained, not for every
+        // element: fewer thread switches, same bound.
+        let wake = st.producer_waiting
+            && (st.queue.is_empty()
+                || (st.queue.len() <= st.capacity / 2 && st.bytes <= self.max_bytes / 2));
+        drop(st);
+        if wake {
+            self.writable.notify_one();
+        }
+        Taken::Elements(out)
+    }
+
+    /// Like [`try_take`](Self::try_take), waiting while the buffer is empty
+    /// and the pipeline runs. Cancel-safe: nothing is taken until it returns.
+    pub async fn take(&self, max_elements: usize, max_bytes: usize) -> Taken {
+        loop {
+            let notified = self.readable.notified();
+            tokio::pin!(notified);
+            // Registered before looking, so a push in between is not missed.
+            notified.as_mut().enable();
+            match self.try_take(max_elements, max_bytes) {
+                Taken::Empty => notified.await,
+                taken => return taken,
+            }
+        }
+    }
+
+    /// Elements and bytes buffered now.
+    pub fn len_and_bytes(&self) -> (usize, usize) {
+        let st = self.lock();
+        (st.queue.len(), st.bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use tfdata_core::Tensor;
+
+    fn element(bytes: usize) -> Element {
+        Element::single(Tensor::from_slice(&vec![0u8; bytes], vec![bytes as i64]).unwrap())
+    }
+
+    #[tokio::test]
+    async fn bounded_in_elements_and_bytes() {
+        let buffer = Arc::new(ElementBuffer::new(4, 4, 2500));
+        let producer = {
+            let buffer = Arc::clone(&buffer);
+            std::thread::spawn(move || {
+                for _ in 0..10 {
+                    assert!(buffer.push(element(1000)));
+                }
+                buffer.finish(None);
+            })
+        };
+        let mut got = 0;
+        loop {
+            match buffer.take(100, usize::MAX).await {
+                Taken::Elements(v) => {
+                    // Two fit in 2500 bytes; a third would not.
+                    assert!(v.len() <= 2, "{}", v.len());
+                    got += v.len();
+                }
+                Taken::End => break,
+                Taken::Empty | Taken::Failed(_) => unreachable!(),
+            }
+            let (_, bytes) = buffer.len_and_bytes();
+            assert!(bytes <= 2500);
+        }
+        assert_eq!(got, 10);
+        producer.join().unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_oversized_element_still_passes_and_errors_follow_elements() {
+        let buffer = ElementBuffer::new(1, 1, 10);
+        assert!(buffer.push(element(100)));
+        buffer.finish(Some(Error::Internal("boom".into())));
+        assert!(matches!(buffer.try_take(1, 1), Taken::Elements(v) if v.len() == 1));
+        assert!(matches!(buffer.try_take(1, 1), Taken::Failed(_)));
+        assert!(matches!(buffer.try_take(1, 1), Taken::End));
+    }
+
+    #[test]
+    fn closing_stops_the_producer() {
+        let buffer = Arc::new(ElementBuffer::new(1, 1, 1 << 20));
+        assert!(buffer.push(element(1)));
+        let producer = {
+            let buffer = Arc::clone(&buffer);
+            std::thread::spawn(move || buffer.push(element(1)))
+        };
+        buffer.close();
+        assert!(!producer.join().unwrap());
+        assert!(matches!(buffer.try_take(1, 1), Taken::End));
+    }
+
+    #[test]
+    fn capacity_grows_to_demand_within_the_maximum() {
+        let buffer = ElementBuffer::new(2, 5, 1 << 20);
+        buffer.raise_capacity(100);
+        for _ in 0..5 {
+            assert!(buffer.push(element(1)));
+        }
+        assert_eq!(buffer.len_and_bytes().0, 5);
+        assert!(matches!(buffer.try_take(3, usize::MAX), Taken::Elements(v) if v.len() == 3));
+    }
+}

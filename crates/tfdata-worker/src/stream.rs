@@ -1,0 +1,215 @@
+//! tfdata's own element stream (`tfdata.stream.ElementStream`), served next
+//! to TensorFlow's `WorkerService` to tfdata readers only (see
+//! `proto/tfdata/stream.proto` and docs/performance.md).
+//!
+//! One stream per (task, reader). The reader grants credit in elements and
+//! bytes; the worker takes whatever the task's buffer holds, up to the
+//! credit and one batch's bounds, without waiting for more than the first
+//! element (so the first element is never held back to fill a batch), and
+//! encodes it in the batch form. Readers sharing a task (job sharing) each
+//! take from the same first-come-first-served buffer, so every element goes
+//! to exactly one of them. Coordinated reads and cross-trainer caches keep
+//! `GetElement`.
+
+use std::sync::Arc;
+
+use tfdata_core::Error;
+use tfdata_core::batch::{BatchEncoder, ChunkCompression, Compressor};
+use tfdata_proto::tfdata::stream::{
+    Compression, ElementBatch, StreamRequest, element_stream_server::ElementStream,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::codegen::BoxStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::service::{Lookup, Worker};
+use crate::task::{Batch, TaskRunner};
+
+/// Most elements in one batch: large enough that per-batch costs vanish for
+/// scalars, small enough that the reader gets the first ones soon.
+pub const MAX_BATCH_ELEMENTS: usize = 8192;
+/// Most payload bytes in one batch (a larger element travels alone): the
+/// worker encodes the next batch while this one is on the wire.
+pub const MAX_BATCH_BYTES: usize = 4 << 20;
+/// Encoded batches queued per stream ahead of the transport.
+const QUEUED_BATCHES: usize = 2;
+
+/// The tonic adapter around [`Worker`] for the element stream.
+#[derive(Clone)]
+pub struct ElementStreamGrpc(pub Arc<Worker>);
+
+type BatchSender = mpsc::Sender<Result<ElementBatch, Status>>;
+
+#[tonic::async_trait]
+impl ElementStream for ElementStreamGrpc {
+    async fn stream_elements(
+        &self,
+        request: Request<Streaming<StreamRequest>>,
+    ) -> Result<Response<BoxStream<ElementBatch>>, Status> {
+        let mut requests = request.into_inner();
+        let Some(open) = requests.message().await? else {
+            return Err(Status::invalid_argument(
+                "the element stream closed before its opening request",
+            ));
+        };
+        let (tx, rx) = mpsc::channel(QUEUED_BATCHES);
+        let task = match self.0.lookup_task(open.task_id)? {
+            Lookup::Task(task) => task,
+            Lookup::Finished => {
+                let _ = tx.try_send(Ok(end_of_sequence(0)));
+                return Ok(Response::new(Box::pin(ReceiverStream::new(rx))));
+            }
+        };
+        if !task.first_come_first_served() {
+            return Err(Error::FailedPrecondition(format!(
+                "task {} is a coordinated-read or cross-trainer-cache task; read it with GetElement",
+                open.task_id
+            ))
+            .into());
+        }
+        // The dataset's setting wins; the reader only chooses how.
+        let mode = if !task.compress() {
+            ChunkCompression::Never
+        } else {
+            match Compression::try_from(open.compression) {
+                Ok(Compression::Always) => ChunkCompression::Always,
+                Ok(Compression::Never) => ChunkCompression::Never,
+                Ok(Compression::Auto) | Err(_) => ChunkCompression::Auto,
+            }
+        };
+        tokio::spawn(serve(Arc::clone(&self.0), task, open, requests, tx, mode));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+/// What the worker may still send.
+#[derive(Debug, Default)]
+struct Credit {
+    elements: u64,
+    /// Goes below zero by less than one element (see the proto).
+    bytes: i64,
+}
+
+impl Credit {
+    fn add(&mut self, request: &StreamRequest) {
+        self.elements = self.elements.saturating_add(request.credit_elements);
+        let bytes = i64::try_from(request.credit_bytes).unwrap_or(i64::MAX);
+        self.bytes = self.bytes.saturating_add(bytes);
+    }
+
+    fn can_send(&self) -> bool {
+        self.elements > 0 && self.bytes > 0
+    }
+}
+
+fn end_of_sequence(index: i64) -> ElementBatch {
+    ElementBatch {
+        first_element_index: index,
+        end_of_sequence: true,
+        ..Default::default()
+    }
+}
+
+/// Runs one stream until the task ends, the reader goes away or stops
+/// granting credit, or the worker stops.
+async fn serve(
+    worker: Arc<Worker>,
+    task: Arc<TaskRunner>,
+    open: StreamRequest,
+    mut requests: Streaming<StreamRequest>,
+    tx: BatchSender,
+    mode: ChunkCompression,
+) {
+    let shutdown = worker.shutdown_token().clone();
+    let mut credit = Credit::default();
+    credit.add(&open);
+    task.raise_prefetch(usize::try_from(open.credit_elements).unwrap_or(usize::MAX));
+    let mut compressor = Compressor::new(mode);
+    // Whether the reader may still grant credit (it has not half-closed).
+    let mut granting = true;
+    loop {
+        if !credit.can_send() {
+            if !granting {
+                return; // everything granted was sent
+            }
+            tokio::select! {
+                m = requests.message() => match m {
+                    Ok(Some(m)) => credit.add(&m),
+                    Ok(None) => granting = false,
+                    Err(_) => return, // the reader is gone
+                },
+                () = tx.closed() => return,
+                () = shutdown.cancelled() => {
+                    let _ = tx.send(Err(Status::cancelled("Worker is shutting down"))).await;
+                    return;
+                }
+            }
+            continue;
+        }
+        let max_elements = usize::try_from(credit.elements)
+            .unwrap_or(usize::MAX)
+            .min(MAX_BATCH_ELEMENTS);
+        let max_bytes = usize::try_from(credit.bytes)
+            .unwrap_or(usize::MAX)
+            .min(MAX_BATCH_BYTES);
+        let next = tokio::select! {
+            next = task.next_batch(max_elements, max_bytes) => next,
+            m = requests.message(), if granting => {
+                match m {
+                    Ok(Some(m)) => credit.add(&m),
+                    Ok(None) => granting = false,
+                    Err(_) => return,
+                }
+                continue;
+            }
+            () = tx.closed() => return,
+            () = shutdown.cancelled() => {
+                let _ = tx.send(Err(Status::cancelled("Worker is shutting down"))).await;
+                return;
+            }
+        };
+        let batch = match next {
+            Err(e) => {
+                tracing::debug!(task = task.task_id(), error = %e, "element stream failed");
+                let _ = tx.send(Err(e.into())).await;
+                return;
+            }
+            Ok(Batch::EndOfSequence { first }) => {
+                if first {
+                    worker.report_completion(task.task_id());
+                }
+                let _ = tx.send(Ok(end_of_sequence(0))).await;
+                return;
+            }
+            Ok(Batch::Elements { elements, index }) => {
+                let mut encoder = BatchEncoder::new();
+                for e in &elements {
+                    encoder.push(e);
+                }
+                credit.elements = credit
+                    .elements
+                    .saturating_sub(u64::from(encoder.num_elements()));
+                credit.bytes = credit
+                    .bytes
+                    .saturating_sub(i64::try_from(encoder.payload_bytes()).unwrap_or(i64::MAX));
+                match encoder.finish(&mut compressor) {
+                    Ok(mut batch) => {
+                        batch.first_element_index = index;
+                        batch
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e.into())).await;
+                        return;
+                    }
+                }
+            }
+        };
+        if batch.num_elements == 0 {
+            continue;
+        }
+        if tx.send(Ok(batch)).await.is_err() {
+            return; // the reader is gone; like a lost GetElement response
+        }
+    }
+}

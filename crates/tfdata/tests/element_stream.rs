@@ -1,0 +1,326 @@
+//! tfdata's own element stream between tfdata readers and tfdata workers
+//! (issue 7): what readers see through it, its fallback to `GetElement`, and
+//! its credit-based flow control at the protocol level.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::{cluster, scalars};
+use tfdata::{
+    Compression, Dataset, DispatchServer, DispatcherConfig, ProcessingMode, Tensor, WorkerConfig,
+    WorkerServer, distribute,
+};
+use tfdata_proto::data as wire;
+use tfdata_proto::tfdata::stream::{self as stream_wire, StreamRequest};
+
+fn wait_for_workers(dispatcher: &DispatchServer, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dispatcher.num_workers() < n {
+        assert!(Instant::now() < deadline, "workers did not register");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn every_element_arrives_once_and_in_order_then_the_end() {
+    let (dispatcher, _workers) = cluster(1);
+    // Larger than a batch and than the stream window: many batches, credit
+    // granted again and again.
+    let n = 50_000;
+    let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .apply(&Dataset::range(n))
+        .unwrap();
+    assert_eq!(scalars(&ds), (0..n).collect::<Vec<_>>());
+    // The next repetition streams again from a new task.
+    assert_eq!(scalars(&ds), (0..n).collect::<Vec<_>>());
+}
+
+#[test]
+fn small_windows_still_deliver_everything_in_order() {
+    let (dispatcher, _workers) = cluster(1);
+    for compression in [Compression::Auto, Compression::Snappy, Compression::Off] {
+        let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+            .compression(compression)
+            .stream_window(3, 20)
+            .apply(&Dataset::range(1000))
+            .unwrap();
+        assert_eq!(
+            scalars(&ds),
+            (0..1000).collect::<Vec<_>>(),
+            "{compression:?}"
+        );
+    }
+}
+
+#[test]
+fn large_and_string_elements_round_trip() {
+    let (dispatcher, _workers) = cluster(1);
+    let values: Vec<f32> = (0..300_000).map(|i| (i % 977) as f32 * 0.5).collect();
+    let big = Tensor::from_slice(&values, vec![300, 1000]).unwrap();
+    let words = Tensor::strings(vec!["a".into(), "".into(), "ccc".into()], vec![3]).unwrap();
+    let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .apply(&Dataset::from_tensors(vec![big.clone(), words.clone()]).repeat(Some(7)))
+        .unwrap();
+    let elements: Vec<_> = ds.iter().unwrap().map(Result::unwrap).collect();
+    assert_eq!(elements.len(), 7);
+    for e in elements {
+        assert_eq!(e.components, vec![big.clone(), words.clone()]);
+    }
+}
+
+#[test]
+fn distributed_epoch_over_two_workers_gives_every_element_once() {
+    let (dispatcher, _workers) = cluster(2);
+    let ds = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
+        .apply(&Dataset::range(2000))
+        .unwrap();
+    let mut values = scalars(&ds);
+    values.sort_unstable();
+    assert_eq!(values, (0..2000).collect::<Vec<_>>());
+}
+
+#[test]
+fn job_sharing_readers_split_the_task_between_them() {
+    let (dispatcher, _workers) = cluster(1);
+    let n = 40_000;
+    let make = || {
+        distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+            .job_name("shared-stream")
+            // Small windows, so both readers take part while the task runs.
+            .stream_window(64, 1 << 20)
+            .apply(&Dataset::range(n))
+            .unwrap()
+    };
+    // Both iterators exist before either reads, so both join the iteration.
+    let (ia, ib) = (make().iter().unwrap(), make().iter().unwrap());
+    let read = |it: tfdata::ElementIterator| {
+        it.map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let reader = std::thread::spawn(move || read(ia));
+    let b = read(ib);
+    let a = reader.join().unwrap();
+    // Each element went to exactly one reader, each in the task's order.
+    for part in [&a, &b] {
+        assert!(part.windows(2).all(|w| w[0] < w[1]), "out of order");
+    }
+    let all: BTreeSet<i64> = a.iter().chain(&b).copied().collect();
+    assert_eq!(a.len() + b.len(), n as usize, "no duplicates");
+    assert_eq!(all, (0..n).collect());
+}
+
+#[test]
+fn readers_fall_back_to_get_element_on_workers_without_the_stream() {
+    let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
+    let mut plain = WorkerConfig::new(dispatcher.address());
+    plain.element_stream = false;
+    let _plain = WorkerServer::new(plain).unwrap();
+    let _streaming = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
+    wait_for_workers(&dispatcher, 2);
+    // One worker streams, the other answers UNIMPLEMENTED and is read with
+    // GetElement: the read is complete either way.
+    let ds = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
+        .apply(&Dataset::range(1000))
+        .unwrap();
+    let mut values = scalars(&ds);
+    values.sort_unstable();
+    assert_eq!(values, (0..1000).collect::<Vec<_>>());
+    let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .apply(&Dataset::range(300))
+        .unwrap();
+    let mut values = scalars(&ds);
+    values.sort_unstable();
+    let expected: Vec<i64> = (0..300).flat_map(|v| [v, v]).collect();
+    assert_eq!(values, expected);
+}
+
+#[test]
+fn a_worker_stopping_mid_stream_leaves_the_read_to_the_others() {
+    let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
+    let stays = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
+    let leaves = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
+    wait_for_workers(&dispatcher, 2);
+    let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .task_refresh_interval(Duration::from_millis(50))
+        // A small window: the leaving worker is mid-stream when it stops.
+        .stream_window(8, 1 << 20)
+        .apply(&Dataset::range(2000))
+        .unwrap();
+    let mut counts = std::collections::BTreeMap::new();
+    for (i, e) in ds.iter().unwrap().enumerate() {
+        *counts
+            .entry(e.unwrap().components[0].to_scalar::<i64>().unwrap())
+            .or_insert(0) += 1;
+        if i == 100 {
+            leaves.stop();
+        }
+    }
+    // The remaining worker's full copy arrived and the read ended.
+    assert_eq!(counts.len(), 2000, "every element at least once");
+    assert!(counts.values().all(|&c| c <= 2));
+    drop(stays);
+}
+
+/// Registers `dataset`, creates a job and iteration, and returns the task
+/// id on the single worker, as a reader would learn it.
+async fn one_task(dispatcher: &tfdata::DispatcherClient, dataset: &Dataset) -> i64 {
+    let pipeline = tfdata_dataset::pipeline::to_pipeline_def(dataset, false).unwrap();
+    let dataset_id = dispatcher
+        .get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
+            dataset: Some(wire::DatasetDef {
+                graph: Default::default(),
+                tfdata_pipeline: Some(pipeline),
+            }),
+            metadata: Some(wire::DataServiceMetadata {
+                element_spec: None,
+                compression: wire::data_service_metadata::Compression::Off as i32,
+                cardinality: dataset.cardinality(),
+            }),
+            dataset_id: None,
+        })
+        .await
+        .unwrap()
+        .dataset_id;
+    let job_id = dispatcher
+        .get_or_create_job(wire::GetOrCreateJobRequest {
+            dataset_id,
+            processing_mode_def: Some(ProcessingMode::ParallelEpochs.to_proto()),
+            job_name: None,
+            num_consumers: None,
+            use_cross_trainer_cache: false,
+            target_workers: wire::TargetWorkers::Any as i32,
+        })
+        .await
+        .unwrap()
+        .job_id;
+    let client_id = dispatcher
+        .get_or_create_iteration(wire::GetOrCreateIterationRequest {
+            job_id,
+            repetition: 0,
+        })
+        .await
+        .unwrap()
+        .iteration_client_id;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let response = dispatcher
+            .client_heartbeat(wire::ClientHeartbeatRequest {
+                iteration_client_id: client_id,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        if let Some(task) = response.task_info.first() {
+            return task.task_id;
+        }
+        assert!(Instant::now() < deadline, "no task");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Opens a stream on `task_id` with one grant of credit, closes the credit
+/// side at once, and returns every element value and whether the end of
+/// sequence came. The worker sends what the credit allows, then ends.
+async fn read_with_credit(
+    worker: &str,
+    task_id: i64,
+    elements: u64,
+    bytes: u64,
+) -> (Vec<i64>, bool) {
+    let channel = tfdata_rpc::channel::channel(worker).unwrap();
+    let mut client = tfdata_rpc::channel::element_stream_client(channel);
+    let open = StreamRequest {
+        task_id,
+        compression: stream_wire::Compression::Auto as i32,
+        credit_elements: elements,
+        credit_bytes: bytes,
+    };
+    let mut batches = loop {
+        // The worker may not have received the task yet (UNAVAILABLE).
+        match client
+            .stream_elements(futures::stream::iter(vec![open]))
+            .await
+        {
+            Ok(r) => break r.into_inner(),
+            Err(s) if s.code() == tonic::Code::Unavailable => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(s) => panic!("{s}"),
+        }
+    };
+    let mut values = Vec::new();
+    let mut end = false;
+    while let Some(batch) = batches.message().await.unwrap() {
+        assert!(!end, "nothing follows the end of sequence");
+        end = batch.end_of_sequence;
+        for e in tfdata_core::batch::decode_batch(batch).unwrap() {
+            values.push(e.components[0].to_scalar::<i64>().unwrap());
+        }
+    }
+    (values, end)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_send_no_more_than_the_credit_and_lose_nothing_between_streams() {
+    let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
+    let worker = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dispatcher.num_workers() < 1 {
+        assert!(Instant::now() < deadline, "worker did not register");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let client = tfdata::DispatcherClient::new(&dispatcher.address()).unwrap();
+    let task_id = one_task(&client, &Dataset::range(100)).await;
+    let address = worker.address().to_string();
+
+    // Five elements of credit: exactly five, in order.
+    let (values, end) = read_with_credit(&address, task_id, 5, 1 << 20).await;
+    assert_eq!(values, vec![0, 1, 2, 3, 4]);
+    assert!(!end);
+    // 20 bytes of credit for 8-byte elements: two fit, and a third starts
+    // while the credit is still positive; then it is exhausted.
+    let (values, end) = read_with_credit(&address, task_id, 1000, 20).await;
+    assert_eq!(values, vec![5, 6, 7]);
+    assert!(!end);
+    // The rest, then the end of sequence.
+    let (values, end) = read_with_credit(&address, task_id, 1000, 1 << 20).await;
+    assert_eq!(values, (8..100).collect::<Vec<_>>());
+    assert!(end);
+    // After the end, a new stream gets the end at once.
+    let (values, end) = read_with_credit(&address, task_id, 1000, 1 << 20).await;
+    assert!(values.is_empty());
+    assert!(end);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coordinated_reads_keep_their_rounds() {
+    // Round-robin tasks are read with GetElement, one element per round.
+    let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
+    let worker = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
+    let ds = Dataset::range(10).repeat(None);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dispatcher.num_workers() < 1 {
+        assert!(Instant::now() < deadline, "worker did not register");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let read = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .job_name("rounds")
+        .consumers(0, 1)
+        .apply_async(&ds)
+        .await
+        .unwrap();
+    let mut elements = read.stream().await.unwrap();
+    use futures::StreamExt;
+    let values: Vec<i64> = (&mut elements)
+        .take(25)
+        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+        .collect()
+        .await;
+    assert_eq!(values, (0..25).map(|v| v % 10).collect::<Vec<_>>());
+    drop(elements);
+    drop(worker);
+}
