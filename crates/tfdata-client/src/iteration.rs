@@ -27,9 +27,7 @@ use tfdata_core::{Element, Error, Result, element};
 use tfdata_proto::data::{
     self as wire, get_element_response, worker_service_client::WorkerServiceClient,
 };
-use tfdata_proto::tfdata::stream::{
-    Compression as StreamCompression, StreamRequest, element_stream_client::ElementStreamClient,
-};
+use tfdata_proto::tfdata::stream::{Compression as StreamCompression, ElementBatch, StreamRequest};
 use tfdata_rpc::CancellationToken;
 use tfdata_rpc::retry::{backoff, retry};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
@@ -263,7 +261,7 @@ pub(crate) struct FetchContext {
     workers: Mutex<HashMap<String, Channel>>,
     /// Element-stream clients by worker address; `None` once the worker
     /// answered UNIMPLEMENTED (it is read with `GetElement`).
-    streams: Mutex<HashMap<String, Option<ElementStreamClient<Channel>>>>,
+    streams: Mutex<HashMap<String, Option<Channel>>>,
     trainer_id: String,
     compression: StreamCompression,
     stream_window: (u64, u64),
@@ -322,11 +320,11 @@ impl FetchContext {
 
     /// The element-stream client of `address`, unless it is known not to
     /// offer the stream. Shares the worker's channel (one connection).
-    fn stream_client(&self, address: &str) -> Result<Option<ElementStreamClient<Channel>>> {
+    fn stream_client(&self, address: &str) -> Result<Option<Channel>> {
         if let Some(c) = lock(&self.streams).get(address) {
             return Ok(c.clone());
         }
-        let c = tfdata_rpc::channel::element_stream_client(self.channel(address)?);
+        let c = self.channel(address)?;
         lock(&self.streams).insert(address.to_string(), Some(c.clone()));
         Ok(Some(c))
     }
@@ -516,7 +514,7 @@ async fn stream_task(
     ctx: &FetchContext,
     task: &wire::TaskInfo,
     address: &str,
-    mut client: ElementStreamClient<Channel>,
+    channel: Channel,
 ) -> Streamed {
     let pool = Arc::new(CreditPool::default());
     let (window_elements, window_bytes) = ctx.stream_window;
@@ -544,11 +542,14 @@ async fn stream_task(
             return Streamed::Ended(FetchEnd::Stopped);
         }
         let call = tokio::select! {
-            r = client.stream_elements(tokio_stream::wrappers::ReceiverStream::new(rx)) => r,
+            r = tfdata_rpc::channel::open_element_stream(
+                channel.clone(),
+                tokio_stream::wrappers::ReceiverStream::new(rx),
+            ) => r,
             () = ctx.cancel.cancelled() => return Streamed::Ended(FetchEnd::Stopped),
         };
         let mut stream = match call {
-            Ok(response) => response.into_inner(),
+            Ok(reader) => reader,
             Err(status) if status.code() == tonic::Code::Unimplemented && !opened_once => {
                 return Streamed::NotOffered;
             }
@@ -579,7 +580,10 @@ async fn stream_task(
                 }
                 () = ctx.cancel.cancelled() => return Streamed::Ended(FetchEnd::Stopped),
             };
-            let batch = match message {
+            let batch = match message.and_then(|m| {
+                m.map(tfdata_rpc::raw_grpc::decode::<ElementBatch>)
+                    .transpose()
+            }) {
                 Ok(Some(batch)) => batch,
                 // A worker ends a stream only after the end of sequence; an
                 // early end is a broken stream.

@@ -5,7 +5,6 @@ use std::time::Duration;
 use tfdata_core::{Error, Result};
 use tfdata_proto::data::dispatcher_service_client::DispatcherServiceClient;
 use tfdata_proto::data::worker_service_client::WorkerServiceClient;
-use tfdata_proto::tfdata::stream::element_stream_client::ElementStreamClient;
 use tonic::transport::{Channel, Endpoint};
 
 /// Largest message any tfdata server or client accepts or sends. tonic's
@@ -80,11 +79,22 @@ pub fn dispatcher_client(channel: Channel) -> DispatcherServiceClient<Channel> {
         .max_encoding_message_size(MAX_MESSAGE_BYTES)
 }
 
-/// tfdata's element stream on a tfdata worker (see `proto/tfdata/stream.proto`).
-pub fn element_stream_client(channel: Channel) -> ElementStreamClient<Channel> {
-    ElementStreamClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES)
+/// The path of tfdata's element stream (see `proto/tfdata/stream.proto`).
+pub const STREAM_ELEMENTS_PATH: &str = "/tfdata.stream.ElementStream/StreamElements";
+
+/// Opens tfdata's element stream on a tfdata worker, through
+/// [`crate::raw_grpc`] (batches decoded from the HTTP/2 frames as they
+/// arrived, not copied into one buffer first).
+pub async fn open_element_stream<S>(
+    channel: Channel,
+    requests: S,
+) -> Result<crate::raw_grpc::MessageReader<tonic::body::Body>, tonic::Status>
+where
+    S: futures::Stream<Item = tfdata_proto::tfdata::stream::StreamRequest> + Send + Unpin + 'static,
+{
+    use futures::StreamExt;
+    let requests = requests.map(|r| crate::raw_grpc::small_message(&r));
+    crate::raw_grpc::open_stream(channel, STREAM_ELEMENTS_PATH, requests, MAX_MESSAGE_BYTES).await
 }
 
 pub fn worker_client(channel: Channel) -> WorkerServiceClient<Channel> {

@@ -4,11 +4,14 @@
 //!   limits lifted, and parsing of `grpc://host:port` service addresses;
 //! * [`retry`]: TensorFlow's retry back-off for transient errors, bounded by a
 //!   deadline and a cancellation token;
+//! * [`raw_grpc`]: gRPC messages as lists of `Bytes` parts, sent and
+//!   received without tonic's codec copies (the element stream's data path);
 //! * [`server`]: the lifecycle of an in-process server (bind at construction,
 //!   start, join, stop, stop on drop) around a `serve(listener, shutdown)`
 //!   library function.
 
 pub mod channel;
+pub mod raw_grpc;
 pub mod retry;
 pub mod server;
 

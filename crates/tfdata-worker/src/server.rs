@@ -11,8 +11,7 @@ use tfdata_rpc::server::{ServerHandle, bind};
 
 use crate::config::WorkerConfig;
 use crate::service::{Worker, WorkerGrpc};
-use crate::stream::ElementStreamGrpc;
-use tfdata_proto::tfdata::stream::element_stream_server::ElementStreamServer;
+use crate::stream::ElementStreamServer;
 
 /// Runs a worker on `listener` until `shutdown` fires or registration fails
 /// for good (for example a protocol version mismatch).
@@ -36,11 +35,10 @@ pub async fn serve(
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     // tfdata readers stream elements; TensorFlow's never ask for it, so an
     // unknown-service answer (UNIMPLEMENTED) is what they would get anyway.
-    let element_stream = worker.config().element_stream.then(|| {
-        ElementStreamServer::new(ElementStreamGrpc(Arc::clone(&worker)))
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES)
-    });
+    let element_stream = worker
+        .config()
+        .element_stream
+        .then(|| ElementStreamServer(Arc::clone(&worker)));
     let server_stop = CancellationToken::new();
     let grpc = tokio::spawn(
         tfdata_rpc::server::builder()

@@ -11,17 +11,21 @@
 //! to exactly one of them. Coordinated reads and cross-trainer caches keep
 //! `GetElement`.
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
+use bytes::Bytes;
+use prost::encoding::WireType;
 use tfdata_core::Error;
 use tfdata_core::batch::{BatchEncoder, ChunkCompression, Compressor};
-use tfdata_proto::tfdata::stream::{
-    Compression, ElementBatch, StreamRequest, element_stream_server::ElementStream,
-};
+use tfdata_proto::tfdata::stream::{Compression, ElementBatch, StreamRequest};
+use tfdata_rpc::channel::STREAM_ELEMENTS_PATH;
+use tfdata_rpc::raw_grpc::{self, MessageReader, RopeBody, RopeWriter};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::codegen::BoxStream;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::Status;
+use tonic::codegen::{BoxFuture, Service, http};
 
 use crate::service::{Lookup, Worker};
 use crate::task::{Batch, TaskRunner};
@@ -34,53 +38,139 @@ pub const MAX_BATCH_ELEMENTS: usize = 8192;
 pub const MAX_BATCH_BYTES: usize = 4 << 20;
 /// Encoded batches queued per stream ahead of the transport.
 const QUEUED_BATCHES: usize = 2;
+/// Largest reader request accepted (they are a few varints).
+const MAX_REQUEST_BYTES: usize = 1 << 20;
 
-/// The tonic adapter around [`Worker`] for the element stream.
+/// The element stream as a hand-written gRPC service (not tonic's generated
+/// one): batches go out as lists of `Bytes` parts, tensor buffers uncopied
+/// (see `tfdata_rpc::raw_grpc`). Same wire format, so a tonic client of
+/// `tfdata.stream.ElementStream` reads it too.
 #[derive(Clone)]
-pub struct ElementStreamGrpc(pub Arc<Worker>);
+pub struct ElementStreamServer(pub Arc<Worker>);
 
-type BatchSender = mpsc::Sender<Result<ElementBatch, Status>>;
+impl tonic::server::NamedService for ElementStreamServer {
+    const NAME: &'static str = "tfdata.stream.ElementStream";
+}
 
-#[tonic::async_trait]
-impl ElementStream for ElementStreamGrpc {
-    async fn stream_elements(
-        &self,
-        request: Request<Streaming<StreamRequest>>,
-    ) -> Result<Response<BoxStream<ElementBatch>>, Status> {
-        let mut requests = request.into_inner();
-        let Some(open) = requests.message().await? else {
-            return Err(Status::invalid_argument(
-                "the element stream closed before its opening request",
-            ));
-        };
-        let (tx, rx) = mpsc::channel(QUEUED_BATCHES);
-        let task = match self.0.lookup_task(open.task_id)? {
-            Lookup::Task(task) => task,
-            Lookup::Finished => {
-                let _ = tx.try_send(Ok(end_of_sequence(0)));
-                return Ok(Response::new(Box::pin(ReceiverStream::new(rx))));
-            }
-        };
-        if !task.first_come_first_served() {
-            return Err(Error::FailedPrecondition(format!(
-                "task {} is a coordinated-read or cross-trainer-cache task; read it with GetElement",
-                open.task_id
-            ))
-            .into());
-        }
-        // The dataset's setting wins; the reader only chooses how.
-        let mode = if !task.compress() {
-            ChunkCompression::Never
-        } else {
-            match Compression::try_from(open.compression) {
-                Ok(Compression::Always) => ChunkCompression::Always,
-                Ok(Compression::Never) => ChunkCompression::Never,
-                Ok(Compression::Auto) | Err(_) => ChunkCompression::Auto,
-            }
-        };
-        tokio::spawn(serve(Arc::clone(&self.0), task, open, requests, tx, mode));
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+impl Service<http::Request<tonic::body::Body>> for ElementStreamServer {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Infallible>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
     }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let worker = Arc::clone(&self.0);
+        Box::pin(async move {
+            if request.uri().path() != STREAM_ELEMENTS_PATH {
+                let status = Status::unimplemented(format!(
+                    "unknown method {} of tfdata.stream.ElementStream",
+                    request.uri().path()
+                ));
+                return Ok(status.into_http());
+            }
+            let requests = Requests(MessageReader::requests(
+                request.into_body(),
+                MAX_REQUEST_BYTES,
+            ));
+            match stream_elements(worker, requests).await {
+                Ok(batches) => {
+                    let body = tonic::body::Body::new(RopeBody::new(batches));
+                    Ok(raw_grpc::response_headers()
+                        .body(body)
+                        .unwrap_or_else(|_| Status::internal("bad response").into_http()))
+                }
+                Err(status) => Ok(status.into_http()),
+            }
+        })
+    }
+}
+
+/// The reader's side of a stream: its opening request, then credit grants.
+struct Requests(MessageReader<tonic::body::Body>);
+
+impl Requests {
+    async fn message(&mut self) -> Result<Option<StreamRequest>, Status> {
+        match self.0.message().await? {
+            Some(rope) => raw_grpc::decode(rope).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+type Batches = ReceiverStream<Result<Vec<Bytes>, Status>>;
+type BatchSender = mpsc::Sender<Result<Vec<Bytes>, Status>>;
+
+async fn stream_elements(worker: Arc<Worker>, mut requests: Requests) -> Result<Batches, Status> {
+    let Some(open) = requests.message().await? else {
+        return Err(Status::invalid_argument(
+            "the element stream closed before its opening request",
+        ));
+    };
+    let (tx, rx) = mpsc::channel(QUEUED_BATCHES);
+    let task = match worker.lookup_task(open.task_id)? {
+        Lookup::Task(task) => task,
+        Lookup::Finished => {
+            let _ = tx.try_send(Ok(encode(end_of_sequence(0))));
+            return Ok(ReceiverStream::new(rx));
+        }
+    };
+    if !task.first_come_first_served() {
+        return Err(Error::FailedPrecondition(format!(
+            "task {} is a coordinated-read or cross-trainer-cache task; read it with GetElement",
+            open.task_id
+        ))
+        .into());
+    }
+    // The dataset's setting wins; the reader only chooses how.
+    let mode = if !task.compress() {
+        ChunkCompression::Never
+    } else {
+        match Compression::try_from(open.compression) {
+            Ok(Compression::Always) => ChunkCompression::Always,
+            Ok(Compression::Never) => ChunkCompression::Never,
+            Ok(Compression::Auto) | Err(_) => ChunkCompression::Auto,
+        }
+    };
+    tokio::spawn(serve(worker, task, open, requests, tx, mode));
+    Ok(ReceiverStream::new(rx))
+}
+
+/// `batch` as gRPC message parts: the small fields copied, every chunk's
+/// data a part of its own when large (a tensor's buffer, uncopied).
+fn encode(batch: ElementBatch) -> Vec<Bytes> {
+    let ElementBatch {
+        headers,
+        chunks,
+        num_elements,
+        payload_bytes,
+        first_element_index,
+        end_of_sequence,
+    } = batch;
+    let mut w = RopeWriter::new();
+    w.put_fields(&ElementBatch {
+        headers,
+        chunks: Vec::new(),
+        num_elements,
+        payload_bytes,
+        first_element_index,
+        end_of_sequence,
+    });
+    for chunk in chunks {
+        use prost::Message;
+        w.put_key(2, WireType::LengthDelimited);
+        w.put_varint(chunk.encoded_len() as u64);
+        w.put_key(1, WireType::LengthDelimited);
+        w.put_varint(chunk.data.len() as u64);
+        w.put_bytes(chunk.data);
+        if chunk.snappy_uncompressed_size != 0 {
+            w.put_key(2, WireType::Varint);
+            w.put_varint(chunk.snappy_uncompressed_size);
+        }
+    }
+    w.into_message()
 }
 
 /// What the worker may still send.
@@ -117,7 +207,7 @@ async fn serve(
     worker: Arc<Worker>,
     task: Arc<TaskRunner>,
     open: StreamRequest,
-    mut requests: Streaming<StreamRequest>,
+    mut requests: Requests,
     tx: BatchSender,
     mode: ChunkCompression,
 ) {
@@ -179,7 +269,7 @@ async fn serve(
                 if first {
                     worker.report_completion(task.task_id());
                 }
-                let _ = tx.send(Ok(end_of_sequence(0))).await;
+                let _ = tx.send(Ok(encode(end_of_sequence(0)))).await;
                 return;
             }
             Ok(Batch::Elements { elements, index }) => {
@@ -208,7 +298,7 @@ async fn serve(
         if batch.num_elements == 0 {
             continue;
         }
-        if tx.send(Ok(batch)).await.is_err() {
+        if tx.send(Ok(encode(batch))).await.is_err() {
             return; // the reader is gone; like a lost GetElement response
         }
     }

@@ -232,7 +232,8 @@ async fn read_with_credit(
     bytes: u64,
 ) -> (Vec<i64>, bool) {
     let channel = tfdata_rpc::channel::channel(worker).unwrap();
-    let mut client = tfdata_rpc::channel::element_stream_client(channel);
+    // tonic's generated client: the hand-framed server speaks plain gRPC.
+    let mut client = stream_wire::element_stream_client::ElementStreamClient::new(channel);
     let open = StreamRequest {
         task_id,
         compression: stream_wire::Compression::Auto as i32,
