@@ -610,13 +610,7 @@ async fn stream_task(
             let elements = match tfdata_core::batch::decode_batch(batch) {
                 Ok(elements) => elements,
                 Err(e) => {
-                    let err = Error::Remote {
-                        code: e.code(),
-                        message: format!(
-                            "Failed to get element from worker {address} (task {}): {e}",
-                            task.task_id
-                        ),
-                    };
+                    let err = worker_error(address, task.task_id, &e);
                     let _ = ctx.tx.send((Err(err), None)).await;
                     return Streamed::Ended(FetchEnd::Failed);
                 }
@@ -647,6 +641,15 @@ async fn stream_task(
     }
 }
 
+/// A worker's error as the reader reports it (TensorFlow's wording), with
+/// the worker's code.
+pub(crate) fn worker_error(address: &str, task_id: i64, err: &Error) -> Error {
+    Error::Remote {
+        code: err.code(),
+        message: format!("Failed to get element from worker {address} (task {task_id}): {err}"),
+    }
+}
+
 /// After a failed call: `None` to retry (transient, after a backoff), or how
 /// the fetcher ends (the error reported to the reader).
 async fn retry_or_fail(
@@ -666,13 +669,7 @@ async fn retry_or_fail(
         *attempt = attempt.saturating_add(1);
         return None;
     }
-    let err = Error::Remote {
-        code: err.code(),
-        message: format!(
-            "Failed to get element from worker {address} (task {}): {err}",
-            task.task_id
-        ),
-    };
+    let err = worker_error(address, task.task_id, &err);
     let _ = ctx.tx.send((Err(err), None)).await;
     Some(FetchEnd::Failed)
 }
@@ -716,13 +713,7 @@ async fn get_elements(ctx: Arc<FetchContext>, task: wire::TaskInfo, address: Str
                     attempt = attempt.saturating_add(1);
                     continue;
                 }
-                let err = Error::Remote {
-                    code: err.code(),
-                    message: format!(
-                        "Failed to get element from worker {address} (task {}): {err}",
-                        task.task_id
-                    ),
-                };
+                let err = worker_error(&address, task.task_id, &err);
                 let _ = ctx.tx.send((Err(err), None)).await;
                 return FetchEnd::Failed;
             }

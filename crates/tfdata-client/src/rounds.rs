@@ -190,13 +190,7 @@ async fn fetch_slot(
             Err(status) => {
                 let err = Error::from(status);
                 if !err.is_retryable() {
-                    return Err(Error::Remote {
-                        code: err.code(),
-                        message: format!(
-                            "Failed to get element from worker {address} (task {}): {err}",
-                            task.task_id
-                        ),
-                    });
+                    return Err(crate::iteration::worker_error(&address, task.task_id, &err));
                 }
                 failures += 1;
                 if failures >= FAILURES_BEFORE_REMOVAL {
