@@ -325,3 +325,66 @@ async fn coordinated_reads_keep_their_rounds() {
     drop(elements);
     drop(worker);
 }
+
+/// Bad input from the network gets a clear error and leaves the worker
+/// serving: a request that is not a `StreamRequest`, one that claims a
+/// compressed gRPC message, and an unknown method of the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_stream_requests_get_errors_and_the_worker_keeps_serving() {
+    use tfdata_rpc::raw_grpc::{open_stream, small_message};
+    let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
+    let worker = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
+    let channel = tfdata_rpc::channel::channel(worker.address()).unwrap();
+    let path = tfdata_rpc::channel::STREAM_ELEMENTS_PATH;
+    let open = |parts: Vec<bytes::Bytes>| {
+        open_stream(
+            channel.clone(),
+            path,
+            futures::stream::iter(vec![parts]),
+            1 << 20,
+        )
+    };
+    // Field 1 (task_id) as a length-delimited field: not a StreamRequest.
+    let not_a_request = vec![bytes::Bytes::from_static(&[
+        0, 0, 0, 0, 3, 0x0a, 0x05, 0x01,
+    ])];
+    let err = open(not_a_request).await.err().unwrap();
+    assert_eq!(err.code(), tonic::Code::Internal, "{err}");
+    assert!(err.message().contains("malformed"), "{err}");
+    // The compressed flag set (we never negotiated gRPC compression).
+    let compressed = vec![bytes::Bytes::from_static(&[1, 0, 0, 0, 0])];
+    let err = open(compressed).await.err().unwrap();
+    assert!(err.message().contains("compressed"), "{err}");
+    // An unknown method of the service.
+    let unknown = open_stream(
+        channel.clone(),
+        "/tfdata.stream.ElementStream/NoSuchMethod",
+        futures::stream::iter(vec![small_message(&StreamRequest::default())]),
+        1 << 20,
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(unknown.code(), tonic::Code::Unimplemented, "{unknown}");
+    // An unknown task: the worker says so (NotFound/Unavailable), and still reads.
+    let unknown_task = StreamRequest {
+        task_id: 987_654,
+        credit_elements: 1,
+        credit_bytes: 1,
+        ..Default::default()
+    };
+    let err = open(small_message(&unknown_task)).await.err().unwrap();
+    assert_ne!(err.code(), tonic::Code::Ok, "{err}");
+    // The worker still serves readers.
+    let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .apply_async(&Dataset::range(10))
+        .await
+        .unwrap();
+    let mut elements = ds.stream().await.unwrap();
+    use futures::StreamExt;
+    let mut values = Vec::new();
+    while let Some(e) = elements.next().await {
+        values.push(e.unwrap().components[0].to_scalar::<i64>().unwrap());
+    }
+    assert_eq!(values, (0..10).collect::<Vec<_>>());
+}
