@@ -7,7 +7,16 @@ use std::sync::OnceLock;
 use tfdata_core::{Error, Result};
 
 /// Threads of the shared client runtime: network I/O and element decoding.
-const CLIENT_RUNTIME_THREADS: usize = 2;
+///
+/// One, measured: with two, HTTP/2's connection task and the element
+/// streams' tasks ran on different threads and every frame and credit grant
+/// crossed between them; `large` (1 MiB tensors from one worker) then ran at
+/// 32–91% of a plain TCP copy from run to run, with the worker waiting for
+/// credit over 90% of the time. With one thread the same run is at 77–108%
+/// (see docs/performance.md). Decoding is cheap (tensors are slices of the
+/// received frames); the heavy part of a read, the kernel's socket copy, is
+/// not on this thread's clock.
+const CLIENT_RUNTIME_THREADS: usize = 1;
 
 pub fn handle() -> Result<tokio::runtime::Handle> {
     static RUNTIME: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
