@@ -151,7 +151,7 @@ impl Iteration {
 }
 
 /// Creates (or joins) the job and iteration, then starts the driver on `handle`.
-pub(crate) fn decode(
+fn decode(
     address: &str,
     task_id: i64,
     element: Option<get_element_response::Element>,
@@ -163,6 +163,43 @@ pub(crate) fn decode(
             "worker {address} answered GetElement for task {task_id} with no element"
         ))),
     }
+}
+
+/// Compressed payloads at least this large are decompressed on a blocking
+/// thread: Snappy over megabytes would stall the (one-thread) client runtime,
+/// and with it every other read's network I/O.
+const DECODE_OFF_RUNTIME_BYTES: usize = 256 << 10;
+
+/// [`decode`], on a blocking thread when the payload is large and compressed.
+pub(crate) async fn decode_off_runtime(
+    address: &str,
+    task_id: i64,
+    element: Option<get_element_response::Element>,
+) -> Result<Element> {
+    let large = matches!(&element, Some(get_element_response::Element::Compressed(c))
+        if c.data.len() >= DECODE_OFF_RUNTIME_BYTES);
+    if !large {
+        return decode(address, task_id, element);
+    }
+    let address = address.to_string();
+    tokio::task::spawn_blocking(move || decode(&address, task_id, element))
+        .await
+        .map_err(|e| Error::Internal(format!("decoding an element failed: {e}")))?
+}
+
+/// The elements of a stream batch, decompressed on a blocking thread when it
+/// carries large compressed chunks.
+async fn decode_batch_off_runtime(batch: ElementBatch) -> Result<Vec<Element>> {
+    let large = batch
+        .chunks
+        .iter()
+        .any(|c| c.snappy_uncompressed_size >= DECODE_OFF_RUNTIME_BYTES as u64);
+    if !large {
+        return tfdata_core::batch::decode_batch(batch);
+    }
+    tokio::task::spawn_blocking(move || tfdata_core::batch::decode_batch(batch))
+        .await
+        .map_err(|e| Error::Internal(format!("decoding a batch failed: {e}")))?
 }
 
 pub(crate) async fn start(
@@ -607,7 +644,7 @@ async fn stream_task(
             attempt = 0;
             let end = batch.end_of_sequence;
             let payload_bytes = batch.payload_bytes;
-            let elements = match tfdata_core::batch::decode_batch(batch) {
+            let elements = match decode_batch_off_runtime(batch).await {
                 Ok(elements) => elements,
                 Err(e) => {
                     let err = worker_error(address, task.task_id, &e);
@@ -727,7 +764,9 @@ async fn get_elements(ctx: Arc<FetchContext>, task: wire::TaskInfo, address: Str
             tokio::time::sleep(backoff(0)).await;
             continue;
         }
-        let decoded = decode(&address, task.task_id, response.element).map(Delivery::from);
+        let decoded = decode_off_runtime(&address, task.task_id, response.element)
+            .await
+            .map(Delivery::from);
         let failed = decoded.is_err();
         if ctx.tx.send((decoded, Some(permit))).await.is_err() {
             return FetchEnd::Stopped;

@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 
 use crate::dispatcher::DispatcherClient;
 use crate::iteration::{
-    FetchContext, HEARTBEAT_TIMEOUT, IterationParams, decode, release, task_address,
+    FetchContext, HEARTBEAT_TIMEOUT, IterationParams, decode_off_runtime, release, task_address,
 };
 
 /// After this many failed attempts at one task in one round, a consumer asks
@@ -185,7 +185,9 @@ async fn fetch_slot(
                         task.task_id
                     )));
                 }
-                return decode(&address, task.task_id, response.element).map(Slot::Element);
+                return decode_off_runtime(&address, task.task_id, response.element)
+                    .await
+                    .map(Slot::Element);
             }
             Err(status) => {
                 let err = Error::from(status);

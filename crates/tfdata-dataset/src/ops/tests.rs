@@ -498,18 +498,28 @@ fn a_split_is_released_only_after_every_element_made_from_it_is_gone() {
             held.push(e);
         }
         drop(it);
-        let mut early = released.lock().unwrap().clone();
-        early.sort_unstable();
+        // Parallel stages' threads let go of what they hold as they wind
+        // down, just after the iterator is dropped.
+        let settled = |expected: usize| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                let mut got = released.lock().unwrap().clone();
+                if got.len() >= expected || std::time::Instant::now() > deadline {
+                    got.sort_unstable();
+                    return got;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        };
         let empty: Vec<i64> = (0..30).filter(|v| v % 4 == 0).collect();
         assert_eq!(
-            early, empty,
+            settled(empty.len()),
+            empty,
             "only splits without elements are released while we hold the rest"
         );
         drop(held);
-        let mut all = released.lock().unwrap().clone();
-        all.sort_unstable();
         assert_eq!(
-            all,
+            settled(30),
             (0..30).collect::<Vec<_>>(),
             "every split released exactly once"
         );
