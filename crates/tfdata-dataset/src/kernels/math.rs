@@ -59,45 +59,10 @@ fn cvtt64(f: f64) -> i64 {
     }
 }
 
-macro_rules! narrow_int {
-    ($t:ty) => {
-        impl Elem for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-            #[inline]
-            fn read(bytes: &[u8]) -> Self {
-                let mut b = [0u8; std::mem::size_of::<$t>()];
-                b.copy_from_slice(bytes);
-                <$t>::from_le_bytes(b)
-            }
-            #[inline]
-            fn write(self, out: &mut [u8]) {
-                out.copy_from_slice(&self.to_le_bytes());
-            }
-            #[inline]
-            fn to_num(self) -> Num {
-                Num::Int(i128::from(self))
-            }
-            /// Integers wrap (two's complement truncation, like
-            /// `static_cast`); floats saturate through int32 as
-            /// TensorFlow's vectorised casts do.
-            #[inline]
-            fn from_num(n: Num) -> Self {
-                match n {
-                    Num::Int(i) => i as $t,
-                    Num::Float(f) => {
-                        cvtt32(f).clamp(i32::from(<$t>::MIN), i32::from(<$t>::MAX)) as $t
-                    }
-                }
-            }
-        }
-    };
-}
-narrow_int!(u8);
-narrow_int!(i8);
-narrow_int!(u16);
-narrow_int!(i16);
-
-macro_rules! wide_int {
+/// `Elem` for an integer type; `$float` converts a float the way TensorFlow's
+/// cast to that type does (integers always wrap, two's complement
+/// truncation, like `static_cast`).
+macro_rules! int_elem {
     ($t:ty, $float:expr) => {
         impl Elem for $t {
             const SIZE: usize = std::mem::size_of::<$t>();
@@ -125,9 +90,25 @@ macro_rules! wide_int {
         }
     };
 }
-wide_int!(i32, cvtt32);
-wide_int!(i64, cvtt64);
-wide_int!(u32, |f: f64| {
+
+/// Narrow integers: floats saturate through int32 as TensorFlow's vectorised
+/// casts do.
+macro_rules! narrow_int {
+    ($t:ty) => {
+        int_elem!(
+            $t,
+            |f: f64| cvtt32(f).clamp(i32::from(<$t>::MIN), i32::from(<$t>::MAX)) as $t
+        );
+    };
+}
+narrow_int!(u8);
+narrow_int!(i8);
+narrow_int!(u16);
+narrow_int!(i16);
+
+int_elem!(i32, cvtt32);
+int_elem!(i64, cvtt64);
+int_elem!(u32, |f: f64| {
     // TensorFlow: truncation where it fits (negatives wrap), else 2^31.
     let t = f.trunc();
     if t > -2_147_483_648.0 && t < 4_294_967_296.0 {
@@ -136,7 +117,7 @@ wide_int!(u32, |f: f64| {
         1u32 << 31
     }
 });
-wide_int!(u64, |f: f64| {
+int_elem!(u64, |f: f64| {
     // TensorFlow: truncation where it fits (negatives wrap), else 2^63.
     const TWO_63: f64 = 9_223_372_036_854_775_808.0;
     let t = f.trunc();
