@@ -1464,196 +1464,125 @@ fn respond<T>(method: &'static str, result: Result<T>) -> Result<Response<T>, St
     }
 }
 
-#[tonic::async_trait]
-impl DispatcherService for DispatcherGrpc {
-    async fn worker_heartbeat(
-        &self,
-        r: Request<wire::WorkerHeartbeatRequest>,
-    ) -> Result<Response<wire::WorkerHeartbeatResponse>, Status> {
-        respond(
-            "WorkerHeartbeat",
-            self.0.worker_heartbeat(r.into_inner()).await,
-        )
-    }
+/// The `DispatcherService` impl: methods that hand the request to the
+/// `Dispatcher` method of the same name (listed once each), and the rest
+/// written out.
+macro_rules! dispatcher_service {
+    (
+        delegated { $($method:ident($req:ident) -> $resp:ident as $name:literal;)* }
+        custom { $($custom:tt)* }
+    ) => {
+        #[tonic::async_trait]
+        impl DispatcherService for DispatcherGrpc {
+            $(
+                async fn $method(
+                    &self,
+                    r: Request<wire::$req>,
+                ) -> Result<Response<wire::$resp>, Status> {
+                    respond($name, self.0.$method(r.into_inner()).await)
+                }
+            )*
+            $($custom)*
+        }
+    };
+}
 
-    async fn worker_update(
-        &self,
-        r: Request<wire::WorkerUpdateRequest>,
-    ) -> Result<Response<wire::WorkerUpdateResponse>, Status> {
-        respond("WorkerUpdate", self.0.worker_update(r.into_inner()).await)
+dispatcher_service! {
+    delegated {
+        worker_heartbeat(WorkerHeartbeatRequest) -> WorkerHeartbeatResponse as "WorkerHeartbeat";
+        worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
+        get_dataset_def(GetDatasetDefRequest) -> GetDatasetDefResponse as "GetDatasetDef";
+        get_split(GetSplitRequest) -> GetSplitResponse as "GetSplit";
+        get_or_register_dataset(GetOrRegisterDatasetRequest) -> GetOrRegisterDatasetResponse
+            as "GetOrRegisterDataset";
+        get_or_create_job(GetOrCreateJobRequest) -> GetOrCreateJobResponse as "GetOrCreateJob";
+        get_or_create_iteration(GetOrCreateIterationRequest) -> GetOrCreateIterationResponse
+            as "GetOrCreateIteration";
+        maybe_remove_task(MaybeRemoveTaskRequest) -> MaybeRemoveTaskResponse as "MaybeRemoveTask";
+        release_iteration_client(ReleaseIterationClientRequest) -> ReleaseIterationClientResponse
+            as "ReleaseIterationClient";
+        client_heartbeat(ClientHeartbeatRequest) -> ClientHeartbeatResponse as "ClientHeartbeat";
+        get_data_service_metadata(GetDataServiceMetadataRequest) -> GetDataServiceMetadataResponse
+            as "GetDataServiceMetadata";
+        disable_compression_at_runtime(DisableCompressionAtRuntimeRequest) -> DisableCompressionAtRuntimeResponse
+            as "DisableCompressionAtRuntime";
     }
+    custom {
+        async fn get_version(
+            &self,
+            _r: Request<wire::GetVersionRequest>,
+        ) -> Result<Response<wire::GetVersionResponse>, Status> {
+            Ok(Response::new(wire::GetVersionResponse {
+                version: tfdata_proto::DATA_SERVICE_VERSION,
+            }))
+        }
 
-    async fn get_dataset_def(
-        &self,
-        r: Request<wire::GetDatasetDefRequest>,
-    ) -> Result<Response<wire::GetDatasetDefResponse>, Status> {
-        respond(
-            "GetDatasetDef",
-            self.0.get_dataset_def(r.into_inner()).await,
-        )
-    }
+        async fn get_workers(
+            &self,
+            _r: Request<wire::GetWorkersRequest>,
+        ) -> Result<Response<wire::GetWorkersResponse>, Status> {
+            let inner = self.0.inner.lock().await;
+            let workers = inner
+                .state
+                .workers()
+                .iter()
+                .map(|w| wire::WorkerInfo {
+                    address: w.address.clone(),
+                })
+                .collect();
+            Ok(Response::new(wire::GetWorkersResponse { workers }))
+        }
 
-    async fn get_split(
-        &self,
-        r: Request<wire::GetSplitRequest>,
-    ) -> Result<Response<wire::GetSplitResponse>, Status> {
-        respond("GetSplit", self.0.get_split(r.into_inner()).await)
-    }
+        async fn get_data_service_config(
+            &self,
+            _r: Request<wire::GetDataServiceConfigRequest>,
+        ) -> Result<Response<wire::GetDataServiceConfigResponse>, Status> {
+            Ok(Response::new(wire::GetDataServiceConfigResponse {
+                config: Some(wire::DataServiceConfig {
+                    deployment_mode: self.0.config.deployment_mode as i32,
+                }),
+            }))
+        }
 
-    async fn get_version(
-        &self,
-        _r: Request<wire::GetVersionRequest>,
-    ) -> Result<Response<wire::GetVersionResponse>, Status> {
-        Ok(Response::new(wire::GetVersionResponse {
-            version: tfdata_proto::DATA_SERVICE_VERSION,
-        }))
-    }
+        async fn snapshot(
+            &self,
+            _r: Request<wire::SnapshotRequest>,
+        ) -> Result<Response<wire::SnapshotResponse>, Status> {
+            let err = if self.0.config.fault_tolerant_mode {
+                Error::Unimplemented(
+                    "distributed snapshots (distributed_save) are not supported yet".into(),
+                )
+            } else {
+                Error::InvalidArgument(
+                    "distributed_save requires the dispatcher to run in fault-tolerant mode \
+                     (set work_dir and fault_tolerant_mode)"
+                        .into(),
+                )
+            };
+            respond("Snapshot", Err(err))
+        }
 
-    async fn get_or_register_dataset(
-        &self,
-        r: Request<wire::GetOrRegisterDatasetRequest>,
-    ) -> Result<Response<wire::GetOrRegisterDatasetResponse>, Status> {
-        respond(
-            "GetOrRegisterDataset",
-            self.0.get_or_register_dataset(r.into_inner()).await,
-        )
-    }
-
-    async fn get_or_create_job(
-        &self,
-        r: Request<wire::GetOrCreateJobRequest>,
-    ) -> Result<Response<wire::GetOrCreateJobResponse>, Status> {
-        respond(
-            "GetOrCreateJob",
-            self.0.get_or_create_job(r.into_inner()).await,
-        )
-    }
-
-    async fn get_or_create_iteration(
-        &self,
-        r: Request<wire::GetOrCreateIterationRequest>,
-    ) -> Result<Response<wire::GetOrCreateIterationResponse>, Status> {
-        respond(
-            "GetOrCreateIteration",
-            self.0.get_or_create_iteration(r.into_inner()).await,
-        )
-    }
-
-    async fn maybe_remove_task(
-        &self,
-        r: Request<wire::MaybeRemoveTaskRequest>,
-    ) -> Result<Response<wire::MaybeRemoveTaskResponse>, Status> {
-        respond(
-            "MaybeRemoveTask",
-            self.0.maybe_remove_task(r.into_inner()).await,
-        )
-    }
-
-    async fn release_iteration_client(
-        &self,
-        r: Request<wire::ReleaseIterationClientRequest>,
-    ) -> Result<Response<wire::ReleaseIterationClientResponse>, Status> {
-        respond(
-            "ReleaseIterationClient",
-            self.0.release_iteration_client(r.into_inner()).await,
-        )
-    }
-
-    async fn client_heartbeat(
-        &self,
-        r: Request<wire::ClientHeartbeatRequest>,
-    ) -> Result<Response<wire::ClientHeartbeatResponse>, Status> {
-        respond(
-            "ClientHeartbeat",
-            self.0.client_heartbeat(r.into_inner()).await,
-        )
-    }
-
-    async fn get_workers(
-        &self,
-        _r: Request<wire::GetWorkersRequest>,
-    ) -> Result<Response<wire::GetWorkersResponse>, Status> {
-        let inner = self.0.inner.lock().await;
-        let workers = inner
-            .state
-            .workers()
-            .iter()
-            .map(|w| wire::WorkerInfo {
-                address: w.address.clone(),
-            })
-            .collect();
-        Ok(Response::new(wire::GetWorkersResponse { workers }))
-    }
-
-    async fn get_data_service_metadata(
-        &self,
-        r: Request<wire::GetDataServiceMetadataRequest>,
-    ) -> Result<Response<wire::GetDataServiceMetadataResponse>, Status> {
-        respond(
-            "GetDataServiceMetadata",
-            self.0.get_data_service_metadata(r.into_inner()).await,
-        )
-    }
-
-    async fn get_data_service_config(
-        &self,
-        _r: Request<wire::GetDataServiceConfigRequest>,
-    ) -> Result<Response<wire::GetDataServiceConfigResponse>, Status> {
-        Ok(Response::new(wire::GetDataServiceConfigResponse {
-            config: Some(wire::DataServiceConfig {
-                deployment_mode: self.0.config.deployment_mode as i32,
-            }),
-        }))
-    }
-
-    async fn snapshot(
-        &self,
-        _r: Request<wire::SnapshotRequest>,
-    ) -> Result<Response<wire::SnapshotResponse>, Status> {
-        let err = if self.0.config.fault_tolerant_mode {
-            Error::Unimplemented(
-                "distributed snapshots (distributed_save) are not supported yet".into(),
+        async fn get_snapshot_split(
+            &self,
+            r: Request<wire::GetSnapshotSplitRequest>,
+        ) -> Result<Response<wire::GetSnapshotSplitResponse>, Status> {
+            let path = r.into_inner().base_path;
+            respond(
+                "GetSnapshotSplit",
+                Err(Error::InvalidArgument(format!("unknown snapshot {path:?}"))),
             )
-        } else {
-            Error::InvalidArgument(
-                "distributed_save requires the dispatcher to run in fault-tolerant mode \
-                 (set work_dir and fault_tolerant_mode)"
-                    .into(),
+        }
+
+        async fn get_snapshot_streams(
+            &self,
+            r: Request<wire::GetSnapshotStreamsRequest>,
+        ) -> Result<Response<wire::GetSnapshotStreamsResponse>, Status> {
+            let path = r.into_inner().path;
+            respond(
+                "GetSnapshotStreams",
+                Err(Error::not_found("snapshot", path)),
             )
-        };
-        respond("Snapshot", Err(err))
-    }
-
-    async fn get_snapshot_split(
-        &self,
-        r: Request<wire::GetSnapshotSplitRequest>,
-    ) -> Result<Response<wire::GetSnapshotSplitResponse>, Status> {
-        let path = r.into_inner().base_path;
-        respond(
-            "GetSnapshotSplit",
-            Err(Error::InvalidArgument(format!("unknown snapshot {path:?}"))),
-        )
-    }
-
-    async fn get_snapshot_streams(
-        &self,
-        r: Request<wire::GetSnapshotStreamsRequest>,
-    ) -> Result<Response<wire::GetSnapshotStreamsResponse>, Status> {
-        let path = r.into_inner().path;
-        respond(
-            "GetSnapshotStreams",
-            Err(Error::not_found("snapshot", path)),
-        )
-    }
-
-    async fn disable_compression_at_runtime(
-        &self,
-        r: Request<wire::DisableCompressionAtRuntimeRequest>,
-    ) -> Result<Response<wire::DisableCompressionAtRuntimeResponse>, Status> {
-        respond(
-            "DisableCompressionAtRuntime",
-            self.0.disable_compression_at_runtime(r.into_inner()).await,
-        )
+        }
     }
 }
 
