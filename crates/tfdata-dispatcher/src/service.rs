@@ -331,18 +331,8 @@ impl Dispatcher {
                 }),
             )
             .await?;
-            let unfinished: Vec<IterationId> = inner
-                .state
-                .unfinished_iterations()
-                .map(|it| it.id)
-                .collect();
-            for iteration in unfinished {
-                if self.is_round_robin(&inner.state, iteration) {
-                    continue; // joins through a pending task, below
-                }
-                if !inner.state.can_run(&address, iteration) {
-                    continue; // a TensorFlow graph for a tfdata worker, or the reverse
-                }
+            // Round-robin iterations are joined through a pending task, below.
+            for iteration in self.iterations_to_join(&inner.state, &address, false) {
                 let update = Self::new_task_update(&inner.state, iteration, &address)?;
                 self.commit(inner, update).await?;
             }
@@ -350,20 +340,7 @@ impl Dispatcher {
         }
         // A worker new to (or back in) a round-robin iteration joins it at an
         // agreed round.
-        let joining: Vec<IterationId> = inner
-            .state
-            .unfinished_iterations()
-            .filter(|it| self.is_round_robin(&inner.state, it.id))
-            .filter(|it| inner.state.can_run(&address, it.id))
-            .filter(|it| {
-                !inner
-                    .state
-                    .tasks_for_worker(&address)
-                    .any(|t| t.iteration_id == it.id)
-            })
-            .map(|it| it.id)
-            .collect();
-        for iteration in joining {
+        for iteration in self.iterations_to_join(&inner.state, &address, true) {
             let w = inner
                 .state
                 .worker(&address)
@@ -392,20 +369,13 @@ impl Dispatcher {
             && w.uid != req.worker_uid
         {
             tracing::warn!(worker = %address, "worker restarted (new worker_uid): its old tasks are lost");
-            let update = UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
-                worker_address: address.clone(),
-            });
-            self.commit(inner, update).await?;
+            self.lose_worker(inner, &address).await?;
         }
         if req.tfdata_stopping {
             tracing::info!(worker = %address, "worker stopping; its tasks leave their iterations");
             inner.worker_heartbeats.remove(&address);
             if inner.state.worker(&address).is_some_and(|w| !w.lost) {
-                let update = UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
-                    worker_address: address.clone(),
-                });
-                self.commit(inner, update).await?;
-                self.reassign_returned_splits(inner).await?;
+                self.lose_worker(inner, &address).await?;
             }
             return Ok(wire::WorkerHeartbeatResponse::default());
         }
@@ -416,20 +386,7 @@ impl Dispatcher {
                 worker_uid: req.worker_uid,
             });
             self.commit(inner, update).await?;
-            let unfinished: Vec<IterationId> = inner
-                .state
-                .unfinished_iterations()
-                .filter(|it| !self.is_round_robin(&inner.state, it.id))
-                .filter(|it| inner.state.can_run(&address, it.id))
-                .filter(|it| {
-                    !inner
-                        .state
-                        .tasks_for_worker(&address)
-                        .any(|t| t.iteration_id == it.id)
-                })
-                .map(|it| it.id)
-                .collect();
-            for iteration in unfinished {
+            for iteration in self.iterations_to_join(&inner.state, &address, false) {
                 let update = Self::new_task_update(&inner.state, iteration, &address)?;
                 self.commit(inner, update).await?;
             }
@@ -1265,6 +1222,39 @@ impl Dispatcher {
         })
     }
 
+    /// Unfinished iterations `worker` can run and has no task in: the
+    /// round-robin ones (joined through a pending task) or the others.
+    fn iterations_to_join(
+        &self,
+        state: &DispatcherState,
+        worker: &str,
+        round_robin: bool,
+    ) -> Vec<IterationId> {
+        state
+            .unfinished_iterations()
+            .filter(|it| self.is_round_robin(state, it.id) == round_robin)
+            // Not a TensorFlow graph for a tfdata worker, or the reverse.
+            .filter(|it| state.can_run(worker, it.id))
+            .filter(|it| {
+                !state
+                    .tasks_for_worker(worker)
+                    .any(|t| t.iteration_id == it.id)
+            })
+            .map(|it| it.id)
+            .collect()
+    }
+
+    /// Declares `worker` lost (its tasks leave their iterations, its
+    /// undelivered splits return to the pool) and sees that someone will
+    /// produce those splits.
+    async fn lose_worker(&self, inner: &mut Inner, worker: &str) -> Result<()> {
+        let update = UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
+            worker_address: worker.to_string(),
+        });
+        self.commit(inner, update).await?;
+        self.reassign_returned_splits(inner).await
+    }
+
     /// Splits a lost worker held wait in their iteration's returned queue for
     /// a task that still asks for splits. When every live task of the
     /// iteration has reached the end of splits (or finished), nobody would
@@ -1378,11 +1368,7 @@ impl Dispatcher {
             tracing::warn!(%worker, "worker silent for longer than worker_timeout: declaring it lost");
             inner.worker_heartbeats.remove(&worker);
             if inner.state.worker(&worker).is_some_and(|w| !w.lost) {
-                let update = UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
-                    worker_address: worker,
-                });
-                self.commit(inner, update).await?;
-                self.reassign_returned_splits(inner).await?;
+                self.lose_worker(inner, &worker).await?;
             }
         }
 
