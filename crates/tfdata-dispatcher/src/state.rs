@@ -460,47 +460,23 @@ impl DispatcherState {
                 }
             }
             UpdateType::CreatePendingTask(u) => {
-                let id = TaskId(u.task_id);
-                if self.tasks.contains_key(&id) {
-                    return Err(bad("create_pending_task", format!("task {id} exists")));
-                }
-                let iteration_id = IterationId(u.iteration_id);
-                let it = self.iterations.get_mut(&iteration_id).ok_or_else(|| {
-                    bad(
-                        "create_pending_task",
-                        format!("unknown iteration {iteration_id}"),
-                    )
-                })?;
-                let assigned =
-                    self.tasks_by_worker
-                        .get_mut(&u.worker_address)
-                        .ok_or_else(|| {
-                            bad(
-                                "create_pending_task",
-                                format!("unknown worker {}", u.worker_address),
-                            )
-                        })?;
+                let task = Task {
+                    id: TaskId(u.task_id),
+                    iteration_id: IterationId(u.iteration_id),
+                    worker_address: u.worker_address.clone(),
+                    transfer_servers: u.transfer_servers.clone(),
+                    worker_tags: u.worker_tags.clone(),
+                    worker_uid: u.worker_uid,
+                    starting_round: u.starting_round,
+                    finished: false,
+                };
+                let it = self.insert_task("create_pending_task", task)?;
                 it.pending_tasks.push_back(PendingTask {
-                    task_id: id,
+                    task_id: TaskId(u.task_id),
                     target_round: u.starting_round,
                     ready_consumers: BTreeSet::new(),
                     failures: 0,
                 });
-                assigned.insert(id);
-                self.next_task_id = self.next_task_id.max(u.task_id.saturating_add(1));
-                self.tasks.insert(
-                    id,
-                    Task {
-                        id,
-                        iteration_id,
-                        worker_address: u.worker_address.clone(),
-                        transfer_servers: u.transfer_servers.clone(),
-                        worker_tags: u.worker_tags.clone(),
-                        worker_uid: u.worker_uid,
-                        starting_round: u.starting_round,
-                        finished: false,
-                    },
-                );
             }
             UpdateType::ClientHeartbeat(u) => {
                 let client = IterationClientId(u.iteration_client_id);
@@ -548,42 +524,21 @@ impl DispatcherState {
                 }
             }
             UpdateType::CreateTask(u) => {
-                let id = TaskId(u.task_id);
-                if self.tasks.contains_key(&id) {
-                    return Err(bad("create_task", format!("task {id} exists")));
-                }
-                let iteration_id = IterationId(u.iteration_id);
-                let it = self.iterations.get_mut(&iteration_id).ok_or_else(|| {
-                    bad("create_task", format!("unknown iteration {iteration_id}"))
-                })?;
-                let assigned =
-                    self.tasks_by_worker
-                        .get_mut(&u.worker_address)
-                        .ok_or_else(|| {
-                            bad(
-                                "create_task",
-                                format!("unknown worker {}", u.worker_address),
-                            )
-                        })?;
-                it.tasks.push(id);
-                assigned.insert(id);
+                let task = Task {
+                    id: TaskId(u.task_id),
+                    iteration_id: IterationId(u.iteration_id),
+                    worker_address: u.worker_address.clone(),
+                    transfer_servers: u.transfer_servers.clone(),
+                    worker_tags: u.worker_tags.clone(),
+                    worker_uid: u.worker_uid,
+                    starting_round: 0,
+                    finished: false,
+                };
+                let it = self.insert_task("create_task", task)?;
+                it.tasks.push(TaskId(u.task_id));
                 // A new task on this worker counts its split requests from 0:
                 // forget the answers an earlier task of it got.
                 it.last_splits.retain(|(_, w), _| *w != u.worker_address);
-                self.next_task_id = self.next_task_id.max(u.task_id.saturating_add(1));
-                self.tasks.insert(
-                    id,
-                    Task {
-                        id,
-                        iteration_id,
-                        worker_address: u.worker_address.clone(),
-                        transfer_servers: u.transfer_servers.clone(),
-                        worker_tags: u.worker_tags.clone(),
-                        worker_uid: u.worker_uid,
-                        starting_round: 0,
-                        finished: false,
-                    },
-                );
             }
             UpdateType::FinishTask(u) => {
                 let id = TaskId(u.task_id);
@@ -633,6 +588,32 @@ impl DispatcherState {
             }
         }
         Ok(())
+    }
+
+    /// Records a new task (after checking its id is new and its iteration
+    /// and worker exist; nothing changes otherwise) and returns its
+    /// iteration, where the caller places it.
+    fn insert_task(&mut self, update: &str, task: Task) -> Result<&mut Iteration> {
+        if self.tasks.contains_key(&task.id) {
+            return Err(bad(update, format!("task {} exists", task.id)));
+        }
+        if !self.iterations.contains_key(&task.iteration_id) {
+            return Err(bad(
+                update,
+                format!("unknown iteration {}", task.iteration_id),
+            ));
+        }
+        let assigned = self
+            .tasks_by_worker
+            .get_mut(&task.worker_address)
+            .ok_or_else(|| bad(update, format!("unknown worker {}", task.worker_address)))?;
+        assigned.insert(task.id);
+        let (id, iteration_id) = (task.id, task.iteration_id);
+        self.next_task_id = self.next_task_id.max(id.0.saturating_add(1));
+        self.tasks.insert(id, task);
+        self.iterations
+            .get_mut(&iteration_id)
+            .ok_or_else(|| bad(update, format!("unknown iteration {iteration_id}")))
     }
 
     fn lose_worker(&mut self, address: &str) -> Result<()> {
