@@ -189,6 +189,24 @@ impl ElementIterator for FilterIter {
     }
 }
 
+/// The element spec of `flat_map` / `interleave`: what `function` returns
+/// for `input`'s elements (unknown when it is not registered here).
+fn dataset_fn_output(input: &Dataset, function: &FunctionRef) -> Result<Option<Structure>> {
+    let input = input.element_spec()?;
+    Ok(
+        functions::allow_unregistered(functions::resolve_dataset_fn(function, input.as_ref()))?
+            .and_then(|r| r.output),
+    )
+}
+
+/// `flat_map` / `interleave` cardinality: empty stays empty, else unknown.
+fn dataset_fn_cardinality(input: &Dataset) -> i64 {
+    match input.cardinality() {
+        0 => 0,
+        _ => crate::UNKNOWN_CARDINALITY,
+    }
+}
+
 /// Opens the dataset `f` returns for one input element.
 /// Every element of the inner dataset depends on the input element's splits.
 fn open(
@@ -243,19 +261,11 @@ impl DatasetOp for FlatMap {
     }
 
     fn element_spec(&self) -> Result<Option<Structure>> {
-        let input = self.input.element_spec()?;
-        Ok(functions::allow_unregistered(functions::resolve_dataset_fn(
-            &self.function,
-            input.as_ref(),
-        ))?
-        .and_then(|r| r.output))
+        dataset_fn_output(&self.input, &self.function)
     }
 
     fn cardinality(&self) -> i64 {
-        match self.input.cardinality() {
-            0 => 0,
-            _ => crate::UNKNOWN_CARDINALITY,
-        }
+        dataset_fn_cardinality(&self.input)
     }
 
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
@@ -338,19 +348,11 @@ impl DatasetOp for Interleave {
                 self.block_length
             )));
         }
-        let input = self.input.element_spec()?;
-        Ok(functions::allow_unregistered(functions::resolve_dataset_fn(
-            &self.function,
-            input.as_ref(),
-        ))?
-        .and_then(|r| r.output))
+        dataset_fn_output(&self.input, &self.function)
     }
 
     fn cardinality(&self) -> i64 {
-        match self.input.cardinality() {
-            0 => 0,
-            _ => crate::UNKNOWN_CARDINALITY,
-        }
+        dataset_fn_cardinality(&self.input)
     }
 
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
