@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
+mod common;
+
 use std::time::Duration;
 
 use tfdata::{
@@ -11,12 +13,7 @@ use tfdata::{
 };
 
 fn fault_tolerant(dir: &std::path::Path, port: u16) -> DispatcherConfig {
-    DispatcherConfig {
-        port,
-        work_dir: Some(dir.display().to_string()),
-        fault_tolerant_mode: true,
-        ..Default::default()
-    }
+    common::fault_tolerant(&dir.display().to_string(), port)
 }
 
 #[test]
@@ -24,22 +21,7 @@ fn a_restarted_dispatcher_recovers_its_state_and_the_read_completes() {
     let dir = tempfile::tempdir().unwrap();
     let first = DispatchServer::new(fault_tolerant(dir.path(), 0)).unwrap();
     let port = first.port();
-    let mut worker_config = WorkerConfig::new(first.address());
-    worker_config.heartbeat_interval = Duration::from_millis(100);
-    let _worker = WorkerServer::new(worker_config).unwrap();
-
-    let ds = distribute(ProcessingMode::ParallelEpochs, &first.target())
-        .task_refresh_interval(Duration::from_millis(50))
-        // A small stream window keeps the read in progress (the task not yet
-        // finished) while the dispatcher restarts.
-        .stream_window(4, 1 << 20)
-        .apply(&Dataset::range(100))
-        .unwrap();
-    let mut it = ds.iter().unwrap();
-    let mut values: Vec<i64> = (&mut it)
-        .take(10)
-        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
-        .collect();
+    let (_worker, it, mut values) = common::read_in_progress(&first);
 
     let before = first.state();
     assert_eq!(before.workers().len(), 1);

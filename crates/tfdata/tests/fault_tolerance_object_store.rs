@@ -11,28 +11,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
+mod common;
+
 #[path = "../../tfdata-dataset/tests/io_object_store_moto/mod.rs"]
 mod moto;
 
-use std::time::Duration;
-
 use moto::Moto;
-use tfdata::{
-    Dataset, DispatchServer, DispatcherConfig, ProcessingMode, WorkerConfig, WorkerServer,
-    distribute,
-};
+use tfdata::{Dataset, DispatchServer, DispatcherConfig, ProcessingMode, distribute};
 use tfdata_core::DatasetId;
 use tfdata_dataset::io::object_store::set_global;
 
 const WORK_DIR: &str = "s3://tfdata-ft/service/dispatcher";
 
 fn fault_tolerant(port: u16) -> DispatcherConfig {
-    DispatcherConfig {
-        port,
-        work_dir: Some(WORK_DIR.into()),
-        fault_tolerant_mode: true,
-        ..Default::default()
-    }
+    common::fault_tolerant(WORK_DIR, port)
 }
 
 #[test]
@@ -43,22 +35,7 @@ fn a_dispatcher_on_an_s3_work_dir_recovers_and_the_read_completes() {
 
     let first = DispatchServer::new(fault_tolerant(0)).unwrap();
     let port = first.port();
-    let mut worker_config = WorkerConfig::new(first.address());
-    worker_config.heartbeat_interval = Duration::from_millis(100);
-    let _worker = WorkerServer::new(worker_config).unwrap();
-
-    let ds = distribute(ProcessingMode::ParallelEpochs, &first.target())
-        .task_refresh_interval(Duration::from_millis(50))
-        // A small stream window keeps the read in progress across the
-        // restart (the default would fetch all 100 elements at once).
-        .stream_window(4, 1 << 20)
-        .apply(&Dataset::range(100))
-        .unwrap();
-    let mut it = ds.iter().unwrap();
-    let mut values: Vec<i64> = (&mut it)
-        .take(10)
-        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
-        .collect();
+    let (_worker, it, mut values) = common::read_in_progress(&first);
 
     let before = first.state();
     let dataset_ids: Vec<DatasetId> = before.datasets().map(|d| d.id.clone()).collect();

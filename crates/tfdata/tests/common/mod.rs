@@ -35,3 +35,36 @@ pub fn scalars(ds: &DistributedDataset) -> Vec<i64> {
         .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
         .collect()
 }
+
+/// A fault-tolerant dispatcher configuration on `work_dir` (a path or URL).
+pub fn fault_tolerant(work_dir: &str, port: u16) -> DispatcherConfig {
+    DispatcherConfig {
+        port,
+        work_dir: Some(work_dir.to_string()),
+        fault_tolerant_mode: true,
+        ..Default::default()
+    }
+}
+
+/// For restart tests: a worker of `dispatcher` (quick heartbeats) and a read
+/// of `range(100)` that has taken its first 10 elements and is still in
+/// progress (a small stream window keeps the task unfinished; the default
+/// would fetch all 100 at once).
+pub fn read_in_progress(
+    dispatcher: &DispatchServer,
+) -> (WorkerServer, tfdata::ElementIterator, Vec<i64>) {
+    let mut worker_config = WorkerConfig::new(dispatcher.address());
+    worker_config.heartbeat_interval = Duration::from_millis(100);
+    let worker = WorkerServer::new(worker_config).unwrap();
+    let ds = tfdata::distribute(tfdata::ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .task_refresh_interval(Duration::from_millis(50))
+        .stream_window(4, 1 << 20)
+        .apply(&tfdata::Dataset::range(100))
+        .unwrap();
+    let mut it = ds.iter().unwrap();
+    let values = (&mut it)
+        .take(10)
+        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+        .collect();
+    (worker, it, values)
+}
