@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -84,7 +86,7 @@ fn dispatcher_killed_at_random_moments_loses_and_duplicates_nothing() {
                 ])
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(300));
+        common::wait_for_workers(&address, 3);
         let n = 3000;
         let consumers: Vec<_> = (0..2)
             .map(|c| {
@@ -187,7 +189,7 @@ fn workers_killed_at_random_moments_lose_nothing() {
                 (p, worker(&address, p))
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(300));
+        common::wait_for_workers(&address, 3);
         let n = 4000;
         let consumers: Vec<_> = (0..2)
             .map(|c| {

@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -80,28 +82,6 @@ impl Process {
     }
 }
 
-/// Waits until the dispatcher at `address` knows `n` workers.
-fn wait_for_workers(address: &str, n: usize) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    rt.block_on(async {
-        let client = tfdata::DispatcherClient::new(address).unwrap();
-        loop {
-            let request = tfdata_proto::data::GetWorkersRequest {};
-            if let Ok(r) = client.get_workers(request).await
-                && r.workers.len() >= n
-            {
-                return;
-            }
-            assert!(Instant::now() < deadline, "workers did not register");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
-}
-
 #[test]
 fn dispatcher_and_workers_as_processes() {
     let (dispatcher, port) = Process::start(&["dispatcher", "--port", "0"]);
@@ -114,7 +94,7 @@ fn dispatcher_and_workers_as_processes() {
         "200",
     ]);
     let (worker_b, _) = Process::start(&["worker", "--dispatcher-address", &address]);
-    wait_for_workers(&address, 2);
+    common::wait_for_workers(&address, 2);
 
     let ds = distribute(ProcessingMode::ParallelEpochs, &format!("grpc://{address}"))
         .apply(&Dataset::range(10))
@@ -175,7 +155,7 @@ fn register_read_distributed_epoch_and_status_through_the_binaries() {
     let address = format!("localhost:{port}");
     let (worker_a, _) = Process::start(&["worker", "--dispatcher-address", &address]);
     let (worker_b, _) = Process::start(&["worker", "--dispatcher-address", &address]);
-    wait_for_workers(&address, 2);
+    common::wait_for_workers(&address, 2);
 
     let dir = tempfile::tempdir().unwrap();
     let pipeline = dir.path().join("p.json");
@@ -264,7 +244,7 @@ fn a_killed_worker_is_declared_lost_and_the_read_completes() {
         "--heartbeat-interval-ms",
         "100",
     ]);
-    wait_for_workers(&address, 2);
+    common::wait_for_workers(&address, 2);
     let ds = distribute(ProcessingMode::ParallelEpochs, &format!("grpc://{address}"))
         .apply(&Dataset::range(300))
         .unwrap();
@@ -322,7 +302,7 @@ fn static_coordinated_and_cached_reads_through_the_binaries() {
         "--port",
         &p2.to_string(),
     ]);
-    wait_for_workers(&address, 2);
+    common::wait_for_workers(&address, 2);
 
     // DATA sharding: each listed worker produces its half.
     let ds = distribute(ProcessingMode::Data, &service)
@@ -403,7 +383,7 @@ fn auto_targeting_skips_remote_colocated_workers() {
         "--worker-tags",
         "COLOCATED",
     ]);
-    wait_for_workers(&address, 2);
+    common::wait_for_workers(&address, 2);
     let read = |target: tfdata::TargetWorkers| -> Vec<i64> {
         let ds = distribute(ProcessingMode::ParallelEpochs, &format!("grpc://{address}"))
             .target_workers(target)
