@@ -489,8 +489,18 @@ impl DistributedDataset {
     /// runtime: use [`stream`](Self::stream) there).
     pub fn iter(&self) -> Result<ElementIterator> {
         let handle = runtime::handle()?;
-        let iteration = runtime::block_on("DistributedDataset::iter", self.start(handle))??;
-        Ok(ElementIterator { iteration })
+        let iteration = runtime::block_on("DistributedDataset::iter", self.start(handle.clone()))??;
+        Ok(ElementIterator { iteration, handle })
+    }
+
+    /// [`iter`](Self::iter) from async code: the iterator's driver runs on the
+    /// shared client runtime (as with `iter`), but setting it up is awaited
+    /// here, so a caller can bound or cancel the wait. Its blocking methods
+    /// must then be used outside any runtime.
+    pub async fn iter_async(&self) -> Result<ElementIterator> {
+        let handle = runtime::handle()?;
+        let iteration = self.start(handle.clone()).await?;
+        Ok(ElementIterator { iteration, handle })
     }
 
     /// An async stream of the elements, driven on the current runtime.
@@ -529,6 +539,21 @@ impl DistributedDataset {
 /// releases the iteration at the dispatcher.
 pub struct ElementIterator {
     iteration: Iteration,
+    handle: tokio::runtime::Handle,
+}
+
+impl ElementIterator {
+    /// The next element if one has already arrived; `Pending` otherwise.
+    pub fn try_next(&mut self) -> std::task::Poll<Option<Result<Element>>> {
+        self.iteration.try_next()
+    }
+
+    /// The next element, waiting at most `timeout` for it: `Pending` if
+    /// none arrived in time. Lets a caller that must stay responsive (to
+    /// Ctrl-C in Python, say) wait in slices.
+    pub fn next_timeout(&mut self, timeout: Duration) -> std::task::Poll<Option<Result<Element>>> {
+        self.iteration.next_within(&self.handle, timeout)
+    }
 }
 
 impl Iterator for ElementIterator {

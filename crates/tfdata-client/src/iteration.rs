@@ -139,6 +139,37 @@ impl Iteration {
         self.take(item)
     }
 
+    /// The next element without waiting: `Pending` if none has arrived.
+    pub fn try_next(&mut self) -> Poll<Option<Result<Element>>> {
+        if let Some(e) = self.take_buffered() {
+            return Poll::Ready(Some(Ok(e)));
+        }
+        match self.rx.try_recv() {
+            Ok(item) => Poll::Ready(self.take(Some(item))),
+            Err(mpsc::error::TryRecvError::Disconnected) => Poll::Ready(self.take(None)),
+            Err(mpsc::error::TryRecvError::Empty) => Poll::Pending,
+        }
+    }
+
+    /// The next element, waiting at most `timeout` on `handle`'s runtime
+    /// for it (so a caller can look at other things, such as signals,
+    /// between waits): `Pending` if none arrived in time.
+    pub fn next_within(
+        &mut self,
+        handle: &tokio::runtime::Handle,
+        timeout: Duration,
+    ) -> Poll<Option<Result<Element>>> {
+        if let Poll::Ready(item) = self.try_next() {
+            return Poll::Ready(item);
+        }
+        // The timer is made inside the future: it needs the runtime's context.
+        let rx = &mut self.rx;
+        match handle.block_on(async { tokio::time::timeout(timeout, rx.recv()).await }) {
+            Ok(item) => Poll::Ready(self.take(item)),
+            Err(_elapsed) => Poll::Pending,
+        }
+    }
+
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Element>>> {
         if let Some(e) = self.take_buffered() {
             return Poll::Ready(Some(Ok(e)));

@@ -1,8 +1,15 @@
 //! The runtime behind the blocking API: a small multi-threaded tokio runtime
 //! created on first use and shared by every blocking call in the process.
+//!
+//! The runtime belongs to the process that made it. After `fork()` (every
+//! PyTorch DataLoader worker on Linux) the child has the parent's runtime
+//! object but none of its threads, so a child that used it would wait
+//! forever. [`handle`] therefore keys the runtime by process id: a child
+//! builds its own on first use and leaves the parent's alone (it is leaked,
+//! not dropped: dropping would try to join threads that do not exist here).
 
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 use tfdata_core::{Error, Result};
 
@@ -18,21 +25,27 @@ use tfdata_core::{Error, Result};
 /// not on this thread's clock.
 const CLIENT_RUNTIME_THREADS: usize = 1;
 
+/// The shared runtime's handle, for the process that asks.
 pub fn handle() -> Result<tokio::runtime::Handle> {
-    static RUNTIME: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
-        OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(CLIENT_RUNTIME_THREADS)
-                .thread_name("tfdata-client")
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map(|rt| rt.handle().clone())
-        .map_err(|e| Error::Internal(format!("cannot start the tfdata client runtime: {e}")))
+    static RUNTIME: Mutex<Option<(u32, tokio::runtime::Handle)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut slot = RUNTIME.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((owner, handle)) = slot.as_ref()
+        && *owner == pid
+    {
+        return Ok(handle.clone());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(CLIENT_RUNTIME_THREADS)
+        .thread_name("tfdata-client")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Internal(format!("cannot start the tfdata client runtime: {e}")))?;
+    let handle = runtime.handle().clone();
+    // Lives as long as the process (and, after a fork, is abandoned there).
+    std::mem::forget(runtime);
+    *slot = Some((pid, handle.clone()));
+    Ok(handle)
 }
 
 /// Runs `fut` to completion from synchronous code. Calling it from inside an

@@ -85,6 +85,13 @@ impl DType {
         })
     }
 
+    /// The dtype with TensorFlow's lowercase name (`"int64"`, `"float32"`, ...).
+    pub fn from_name(name: &str) -> Option<DType> {
+        (1..=28)
+            .filter_map(|code| DType::from_code(code).ok())
+            .find(|d| d.name() == name)
+    }
+
     pub fn code(self) -> i32 {
         self as i32
     }
@@ -263,6 +270,12 @@ impl Tensor {
 
     pub fn strings(values: Vec<Bytes>, shape: Vec<i64>) -> Result<Tensor> {
         Tensor::new(DType::String, shape, TensorData::Strings(values))
+    }
+
+    /// The tensor's parts, its buffer handed over rather than shared (a
+    /// caller that checks `Bytes::is_unique` sees the truth).
+    pub fn into_parts(self) -> (DType, Vec<i64>, TensorData) {
+        (self.dtype, self.shape, self.data)
     }
 
     pub fn dtype(&self) -> DType {

@@ -132,6 +132,15 @@ impl Dataset {
         })
     }
 
+    /// `from_tensors({name: tensor, ...})`: one dictionary element.
+    pub fn from_named_tensors(components: Vec<(String, Tensor)>) -> Dataset {
+        let (names, components) = sorted_named(components);
+        Dataset::from_op(ops::source::FromTensors {
+            components,
+            names: Some(names),
+        })
+    }
+
     /// `from_tensor_slices(components)`: one element per slice of the
     /// components' first dimension.
     pub fn from_tensor_slices(components: Vec<Tensor>) -> Dataset {

@@ -23,20 +23,22 @@ pub type MapFn = Arc<dyn Fn(Element) -> Result<Element> + Send + Sync>;
 pub type PredicateFn = Arc<dyn Fn(&Element) -> Result<bool> + Send + Sync>;
 /// A function from an element to a dataset (`flat_map`, `interleave`).
 pub type DatasetFn = Arc<dyn Fn(Element) -> Result<Dataset> + Send + Sync>;
-/// Computes a function's output structure from its input structure.
-pub type SpecFn = Arc<dyn Fn(&Structure) -> Result<Structure> + Send + Sync>;
+
+/// Builds a map function for an input of the given structure (`None`:
+/// unknown). Functions from other languages use this to learn how the
+/// components they receive nest, and what they return.
+pub type MapFactory = Arc<dyn Fn(Option<&Structure>) -> Result<ResolvedMap> + Send + Sync>;
+/// Builds a predicate for an input of the given structure.
+pub type PredicateFactory = Arc<dyn Fn(Option<&Structure>) -> Result<PredicateFn> + Send + Sync>;
+/// Builds a dataset function for an input of the given structure.
+pub type DatasetFnFactory =
+    Arc<dyn Fn(Option<&Structure>) -> Result<ResolvedDatasetFn> + Send + Sync>;
 
 #[derive(Clone)]
 enum Registered {
-    Map {
-        f: MapFn,
-        spec: Option<SpecFn>,
-    },
-    Predicate(PredicateFn),
-    Dataset {
-        f: DatasetFn,
-        spec: Option<Structure>,
-    },
+    Map(MapFactory),
+    Predicate(PredicateFactory),
+    Dataset(DatasetFnFactory),
 }
 
 fn registry() -> &'static RwLock<HashMap<String, Registered>> {
@@ -66,13 +68,13 @@ pub fn register_function<F>(name: &str, f: F)
 where
     F: Fn(Element) -> Result<Element> + Send + Sync + 'static,
 {
-    register(
-        name,
-        Registered::Map {
-            f: Arc::new(f),
-            spec: None,
-        },
-    );
+    let f: MapFn = Arc::new(f);
+    register_map_factory(name, move |_input| {
+        Ok(ResolvedMap {
+            f: f.clone(),
+            output: None,
+        })
+    });
 }
 
 /// Registers a map function with a function computing its output structure.
@@ -81,13 +83,22 @@ where
     F: Fn(Element) -> Result<Element> + Send + Sync + 'static,
     S: Fn(&Structure) -> Result<Structure> + Send + Sync + 'static,
 {
-    register(
-        name,
-        Registered::Map {
-            f: Arc::new(f),
-            spec: Some(Arc::new(spec)),
-        },
-    );
+    let f: MapFn = Arc::new(f);
+    register_map_factory(name, move |input| {
+        Ok(ResolvedMap {
+            f: f.clone(),
+            output: input.map(&spec).transpose()?,
+        })
+    });
+}
+
+/// Registers a map function made anew for each input structure it is
+/// applied to (see [`MapFactory`]).
+pub fn register_map_factory<F>(name: &str, factory: F)
+where
+    F: Fn(Option<&Structure>) -> Result<ResolvedMap> + Send + Sync + 'static,
+{
+    register(name, Registered::Map(Arc::new(factory)));
 }
 
 /// Registers a `filter` predicate.
@@ -95,7 +106,16 @@ pub fn register_predicate<F>(name: &str, f: F)
 where
     F: Fn(&Element) -> Result<bool> + Send + Sync + 'static,
 {
-    register(name, Registered::Predicate(Arc::new(f)));
+    let f: PredicateFn = Arc::new(f);
+    register_predicate_factory(name, move |_input| Ok(f.clone()));
+}
+
+/// Registers a predicate made anew for each input structure.
+pub fn register_predicate_factory<F>(name: &str, factory: F)
+where
+    F: Fn(Option<&Structure>) -> Result<PredicateFn> + Send + Sync + 'static,
+{
+    register(name, Registered::Predicate(Arc::new(factory)));
 }
 
 /// Registers a function returning a dataset per element (`flat_map`,
@@ -104,13 +124,21 @@ pub fn register_dataset_function<F>(name: &str, spec: Option<Structure>, f: F)
 where
     F: Fn(Element) -> Result<Dataset> + Send + Sync + 'static,
 {
-    register(
-        name,
-        Registered::Dataset {
-            f: Arc::new(f),
-            spec,
-        },
-    );
+    let f: DatasetFn = Arc::new(f);
+    register_dataset_fn_factory(name, move |_input| {
+        Ok(ResolvedDatasetFn {
+            f: f.clone(),
+            output: spec.clone(),
+        })
+    });
+}
+
+/// Registers a dataset function made anew for each input structure.
+pub fn register_dataset_fn_factory<F>(name: &str, factory: F)
+where
+    F: Fn(Option<&Structure>) -> Result<ResolvedDatasetFn> + Send + Sync + 'static,
+{
+    register(name, Registered::Dataset(Arc::new(factory)));
 }
 
 fn unknown(kind: &str, name: &str) -> Error {
@@ -162,13 +190,9 @@ pub fn resolve_map(f: &FunctionRef, input: Option<&Structure>) -> Result<Resolve
         return builtin;
     }
     match lookup(&f.name) {
-        Some(Registered::Map { f: func, spec }) => {
+        Some(Registered::Map(factory)) => {
             no_args(f)?;
-            let output = match (spec, input) {
-                (Some(spec), Some(input)) => Some(spec(input)?),
-                _ => None,
-            };
-            Ok(ResolvedMap { f: func, output })
+            factory(input)
         }
         Some(_) => Err(Error::InvalidArgument(format!(
             "`{}` is not a map function",
@@ -183,9 +207,9 @@ pub fn resolve_predicate(f: &FunctionRef, input: Option<&Structure>) -> Result<P
         return builtin;
     }
     match lookup(&f.name) {
-        Some(Registered::Predicate(p)) => {
+        Some(Registered::Predicate(factory)) => {
             no_args(f)?;
-            Ok(p)
+            factory(input)
         }
         Some(_) => Err(Error::InvalidArgument(format!(
             "`{}` is not a predicate",
@@ -207,12 +231,9 @@ pub fn resolve_dataset_fn(f: &FunctionRef, input: Option<&Structure>) -> Result<
         return builtin;
     }
     match lookup(&f.name) {
-        Some(Registered::Dataset { f: func, spec }) => {
+        Some(Registered::Dataset(factory)) => {
             no_args(f)?;
-            Ok(ResolvedDatasetFn {
-                f: func,
-                output: spec,
-            })
+            factory(input)
         }
         Some(_) => Err(Error::InvalidArgument(format!(
             "`{}` is not a function returning datasets",

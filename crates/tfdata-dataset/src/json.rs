@@ -127,6 +127,19 @@ fn op_from_json(v: &Value, path: &str, depth: usize) -> Result<Dataset> {
     })
 }
 
+/// A function in its JSON form, `{"function": "name", "args": {...}}` (how
+/// bindings in other languages hand built-ins and their arguments over).
+pub fn function_from_json(text: &str) -> Result<FunctionRef> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| Error::InvalidArgument(format!("function JSON is malformed: {e}")))?;
+    match attr_from_json(&value, 0)? {
+        Attr::Function(f) => Ok(f),
+        _ => Err(Error::InvalidArgument(format!(
+            "expected {{\"function\": name, \"args\": {{...}}}}, got {text}"
+        ))),
+    }
+}
+
 fn attr_from_json(v: &Value, depth: usize) -> Result<Attr> {
     if depth > MAX_ATTR_DEPTH {
         return Err(Error::InvalidArgument(format!(

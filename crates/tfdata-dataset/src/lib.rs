@@ -29,8 +29,9 @@ pub mod splits;
 pub use attrs::{Attr, Attrs, FunctionRef};
 pub use dataset::{Dataset, DatasetOp, INFINITE_CARDINALITY, IterContext, UNKNOWN_CARDINALITY};
 pub use functions::{
-    MapFn, register_dataset_function, register_function, register_function_with_spec,
-    register_predicate,
+    DatasetFnFactory, MapFactory, MapFn, PredicateFactory, register_dataset_fn_factory,
+    register_dataset_function, register_function, register_function_with_spec,
+    register_map_factory, register_predicate, register_predicate_factory,
 };
 pub use iterators::ElementIterator;
 pub use spec::{Shape, Structure, TensorSpec};

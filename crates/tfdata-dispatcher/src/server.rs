@@ -162,6 +162,11 @@ impl DispatchServer {
         self.handle.join()
     }
 
+    /// [`join`](Self::join), waiting at most `timeout`: `None` while it runs.
+    pub fn join_timeout(&self, timeout: std::time::Duration) -> Option<Result<()>> {
+        self.handle.join_timeout(timeout)
+    }
+
     /// Stops the dispatcher. Dropping it does the same.
     pub fn stop(&self) {
         self.handle.stop()

@@ -173,6 +173,23 @@ impl ServerHandle {
         }
     }
 
+    /// [`join`](Self::join), waiting at most `timeout`: `None` if the server
+    /// is still running then (so a caller can look at signals between waits).
+    pub fn join_timeout(&self, timeout: Duration) -> Option<Result<()>> {
+        {
+            let outcome = lock(&self.inner.outcome);
+            let (outcome, _) = self
+                .inner
+                .ended
+                .wait_timeout_while(outcome, timeout, |o| !o.ended)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if !outcome.ended {
+                return None;
+            }
+        }
+        Some(self.join())
+    }
+
     /// Whether the server has ended (stopped or failed).
     pub fn has_ended(&self) -> bool {
         lock(&self.inner.outcome).ended
@@ -249,8 +266,10 @@ mod tests {
         assert_ne!(server.port(), 0);
         server.start().unwrap();
         assert!(!server.has_ended());
+        assert!(server.join_timeout(Duration::from_millis(10)).is_none());
         server.stop();
         server.join().unwrap();
+        assert!(server.join_timeout(Duration::ZERO).unwrap().is_ok());
         assert!(server.has_ended());
     }
 

@@ -137,6 +137,11 @@ impl WorkerServer {
         self.handle.join()
     }
 
+    /// [`join`](Self::join), waiting at most `timeout`: `None` while it runs.
+    pub fn join_timeout(&self, timeout: std::time::Duration) -> Option<Result<()>> {
+        self.handle.join_timeout(timeout)
+    }
+
     pub fn stop(&self) {
         tfdata_rpc::local_workers::remove(&self.address);
         self.handle.stop()

@@ -493,8 +493,13 @@ fn s3_builder_from_env() -> AmazonS3Builder {
 // ---------------------------------------------------------------------------
 // The process-wide instance.
 
-fn global_slot() -> &'static RwLock<Option<Arc<ObjectStoreFileSystem>>> {
-    static GLOBAL: OnceLock<RwLock<Option<Arc<ObjectStoreFileSystem>>>> = OnceLock::new();
+/// The process-wide instance and the process it belongs to: its clients'
+/// connection pools live on the I/O runtime of that process, so a child of
+/// `fork()` builds its own from the environment.
+type GlobalSlot = RwLock<Option<(u32, Arc<ObjectStoreFileSystem>)>>;
+
+fn global_slot() -> &'static GlobalSlot {
+    static GLOBAL: OnceLock<GlobalSlot> = OnceLock::new();
     GLOBAL.get_or_init(|| RwLock::new(None))
 }
 
@@ -502,18 +507,26 @@ fn global_slot() -> &'static RwLock<Option<Arc<ObjectStoreFileSystem>>> {
 /// object-store URLs: [`ObjectStoreFileSystem::from_env`] unless
 /// [`set_global`] installed another.
 pub fn global() -> Arc<ObjectStoreFileSystem> {
-    if let Some(fs) = global_slot()
+    let pid = std::process::id();
+    if let Some((owner, fs)) = global_slot()
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .as_ref()
+        && *owner == pid
     {
         return fs.clone();
     }
-    global_slot()
+    let mut slot = global_slot()
         .write()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get_or_insert_with(|| Arc::new(ObjectStoreFileSystem::from_env()))
-        .clone()
+        .unwrap_or_else(PoisonError::into_inner);
+    match slot.as_ref() {
+        Some((owner, fs)) if *owner == pid => fs.clone(),
+        _ => {
+            let fs = Arc::new(ObjectStoreFileSystem::from_env());
+            *slot = Some((pid, fs.clone()));
+            fs
+        }
+    }
 }
 
 /// Makes `fs` serve object-store URLs for the whole process, from the next
@@ -523,7 +536,7 @@ pub fn global() -> Arc<ObjectStoreFileSystem> {
 pub fn set_global(fs: ObjectStoreFileSystem) {
     *global_slot()
         .write()
-        .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(fs));
+        .unwrap_or_else(PoisonError::into_inner) = Some((std::process::id(), Arc::new(fs)));
 }
 
 // ---------------------------------------------------------------------------
@@ -532,20 +545,29 @@ pub fn set_global(fs: ObjectStoreFileSystem) {
 /// The runtime object-store requests run on, created on first use. Two
 /// worker threads are plenty: they only drive network I/O, and readers
 /// prefetch so requests overlap with the callers' work.
-fn runtime() -> Result<&'static tokio::runtime::Runtime> {
-    static RUNTIME: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
-        OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name("tfdata-object-store")
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(|e| Error::Internal(format!("cannot start the object-store I/O runtime: {e}")))
+///
+/// Keyed by process id: a child of `fork()` has the parent's runtime object
+/// but none of its threads, so it builds its own (the parent's is leaked in
+/// the child, never dropped: that would join threads that are not there).
+fn runtime() -> Result<tokio::runtime::Handle> {
+    static RUNTIME: Mutex<Option<(u32, tokio::runtime::Handle)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut slot = RUNTIME.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((owner, handle)) = slot.as_ref()
+        && *owner == pid
+    {
+        return Ok(handle.clone());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("tfdata-object-store")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Internal(format!("cannot start the object-store I/O runtime: {e}")))?;
+    let handle = runtime.handle().clone();
+    std::mem::forget(runtime);
+    *slot = Some((pid, handle.clone()));
+    Ok(handle)
 }
 
 /// A future running on [`runtime`]; [`Pending::wait`] blocks the calling

@@ -1,0 +1,320 @@
+//! Reading through tf.data service from Python: `distribute`,
+//! `register_dataset`, `from_dataset_id`, and the iterator whose elements
+//! arrive as numpy arrays over the buffers the element stream received.
+//!
+//! Fork safety: a [`DistributedDataset`] remembers how it was made, and an
+//! iterator asked for in a child of `fork()` (a PyTorch DataLoader worker)
+//! connects again from that child, on the child's own runtime, instead of
+//! using the parent's connections. An iterator itself cannot cross a fork
+//! (its reads live in the parent): using one in a child is an error.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use tfdata_client::{Compression, Distribute, FromDatasetId, TargetWorkers};
+use tfdata_core::Error;
+use tfdata_dataset::{Dataset, Structure};
+
+use crate::convert::{self, Ownership};
+use crate::dataset::PyDataset;
+use crate::errors::{self, IntoPyResult};
+use crate::wait;
+
+fn compression(name: &str) -> PyResult<Compression> {
+    match name {
+        "AUTO" => Ok(Compression::Auto),
+        "SNAPPY" => Ok(Compression::Snappy),
+        "NONE" => Ok(Compression::Off),
+        other => Err(errors::to_py(Error::InvalidArgument(format!(
+            "invalid compression {other:?}: expected AUTO, SNAPPY or NONE"
+        )))),
+    }
+}
+
+/// The read options `distribute` and `from_dataset_id` share, already
+/// checked by the Python layer.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct ReadOptions {
+    processing_mode: String,
+    service: String,
+    job_name: Option<String>,
+    consumer_index: Option<i64>,
+    num_consumers: Option<i64>,
+    max_outstanding_requests: Option<usize>,
+    data_transfer_protocol: Option<String>,
+    trainer_id: Option<String>,
+    target_workers: String,
+    dispatcher_timeout_ms: Option<u64>,
+    task_refresh_interval_ms: Option<u64>,
+}
+
+macro_rules! apply_options {
+    ($builder:expr, $o:expr) => {{
+        let o = $o;
+        let mut b = $builder;
+        if let Some(name) = &o.job_name {
+            b = b.job_name(name);
+        }
+        if let (Some(c), Some(n)) = (o.consumer_index, o.num_consumers) {
+            b = b.consumers(c, n);
+        }
+        if let Some(n) = o.max_outstanding_requests {
+            b = b.max_outstanding_requests(n);
+        }
+        if let Some(p) = &o.data_transfer_protocol {
+            b = b.data_transfer_protocol(p);
+        }
+        if let Some(t) = &o.trainer_id {
+            b = b.cross_trainer_cache(t);
+        }
+        b = b.target_workers(o.target_workers.parse::<TargetWorkers>().py_err()?);
+        if let Some(ms) = o.dispatcher_timeout_ms {
+            b = b.dispatcher_timeout(Duration::from_millis(ms));
+        }
+        if let Some(ms) = o.task_refresh_interval_ms {
+            b = b.task_refresh_interval(Duration::from_millis(ms));
+        }
+        b
+    }};
+}
+
+/// How a distributed dataset was made, so a forked child can make it again.
+#[derive(Clone)]
+enum Recipe {
+    Distribute(Distribute, Dataset),
+    FromDatasetId(FromDatasetId),
+}
+
+impl Recipe {
+    fn connect(&self, py: Python<'_>) -> PyResult<tfdata::DistributedDataset> {
+        let recipe = self.clone();
+        wait::run(py, async move {
+            match recipe {
+                Recipe::Distribute(d, ds) => d.apply_async(&ds).await,
+                Recipe::FromDatasetId(f) => f.build_async().await,
+            }
+        })
+    }
+}
+
+/// A dataset read through tf.data service; each iterator is a new epoch
+/// (repetition) of its job, as in TensorFlow.
+#[pyclass(frozen, module = "tfdata._native")]
+pub struct DistributedDataset {
+    recipe: Recipe,
+    /// The connected dataset and the process it belongs to.
+    state: Mutex<Option<(u32, tfdata::DistributedDataset)>>,
+    /// The element structure: given to `from_dataset_id`, else registered.
+    structure: Option<Structure>,
+    dataset_id: String,
+}
+
+impl DistributedDataset {
+    fn new(py: Python<'_>, recipe: Recipe, structure: Option<Structure>) -> PyResult<Self> {
+        let ds = recipe.connect(py)?;
+        let structure = match structure {
+            Some(s) => Some(s),
+            None => ds.element_spec().py_err()?,
+        };
+        Ok(DistributedDataset {
+            recipe,
+            dataset_id: ds.dataset_id().to_string(),
+            state: Mutex::new(Some((std::process::id(), ds))),
+            structure,
+        })
+    }
+
+    /// The connected dataset of this process (connecting again after a fork).
+    fn connected(&self, py: Python<'_>) -> PyResult<tfdata::DistributedDataset> {
+        let pid = std::process::id();
+        let current = py.detach(|| {
+            let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            match state.as_ref() {
+                Some((owner, ds)) if *owner == pid => Some(ds.clone()),
+                _ => None,
+            }
+        });
+        if let Some(ds) = current {
+            return Ok(ds);
+        }
+        let ds = self.recipe.connect(py)?;
+        let fresh = ds.clone();
+        py.detach(|| {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            // The parent's connections are not ours to close.
+            std::mem::forget(state.replace((pid, fresh)));
+        });
+        Ok(ds)
+    }
+}
+
+#[pymethods]
+impl DistributedDataset {
+    #[getter]
+    fn dataset_id(&self) -> &str {
+        &self.dataset_id
+    }
+
+    fn element_spec<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.structure
+            .as_ref()
+            .map(|s| convert::structure_to_py(py, s))
+            .transpose()
+    }
+
+    /// The cardinality registered with the dataset (−1 infinite, −2 unknown).
+    fn cardinality(&self, py: Python<'_>) -> PyResult<i64> {
+        Ok(self.connected(py)?.registered_cardinality())
+    }
+
+    /// A new iterator: the next repetition of the job.
+    fn iter(&self, py: Python<'_>) -> PyResult<DistributedIterator> {
+        let ds = self.connected(py)?;
+        let iterator = wait::run(py, async move { ds.iter_async().await })?;
+        Ok(DistributedIterator {
+            iterator: Mutex::new(Some(iterator)),
+            structure: self.structure.clone(),
+            pid: std::process::id(),
+        })
+    }
+}
+
+impl Drop for DistributedDataset {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some((owner, _)) = state
+            && *owner != std::process::id()
+        {
+            std::mem::forget(state.take());
+        }
+    }
+}
+
+/// The reader's end of one iteration. Elements come as numpy arrays over
+/// the received buffers ([`Ownership::Exclusive`]: the client's decoders
+/// give each tensor bytes of its own).
+#[pyclass(frozen, module = "tfdata._native")]
+pub struct DistributedIterator {
+    iterator: Mutex<Option<tfdata::ElementIterator>>,
+    structure: Option<Structure>,
+    pid: u32,
+}
+
+#[pymethods]
+impl DistributedIterator {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        use std::task::Poll;
+        crate::check_same_process(self.pid, "iterator")?;
+        // Uncontended and with an element at hand (the common case), no
+        // GIL release at all; otherwise wait for the lock and the element
+        // without the GIL, in slices, so Ctrl-C gets through.
+        let ready = match self.iterator.try_lock() {
+            Ok(mut guard) => match guard.as_mut() {
+                Some(it) => it.try_next(),
+                None => Poll::Ready(None),
+            },
+            Err(_) => Poll::Pending,
+        };
+        let next = match ready {
+            Poll::Ready(next) => next,
+            Poll::Pending => wait::poll_until(py, || {
+                let mut guard = self.iterator.lock().unwrap_or_else(|p| p.into_inner());
+                match guard.as_mut() {
+                    Some(it) => match it.next_timeout(wait::SLICE) {
+                        Poll::Ready(next) => Some(next),
+                        Poll::Pending => None,
+                    },
+                    None => Some(None),
+                }
+            })?,
+        };
+        match next {
+            None => Ok(None),
+            Some(Ok(element)) => {
+                convert::element_to_py(py, element, self.structure.as_ref(), Ownership::Exclusive)
+                    .map(Some)
+            }
+            Some(Err(e)) => Err(errors::to_py(e)),
+        }
+    }
+
+    /// Ends the iteration now (releases it at the dispatcher), as dropping
+    /// the iterator does.
+    fn close(&self, py: Python<'_>) {
+        if self.pid == std::process::id() {
+            let it = py.detach(|| {
+                self.iterator
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take()
+            });
+            py.detach(move || drop(it));
+        }
+    }
+}
+
+impl Drop for DistributedIterator {
+    fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            let it = self.iterator.get_mut().unwrap_or_else(|p| p.into_inner());
+            std::mem::forget(it.take());
+        }
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (dataset, compression_name, options))]
+pub fn distribute(
+    py: Python<'_>,
+    dataset: &PyDataset,
+    compression_name: &str,
+    options: ReadOptions,
+) -> PyResult<DistributedDataset> {
+    let builder = tfdata_client::distribute(options.processing_mode.as_str(), &options.service)
+        .compression(compression(compression_name)?);
+    let builder = apply_options!(builder, &options);
+    DistributedDataset::new(py, Recipe::Distribute(builder, dataset.ds.clone()), None)
+}
+
+#[pyfunction]
+#[pyo3(signature = (dataset_id, element_spec, options))]
+pub fn from_dataset_id(
+    py: Python<'_>,
+    dataset_id: &str,
+    element_spec: Option<Bound<'_, PyAny>>,
+    options: ReadOptions,
+) -> PyResult<DistributedDataset> {
+    let structure = element_spec
+        .map(|s| convert::structure_from_py(&s, 0))
+        .transpose()?;
+    let builder = tfdata_client::from_dataset_id(
+        options.processing_mode.as_str(),
+        &options.service,
+        dataset_id,
+    );
+    let builder = apply_options!(builder, &options);
+    DistributedDataset::new(py, Recipe::FromDatasetId(builder), structure)
+}
+
+#[pyfunction]
+#[pyo3(signature = (service, dataset, compression_name, dataset_id))]
+pub fn register_dataset(
+    py: Python<'_>,
+    service: String,
+    dataset: &PyDataset,
+    compression_name: &str,
+    dataset_id: Option<String>,
+) -> PyResult<String> {
+    let compression = compression(compression_name)?;
+    let ds = dataset.ds.clone();
+    wait::run(py, async move {
+        tfdata_client::register_dataset_async(&service, &ds, compression, dataset_id.as_deref())
+            .await
+    })
+}

@@ -1,0 +1,197 @@
+//! `DispatchServer` and `WorkerServer` as Python objects.
+//!
+//! The Python classes of `tfdata.experimental.service` build these from
+//! their configs. Each handle is frozen and shares its server through an
+//! `Arc`, so `stop()` from one thread while another blocks in `join()` is
+//! safe. Garbage collection only *starts* stopping the server, on a thread
+//! of its own: the finalizer runs with the GIL held, and a pipeline thread
+//! still finishing a Python function needs the GIL to get there.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use tfdata::{DispatcherConfig, WorkerConfig};
+use tfdata_proto::config as wire;
+
+use crate::errors::IntoPyResult;
+use crate::wait;
+
+fn stop_in_background<S: Send + Sync + 'static>(server: Arc<S>, stop: fn(&S)) {
+    let spawned = std::thread::Builder::new()
+        .name("tfdata-stop".into())
+        .spawn(move || stop(&server));
+    if let Err(e) = spawned {
+        // The server still stops when its last reference goes; just later.
+        eprintln!("tfdata: cannot start a thread to stop a server: {e}");
+    }
+}
+
+/// TensorFlow's `DispatchServer`, configured with the fields of
+/// `DispatcherConfig` (TensorFlow's proto semantics: 0 means "default").
+#[pyclass(frozen, module = "tfdata._native")]
+pub struct DispatchServer {
+    server: Arc<tfdata::DispatchServer>,
+}
+
+#[pymethods]
+impl DispatchServer {
+    #[new]
+    #[pyo3(signature = (*, start, port, protocol, work_dir, fault_tolerant_mode, worker_addresses,
+        job_gc_check_interval_ms, job_gc_timeout_ms, worker_timeout_ms,
+        worker_max_concurrent_snapshots, client_timeout_ms, gc_dynamic_sharding_jobs))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        start: bool,
+        port: i64,
+        protocol: String,
+        work_dir: String,
+        fault_tolerant_mode: bool,
+        worker_addresses: Vec<String>,
+        job_gc_check_interval_ms: i64,
+        job_gc_timeout_ms: i64,
+        worker_timeout_ms: i64,
+        worker_max_concurrent_snapshots: i64,
+        client_timeout_ms: i64,
+        gc_dynamic_sharding_jobs: bool,
+    ) -> PyResult<Self> {
+        let proto = wire::DispatcherConfig {
+            port,
+            protocol,
+            work_dir,
+            fault_tolerant_mode,
+            worker_addresses,
+            job_gc_check_interval_ms,
+            job_gc_timeout_ms,
+            worker_timeout_ms,
+            worker_max_concurrent_snapshots,
+            client_timeout_ms,
+            gc_dynamic_sharding_jobs,
+            ..Default::default()
+        };
+        let config = DispatcherConfig::from_proto(&proto).py_err()?;
+        // Binding and (in fault-tolerant mode) replaying the journal.
+        let server = py
+            .detach(|| tfdata::DispatchServer::new_stopped(config))
+            .py_err()?;
+        if start {
+            server.start().py_err()?;
+        }
+        Ok(DispatchServer {
+            server: Arc::new(server),
+        })
+    }
+
+    fn start(&self) -> PyResult<()> {
+        self.server.start().py_err()
+    }
+
+    /// Blocks until the server stops; Ctrl-C interrupts the wait.
+    fn join(&self, py: Python<'_>) -> PyResult<()> {
+        let server = &self.server;
+        wait::poll_until(py, || server.join_timeout(wait::SLICE))?.py_err()
+    }
+
+    fn stop(&self, py: Python<'_>) {
+        py.detach(|| self.server.stop());
+    }
+
+    #[getter]
+    fn port(&self) -> u16 {
+        self.server.port()
+    }
+
+    fn num_workers(&self, py: Python<'_>) -> usize {
+        py.detach(|| self.server.num_workers())
+    }
+}
+
+impl Drop for DispatchServer {
+    fn drop(&mut self) {
+        stop_in_background(self.server.clone(), tfdata::DispatchServer::stop);
+    }
+}
+
+/// TensorFlow's `WorkerServer`, configured with the fields of `WorkerConfig`.
+#[pyclass(frozen, module = "tfdata._native")]
+pub struct WorkerServer {
+    server: Arc<tfdata::WorkerServer>,
+}
+
+#[pymethods]
+impl WorkerServer {
+    #[new]
+    #[pyo3(signature = (*, start, dispatcher_address, worker_address, port, protocol,
+        heartbeat_interval_ms, dispatcher_timeout_ms, data_transfer_protocol,
+        data_transfer_address, worker_tags, element_stream))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        start: bool,
+        dispatcher_address: String,
+        worker_address: String,
+        port: i64,
+        protocol: String,
+        heartbeat_interval_ms: i64,
+        dispatcher_timeout_ms: i64,
+        data_transfer_protocol: String,
+        data_transfer_address: String,
+        worker_tags: Vec<String>,
+        element_stream: bool,
+    ) -> PyResult<Self> {
+        let proto = wire::WorkerConfig {
+            port,
+            protocol,
+            dispatcher_address,
+            worker_address,
+            worker_tags,
+            heartbeat_interval_ms,
+            dispatcher_timeout_ms,
+            data_transfer_protocol,
+            data_transfer_address,
+            ..Default::default()
+        };
+        let mut config = WorkerConfig::from_proto(&proto).py_err()?;
+        config.element_stream = element_stream;
+        let server = py
+            .detach(|| tfdata::WorkerServer::new_stopped(config))
+            .py_err()?;
+        if start {
+            server.start().py_err()?;
+        }
+        Ok(WorkerServer {
+            server: Arc::new(server),
+        })
+    }
+
+    fn start(&self) -> PyResult<()> {
+        self.server.start().py_err()
+    }
+
+    /// Blocks until the worker stops; Ctrl-C interrupts the wait.
+    fn join(&self, py: Python<'_>) -> PyResult<()> {
+        let server = &self.server;
+        wait::poll_until(py, || server.join_timeout(wait::SLICE))?.py_err()
+    }
+
+    fn stop(&self, py: Python<'_>) {
+        py.detach(|| self.server.stop());
+    }
+
+    #[getter]
+    fn port(&self) -> u16 {
+        self.server.port()
+    }
+
+    /// The address the worker advertises to the dispatcher.
+    #[getter]
+    fn address(&self) -> String {
+        self.server.address().to_string()
+    }
+}
+
+impl Drop for WorkerServer {
+    fn drop(&mut self) {
+        stop_in_background(self.server.clone(), tfdata::WorkerServer::stop);
+    }
+}

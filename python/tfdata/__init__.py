@@ -1,0 +1,44 @@
+"""tfdata: TensorFlow's tf.data service rebuilt in Rust, for Python trainers.
+
+* :class:`tfdata.Dataset` is ``tf.data.Dataset`` over tfdata's Rust engine;
+* :mod:`tfdata.experimental.service` is ``tf.data.experimental.service``:
+  ``DispatchServer``, ``WorkerServer``, ``distribute``, ``register_dataset``,
+  ``from_dataset_id``;
+* :mod:`tfdata.errors` is ``tf.errors``;
+* :mod:`tfdata.functions` holds the engine's built-in functions;
+* :mod:`tfdata.torch` and :mod:`tfdata.jax` adapt readers to PyTorch and JAX.
+
+Elements arrive as numpy arrays over the buffers they were received into.
+"""
+
+from tfdata import errors, functions
+from tfdata._native import TensorSpec, protocol_version
+from tfdata.dataset import (
+    AUTOTUNE,
+    INFINITE,
+    UNKNOWN,
+    Dataset,
+    DistributedDataset,
+    TextLineDataset,
+    TFRecordDataset,
+    register_function,
+)
+from tfdata import experimental  # noqa: E402  (needs Dataset)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AUTOTUNE",
+    "INFINITE",
+    "UNKNOWN",
+    "Dataset",
+    "DistributedDataset",
+    "TFRecordDataset",
+    "TensorSpec",
+    "TextLineDataset",
+    "errors",
+    "experimental",
+    "functions",
+    "protocol_version",
+    "register_function",
+]
