@@ -21,9 +21,11 @@ fn target_dir() -> PathBuf {
     }
 }
 
-/// Runs `scripts/<script>` with TensorFlow's Python and returns the last line
-/// of its stdout that is a JSON object (the scripts print their result last).
-pub fn run_tensorflow_script(python: &Path, script: &str, args: &[String]) -> Result<String> {
+/// Runs `scripts/<script>` with `python` (TensorFlow's, or for
+/// `python_client.py` one with tfdata's Python package) and returns the last
+/// line of its stdout that is a JSON object (the scripts print their result
+/// last).
+pub fn run_python_script(python: &Path, script: &str, args: &[String]) -> Result<String> {
     let path = scripts_dir().join(script);
     let output = Command::new(python)
         .arg(&path)
@@ -46,6 +48,19 @@ pub fn run_tensorflow_script(python: &Path, script: &str, args: &[String]) -> Re
         .find(|l| l.trim_start().starts_with('{'))
         .map(str::to_string)
         .with_context(|| format!("{} printed no JSON: {stdout}", path.display()))
+}
+
+/// The Python of a venv with tfdata's Python package, for `--python-client`
+/// without a path: `~/.cache/tfdata-py-release/bin/python` (a release build
+/// of the native module) if it exists, else `~/.cache/tfdata-py/bin/python`.
+pub fn default_python_client() -> PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+    let release = home.join(".cache/tfdata-py-release/bin/python");
+    if release.exists() {
+        release
+    } else {
+        home.join(".cache/tfdata-py/bin/python")
+    }
 }
 
 /// Where the images data set of `examples` examples is cached by default.

@@ -158,7 +158,7 @@ pub fn run_tensorflow(
         "--batch-size".into(),
         options.batch_size.to_string(),
     ];
-    let line = data::run_tensorflow_script(python, "tf_kernels.py", &args)?;
+    let line = data::run_python_script(python, "tf_kernels.py", &args)?;
     parse_tensorflow_times(&line)
 }
 

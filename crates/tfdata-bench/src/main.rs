@@ -64,6 +64,18 @@
 //!   is again tfdata's throughput over TensorFlow's. It separates the
 //!   kernels' cost from the pipeline machinery's.
 //!
+//! With `--python-client [PYTHON]`, `small`, `batched` and `large` are also
+//! read through tfdata's Python client (`scripts/python_client.py`, in its
+//! own process, from our dispatcher and worker started here as for the Rust
+//! client's run, the dataset registered here and read with
+//! `from_dataset_id`): `python_client` is its figure (same unit as `value`),
+//! `python_client_ratio` Python / Rust, `python_client_tensorflow_ratio`
+//! Python / TensorFlow (with `--compare-tensorflow`), and
+//! `python_client_native_build` says whether `tfdata._native` was a
+//! `release` or a `debug` build (only a release build is worth measuring).
+//! Without an interpreter with tfdata the column is skipped and
+//! `python_client_note` says why.
+//!
 //! New scenarios (issue 7: the service) are added to [`Scenario`] and
 //! dispatched in [`run_scenario`]; they print reports through the same
 //! [`Output`].
@@ -190,6 +202,16 @@ struct Cli {
     /// The Python of the TensorFlow 2.21 venv; default `~/.cache/tfdata-tf-2.21/bin/python`.
     #[arg(long)]
     python: Option<PathBuf>,
+    /// Also read `small`, `batched` and `large` through tfdata's Python client
+    /// (`scripts/python_client.py` under this Python, in its own process, from
+    /// our dispatcher and worker as in the Rust client's run) and report its
+    /// rate and the ratios to the Rust client's and TensorFlow's. Without a
+    /// value: `~/.cache/tfdata-py-release/bin/python` if it exists, else
+    /// `~/.cache/tfdata-py/bin/python`. Measure a release build of
+    /// `tfdata._native` (`maturin build --release`): a debug build is flagged
+    /// in the report. Skipped, with a note, when that Python has no tfdata.
+    #[arg(long, value_name = "PYTHON", num_args = 0..=1)]
+    python_client: Option<Option<PathBuf>>,
     /// Measure each pipeline for at least this long (then up to the end of an epoch).
     #[arg(long, default_value_t = 5.0)]
     min_seconds: f64,
@@ -274,8 +296,16 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
                 // Batches and 1 MiB tensors: far fewer elements for a similar run time.
                 (_, n) => (n / 20).max(2),
             };
-            let (report, summary) =
-                service::run(scenario.name(), n, options.tensorflow_python.as_deref())?;
+            let python_client = cli
+                .python_client
+                .as_ref()
+                .map(|p| p.clone().unwrap_or_else(data::default_python_client));
+            let (report, summary) = service::run(
+                scenario.name(),
+                n,
+                options.tensorflow_python.as_deref(),
+                python_client.as_deref(),
+            )?;
             emit(report, summary)
         }
         Scenario::TcpLoopback => {
@@ -387,6 +417,12 @@ mod tests {
         );
         assert_eq!(cli.stages, vec![Stage::Decode, Stage::Resize]);
         assert_eq!(cli.examples, 2048);
+        assert_eq!(cli.python_client, None);
+        let cli = Cli::try_parse_from(["tfdata-bench", "--python-client", "--json"]).unwrap();
+        assert_eq!(cli.python_client, Some(None));
+        assert!(cli.json);
+        let cli = Cli::try_parse_from(["tfdata-bench", "--python-client", "/x/python"]).unwrap();
+        assert_eq!(cli.python_client, Some(Some(PathBuf::from("/x/python"))));
         let cli = Cli::try_parse_from(["tfdata-bench", "--json"]).unwrap();
         assert_eq!(
             cli.scenario,

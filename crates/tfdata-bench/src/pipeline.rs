@@ -213,7 +213,7 @@ pub fn run_tensorflow(
         "--warmup-batches".into(),
         options.measure.warmup_batches.to_string(),
     ];
-    let line = data::run_tensorflow_script(python, "tf_pipeline.py", &args)?;
+    let line = data::run_python_script(python, "tf_pipeline.py", &args)?;
     parse_tensorflow_result(&line)
 }
 

@@ -10,7 +10,10 @@
 //! `first-element` milliseconds from `distribute` to the first element on a
 //! warm cluster. The first element is not part of the throughput figures.
 //! TensorFlow runs the same scenarios in its own process
-//! (`scripts/tf_service.py`), in the same run.
+//! (`scripts/tf_service.py`), in the same run. With `--python-client`,
+//! `small`, `batched` and `large` are read again by tfdata's Python client
+//! (`scripts/python_client.py`, its own process) from a fresh cluster like
+//! the Rust client's, the same dataset registered by this process.
 //!
 //! `tcp-loopback`: MB/s of a plain copy through one loopback TCP stream
 //! (1 MiB writes, one reader thread): the physical ceiling for `large`.
@@ -23,8 +26,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 use tfdata::{
-    Dataset, DispatchServer, DispatcherConfig, ProcessingMode, Tensor, WorkerConfig, WorkerServer,
-    distribute,
+    Compression, Dataset, DispatchServer, DispatcherConfig, ProcessingMode, Tensor, WorkerConfig,
+    WorkerServer, distribute, register_dataset,
 };
 
 use crate::data;
@@ -118,23 +121,45 @@ impl Drop for ChildWorker {
     }
 }
 
+/// Our dispatcher and the scenario's workers: one in-process worker (two for
+/// `dynamic`), or for `large` one in a child process.
+/// (Fields drop in order: the workers stop before the dispatcher.)
+struct Cluster {
+    child: Option<ChildWorker>,
+    _in_process: Vec<WorkerServer>,
+    dispatcher: DispatchServer,
+}
+
+impl Cluster {
+    fn start(scenario: &str) -> Result<Self> {
+        let dispatcher = DispatchServer::new(DispatcherConfig::default())?;
+        let mut in_process = Vec::new();
+        let mut child = None;
+        // Unit tests run this module inside the test binary, which cannot serve
+        // as the worker process.
+        if scenario == "large" && !cfg!(test) {
+            child = Some(ChildWorker::start(&dispatcher)?);
+        } else {
+            in_process.push(WorkerServer::new(WorkerConfig::new(dispatcher.address()))?);
+            if scenario == "dynamic" {
+                in_process.push(WorkerServer::new(WorkerConfig::new(dispatcher.address()))?);
+            }
+        }
+        Ok(Cluster {
+            child,
+            _in_process: in_process,
+            dispatcher,
+        })
+    }
+}
+
 /// Runs `scenario` through our dispatcher and one worker (in-process, real
 /// gRPC over loopback; for `large` the worker runs in a child process, and
 /// both processes' peak RSS is reported).
 fn measure_tfdata(scenario: &str, n: u64) -> Result<Measured> {
-    let dispatcher = DispatchServer::new(DispatcherConfig::default())?;
-    let mut in_process = Vec::new();
-    let mut child = None;
-    // Unit tests run this module inside the test binary, which cannot serve
-    // as the worker process.
-    if scenario == "large" && !cfg!(test) {
-        child = Some(ChildWorker::start(&dispatcher)?);
-    } else {
-        in_process.push(WorkerServer::new(WorkerConfig::new(dispatcher.address()))?);
-        if scenario == "dynamic" {
-            in_process.push(WorkerServer::new(WorkerConfig::new(dispatcher.address()))?);
-        }
-    }
+    let cluster = Cluster::start(scenario)?;
+    let dispatcher = &cluster.dispatcher;
+    let child = cluster.child.as_ref();
     let mode = if scenario == "dynamic" {
         ProcessingMode::DistributedEpoch
     } else {
@@ -179,7 +204,7 @@ fn measure_tfdata(scenario: &str, n: u64) -> Result<Measured> {
     crate::measure::reset_peak_rss();
     let (rest, seconds) = read(&dataset)?;
     let client_peak_rss_bytes = crate::measure::peak_rss_bytes();
-    let worker_peak_rss_bytes = child.as_ref().and_then(ChildWorker::peak_rss_bytes);
+    let worker_peak_rss_bytes = child.and_then(ChildWorker::peak_rss_bytes);
     let value = match scenario {
         "large" => rest as f64 * LARGE_BYTES as f64 / seconds / 1e6,
         "batched" => rest as f64 * BATCH as f64 / seconds,
@@ -205,20 +230,72 @@ fn measure_tensorflow(python: &Path, scenario: &str, n: u64) -> Result<f64> {
         "--elements".into(),
         n.to_string(),
     ];
-    let line = data::run_tensorflow_script(python, "tf_service.py", &args)?;
+    let line = data::run_python_script(python, "tf_service.py", &args)?;
     let value: Value = serde_json::from_str(&line)?;
     value["value"]
         .as_f64()
         .with_context(|| format!("no value in {line}"))
 }
 
-/// One service scenario's report: ours, and TensorFlow's when a Python is
-/// given. For `first-element` lower is better, so the ratio is TensorFlow's
-/// time over ours (above 1 means faster, as for the others).
+/// The scenarios the Python client runs.
+pub const PYTHON_CLIENT_SCENARIOS: [&str; 3] = ["small", "batched", "large"];
+
+/// What the Python client's run gave: its figures, or why it did not run.
+enum PythonClientRun {
+    Measured {
+        value: f64,
+        /// The whole JSON line of `scripts/python_client.py`.
+        details: Value,
+    },
+    Unavailable(String),
+}
+
+/// The same scenario read by tfdata's Python client (`scripts/python_client.py`
+/// under `python`, in its own process) from the same kind of cluster as the
+/// Rust client's run: our dispatcher and worker in this process (for `large`
+/// the worker in a child process), the same dataset registered here.
+fn measure_python_client(python: &Path, scenario: &str, n: u64) -> Result<PythonClientRun> {
+    if !python.exists() {
+        return Ok(PythonClientRun::Unavailable(format!(
+            "no Python at {}",
+            python.display()
+        )));
+    }
+    let cluster = Cluster::start(scenario)?;
+    let dataset = scenario_dataset(scenario, n)?;
+    let target = cluster.dispatcher.target();
+    let dataset_id = register_dataset(&target, &dataset, Compression::Auto, None)?;
+    let args = [
+        "--scenario".to_string(),
+        scenario.to_string(),
+        "--elements".into(),
+        n.to_string(),
+        "--service".into(),
+        target,
+        "--dataset-id".into(),
+        dataset_id,
+    ];
+    let line = data::run_python_script(python, "python_client.py", &args)?;
+    let details: Value = serde_json::from_str(&line)?;
+    if let Some(reason) = details["unavailable"].as_str() {
+        return Ok(PythonClientRun::Unavailable(reason.to_string()));
+    }
+    let value = details["value"]
+        .as_f64()
+        .with_context(|| format!("no value in {line}"))?;
+    Ok(PythonClientRun::Measured { value, details })
+}
+
+/// One service scenario's report: ours (the Rust client), our Python
+/// client's when an interpreter is given (small, batched and large only), and
+/// TensorFlow's when a Python is given. For `first-element` lower is better,
+/// so the ratio is TensorFlow's time over ours (above 1 means faster, as for
+/// the others).
 pub fn run(
     scenario: &str,
     n: u64,
     tensorflow: Option<&Path>,
+    python_client: Option<&Path>,
 ) -> Result<(Map<String, Value>, String)> {
     let ours = measure_tfdata(scenario, n)?;
     let mut report = Map::new();
@@ -240,6 +317,46 @@ pub fn run(
             );
         }
     }
+    let python_run = match python_client {
+        Some(python) if PYTHON_CLIENT_SCENARIOS.contains(&scenario) => {
+            Some(measure_python_client(python, scenario, n)?)
+        }
+        _ => None,
+    };
+    let mut python_value = None;
+    match &python_run {
+        Some(PythonClientRun::Measured { value, details }) => {
+            let ratio = value / ours.value;
+            python_value = Some(*value);
+            report.insert("python_client".into(), json!(value));
+            report.insert("python_client_ratio".into(), json!(ratio));
+            for key in [
+                "elements_per_second",
+                "bytes_per_second",
+                "cpu_us_per_element",
+                "peak_rss_bytes",
+                "native_build",
+                "native_module",
+            ] {
+                if let Some(v) = details.get(key) {
+                    report.insert(format!("python_client_{key}"), v.clone());
+                }
+            }
+            summary += &format!(
+                ", Python client {value:.1} {} ({:.0}% of Rust)",
+                ours.unit,
+                ratio * 100.0
+            );
+            if details["native_build"] == "debug" {
+                summary += " [DEBUG build of tfdata._native: not representative]";
+            }
+        }
+        Some(PythonClientRun::Unavailable(reason)) => {
+            report.insert("python_client_note".into(), json!(reason));
+            summary += &format!(", Python client skipped ({reason})");
+        }
+        None => {}
+    }
     if let Some(python) = tensorflow {
         let tf = measure_tensorflow(python, scenario, n)?;
         let ratio = if scenario == "first-element" {
@@ -250,6 +367,11 @@ pub fn run(
         report.insert("tensorflow".into(), json!(tf));
         report.insert("ratio".into(), json!(ratio));
         summary += &format!(", TensorFlow {tf:.1} {}, ratio {ratio:.2}", ours.unit);
+        if let Some(value) = python_value {
+            let ratio = value / tf;
+            report.insert("python_client_tensorflow_ratio".into(), json!(ratio));
+            summary += &format!(", Python client / TensorFlow {ratio:.2}");
+        }
     }
     Ok((report, summary))
 }
@@ -302,8 +424,46 @@ mod tests {
     #[test]
     fn every_service_scenario_reads_every_element_through_a_real_service() {
         for scenario in ["small", "batched", "large", "first-element", "dynamic"] {
-            let (report, _) = run(scenario, 20, None).unwrap();
+            let (report, _) = run(scenario, 20, None, None).unwrap();
             assert!(report["value"].as_f64().unwrap() > 0.0, "{scenario}");
+        }
+    }
+
+    #[test]
+    fn without_a_python_client_the_column_is_skipped_with_a_note() {
+        let (report, summary) =
+            run("small", 20, None, Some(Path::new("/nonexistent/python"))).unwrap();
+        assert!(report["value"].as_f64().unwrap() > 0.0);
+        assert!(report.get("python_client").is_none());
+        assert!(
+            report["python_client_note"]
+                .as_str()
+                .unwrap()
+                .contains("no Python")
+        );
+        assert!(summary.contains("Python client skipped"), "{summary}");
+        // Scenarios the Python client does not run have no column at all.
+        let (report, _) = run("dynamic", 20, None, Some(Path::new("/nonexistent/python"))).unwrap();
+        assert!(report.get("python_client_note").is_none());
+    }
+
+    /// Runs where a Python with tfdata is installed (`--python-client`'s
+    /// default); elsewhere checks nothing.
+    #[test]
+    fn the_python_client_reads_every_element_where_tfdata_is_installed() {
+        let python = crate::data::default_python_client();
+        if !python.exists() {
+            return;
+        }
+        for scenario in PYTHON_CLIENT_SCENARIOS {
+            let (report, summary) = run(scenario, 20, None, Some(&python)).unwrap();
+            if report.contains_key("python_client_note") {
+                // This Python has no tfdata: the note says so.
+                assert!(summary.contains("Python client skipped"), "{summary}");
+                continue;
+            }
+            assert!(report["python_client"].as_f64().unwrap() > 0.0, "{summary}");
+            assert!(report["python_client_ratio"].as_f64().unwrap() > 0.0);
         }
     }
 
