@@ -89,21 +89,23 @@ def _name_of(fn: Callable) -> str:
 
 def _function_json(fn, use: str, what: str) -> str:
     """A pipeline function in the engine's form for ``use`` ('map',
-    'filter', 'flat_map', 'filter_batched')."""
+    'filter', 'flat_map' or 'filter_batched', a map over batches that tfdata
+    registers beside each Python function)."""
     if isinstance(fn, Function):
         if use in ("filter", "filter_batched"):
             raise TypeError(f"`{what}`: built-in {fn.name} is not a predicate")
         return fn._to_json()
     if isinstance(fn, str):
         name = fn
-        is_python = name in _functions
     elif callable(fn):
         name = _name_of(fn)
-        is_python = True
     else:
-        raise TypeError(f"`{what}` must be callable, a registered function name or a tfdata.functions built-in, got {type(fn)}")
-    if is_python and use != "map":
-        name = f"{name}:{use}"
+        raise TypeError(
+            f"`{what}` must be callable, a registered function name or a tfdata.functions built-in, "
+            f"got {type(fn)}"
+        )
+    if use == "filter_batched":
+        name = f"{name}:filter_batched"
     return json.dumps({"function": name})
 
 

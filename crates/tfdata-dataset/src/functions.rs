@@ -34,11 +34,14 @@ pub type PredicateFactory = Arc<dyn Fn(Option<&Structure>) -> Result<PredicateFn
 pub type DatasetFnFactory =
     Arc<dyn Fn(Option<&Structure>) -> Result<ResolvedDatasetFn> + Send + Sync>;
 
-#[derive(Clone)]
-enum Registered {
-    Map(MapFactory),
-    Predicate(PredicateFactory),
-    Dataset(DatasetFnFactory),
+/// What one name is registered as. A name can be a map function, a
+/// predicate and a dataset function at once (a Python function is all
+/// three: the pipeline's use of it says which is meant).
+#[derive(Clone, Default)]
+struct Registered {
+    map: Option<MapFactory>,
+    predicate: Option<PredicateFactory>,
+    dataset: Option<DatasetFnFactory>,
 }
 
 fn registry() -> &'static RwLock<HashMap<String, Registered>> {
@@ -46,11 +49,11 @@ fn registry() -> &'static RwLock<HashMap<String, Registered>> {
     REGISTRY.get_or_init(Default::default)
 }
 
-fn register(name: &str, r: Registered) {
-    registry()
+fn register(name: &str, set: impl FnOnce(&mut Registered)) {
+    let mut registry = registry()
         .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .insert(name.to_string(), r);
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    set(registry.entry(name.to_string()).or_default());
 }
 
 fn lookup(name: &str) -> Option<Registered> {
@@ -98,7 +101,7 @@ pub fn register_map_factory<F>(name: &str, factory: F)
 where
     F: Fn(Option<&Structure>) -> Result<ResolvedMap> + Send + Sync + 'static,
 {
-    register(name, Registered::Map(Arc::new(factory)));
+    register(name, |r| r.map = Some(Arc::new(factory)));
 }
 
 /// Registers a `filter` predicate.
@@ -115,7 +118,7 @@ pub fn register_predicate_factory<F>(name: &str, factory: F)
 where
     F: Fn(Option<&Structure>) -> Result<PredicateFn> + Send + Sync + 'static,
 {
-    register(name, Registered::Predicate(Arc::new(factory)));
+    register(name, |r| r.predicate = Some(Arc::new(factory)));
 }
 
 /// Registers a function returning a dataset per element (`flat_map`,
@@ -138,7 +141,7 @@ pub fn register_dataset_fn_factory<F>(name: &str, factory: F)
 where
     F: Fn(Option<&Structure>) -> Result<ResolvedDatasetFn> + Send + Sync + 'static,
 {
-    register(name, Registered::Dataset(Arc::new(factory)));
+    register(name, |r| r.dataset = Some(Arc::new(factory)));
 }
 
 fn unknown(kind: &str, name: &str) -> Error {
@@ -190,7 +193,9 @@ pub fn resolve_map(f: &FunctionRef, input: Option<&Structure>) -> Result<Resolve
         return builtin;
     }
     match lookup(&f.name) {
-        Some(Registered::Map(factory)) => {
+        Some(Registered {
+            map: Some(factory), ..
+        }) => {
             no_args(f)?;
             factory(input)
         }
@@ -207,7 +212,10 @@ pub fn resolve_predicate(f: &FunctionRef, input: Option<&Structure>) -> Result<P
         return builtin;
     }
     match lookup(&f.name) {
-        Some(Registered::Predicate(factory)) => {
+        Some(Registered {
+            predicate: Some(factory),
+            ..
+        }) => {
             no_args(f)?;
             factory(input)
         }
@@ -231,7 +239,10 @@ pub fn resolve_dataset_fn(f: &FunctionRef, input: Option<&Structure>) -> Result<
         return builtin;
     }
     match lookup(&f.name) {
-        Some(Registered::Dataset(factory)) => {
+        Some(Registered {
+            dataset: Some(factory),
+            ..
+        }) => {
             no_args(f)?;
             factory(input)
         }

@@ -5,13 +5,17 @@
 //! memory lives exactly as long as the array and nothing is copied. Arrays
 //! are writable (`torch.from_numpy` wants that), which is sound only when no
 //! one else can read the same bytes, so a buffer is viewed in place only
-//! when
-//! * it is the tensor's own: [`Ownership::Exclusive`] (the reader's
-//!   decoders give every tensor bytes that nothing else refers to), or
-//!   `Bytes::is_unique` says so (local pipelines: a cache or a repeated
-//!   `from_tensors` hands out the same buffer again); and
-//! * it is aligned for its dtype (a tensor packed at an odd offset of a
-//!   received frame is not).
+//! when it is the tensor's own:
+//! * [`Ownership::Exclusive`]: the reader's decoders give every tensor
+//!   bytes that nothing else refers to. Such a view is made even at an
+//!   unaligned address (a tensor that filled an HTTP/2 frame starts 9 bytes
+//!   after the frame header, wherever the frame fell in the read buffer):
+//!   numpy and torch compute on unaligned arrays correctly (`flags.aligned`
+//!   is then False), while copying 1 MiB tensors to align them cost the
+//!   Python reader a quarter of its throughput (measured, docs/python.md);
+//! * [`Ownership::MaybeShared`] (local pipelines, where a cache or a
+//!   repeated `from_tensors` hands out the same buffer again): only if
+//!   `Bytes::is_unique` says so, and aligned.
 //!
 //! Otherwise numpy allocates the array and the bytes are copied once.
 //! 0-d tensors become numpy scalars (`np.int64(3)`), string scalars `bytes`,
@@ -269,8 +273,13 @@ pub fn tensor_to_py<'py>(
                 return new_scalar(py, &descr, &bytes);
             }
             let in_place = !bytes.is_empty()
-                && (ownership == Ownership::Exclusive || bytes.is_unique())
-                && (bytes.as_ptr() as usize).is_multiple_of(alignment(dtype));
+                && match ownership {
+                    Ownership::Exclusive => true,
+                    Ownership::MaybeShared => {
+                        bytes.is_unique()
+                            && (bytes.as_ptr() as usize).is_multiple_of(alignment(dtype))
+                    }
+                };
             let source = if in_place {
                 ArraySource::View(bytes)
             } else {
@@ -560,11 +569,25 @@ pub struct PyTensorSpec {
 
 #[pymethods]
 impl PyTensorSpec {
+    /// `dtype` is a name (`"int64"`, `"string"`) or anything `numpy.dtype`
+    /// takes (`np.float32`, `np.dtype("int64")`; `object`/`bytes` = string).
     #[new]
-    #[pyo3(signature = (shape, dtype = "float32", name = None))]
-    fn new(shape: Option<Vec<Option<i64>>>, dtype: &str, name: Option<String>) -> PyResult<Self> {
-        let dtype = DType::from_name(dtype)
-            .ok_or_else(|| PyTypeError::new_err(format!("unknown dtype {dtype:?}")))?;
+    #[pyo3(signature = (shape, dtype = None, name = None))]
+    fn new(
+        shape: Option<Vec<Option<i64>>>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        name: Option<String>,
+    ) -> PyResult<Self> {
+        let dtype = match dtype {
+            None => DType::Float,
+            Some(d) => match d.extract::<String>() {
+                Ok(n) => match DType::from_name(&n) {
+                    Some(d) => d,
+                    None => dtype_of(&numpy(d.py())?.getattr("dtype")?.call1((n,))?)?,
+                },
+                Err(_) => dtype_of(&numpy(d.py())?.getattr("dtype")?.call1((d,))?)?,
+            },
+        };
         if let Some(bad) = shape.iter().flatten().flatten().find(|d| **d < 0) {
             return Err(PyValueError::new_err(format!(
                 "dimensions must be non-negative or None, got {bad}"

@@ -1,9 +1,9 @@
 //! Python callables as pipeline functions.
 //!
 //! [`register_function`] puts a callable into the process's function
-//! registry under its name, for each use a pipeline can make of it: `name`
-//! as a map function, `name:filter` as a predicate and `name:flat_map` as a
-//! function returning datasets (for `flat_map` and `interleave`). A
+//! registry under its name, for each use a pipeline can make of it: as a
+//! map function, a predicate and a function returning datasets (for
+//! `flat_map` and `interleave`); the pipeline's op says which is meant. A
 //! pipeline names them, so a worker in any Python process that registered
 //! the same name runs them; a worker that did not fails the task naming it.
 //!
@@ -207,7 +207,7 @@ pub fn register_function(name: &str, callable: Py<PyAny>) {
         })
     });
     let predicate = Arc::clone(&f);
-    tfdata_dataset::register_predicate_factory(&format!("{name}:filter"), move |input| {
+    tfdata_dataset::register_predicate_factory(name, move |input| {
         let input = input.cloned();
         let call = Arc::clone(&predicate);
         Ok(Arc::new(move |element: &Element| {
@@ -215,7 +215,7 @@ pub fn register_function(name: &str, callable: Py<PyAny>) {
         }))
     });
     let dataset_fn = f;
-    tfdata_dataset::register_dataset_fn_factory(&format!("{name}:flat_map"), move |input| {
+    tfdata_dataset::register_dataset_fn_factory(name, move |input| {
         let input = input.cloned();
         let output = dataset_fn.output(input.as_ref(), |out| {
             Ok(dataset_of(out)?.element_spec().ok().flatten())
