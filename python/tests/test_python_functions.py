@@ -282,13 +282,6 @@ def test_map_by_name_string_only_the_worker_registered(dispatcher, python_worker
     assert _ints(_read(batched, dispatcher)) == [0, -1, -2, -3, -4]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dataset.py _function_json: a name string that this process did not register is taken as "
-    "a map function, so filter/flat_map/interleave('name') and filter('name', batched=True) ask the "
-    "worker for 'name' instead of 'name:filter' / 'name:flat_map' / 'name:filter_batched' (the worker "
-    "answers '`name` is not a predicate' or fails the flat_map)",
-)
 @pytest.mark.parametrize(
     "make, expected",
     [
