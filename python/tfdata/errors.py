@@ -1,12 +1,16 @@
 """Exceptions raised by tfdata, named and numbered like ``tf.errors``.
 
 Every error from the service or the engine is an :class:`OpError` subclass
-chosen by its status code (TensorFlow's codes are gRPC's), with ``.code``
-and ``.message``, so ``except tf.errors.UnavailableError`` becomes
-``except tfdata.errors.UnavailableError``.
+chosen by its status code (TensorFlow's codes are gRPC's), with
+``.error_code`` (also ``.code``) and ``.message``, so
+``except tf.errors.UnavailableError`` becomes
+``except tfdata.errors.UnavailableError``. They pickle (a PyTorch
+DataLoader worker sends its exceptions to the main process).
 """
 
 from __future__ import annotations
+
+import warnings
 
 OK = 0
 CANCELLED = 1
@@ -38,11 +42,12 @@ class OpError(Exception):
     """
 
     def __init__(self, node_def, op, message, error_code=UNKNOWN, *args):
-        super().__init__(message, *args)
+        super().__init__(message)
         self._node_def = node_def
         self._op = op
         self._message = message
         self._error_code = error_code
+        self._experimental_payloads = args[0] if args and args[0] is not None else {}
 
     @property
     def message(self) -> str:
@@ -50,8 +55,14 @@ class OpError(Exception):
         return self._message
 
     @property
+    def error_code(self) -> int:
+        """The status code (for example ``tfdata.errors.UNAVAILABLE``), as
+        TensorFlow's ``OpError.error_code``."""
+        return self._error_code
+
+    @property
     def code(self) -> int:
-        """The status code (for example ``tfdata.errors.UNAVAILABLE``)."""
+        """The status code; the same as :attr:`error_code`."""
         return self._error_code
 
     @property
@@ -66,16 +77,31 @@ class OpError(Exception):
 
     @property
     def experimental_payloads(self) -> dict:
-        """Always empty (TensorFlow's status payloads)."""
-        return {}
+        """The status payloads (TensorFlow's); empty for tfdata's own errors."""
+        return self._experimental_payloads
 
     def __str__(self) -> str:
         return self._message
 
     def __reduce__(self):
-        return (type(self), (self._node_def, self._op, self._message, *self.args[1:])) if type(
-            self
-        ) is not OpError else (OpError, (self._node_def, self._op, self._message, self._error_code))
+        # Rebuilt without calling the class's own __init__, whose signature
+        # subclasses choose; the instance dict (set attributes) comes along.
+        state = {k: v for k, v in self.__dict__.items() if k not in _FIELDS}
+        return (
+            _rebuild,
+            (type(self), self._node_def, self._op, self._message, self._error_code, self._experimental_payloads),
+            state or None,
+        )
+
+
+_FIELDS = ("_node_def", "_op", "_message", "_error_code", "_experimental_payloads")
+
+
+def _rebuild(cls, node_def, op, message, error_code, payloads):
+    """Unpickles an :class:`OpError` of class ``cls``."""
+    error = cls.__new__(cls)
+    OpError.__init__(error, node_def, op, message, error_code, payloads)
+    return error
 
 
 def _subclass(name: str, code: int, doc: str) -> type[OpError]:
@@ -128,17 +154,23 @@ _CODE_TO_EXCEPTION_CLASS = {
 }
 
 
+_EXCEPTION_CLASS_TO_CODE = {cls: code for code, cls in _CODE_TO_EXCEPTION_CLASS.items()}
+
+
 def exception_type_from_error_code(error_code: int) -> type[OpError]:
-    """The exception class for a status code (``UnknownError`` for unknown codes)."""
-    return _CODE_TO_EXCEPTION_CLASS.get(error_code, UnknownError)
+    """The exception class for a status code; ``KeyError`` for a code that
+    names none (``OK`` included), as in TensorFlow."""
+    return _CODE_TO_EXCEPTION_CLASS[error_code]
 
 
-def error_code_from_exception_type(cls: type[OpError]) -> int:
-    """The status code of an exception class."""
-    for code, c in _CODE_TO_EXCEPTION_CLASS.items():
-        if c is cls:
-            return code
-    return UNKNOWN
+def error_code_from_exception_type(cls: type) -> int:
+    """The status code of an exception class; ``UNKNOWN`` (with a warning,
+    as TensorFlow warns) for any other class."""
+    try:
+        return _EXCEPTION_CLASS_TO_CODE[cls]
+    except (KeyError, TypeError):
+        warnings.warn("Unknown class exception")
+        return UNKNOWN
 
 
 __all__ = [

@@ -22,7 +22,7 @@ import collections
 import enum
 from typing import Any, Callable, Iterable, Optional
 
-from tfdata import _native
+from tfdata import _native, errors
 from tfdata.dataset import Dataset, DistributedDataset
 
 COMPRESSION_AUTO = "AUTO"
@@ -31,6 +31,26 @@ COMPRESSION_SNAPPY = "SNAPPY"
 _PARALLEL_EPOCHS = "parallel_epochs"
 _DISTRIBUTED_EPOCH = "distributed_epoch"
 _DEFAULT_PROTOCOL = "grpc"
+
+
+class _ServerStartError(errors.UnavailableError, RuntimeError):
+    """A server could not bind its port: ``UnavailableError`` for tfdata
+    callers, and the ``RuntimeError`` ("Could not start gRPC server") that
+    TensorFlow raises, for code written against TensorFlow."""
+
+
+class _DatasetIdNotFoundError(errors.NotFoundError, ValueError):
+    """``from_dataset_id`` without an ``element_spec`` for an unknown id:
+    ``NotFoundError`` for tfdata callers, and the ``ValueError`` ("Failed to
+    fetch element spec ...") that TensorFlow raises."""
+
+
+def _raise_start_error(error: errors.UnavailableError):
+    """Raises a port that cannot be bound as TensorFlow reports it, and any
+    other error as it is."""
+    if "listen" not in error.message:
+        raise error
+    raise _ServerStartError(None, None, f"Could not start gRPC server: {error.message}") from error
 
 
 def _get_time_or_placeholder(value):
@@ -146,8 +166,8 @@ class DispatchServer:
     last reference, and leaving a ``with`` block.
 
     Raises ``tfdata.errors.UnavailableError`` at construction when the port is
-    in use, ``InvalidArgumentError`` for an invalid config, and (in
-    fault-tolerant mode) ``DataLossError`` for a damaged journal.
+    in use (one that is also the ``RuntimeError`` TensorFlow raises),
+    ``InvalidArgumentError`` for an invalid config, and (in fault-tolerant mode) ``DataLossError`` for a damaged journal.
     """
 
     def __init__(self, config: Optional[DispatcherConfig] = None, start: bool = True):
@@ -163,20 +183,23 @@ class DispatchServer:
             _check_int(name, getattr(config, name))
         self._config = config
         self._server = None
-        self._server = _native.DispatchServer(
-            start=bool(start),
-            port=int(config.port or 0),
-            protocol=config.protocol or _DEFAULT_PROTOCOL,
-            work_dir=config.work_dir or "",
-            fault_tolerant_mode=bool(config.fault_tolerant_mode),
-            worker_addresses=list(config.worker_addresses or []),
-            job_gc_check_interval_ms=int(config.job_gc_check_interval_ms or 0),
-            job_gc_timeout_ms=int(config.job_gc_timeout_ms or 0),
-            worker_timeout_ms=int(config.worker_timeout_ms or 0),
-            worker_max_concurrent_snapshots=int(config.worker_max_concurrent_snapshots or 0),
-            client_timeout_ms=int(getattr(config, "client_timeout_ms", None) or 0),
-            gc_dynamic_sharding_jobs=bool(getattr(config, "gc_dynamic_sharding_jobs", False)),
-        )
+        try:
+            self._server = _native.DispatchServer(
+                start=bool(start),
+                port=int(config.port or 0),
+                protocol=config.protocol or _DEFAULT_PROTOCOL,
+                work_dir=config.work_dir or "",
+                fault_tolerant_mode=bool(config.fault_tolerant_mode),
+                worker_addresses=list(config.worker_addresses or []),
+                job_gc_check_interval_ms=int(config.job_gc_check_interval_ms or 0),
+                job_gc_timeout_ms=int(config.job_gc_timeout_ms or 0),
+                worker_timeout_ms=int(config.worker_timeout_ms or 0),
+                worker_max_concurrent_snapshots=int(config.worker_max_concurrent_snapshots or 0),
+                client_timeout_ms=int(getattr(config, "client_timeout_ms", None) or 0),
+                gc_dynamic_sharding_jobs=bool(getattr(config, "gc_dynamic_sharding_jobs", False)),
+            )
+        except errors.UnavailableError as e:
+            _raise_start_error(e)
 
     def start(self) -> None:
         """Starts the server (when it was created with ``start=False``)."""
@@ -323,19 +346,22 @@ class WorkerServer:
             _check_int(name, getattr(config, name))
         self._config = config
         self._server = None
-        self._server = _native.WorkerServer(
-            start=bool(start),
-            dispatcher_address=config.dispatcher_address,
-            worker_address=config.worker_address or "localhost:%port%",
-            port=int(config.port or 0),
-            protocol=config.protocol or _DEFAULT_PROTOCOL,
-            heartbeat_interval_ms=int(config.heartbeat_interval_ms or 0),
-            dispatcher_timeout_ms=int(config.dispatcher_timeout_ms or 0),
-            data_transfer_protocol=config.data_transfer_protocol or "",
-            data_transfer_address=config.data_transfer_address or "",
-            worker_tags=list(getattr(config, "worker_tags", None) or []),
-            element_stream=bool(getattr(config, "element_stream", True)),
-        )
+        try:
+            self._server = _native.WorkerServer(
+                start=bool(start),
+                dispatcher_address=config.dispatcher_address,
+                worker_address=config.worker_address or "localhost:%port%",
+                port=int(config.port or 0),
+                protocol=config.protocol or _DEFAULT_PROTOCOL,
+                heartbeat_interval_ms=int(config.heartbeat_interval_ms or 0),
+                dispatcher_timeout_ms=int(config.dispatcher_timeout_ms or 0),
+                data_transfer_protocol=config.data_transfer_protocol or "",
+                data_transfer_address=config.data_transfer_address or "",
+                worker_tags=list(getattr(config, "worker_tags", None) or []),
+                element_stream=bool(getattr(config, "element_stream", True)),
+            )
+        except errors.UnavailableError as e:
+            _raise_start_error(e)
 
     def start(self) -> None:
         """Starts the worker (when it was created with ``start=False``)."""
@@ -478,9 +504,11 @@ def _read_options(
     protocol, address = _parse_service(service)
     _validate_job_name(job_name)
     if (consumer_index is None) != (num_consumers is None):
+        # TensorFlow 2.21 means to raise this too, but its check is a chained
+        # comparison that is never true; a reader with one of the two is an error.
         raise ValueError(
-            "Must either set both `consumer_index` and `num_consumers`, or neither. ",
-            f"consumer_index={consumer_index}, num_consumers={num_consumers}",
+            "Must either set both `consumer_index` and `num_consumers`, or neither. "
+            f"consumer_index={consumer_index}, num_consumers={num_consumers}"
         )
     if num_consumers is not None and job_name is None:
         raise ValueError(
@@ -550,24 +578,27 @@ def distribute(
     ``UnavailableError`` (default 60 s); ``task_refresh_interval_hint_ms``, how
     often the reader asks the dispatcher for new tasks (default 1 s).
     """
+    # What TensorFlow checks here; the rest (`service` included) is checked
+    # when the transformation is applied, as in TensorFlow.
     _get_validated_sharding_policy(processing_mode)
     _validate_compression(compression)
-    options = _read_options(
-        processing_mode,
-        service,
-        job_name,
-        consumer_index,
-        num_consumers,
-        max_outstanding_requests,
-        data_transfer_protocol,
-        cross_trainer_cache,
-        target_workers,
-        dispatcher_timeout_ms,
-        task_refresh_interval_hint_ms,
-    )
+    _validate_job_name(job_name)
 
     def _apply_fn(dataset: Dataset) -> DistributedDataset:
         native_dataset = _native_of(dataset)
+        options = _read_options(
+            processing_mode,
+            service,
+            job_name,
+            consumer_index,
+            num_consumers,
+            max_outstanding_requests,
+            data_transfer_protocol,
+            cross_trainer_cache,
+            target_workers,
+            dispatcher_timeout_ms,
+            task_refresh_interval_hint_ms,
+        )
         native = _native.distribute(native_dataset, _compression_name(compression), options)
         return DistributedDataset._from_native(native)
 
@@ -583,7 +614,8 @@ def _native_of(dataset) -> Any:
 def register_dataset(service, dataset, compression="AUTO", dataset_id=None) -> str:
     """Registers ``dataset`` with the dispatcher at ``service`` and returns its id
     (a string). With a ``dataset_id`` that is already registered, the existing
-    dataset is kept."""
+    dataset is kept (the same dataset: a different one under that id is
+    ``InvalidArgumentError``)."""
     _validate_compression(compression)
     protocol, address = _parse_service(service)
     if dataset_id is not None:
@@ -610,7 +642,11 @@ def from_dataset_id(
     task_refresh_interval_hint_ms=None,
 ) -> DistributedDataset:
     """Reads a dataset registered earlier (by this or any client, TensorFlow's
-    included) by its id (TensorFlow's ``from_dataset_id``)."""
+    included) by its id (TensorFlow's ``from_dataset_id``).
+
+    An unknown ``dataset_id`` raises ``NotFoundError`` (without an
+    ``element_spec``, one that is also the ``ValueError`` TensorFlow raises)."""
+    _validate_job_name(job_name)
     if job_name is not None and not isinstance(job_name, str):
         raise ValueError(
             "`job_name` must be a string or Tensor, but `job_name` was of type "
@@ -630,7 +666,19 @@ def from_dataset_id(
         task_refresh_interval_hint_ms,
     )
     dataset_id = dataset_id.decode() if isinstance(dataset_id, bytes) else str(dataset_id)
-    native = _native.from_dataset_id(dataset_id, element_spec or None, options)
+    try:
+        native = _native.from_dataset_id(dataset_id, element_spec or None, options)
+    except errors.NotFoundError as e:
+        if element_spec:
+            raise
+        raise _DatasetIdNotFoundError(
+            None,
+            None,
+            f"Failed to fetch element spec for dataset id {dataset_id} from "
+            "tf.data service. If the dataset was registered in graph mode or "
+            "inside a tf.function, the `element_spec` must be specified as an "
+            f"argument to `from_dataset_id`. ({e.message})",
+        ) from e
     if native.element_spec() is None:
         raise ValueError(
             f"Failed to fetch element spec for dataset id {dataset_id} from "
