@@ -87,21 +87,22 @@ def test_a_worker_not_started_does_not_register():
             w.stop()
 
 
-@pytest.mark.xfail(
-    reason="crates/tfdata-python servers.rs: DispatchServer(start=False) binds its port at construction "
-    "(target shows it, a port in use fails the constructor); TensorFlow binds in start(): its target is "
-    "grpc://localhost:0 until then and a port in use raises from start()",
-    strict=True,
-)
-def test_start_false_binds_nothing_until_start():
+def test_start_false_binds_at_construction():
+    # A deliberate difference (docs/python.md): TensorFlow binds in start()
+    # (target says port 0 until then, a port in use raises from start());
+    # tfdata binds when the server is made, so the target is usable at once
+    # and a port in use is an error from the constructor.
     sock = socket.socket()
     sock.bind(("", 0))
     sock.listen()
     with sock:
         port = sock.getsockname()[1]
-        d = service.DispatchServer(service.DispatcherConfig(port=port), start=False)
         with pytest.raises(RuntimeError, match="Could not start gRPC server"):
-            d.start()
+            service.DispatchServer(service.DispatcherConfig(port=port), start=False)
+    d = service.DispatchServer(start=False)
+    assert not d.target.endswith(":0")
+    d.start()
+    d.stop()
 
 
 def test_join_returns_after_stop_from_another_thread():

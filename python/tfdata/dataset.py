@@ -178,17 +178,20 @@ class Dataset:
     # ---- Sources ----
 
     @staticmethod
-    def range(*args, dtype=None, name=None) -> "Dataset":
-        """``range(stop)``, ``range(start, stop[, step])``: int64 scalars."""
+    def range(*args, **kwargs) -> "Dataset":
+        """``range(stop)``, ``range(start, stop[, step])``: int64 scalars, or
+        ``output_type``'s (as TensorFlow 2.21, which takes it and ``name``
+        from the keyword arguments)."""
         if not 1 <= len(args) <= 3:
             raise ValueError(f"Invalid arguments to range: {args}")
         values = [_check_int("range argument", a) for a in args]
         start, stop, step = (0, values[0], 1) if len(values) == 1 else (values + [1])[:3]
         ds = Dataset._wrap(_native.Dataset.range(start, stop, step))
-        if dtype is not None and np.dtype(dtype).name != "int64":
+        output_type = kwargs.get("output_type")
+        if output_type is not None and np.dtype(output_type).name != "int64":
             from tfdata import functions
 
-            ds = ds.map(functions.cast(dtype))
+            ds = ds.map(functions.cast(output_type))
         return ds
 
     @staticmethod

@@ -506,9 +506,11 @@ fn read_bytes(array: &Bound<'_, PyUntypedArray>) -> PyResult<Bytes> {
     Ok(Bytes::from(copied))
 }
 
-/// A zero-filled element of `structure` (unknown dimensions 1), for
-/// learning what a Python function makes of such an element; `None` if
-/// it would be unreasonably large.
+/// A placeholder element of `structure`, for learning what a Python
+/// function makes of such an element: zeros, and strings `"placeholder"`
+/// (an empty string is not a valid file name, and functions that open
+/// their input are common); unknown dimensions are 1. `None` if it would
+/// be unreasonably large.
 pub fn placeholder(structure: &Structure) -> Option<Element> {
     /// Placeholders are made at pipeline construction; keep them small.
     const MAX_PLACEHOLDER_BYTES: u64 = 64 << 20;
@@ -524,8 +526,9 @@ pub fn placeholder(structure: &Structure) -> Option<Element> {
             .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))?;
         let tensor = match spec.dtype.size() {
             None => {
-                total = total.checked_add(n)?;
-                Tensor::strings(vec![Bytes::new(); usize::try_from(n).ok()?], shape).ok()?
+                let placeholder = Bytes::from_static(b"placeholder");
+                total = total.checked_add(n.checked_mul(placeholder.len() as u64)?)?;
+                Tensor::strings(vec![placeholder; usize::try_from(n).ok()?], shape).ok()?
             }
             Some(size) => {
                 let bytes = n.checked_mul(size as u64)?;
