@@ -16,13 +16,76 @@ use tfdata_proto::config as wire;
 use crate::errors::IntoPyResult;
 use crate::wait;
 
-fn stop_in_background<S: Send + Sync + 'static>(server: Arc<S>, stop: fn(&S)) {
-    let spawned = std::thread::Builder::new()
-        .name("tfdata-stop".into())
-        .spawn(move || stop(&server));
-    if let Err(e) = spawned {
-        // The server still stops when its last reference goes; just later.
-        eprintln!("tfdata: cannot start a thread to stop a server: {e}");
+/// What the Rust servers share, for the methods their handles share.
+trait Served: Send + Sync + 'static {
+    fn start(&self) -> tfdata::Result<()>;
+    fn join_timeout(&self, timeout: std::time::Duration) -> Option<tfdata::Result<()>>;
+    fn stop(&self);
+}
+
+macro_rules! served {
+    ($t:ty) => {
+        impl Served for $t {
+            fn start(&self) -> tfdata::Result<()> {
+                <$t>::start(self)
+            }
+            fn join_timeout(&self, timeout: std::time::Duration) -> Option<tfdata::Result<()>> {
+                <$t>::join_timeout(self, timeout)
+            }
+            fn stop(&self) {
+                <$t>::stop(self)
+            }
+        }
+    };
+}
+served!(tfdata::DispatchServer);
+served!(tfdata::WorkerServer);
+
+/// A server shared by its Python handle and whoever waits on it.
+struct Shared<S: Served>(Arc<S>);
+
+impl<S: Served> Shared<S> {
+    fn new(
+        py: Python<'_>,
+        start: bool,
+        make: impl FnOnce() -> tfdata::Result<S> + Send,
+    ) -> PyResult<Self>
+    where
+        S: Send,
+    {
+        // Binding and (a dispatcher in fault-tolerant mode) replaying the journal.
+        let server = py.detach(make).py_err()?;
+        if start {
+            server.start().py_err()?;
+        }
+        Ok(Shared(Arc::new(server)))
+    }
+
+    fn start(&self) -> PyResult<()> {
+        self.0.start().py_err()
+    }
+
+    /// Blocks until the server stops; Ctrl-C interrupts the wait.
+    fn join(&self, py: Python<'_>) -> PyResult<()> {
+        let server = &self.0;
+        wait::poll_until(py, || server.join_timeout(wait::SLICE))?.py_err()
+    }
+
+    fn stop(&self, py: Python<'_>) {
+        py.detach(|| self.0.stop());
+    }
+}
+
+impl<S: Served> Drop for Shared<S> {
+    fn drop(&mut self) {
+        let server = Arc::clone(&self.0);
+        let spawned = std::thread::Builder::new()
+            .name("tfdata-stop".into())
+            .spawn(move || server.stop());
+        if let Err(e) = spawned {
+            // The server still stops when its last reference goes; just later.
+            eprintln!("tfdata: cannot start a thread to stop a server: {e}");
+        }
     }
 }
 
@@ -30,7 +93,7 @@ fn stop_in_background<S: Send + Sync + 'static>(server: Arc<S>, stop: fn(&S)) {
 /// `DispatcherConfig` (TensorFlow's proto semantics: 0 means "default").
 #[pyclass(frozen, module = "tfdata._native")]
 pub struct DispatchServer {
-    server: Arc<tfdata::DispatchServer>,
+    server: Shared<tfdata::DispatchServer>,
 }
 
 #[pymethods]
@@ -70,52 +133,36 @@ impl DispatchServer {
             ..Default::default()
         };
         let config = DispatcherConfig::from_proto(&proto).py_err()?;
-        // Binding and (in fault-tolerant mode) replaying the journal.
-        let server = py
-            .detach(|| tfdata::DispatchServer::new_stopped(config))
-            .py_err()?;
-        if start {
-            server.start().py_err()?;
-        }
-        Ok(DispatchServer {
-            server: Arc::new(server),
-        })
+        let server = Shared::new(py, start, || tfdata::DispatchServer::new_stopped(config))?;
+        Ok(DispatchServer { server })
     }
 
     fn start(&self) -> PyResult<()> {
-        self.server.start().py_err()
+        self.server.start()
     }
 
-    /// Blocks until the server stops; Ctrl-C interrupts the wait.
     fn join(&self, py: Python<'_>) -> PyResult<()> {
-        let server = &self.server;
-        wait::poll_until(py, || server.join_timeout(wait::SLICE))?.py_err()
+        self.server.join(py)
     }
 
     fn stop(&self, py: Python<'_>) {
-        py.detach(|| self.server.stop());
+        self.server.stop(py)
     }
 
     #[getter]
     fn port(&self) -> u16 {
-        self.server.port()
+        self.server.0.port()
     }
 
     fn num_workers(&self, py: Python<'_>) -> usize {
-        py.detach(|| self.server.num_workers())
-    }
-}
-
-impl Drop for DispatchServer {
-    fn drop(&mut self) {
-        stop_in_background(self.server.clone(), tfdata::DispatchServer::stop);
+        py.detach(|| self.server.0.num_workers())
     }
 }
 
 /// TensorFlow's `WorkerServer`, configured with the fields of `WorkerConfig`.
 #[pyclass(frozen, module = "tfdata._native")]
 pub struct WorkerServer {
-    server: Arc<tfdata::WorkerServer>,
+    server: Shared<tfdata::WorkerServer>,
 }
 
 #[pymethods]
@@ -153,45 +200,30 @@ impl WorkerServer {
         };
         let mut config = WorkerConfig::from_proto(&proto).py_err()?;
         config.element_stream = element_stream;
-        let server = py
-            .detach(|| tfdata::WorkerServer::new_stopped(config))
-            .py_err()?;
-        if start {
-            server.start().py_err()?;
-        }
-        Ok(WorkerServer {
-            server: Arc::new(server),
-        })
+        let server = Shared::new(py, start, || tfdata::WorkerServer::new_stopped(config))?;
+        Ok(WorkerServer { server })
     }
 
     fn start(&self) -> PyResult<()> {
-        self.server.start().py_err()
+        self.server.start()
     }
 
-    /// Blocks until the worker stops; Ctrl-C interrupts the wait.
     fn join(&self, py: Python<'_>) -> PyResult<()> {
-        let server = &self.server;
-        wait::poll_until(py, || server.join_timeout(wait::SLICE))?.py_err()
+        self.server.join(py)
     }
 
     fn stop(&self, py: Python<'_>) {
-        py.detach(|| self.server.stop());
+        self.server.stop(py)
     }
 
     #[getter]
     fn port(&self) -> u16 {
-        self.server.port()
+        self.server.0.port()
     }
 
     /// The address the worker advertises to the dispatcher.
     #[getter]
     fn address(&self) -> String {
-        self.server.address().to_string()
-    }
-}
-
-impl Drop for WorkerServer {
-    fn drop(&mut self) {
-        stop_in_background(self.server.clone(), tfdata::WorkerServer::stop);
+        self.server.0.address().to_string()
     }
 }

@@ -157,7 +157,46 @@ class DispatcherConfig(
         return self._gc_dynamic_sharding_jobs
 
 
-class DispatchServer:
+class _Server:
+    """What DispatchServer and WorkerServer share: TensorFlow's lifecycle
+    (``start``, ``join``, ``stop``, stopped when garbage-collected) plus a
+    context manager."""
+
+    _server = None
+
+    def start(self) -> None:
+        """Starts the server (when it was created with ``start=False``)."""
+        self._server.start()
+
+    def join(self) -> None:
+        """Blocks until the server has shut down; Ctrl-C raises ``KeyboardInterrupt``."""
+        self._server.join()
+
+    def stop(self) -> None:
+        """Stops the server."""
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+
+    def __del__(self) -> None:
+        # Garbage collection only starts the stop (on a thread of its own), so
+        # a finalizer never waits for threads that want the GIL.
+        self._server = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop()
+
+    @property
+    def _address(self) -> str:
+        return f"localhost:{self._server.port}"
+
+
+class DispatchServer(_Server):
     """An in-process tf.data service dispatcher (TensorFlow's ``DispatchServer``).
 
     It coordinates a cluster of :class:`WorkerServer`\\ s, which register with
@@ -201,41 +240,10 @@ class DispatchServer:
         except errors.UnavailableError as e:
             _raise_start_error(e)
 
-    def start(self) -> None:
-        """Starts the server (when it was created with ``start=False``)."""
-        self._server.start()
-
-    def join(self) -> None:
-        """Blocks until the server has shut down; Ctrl-C raises ``KeyboardInterrupt``."""
-        self._server.join()
-
-    def stop(self) -> None:
-        """Stops the server."""
-        self._stop()
-
     @property
     def target(self) -> str:
         """The ``service`` to give ``distribute``: ``"grpc://localhost:<port>"``."""
         return f"{self._config.protocol}://localhost:{self._server.port}"
-
-    def _stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-
-    def __del__(self) -> None:
-        # Garbage collection only starts the stop (on a thread of its own), so
-        # a finalizer never waits for threads that want the GIL.
-        self._server = None
-
-    def __enter__(self) -> "DispatchServer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop()
-
-    @property
-    def _address(self) -> str:
-        return f"localhost:{self._server.port}"
 
     def _num_workers(self) -> int:
         return self._server.num_workers()
@@ -323,7 +331,7 @@ class WorkerConfig(
         return self._element_stream
 
 
-class WorkerServer:
+class WorkerServer(_Server):
     """An in-process tf.data service worker (TensorFlow's ``WorkerServer``).
 
     It registers with its dispatcher, runs the tasks it is given and serves
@@ -362,35 +370,6 @@ class WorkerServer:
             )
         except errors.UnavailableError as e:
             _raise_start_error(e)
-
-    def start(self) -> None:
-        """Starts the worker (when it was created with ``start=False``)."""
-        self._server.start()
-
-    def join(self) -> None:
-        """Blocks until the worker has shut down; Ctrl-C raises ``KeyboardInterrupt``."""
-        self._server.join()
-
-    def stop(self) -> None:
-        """Stops the worker."""
-        self._stop()
-
-    def _stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-
-    def __del__(self) -> None:
-        self._server = None
-
-    def __enter__(self) -> "WorkerServer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop()
-
-    @property
-    def _address(self) -> str:
-        return f"localhost:{self._server.port}"
 
 
 class ShardingPolicy(enum.IntEnum):
