@@ -62,6 +62,12 @@ pub(crate) async fn drive(
     let mut skipped_previous: HashMap<i64, bool> = HashMap::new();
     let mut round = 0i64;
     'rounds: loop {
+        // Listening before the shared state is read: a heartbeat that
+        // changes it after the read wakes the wait below (notify_waiters
+        // keeps no permit, so a listener made later would miss it).
+        let changes = changed.notified();
+        tokio::pin!(changes);
+        changes.as_mut().enable();
         if fetch.cancel.is_cancelled() {
             break;
         }
@@ -90,9 +96,11 @@ pub(crate) async fn drive(
             }
         };
         let Some(tasks) = tasks else {
+            // Every change that can end this wait (tasks, block_round,
+            // finished, an error) comes from the heartbeat loop, which
+            // notifies after each.
             tokio::select! {
-                () = changed.notified() => {}
-                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                () = &mut changes => {}
                 () = fetch.cancel.cancelled() => break,
             }
             continue;

@@ -965,6 +965,14 @@ impl Dispatcher {
                 .iteration(task.iteration_id)
                 .and_then(|it| inner.state.job(it.job_id));
             match job.and_then(|j| j.num_consumers) {
+                // An index outside the job's consumers would count towards
+                // the agreement and remove the task early.
+                Some(n) if !(0..n).contains(&req.consumer_index) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "MaybeRemoveTask: consumer_index {} is not in [0, {n})",
+                        req.consumer_index
+                    )));
+                }
                 Some(n) => n,
                 None => {
                     return Err(Error::FailedPrecondition(format!(
@@ -1680,6 +1688,83 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.code(), tonic::Code::NotFound);
+    }
+
+    /// A consumer index outside the job's consumers is refused: counted, it
+    /// would make up the agreement that removes a coordinated-read task.
+    #[tokio::test]
+    async fn maybe_remove_task_checks_the_consumer_index() {
+        let (d, _clock) = dispatcher();
+        let pipeline = tfdata_dataset::pipeline::to_pipeline_def(
+            &tfdata_dataset::Dataset::range(3).repeat(None),
+            false,
+        )
+        .unwrap();
+        let dataset_id = d
+            .get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
+                dataset: Some(wire::DatasetDef {
+                    graph: Default::default(),
+                    tfdata_pipeline: Some(pipeline),
+                }),
+                metadata: Some(wire::DataServiceMetadata {
+                    compression: 1,
+                    cardinality: -1,
+                    ..Default::default()
+                }),
+                dataset_id: None,
+            })
+            .await
+            .unwrap()
+            .dataset_id;
+        d.worker_heartbeat(wire::WorkerHeartbeatRequest {
+            worker_address: "w:1".into(),
+            tfdata_runs_pipelines: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let job_id = d
+            .get_or_create_job(wire::GetOrCreateJobRequest {
+                dataset_id,
+                processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
+                job_name: Some("coordinated".into()),
+                num_consumers: Some(2),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .job_id;
+        d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
+            job_id,
+            repetition: 0,
+        })
+        .await
+        .unwrap();
+        let heartbeat = d
+            .worker_heartbeat(wire::WorkerHeartbeatRequest {
+                worker_address: "w:1".into(),
+                tfdata_runs_pipelines: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let task_id = heartbeat
+            .new_tasks
+            .first()
+            .expect("a task for the worker")
+            .task_id;
+        for bad in [2, 5, -1] {
+            let err = d
+                .maybe_remove_task(wire::MaybeRemoveTaskRequest {
+                    task_id,
+                    consumer_index: bad,
+                    round: 3,
+                })
+                .await
+                .unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{bad}: {err}");
+        }
+        assert!(d.snapshot_state().await.task(TaskId(task_id)).is_some());
     }
 
     #[tokio::test]

@@ -16,6 +16,11 @@ use tfdata_proto::tensorflow::{GraphDef, NodeDef, attr_value};
 
 /// Bound on graph depth followed, against malicious graphs.
 const MAX_DEPTH: usize = 512;
+/// Bound on the sources one graph may list. A node reached along several
+/// paths counts once per path (zip(a, a) reads `a` twice, as TensorFlow's
+/// split providers do), so a graph of 41 nodes each naming the previous one
+/// twice would list 2^40 sources: it is refused instead.
+const MAX_SOURCES: usize = 1024;
 
 fn node_name(input: &str) -> &str {
     let input = input.trim_start_matches('^');
@@ -66,25 +71,42 @@ impl<'a> Graph<'a> {
         self.constant(name, 0)?.to_scalar::<i64>()
     }
 
-    /// Source dataset nodes, depth first.
-    fn sources(&self, name: &str, depth: usize, out: &mut Vec<&'a NodeDef>) -> Result<()> {
+    /// Source dataset nodes, depth first, each node's list worked out once
+    /// (`memo`), so shared inputs cost nothing more than their listing.
+    fn sources(
+        &self,
+        name: &str,
+        depth: usize,
+        memo: &mut HashMap<&'a str, Vec<&'a NodeDef>>,
+    ) -> Result<Vec<&'a NodeDef>> {
         if depth > MAX_DEPTH {
             return Err(Error::InvalidArgument("dataset graph is too deep".into()));
         }
         let node = self.node(name)?;
+        if let Some(known) = memo.get(node.name.as_str()) {
+            return Ok(known.clone());
+        }
         let dataset_inputs: Vec<&String> = node
             .input
             .iter()
             .filter(|i| !i.starts_with('^'))
             .filter(|i| self.node(i).is_ok_and(|n| is_dataset(&n.op)))
             .collect();
+        let mut out = Vec::new();
         if dataset_inputs.is_empty() {
             out.push(node);
         }
         for input in dataset_inputs {
-            self.sources(input, depth + 1, out)?;
+            out.extend(self.sources(input, depth + 1, memo)?);
+            if out.len() > MAX_SOURCES {
+                return Err(Error::InvalidArgument(format!(
+                    "dataset graph reads more than {MAX_SOURCES} sources (counting each path to a \
+                     shared input); distributed_epoch cannot split it"
+                )));
+            }
         }
-        Ok(())
+        memo.insert(node.name.as_str(), out.clone());
+        Ok(out)
     }
 
     fn split_provider(&self, source: &NodeDef) -> Result<Box<dyn SplitProvider>> {
@@ -153,7 +175,75 @@ pub fn split_providers(graph: &[u8]) -> Result<Vec<Box<dyn SplitProvider>>> {
         .input
         .first()
         .ok_or_else(|| Error::InvalidArgument("the _Retval node has no input".into()))?;
-    let mut sources = Vec::new();
-    g.sources(root, 0, &mut sources)?;
+    let sources = g.sources(root, 0, &mut HashMap::new())?;
     sources.iter().map(|s| g.split_provider(s)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tfdata_proto::tensorflow::AttrValue;
+
+    fn node(name: &str, op: &str, inputs: &[&str]) -> NodeDef {
+        NodeDef {
+            name: name.into(),
+            op: op.into(),
+            input: inputs.iter().map(|i| i.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn constant(name: &str, value: i64) -> NodeDef {
+        let tensor = tfdata_core::element::tensor_to_proto(&tfdata_core::Tensor::scalar(value));
+        let mut n = node(name, "Const", &[]);
+        n.attr.insert(
+            "value".into(),
+            AttrValue {
+                value: Some(attr_value::Value::Tensor(tensor)),
+            },
+        );
+        n
+    }
+
+    /// `range(10)`, then `layers` zips each naming the layer below twice.
+    fn doubled(layers: usize) -> Vec<u8> {
+        let mut nodes = vec![
+            constant("start", 0),
+            constant("stop", 10),
+            constant("step", 1),
+            node("n0", "RangeDataset", &["start", "stop", "step"]),
+        ];
+        for i in 1..=layers {
+            let below = format!("n{}", i - 1);
+            nodes.push(node(&format!("n{i}"), "ZipDataset", &[&below, &below]));
+        }
+        let top = format!("n{layers}");
+        nodes.push(node("out", "_Retval", &[&top]));
+        GraphDef {
+            node: nodes,
+            ..Default::default()
+        }
+        .encode_to_vec()
+    }
+
+    #[test]
+    fn a_shared_input_counts_once_per_path() {
+        // zip(zip(r, r), zip(r, r)): four providers, as TensorFlow makes.
+        assert_eq!(split_providers(&doubled(2)).unwrap().len(), 4);
+    }
+
+    #[test]
+    fn doubled_edges_are_refused_quickly_not_walked_exponentially() {
+        // 41 nodes naming the previous one twice: 2^40 paths. Walked
+        // without memory this never returns.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(split_providers(&doubled(40)).map(|p| p.len()));
+        });
+        let result = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the graph walk did not finish in 20 s");
+        let err = result.unwrap_err();
+        assert!(err.to_string().contains("more than 1024 sources"), "{err}");
+    }
 }
