@@ -67,22 +67,27 @@ pub async fn serve_dispatcher(
     Ok(())
 }
 
-/// Runs [`Dispatcher::run_maintenance`] every `job_gc_check_interval`; as in
-/// TensorFlow, a negative `job_gc_timeout` (here `None`) disables it.
+/// Runs [`Dispatcher::check_liveness`] every
+/// [`Dispatcher::liveness_check_interval`] and [`Dispatcher::collect_garbage`]
+/// every `job_gc_check_interval` (not at all when `job_gc_timeout` is unset,
+/// TensorFlow's -1): noticing a dead worker or client follows its own
+/// timeout, not the garbage collector's schedule.
 async fn maintenance_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken) {
-    if dispatcher.config().job_gc_timeout.is_none() {
-        return;
-    }
-    let period = dispatcher.config().job_gc_check_interval;
-    let mut ticker = tokio::time::interval(period);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticker.tick().await;
+    let ticker = |period| {
+        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    };
+    let mut liveness = ticker(dispatcher.liveness_check_interval());
+    let gc_enabled = dispatcher.config().job_gc_timeout.is_some();
+    let mut gc = ticker(dispatcher.config().job_gc_check_interval);
     loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
+        let result = tokio::select! {
+            _ = liveness.tick() => dispatcher.check_liveness().await,
+            _ = gc.tick(), if gc_enabled => dispatcher.collect_garbage().await,
             () = shutdown.cancelled() => return,
-        }
-        if let Err(e) = dispatcher.run_maintenance().await {
+        };
+        if let Err(e) = result {
             tracing::error!(error = %e, "dispatcher maintenance failed");
         }
     }

@@ -1306,13 +1306,30 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// One pass of the maintenance loop (spec §5.9): release clients that
-    /// stopped heartbeating, collect client-less iterations, report workers
-    /// that went silent.
+    /// One pass of all maintenance (spec §5.9): [`check_liveness`] and
+    /// [`collect_garbage`].
+    ///
+    /// [`check_liveness`]: Self::check_liveness
+    /// [`collect_garbage`]: Self::collect_garbage
     pub async fn run_maintenance(&self) -> Result<()> {
-        let Some(gc_timeout) = self.config.job_gc_timeout else {
-            return Ok(());
-        };
+        self.check_liveness().await?;
+        self.collect_garbage().await
+    }
+
+    /// How often [`check_liveness`](Self::check_liveness) runs: often enough
+    /// that a silent client or worker is noticed within about a quarter of
+    /// its timeout, whatever `job_gc_check_interval` is.
+    pub fn liveness_check_interval(&self) -> Duration {
+        let shortest = self.config.client_timeout.min(self.config.worker_timeout);
+        (shortest / 4).clamp(Duration::from_millis(10), Duration::from_secs(5))
+    }
+
+    /// Releases clients silent for `client_timeout` and declares workers
+    /// silent for `worker_timeout` lost. Independent of garbage collection:
+    /// TensorFlow runs both on the GC interval (10 minutes by default), so
+    /// a dead worker went unnoticed that long, and `job_gc_timeout = -1`
+    /// turned both off.
+    pub async fn check_liveness(&self) -> Result<()> {
         let now = self.clock.now_micros();
         let client_timeout = self.config.client_timeout.as_micros() as i64;
         let mut inner = self.inner.lock().await;
@@ -1335,6 +1352,34 @@ impl Dispatcher {
             .await?;
             inner.client_heartbeats.remove(&client);
         }
+        // Beyond TensorFlow: a silent worker is declared lost, so its
+        // iterations can finish and readers stop waiting for it.
+        let worker_timeout = self.config.worker_timeout.as_micros() as i64;
+        let silent: Vec<String> = inner
+            .worker_heartbeats
+            .iter()
+            .filter(|(_, last)| now.saturating_sub(**last) > worker_timeout)
+            .map(|(w, _)| w.clone())
+            .collect();
+        for worker in silent {
+            tracing::warn!(%worker, "worker silent for longer than worker_timeout: declaring it lost");
+            inner.worker_heartbeats.remove(&worker);
+            if inner.state.worker(&worker).is_some_and(|w| !w.lost) {
+                self.lose_worker(inner, &worker).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Collects iterations without clients for `job_gc_timeout` (none when
+    /// it is unset, TensorFlow's -1).
+    pub async fn collect_garbage(&self) -> Result<()> {
+        let Some(gc_timeout) = self.config.job_gc_timeout else {
+            return Ok(());
+        };
+        let now = self.clock.now_micros();
+        let mut inner = self.inner.lock().await;
+        let inner = &mut *inner;
         let gc_micros = gc_timeout.as_micros() as i64;
         let collectable: Vec<IterationId> = inner
             .state
@@ -1363,23 +1408,6 @@ impl Dispatcher {
             )
             .await?;
         }
-        // Beyond TensorFlow: a silent worker is declared lost, so its
-        // iterations can finish and readers stop waiting for it.
-        let worker_timeout = self.config.worker_timeout.as_micros() as i64;
-        let silent: Vec<String> = inner
-            .worker_heartbeats
-            .iter()
-            .filter(|(_, last)| now.saturating_sub(**last) > worker_timeout)
-            .map(|(w, _)| w.clone())
-            .collect();
-        for worker in silent {
-            tracing::warn!(%worker, "worker silent for longer than worker_timeout: declaring it lost");
-            inner.worker_heartbeats.remove(&worker);
-            if inner.state.worker(&worker).is_some_and(|w| !w.lost) {
-                self.lose_worker(inner, &worker).await?;
-            }
-        }
-
         Ok(())
     }
 }

@@ -105,3 +105,44 @@ fn a_worker_stopping_mid_read_does_not_hang_the_read() {
     assert_eq!(counts.len(), 400, "every element at least once");
     drop(stays);
 }
+
+/// A worker that goes silent is declared lost after `worker_timeout`, even
+/// when garbage collection is off (`job_gc_timeout` unset) and would only
+/// run every hour: liveness has its own schedule.
+#[test]
+fn a_silent_worker_is_lost_after_worker_timeout_whatever_the_gc_settings() {
+    let config = DispatcherConfig {
+        worker_timeout: Duration::from_millis(300),
+        job_gc_check_interval: Duration::from_secs(3600),
+        job_gc_timeout: None,
+        ..Default::default()
+    };
+    let dispatcher = DispatchServer::new(config).unwrap();
+    // One heartbeat, then silence (a worker that was SIGKILLed).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(async {
+            let client = tfdata::DispatcherClient::new(&dispatcher.address())?;
+            client
+                .worker_heartbeat(tfdata_proto::data::WorkerHeartbeatRequest {
+                    worker_address: "silent:1".into(),
+                    tfdata_runs_pipelines: true,
+                    ..Default::default()
+                })
+                .await
+        })
+        .unwrap();
+    assert_eq!(dispatcher.num_workers(), 1);
+    let lost = || dispatcher.state().workers().iter().all(|w| w.lost);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !lost() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the silent worker was not declared lost within 10 s (worker_timeout 300 ms)"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
