@@ -1172,7 +1172,11 @@ impl Dispatcher {
                 end_of_splits: false,
             });
         }
-        let current = it.split_repetitions[p];
+        let Some(&current) = it.split_repetitions.get(p) else {
+            return Err(Error::Internal(format!(
+                "iteration {iteration_id} has no split repetition for provider {p}"
+            )));
+        };
         if req.repetition < current {
             // That repetition is over for everyone.
             return Ok(end_of_splits());

@@ -143,6 +143,16 @@ impl DispatcherState {
         }
         state.next_job_id = s.next_job_id;
         for it in &s.iterations {
+            // One cursor and one repetition per split provider: GetSplit
+            // indexes both by the same provider index.
+            if it.split_indices.len() != it.split_repetitions.len() {
+                return Err(corrupt(format!(
+                    "iteration {} has {} split cursors but {} split repetitions",
+                    it.id,
+                    it.split_indices.len(),
+                    it.split_repetitions.len()
+                )));
+            }
             let iteration = iteration_from_wire(it);
             let job = state.jobs.get(&iteration.job_id).ok_or_else(|| {
                 corrupt(format!("iteration {} of unknown job {}", it.id, it.job_id))
@@ -322,5 +332,54 @@ fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
                 )
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tfdata_proto::data::{
+        CreateIterationUpdate, CreateJobUpdate, RegisterDatasetUpdate, Update, update::UpdateType,
+    };
+
+    fn up(u: UpdateType) -> Update {
+        Update {
+            update_type: Some(u),
+        }
+    }
+
+    /// A snapshot whose iteration has fewer split repetitions than split
+    /// cursors (damaged, or written by something else) is refused, naming
+    /// what is wrong, instead of panicking at the next GetSplit.
+    #[test]
+    fn mismatched_split_vectors_are_refused() {
+        let mut state = DispatcherState::new();
+        for u in [
+            UpdateType::RegisterDataset(RegisterDatasetUpdate {
+                dataset_id: "1000".into(),
+                ..Default::default()
+            }),
+            UpdateType::CreateJob(CreateJobUpdate {
+                job_id: 5000,
+                dataset_id: "1000".into(),
+                ..Default::default()
+            }),
+            UpdateType::CreateIteration(CreateIterationUpdate {
+                iteration_id: 2000,
+                job_id: 5000,
+                repetition: 0,
+                num_split_providers: 2,
+            }),
+        ] {
+            state.apply(&up(u)).unwrap();
+        }
+        let mut snapshot = state.to_snapshot();
+        assert_eq!(DispatcherState::from_snapshot(&snapshot).unwrap(), state);
+        snapshot.iterations[0].split_repetitions.pop();
+        let err = DispatcherState::from_snapshot(&snapshot).unwrap_err();
+        assert!(
+            matches!(err, Error::DataLoss { .. }) && err.to_string().contains("split repetitions"),
+            "{err}"
+        );
     }
 }

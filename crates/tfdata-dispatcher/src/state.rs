@@ -320,15 +320,24 @@ impl DispatcherState {
                             format!("unknown iteration {}", u.iteration_id),
                         )
                     })?;
+                // Every check before any change: an error leaves the state as it was.
                 let p = usize::try_from(u.split_provider_index)
                     .ok()
-                    .filter(|&p| p < it.split_indices.len())
+                    .filter(|&p| p < it.split_indices.len() && p < it.split_repetitions.len())
                     .ok_or_else(|| {
                         bad(
                             "produce_split",
                             format!("bad provider {}", u.split_provider_index),
                         )
                     })?;
+                if u.tfdata_from_returned
+                    && it
+                        .returned_splits
+                        .get(&u.split_provider_index)
+                        .is_none_or(|q| q.is_empty())
+                {
+                    return Err(bad("produce_split", "no returned split to re-issue".into()));
+                }
                 let task = TaskId(u.tfdata_task_id);
                 for d in &u.tfdata_delivered {
                     it.held_splits.remove(&(
@@ -340,11 +349,11 @@ impl DispatcherState {
                 }
                 let mut split_repetition = u.repetition;
                 if u.tfdata_from_returned {
+                    // The queue has a split (checked above).
                     let queue = it.returned_splits.get_mut(&u.split_provider_index);
-                    let Some((repetition, _)) = queue.and_then(|q| q.pop_front()) else {
-                        return Err(bad("produce_split", "no returned split to re-issue".into()));
-                    };
-                    split_repetition = repetition;
+                    if let Some((repetition, _)) = queue.and_then(|q| q.pop_front()) {
+                        split_repetition = repetition;
+                    }
                     // No empty queues: the state has one form (as a snapshot restores it).
                     if it
                         .returned_splits
@@ -925,6 +934,50 @@ mod tests {
             assert!(s.apply(&u).is_err());
             assert_eq!(s, before);
         }
+    }
+
+    /// A `ProduceSplit` that fails (a returned split that is not there)
+    /// leaves the held splits it would have released in place.
+    #[test]
+    fn a_failed_produce_split_changes_nothing() {
+        use tfdata_proto::data::{ProduceSplitUpdate, TfdataDeliveredSplit};
+        let mut s = DispatcherState::new();
+        for u in history() {
+            s.apply(&u).unwrap();
+        }
+        s.apply(&up(UpdateType::CreateIteration(CreateIterationUpdate {
+            iteration_id: 2001,
+            job_id: 5000,
+            repetition: 1,
+            num_split_providers: 1,
+        })))
+        .unwrap();
+        let split = tfdata_core::element::tensor_to_proto(&tfdata_core::Tensor::scalar(7i64));
+        s.apply(&up(UpdateType::ProduceSplit(ProduceSplitUpdate {
+            iteration_id: 2001,
+            tfdata_worker_address: "w1:1".into(),
+            tfdata_split_sequence: Some(0),
+            tfdata_split: Some(split),
+            tfdata_task_id: 4000,
+            ..Default::default()
+        })))
+        .unwrap();
+        let before = s.clone();
+        let bad = up(UpdateType::ProduceSplit(ProduceSplitUpdate {
+            iteration_id: 2001,
+            tfdata_from_returned: true,
+            tfdata_delivered: vec![TfdataDeliveredSplit {
+                repetition: 0,
+                sequence: 0,
+            }],
+            tfdata_task_id: 4000,
+            ..Default::default()
+        }));
+        assert!(s.apply(&bad).is_err());
+        assert_eq!(
+            s, before,
+            "the held split must not be released by a failed update"
+        );
     }
 
     #[test]
