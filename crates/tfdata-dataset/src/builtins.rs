@@ -30,8 +30,8 @@
 //! the random stream is not TensorFlow's.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tfdata_core::{DType, Element, Error, Result, Tensor};
 
@@ -295,18 +295,52 @@ pub fn map(f: &FunctionRef, input: Option<&Structure>) -> Option<Result<Resolved
         "lookup" => (|| {
             let path = args.str(name, "vocabulary_file")?.to_string();
             let default = args.int_or(name, "default_value", -1)?;
-            let vocabulary = Arc::new(kernels::Vocabulary::from_file(&path)?);
+            let vocabulary = Arc::new(LazyVocabulary::new(path));
             elementwise(
                 name,
                 args,
                 &["vocabulary_file", "default_value"],
                 input,
-                move |t| kernels::lookup(t, &vocabulary, default),
+                move |t| kernels::lookup(t, vocabulary.get()?, default),
                 |s| Ok(TensorSpec::new(DType::Int64, s.shape.clone())),
             )
         })(),
         _ => return None,
     })
+}
+
+/// A vocabulary read on first use, on the pipeline's thread. Resolving a
+/// pipeline (which the dispatcher does on its RPC path, to validate a
+/// registration) must not read files, and the file may be in a store that
+/// only workers reach. A failed read is tried again by the next element
+/// (the first failure ends the iteration anyway).
+struct LazyVocabulary {
+    path: String,
+    loaded: OnceLock<kernels::Vocabulary>,
+    loading: Mutex<()>,
+}
+
+impl LazyVocabulary {
+    fn new(path: String) -> Self {
+        LazyVocabulary {
+            path,
+            loaded: OnceLock::new(),
+            loading: Mutex::new(()),
+        }
+    }
+
+    fn get(&self) -> Result<&kernels::Vocabulary> {
+        if let Some(v) = self.loaded.get() {
+            return Ok(v);
+        }
+        // One reader of the file at a time; the others then find it loaded.
+        let _loading = self.loading.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = self.loaded.get() {
+            return Ok(v);
+        }
+        let vocabulary = kernels::Vocabulary::from_file(&self.path)?;
+        Ok(self.loaded.get_or_init(|| vocabulary))
+    }
 }
 
 /// The built-in predicate `f`, if any (none yet).

@@ -3,10 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
-use tfdata_core::{DType, Element};
+use tfdata_core::{DType, Element, Tensor};
 use tfdata_dataset::example::ExampleBuilder;
 use tfdata_dataset::io::{CompressionType, TfRecordWriter};
 use tfdata_dataset::json::from_json;
+use tfdata_dataset::{Dataset, FunctionRef};
 
 /// A `width`×`height` RGB PNG whose pixels encode their position.
 fn png(width: u32, height: u32, seed: u8) -> Vec<u8> {
@@ -147,4 +148,34 @@ fn corrupt_and_missing_inputs_fail_clearly() {
                    "input": {"op": "range", "stop": 3}}"#;
     let err = from_json(text).err().unwrap().to_string();
     assert!(err.contains("size"), "{err}");
+}
+
+/// Resolving a pipeline reads no files: a `lookup` over a vocabulary that
+/// is not there validates (as the dispatcher does when it is registered) and
+/// fails when the first element needs it, naming the file.
+#[test]
+fn lookup_reads_its_vocabulary_when_the_data_flows_not_when_validated() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("vocabulary.txt");
+    let lookup = FunctionRef {
+        name: "lookup".into(),
+        args: tfdata_dataset::Attrs::new().with("vocabulary_file", missing.to_str().unwrap()),
+    };
+    let ds = Dataset::from_tensor_slices(vec![
+        Tensor::strings(vec!["a".into(), "b".into()], vec![2]).unwrap(),
+    ])
+    .map_with(lookup, None, true);
+    ds.validate().unwrap();
+    assert!(ds.element_spec().unwrap().is_some());
+    let mut it = ds.iter().unwrap();
+    let err = it.next().unwrap().unwrap_err();
+    assert!(err.to_string().contains("vocabulary.txt"), "{err}");
+    // Written now, it is read on first use.
+    std::fs::write(&missing, "b\na\n").unwrap();
+    let values: Vec<i64> = ds
+        .iter()
+        .unwrap()
+        .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+        .collect();
+    assert_eq!(values, vec![1, 0]);
 }
