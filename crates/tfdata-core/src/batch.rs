@@ -56,6 +56,11 @@ pub struct Compressor {
 }
 
 impl Compressor {
+    /// Whether this stream may compress at all (so encoding can be CPU work).
+    pub fn may_compress(&self) -> bool {
+        self.mode != ChunkCompression::Never
+    }
+
     pub fn new(mode: ChunkCompression) -> Self {
         Compressor {
             mode,

@@ -30,6 +30,10 @@ use tonic::codegen::{BoxFuture, Service, http};
 use crate::service::{Lookup, Worker};
 use crate::task::{Batch, TaskRunner};
 
+/// Batches with at least this many payload bytes are encoded (and maybe
+/// Snappy-compressed) on a blocking thread instead of the RPC runtime.
+const COMPRESS_OFF_RUNTIME_BYTES: u64 = 256 << 10;
+
 /// Most elements in one batch: large enough that per-batch costs vanish for
 /// scalars, small enough that the reader gets the first ones soon.
 pub const MAX_BATCH_ELEMENTS: usize = 8192;
@@ -283,7 +287,31 @@ async fn serve(
                 credit.bytes = credit
                     .bytes
                     .saturating_sub(i64::try_from(encoder.payload_bytes()).unwrap_or(i64::MAX));
-                match encoder.finish(&mut compressor) {
+                let finished = if compressor.may_compress()
+                    && encoder.payload_bytes() >= COMPRESS_OFF_RUNTIME_BYTES
+                {
+                    // Snappy over megabytes is CPU work: not on the RPC
+                    // runtime, where it would stall every other stream.
+                    let mut moved = std::mem::replace(
+                        &mut compressor,
+                        Compressor::new(ChunkCompression::Never),
+                    );
+                    match tokio::task::spawn_blocking(move || {
+                        let finished = encoder.finish(&mut moved);
+                        (finished, moved)
+                    })
+                    .await
+                    {
+                        Ok((finished, moved)) => {
+                            compressor = moved;
+                            finished
+                        }
+                        Err(e) => Err(Error::Internal(format!("batch encoding failed: {e}"))),
+                    }
+                } else {
+                    encoder.finish(&mut compressor)
+                };
+                match finished {
                     Ok(mut batch) => {
                         batch.first_element_index = index;
                         batch
