@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import collections
 import itertools
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Iterable, Iterator
 
 import jax
 import numpy as np

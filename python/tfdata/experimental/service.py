@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import collections
 import enum
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
 
 from tfdata import _native, errors
 from tfdata.dataset import Dataset, DistributedDataset
