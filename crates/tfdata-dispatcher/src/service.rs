@@ -1637,27 +1637,34 @@ mod tests {
         (Dispatcher::new(config, clock.clone()).unwrap(), clock)
     }
 
+    /// Registers `dataset` (of `cardinality`); returns its id.
+    async fn register(
+        d: &Dispatcher,
+        dataset: &tfdata_dataset::Dataset,
+        cardinality: i64,
+    ) -> String {
+        let pipeline = tfdata_dataset::pipeline::to_pipeline_def(dataset, false).unwrap();
+        d.get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
+            dataset: Some(wire::DatasetDef {
+                graph: Default::default(),
+                tfdata_pipeline: Some(pipeline),
+            }),
+            metadata: Some(wire::DataServiceMetadata {
+                compression: 1,
+                cardinality,
+                ..Default::default()
+            }),
+            dataset_id: None,
+        })
+        .await
+        .unwrap()
+        .dataset_id
+    }
+
     /// Registers `range(n)`, creates a job with `policy` and its first
     /// iteration; returns the iteration client id.
     pub(super) async fn iteration_of_range(d: &Dispatcher, n: i64, policy: i32) -> i64 {
-        let pipeline =
-            tfdata_dataset::pipeline::to_pipeline_def(&tfdata_dataset::Dataset::range(n), false)
-                .unwrap();
-        let id = d
-            .get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
-                dataset: Some(wire::DatasetDef {
-                    graph: Default::default(),
-                    tfdata_pipeline: Some(pipeline),
-                }),
-                metadata: Some(wire::DataServiceMetadata {
-                    compression: 1,
-                    ..Default::default()
-                }),
-                dataset_id: None,
-            })
-            .await
-            .unwrap()
-            .dataset_id;
+        let id = register(d, &tfdata_dataset::Dataset::range(n), 0).await;
         let job_id = d
             .get_or_create_job(wire::GetOrCreateJobRequest {
                 dataset_id: id,
@@ -1727,27 +1734,7 @@ mod tests {
     #[tokio::test]
     async fn maybe_remove_task_checks_the_consumer_index() {
         let (d, _clock) = dispatcher();
-        let pipeline = tfdata_dataset::pipeline::to_pipeline_def(
-            &tfdata_dataset::Dataset::range(3).repeat(None),
-            false,
-        )
-        .unwrap();
-        let dataset_id = d
-            .get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
-                dataset: Some(wire::DatasetDef {
-                    graph: Default::default(),
-                    tfdata_pipeline: Some(pipeline),
-                }),
-                metadata: Some(wire::DataServiceMetadata {
-                    compression: 1,
-                    cardinality: -1,
-                    ..Default::default()
-                }),
-                dataset_id: None,
-            })
-            .await
-            .unwrap()
-            .dataset_id;
+        let dataset_id = register(&d, &tfdata_dataset::Dataset::range(3).repeat(None), -1).await;
         d.worker_heartbeat(wire::WorkerHeartbeatRequest {
             worker_address: "w:1".into(),
             tfdata_runs_pipelines: true,
