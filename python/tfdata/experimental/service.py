@@ -626,11 +626,6 @@ def from_dataset_id(
     An unknown ``dataset_id`` raises ``NotFoundError`` (without an
     ``element_spec``, one that is also the ``ValueError`` TensorFlow raises)."""
     _validate_job_name(job_name)
-    if job_name is not None and not isinstance(job_name, str):
-        raise ValueError(
-            "`job_name` must be a string or Tensor, but `job_name` was of type "
-            f"{type(job_name)}. job_name={job_name}."
-        )
     options = _read_options(
         processing_mode,
         service,
