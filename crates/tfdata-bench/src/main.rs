@@ -55,6 +55,10 @@
 //!   `parse`, `decode`, `resize`, `normalize`; each followed by the batch and
 //!   prefetch), reported as `pipeline/<stage>`: where the time goes, stage
 //!   by stage, for both engines. `--stages` picks some.
+//! * `dispatcher-commit` (issue 12): `GetSplit` RPCs per second and their
+//!   p50/p99 latency against a fault-tolerant dispatcher (and an in-memory
+//!   one, the ceiling) with `--commit-callers` concurrent callers; see
+//!   [`commit`].
 //! * `kernels`: the pipeline's per-example operations (`parse_example`,
 //!   `decode_jpeg`, `resize`, `normalize`, and `batch`'s copy) timed one at
 //!   a time on one thread over `--kernel-images` (128) of the images, by
@@ -113,6 +117,7 @@
 //! (`--python` to change it); it is needed for `--compare-tensorflow` and
 //! to write the data.
 
+mod commit;
 mod data;
 mod kernels;
 mod measure;
@@ -151,6 +156,8 @@ pub enum Scenario {
     Dynamic,
     /// A plain copy through one loopback TCP stream: MB/s, the data plane's ceiling.
     TcpLoopback,
+    /// `GetSplit`/s and p99 latency of a fault-tolerant dispatcher with concurrent callers.
+    DispatcherCommit,
 }
 
 impl Scenario {
@@ -165,6 +172,7 @@ impl Scenario {
             Scenario::FirstElement => "first-element",
             Scenario::Dynamic => "dynamic",
             Scenario::TcpLoopback => "tcp-loopback",
+            Scenario::DispatcherCommit => "dispatcher-commit",
         }
     }
 }
@@ -238,6 +246,9 @@ struct Cli {
     /// (`batched` and `large` read a twentieth as many batches or tensors).
     #[arg(long, default_value_t = 20_000)]
     elements: u64,
+    /// For `dispatcher-commit`: concurrent callers, one run per value.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 8, 64])]
+    commit_callers: Vec<usize>,
     /// For `tcp-loopback`: bytes copied.
     #[arg(long, default_value_t = 4 << 30)]
     tcp_bytes: u64,
@@ -311,6 +322,13 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
         Scenario::TcpLoopback => {
             let (report, summary) = service::tcp_loopback(cli.tcp_bytes)?;
             emit(report, summary)
+        }
+        Scenario::DispatcherCommit => {
+            let dir = cli
+                .data_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("target/bench-data/commit"));
+            commit::run(&cli.commit_callers, cli.min_seconds, &dir, &mut emit)
         }
         Scenario::Kernels => {
             let options = KernelOptions {
