@@ -6,7 +6,9 @@
 //!
 //! # Local directories (TensorFlow's layout)
 //!
-//! Updates are appended to `journal_<n>` and fsynced one by one. Each start
+//! Updates are appended to `journal_<n>`; each group (the updates of the
+//! RPCs committed together, see `dispatcher::txn`) is one `write` and one
+//! `fdatasync`. Each start
 //! replays all files in order and then writes a new file, `journal_<largest n
 //! + 1>`.
 //!
@@ -22,10 +24,10 @@
 //!
 //! # Object stores (immutable segments)
 //!
-//! Objects cannot be appended to, so every update is its own object,
-//! `journal_<run>_<seq>`, uploaded with one `PUT` (one TFRecord holding one
+//! Objects cannot be appended to, so every group of updates is its own
+//! object, `journal_<run>_<seq>`, uploaded with one `PUT` (one TFRecord per
 //! `Update`). `<run>` plays the role of the local file number (one per start
-//! or compaction) and `<seq>` counts the run's updates from 0. Numbers are
+//! or compaction) and `<seq>` counts the run's segments from 0. Numbers are
 //! written in decimal without padding and parsed when listing, so replay
 //! order is (run, seq) numerically, not the store's listing order.
 //!
@@ -93,16 +95,20 @@ struct LocalJournal {
 struct ObjectJournal {
     dir: ObjectDir,
     run: u64,
-    /// The next segment's number, which is also the run's record count.
+    /// The next segment's number.
     seq: u64,
+    /// Updates written in this run (the compaction trigger); a segment
+    /// holds one group of them.
+    records: u64,
     /// Deleting what the last compaction made redundant.
     cleanup: Option<JoinHandle<()>>,
 }
 
 /// What a start finds in the journal directory.
 pub struct Recovered {
-    /// The newest compaction snapshot, if any.
-    pub snapshot: Option<DispatcherSnapshot>,
+    /// The newest compaction snapshot, if any, with the file or object it
+    /// was read from.
+    pub snapshot: Option<(String, DispatcherSnapshot)>,
     /// The updates after it, in order.
     pub updates: Vec<Update>,
     pub writer: JournalWriter,
@@ -195,7 +201,9 @@ fn open_local(work_dir: &Path) -> Result<Recovered> {
         Some(n) => {
             let path = dir.join(format!("snapshot_{n}"));
             let records = tfrecord::read_file(&path)?;
-            Some(decode_snapshot(&path.display().to_string(), &records)?)
+            let location = path.display().to_string();
+            let snapshot = decode_snapshot(&location, &records)?;
+            Some((location, snapshot))
         }
     };
     let mut updates = Vec::new();
@@ -252,12 +260,13 @@ impl LocalJournal {
         })
     }
 
-    fn write(&mut self, record: &[u8]) -> Result<u64> {
+    /// One `write` and one `fdatasync` for the whole group.
+    fn write(&mut self, records: &[u8], count: u64) -> Result<u64> {
         self.file
-            .write_all(record)
+            .write_all(records)
             .and_then(|()| self.file.sync_data())
             .map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
-        self.records += 1;
+        self.records += count;
         Ok(self.records)
     }
 
@@ -425,7 +434,8 @@ fn open_objects(dir: ObjectDir) -> Result<Recovered> {
         Some(m) => {
             let url = dir.join(&format!("snapshot_{m}"));
             let bytes = dir.fs().read_all(&url)?;
-            Some(decode_snapshot(&url, &object_records(&url, &bytes)?)?)
+            let snapshot = decode_snapshot(&url, &object_records(&url, &bytes)?)?;
+            Some((url, snapshot))
         }
     };
     // Runs before the snapshot are history it replaces (leftovers of an
@@ -481,17 +491,20 @@ fn open_objects(dir: ObjectDir) -> Result<Recovered> {
             dir,
             run,
             seq: 0,
+            records: 0,
             cleanup: None,
         })),
     })
 }
 
 impl ObjectJournal {
-    fn write(&mut self, record: &[u8]) -> Result<u64> {
+    /// One object, one `PUT`, for the whole group.
+    fn write(&mut self, records: &[u8], count: u64) -> Result<u64> {
         let url = self.dir.join(&segment_name(self.run, self.seq));
-        put_object(self.dir.fs(), &url, record)?;
+        put_object(self.dir.fs(), &url, records)?;
         self.seq += 1;
-        Ok(self.seq)
+        self.records += count;
+        Ok(self.records)
     }
 
     fn compact(&mut self, record: &[u8]) -> Result<()> {
@@ -501,6 +514,7 @@ impl ObjectJournal {
         put_object(self.dir.fs(), &url, record)?;
         self.run = m;
         self.seq = 0;
+        self.records = 0;
         // Deleting the older objects is not needed for correctness (starts
         // ignore them), so it runs off the RPC path, after the previous
         // cleanup (never two at once).
@@ -573,14 +587,28 @@ impl JournalWriter {
         self.current.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Writes one update and waits until it is durable (synced to disk, or
-    /// acknowledged by the object store). Blocking: call it off the async
-    /// threads. Returns the number of records in the current file or run.
+    /// Writes one update and waits until it is durable; see
+    /// [`write_group`](Self::write_group).
     pub fn write(&self, update: &Update) -> Result<u64> {
-        let record = encode_record(&update.encode_to_vec(), "a journal record")?;
+        self.write_group(std::slice::from_ref(update))
+    }
+
+    /// Writes a group of updates as one durable write (one `write` and one
+    /// `fdatasync` of the journal file, or one object with one `PUT`) and
+    /// waits until it is durable. Blocking: call it off the async threads.
+    /// Returns the number of records in the current file or run. An empty
+    /// group writes nothing.
+    pub fn write_group(&self, updates: &[Update]) -> Result<u64> {
+        let mut records = Vec::new();
+        for update in updates {
+            records.extend(encode_record(&update.encode_to_vec(), "a journal record")?);
+        }
+        let count = updates.len() as u64;
         match &mut *self.lock() {
-            Backend::Local(journal) => journal.write(&record),
-            Backend::Objects(journal) => journal.write(&record),
+            Backend::Local(journal) if count > 0 => journal.write(&records, count),
+            Backend::Objects(journal) if count > 0 => journal.write(&records, count),
+            Backend::Local(journal) => Ok(journal.records),
+            Backend::Objects(journal) => Ok(journal.records),
         }
     }
 
@@ -623,7 +651,7 @@ impl JournalWriter {
     pub fn records(&self) -> u64 {
         match &*self.lock() {
             Backend::Local(journal) => journal.records,
-            Backend::Objects(journal) => journal.seq,
+            Backend::Objects(journal) => journal.records,
         }
     }
 }
@@ -668,7 +696,7 @@ mod tests {
         r.writer.write(&dataset("d")).unwrap();
         drop(r);
         let r = open(&dir.path().into()).unwrap();
-        assert_eq!(r.snapshot.unwrap().next_dataset_id, 1234);
+        assert_eq!(r.snapshot.unwrap().1.next_dataset_id, 1234);
         assert_eq!(r.updates, vec![dataset("d")]);
         let files = std::fs::read_dir(dir.path().join(JOURNAL_DIR))
             .unwrap()

@@ -10,14 +10,17 @@
 //!   files locally, immutable segments on object stores);
 //! * [`store`]: where registered dataset definitions live (memory, or
 //!   `<work_dir>/datasets/<id>` TFRecord files or objects);
-//! * [`service`]: the `DispatcherService` RPCs, turning requests into updates;
+//! * [`dispatcher`]: the RPCs' logic, one module per concern, as transactions
+//!   over the state journaled with group commit;
+//! * [`grpc`]: the tonic adapter of TensorFlow's `DispatcherService`;
 //! * [`server`]: [`serve`] (the library function the CLI and tests call) and the
 //!   in-process [`DispatchServer`].
 
 pub mod config;
+pub mod dispatcher;
+pub mod grpc;
 pub mod journal;
 pub mod server;
-pub mod service;
 pub mod snapshot;
 pub mod state;
 pub mod status;
@@ -26,4 +29,6 @@ pub mod tf_graph;
 pub mod work_dir;
 
 pub use config::DispatcherConfig;
+pub use dispatcher::{Clock, Dispatcher, SystemClock};
+pub use grpc::DispatcherGrpc;
 pub use server::{DispatchServer, serve};

@@ -10,7 +10,8 @@ use tfdata_rpc::channel::MAX_MESSAGE_BYTES;
 use tfdata_rpc::server::{ServerHandle, bind};
 
 use crate::config::DispatcherConfig;
-use crate::service::{Clock, Dispatcher, DispatcherGrpc, SystemClock};
+use crate::dispatcher::{Clock, Dispatcher, SystemClock};
+use crate::grpc::DispatcherGrpc;
 use crate::state::DispatcherState;
 use crate::status::StatusGrpc;
 use tfdata_proto::tfdata::status::status_service_server::StatusServiceServer;

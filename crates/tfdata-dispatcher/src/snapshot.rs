@@ -9,7 +9,8 @@ use tfdata_core::{DatasetId, Error, IterationClientId, IterationId, JobId, Resul
 use tfdata_proto::tfdata::snapshot as wire;
 
 use crate::state::{
-    Dataset, DispatcherState, Iteration, Job, LastSplit, PendingTask, Task, Worker,
+    Dataset, DispatcherState, HeldSplit, HeldSplitKey, Iteration, Job, LastSplit, PendingTask,
+    ReturnedSplit, SplitRequester, Task, Worker,
 };
 
 pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;
@@ -113,7 +114,7 @@ impl DispatcherState {
         state.next_dataset_id = s.next_dataset_id;
         for w in &s.workers {
             state
-                .worker_index
+                .worker_positions
                 .insert(w.address.clone(), state.workers.len());
             state.tasks_by_worker.entry(w.address.clone()).or_default();
             state.workers.push(Worker {
@@ -234,9 +235,9 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
         last_splits: it
             .last_splits
             .iter()
-            .map(|((provider, worker), l)| wire::LastSplit {
-                provider: *provider,
-                worker: worker.clone(),
+            .map(|(r, l)| wire::LastSplit {
+                provider: r.provider,
+                worker: r.worker.clone(),
                 repetition: l.repetition,
                 sequence: l.sequence,
                 split: l.split.clone(),
@@ -246,29 +247,24 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
             .returned_splits
             .iter()
             .flat_map(|(provider, q)| {
-                q.iter()
-                    .map(move |(repetition, split)| wire::ReturnedSplit {
-                        provider: *provider,
-                        repetition: *repetition,
-                        split: Some(split.clone()),
-                    })
+                q.iter().map(move |r| wire::ReturnedSplit {
+                    provider: *provider,
+                    repetition: r.repetition,
+                    split: Some(r.split.clone()),
+                })
             })
             .collect(),
         held_splits: it
             .held_splits
             .iter()
-            .map(
-                |(&(task, provider, repetition, sequence), (split_repetition, split))| {
-                    wire::HeldSplit {
-                        task_id: task.0,
-                        provider,
-                        repetition,
-                        sequence,
-                        split_repetition: *split_repetition,
-                        split: Some(split.clone()),
-                    }
-                },
-            )
+            .map(|(key, held)| wire::HeldSplit {
+                task_id: key.task.0,
+                provider: key.provider,
+                repetition: key.repetition,
+                sequence: key.sequence,
+                split_repetition: held.produced_in,
+                split: Some(held.split.clone()),
+            })
             .collect(),
     }
 }
@@ -279,7 +275,10 @@ fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
         returned
             .entry(r.provider)
             .or_default()
-            .push_back((r.repetition, r.split.clone().unwrap_or_default()));
+            .push_back(ReturnedSplit {
+                repetition: r.repetition,
+                split: r.split.clone().unwrap_or_default(),
+            });
     }
     Iteration {
         id: IterationId(it.id),
@@ -312,7 +311,10 @@ fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
             .iter()
             .map(|l| {
                 (
-                    (l.provider, l.worker.clone()),
+                    SplitRequester {
+                        provider: l.provider,
+                        worker: l.worker.clone(),
+                    },
                     LastSplit {
                         repetition: l.repetition,
                         sequence: l.sequence,
@@ -327,8 +329,16 @@ fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
             .iter()
             .map(|h| {
                 (
-                    (TaskId(h.task_id), h.provider, h.repetition, h.sequence),
-                    (h.split_repetition, h.split.clone().unwrap_or_default()),
+                    HeldSplitKey {
+                        task: TaskId(h.task_id),
+                        provider: h.provider,
+                        repetition: h.repetition,
+                        sequence: h.sequence,
+                    },
+                    HeldSplit {
+                        produced_in: h.split_repetition,
+                        split: h.split.clone().unwrap_or_default(),
+                    },
                 )
             })
             .collect(),

@@ -70,22 +70,71 @@ pub struct Iteration {
     /// Per (split provider, worker): the last split handed out with its
     /// repetition and sequence number (`None` split: end of splits), so a
     /// retried `GetSplit` gets the same answer.
-    pub last_splits: BTreeMap<(i64, String), LastSplit>,
-    /// Per split provider: splits of lost workers to hand out again first,
-    /// with their repetition.
-    pub returned_splits:
-        BTreeMap<i64, std::collections::VecDeque<(i64, tfdata_proto::tensorflow::TensorProto)>>,
+    pub last_splits: BTreeMap<SplitRequester, LastSplit>,
+    /// Per split provider: splits of lost workers to hand out again first.
+    pub returned_splits: BTreeMap<i64, std::collections::VecDeque<ReturnedSplit>>,
     /// Splits tfdata workers' tasks received and have not reported fully
-    /// delivered, keyed by (task, provider, the task's repetition and
-    /// sequence number of the request), with the repetition the split was
-    /// produced in. A lost worker's are returned to the pool.
-    pub held_splits: BTreeMap<HeldKey, (i64, tfdata_proto::tensorflow::TensorProto)>,
+    /// delivered. A lost worker's are returned to the pool.
+    pub held_splits: BTreeMap<HeldSplitKey, HeldSplit>,
     /// Coordinated reads: tasks waiting to join at an agreed round, in order.
     pub pending_tasks: std::collections::VecDeque<PendingTask>,
 }
 
-/// (task, split provider, repetition, sequence) of a held split.
-pub type HeldKey = (TaskId, i64, i64, i64);
+/// Who asked a split provider for splits: the key of
+/// [`Iteration::last_splits`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SplitRequester {
+    pub provider: i64,
+    pub worker: String,
+}
+
+/// A held split: the task that received it, its provider, and the
+/// repetition and sequence number of the request that got it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HeldSplitKey {
+    pub task: TaskId,
+    pub provider: i64,
+    pub repetition: i64,
+    pub sequence: i64,
+}
+
+impl HeldSplitKey {
+    /// Every key of `task`, for a range over the ordered map.
+    fn all_of(task: TaskId) -> std::ops::RangeInclusive<HeldSplitKey> {
+        let key = |v| HeldSplitKey {
+            task,
+            provider: v,
+            repetition: v,
+            sequence: v,
+        };
+        key(i64::MIN)..=key(i64::MAX)
+    }
+}
+
+/// A split a task holds, with the repetition it was produced in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldSplit {
+    pub produced_in: i64,
+    pub split: tfdata_proto::tensorflow::TensorProto,
+}
+
+/// A lost worker's split waiting to be handed out again, with the
+/// repetition it was produced in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReturnedSplit {
+    pub repetition: i64,
+    pub split: tfdata_proto::tensorflow::TensorProto,
+}
+
+impl Iteration {
+    /// The last answer `worker` got from `provider`.
+    pub fn last_split(&self, provider: i64, worker: &str) -> Option<&LastSplit> {
+        self.last_splits.get(&SplitRequester {
+            provider,
+            worker: worker.to_string(),
+        })
+    }
+}
 
 /// The last answer to a worker's `GetSplit` for one provider.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,7 +173,7 @@ pub struct DispatcherState {
     pub(crate) next_dataset_id: i64,
     /// Registration order, which is the order of `GetWorkers`.
     pub(crate) workers: Vec<Worker>,
-    pub(crate) worker_index: HashMap<String, usize>,
+    pub(crate) worker_positions: HashMap<String, usize>,
     pub(crate) jobs: BTreeMap<JobId, Job>,
     pub(crate) jobs_by_name: HashMap<String, JobId>,
     pub(crate) next_job_id: i64,
@@ -146,7 +195,7 @@ impl Default for DispatcherState {
             datasets: BTreeMap::new(),
             next_dataset_id: 1000,
             workers: Vec::new(),
-            worker_index: HashMap::new(),
+            worker_positions: HashMap::new(),
             jobs: BTreeMap::new(),
             jobs_by_name: HashMap::new(),
             next_job_id: JobId::FIRST,
@@ -214,13 +263,13 @@ impl DispatcherState {
                 }
             }
             UpdateType::RegisterWorker(u) => {
-                if self.worker_index.contains_key(&u.worker_address) {
+                if self.worker_positions.contains_key(&u.worker_address) {
                     return Err(bad(
                         "register_worker",
                         format!("{} registered twice", u.worker_address),
                     ));
                 }
-                self.worker_index
+                self.worker_positions
                     .insert(u.worker_address.clone(), self.workers.len());
                 self.workers.push(Worker {
                     address: u.worker_address.clone(),
@@ -340,19 +389,19 @@ impl DispatcherState {
                 }
                 let task = TaskId(u.tfdata_task_id);
                 for d in &u.tfdata_delivered {
-                    it.held_splits.remove(&(
+                    it.held_splits.remove(&HeldSplitKey {
                         task,
-                        u.split_provider_index,
-                        d.repetition,
-                        d.sequence,
-                    ));
+                        provider: u.split_provider_index,
+                        repetition: d.repetition,
+                        sequence: d.sequence,
+                    });
                 }
                 let mut split_repetition = u.repetition;
                 if u.tfdata_from_returned {
                     // The queue has a split (checked above).
                     let queue = it.returned_splits.get_mut(&u.split_provider_index);
-                    if let Some((repetition, _)) = queue.and_then(|q| q.pop_front()) {
-                        split_repetition = repetition;
+                    if let Some(returned) = queue.and_then(|q| q.pop_front()) {
+                        split_repetition = returned.repetition;
                     }
                     // No empty queues: the state has one form (as a snapshot restores it).
                     if it
@@ -367,13 +416,24 @@ impl DispatcherState {
                     && u.tfdata_task_id != 0
                 {
                     it.held_splits.insert(
-                        (task, u.split_provider_index, u.repetition, sequence),
-                        (split_repetition, split.clone()),
+                        HeldSplitKey {
+                            task,
+                            provider: u.split_provider_index,
+                            repetition: u.repetition,
+                            sequence,
+                        },
+                        HeldSplit {
+                            produced_in: split_repetition,
+                            split: split.clone(),
+                        },
                     );
                 }
                 if let Some(sequence) = u.tfdata_split_sequence {
                     it.last_splits.insert(
-                        (u.split_provider_index, u.tfdata_worker_address.clone()),
+                        SplitRequester {
+                            provider: u.split_provider_index,
+                            worker: u.tfdata_worker_address.clone(),
+                        },
                         LastSplit {
                             repetition: u.repetition,
                             sequence,
@@ -547,7 +607,7 @@ impl DispatcherState {
                 it.tasks.push(TaskId(u.task_id));
                 // A new task on this worker counts its split requests from 0:
                 // forget the answers an earlier task of it got.
-                it.last_splits.retain(|(_, w), _| *w != u.worker_address);
+                it.last_splits.retain(|r, _| r.worker != u.worker_address);
             }
             UpdateType::FinishTask(u) => {
                 let id = TaskId(u.task_id);
@@ -562,18 +622,21 @@ impl DispatcherState {
                 }
                 if let Some(it) = self.iterations.get_mut(&iteration_id) {
                     // A finished task delivered everything it held.
-                    it.held_splits.retain(|(task, ..), _| *task != id);
+                    it.held_splits.retain(|key, _| key.task != id);
                     it.finished = all_delivered(it, &self.tasks);
                 }
             }
             UpdateType::TfdataLoseWorker(u) => self.lose_worker(&u.worker_address)?,
             UpdateType::TfdataReviveWorker(u) => {
-                let &i = self.worker_index.get(&u.worker_address).ok_or_else(|| {
-                    bad(
-                        "revive_worker",
-                        format!("unknown worker {}", u.worker_address),
-                    )
-                })?;
+                let &i = self
+                    .worker_positions
+                    .get(&u.worker_address)
+                    .ok_or_else(|| {
+                        bad(
+                            "revive_worker",
+                            format!("unknown worker {}", u.worker_address),
+                        )
+                    })?;
                 self.workers[i].lost = false;
                 if u.worker_uid != 0 {
                     self.workers[i].uid = u.worker_uid;
@@ -627,7 +690,7 @@ impl DispatcherState {
 
     fn lose_worker(&mut self, address: &str) -> Result<()> {
         let &i = self
-            .worker_index
+            .worker_positions
             .get(address)
             .ok_or_else(|| bad("lose_worker", format!("unknown worker {address}")))?;
         self.workers[i].lost = true;
@@ -650,23 +713,23 @@ impl DispatcherState {
                 it.tasks.retain(|t| *t != task_id);
                 it.pending_tasks.retain(|p| p.task_id != task_id);
                 // The worker no longer answers for its splits.
-                it.last_splits.retain(|(_, w), _| w != address);
+                it.last_splits.retain(|r, _| r.worker != address);
                 // The splits the task held but had not fully delivered go back
                 // to the pool, in the order it received them.
-                let held: Vec<HeldKey> = it
+                let held: Vec<HeldSplitKey> = it
                     .held_splits
-                    .range(
-                        (task_id, i64::MIN, i64::MIN, i64::MIN)
-                            ..=(task_id, i64::MAX, i64::MAX, i64::MAX),
-                    )
+                    .range(HeldSplitKey::all_of(task_id))
                     .map(|(k, _)| *k)
                     .collect();
                 for key in held {
-                    if let Some((repetition, split)) = it.held_splits.remove(&key) {
+                    if let Some(held) = it.held_splits.remove(&key) {
                         it.returned_splits
-                            .entry(key.1)
+                            .entry(key.provider)
                             .or_default()
-                            .push_back((repetition, split));
+                            .push_back(ReturnedSplit {
+                                repetition: held.produced_in,
+                                split: held.split,
+                            });
                     }
                 }
                 it.finished = all_delivered(it, &self.tasks);
@@ -692,7 +755,9 @@ impl DispatcherState {
     }
 
     pub fn worker(&self, address: &str) -> Option<&Worker> {
-        self.worker_index.get(address).map(|&i| &self.workers[i])
+        self.worker_positions
+            .get(address)
+            .map(|&i| &self.workers[i])
     }
 
     pub fn workers(&self) -> &[Worker] {

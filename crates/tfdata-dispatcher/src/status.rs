@@ -10,7 +10,7 @@ use tfdata_proto::data::{
 use tfdata_proto::tfdata::status::{self as wire, status_service_server::StatusService};
 use tonic::{Request, Response, Status};
 
-use crate::service::Dispatcher;
+use crate::dispatcher::Dispatcher;
 
 pub struct StatusGrpc(pub Arc<Dispatcher>);
 

@@ -120,7 +120,7 @@ fn compaction_replaces_the_history_and_deletes_it() {
     drop(r);
 
     let r = journal::open(&work_dir).unwrap();
-    assert_eq!(r.snapshot.unwrap().next_dataset_id, 1234);
+    assert_eq!(r.snapshot.unwrap().1.next_dataset_id, 1234);
     assert_eq!(r.updates, vec![dataset("new")]);
     // Leftovers of an interrupted cleanup are ignored by a start and
     // deleted by the next compaction.

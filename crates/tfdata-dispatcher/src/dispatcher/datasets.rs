@@ -1,0 +1,173 @@
+//! Datasets: registration (the definition is written to the store outside
+//! the state lock), definitions for workers, metadata, and the runtime
+//! compression decision.
+
+use tfdata_core::{DatasetId, Error, Result};
+use tfdata_proto::data::{self as wire, update::UpdateType};
+
+use super::Dispatcher;
+use super::errors::{task_failed, unknown_dataset};
+
+impl Dispatcher {
+    pub(crate) async fn get_dataset_def(
+        &self,
+        req: wire::GetDatasetDefRequest,
+    ) -> Result<wire::GetDatasetDefResponse> {
+        let id = DatasetId(req.dataset_id);
+        let known = self.ledger.read(|g| g.state.dataset(&id).is_some()).await?;
+        if !known {
+            return Err(Error::not_found("dataset", id));
+        }
+        let store = self.store.clone();
+        let def = tokio::task::spawn_blocking(move || store.get(&id))
+            .await
+            .map_err(|e| task_failed("dataset read", e))??;
+        Ok(wire::GetDatasetDefResponse {
+            dataset_def: Some(def),
+        })
+    }
+
+    /// `GetOrRegisterDataset`: the id of an equal registered dataset, or a
+    /// new one. The definition is validated and written before the state
+    /// lock is taken; registrations are serialised among themselves so the
+    /// id chosen stays free meanwhile.
+    pub(crate) async fn get_or_register_dataset(
+        &self,
+        req: wire::GetOrRegisterDatasetRequest,
+    ) -> Result<wire::GetOrRegisterDatasetResponse> {
+        let def = req.dataset.unwrap_or_default();
+        match &def.tfdata_pipeline {
+            // Reject a bad pipeline now, not on a worker later.
+            Some(p) => {
+                tfdata_dataset::pipeline::from_pipeline_def(p)?;
+            }
+            None if def.graph.is_empty() => {
+                return Err(Error::InvalidArgument(
+                    "the dataset has neither a TensorFlow graph nor a tfdata pipeline".into(),
+                ));
+            }
+            None => {}
+        }
+        let metadata = req.metadata.unwrap_or_default();
+        if req.dataset_id.as_deref() == Some("") {
+            return Err(Error::InvalidArgument(
+                "requested dataset_id is empty".into(),
+            ));
+        }
+        let _registering = self.registration.lock().await;
+        let (existing, next_id) = self
+            .ledger
+            .read(|g| {
+                let existing = req.dataset_id.as_ref().and_then(|id| {
+                    let ds = g.state.dataset(&DatasetId(id.clone()))?;
+                    Some(ds.metadata.clone())
+                });
+                (existing, g.state.next_dataset_id())
+            })
+            .await?;
+        if let (Some(id), Some(existing)) = (&req.dataset_id, &existing) {
+            check_same_metadata(id, existing, &metadata)?;
+            return Ok(wire::GetOrRegisterDatasetResponse {
+                dataset_id: id.clone(),
+            });
+        }
+        let id = req.dataset_id.clone().map_or(next_id, DatasetId);
+        let store = self.store.clone();
+        let is_pipeline = def.tfdata_pipeline.is_some();
+        let (put_id, put_def) = (id.clone(), def);
+        tokio::task::spawn_blocking(move || store.put(&put_id, &put_def))
+            .await
+            .map_err(|e| task_failed("dataset write", e))??;
+        let mut txn = self.ledger.begin().await;
+        txn.apply(UpdateType::RegisterDataset(wire::RegisterDatasetUpdate {
+            dataset_id: id.0.clone(),
+            metadata: Some(metadata),
+            tfdata_pipeline: is_pipeline,
+            ..Default::default()
+        }))?;
+        txn.commit().await?;
+        tracing::info!(dataset = %id, "dataset registered");
+        Ok(wire::GetOrRegisterDatasetResponse { dataset_id: id.0 })
+    }
+
+    pub(crate) async fn get_data_service_metadata(
+        &self,
+        req: wire::GetDataServiceMetadataRequest,
+    ) -> Result<wire::GetDataServiceMetadataResponse> {
+        let metadata = self
+            .ledger
+            .read(|g| {
+                g.state
+                    .dataset(&DatasetId(req.dataset_id.clone()))
+                    .map(|ds| ds.metadata.clone())
+            })
+            .await?
+            .ok_or_else(|| unknown_dataset(&req.dataset_id))?;
+        Ok(wire::GetDataServiceMetadataResponse {
+            metadata: Some(metadata),
+        })
+    }
+
+    pub(crate) async fn disable_compression_at_runtime(
+        &self,
+        req: wire::DisableCompressionAtRuntimeRequest,
+    ) -> Result<wire::DisableCompressionAtRuntimeResponse> {
+        use wire::disable_compression_at_runtime_response::Decision;
+        let mut txn = self.ledger.begin().await;
+        let id = DatasetId(req.dataset_id.clone());
+        let ds = txn
+            .state
+            .dataset(&id)
+            .ok_or_else(|| unknown_dataset(&req.dataset_id))?;
+        let decision =
+            if ds.metadata.compression == wire::data_service_metadata::Compression::Off as i32 {
+                Decision::NoCompressionToDisable(true)
+            } else if let Some(decided) = ds.compression_disabled_at_runtime {
+                Decision::CompressionDisabledAtRuntime(decided)
+            } else {
+                txn.apply(UpdateType::CompressionDisabledAtRuntime(
+                    wire::CompressionDisabledAtRuntimeUpdate {
+                        dataset_id: req.dataset_id.clone(),
+                        compression_disabled: req.disable_compression_at_runtime,
+                    },
+                ))?;
+                Decision::CompressionDisabledAtRuntime(req.disable_compression_at_runtime)
+            };
+        txn.commit().await?;
+        Ok(wire::DisableCompressionAtRuntimeResponse {
+            decision: Some(decision),
+        })
+    }
+}
+
+/// A dataset re-registered under an existing id must describe the same data.
+fn check_same_metadata(
+    id: &str,
+    existing: &wire::DataServiceMetadata,
+    new: &wire::DataServiceMetadata,
+) -> Result<()> {
+    let mut diffs = Vec::new();
+    if existing.element_spec != new.element_spec {
+        diffs.push("element_spec".to_string());
+    }
+    if existing.compression != new.compression {
+        diffs.push(format!(
+            "compression (existing {}, requested {})",
+            existing.compression, new.compression
+        ));
+    }
+    if existing.cardinality != new.cardinality {
+        diffs.push(format!(
+            "cardinality (existing {}, requested {})",
+            existing.cardinality, new.cardinality
+        ));
+    }
+    if diffs.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "a dataset with id {id} is already registered with different metadata: {}",
+            diffs.join(", ")
+        )))
+    }
+}

@@ -1,0 +1,278 @@
+//! Jobs and iterations: `GetOrCreateJob`, `GetOrCreateIteration`, and the
+//! first tasks of a new iteration, pushed to their workers after the
+//! transaction (`ProcessTask`).
+//!
+//! Split providers (for distributed_epoch) are built before the state lock
+//! is taken; a concurrent caller that created the same job or iteration
+//! meanwhile wins, and the providers built here are dropped.
+
+use std::time::Duration;
+
+use tfdata_core::{DatasetId, Error, JobId, Result};
+use tfdata_proto::data::{
+    self as wire, processing_mode_def::ShardingPolicy, update::UpdateType,
+    worker_service_client::WorkerServiceClient,
+};
+use tonic::transport::Channel;
+
+use super::Dispatcher;
+use super::errors::unknown_dataset;
+use super::workers::new_task_update;
+use crate::state::{Job, normalize_target_workers};
+
+/// How long the dispatcher waits for a worker to accept a `ProcessTask`.
+/// Heartbeats deliver the task anyway if this push fails.
+const PROCESS_TASK_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Dispatcher {
+    pub(crate) async fn get_or_create_job(
+        &self,
+        req: wire::GetOrCreateJobRequest,
+    ) -> Result<wire::GetOrCreateJobResponse> {
+        let mode = req.processing_mode_def.unwrap_or_default();
+        let policy = ShardingPolicy::try_from(mode.sharding_policy).map_err(|_| {
+            Error::Internal(format!(
+                "invalid sharding policy {} (expected 0..=5: OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, HINT)",
+                mode.sharding_policy
+            ))
+        })?;
+        let target_workers = normalize_target_workers(req.target_workers);
+        if wire::TargetWorkers::try_from(req.target_workers).is_err() {
+            return Err(Error::InvalidArgument(format!(
+                "invalid target_workers {}",
+                req.target_workers
+            )));
+        }
+        if req.job_name.as_deref() == Some("") {
+            return Err(Error::InvalidArgument("job_name must not be empty".into()));
+        }
+        let wanted = JobParameters {
+            mode,
+            use_cross_trainer_cache: req.use_cross_trainer_cache,
+            target_workers,
+        };
+        // An existing job of that name is the answer (if its parameters match).
+        let dataset_id = DatasetId(req.dataset_id.clone());
+        let existing = self
+            .ledger
+            .read(|g| existing_job(&g.state, &dataset_id, req.job_name.as_deref(), &wanted))
+            .await??;
+        if let Some(job_id) = existing {
+            return Ok(wire::GetOrCreateJobResponse { job_id: job_id.0 });
+        }
+        // Capabilities not built yet fail here, clearly, before any state changes.
+        if policy == ShardingPolicy::Dynamic {
+            // Checks that the dataset's sources can be split (outside the lock).
+            self.new_split_providers(&dataset_id).await?;
+        }
+        if let Some(n) = req.num_consumers
+            && n <= 0
+        {
+            return Err(Error::InvalidArgument(format!(
+                "num_consumers must be positive, got {n}"
+            )));
+        }
+        let is_static = !matches!(policy, ShardingPolicy::Off | ShardingPolicy::Dynamic);
+        if is_static && self.config.worker_addresses.is_empty() {
+            return Err(Error::FailedPrecondition(format!(
+                "static sharding policy {policy:?} requires the dispatcher's worker_addresses to be set"
+            )));
+        }
+        let mut txn = self.ledger.begin().await;
+        // Someone may have created it while the providers were built.
+        if let Some(job_id) =
+            existing_job(&txn.state, &dataset_id, req.job_name.as_deref(), &wanted)?
+        {
+            txn.commit().await?;
+            return Ok(wire::GetOrCreateJobResponse { job_id: job_id.0 });
+        }
+        let job_id = txn.state.next_job_id();
+        let name = match req.job_name {
+            Some(name) => name,
+            None => format!("anonymous_job_{}_{}", job_id.0, rand::random::<u64>()),
+        };
+        txn.apply(UpdateType::CreateJob(wire::CreateJobUpdate {
+            job_id: job_id.0,
+            job_name: name.clone(),
+            dataset_id: req.dataset_id.clone(),
+            processing_mode_def: Some(mode),
+            num_consumers: req.num_consumers,
+            target_workers,
+            use_cross_trainer_cache: req.use_cross_trainer_cache,
+        }))?;
+        txn.commit().await?;
+        tracing::info!(job = %job_id, name = %name, dataset = %req.dataset_id, "job created");
+        Ok(wire::GetOrCreateJobResponse { job_id: job_id.0 })
+    }
+
+    pub(crate) async fn get_or_create_iteration(
+        &self,
+        req: wire::GetOrCreateIterationRequest,
+    ) -> Result<wire::GetOrCreateIterationResponse> {
+        let job = self
+            .ledger
+            .read(|g| g.state.job(JobId(req.job_id)).cloned())
+            .await?
+            .ok_or_else(|| Error::not_found("job", req.job_id))?;
+        let exists = self
+            .ledger
+            .read(|g| {
+                g.state
+                    .iteration_by_key(&job.name, req.repetition)
+                    .is_some()
+            })
+            .await?;
+        // A new distributed_epoch iteration needs providers: built outside the lock.
+        let providers = if !exists && job.sharding_policy() == Some(ShardingPolicy::Dynamic) {
+            self.new_split_providers(&job.dataset_id).await?
+        } else {
+            Vec::new()
+        };
+        let mut new_task_defs = Vec::new();
+        let mut txn = self.ledger.begin().await;
+        let iteration_id = match txn.state.iteration_by_key(&job.name, req.repetition) {
+            Some(it) => it.id,
+            None => {
+                let id = txn.state.next_iteration_id();
+                txn.apply(UpdateType::CreateIteration(wire::CreateIterationUpdate {
+                    iteration_id: id.0,
+                    job_id: job.id.0,
+                    repetition: req.repetition,
+                    num_split_providers: providers.len() as i64,
+                }))?;
+                if !providers.is_empty() {
+                    txn.split_providers.insert(id, providers);
+                }
+                let workers: Vec<String> = txn
+                    .state
+                    .workers()
+                    .iter()
+                    .filter(|w| !w.lost && txn.state.can_run(&w.address, id))
+                    .map(|w| w.address.clone())
+                    .collect();
+                for worker in workers {
+                    let update = new_task_update(&txn.state, id, &worker)?;
+                    let task_id = txn.state.next_task_id();
+                    txn.apply(update)?;
+                    let task = txn
+                        .state
+                        .task(task_id)
+                        .ok_or_else(|| Error::Internal("created task vanished".into()))?;
+                    new_task_defs.push(self.task_def(&txn.state, task)?);
+                }
+                tracing::info!(iteration = %id, job = %job.id, repetition = req.repetition, "iteration created");
+                id
+            }
+        };
+        let client_id = txn.state.next_client_id();
+        txn.apply(UpdateType::AcquireIterationClient(
+            wire::AcquireIterationClientUpdate {
+                iteration_id: iteration_id.0,
+                iteration_client_id: client_id.0,
+            },
+        ))?;
+        txn.liveness.client_acquired(client_id);
+        txn.commit().await?;
+        // Best effort: workers also learn their tasks from heartbeats.
+        let pushes = new_task_defs.into_iter().map(|def| self.push_task(def));
+        for result in futures::future::join_all(pushes).await {
+            result?;
+        }
+        Ok(wire::GetOrCreateIterationResponse {
+            iteration_client_id: client_id.0,
+        })
+    }
+
+    fn worker_client(&self, address: &str) -> Result<WorkerServiceClient<Channel>> {
+        let mut clients = self
+            .worker_clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(c) = clients.get(address) {
+            return Ok(c.clone());
+        }
+        let client = tfdata_rpc::channel::worker_client(tfdata_rpc::channel::channel(address)?);
+        clients.insert(address.to_string(), client.clone());
+        Ok(client)
+    }
+
+    /// Sends `ProcessTask`; transient failures are left to the heartbeat path.
+    async fn push_task(&self, task: wire::TaskDef) -> Result<()> {
+        let (worker, task_id) = (task.worker_address.clone(), task.task_id);
+        let mut client = self.worker_client(&worker)?;
+        let call = client.process_task(wire::ProcessTaskRequest { task: Some(task) });
+        match tokio::time::timeout(PROCESS_TASK_TIMEOUT, call).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(status)) if tfdata_core::error::is_retryable_code(status.code()) => {
+                tracing::debug!(%worker, task = task_id, error = %status.message(), "ProcessTask failed; heartbeat will deliver the task");
+                Ok(())
+            }
+            Ok(Err(status)) => Err(Error::from(status)),
+            Err(_) => {
+                tracing::debug!(%worker, task = task_id, "ProcessTask timed out; heartbeat will deliver the task");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What a named job must agree on to be shared.
+struct JobParameters {
+    mode: wire::ProcessingModeDef,
+    use_cross_trainer_cache: bool,
+    target_workers: i32,
+}
+
+/// The job named `name`, if there is one with the `wanted` parameters
+/// (else an error listing the differences); also checks the dataset exists.
+fn existing_job(
+    state: &crate::state::DispatcherState,
+    dataset_id: &DatasetId,
+    name: Option<&str>,
+    wanted: &JobParameters,
+) -> Result<Option<JobId>> {
+    if state.dataset(dataset_id).is_none() {
+        return Err(unknown_dataset(&dataset_id.0));
+    }
+    let Some(job) = name.and_then(|name| state.job_by_name(name)) else {
+        return Ok(None);
+    };
+    let diffs = differences(job, wanted);
+    if !diffs.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "tried to create job with name {} but found an existing job with different parameters: {}",
+            job.name,
+            diffs.join("; ")
+        )));
+    }
+    Ok(Some(job.id))
+}
+
+fn differences(job: &Job, wanted: &JobParameters) -> Vec<String> {
+    let mut diffs = Vec::new();
+    if job.processing_mode != wanted.mode {
+        diffs.push(format!(
+            "processing_mode_def: existing {:?}, requested {:?}",
+            job.sharding_policy(),
+            ShardingPolicy::try_from(wanted.mode.sharding_policy).ok()
+        ));
+    }
+    if job.use_cross_trainer_cache != wanted.use_cross_trainer_cache {
+        diffs.push(format!(
+            "use_cross_trainer_cache: existing {}, requested {}",
+            job.use_cross_trainer_cache, wanted.use_cross_trainer_cache
+        ));
+    }
+    if job.target_workers != wanted.target_workers {
+        diffs.push(format!(
+            "target_workers: existing {}, requested {}",
+            target_workers_name(job.target_workers),
+            target_workers_name(wanted.target_workers)
+        ));
+    }
+    diffs
+}
+
+fn target_workers_name(v: i32) -> &'static str {
+    wire::TargetWorkers::try_from(v).map_or("INVALID", |t| t.as_str_name())
+}

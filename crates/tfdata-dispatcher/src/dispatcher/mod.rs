@@ -1,0 +1,212 @@
+//! The dispatcher's logic, independent of the transport (spec §4.2, §5).
+//!
+//! Every RPC handler is a method of [`Dispatcher`], written in the module
+//! of its concern. Each validates its request, does its slow work (reading
+//! or writing a dataset, building split providers, which may glob an object
+//! store, walking a TensorFlow graph) before it takes the state lock, then
+//! runs one [`txn::Txn`]: the updates it implies, applied to the state
+//! machine, journaled as one group, and answered once durable. Calls to
+//! workers (`ProcessTask`) happen after the transaction.
+//!
+//! * [`txn`]: transactions and the journal's group commit;
+//! * [`liveness`]: last heartbeats, apart from the journaled state;
+//! * [`worker_addresses`]: the `worker_addresses` resolver;
+//! * [`workers`]: worker heartbeats (registration, revival, restart), task
+//!   definitions, task completion, lost workers and their splits;
+//! * [`datasets`]: registration, definitions, metadata, compression;
+//! * [`jobs`]: jobs, iterations and their first tasks;
+//! * [`clients`]: client heartbeats and releases;
+//! * [`coordinated_reads`]: pending-task negotiation and `MaybeRemoveTask`;
+//! * [`splits`]: split providers and `GetSplit`;
+//! * [`maintenance`]: liveness checks and garbage collection.
+//!
+//! Dependencies between them point one way:
+//! `maintenance → workers`, `jobs → {workers, splits}`,
+//! `clients → coordinated_reads`, and everything `→ {txn, liveness, errors}`.
+
+mod clients;
+mod coordinated_reads;
+mod datasets;
+mod errors;
+mod jobs;
+mod liveness;
+mod maintenance;
+mod splits;
+mod txn;
+mod worker_addresses;
+mod workers;
+
+#[cfg(test)]
+mod split_tests;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tfdata_core::{Error, Result, TaskId};
+use tfdata_proto::data::worker_service_client::WorkerServiceClient;
+use tonic::transport::Channel;
+
+use crate::config::DispatcherConfig;
+use crate::journal;
+use crate::state::DispatcherState;
+use crate::store::DatasetStore;
+use crate::work_dir::WorkDir;
+
+pub use txn::MAX_GROUP_UPDATES;
+
+/// Time as the dispatcher sees it; injected so timeouts are testable.
+pub trait Clock: Send + Sync + 'static {
+    fn now_micros(&self) -> i64;
+}
+
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_micros(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64)
+    }
+}
+
+/// Journal records after which the state is snapshotted and the history
+/// dropped: a restart replays at most this many updates after the snapshot.
+pub const COMPACT_AFTER_RECORDS: u64 = 50_000;
+
+/// [`COMPACT_AFTER_RECORDS`] for object-store work_dirs, where every group
+/// of records is an object that a restart must fetch (a request each,
+/// ~10-50 ms on a cloud store, 8 at a time): 1,000 keeps a replay to a few
+/// seconds, while a compaction costs one `PUT` of the state plus deletions
+/// in the background.
+pub const OBJECT_STORE_COMPACT_AFTER_RECORDS: u64 = 1_000;
+
+/// The dispatcher: its configuration, the state behind its lock and
+/// journal, and what it keeps outside the state.
+pub struct Dispatcher {
+    config: DispatcherConfig,
+    store: DatasetStore,
+    clock: Arc<dyn Clock>,
+    ledger: txn::Ledger,
+    /// Serialises dataset registrations, so a new dataset's id stays free
+    /// while its definition is written outside the state lock.
+    registration: tokio::sync::Mutex<()>,
+    worker_clients: std::sync::Mutex<HashMap<String, WorkerServiceClient<Channel>>>,
+    /// `MaybeRemoveTask` rendezvous, per task.
+    removers: std::sync::Mutex<HashMap<TaskId, Arc<coordinated_reads::Remover>>>,
+}
+
+impl Dispatcher {
+    /// Creates the dispatcher's state: empty, or, in fault-tolerant mode,
+    /// recovered from the journal in `work_dir`. Does blocking file I/O.
+    pub fn new(config: DispatcherConfig, clock: Arc<dyn Clock>) -> Result<Self> {
+        config.validate()?;
+        let work_dir = config.work_dir.as_deref().map(WorkDir::parse).transpose()?;
+        let store = match &work_dir {
+            Some(dir) => DatasetStore::in_work_dir(dir)?,
+            None => DatasetStore::memory(),
+        };
+        let mut state = DispatcherState::new();
+        let journal = match (&work_dir, config.fault_tolerant_mode) {
+            (Some(dir), true) => {
+                let journal::Recovered {
+                    snapshot,
+                    updates,
+                    writer,
+                } = journal::open(dir)?;
+                if let Some((location, snapshot)) = &snapshot {
+                    state =
+                        DispatcherState::from_snapshot(snapshot).map_err(|e| Error::DataLoss {
+                            location: location.clone(),
+                            reason: format!("the compaction snapshot does not restore: {e}"),
+                        })?;
+                }
+                for (i, update) in updates.iter().enumerate() {
+                    state.apply(update).map_err(|e| Error::DataLoss {
+                        location: format!("{}/{}, update {i}", dir.display(), journal::JOURNAL_DIR),
+                        reason: format!("journal does not replay: {e}"),
+                    })?;
+                }
+                tracing::info!(
+                    updates = updates.len(),
+                    datasets = state.datasets().count(),
+                    workers = state.workers().len(),
+                    iterations = state.iterations().count(),
+                    journal = %writer.path(),
+                    "dispatcher state recovered from the journal"
+                );
+                // Start the new run from a snapshot, so the next replay is short.
+                if !updates.is_empty() {
+                    writer.compact(&state.to_snapshot())?;
+                }
+                Some(writer)
+            }
+            _ => None,
+        };
+        let compact_after = match work_dir {
+            Some(WorkDir::ObjectStore(_)) => OBJECT_STORE_COMPACT_AFTER_RECORDS,
+            _ => COMPACT_AFTER_RECORDS,
+        };
+        // Everyone recovered is treated as having just heartbeated.
+        let liveness = liveness::Liveness::recovered(&state, clock.now_micros());
+        let guarded = txn::Guarded {
+            state,
+            liveness,
+            split_providers: HashMap::new(),
+            rounds: HashMap::new(),
+        };
+        Ok(Dispatcher {
+            config,
+            store,
+            clock,
+            ledger: txn::Ledger::new(guarded, journal, compact_after),
+            registration: Default::default(),
+            worker_clients: Default::default(),
+            removers: Default::default(),
+        })
+    }
+
+    pub fn config(&self) -> &DispatcherConfig {
+        &self.config
+    }
+
+    /// A copy of the current state (for introspection and tests).
+    pub async fn snapshot_state(&self) -> DispatcherState {
+        self.ledger.begin().await.state.clone()
+    }
+
+    /// The state and the workers' last heartbeat times (µs).
+    pub(crate) async fn state_and_heartbeats(&self) -> (DispatcherState, HashMap<String, i64>) {
+        let txn = self.ledger.begin().await;
+        (txn.state.clone(), txn.liveness.worker_heartbeats().clone())
+    }
+
+    pub(crate) fn now_micros(&self) -> i64 {
+        self.clock.now_micros()
+    }
+
+    /// [`snapshot_state`](Self::snapshot_state) for synchronous callers
+    /// outside any async runtime.
+    pub fn state_blocking(&self) -> DispatcherState {
+        self.ledger.state_blocking()
+    }
+
+    /// `GetWorkers`: the registered workers, in registration order.
+    pub async fn get_workers(&self) -> Result<Vec<String>> {
+        self.ledger
+            .read(|g| {
+                g.state
+                    .workers()
+                    .iter()
+                    .map(|w| w.address.clone())
+                    .collect()
+            })
+            .await
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_compact_after_records(&mut self, records: u64) {
+        self.ledger.compact_after_records = records;
+    }
+}

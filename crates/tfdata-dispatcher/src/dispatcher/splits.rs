@@ -1,0 +1,204 @@
+//! Dynamic sharding: split providers and `GetSplit` (spec §5.6).
+//!
+//! Split providers are not state: they are built from the dataset (which
+//! may mean reading it from an object store, globbing file patterns or
+//! walking a TensorFlow graph) outside the state lock, and fast-forwarded
+//! past the journaled cursors under it.
+
+use tfdata_core::{DatasetId, Error, IterationId, Result};
+use tfdata_dataset::splits::SplitProvider;
+use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy, update::UpdateType};
+
+use super::Dispatcher;
+use super::errors::task_failed;
+
+impl Dispatcher {
+    /// Fresh split providers for a dataset's sources (in depth-first order,
+    /// the order of `split_provider_index`). Blocking work (reading the
+    /// dataset, globbing, walking a graph) runs off the async threads and
+    /// outside the state lock.
+    pub(super) async fn new_split_providers(
+        &self,
+        dataset_id: &DatasetId,
+    ) -> Result<Vec<Box<dyn SplitProvider>>> {
+        let store = self.store.clone();
+        let id = dataset_id.clone();
+        tokio::task::spawn_blocking(move || {
+            let def = store.get(&id)?;
+            let Some(pipeline) = &def.tfdata_pipeline else {
+                // A TensorFlow graph: its sources' constant inputs give the splits.
+                return crate::tf_graph::split_providers(&def.graph);
+            };
+            let dataset = tfdata_dataset::pipeline::from_pipeline_def(pipeline)?;
+            dataset
+                .sources()
+                .iter()
+                .map(|source| match source.op().split_provider() {
+                    Some(provider) => provider,
+                    None => Err(Error::InvalidArgument(format!(
+                        "distributed_epoch: the dataset's source `{}` cannot be split dynamically \
+                         (splittable sources: range, from_tensor_slices, list_files, tfrecord_dataset, \
+                         text_line_dataset)",
+                        source.op().name()
+                    ))),
+                })
+                .collect()
+        })
+        .await
+        .map_err(|e| task_failed("split provider", e))?
+    }
+
+    /// After a restart a distributed_epoch iteration has no providers:
+    /// builds them outside the lock and fast-forwards them past the
+    /// journaled splits under it (unless someone else was faster).
+    async fn ensure_split_providers(&self, iteration_id: IterationId) -> Result<()> {
+        let missing = {
+            let txn = self.ledger.begin().await;
+            let job = txn
+                .state
+                .iteration(iteration_id)
+                .and_then(|it| txn.state.job(it.job_id));
+            match job {
+                Some(job)
+                    if job.sharding_policy() == Some(ShardingPolicy::Dynamic)
+                        && !txn.split_providers.contains_key(&iteration_id) =>
+                {
+                    Some(job.dataset_id.clone())
+                }
+                _ => None,
+            }
+        };
+        let Some(dataset_id) = missing else {
+            return Ok(());
+        };
+        let providers = self.new_split_providers(&dataset_id).await?;
+        let mut txn = self.ledger.begin().await;
+        if txn.split_providers.contains_key(&iteration_id) {
+            return Ok(());
+        }
+        let Some(it) = txn.state.iteration(iteration_id) else {
+            return Ok(());
+        };
+        for (provider, &skip) in providers.iter().zip(&it.split_indices) {
+            provider.skip(skip.max(0) as u64)?;
+        }
+        txn.split_providers.insert(iteration_id, providers);
+        Ok(())
+    }
+
+    /// `GetSplit` (spec §5.6): the next split of one source for one iteration,
+    /// journaled before it is returned.
+    pub(crate) async fn get_split(
+        &self,
+        req: wire::GetSplitRequest,
+    ) -> Result<wire::GetSplitResponse> {
+        let iteration_id = IterationId(req.iteration_id);
+        self.ensure_split_providers(iteration_id).await?;
+        let mut txn = self.ledger.begin().await;
+        let it = txn
+            .state
+            .iteration(iteration_id)
+            .ok_or_else(|| Error::not_found("iteration", req.iteration_id))?;
+        let job = txn
+            .state
+            .job(it.job_id)
+            .ok_or_else(|| Error::Internal(format!("iteration {iteration_id} has no job")))?;
+        if job.sharding_policy() != Some(ShardingPolicy::Dynamic) {
+            return Err(Error::FailedPrecondition(format!(
+                "GetSplit called for iteration {} whose processing mode is not distributed_epoch (DYNAMIC)",
+                req.iteration_id
+            )));
+        }
+        let p = usize::try_from(req.split_provider_index)
+            .ok()
+            .filter(|&p| p < it.split_indices.len() && p < it.split_repetitions.len())
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "split_provider_index {} out of range: iteration {iteration_id} has {} split providers",
+                    req.split_provider_index,
+                    it.split_indices.len()
+                ))
+            })?;
+        // A tfdata worker repeating its last request lost the answer: give it
+        // the same split again (nothing new is journaled).
+        if let Some(sequence) = req.tfdata_split_sequence
+            && let Some(last) = it.last_split(req.split_provider_index, &req.tfdata_worker_address)
+            && last.repetition == req.repetition
+            && last.sequence == sequence
+        {
+            let answer = split_response(last.split.clone());
+            txn.commit().await?;
+            return Ok(answer);
+        }
+        // Splits a lost worker held are handed out first, to whichever
+        // repetition asks: they must be produced once, wherever.
+        let returned = it
+            .returned_splits
+            .get(&req.split_provider_index)
+            .and_then(|q| q.front())
+            .map(|r| r.split.clone());
+        if let Some(split) = returned {
+            txn.apply(UpdateType::ProduceSplit(wire::ProduceSplitUpdate {
+                iteration_id: req.iteration_id,
+                repetition: req.repetition,
+                split_provider_index: req.split_provider_index,
+                finished: false,
+                tfdata_worker_address: req.tfdata_worker_address.clone(),
+                tfdata_split_sequence: req.tfdata_split_sequence,
+                tfdata_split: Some(split.clone()),
+                tfdata_from_returned: true,
+                tfdata_delivered: req.tfdata_delivered.clone(),
+                tfdata_task_id: req.tfdata_task_id,
+            }))?;
+            txn.commit().await?;
+            return Ok(split_response(Some(split)));
+        }
+        let current = it.split_repetitions[p];
+        if req.repetition < current {
+            // That repetition is over for everyone.
+            txn.commit().await?;
+            return Ok(split_response(None));
+        }
+        let provider = txn
+            .split_providers
+            .get(&iteration_id)
+            .and_then(|v| v.get(p))
+            .ok_or_else(|| {
+                Error::Internal(format!("iteration {iteration_id} lost split provider {p}"))
+            })?;
+        if req.repetition > current {
+            provider.reset()?;
+        }
+        let split = provider.get_next()?;
+        let finished = split.is_none();
+        if finished {
+            // Ready for the next repetition.
+            provider.reset()?;
+        }
+        let split = split.map(|t| tfdata_core::element::tensor_to_proto(&t));
+        txn.apply(UpdateType::ProduceSplit(wire::ProduceSplitUpdate {
+            iteration_id: req.iteration_id,
+            repetition: req.repetition,
+            split_provider_index: req.split_provider_index,
+            finished,
+            tfdata_worker_address: req.tfdata_worker_address.clone(),
+            tfdata_split_sequence: req.tfdata_split_sequence,
+            tfdata_split: split
+                .clone()
+                .filter(|_| req.tfdata_split_sequence.is_some()),
+            tfdata_from_returned: false,
+            tfdata_delivered: req.tfdata_delivered.clone(),
+            tfdata_task_id: req.tfdata_task_id,
+        }))?;
+        txn.commit().await?;
+        Ok(split_response(split))
+    }
+}
+
+/// A split, or the end of splits.
+fn split_response(split: Option<tfdata_proto::tensorflow::TensorProto>) -> wire::GetSplitResponse {
+    wire::GetSplitResponse {
+        end_of_splits: split.is_none(),
+        split,
+    }
+}

@@ -1,0 +1,358 @@
+//! Transactions over the dispatcher's state, and the group commit that
+//! makes them durable.
+//!
+//! Every RPC that reads or changes state runs one [`Txn`]: it takes the
+//! state lock, applies its updates one by one through
+//! [`DispatcherState::apply`] (which validates each and changes nothing when
+//! one is inconsistent), computes its answer, and [`Txn::commit`]s. Commit
+//! hands the transaction's updates to the journal as one group, releases
+//! the lock, and only then waits until everything the transaction saw is
+//! durable. So the lock is never held across an fsync or a `PUT`, and
+//! RPCs that commit at the same time share one write (etcd's and Kafka's
+//! group commit): the journal thread writes every group queued since its
+//! last write in one `write` + `fdatasync` (or one object), up to
+//! [`MAX_GROUP_UPDATES`].
+//!
+//! Invariants:
+//! * Groups reach the journal in the order their transactions held the
+//!   lock, so replay applies updates in the order they were applied live.
+//!   A compaction snapshot is taken under the lock, queued behind the
+//!   groups it includes, and written by the journal thread in that order.
+//! * No answer is given from state that is not durable: a transaction
+//!   waits for the newest group queued when it released the lock, its own
+//!   or an earlier one it may have read, even when it changed nothing.
+//! * After a failed journal write memory may be ahead of disk. Every later
+//!   update and every transaction that saw unwritten state fails; a restart
+//!   recovers from the journal.
+//! * A transaction dropped without commit (an error returned half way)
+//!   still queues what it applied: memory and journal never diverge.
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex as SyncMutex};
+use std::thread::JoinHandle;
+
+use tfdata_core::{Error, IterationId, Result};
+use tfdata_dataset::splits::SplitProvider;
+use tfdata_proto::data::{Update, update::UpdateType};
+use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
+use tokio::sync::{Mutex, MutexGuard, watch};
+
+use super::liveness::Liveness;
+use crate::journal::JournalWriter;
+use crate::state::DispatcherState;
+
+/// Updates written in one journal write at most. Groups are never split,
+/// so one larger transaction still goes out whole; the bound keeps one
+/// write (and the time its waiters wait) proportionate when thousands of
+/// RPCs queue behind a slow disk or store.
+pub const MAX_GROUP_UPDATES: usize = 4096;
+
+/// Everything behind the state lock: the journaled state and what is
+/// derived from it in memory.
+pub(crate) struct Guarded {
+    pub state: DispatcherState,
+    /// When workers and clients were last heard from (not journaled).
+    pub liveness: Liveness,
+    /// Live split providers of distributed_epoch iterations, one per source.
+    /// Not state: rebuilt from the dataset and the journaled cursors.
+    pub split_providers: HashMap<IterationId, Vec<Box<dyn SplitProvider>>>,
+    /// Coordinated reads: the highest round any client of an iteration reported.
+    pub rounds: HashMap<IterationId, i64>,
+}
+
+/// The state lock and the journal behind it.
+pub(crate) struct Ledger {
+    guarded: Mutex<Guarded>,
+    /// Present in fault-tolerant mode.
+    journal: Option<GroupCommit>,
+    /// Set when a journal write failed (see the module's invariants).
+    failed: Arc<AtomicBool>,
+    /// The journal is compacted when this many updates were queued since
+    /// the last compaction.
+    pub compact_after_records: u64,
+}
+
+impl Ledger {
+    pub fn new(guarded: Guarded, journal: Option<JournalWriter>, compact_after: u64) -> Self {
+        let failed = Arc::new(AtomicBool::new(false));
+        Ledger {
+            guarded: Mutex::new(guarded),
+            journal: journal.map(|writer| GroupCommit::start(writer, Arc::clone(&failed))),
+            failed,
+            compact_after_records: compact_after,
+        }
+    }
+
+    /// Starts a transaction: waits for the state lock.
+    pub async fn begin(&self) -> Txn<'_> {
+        Txn {
+            guarded: self.guarded.lock().await,
+            ledger: self,
+            updates: Vec::new(),
+        }
+    }
+
+    /// A read-only transaction: `f`'s answer once everything it saw is durable.
+    pub async fn read<T>(&self, f: impl FnOnce(&Guarded) -> T) -> Result<T> {
+        let txn = self.begin().await;
+        let answer = f(&txn);
+        txn.commit().await?;
+        Ok(answer)
+    }
+
+    /// The state as it is in memory, for synchronous callers outside any
+    /// async runtime (introspection; not an answer to an RPC).
+    pub fn state_blocking(&self) -> DispatcherState {
+        self.guarded.blocking_lock().state.clone()
+    }
+
+    fn refuse_if_failed(&self) -> Result<()> {
+        if self.failed.load(Ordering::SeqCst) {
+            return Err(Error::Internal(
+                "an earlier journal write failed; restart the dispatcher to recover from its journal"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One RPC's view of the state and the updates it made (see the module docs).
+pub(crate) struct Txn<'a> {
+    guarded: MutexGuard<'a, Guarded>,
+    ledger: &'a Ledger,
+    updates: Vec<Update>,
+}
+
+impl Deref for Txn<'_> {
+    type Target = Guarded;
+    fn deref(&self) -> &Guarded {
+        &self.guarded
+    }
+}
+
+impl DerefMut for Txn<'_> {
+    fn deref_mut(&mut self) -> &mut Guarded {
+        &mut self.guarded
+    }
+}
+
+impl Txn<'_> {
+    /// Applies one update to the state (the only way state changes). An
+    /// inconsistent update is an error and changes nothing; earlier updates
+    /// of the transaction stay applied and are journaled.
+    pub fn apply(&mut self, update: UpdateType) -> Result<()> {
+        self.ledger.refuse_if_failed()?;
+        let update = Update {
+            update_type: Some(update),
+        };
+        self.guarded.state.apply(&update)?;
+        if self.ledger.journal.is_some() {
+            self.updates.push(update);
+        }
+        Ok(())
+    }
+
+    /// Queues the transaction's updates as one group, releases the lock,
+    /// and waits until the group, and every group queued before it, is
+    /// durable.
+    pub async fn commit(mut self) -> Result<()> {
+        let (journal, awaited) = (self.ledger.journal.as_ref(), self.queue());
+        drop(self);
+        match journal {
+            Some(journal) => journal.wait_durable(awaited).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Queues the updates applied so far (under the lock, so groups are
+    /// queued in lock order) and, past the bound, a compaction snapshot of
+    /// the state they lead to. Returns the group number to wait for.
+    fn queue(&mut self) -> u64 {
+        let Some(journal) = &self.ledger.journal else {
+            return 0;
+        };
+        let updates = std::mem::take(&mut self.updates);
+        let compact_after = self.ledger.compact_after_records;
+        let state = &self.guarded.state;
+        journal.queue(updates, compact_after, || state.to_snapshot())
+    }
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        // Runs before the guard is released: an abandoned transaction's
+        // updates still go out in lock order.
+        if !self.updates.is_empty() {
+            self.queue();
+        }
+    }
+}
+
+/// What the journal thread writes, in order.
+enum Entry {
+    Group(Vec<Update>),
+    /// The state after every group queued before it.
+    Compact(Box<DispatcherSnapshot>),
+}
+
+#[derive(Default)]
+struct Queue {
+    entries: VecDeque<Entry>,
+    /// Entries queued so far; an entry's number is its position from 1.
+    queued: u64,
+    /// Updates queued since the last compaction.
+    since_compaction: u64,
+    stopping: bool,
+}
+
+/// How far the journal got.
+#[derive(Debug, Clone, Copy, Default)]
+struct Durable {
+    /// Entries written, in queue order.
+    written: u64,
+    failed: bool,
+}
+
+/// The journal thread and its queue.
+struct GroupCommit {
+    queue: Arc<(SyncMutex<Queue>, Condvar)>,
+    durable: watch::Sender<Durable>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl GroupCommit {
+    fn start(writer: JournalWriter, failed: Arc<AtomicBool>) -> Self {
+        let queue: Arc<(SyncMutex<Queue>, Condvar)> = Arc::default();
+        let (durable, _) = watch::channel(Durable::default());
+        let thread = {
+            let (queue, durable) = (Arc::clone(&queue), durable.clone());
+            std::thread::Builder::new()
+                .name("tfdata-journal".into())
+                .spawn(move || write_loop(&writer, &queue, &durable, &failed))
+                .expect("cannot start the journal thread")
+        };
+        GroupCommit {
+            queue,
+            durable,
+            thread: Some(thread),
+        }
+    }
+
+    fn queue(
+        &self,
+        updates: Vec<Update>,
+        compact_after: u64,
+        snapshot: impl FnOnce() -> DispatcherSnapshot,
+    ) -> u64 {
+        let (lock, wake) = &*self.queue;
+        let mut q = lock.lock().unwrap_or_else(|p| p.into_inner());
+        if updates.is_empty() {
+            return q.queued;
+        }
+        q.since_compaction += updates.len() as u64;
+        q.entries.push_back(Entry::Group(updates));
+        q.queued += 1;
+        if q.since_compaction >= compact_after {
+            q.entries.push_back(Entry::Compact(Box::new(snapshot())));
+            q.queued += 1;
+            q.since_compaction = 0;
+        }
+        wake.notify_one();
+        q.queued
+    }
+
+    async fn wait_durable(&self, entry: u64) -> Result<()> {
+        if entry == 0 {
+            return Ok(());
+        }
+        let mut durable = self.durable.subscribe();
+        let reached = durable
+            .wait_for(|d| d.written >= entry || d.failed)
+            .await
+            .map(|d| d.written >= entry)
+            .unwrap_or(false);
+        if reached {
+            Ok(())
+        } else {
+            Err(Error::Internal(
+                "the journal write failed; restart the dispatcher to recover from its journal"
+                    .into(),
+            ))
+        }
+    }
+}
+
+impl Drop for GroupCommit {
+    /// Writes what is queued, then stops the thread.
+    fn drop(&mut self) {
+        let (lock, wake) = &*self.queue;
+        lock.lock().unwrap_or_else(|p| p.into_inner()).stopping = true;
+        wake.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The journal thread: takes everything queued, writes consecutive groups
+/// as one write, compactions in their place, and publishes progress.
+fn write_loop(
+    writer: &JournalWriter,
+    queue: &(SyncMutex<Queue>, Condvar),
+    durable: &watch::Sender<Durable>,
+    failed: &AtomicBool,
+) {
+    let (lock, wake) = queue;
+    loop {
+        let batch: Vec<Entry> = {
+            let mut q = lock.lock().unwrap_or_else(|p| p.into_inner());
+            while q.entries.is_empty() && !q.stopping {
+                q = wake.wait(q).unwrap_or_else(|p| p.into_inner());
+            }
+            if q.entries.is_empty() {
+                return;
+            }
+            let mut updates = 0;
+            let mut batch = Vec::new();
+            while let Some(entry) = q.entries.front() {
+                let size = match entry {
+                    Entry::Group(g) => g.len(),
+                    Entry::Compact(_) => 0,
+                };
+                if !batch.is_empty() && updates + size > MAX_GROUP_UPDATES {
+                    break;
+                }
+                updates += size;
+                batch.extend(q.entries.pop_front());
+            }
+            batch
+        };
+        let entries = batch.len() as u64;
+        if let Err(e) = write_batch(writer, batch) {
+            failed.store(true, Ordering::SeqCst);
+            durable.send_modify(|d| d.failed = true);
+            tracing::error!(error = %e, "journal write failed; refusing further state changes");
+            return;
+        }
+        durable.send_modify(|d| d.written += entries);
+    }
+}
+
+fn write_batch(writer: &JournalWriter, batch: Vec<Entry>) -> Result<()> {
+    let mut pending: Vec<Update> = Vec::new();
+    for entry in batch {
+        match entry {
+            Entry::Group(group) => pending.extend(group),
+            Entry::Compact(snapshot) => {
+                writer.write_group(&pending)?;
+                pending.clear();
+                writer.compact(&snapshot)?;
+            }
+        }
+    }
+    writer.write_group(&pending)?;
+    Ok(())
+}

@@ -1,0 +1,293 @@
+//! Workers: heartbeats (registration, revival, restart at the same
+//! address), the `TaskDef`s they run, task completion, and what happens to
+//! a lost worker's tasks and splits.
+
+use std::collections::HashSet;
+
+use tfdata_core::{Error, IterationId, Result, TaskId};
+use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy, update::UpdateType};
+
+use super::Dispatcher;
+use super::txn::Txn;
+use super::worker_addresses::WorkerAddresses;
+use crate::state::{DispatcherState, Task};
+
+impl Dispatcher {
+    /// The entry of `address` in `worker_addresses`, if a list is set.
+    pub(super) fn worker_address_entry(
+        &self,
+        state: &DispatcherState,
+        address: &str,
+    ) -> Result<Option<usize>> {
+        let registered = state.workers().iter().map(|w| w.address.as_str());
+        WorkerAddresses(&self.config.worker_addresses).entry_of(registered, address)
+    }
+
+    pub(crate) async fn worker_heartbeat(
+        &self,
+        req: wire::WorkerHeartbeatRequest,
+    ) -> Result<wire::WorkerHeartbeatResponse> {
+        let address = req.worker_address.clone();
+        if address.is_empty() {
+            return Err(Error::InvalidArgument("worker_address is empty".into()));
+        }
+        let mut txn = self.ledger.begin().await;
+        if txn.state.worker(&address).is_none() {
+            self.worker_address_entry(&txn.state, &address)?;
+            txn.apply(UpdateType::RegisterWorker(wire::RegisterWorkerUpdate {
+                worker_address: address.clone(),
+                transfer_servers: req.transfer_servers.clone(),
+                worker_tags: req.worker_tags.clone(),
+                worker_uid: req.worker_uid,
+                tfdata_runs_pipelines: req.tfdata_runs_pipelines,
+            }))?;
+            // Round-robin iterations are joined through a pending task, below.
+            for iteration in iterations_to_join(&txn.state, &address, false) {
+                let update = new_task_update(&txn.state, iteration, &address)?;
+                txn.apply(update)?;
+            }
+            tracing::info!(worker = %address, "worker registered");
+        }
+        // A worker new to (or back in) a round-robin iteration joins it at an
+        // agreed round.
+        for iteration in iterations_to_join(&txn.state, &address, true) {
+            let w = txn
+                .state
+                .worker(&address)
+                .ok_or_else(|| Error::Internal(format!("worker {address} vanished")))?
+                .clone();
+            let target = txn.rounds.get(&iteration).copied().unwrap_or(0) + 1;
+            let update = UpdateType::CreatePendingTask(wire::CreatePendingTaskUpdate {
+                task_id: txn.state.next_task_id().0,
+                iteration_id: iteration.0,
+                worker_address: w.address,
+                transfer_servers: w.transfer_servers,
+                worker_tags: w.tags,
+                worker_uid: w.uid,
+                starting_round: target,
+            });
+            txn.apply(update)?;
+            tracing::info!(worker = %address, iteration = %iteration, round = target, "worker joining a coordinated read");
+        }
+        // A worker process restarted at the same address (before
+        // worker_timeout noticed) lost everything its tasks held: treat the
+        // old process as lost; the new one is revived below with new tasks.
+        if req.worker_uid != 0
+            && let Some(w) = txn.state.worker(&address)
+            && !w.lost
+            && w.uid != 0
+            && w.uid != req.worker_uid
+        {
+            tracing::warn!(worker = %address, "worker restarted (new worker_uid): its old tasks are lost");
+            lose_worker(&mut txn, &address)?;
+        }
+        if req.tfdata_stopping {
+            tracing::info!(worker = %address, "worker stopping; its tasks leave their iterations");
+            txn.liveness.forget_worker(&address);
+            if txn.state.worker(&address).is_some_and(|w| !w.lost) {
+                lose_worker(&mut txn, &address)?;
+            }
+            txn.commit().await?;
+            return Ok(wire::WorkerHeartbeatResponse::default());
+        }
+        if txn.state.worker(&address).is_some_and(|w| w.lost) {
+            tracing::info!(worker = %address, "lost worker is back; giving it tasks again");
+            txn.apply(UpdateType::TfdataReviveWorker(wire::ReviveWorkerUpdate {
+                worker_address: address.clone(),
+                worker_uid: req.worker_uid,
+            }))?;
+            for iteration in iterations_to_join(&txn.state, &address, false) {
+                let update = new_task_update(&txn.state, iteration, &address)?;
+                txn.apply(update)?;
+            }
+        }
+        let now = self.clock.now_micros();
+        txn.liveness.worker_heard(&address, now);
+
+        let current: HashSet<i64> = req.current_tasks.iter().copied().collect();
+        let tasks_to_delete = req
+            .current_tasks
+            .iter()
+            .copied()
+            .filter(|&t| !txn.state.is_assigned(&address, TaskId(t)))
+            .collect();
+        let mut new_tasks = Vec::new();
+        for task in txn
+            .state
+            .tasks_for_worker(&address)
+            .filter(|t| !current.contains(&t.id.0))
+        {
+            new_tasks.push(self.task_def(&txn.state, task)?);
+        }
+        txn.commit().await?;
+        Ok(wire::WorkerHeartbeatResponse {
+            new_tasks,
+            tasks_to_delete,
+            snapshot_tasks: Vec::new(),
+        })
+    }
+
+    /// The `TaskDef` a worker needs to run `task` (spec §5.5).
+    pub(super) fn task_def(&self, state: &DispatcherState, task: &Task) -> Result<wire::TaskDef> {
+        let it = state
+            .iteration(task.iteration_id)
+            .ok_or_else(|| Error::Internal(format!("task {} has no iteration", task.id)))?;
+        let job = state
+            .job(it.job_id)
+            .ok_or_else(|| Error::Internal(format!("iteration {} has no job", it.id)))?;
+        let dataset = match self.store.path(&job.dataset_id) {
+            Some(path) => wire::task_def::Dataset::Path(path),
+            // In memory: a map lookup, no I/O.
+            None => wire::task_def::Dataset::DatasetDef(self.store.get(&job.dataset_id)?),
+        };
+        // Static sharding: the worker reads shard `entry` of one per entry.
+        let (num_workers, worker_index) = match job.sharding_policy() {
+            Some(ShardingPolicy::Off | ShardingPolicy::Dynamic) | None => (0, 0),
+            Some(_) => {
+                let entry = self
+                    .worker_address_entry(state, &task.worker_address)?
+                    .ok_or_else(|| {
+                        Error::FailedPrecondition(
+                            "static sharding requires worker_addresses".into(),
+                        )
+                    })?;
+                (self.config.worker_addresses.len() as i64, entry as i64)
+            }
+        };
+        Ok(wire::TaskDef {
+            dataset: Some(dataset),
+            dataset_id: job.dataset_id.0.clone(),
+            task_id: task.id.0,
+            iteration_id: it.id.0,
+            num_split_providers: it.num_split_providers,
+            worker_address: task.worker_address.clone(),
+            processing_mode_def: Some(job.processing_mode),
+            num_consumers: job.num_consumers,
+            num_workers,
+            worker_index,
+            use_cross_trainer_cache: job.use_cross_trainer_cache,
+        })
+    }
+
+    pub(crate) async fn worker_update(
+        &self,
+        req: wire::WorkerUpdateRequest,
+    ) -> Result<wire::WorkerUpdateResponse> {
+        let mut txn = self.ledger.begin().await;
+        for update in req.updates.iter().filter(|u| u.completed) {
+            let task = txn
+                .state
+                .task(TaskId(update.task_id))
+                .ok_or_else(|| Error::not_found("task", update.task_id))?;
+            if !task.finished {
+                txn.apply(UpdateType::FinishTask(wire::FinishTaskUpdate {
+                    task_id: update.task_id,
+                }))?;
+                tracing::debug!(task = update.task_id, worker = %req.worker_address, "task finished");
+            }
+        }
+        reassign_returned_splits(&mut txn)?;
+        txn.commit().await?;
+        Ok(wire::WorkerUpdateResponse {})
+    }
+}
+
+/// Whether `iteration` is read round-robin (coordinated reads).
+pub(super) fn is_round_robin(state: &DispatcherState, iteration: IterationId) -> bool {
+    state
+        .iteration(iteration)
+        .and_then(|it| state.job(it.job_id))
+        .is_some_and(|j| j.num_consumers.is_some())
+}
+
+/// The update creating a task of `iteration` on `worker`.
+pub(super) fn new_task_update(
+    state: &DispatcherState,
+    iteration: IterationId,
+    worker: &str,
+) -> Result<UpdateType> {
+    let w = state
+        .worker(worker)
+        .ok_or_else(|| Error::Internal(format!("worker {worker} vanished")))?;
+    Ok(UpdateType::CreateTask(wire::CreateTaskUpdate {
+        task_id: state.next_task_id().0,
+        iteration_id: iteration.0,
+        worker_address: w.address.clone(),
+        transfer_servers: w.transfer_servers.clone(),
+        worker_tags: w.tags.clone(),
+        worker_uid: w.uid,
+    }))
+}
+
+/// Unfinished iterations `worker` can run and has no task in: the
+/// round-robin ones (joined through a pending task) or the others.
+fn iterations_to_join(
+    state: &DispatcherState,
+    worker: &str,
+    round_robin: bool,
+) -> Vec<IterationId> {
+    state
+        .unfinished_iterations()
+        .filter(|it| is_round_robin(state, it.id) == round_robin)
+        // Not a TensorFlow graph for a tfdata worker, or the reverse.
+        .filter(|it| state.can_run(worker, it.id))
+        .filter(|it| {
+            !state
+                .tasks_for_worker(worker)
+                .any(|t| t.iteration_id == it.id)
+        })
+        .map(|it| it.id)
+        .collect()
+}
+
+/// Declares `worker` lost (its tasks leave their iterations, its
+/// undelivered splits return to the pool) and sees that someone will
+/// produce those splits.
+pub(super) fn lose_worker(txn: &mut Txn<'_>, worker: &str) -> Result<()> {
+    txn.apply(UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
+        worker_address: worker.to_string(),
+    }))?;
+    reassign_returned_splits(txn)
+}
+
+/// Splits a lost worker held wait in their iteration's returned queue for
+/// a task that still asks for splits. When every live task of the
+/// iteration has reached the end of splits (or finished), nobody would
+/// ask: start a task on a live worker to produce them, so nothing is lost.
+/// With no live worker they wait (the iteration is not finished) for the
+/// next worker to register.
+fn reassign_returned_splits(txn: &mut Txn<'_>) -> Result<()> {
+    let state = &txn.state;
+    let waiting: Vec<IterationId> = state
+        .unfinished_iterations()
+        .filter(|it| !it.returned_splits.is_empty())
+        .filter(|it| !is_round_robin(state, it.id))
+        .filter(|it| {
+            !it.tasks.iter().filter_map(|t| state.task(*t)).any(|t| {
+                !t.finished
+                    && state.worker(&t.worker_address).is_some_and(|w| !w.lost)
+                    && it.returned_splits.keys().any(|&provider| {
+                        it.last_split(provider, &t.worker_address)
+                            .is_none_or(|last| last.split.is_some())
+                    })
+            })
+        })
+        .map(|it| it.id)
+        .collect();
+    for iteration in waiting {
+        let worker = txn
+            .state
+            .workers()
+            .iter()
+            .find(|w| !w.lost && txn.state.can_run(&w.address, iteration))
+            .map(|w| w.address.clone());
+        let Some(worker) = worker else {
+            tracing::warn!(iteration = %iteration, "a lost worker's splits wait for a live worker");
+            continue;
+        };
+        let update = new_task_update(&txn.state, iteration, &worker)?;
+        txn.apply(update)?;
+        tracing::info!(iteration = %iteration, %worker, "new task to produce a lost worker's splits");
+    }
+    Ok(())
+}
