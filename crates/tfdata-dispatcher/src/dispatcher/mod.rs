@@ -37,6 +37,8 @@ mod worker_addresses;
 mod workers;
 
 #[cfg(test)]
+mod commit_tests;
+#[cfg(test)]
 mod split_tests;
 #[cfg(test)]
 mod tests;
@@ -103,6 +105,18 @@ impl Dispatcher {
     pub fn new(config: DispatcherConfig, clock: Arc<dyn Clock>) -> Result<Self> {
         config.validate()?;
         let work_dir = config.work_dir.as_deref().map(WorkDir::parse).transpose()?;
+        Self::with_work_dir(config, clock, work_dir)
+    }
+
+    /// [`new`](Self::new) with the `work_dir` already opened (for example an
+    /// object store served by a file system of the caller's, in tests);
+    /// `config.work_dir` is then only used in messages.
+    pub fn with_work_dir(
+        config: DispatcherConfig,
+        clock: Arc<dyn Clock>,
+        work_dir: Option<WorkDir>,
+    ) -> Result<Self> {
+        config.validate()?;
         let store = match &work_dir {
             Some(dir) => DatasetStore::in_work_dir(dir)?,
             None => DatasetStore::memory(),
