@@ -4,6 +4,8 @@
 //! * [`state`]: the dispatcher's state as a deterministic state machine that
 //!   changes only through [`state::DispatcherState::apply`] of one journal
 //!   `Update` at a time;
+//! * [`invariants`]: what every state `apply` produces satisfies, checked
+//!   before a compaction snapshot is restored;
 //! * [`work_dir`]: the `work_dir` as a local directory or an object-store
 //!   prefix;
 //! * [`journal`]: the fault-tolerant mode's journal in `work_dir` (appended
@@ -19,6 +21,7 @@
 pub mod config;
 pub mod dispatcher;
 pub mod grpc;
+pub mod invariants;
 pub mod journal;
 pub mod server;
 pub mod snapshot;

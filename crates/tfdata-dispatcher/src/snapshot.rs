@@ -2,6 +2,11 @@
 //! (`tfdata.snapshot.DispatcherSnapshot`). The derived indexes (by name, by
 //! key, tasks by worker) are rebuilt on load, so a snapshot holds each fact
 //! once. Invariant (tested): `from_snapshot(to_snapshot(s)) == s`.
+//!
+//! Restoring is the one way into the state besides `apply`: the decoded
+//! state must pass [`DispatcherState::check_invariants`], the invariants
+//! `apply` keeps, or the snapshot is refused as data loss (and the caller
+//! names the file).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -205,6 +210,9 @@ impl DispatcherState {
         }
         state.next_task_id = s.next_task_id;
         state.snapshots = s.snapshots.iter().cloned().collect();
+        // The same invariants every `apply` keeps: what a restart hands the
+        // RPC paths is a state they could have reached live.
+        state.check_invariants().map_err(corrupt)?;
         Ok(state)
     }
 }

@@ -127,6 +127,27 @@ pub struct ReturnedSplit {
 }
 
 impl Iteration {
+    /// The splits `task` held but had not fully delivered go back to the
+    /// pool, in the order it received them.
+    fn return_held_splits(&mut self, task: TaskId) {
+        let held: Vec<HeldSplitKey> = self
+            .held_splits
+            .range(HeldSplitKey::all_of(task))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in held {
+            if let Some(held) = self.held_splits.remove(&key) {
+                self.returned_splits
+                    .entry(key.provider)
+                    .or_default()
+                    .push_back(ReturnedSplit {
+                        repetition: held.produced_in,
+                        split: held.split,
+                    });
+            }
+        }
+    }
+
     /// The last answer `worker` got from `provider`.
     pub fn last_split(&self, provider: i64, worker: &str) -> Option<&LastSplit> {
         self.last_splits.get(&SplitRequester {
@@ -388,6 +409,19 @@ impl DispatcherState {
                     return Err(bad("produce_split", "no returned split to re-issue".into()));
                 }
                 let task = TaskId(u.tfdata_task_id);
+                // Held splits belong to a task of this iteration; one of
+                // an unknown task would never be returned.
+                if u.tfdata_task_id != 0
+                    && self
+                        .tasks
+                        .get(&task)
+                        .is_none_or(|t| t.iteration_id != it.id)
+                {
+                    return Err(bad(
+                        "produce_split",
+                        format!("task {task} is not a task of iteration {}", it.id),
+                    ));
+                }
                 for d in &u.tfdata_delivered {
                     it.held_splits.remove(&HeldSplitKey {
                         task,
@@ -523,6 +557,7 @@ impl DispatcherState {
                 if let Some(it) = self.iterations.get_mut(&task.iteration_id) {
                     it.tasks.retain(|t| *t != id);
                     it.pending_tasks.retain(|p| p.task_id != id);
+                    it.return_held_splits(id);
                 }
                 if let Some(assigned) = self.tasks_by_worker.get_mut(&task.worker_address) {
                     assigned.remove(&id);
@@ -714,24 +749,7 @@ impl DispatcherState {
                 it.pending_tasks.retain(|p| p.task_id != task_id);
                 // The worker no longer answers for its splits.
                 it.last_splits.retain(|r, _| r.worker != address);
-                // The splits the task held but had not fully delivered go back
-                // to the pool, in the order it received them.
-                let held: Vec<HeldSplitKey> = it
-                    .held_splits
-                    .range(HeldSplitKey::all_of(task_id))
-                    .map(|(k, _)| *k)
-                    .collect();
-                for key in held {
-                    if let Some(held) = it.held_splits.remove(&key) {
-                        it.returned_splits
-                            .entry(key.provider)
-                            .or_default()
-                            .push_back(ReturnedSplit {
-                                repetition: held.produced_in,
-                                split: held.split,
-                            });
-                    }
-                }
+                it.return_held_splits(task_id);
                 it.finished = all_delivered(it, &self.tasks);
             }
         }
@@ -1017,13 +1035,20 @@ mod tests {
             num_split_providers: 1,
         })))
         .unwrap();
+        s.apply(&up(UpdateType::CreateTask(CreateTaskUpdate {
+            task_id: 4100,
+            iteration_id: 2001,
+            worker_address: "w1:1".into(),
+            ..Default::default()
+        })))
+        .unwrap();
         let split = tfdata_core::element::tensor_to_proto(&tfdata_core::Tensor::scalar(7i64));
         s.apply(&up(UpdateType::ProduceSplit(ProduceSplitUpdate {
             iteration_id: 2001,
             tfdata_worker_address: "w1:1".into(),
             tfdata_split_sequence: Some(0),
             tfdata_split: Some(split),
-            tfdata_task_id: 4000,
+            tfdata_task_id: 4100,
             ..Default::default()
         })))
         .unwrap();
@@ -1035,7 +1060,7 @@ mod tests {
                 repetition: 0,
                 sequence: 0,
             }],
-            tfdata_task_id: 4000,
+            tfdata_task_id: 4100,
             ..Default::default()
         }));
         assert!(s.apply(&bad).is_err());

@@ -180,7 +180,7 @@ pub fn split_providers(graph: &[u8]) -> Result<Vec<Box<dyn SplitProvider>>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tfdata_proto::tensorflow::AttrValue;
 
@@ -205,8 +205,9 @@ mod tests {
         n
     }
 
-    /// `range(10)`, then `layers` zips each naming the layer below twice.
-    fn doubled(layers: usize) -> Vec<u8> {
+    /// `range(10)`, then `layers` zips each naming the layer below twice
+    /// (what `Dataset.zip((ds, ds))` applied `layers` times gives).
+    pub(crate) fn doubled(layers: usize) -> Vec<u8> {
         let mut nodes = vec![
             constant("start", 0),
             constant("stop", 10),

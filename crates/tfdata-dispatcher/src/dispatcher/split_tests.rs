@@ -419,6 +419,9 @@ async fn replaying_any_journal_gives_the_live_state() {
             }
         }
         let live = d.snapshot_state().await;
+        if let Err(v) = live.check_invariants() {
+            panic!("seed {seed}: the live state broke an invariant: {v}");
+        }
         saw_held |= live.iterations().any(|it| !it.held_splits.is_empty());
         saw_returned |= live.iterations().any(|it| !it.returned_splits.is_empty());
         drop(d);

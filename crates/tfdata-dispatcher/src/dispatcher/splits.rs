@@ -5,7 +5,7 @@
 //! walking a TensorFlow graph) outside the state lock, and fast-forwarded
 //! past the journaled cursors under it.
 
-use tfdata_core::{DatasetId, Error, IterationId, Result};
+use tfdata_core::{DatasetId, Error, IterationId, Result, TaskId};
 use tfdata_dataset::splits::SplitProvider;
 use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy, update::UpdateType};
 
@@ -119,6 +119,19 @@ impl Dispatcher {
                     it.split_indices.len()
                 ))
             })?;
+        // Checked before the provider moves: a split handed to an unknown
+        // task would be held by nobody.
+        let task = TaskId(req.tfdata_task_id);
+        if req.tfdata_task_id != 0
+            && txn
+                .state
+                .task(task)
+                .is_none_or(|t| t.iteration_id != iteration_id)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "GetSplit: task {task} is not a task of iteration {iteration_id}"
+            )));
+        }
         // A tfdata worker repeating its last request lost the answer: give it
         // the same split again (nothing new is journaled).
         if let Some(sequence) = req.tfdata_split_sequence

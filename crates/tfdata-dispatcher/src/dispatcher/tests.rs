@@ -230,3 +230,59 @@ async fn workers_outside_worker_addresses_are_refused() {
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
     assert!(err.to_string().contains("bad:1"));
 }
+
+/// A TensorFlow client asking for distributed_epoch over a 41-node graph of
+/// doubled edges (2^40 paths to its source) gets a clear refusal quickly,
+/// and the graph walk, which runs outside the state lock, delays no other
+/// client's RPCs meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graph_of_doubled_edges_neither_hangs_nor_blocks_other_rpcs() {
+    let (d, _clock) = dispatcher();
+    let d = Arc::new(d);
+    let other = iteration_with_client(&d).await;
+    let graph = d
+        .get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
+            dataset: Some(wire::DatasetDef {
+                graph: crate::tf_graph::tests::doubled(40).into(),
+                tfdata_pipeline: None,
+            }),
+            metadata: Some(wire::DataServiceMetadata::default()),
+            dataset_id: None,
+        })
+        .await
+        .unwrap()
+        .dataset_id;
+    let job = {
+        let d = Arc::clone(&d);
+        tokio::spawn(async move {
+            d.get_or_create_job(wire::GetOrCreateJobRequest {
+                dataset_id: graph,
+                processing_mode_def: Some(wire::ProcessingModeDef {
+                    sharding_policy: 1, // DYNAMIC
+                }),
+                ..Default::default()
+            })
+            .await
+        })
+    };
+    // Another reader keeps being served while the job request runs.
+    for _ in 0..20 {
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            d.client_heartbeat(wire::ClientHeartbeatRequest {
+                iteration_client_id: other,
+                ..Default::default()
+            }),
+        )
+        .await
+        .expect("a client heartbeat waited behind the graph walk")
+        .unwrap();
+    }
+    let err = tokio::time::timeout(Duration::from_secs(20), job)
+        .await
+        .expect("GetOrCreateJob over the doubled graph did not return in 20 s")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("more than 1024 sources"), "{err}");
+}

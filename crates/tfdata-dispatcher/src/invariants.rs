@@ -1,0 +1,407 @@
+//! What every state [`DispatcherState::apply`] can produce satisfies, checked
+//! as a whole. A compaction snapshot is restored only if its state passes
+//! these checks, so a damaged, truncated or foreign snapshot is refused
+//! instead of handing the RPC paths a state they would index out of range
+//! or follow dangling references in. The property tests check that `apply`
+//! keeps them.
+
+use std::collections::{BTreeSet, HashMap};
+
+use tfdata_core::{DatasetId, IterationId, TaskId};
+
+use crate::state::DispatcherState;
+
+/// The first invariant that does not hold, in words.
+pub type Violation = String;
+
+impl DispatcherState {
+    /// Checks every cross-reference and derived index of the state.
+    pub fn check_invariants(&self) -> Result<(), Violation> {
+        self.check_datasets_and_jobs()?;
+        self.check_workers()?;
+        self.check_iterations()?;
+        self.check_tasks()
+    }
+
+    fn check_datasets_and_jobs(&self) -> Result<(), Violation> {
+        for (id, d) in &self.datasets {
+            if *id != d.id || id.0.is_empty() {
+                return Err(format!("dataset {id:?} is filed under the wrong id"));
+            }
+        }
+        if self
+            .datasets
+            .contains_key(&DatasetId(self.next_dataset_id.to_string()))
+        {
+            return Err(format!(
+                "the next dataset id {} is taken",
+                self.next_dataset_id
+            ));
+        }
+        if self.jobs_by_name.len() != self.jobs.len() {
+            return Err("job names are not unique".into());
+        }
+        for (id, job) in &self.jobs {
+            if *id != job.id || self.jobs_by_name.get(&job.name) != Some(id) {
+                return Err(format!("job {id} is not indexed by its id and name"));
+            }
+            if id.0 >= self.next_job_id {
+                return Err(format!("job {id} is not below the next job id"));
+            }
+            if !self.datasets.contains_key(&job.dataset_id) {
+                return Err(format!("job {id} reads unknown dataset {}", job.dataset_id));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_workers(&self) -> Result<(), Violation> {
+        if self.worker_positions.len() != self.workers.len()
+            || self.tasks_by_worker.len() != self.workers.len()
+        {
+            return Err("worker addresses are not unique, or not all indexed".into());
+        }
+        for (i, w) in self.workers.iter().enumerate() {
+            if self.worker_positions.get(&w.address) != Some(&i)
+                || !self.tasks_by_worker.contains_key(&w.address)
+            {
+                return Err(format!("worker {} is not indexed", w.address));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_iterations(&self) -> Result<(), Violation> {
+        let mut clients: HashMap<IterationId, i64> = HashMap::new();
+        for (client, iteration) in &self.clients {
+            if client.0 >= self.next_client_id {
+                return Err(format!("client {client} is not below the next client id"));
+            }
+            if !self.iterations.contains_key(iteration) {
+                return Err(format!("client {client} of unknown iteration {iteration}"));
+            }
+            *clients.entry(*iteration).or_default() += 1;
+        }
+        for ((name, repetition), id) in &self.iterations_by_key {
+            let it = self.iterations.get(id).ok_or_else(|| {
+                format!("iteration key ({name}, {repetition}) names unknown {id}")
+            })?;
+            let job = self.jobs.get(&it.job_id);
+            if it.repetition != *repetition || job.is_none_or(|j| j.name != *name) {
+                return Err(format!("iteration {id} is filed under another key"));
+            }
+        }
+        for (id, it) in &self.iterations {
+            let job = self
+                .jobs
+                .get(&it.job_id)
+                .ok_or_else(|| format!("iteration {id} of unknown job {}", it.job_id))?;
+            if *id != it.id || id.0 >= self.next_iteration_id {
+                return Err(format!(
+                    "iteration {id} is filed wrongly or above the next id"
+                ));
+            }
+            let live = self
+                .iterations_by_key
+                .get(&(job.name.clone(), it.repetition));
+            if live.is_none() || (live != Some(id) && !it.garbage_collected) {
+                return Err(format!("live iteration {id} is not indexed by its key"));
+            }
+            let providers = usize::try_from(it.num_split_providers)
+                .map_err(|_| format!("iteration {id} has a negative number of split providers"))?;
+            if it.split_indices.len() != providers || it.split_repetitions.len() != providers {
+                return Err(format!(
+                    "iteration {id} has {providers} split providers but {} split cursors and {} split repetitions",
+                    it.split_indices.len(),
+                    it.split_repetitions.len()
+                ));
+            }
+            if clients.get(id).copied().unwrap_or(0) != it.num_clients {
+                return Err(format!(
+                    "iteration {id} counts {} clients but has {}",
+                    it.num_clients,
+                    clients.get(id).copied().unwrap_or(0)
+                ));
+            }
+            let in_range = |p: i64| usize::try_from(p).is_ok_and(|p| p < providers);
+            let pending: BTreeSet<TaskId> = it.pending_tasks.iter().map(|p| p.task_id).collect();
+            for task in it.tasks.iter().chain(&pending) {
+                if self.tasks.get(task).is_none_or(|t| t.iteration_id != *id) {
+                    return Err(format!(
+                        "iteration {id} lists task {task}, not one of its own"
+                    ));
+                }
+            }
+            if it.tasks.iter().any(|t| pending.contains(t))
+                || it.tasks.iter().collect::<BTreeSet<_>>().len() != it.tasks.len()
+                || pending.len() != it.pending_tasks.len()
+            {
+                return Err(format!("iteration {id} lists a task twice"));
+            }
+            for (provider, queue) in &it.returned_splits {
+                if !in_range(*provider) || queue.is_empty() {
+                    return Err(format!(
+                        "iteration {id} has returned splits of provider {provider}"
+                    ));
+                }
+            }
+            if let Some(r) = it.last_splits.keys().find(|r| !in_range(r.provider)) {
+                return Err(format!(
+                    "iteration {id} has a last split of provider {}",
+                    r.provider
+                ));
+            }
+            if let Some(key) = it
+                .held_splits
+                .keys()
+                .find(|k| !in_range(k.provider) || !self.tasks.contains_key(&k.task))
+            {
+                return Err(format!(
+                    "iteration {id} holds a split of provider {} for task {}",
+                    key.provider, key.task
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_tasks(&self) -> Result<(), Violation> {
+        for (id, task) in &self.tasks {
+            if *id != task.id || id.0 >= self.next_task_id {
+                return Err(format!("task {id} is filed wrongly or above the next id"));
+            }
+            if !self.iterations.contains_key(&task.iteration_id) {
+                return Err(format!(
+                    "task {id} of unknown iteration {}",
+                    task.iteration_id
+                ));
+            }
+            let assigned = self
+                .tasks_by_worker
+                .get(&task.worker_address)
+                .ok_or_else(|| format!("task {id} on unknown worker {}", task.worker_address))?;
+            if assigned.contains(id) == task.finished {
+                return Err(format!(
+                    "task {id} is {} but {} its worker's assigned tasks",
+                    if task.finished {
+                        "finished"
+                    } else {
+                        "unfinished"
+                    },
+                    if task.finished { "among" } else { "not among" }
+                ));
+            }
+        }
+        for (worker, assigned) in &self.tasks_by_worker {
+            if let Some(t) = assigned.iter().find(|t| {
+                self.tasks
+                    .get(t)
+                    .is_none_or(|t| t.worker_address != *worker)
+            }) {
+                return Err(format!(
+                    "worker {worker} is assigned task {t}, not one of its own"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prost::Message;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use tfdata_proto::data::{self as wire, Update, update::UpdateType};
+    use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
+
+    use super::*;
+
+    /// A random update whose references are drawn from small pools, so that
+    /// some are consistent with the state and many are not.
+    fn random_update(rng: &mut StdRng) -> Update {
+        let dataset = |r: &mut StdRng| format!("{}", 1000 + r.random_range(0..3));
+        let worker = |r: &mut StdRng| format!("w{}:1", r.random_range(0..3));
+        let split = |r: &mut StdRng| {
+            tfdata_core::element::tensor_to_proto(&tfdata_core::Tensor::scalar(
+                r.random_range(0..5i64),
+            ))
+        };
+        let kind = match rng.random_range(0..16) {
+            0 => UpdateType::RegisterDataset(wire::RegisterDatasetUpdate {
+                dataset_id: dataset(rng),
+                ..Default::default()
+            }),
+            1 => UpdateType::RegisterWorker(wire::RegisterWorkerUpdate {
+                worker_address: worker(rng),
+                ..Default::default()
+            }),
+            2 => UpdateType::CreateJob(wire::CreateJobUpdate {
+                job_id: 5000 + rng.random_range(0..3),
+                job_name: format!("job{}", rng.random_range(0..3)),
+                dataset_id: dataset(rng),
+                num_consumers: rng.random_bool(0.3).then_some(2),
+                ..Default::default()
+            }),
+            3 => UpdateType::CreateIteration(wire::CreateIterationUpdate {
+                iteration_id: 2000 + rng.random_range(0..4),
+                job_id: 5000 + rng.random_range(0..3),
+                repetition: rng.random_range(0..2),
+                num_split_providers: rng.random_range(-1..3),
+            }),
+            4 | 5 => UpdateType::ProduceSplit(wire::ProduceSplitUpdate {
+                iteration_id: 2000 + rng.random_range(0..4),
+                repetition: rng.random_range(0..2),
+                split_provider_index: rng.random_range(-1..3),
+                finished: rng.random_bool(0.2),
+                tfdata_worker_address: worker(rng),
+                tfdata_split_sequence: rng.random_bool(0.7).then(|| rng.random_range(0..4)),
+                tfdata_split: rng.random_bool(0.8).then(|| split(rng)),
+                tfdata_from_returned: rng.random_bool(0.3),
+                tfdata_delivered: (0..rng.random_range(0..2))
+                    .map(|_| wire::TfdataDeliveredSplit {
+                        repetition: 0,
+                        sequence: rng.random_range(0..4),
+                    })
+                    .collect(),
+                tfdata_task_id: 10_000 + rng.random_range(0..4),
+            }),
+            6 => UpdateType::AcquireIterationClient(wire::AcquireIterationClientUpdate {
+                iteration_id: 2000 + rng.random_range(0..4),
+                iteration_client_id: 8000 + rng.random_range(0..4),
+            }),
+            7 => UpdateType::ReleaseIterationClient(wire::ReleaseIterationClientUpdate {
+                iteration_client_id: 8000 + rng.random_range(0..4),
+                time_micros: 1,
+            }),
+            8 => UpdateType::GarbageCollectIteration(wire::GarbageCollectIterationUpdate {
+                iteration_id: 2000 + rng.random_range(0..4),
+            }),
+            9 => UpdateType::RemoveTask(wire::RemoveTaskUpdate {
+                task_id: 10_000 + rng.random_range(0..4),
+            }),
+            10 => UpdateType::CreatePendingTask(wire::CreatePendingTaskUpdate {
+                task_id: 10_000 + rng.random_range(0..4),
+                iteration_id: 2000 + rng.random_range(0..4),
+                worker_address: worker(rng),
+                starting_round: rng.random_range(0..3),
+                ..Default::default()
+            }),
+            11 => UpdateType::ClientHeartbeat(wire::ClientHeartbeatUpdate {
+                iteration_client_id: 8000 + rng.random_range(0..4),
+                task_accepted: rng.random_bool(0.6),
+                task_rejected: rng.random_bool(0.3).then(|| wire::TaskRejected {
+                    new_target_round: 5,
+                }),
+            }),
+            12 | 13 => UpdateType::CreateTask(wire::CreateTaskUpdate {
+                task_id: 10_000 + rng.random_range(0..4),
+                iteration_id: 2000 + rng.random_range(0..4),
+                worker_address: worker(rng),
+                ..Default::default()
+            }),
+            14 => UpdateType::FinishTask(wire::FinishTaskUpdate {
+                task_id: 10_000 + rng.random_range(0..4),
+            }),
+            _ => match rng.random_range(0..3) {
+                0 => UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
+                    worker_address: worker(rng),
+                }),
+                1 => UpdateType::TfdataReviveWorker(wire::ReviveWorkerUpdate {
+                    worker_address: worker(rng),
+                    worker_uid: 2,
+                }),
+                _ => UpdateType::CompressionDisabledAtRuntime(
+                    wire::CompressionDisabledAtRuntimeUpdate {
+                        dataset_id: dataset(rng),
+                        compression_disabled: true,
+                    },
+                ),
+            },
+        };
+        Update {
+            update_type: Some(kind),
+        }
+    }
+
+    /// Property: every `apply` either keeps every invariant or fails and
+    /// leaves the state exactly as it was; and every state reached
+    /// round-trips through its compaction snapshot.
+    #[test]
+    fn apply_keeps_the_invariants_or_changes_nothing() {
+        let (mut accepted, mut refused) = (0, 0);
+        for seed in 0..200u64 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut state = DispatcherState::new();
+            for step in 0..rng.random_range(10..80) {
+                let update = random_update(&mut rng);
+                let before = state.clone();
+                match state.apply(&update) {
+                    Ok(()) => {
+                        accepted += 1;
+                        if let Err(v) = state.check_invariants() {
+                            panic!("seed {seed} step {step}: {update:?} broke an invariant: {v}");
+                        }
+                    }
+                    Err(_) => {
+                        refused += 1;
+                        assert!(
+                            state == before,
+                            "seed {seed} step {step}: a refused {update:?} changed the state"
+                        );
+                    }
+                }
+            }
+            let restored = DispatcherState::from_snapshot(&state.to_snapshot())
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            assert!(restored == state, "seed {seed}: snapshot round trip");
+        }
+        assert!(
+            accepted > 1000 && refused > 1000,
+            "{accepted} accepted, {refused} refused"
+        );
+    }
+
+    /// Property: a damaged compaction snapshot (bytes flipped, truncated,
+    /// or fields of a decodable one changed) is refused or restores a state
+    /// that keeps every invariant; it never panics.
+    #[test]
+    fn a_damaged_snapshot_is_refused_or_consistent_never_a_panic() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut state = DispatcherState::new();
+        while state.tasks().count() < 3 || state.iterations().count() < 2 {
+            let _ = state.apply(&random_update(&mut rng));
+        }
+        let bytes = state.to_snapshot().encode_to_vec();
+        let (mut refused, mut restored) = (0, 0);
+        for _ in 0..5000 {
+            let mut damaged = bytes.clone();
+            match rng.random_range(0..3) {
+                0 => damaged.truncate(rng.random_range(0..bytes.len())),
+                _ => {
+                    for _ in 0..rng.random_range(1..4) {
+                        let i = rng.random_range(0..damaged.len());
+                        damaged[i] ^= 1 << rng.random_range(0..8);
+                    }
+                }
+            }
+            let Ok(snapshot) = DispatcherSnapshot::decode(damaged.as_slice()) else {
+                continue;
+            };
+            match DispatcherState::from_snapshot(&snapshot) {
+                Ok(s) => {
+                    restored += 1;
+                    s.check_invariants().unwrap();
+                }
+                Err(e) => {
+                    refused += 1;
+                    assert!(matches!(e, tfdata_core::Error::DataLoss { .. }), "{e}");
+                }
+            }
+        }
+        assert!(
+            refused > 100 && restored > 10,
+            "{refused} refused, {restored} restored"
+        );
+    }
+}
