@@ -290,7 +290,7 @@ mod tests {
             11 => UpdateType::ClientHeartbeat(wire::ClientHeartbeatUpdate {
                 iteration_client_id: 8000 + rng.random_range(0..4),
                 task_accepted: rng.random_bool(0.6),
-                task_rejected: rng.random_bool(0.3).then(|| wire::TaskRejected {
+                task_rejected: rng.random_bool(0.3).then_some(wire::TaskRejected {
                     new_target_round: 5,
                 }),
             }),
