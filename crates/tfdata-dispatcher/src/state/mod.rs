@@ -1,0 +1,387 @@
+//! The dispatcher's state: plain data that changes only through
+//! [`DispatcherState::apply`], one journal `Update` at a time (spec §6.1).
+//! Replaying the same updates therefore rebuilds the same state. Queries are
+//! read-only. `apply` validates every reference an update makes, so a corrupt
+//! or foreign journal is an error, never a panic or a silently wrong state.
+//!
+//! This module holds the state's types and queries; [`apply`] its one
+//! transition function.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use tfdata_core::{DatasetId, IterationClientId, IterationId, JobId, TaskId};
+use tfdata_proto::data::{
+    DataServiceMetadata, DataTransferServerInfo, ProcessingModeDef, TargetWorkers,
+    processing_mode_def::ShardingPolicy,
+};
+
+mod apply;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dataset {
+    pub id: DatasetId,
+    pub metadata: DataServiceMetadata,
+    /// The first `DisableCompressionAtRuntime` decision, if any.
+    pub compression_disabled_at_runtime: Option<bool>,
+    /// A tfdata pipeline (else a TensorFlow graph): which workers can run it.
+    pub is_pipeline: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Worker {
+    pub address: String,
+    pub transfer_servers: Vec<DataTransferServerInfo>,
+    pub tags: Vec<String>,
+    pub uid: i64,
+    /// Declared lost (silent for worker_timeout, or stopped): gets no tasks
+    /// until it heartbeats again.
+    pub lost: bool,
+    /// A tfdata worker (runs tfdata pipelines), else a TensorFlow worker.
+    pub runs_pipelines: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: JobId,
+    pub name: String,
+    pub dataset_id: DatasetId,
+    pub processing_mode: ProcessingModeDef,
+    pub num_consumers: Option<i64>,
+    pub target_workers: i32,
+    pub use_cross_trainer_cache: bool,
+}
+
+impl Job {
+    pub fn sharding_policy(&self) -> Option<ShardingPolicy> {
+        ShardingPolicy::try_from(self.processing_mode.sharding_policy).ok()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Iteration {
+    pub id: IterationId,
+    pub job_id: JobId,
+    pub repetition: i64,
+    pub num_split_providers: i64,
+    /// Per split provider: the repetition it is in and the splits produced in it.
+    pub split_repetitions: Vec<i64>,
+    pub split_indices: Vec<i64>,
+    pub num_clients: i64,
+    pub last_client_released_micros: Option<i64>,
+    pub finished: bool,
+    pub garbage_collected: bool,
+    /// Active tasks in creation order: the order every client sees.
+    pub tasks: Vec<TaskId>,
+    /// Per (split provider, worker): the last split handed out with its
+    /// repetition and sequence number (`None` split: end of splits), so a
+    /// retried `GetSplit` gets the same answer.
+    pub last_splits: BTreeMap<SplitRequester, LastSplit>,
+    /// Per split provider: splits of lost workers to hand out again first.
+    pub returned_splits: BTreeMap<i64, std::collections::VecDeque<ReturnedSplit>>,
+    /// Splits tfdata workers' tasks received and have not reported fully
+    /// delivered. A lost worker's are returned to the pool.
+    pub held_splits: BTreeMap<HeldSplitKey, HeldSplit>,
+    /// Coordinated reads: tasks waiting to join at an agreed round, in order.
+    pub pending_tasks: std::collections::VecDeque<PendingTask>,
+}
+
+/// Who asked a split provider for splits: the key of
+/// [`Iteration::last_splits`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SplitRequester {
+    pub provider: i64,
+    pub worker: String,
+}
+
+/// A held split: the task that received it, its provider, and the
+/// repetition and sequence number of the request that got it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HeldSplitKey {
+    pub task: TaskId,
+    pub provider: i64,
+    pub repetition: i64,
+    pub sequence: i64,
+}
+
+impl HeldSplitKey {
+    /// Every key of `task`, for a range over the ordered map.
+    fn all_of(task: TaskId) -> std::ops::RangeInclusive<HeldSplitKey> {
+        let key = |v| HeldSplitKey {
+            task,
+            provider: v,
+            repetition: v,
+            sequence: v,
+        };
+        key(i64::MIN)..=key(i64::MAX)
+    }
+}
+
+/// A split a task holds, with the repetition it was produced in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldSplit {
+    pub produced_in: i64,
+    pub split: tfdata_proto::tensorflow::TensorProto,
+}
+
+/// A lost worker's split waiting to be handed out again, with the
+/// repetition it was produced in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReturnedSplit {
+    pub repetition: i64,
+    pub split: tfdata_proto::tensorflow::TensorProto,
+}
+
+impl Iteration {
+    /// The splits `task` held but had not fully delivered go back to the
+    /// pool, in the order it received them.
+    fn return_held_splits(&mut self, task: TaskId) {
+        let held: Vec<HeldSplitKey> = self
+            .held_splits
+            .range(HeldSplitKey::all_of(task))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in held {
+            if let Some(held) = self.held_splits.remove(&key) {
+                self.returned_splits
+                    .entry(key.provider)
+                    .or_default()
+                    .push_back(ReturnedSplit {
+                        repetition: held.produced_in,
+                        split: held.split,
+                    });
+            }
+        }
+    }
+
+    /// The last answer `worker` got from `provider`.
+    pub fn last_split(&self, provider: i64, worker: &str) -> Option<&LastSplit> {
+        self.last_splits.get(&SplitRequester {
+            provider,
+            worker: worker.to_string(),
+        })
+    }
+}
+
+/// The last answer to a worker's `GetSplit` for one provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LastSplit {
+    pub repetition: i64,
+    pub sequence: i64,
+    pub split: Option<tfdata_proto::tensorflow::TensorProto>,
+}
+
+/// A task of a round-robin iteration that joins once every consumer agreed
+/// not to pass `target_round` (spec §5.7).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingTask {
+    pub task_id: TaskId,
+    pub target_round: i64,
+    pub ready_consumers: BTreeSet<IterationClientId>,
+    pub failures: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    pub id: TaskId,
+    pub iteration_id: IterationId,
+    pub worker_address: String,
+    pub transfer_servers: Vec<DataTransferServerInfo>,
+    pub worker_tags: Vec<String>,
+    pub worker_uid: i64,
+    pub starting_round: i64,
+    pub finished: bool,
+}
+
+/// Everything the dispatcher knows that survives a fault-tolerant restart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatcherState {
+    pub(crate) datasets: BTreeMap<DatasetId, Dataset>,
+    pub(crate) next_dataset_id: i64,
+    /// Registration order, which is the order of `GetWorkers`.
+    pub(crate) workers: Vec<Worker>,
+    pub(crate) worker_positions: HashMap<String, usize>,
+    pub(crate) jobs: BTreeMap<JobId, Job>,
+    pub(crate) jobs_by_name: HashMap<String, JobId>,
+    pub(crate) next_job_id: i64,
+    pub(crate) iterations: BTreeMap<IterationId, Iteration>,
+    pub(crate) iterations_by_key: HashMap<(String, i64), IterationId>,
+    pub(crate) next_iteration_id: i64,
+    pub(crate) clients: BTreeMap<IterationClientId, IterationId>,
+    pub(crate) next_client_id: i64,
+    pub(crate) tasks: BTreeMap<TaskId, Task>,
+    /// Each worker's assigned, unfinished tasks.
+    pub(crate) tasks_by_worker: HashMap<String, BTreeSet<TaskId>>,
+    pub(crate) next_task_id: i64,
+    pub(crate) snapshots: BTreeSet<String>,
+}
+
+impl Default for DispatcherState {
+    fn default() -> Self {
+        DispatcherState {
+            datasets: BTreeMap::new(),
+            next_dataset_id: 1000,
+            workers: Vec::new(),
+            worker_positions: HashMap::new(),
+            jobs: BTreeMap::new(),
+            jobs_by_name: HashMap::new(),
+            next_job_id: JobId::FIRST,
+            iterations: BTreeMap::new(),
+            iterations_by_key: HashMap::new(),
+            next_iteration_id: IterationId::FIRST,
+            clients: BTreeMap::new(),
+            next_client_id: IterationClientId::FIRST,
+            tasks: BTreeMap::new(),
+            tasks_by_worker: HashMap::new(),
+            next_task_id: TaskId::FIRST,
+            snapshots: BTreeSet::new(),
+        }
+    }
+}
+
+/// An iteration is finished when all its tasks are and no returned split
+/// waits for a task to produce it.
+impl DispatcherState {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    // ---- Queries ----
+
+    pub fn dataset(&self, id: &DatasetId) -> Option<&Dataset> {
+        self.datasets.get(id)
+    }
+
+    pub fn datasets(&self) -> impl Iterator<Item = &Dataset> {
+        self.datasets.values()
+    }
+
+    /// The id a new dataset without a requested id gets: the smallest number
+    /// ≥ 1000 not yet used.
+    pub fn next_dataset_id(&self) -> DatasetId {
+        DatasetId(self.next_dataset_id.to_string())
+    }
+
+    pub fn worker(&self, address: &str) -> Option<&Worker> {
+        self.worker_positions
+            .get(address)
+            .map(|&i| &self.workers[i])
+    }
+
+    pub fn workers(&self) -> &[Worker] {
+        &self.workers
+    }
+
+    pub fn job(&self, id: JobId) -> Option<&Job> {
+        self.jobs.get(&id)
+    }
+
+    pub fn job_by_name(&self, name: &str) -> Option<&Job> {
+        self.jobs_by_name.get(name).and_then(|id| self.jobs.get(id))
+    }
+
+    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values()
+    }
+
+    pub fn next_job_id(&self) -> JobId {
+        JobId(self.next_job_id)
+    }
+
+    pub fn iteration(&self, id: IterationId) -> Option<&Iteration> {
+        self.iterations.get(&id)
+    }
+
+    pub fn iterations(&self) -> impl Iterator<Item = &Iteration> {
+        self.iterations.values()
+    }
+
+    /// The live (not garbage-collected) iteration of `job_name` at `repetition`.
+    pub fn iteration_by_key(&self, job_name: &str, repetition: i64) -> Option<&Iteration> {
+        self.iterations_by_key
+            .get(&(job_name.to_string(), repetition))
+            .and_then(|id| self.iterations.get(id))
+            .filter(|it| !it.garbage_collected)
+    }
+
+    pub fn next_iteration_id(&self) -> IterationId {
+        IterationId(self.next_iteration_id)
+    }
+
+    pub fn client_iteration(&self, client: IterationClientId) -> Option<IterationId> {
+        self.clients.get(&client).copied()
+    }
+
+    pub fn clients(&self) -> impl Iterator<Item = (IterationClientId, IterationId)> + '_ {
+        self.clients.iter().map(|(c, i)| (*c, *i))
+    }
+
+    pub fn next_client_id(&self) -> IterationClientId {
+        IterationClientId(self.next_client_id)
+    }
+
+    pub fn task(&self, id: TaskId) -> Option<&Task> {
+        self.tasks.get(&id)
+    }
+
+    pub fn tasks(&self) -> impl Iterator<Item = &Task> {
+        self.tasks.values()
+    }
+
+    pub fn next_task_id(&self) -> TaskId {
+        TaskId(self.next_task_id)
+    }
+
+    /// The worker's assigned, unfinished tasks.
+    pub fn tasks_for_worker(&self, address: &str) -> impl Iterator<Item = &Task> {
+        self.tasks_by_worker
+            .get(address)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.tasks.get(id))
+    }
+
+    pub fn is_assigned(&self, address: &str, task: TaskId) -> bool {
+        self.tasks_by_worker
+            .get(address)
+            .is_some_and(|t| t.contains(&task))
+    }
+
+    /// Whether `worker` can run the tasks of `iteration` (tfdata pipelines on
+    /// tfdata workers, TensorFlow graphs on TensorFlow workers).
+    pub fn can_run(&self, worker: &str, iteration: IterationId) -> bool {
+        let dataset = self
+            .iterations
+            .get(&iteration)
+            .and_then(|it| self.jobs.get(&it.job_id))
+            .and_then(|j| self.datasets.get(&j.dataset_id));
+        match (self.worker(worker), dataset) {
+            (Some(w), Some(d)) => w.runs_pipelines == d.is_pipeline,
+            _ => false,
+        }
+    }
+
+    /// The coordinated-read client ids of an iteration.
+    pub fn clients_of(
+        &self,
+        iteration: IterationId,
+    ) -> impl Iterator<Item = IterationClientId> + '_ {
+        self.clients
+            .iter()
+            .filter(move |(_, i)| **i == iteration)
+            .map(|(c, _)| *c)
+    }
+
+    /// Iterations that still want tasks on newly registered workers.
+    pub fn unfinished_iterations(&self) -> impl Iterator<Item = &Iteration> {
+        self.iterations.values().filter(|it| !it.finished)
+    }
+}
+
+/// The `TargetWorkers` value a job stores for a request (unspecified = AUTO).
+pub fn normalize_target_workers(value: i32) -> i32 {
+    if value == TargetWorkers::Unspecified as i32 {
+        TargetWorkers::Auto as i32
+    } else {
+        value
+    }
+}
