@@ -316,7 +316,7 @@ impl Drop for LocalIterator {
 /// function is raised as itself.
 pub fn pipeline_error(py: Python<'_>, e: Error) -> PyErr {
     let original = match &e {
-        Error::UserFunction { function, .. } => crate::functions::take_exception(function),
+        Error::UserFunction { function, .. } => crate::raised::take(function),
         _ => None,
     };
     if let Some(original) = &original

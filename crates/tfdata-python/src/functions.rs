@@ -21,7 +21,6 @@
 //! iterating (local iteration), the exception itself is kept, so the caller
 //! re-raises it as the cause.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -33,20 +32,6 @@ use tfdata_dataset::{Dataset, Structure};
 
 use crate::convert::{self, Ownership};
 use crate::dataset::PyDataset;
-
-thread_local! {
-    /// The last exception a Python function raised on this thread, with the
-    /// function's name (see the module docs).
-    static LAST_EXCEPTION: RefCell<Option<(String, PyErr)>> = const { RefCell::new(None) };
-}
-
-/// The exception the function `name` last raised on this thread, if any.
-pub fn take_exception(name: &str) -> Option<PyErr> {
-    LAST_EXCEPTION.with(|slot| match slot.borrow_mut().take() {
-        Some((n, e)) if n == name => Some(e),
-        _ => None,
-    })
-}
 
 struct PyFunction {
     name: String,
@@ -84,7 +69,7 @@ impl PyFunction {
         let outcome = Python::try_attach(|py| {
             body(py).map_err(|e| {
                 let message = describe(py, &e);
-                LAST_EXCEPTION.with(|slot| *slot.borrow_mut() = Some((self.name.clone(), e)));
+                crate::raised::keep(&self.name, e);
                 message
             })
         });

@@ -20,6 +20,7 @@ mod dataset;
 mod distribute;
 mod errors;
 mod functions;
+mod raised;
 mod servers;
 mod wait;
 
