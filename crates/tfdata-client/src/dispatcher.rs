@@ -3,11 +3,17 @@
 //! [`Error::VersionMismatch`] if it is not ours.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use tfdata_core::{Error, Result};
+use tfdata_core::{Error, IterationClientId, Result};
 use tfdata_proto::DATA_SERVICE_VERSION;
 use tfdata_proto::data::{self as wire, dispatcher_service_client::DispatcherServiceClient};
 use tonic::transport::Channel;
+
+/// Bound on one `ReleaseIterationClient` when a reader goes away.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bound on one `ClientHeartbeat`; a slower answer counts as a transient failure.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Clone)]
 pub struct DispatcherClient {
@@ -78,6 +84,34 @@ impl DispatcherClient {
             })
             .await
             .map(|_| ())
+    }
+
+    /// A reader's `ClientHeartbeat`, bounded by [`HEARTBEAT_TIMEOUT`]: a
+    /// slower answer is a transient (UNAVAILABLE) failure.
+    pub(crate) async fn reader_heartbeat(
+        &self,
+        request: wire::ClientHeartbeatRequest,
+    ) -> Result<wire::ClientHeartbeatResponse> {
+        tokio::time::timeout(HEARTBEAT_TIMEOUT, self.client_heartbeat(request))
+            .await
+            .unwrap_or_else(|_| Err(Error::Unavailable("client heartbeat timed out".into())))
+    }
+
+    /// Releases a reader's iteration client when it goes away, bounded by
+    /// [`RELEASE_TIMEOUT`]. Best effort: a failure is logged (the
+    /// dispatcher drops silent clients anyway).
+    pub(crate) async fn release_reader(&self, client_id: IterationClientId) {
+        let release = self.release_iteration_client(wire::ReleaseIterationClientRequest {
+            iteration_client_id: client_id.0,
+        });
+        let client_id = client_id.0;
+        match tokio::time::timeout(RELEASE_TIMEOUT, release).await {
+            Ok(Ok(_)) => tracing::debug!(client_id, "iteration client released"),
+            Ok(Err(e)) => {
+                tracing::warn!(client_id, error = %e, "failed to release iteration client")
+            }
+            Err(_) => tracing::warn!(client_id, "timed out releasing iteration client"),
+        }
     }
 
     rpc!(

@@ -4,13 +4,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use tfdata_core::{Element, Error, Result};
+use tfdata_core::{DatasetId, Element, Error, Result};
 use tfdata_dataset::Dataset;
 use tfdata_proto::data as wire;
 use tfdata_rpc::CancellationToken;
 use tfdata_rpc::retry::retry;
 
 use crate::dispatcher::DispatcherClient;
+use crate::fetch::StreamWindow;
 use crate::iteration::{self, Iteration, IterationParams};
 use crate::options::{Compression, IntoProcessingMode, ProcessingMode, TargetWorkers};
 use crate::runtime;
@@ -42,8 +43,8 @@ struct ReadOptions {
     target_workers: TargetWorkers,
     task_refresh_interval: Duration,
     dispatcher_timeout: Duration,
-    /// Per-task element-stream window (elements, bytes).
-    stream_window: (u64, u64),
+    /// Per-task element-stream window.
+    stream_window: StreamWindow,
 }
 
 /// The element stream's compression for a dataset registered with `compression`.
@@ -71,10 +72,7 @@ impl ReadOptions {
             target_workers: TargetWorkers::Auto,
             task_refresh_interval: DEFAULT_TASK_REFRESH_INTERVAL,
             dispatcher_timeout: DEFAULT_DISPATCHER_TIMEOUT,
-            stream_window: (
-                iteration::STREAM_WINDOW_ELEMENTS,
-                iteration::STREAM_WINDOW_BYTES,
-            ),
+            stream_window: StreamWindow::default(),
         }
     }
 
@@ -202,7 +200,10 @@ macro_rules! read_option_setters {
         /// tfdata workers stream; `GetElement` reads follow
         /// `max_outstanding_requests`.
         pub fn stream_window(mut self, elements: u64, bytes: u64) -> Self {
-            self.options.stream_window = (elements.max(1), bytes.max(1));
+            self.options.stream_window = StreamWindow {
+                elements: elements.max(1),
+                bytes: bytes.max(1),
+            };
             self
         }
 
@@ -265,7 +266,13 @@ impl Distribute {
             self.options.dispatcher_timeout,
         )
         .await?;
-        DistributedDataset::connect(dispatcher, mode, dataset_id, self.options.clone()).await
+        DistributedDataset::connect(
+            dispatcher,
+            mode,
+            DatasetId(dataset_id),
+            self.options.clone(),
+        )
+        .await
     }
 }
 
@@ -370,7 +377,8 @@ impl FromDatasetId {
         options.job_name = options
             .job_name
             .map(|name| format!("dataset_id=/{}/{name}", self.dataset_id));
-        DistributedDataset::connect(dispatcher, mode, self.dataset_id.clone(), options).await
+        let dataset_id = DatasetId(self.dataset_id.clone());
+        DistributedDataset::connect(dispatcher, mode, dataset_id, options).await
     }
 }
 
@@ -384,7 +392,7 @@ pub struct DistributedDataset {
 struct Inner {
     dispatcher: DispatcherClient,
     mode: ProcessingMode,
-    dataset_id: String,
+    dataset_id: DatasetId,
     metadata: wire::DataServiceMetadata,
     options: ReadOptions,
     next_repetition: AtomicI64,
@@ -394,13 +402,13 @@ impl DistributedDataset {
     async fn connect(
         dispatcher: DispatcherClient,
         mode: ProcessingMode,
-        dataset_id: String,
+        dataset_id: DatasetId,
         options: ReadOptions,
     ) -> Result<Self> {
         let cancel = CancellationToken::new();
         let timeout = Some(options.dispatcher_timeout);
         let request = wire::GetDataServiceMetadataRequest {
-            dataset_id: dataset_id.clone(),
+            dataset_id: dataset_id.0.clone(),
         };
         let metadata = retry(&dispatcher.target(), timeout, &cancel, || {
             dispatcher.get_data_service_metadata(request.clone())
@@ -424,7 +432,7 @@ impl DistributedDataset {
         // workers follow it. Readers decode both forms either way.
         if metadata.compression != wire::data_service_metadata::Compression::Off as i32 {
             let request = wire::DisableCompressionAtRuntimeRequest {
-                dataset_id: dataset_id.clone(),
+                dataset_id: dataset_id.0.clone(),
                 disable_compression_at_runtime: false,
             };
             retry(&dispatcher.target(), timeout, &cancel, || {
@@ -455,7 +463,7 @@ impl DistributedDataset {
     }
 
     pub fn dataset_id(&self) -> &str {
-        &self.inner.dataset_id
+        &self.inner.dataset_id.0
     }
 
     pub fn processing_mode(&self) -> ProcessingMode {

@@ -10,6 +10,7 @@
 
 pub mod dispatcher;
 pub mod distribute;
+mod fetch;
 mod iteration;
 pub mod options;
 mod rounds;

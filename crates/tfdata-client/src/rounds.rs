@@ -12,15 +12,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tfdata_core::{Element, Error, Result};
+use tfdata_core::{Element, Error, IterationClientId, Result, TaskId};
 use tfdata_proto::data as wire;
 use tfdata_rpc::retry::backoff;
 use tokio::sync::Notify;
 
 use crate::dispatcher::DispatcherClient;
-use crate::iteration::{
-    FetchContext, HEARTBEAT_TIMEOUT, IterationParams, decode_off_runtime, release, task_address,
-};
+use crate::fetch::{Delivery, FetchContext, TaskEndpoint, decode_off_runtime};
 
 /// After this many failed attempts at one task in one round, a consumer asks
 /// the dispatcher to remove it (TensorFlow: after the first failed retry).
@@ -30,7 +28,7 @@ const FAILURES_BEFORE_REMOVAL: u32 = 2;
 struct Shared {
     /// Active tasks in dispatcher order.
     tasks: Vec<wire::TaskInfo>,
-    removed: HashSet<i64>,
+    removed: HashSet<TaskId>,
     /// Do not start this round until the dispatcher lifts it.
     block_round: Option<i64>,
     current_round: i64,
@@ -42,11 +40,13 @@ fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Reads rounds as consumer `consumer_index` until the read stops or fails,
+/// heartbeating every `refresh`; then releases `client_id`.
 pub(crate) async fn drive(
     dispatcher: DispatcherClient,
-    params: IterationParams,
-    client_id: i64,
-    consumer: i64,
+    refresh: Duration,
+    client_id: IterationClientId,
+    consumer_index: i64,
     fetch: Arc<FetchContext>,
 ) {
     let shared = Arc::new(Mutex::new(Shared::default()));
@@ -54,12 +54,12 @@ pub(crate) async fn drive(
     let heartbeats = tokio::spawn(heartbeat_loop(
         dispatcher.clone(),
         client_id,
-        params.task_refresh_interval,
+        refresh,
         Arc::clone(&shared),
         Arc::clone(&changed),
         fetch.cancel.clone(),
     ));
-    let mut skipped_previous: HashMap<i64, bool> = HashMap::new();
+    let mut skipped_previous: HashMap<TaskId, bool> = HashMap::new();
     let mut round = 0i64;
     'rounds: loop {
         // Listening before the shared state is read: a heartbeat that
@@ -73,7 +73,7 @@ pub(crate) async fn drive(
         }
         let error = lock(&shared).error.take();
         if let Some(e) = error {
-            let _ = fetch.tx.send((Err(e), None)).await;
+            fetch.fail(e).await;
             break;
         }
         let tasks = {
@@ -85,7 +85,7 @@ pub(crate) async fn drive(
             let tasks: Vec<wire::TaskInfo> = s
                 .tasks
                 .iter()
-                .filter(|t| t.starting_round <= round && !s.removed.contains(&t.task_id))
+                .filter(|t| t.starting_round <= round && !s.removed.contains(&TaskId(t.task_id)))
                 .cloned()
                 .collect();
             if blocked || tasks.is_empty() {
@@ -108,42 +108,44 @@ pub(crate) async fn drive(
         // One result slot per task, reserved in order.
         let mut permits = Vec::with_capacity(tasks.len());
         for _ in &tasks {
-            let permit = tokio::select! {
-                p = Arc::clone(&fetch.permits).acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break 'rounds,
-                },
-                () = fetch.cancel.cancelled() => break 'rounds,
+            let Some(permit) = fetch.permit().await else {
+                break 'rounds;
             };
             permits.push(permit);
         }
         let requests = tasks.iter().map(|task| {
             let skipped = skipped_previous
-                .get(&task.task_id)
+                .get(&TaskId(task.task_id))
                 .copied()
                 .unwrap_or(false);
-            fetch_slot(&dispatcher, &fetch, task, consumer, round, skipped)
+            let slot = SlotRequest {
+                consumer_index,
+                round,
+                skipped_previous_round: skipped,
+            };
+            fetch_slot(&dispatcher, &fetch, TaskEndpoint::of(task), slot)
         });
         let results = tokio::select! {
             r = futures::future::join_all(requests) => r,
             () = fetch.cancel.cancelled() => break,
         };
         for ((task, result), permit) in tasks.iter().zip(results).zip(permits) {
+            let task_id = TaskId(task.task_id);
             match result {
                 Ok(Slot::Element(e)) => {
-                    skipped_previous.insert(task.task_id, false);
-                    if fetch.tx.send((Ok(e.into()), Some(permit))).await.is_err() {
+                    skipped_previous.insert(task_id, false);
+                    if !fetch.send(Ok(Delivery::element(e, permit))).await {
                         break 'rounds;
                     }
                 }
                 Ok(Slot::Skipped) => {
-                    skipped_previous.insert(task.task_id, true);
+                    skipped_previous.insert(task_id, true);
                 }
                 Ok(Slot::Removed) => {
-                    lock(&shared).removed.insert(task.task_id);
+                    lock(&shared).removed.insert(task_id);
                 }
                 Err(e) => {
-                    let _ = fetch.tx.send((Err(e), None)).await;
+                    fetch.fail(e).await;
                     break 'rounds;
                 }
             }
@@ -151,7 +153,7 @@ pub(crate) async fn drive(
         round += 1;
     }
     heartbeats.abort();
-    release(&dispatcher, client_id).await;
+    dispatcher.release_reader(client_id).await;
 }
 
 enum Slot {
@@ -160,21 +162,31 @@ enum Slot {
     Removed,
 }
 
+/// This consumer's request for its element of one task's round.
+#[derive(Clone, Copy)]
+struct SlotRequest {
+    consumer_index: i64,
+    round: i64,
+    skipped_previous_round: bool,
+}
+
 async fn fetch_slot(
     dispatcher: &DispatcherClient,
     fetch: &FetchContext,
-    task: &wire::TaskInfo,
-    consumer: i64,
-    round: i64,
-    skipped_previous_round: bool,
+    task: TaskEndpoint,
+    slot: SlotRequest,
 ) -> Result<Slot> {
-    let address = task_address(task);
-    let mut client = fetch.worker(&address)?;
+    let SlotRequest {
+        consumer_index,
+        round,
+        skipped_previous_round,
+    } = slot;
+    let mut client = fetch.worker(&task.address)?;
     let mut failures = 0u32;
     loop {
         let request = wire::GetElementRequest {
-            task_id: task.task_id,
-            consumer_index: Some(consumer),
+            task_id: task.task_id.0,
+            consumer_index: Some(consumer_index),
             round_index: Some(round),
             skipped_previous_round,
             allow_skip: true,
@@ -188,25 +200,25 @@ async fn fetch_slot(
                 }
                 if response.end_of_sequence {
                     return Err(Error::FailedPrecondition(format!(
-                        "task {} on {address} reached the end of its data during a coordinated read; \
+                        "task {} on {} reached the end of its data during a coordinated read; \
                          coordinated reads need an infinite dataset (add .repeat())",
-                        task.task_id
+                        task.task_id, task.address
                     )));
                 }
-                return decode_off_runtime(&address, task.task_id, response.element)
+                return decode_off_runtime(&task, response.element)
                     .await
                     .map(Slot::Element);
             }
             Err(status) => {
                 let err = Error::from(status);
                 if !err.is_retryable() {
-                    return Err(crate::iteration::worker_error(&address, task.task_id, &err));
+                    return Err(task.error(err));
                 }
                 failures += 1;
                 if failures >= FAILURES_BEFORE_REMOVAL {
                     let request = wire::MaybeRemoveTaskRequest {
-                        task_id: task.task_id,
-                        consumer_index: consumer,
+                        task_id: task.task_id.0,
+                        consumer_index,
                         round,
                     };
                     if let Ok(r) = dispatcher.maybe_remove_task(request).await
@@ -223,7 +235,7 @@ async fn fetch_slot(
 
 async fn heartbeat_loop(
     dispatcher: DispatcherClient,
-    client_id: i64,
+    client_id: IterationClientId,
     period: Duration,
     shared: Arc<Mutex<Shared>>,
     changed: Arc<Notify>,
@@ -235,16 +247,12 @@ async fn heartbeat_loop(
             (s.current_round, s.block_round)
         };
         let request = wire::ClientHeartbeatRequest {
-            iteration_client_id: client_id,
+            iteration_client_id: client_id.0,
             current_round: Some(current_round),
             blocked_round,
             target_processing_time_nsec: 0.0,
         };
-        let response =
-            tokio::time::timeout(HEARTBEAT_TIMEOUT, dispatcher.client_heartbeat(request))
-                .await
-                .unwrap_or_else(|_| Err(Error::Unavailable("client heartbeat timed out".into())));
-        match response {
+        match dispatcher.reader_heartbeat(request).await {
             Ok(r) => {
                 let mut s = lock(&shared);
                 s.tasks = r.task_info;
@@ -258,7 +266,7 @@ async fn heartbeat_loop(
                 changed.notify_waiters();
             }
             Err(e) if e.is_retryable() => {
-                tracing::debug!(client_id, error = %e, "client heartbeat failed; will retry");
+                tracing::debug!(client_id = client_id.0, error = %e, "client heartbeat failed; will retry");
             }
             Err(e) => {
                 lock(&shared).error = Some(e);

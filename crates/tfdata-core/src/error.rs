@@ -5,6 +5,7 @@
 //! error. One enum serves every crate because almost every error may end up in
 //! an RPC response; variants are structured where callers act on the fields.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::Code;
@@ -86,6 +87,25 @@ pub enum Error {
     /// An error status received from a peer.
     #[error("{message} (code {code:?})")]
     Remote { code: Code, message: String },
+
+    /// `source`, reported further out: with what was being done when it
+    /// happened (displayed "context: source"), or with no context, the same
+    /// error handed to one more caller (a failed task answers every later
+    /// read with the error it failed with; `Arc` because an error is not
+    /// `Clone`). Keeps the code and retryability of its source.
+    #[error("{}", with_context(context.as_deref(), source))]
+    Context {
+        context: Option<String>,
+        #[source]
+        source: Arc<Error>,
+    },
+}
+
+fn with_context(context: Option<&str>, source: &Error) -> String {
+    match context {
+        Some(context) => format!("{context}: {source}"),
+        None => source.to_string(),
+    }
 }
 
 impl Error {
@@ -121,6 +141,7 @@ impl Error {
             Error::UserFunction { .. } => Code::InvalidArgument,
             Error::Io { .. } => Code::Internal,
             Error::Remote { code, .. } => *code,
+            Error::Context { source, .. } => source.code(),
         }
     }
 
@@ -130,6 +151,7 @@ impl Error {
         match self {
             Error::Unavailable(_) | Error::Cancelled(_) | Error::Bind { .. } => true,
             Error::Remote { code, .. } => is_retryable_code(*code),
+            Error::Context { source, .. } => source.is_retryable(),
             Error::InvalidConfig { .. }
             | Error::VersionMismatch { .. }
             | Error::Unreachable { .. }
@@ -153,14 +175,24 @@ pub fn is_retryable_code(code: Code) -> bool {
 /// TensorFlow truncates status messages longer than this.
 const MAX_STATUS_MESSAGE_BYTES: usize = 3072;
 
+/// The message a peer is sent for `err`.
+fn status_message(err: &Error) -> String {
+    match err {
+        // Peers see the remote message as it was, not wrapped twice.
+        Error::Remote { message, .. } => message.clone(),
+        // The same error again: the same message.
+        Error::Context {
+            context: None,
+            source,
+        } => status_message(source),
+        other => other.to_string(),
+    }
+}
+
 impl From<Error> for tonic::Status {
     fn from(err: Error) -> Self {
         let code = err.code();
-        let mut message = match &err {
-            // Peers see the remote message as it was, not wrapped twice.
-            Error::Remote { message, .. } => message.clone(),
-            other => other.to_string(),
-        };
+        let mut message = status_message(&err);
         if message.len() > MAX_STATUS_MESSAGE_BYTES {
             let mut cut = MAX_STATUS_MESSAGE_BYTES;
             while !message.is_char_boundary(cut) {
@@ -231,6 +263,51 @@ mod tests {
         let shutdown = "h2 protocol error: http2 error (code Internal)";
         let shutdown: Error = tonic::Status::new(Code::Internal, shutdown).into();
         assert!(shutdown.is_retryable());
+    }
+
+    #[test]
+    fn context_keeps_the_code_and_retryability_of_its_source() {
+        let remote: Error = tonic::Status::new(Code::DataLoss, "bad chunk").into();
+        let err = Error::Context {
+            context: Some("reading task 4000".into()),
+            source: Arc::new(remote),
+        };
+        assert_eq!(err.code(), Code::DataLoss);
+        assert!(!err.is_retryable());
+        assert_eq!(
+            err.to_string(),
+            "reading task 4000: bad chunk (code DataLoss)"
+        );
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("bad chunk (code DataLoss)"));
+        let status: tonic::Status = err.into();
+        assert_eq!(status.code(), Code::DataLoss);
+        assert_eq!(
+            status.message(),
+            "reading task 4000: bad chunk (code DataLoss)"
+        );
+
+        let transient = Error::Context {
+            context: Some("x".into()),
+            source: Arc::new(Error::Unavailable("starting".into())),
+        };
+        assert!(transient.is_retryable());
+    }
+
+    #[test]
+    fn context_free_context_is_its_source_again() {
+        let shared = Arc::new(Error::from(tonic::Status::new(Code::Internal, "boom")));
+        let again = || Error::Context {
+            context: None,
+            source: Arc::clone(&shared),
+        };
+        assert_eq!(again().to_string(), shared.to_string());
+        assert_eq!(again().code(), Code::Internal);
+        // A peer gets the remote message as it was, each time.
+        let status: tonic::Status = again().into();
+        assert_eq!(status.message(), "boom");
+        let status: tonic::Status = again().into();
+        assert_eq!(status.message(), "boom");
     }
 
     #[test]

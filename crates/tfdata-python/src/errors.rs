@@ -11,6 +11,7 @@ use tfdata_core::Error;
 fn python_code(error: &Error) -> i32 {
     match error {
         Error::Unreachable { .. } => tonic_code::UNAVAILABLE,
+        Error::Context { source, .. } => python_code(source),
         other => other.code() as i32,
     }
 }

@@ -1,0 +1,299 @@
+//! What every fetcher shares: the reader's channel and its budgets, one
+//! connection per worker, what a fetcher delivers, and how a worker's
+//! errors are worded and retried.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tfdata_core::{Element, Error, Result, TaskId};
+use tfdata_proto::data::{self as wire, worker_service_client::WorkerServiceClient};
+use tfdata_proto::tfdata::stream::Compression as StreamCompression;
+use tfdata_rpc::CancellationToken;
+use tfdata_rpc::retry::backoff;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+use tonic::transport::Channel;
+
+/// Elements a reader lets each task's stream send ahead of it: two of the
+/// worker's largest batches, so one is decoded and read while the next is
+/// on its way.
+pub(crate) const STREAM_WINDOW_ELEMENTS: u64 = 16_384;
+/// Payload bytes a reader lets each task's stream send ahead of it.
+pub(crate) const STREAM_WINDOW_BYTES: u64 = 16 << 20;
+
+/// Compressed payloads at least this large are decompressed on a blocking
+/// thread: Snappy over megabytes would stall the (one-thread) client runtime,
+/// and with it every other read's network I/O.
+pub(crate) const DECODE_OFF_RUNTIME_BYTES: usize = 256 << 10;
+
+/// How far each task's element stream may run ahead of the reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StreamWindow {
+    pub elements: u64,
+    pub bytes: u64,
+}
+
+impl Default for StreamWindow {
+    fn default() -> Self {
+        StreamWindow {
+            elements: STREAM_WINDOW_ELEMENTS,
+            bytes: STREAM_WINDOW_BYTES,
+        }
+    }
+}
+
+/// What a fetcher hands the reader: one element (`GetElement`) or a
+/// stream batch, and what it holds of the fetchers' budgets until it is read.
+pub(crate) struct Delivery {
+    elements: std::vec::IntoIter<Element>,
+    /// Held for their `Drop`, given back once the last element is taken: a
+    /// `GetElement` permit (`max_outstanding_requests`), or a stream
+    /// batch's credit (granted to the worker again).
+    _permit: Option<OwnedSemaphorePermit>,
+    _credit: Option<CreditReturn>,
+}
+
+impl Delivery {
+    /// One element read with `GetElement`, holding its permit.
+    pub(crate) fn element(element: Element, permit: OwnedSemaphorePermit) -> Self {
+        Delivery {
+            elements: vec![element].into_iter(),
+            _permit: Some(permit),
+            _credit: None,
+        }
+    }
+
+    /// A stream batch's elements, holding its credit.
+    pub(crate) fn batch(elements: Vec<Element>, credit: CreditReturn) -> Self {
+        Delivery {
+            elements: elements.into_iter(),
+            _permit: None,
+            _credit: Some(credit),
+        }
+    }
+
+    /// The next element; `None` once all are taken.
+    pub(crate) fn next(&mut self) -> Option<Element> {
+        self.elements.next()
+    }
+
+    pub(crate) fn is_read(&self) -> bool {
+        self.elements.len() == 0
+    }
+}
+
+/// The credit a stream's reader holds: elements delivered to the reader and
+/// not yet read, and what was read since the worker was last told.
+#[derive(Default)]
+pub(crate) struct CreditState {
+    pub held_elements: u64,
+    pub held_bytes: u64,
+    pub returned_elements: u64,
+    pub returned_bytes: u64,
+}
+
+/// One stream's credit, shared by the fetcher and its undelivered batches.
+#[derive(Default)]
+pub(crate) struct CreditPool {
+    pub state: Mutex<CreditState>,
+    /// Woken when a batch's credit comes back.
+    pub returned: Notify,
+}
+
+/// Gives a batch's credit back when the reader has taken all its elements.
+pub(crate) struct CreditReturn {
+    pub pool: Arc<CreditPool>,
+    pub elements: u64,
+    pub bytes: u64,
+}
+
+impl Drop for CreditReturn {
+    fn drop(&mut self) {
+        let mut st = lock(&self.pool.state);
+        st.held_elements = st.held_elements.saturating_sub(self.elements);
+        st.held_bytes = st.held_bytes.saturating_sub(self.bytes);
+        st.returned_elements += self.elements;
+        st.returned_bytes += self.bytes;
+        drop(st);
+        self.pool.returned.notify_one();
+    }
+}
+
+/// What the reader receives: a delivery, or the error that ends the iteration.
+pub(crate) type Item = Result<Delivery>;
+
+/// How a fetcher ended.
+pub(crate) enum FetchEnd {
+    EndOfSequence,
+    Stopped,
+    /// The error was sent to the reader.
+    Failed,
+}
+
+/// A task and the address its elements are read from.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskEndpoint {
+    pub task_id: TaskId,
+    pub address: String,
+}
+
+impl TaskEndpoint {
+    /// Where to read `task`: TensorFlow clients look the worker up by
+    /// transfer protocol; "grpc" is the WorkerService on the worker's address.
+    pub(crate) fn of(task: &wire::TaskInfo) -> Self {
+        let address = task
+            .transfer_servers
+            .iter()
+            .find(|s| s.protocol == "grpc")
+            .map_or(task.worker_address.clone(), |s| s.address.clone());
+        TaskEndpoint {
+            task_id: TaskId(task.task_id),
+            address,
+        }
+    }
+
+    /// A worker's error as the reader reports it (TensorFlow's wording),
+    /// with the worker's code.
+    pub(crate) fn error(&self, err: Error) -> Error {
+        Error::Context {
+            context: Some(format!(
+                "Failed to get element from worker {} (task {})",
+                self.address, self.task_id
+            )),
+            source: Arc::new(err),
+        }
+    }
+}
+
+/// What the fetchers of one iteration need to set up.
+pub(crate) struct FetchParams {
+    /// Requests in flight plus elements buffered for the reader (`GetElement`).
+    pub max_outstanding_requests: usize,
+    /// Empty unless the job uses a cross-trainer cache.
+    pub trainer_id: String,
+    /// How the dataset was registered to be compressed (streams only).
+    pub compression: StreamCompression,
+    pub stream_window: StreamWindow,
+}
+
+/// A worker's connection, shared by its tasks' fetchers.
+struct WorkerChannel {
+    channel: Channel,
+    /// `false` once the worker answered UNIMPLEMENTED to the element stream
+    /// (it is read with `GetElement` from then on).
+    offers_stream: bool,
+}
+
+/// The fetchers' shared state: the reader's channel, the permits bounding
+/// `GetElement` reads, the stop signal, one connection per worker.
+pub(crate) struct FetchContext {
+    permits: Arc<Semaphore>,
+    tx: mpsc::Sender<Item>,
+    pub cancel: CancellationToken,
+    workers: Mutex<HashMap<String, WorkerChannel>>,
+    pub trainer_id: String,
+    pub compression: StreamCompression,
+    pub stream_window: StreamWindow,
+}
+
+impl FetchContext {
+    /// The fetchers' state, and the receiver the reader reads from.
+    pub(crate) fn new(
+        params: FetchParams,
+        cancel: CancellationToken,
+    ) -> (Arc<Self>, mpsc::Receiver<Item>) {
+        let capacity = params.max_outstanding_requests.max(1);
+        let (tx, rx) = mpsc::channel(capacity);
+        let ctx = FetchContext {
+            permits: Arc::new(Semaphore::new(capacity)),
+            tx,
+            cancel,
+            workers: Mutex::new(HashMap::new()),
+            trainer_id: params.trainer_id,
+            compression: params.compression,
+            stream_window: params.stream_window,
+        };
+        (Arc::new(ctx), rx)
+    }
+
+    /// A permit for one `GetElement` request and its element; `None` once
+    /// the read stops.
+    pub(crate) async fn permit(&self) -> Option<OwnedSemaphorePermit> {
+        tokio::select! {
+            p = Arc::clone(&self.permits).acquire_owned() => p.ok(),
+            () = self.cancel.cancelled() => None,
+        }
+    }
+
+    /// Hands `item` to the reader; `false` if the reader is gone.
+    pub(crate) async fn send(&self, item: Item) -> bool {
+        self.tx.send(item).await.is_ok()
+    }
+
+    /// Reports `err` to the reader (which ends the iteration).
+    pub(crate) async fn fail(&self, err: Error) -> FetchEnd {
+        let _ = self.tx.send(Err(err)).await;
+        FetchEnd::Failed
+    }
+
+    fn channel(&self, address: &str) -> Result<Channel> {
+        let mut workers = lock(&self.workers);
+        if let Some(w) = workers.get(address) {
+            return Ok(w.channel.clone());
+        }
+        let channel = tfdata_rpc::channel::channel(address)?;
+        workers.insert(
+            address.to_string(),
+            WorkerChannel {
+                channel: channel.clone(),
+                offers_stream: true,
+            },
+        );
+        Ok(channel)
+    }
+
+    pub(crate) fn worker(&self, address: &str) -> Result<WorkerServiceClient<Channel>> {
+        Ok(tfdata_rpc::channel::worker_client(self.channel(address)?))
+    }
+
+    /// The channel to open `address`'s element stream on, unless it is
+    /// known not to offer the stream. Shares the worker's connection.
+    pub(crate) fn stream_channel(&self, address: &str) -> Result<Option<Channel>> {
+        let channel = self.channel(address)?;
+        let offers = lock(&self.workers)
+            .get(address)
+            .is_none_or(|w| w.offers_stream);
+        Ok(offers.then_some(channel))
+    }
+
+    /// `address` answered UNIMPLEMENTED to the element stream.
+    pub(crate) fn no_stream(&self, address: &str) {
+        if let Some(w) = lock(&self.workers).get_mut(address) {
+            w.offers_stream = false;
+        }
+    }
+}
+
+/// After a failed call: `None` to retry (transient, after a backoff), or how
+/// the fetcher ends (the error reported to the reader).
+pub(crate) async fn retry_or_fail(
+    ctx: &FetchContext,
+    task: &TaskEndpoint,
+    status: tonic::Status,
+    attempt: &mut u32,
+) -> Option<FetchEnd> {
+    let err = Error::from(status);
+    if err.is_retryable() {
+        // The worker may be starting, restarting, or not have the task yet.
+        tokio::select! {
+            () = tokio::time::sleep(backoff(*attempt)) => {}
+            () = ctx.cancel.cancelled() => return Some(FetchEnd::Stopped),
+        }
+        *attempt = attempt.saturating_add(1);
+        return None;
+    }
+    Some(ctx.fail(task.error(err)).await)
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,163 @@
+//! Reading a task over tfdata's element stream (`tfdata.stream.ElementStream`,
+//! tfdata workers only): the worker sends batches of elements within the
+//! credit the fetcher grants, a window of elements and bytes per task
+//! ([`StreamWindow`](super::context::StreamWindow)); a batch's credit is
+//! granted again once the reader has taken all its elements, so a slow
+//! reader slows the worker instead of growing memory.
+
+use std::sync::Arc;
+
+use tfdata_core::{Element, Error, Result};
+use tfdata_proto::tfdata::stream::{ElementBatch, StreamRequest};
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
+
+use super::context::{
+    CreditPool, CreditReturn, DECODE_OFF_RUNTIME_BYTES, Delivery, FetchContext, FetchEnd,
+    TaskEndpoint, lock, retry_or_fail,
+};
+
+pub(crate) enum Streamed {
+    Ended(FetchEnd),
+    /// The worker does not serve the element stream.
+    NotOffered,
+}
+
+/// The elements of a stream batch, decompressed on a blocking thread when it
+/// carries large compressed chunks.
+async fn decode_batch_off_runtime(batch: ElementBatch) -> Result<Vec<Element>> {
+    let large = batch
+        .chunks
+        .iter()
+        .any(|c| c.snappy_uncompressed_size >= DECODE_OFF_RUNTIME_BYTES as u64);
+    if !large {
+        return tfdata_core::batch::decode_batch(batch);
+    }
+    tokio::task::spawn_blocking(move || tfdata_core::batch::decode_batch(batch))
+        .await
+        .map_err(|e| Error::Internal(format!("decoding a batch failed: {e}")))?
+}
+
+/// Reads `task` over the element stream, reconnecting after transient
+/// failures (elements in flight when a stream breaks are lost, as a
+/// `GetElement` response in flight is).
+pub(crate) async fn stream_task(
+    ctx: &FetchContext,
+    task: &TaskEndpoint,
+    channel: Channel,
+) -> Streamed {
+    let pool = Arc::new(CreditPool::default());
+    let window = ctx.stream_window;
+    let mut attempt = 0u32;
+    let mut opened_once = false;
+    loop {
+        // A new stream may send the window minus what the reader still holds.
+        let (credit_elements, credit_bytes) = {
+            let mut st = lock(&pool.state);
+            st.returned_elements = 0;
+            st.returned_bytes = 0;
+            (
+                window.elements.saturating_sub(st.held_elements).max(1),
+                window.bytes.saturating_sub(st.held_bytes).max(1),
+            )
+        };
+        let (requests, rx) = mpsc::channel(4);
+        let open = StreamRequest {
+            task_id: task.task_id.0,
+            compression: ctx.compression as i32,
+            credit_elements,
+            credit_bytes,
+        };
+        if requests.try_send(open).is_err() {
+            return Streamed::Ended(FetchEnd::Stopped);
+        }
+        let call = tokio::select! {
+            r = tfdata_rpc::channel::open_element_stream(
+                channel.clone(),
+                tokio_stream::wrappers::ReceiverStream::new(rx),
+            ) => r,
+            () = ctx.cancel.cancelled() => return Streamed::Ended(FetchEnd::Stopped),
+        };
+        let mut stream = match call {
+            Ok(reader) => reader,
+            Err(status) if status.code() == tonic::Code::Unimplemented && !opened_once => {
+                return Streamed::NotOffered;
+            }
+            Err(status) => match retry_or_fail(ctx, task, status, &mut attempt).await {
+                Some(end) => return Streamed::Ended(end),
+                None => continue,
+            },
+        };
+        opened_once = true;
+        loop {
+            let message = tokio::select! {
+                m = stream.message() => m,
+                () = pool.returned.notified() => {
+                    let (elements, bytes) = {
+                        let mut st = lock(&pool.state);
+                        (std::mem::take(&mut st.returned_elements), std::mem::take(&mut st.returned_bytes))
+                    };
+                    if elements > 0 || bytes > 0 {
+                        let credit = StreamRequest {
+                            credit_elements: elements,
+                            credit_bytes: bytes,
+                            ..Default::default()
+                        };
+                        // The stream is gone if this fails; reading says why.
+                        let _ = requests.send(credit).await;
+                    }
+                    continue;
+                }
+                () = ctx.cancel.cancelled() => return Streamed::Ended(FetchEnd::Stopped),
+            };
+            let batch = match message.and_then(|m| {
+                m.map(tfdata_rpc::raw_grpc::decode::<ElementBatch>)
+                    .transpose()
+            }) {
+                Ok(Some(batch)) => batch,
+                // A worker ends a stream only after the end of sequence; an
+                // early end is a broken stream.
+                Ok(None) => {
+                    let status = tonic::Status::unavailable(format!(
+                        "element stream of task {} ended early",
+                        task.task_id
+                    ));
+                    match retry_or_fail(ctx, task, status, &mut attempt).await {
+                        Some(end) => return Streamed::Ended(end),
+                        None => break,
+                    }
+                }
+                Err(status) => match retry_or_fail(ctx, task, status, &mut attempt).await {
+                    Some(end) => return Streamed::Ended(end),
+                    None => break,
+                },
+            };
+            attempt = 0;
+            let end = batch.end_of_sequence;
+            let payload_bytes = batch.payload_bytes;
+            let elements = match decode_batch_off_runtime(batch).await {
+                Ok(elements) => elements,
+                Err(e) => return Streamed::Ended(ctx.fail(task.error(e)).await),
+            };
+            if !elements.is_empty() {
+                let count = elements.len() as u64;
+                {
+                    let mut st = lock(&pool.state);
+                    st.held_elements += count;
+                    st.held_bytes += payload_bytes;
+                }
+                let credit = CreditReturn {
+                    pool: Arc::clone(&pool),
+                    elements: count,
+                    bytes: payload_bytes,
+                };
+                if !ctx.send(Ok(Delivery::batch(elements, credit))).await {
+                    return Streamed::Ended(FetchEnd::Stopped);
+                }
+            }
+            if end {
+                return Streamed::Ended(FetchEnd::EndOfSequence);
+            }
+        }
+    }
+}
