@@ -1,25 +1,31 @@
 //! The tf.data service worker.
 //!
 //! * [`config`]: `WorkerConfig`, TensorFlow's fields and defaults, validated;
-//! * [`task`]: a task runner: the task's pipeline on its own thread, feeding a
-//!   bounded buffer that `GetElement` pops (first come, first served);
+//! * [`producer`]: a task's pipeline on its own thread, feeding a bounded
+//!   [`producer::buffer`] (elements and bytes), and the encoding of what is
+//!   served, off the RPC runtime when large;
+//! * [`strategy`]: how a task serves its producer's elements: first come,
+//!   first served, round robin (coordinated reads), or the cross-trainer
+//!   cache; each borrows the producer and none knows of the others;
+//! * [`task`]: a task runner: the producer and the strategies of one task;
 //! * [`service`]: registration and heartbeats with the dispatcher, task
 //!   bookkeeping, completion reports, and the `WorkerService` RPCs;
-//! * [`buffer`]: a task's element buffer, bounded in elements and bytes;
 //! * [`stream`]: tfdata's own element stream for tfdata readers (batches
 //!   under credit-based flow control), next to `GetElement`;
+//! * [`splits`]: remote split providers (distributed_epoch);
 //! * [`server`]: [`serve`] and the in-process [`WorkerServer`].
 //!
-//! The worker reaches the dispatcher through `tfdata-client`'s
-//! `DispatcherClient`; it never depends on the dispatcher crate.
+//! Module dependencies point one way: `server → stream → service → task →
+//! strategy → producer` (and `service → splits`). The worker reaches the dispatcher through
+//! `tfdata-client`'s `DispatcherClient`; it never depends on the dispatcher
+//! crate.
 
-pub mod buffer;
 pub mod config;
-pub mod cross_trainer;
-pub mod round_robin;
+pub mod producer;
 pub mod server;
 pub mod service;
 pub mod splits;
+pub mod strategy;
 pub mod stream;
 pub mod task;
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tfdata_client::DispatcherClient;
-use tfdata_core::{Error, Result};
+use tfdata_core::{DatasetId, Error, IterationId, Result, TaskId};
 use tfdata_dataset::autoshard::{StaticPolicy, auto_shard};
 use tfdata_dataset::pipeline::from_pipeline_def;
 use tfdata_proto::data::{
@@ -20,7 +20,9 @@ use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
 use crate::config::WorkerConfig;
-use crate::task::{Next, TaskRunner};
+use crate::producer::BufferLimits;
+use crate::strategy::Next;
+use crate::task::TaskRunner;
 
 /// Pause between attempts to report finished tasks (TensorFlow's 5 s).
 const COMPLETION_RETRY: Duration = Duration::from_secs(5);
@@ -29,12 +31,12 @@ pub struct Worker {
     config: WorkerConfig,
     address: String,
     dispatcher: DispatcherClient,
-    tasks: Mutex<HashMap<i64, Arc<TaskRunner>>>,
+    tasks: Mutex<HashMap<TaskId, Arc<TaskRunner>>>,
     /// Tasks the dispatcher deleted: `GetElement` answers end of sequence.
-    finished_tasks: Mutex<HashSet<i64>>,
+    finished_tasks: Mutex<HashSet<TaskId>>,
     registered: AtomicBool,
     shutdown: CancellationToken,
-    completions: mpsc::UnboundedSender<i64>,
+    completions: mpsc::UnboundedSender<TaskId>,
     /// Random per worker (process): a dispatcher seeing a new uid at a known
     /// address knows the old worker's tasks, and the splits they held, are gone.
     uid: i64,
@@ -54,7 +56,7 @@ impl Worker {
         config: WorkerConfig,
         address: String,
         shutdown: CancellationToken,
-    ) -> Result<(Arc<Self>, mpsc::UnboundedReceiver<i64>)> {
+    ) -> Result<(Arc<Self>, mpsc::UnboundedReceiver<TaskId>)> {
         let dispatcher = DispatcherClient::new(&config.dispatcher_host_port()?)?;
         let (completions, rx) = mpsc::unbounded_channel();
         Ok((
@@ -82,7 +84,7 @@ impl Worker {
     }
 
     fn heartbeat_request(&self) -> wire::WorkerHeartbeatRequest {
-        let current: Vec<i64> = lock(&self.tasks).keys().copied().collect();
+        let current: Vec<i64> = lock(&self.tasks).keys().map(|id| id.0).collect();
         wire::WorkerHeartbeatRequest {
             worker_address: self.address.clone(),
             transfer_servers: vec![wire::DataTransferServerInfo {
@@ -161,12 +163,12 @@ impl Worker {
     }
 
     fn apply_heartbeat_response(self: &Arc<Self>, response: wire::WorkerHeartbeatResponse) {
-        for id in response.tasks_to_delete {
+        for id in response.tasks_to_delete.into_iter().map(TaskId) {
             if let Some(task) = lock(&self.tasks).remove(&id) {
                 // Readers still holding the task (a stream, a waiting
                 // GetElement) see the end; its pipeline stops.
                 task.cancel();
-                tracing::debug!(task = id, "task deleted by dispatcher");
+                tracing::debug!(task = id.0, "task deleted by dispatcher");
             }
             lock(&self.finished_tasks).insert(id);
         }
@@ -178,8 +180,8 @@ impl Worker {
     /// Reports finished tasks, retrying each until the dispatcher accepts it.
     /// A task the dispatcher no longer knows (it restarted without fault
     /// tolerance) is dropped with a warning instead of retried forever.
-    pub async fn completion_loop(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<i64>) {
-        let mut pending: Vec<i64> = Vec::new();
+    pub async fn completion_loop(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<TaskId>) {
+        let mut pending: Vec<TaskId> = Vec::new();
         loop {
             if pending.is_empty() {
                 tokio::select! {
@@ -198,17 +200,17 @@ impl Worker {
                 let request = wire::WorkerUpdateRequest {
                     worker_address: self.address.clone(),
                     updates: vec![wire::TaskProgress {
-                        task_id: id,
+                        task_id: id.0,
                         completed: true,
                     }],
                 };
                 match self.dispatcher.worker_update(request).await {
                     Ok(_) => {}
                     Err(e) if e.code() == tonic::Code::NotFound => {
-                        tracing::warn!(task = id, error = %e, "dispatcher does not know a finished task; dropping its completion report");
+                        tracing::warn!(task = id.0, error = %e, "dispatcher does not know a finished task; dropping its completion report");
                     }
                     Err(e) => {
-                        tracing::warn!(task = id, error = %e, "failed to report task completion; will retry");
+                        tracing::warn!(task = id.0, error = %e, "failed to report task completion; will retry");
                         still_pending.push(id);
                     }
                 }
@@ -226,13 +228,13 @@ impl Worker {
     /// Starts a task unless it is already known (`ProcessTask` and heartbeats
     /// may both deliver it).
     pub fn start_task(self: &Arc<Self>, def: wire::TaskDef) {
-        let id = def.task_id;
+        let id = TaskId(def.task_id);
         let runner = {
             let mut tasks = lock(&self.tasks);
             if tasks.contains_key(&id) || lock(&self.finished_tasks).contains(&id) {
                 return;
             }
-            let limits = crate::task::BufferLimits {
+            let limits = BufferLimits {
                 elements: self.config.task_buffer_elements,
                 max_elements: self.config.task_buffer_max_elements,
                 // Validated to fit a usize.
@@ -246,13 +248,13 @@ impl Worker {
             tasks.insert(id, Arc::clone(&runner));
             runner
         };
-        tracing::debug!(task = id, dataset = %runner.def.dataset_id, "task received");
+        tracing::debug!(task = id.0, dataset = %runner.def.dataset_id, "task received");
         let worker = Arc::clone(self);
         tokio::spawn(async move {
             match worker.load_pipeline(&runner.def).await {
                 Ok((dataset, ctx, compress)) => runner.run_pipeline(dataset, ctx, compress),
                 Err(e) => {
-                    tracing::warn!(task = id, error = %e, "cannot start task");
+                    tracing::warn!(task = id.0, error = %e, "cannot start task");
                     runner.fail(e);
                 }
             }
@@ -287,6 +289,7 @@ impl Worker {
             }
         };
 
+        let dataset_id = DatasetId(def.dataset_id.clone());
         let dataset_def = match &def.dataset {
             Some(task_def::Dataset::DatasetDef(d)) => d.clone(),
             Some(task_def::Dataset::Path(path)) => {
@@ -301,11 +304,11 @@ impl Worker {
                     // The file may be on a disk this worker cannot see.
                     Err(e) => {
                         tracing::debug!(error = %e, "reading the dataset file failed; asking the dispatcher");
-                        self.fetch_dataset_def(&def.dataset_id).await?
+                        self.fetch_dataset_def(&dataset_id).await?
                     }
                 }
             }
-            None => self.fetch_dataset_def(&def.dataset_id).await?,
+            None => self.fetch_dataset_def(&dataset_id).await?,
         };
         let Some(pipeline) = &dataset_def.tfdata_pipeline else {
             return Err(Error::FailedPrecondition(format!(
@@ -321,7 +324,10 @@ impl Worker {
                     .root
                     .as_ref()
                     .ok_or_else(|| Error::InvalidArgument("pipeline has no root op".into()))?;
-                let sharded = auto_shard(root, policy, def.num_workers, def.worker_index)?;
+                // The dispatcher's `worker_index` here is the static shard
+                // index: this worker's position in `worker_addresses`.
+                let shard_index = def.worker_index;
+                let sharded = auto_shard(root, policy, def.num_workers, shard_index)?;
                 from_pipeline_def(&tfdata_proto::tfdata::pipeline::PipelineDef {
                     root: Some(sharded),
                     ..pipeline.clone()
@@ -349,34 +355,34 @@ impl Worker {
                     def.num_split_providers
                 )));
             }
-            for (index, source) in sources.iter().enumerate() {
+            for (split_provider_index, source) in sources.iter().enumerate() {
                 let provider = crate::splits::RemoteSplitProvider {
                     dispatcher: self.dispatcher.clone(),
                     runtime: tokio::runtime::Handle::current(),
-                    iteration_id: def.iteration_id,
-                    index: index as i64,
+                    iteration_id: IterationId(def.iteration_id),
+                    split_provider_index: split_provider_index as i64,
                     repetition: Default::default(),
                     received: Default::default(),
                     worker_address: self.address.clone(),
                     timeout: self.config.dispatcher_timeout,
                     cancel: self.shutdown.clone(),
-                    task_id: def.task_id,
+                    task_id: TaskId(def.task_id),
                     delivered: Default::default(),
                 };
                 ctx.split_providers
                     .insert(source.op_key(), std::sync::Arc::new(provider));
             }
         }
-        let compress = pipeline.compress && !self.compression_disabled(&def.dataset_id).await?;
+        let compress = pipeline.compress && !self.compression_disabled(&dataset_id).await?;
         Ok((dataset, ctx, compress))
     }
 
     /// Whether the dispatcher recorded that compression is off at runtime for
     /// this dataset (the first proposal wins; ours is "keep it").
-    async fn compression_disabled(&self, dataset_id: &str) -> Result<bool> {
+    async fn compression_disabled(&self, dataset_id: &DatasetId) -> Result<bool> {
         use wire::disable_compression_at_runtime_response::Decision;
         let request = wire::DisableCompressionAtRuntimeRequest {
-            dataset_id: dataset_id.to_string(),
+            dataset_id: dataset_id.0.clone(),
             disable_compression_at_runtime: false,
         };
         let response = retry(
@@ -395,9 +401,9 @@ impl Worker {
         ))
     }
 
-    async fn fetch_dataset_def(&self, dataset_id: &str) -> Result<wire::DatasetDef> {
+    async fn fetch_dataset_def(&self, dataset_id: &DatasetId) -> Result<wire::DatasetDef> {
         let request = wire::GetDatasetDefRequest {
-            dataset_id: dataset_id.to_string(),
+            dataset_id: dataset_id.0.clone(),
         };
         let response = retry(
             &self.dispatcher.target(),
@@ -422,13 +428,13 @@ impl Worker {
     }
 
     /// Tells the dispatcher (in the background) that a task reached its end.
-    pub(crate) fn report_completion(&self, task_id: i64) {
+    pub(crate) fn report_completion(&self, task_id: TaskId) {
         let _ = self.completions.send(task_id);
     }
 
     /// The task a reader asks for, with `GetElement`'s answers for a worker
     /// that is stopping, not registered yet, or does not know the task.
-    pub(crate) fn lookup_task(&self, task_id: i64) -> Result<Lookup> {
+    pub(crate) fn lookup_task(&self, task_id: TaskId) -> Result<Lookup> {
         if self.shutdown.is_cancelled() {
             return Err(Error::Cancelled("Worker is shutting down".into()));
         }
@@ -456,7 +462,8 @@ impl Worker {
                 ));
             }
         };
-        let task = match self.lookup_task(req.task_id)? {
+        let task_id = TaskId(req.task_id);
+        let task = match self.lookup_task(task_id)? {
             Lookup::Task(task) => task,
             Lookup::Finished => return Ok(end_of_sequence()),
         };
@@ -483,7 +490,7 @@ impl Worker {
             },
             Next::EndOfSequence { first } => {
                 if first {
-                    let _ = self.completions.send(req.task_id);
+                    self.report_completion(task_id);
                 }
                 end_of_sequence()
             }

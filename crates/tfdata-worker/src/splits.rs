@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tfdata_client::DispatcherClient;
-use tfdata_core::{Lineage, Result, SplitLease, Tensor};
+use tfdata_core::{IterationId, Lineage, Result, SplitLease, TaskId, Tensor};
 use tfdata_dataset::splits::SplitProvider;
 use tfdata_proto::data::{GetSplitRequest, TfdataDeliveredSplit};
 use tfdata_rpc::CancellationToken;
@@ -32,8 +32,10 @@ pub type DeliveredSplits = Arc<Mutex<Vec<(Instant, TfdataDeliveredSplit)>>>;
 pub struct RemoteSplitProvider {
     pub dispatcher: DispatcherClient,
     pub runtime: tokio::runtime::Handle,
-    pub iteration_id: i64,
-    pub index: i64,
+    pub iteration_id: IterationId,
+    /// Which of the dataset's sources (in `Dataset::sources` order) this
+    /// provider serves.
+    pub split_provider_index: i64,
     /// Starts at 0; each `reset` (a `repeat` after the source) moves to the
     /// next repetition of the dispatcher's cursor.
     pub repetition: AtomicI64,
@@ -45,7 +47,7 @@ pub struct RemoteSplitProvider {
     /// How long a split request retries an unreachable dispatcher.
     pub timeout: Duration,
     pub cancel: CancellationToken,
-    pub task_id: i64,
+    pub task_id: TaskId,
     pub delivered: DeliveredSplits,
 }
 
@@ -58,13 +60,13 @@ impl RemoteSplitProvider {
             sequence: self.received.load(Ordering::SeqCst),
         };
         let request = GetSplitRequest {
-            iteration_id: self.iteration_id,
+            iteration_id: self.iteration_id.0,
             repetition: name.repetition,
-            split_provider_index: self.index,
+            split_provider_index: self.split_provider_index,
             tfdata_worker_address: self.worker_address.clone(),
             tfdata_split_sequence: Some(name.sequence),
             tfdata_delivered: self.take_reports(),
-            tfdata_task_id: self.task_id,
+            tfdata_task_id: self.task_id.0,
         };
         let result = self.runtime.block_on(retry(
             &self.dispatcher.target(),

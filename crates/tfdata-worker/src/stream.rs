@@ -17,8 +17,8 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use prost::encoding::WireType;
-use tfdata_core::Error;
 use tfdata_core::batch::{BatchEncoder, ChunkCompression, Compressor};
+use tfdata_core::{Error, TaskId};
 use tfdata_proto::tfdata::stream::{Compression, ElementBatch, StreamRequest};
 use tfdata_rpc::channel::STREAM_ELEMENTS_PATH;
 use tfdata_rpc::raw_grpc::{self, MessageReader, RopeBody, RopeWriter};
@@ -28,7 +28,8 @@ use tonic::Status;
 use tonic::codegen::{BoxFuture, Service, http};
 
 use crate::service::{Lookup, Worker};
-use crate::task::{Batch, TaskRunner};
+use crate::strategy::fcfs::Batch;
+use crate::task::TaskRunner;
 
 /// Batches with at least this many payload bytes are encoded (and maybe
 /// Snappy-compressed) on a blocking thread instead of the RPC runtime.
@@ -114,7 +115,7 @@ async fn stream_elements(worker: Arc<Worker>, mut requests: Requests) -> Result<
         ));
     };
     let (tx, rx) = mpsc::channel(QUEUED_BATCHES);
-    let task = match worker.lookup_task(open.task_id)? {
+    let task = match worker.lookup_task(TaskId(open.task_id))? {
         Lookup::Task(task) => task,
         Lookup::Finished => {
             let _ = tx.try_send(Ok(encode(end_of_sequence(0))));
@@ -265,7 +266,7 @@ async fn serve(
         };
         let batch = match next {
             Err(e) => {
-                tracing::debug!(task = task.task_id(), error = %e, "element stream failed");
+                tracing::debug!(task = task.task_id().0, error = %e, "element stream failed");
                 let _ = tx.send(Err(e.into())).await;
                 return;
             }

@@ -12,10 +12,17 @@ use prost::Message;
 use tfdata_core::{Error, Result};
 use tfdata_proto::data::get_element_response::Element as Payload;
 
-use crate::task::{Next, TaskRunner};
+use super::Next;
+use crate::producer::Producer;
+
+/// One cached element and its encoded size.
+struct Cached {
+    payload: Payload,
+    bytes: usize,
+}
 
 struct Window {
-    items: VecDeque<(Payload, usize)>,
+    items: VecDeque<Cached>,
     /// Global index of `items[0]`.
     first: u64,
     bytes: usize,
@@ -66,14 +73,14 @@ impl CrossTrainerCache {
         if *cursor < first + len {
             let index = *cursor;
             *cursor += 1;
-            let payload = w.items[(index - first) as usize].0.clone();
+            let payload = w.items[(index - first) as usize].payload.clone();
             Some((payload, index))
         } else {
             None
         }
     }
 
-    pub async fn get(&self, runner: &TaskRunner, trainer_id: &str) -> Result<Next> {
+    pub async fn get(&self, producer: &Producer, trainer_id: &str) -> Result<Next> {
         if trainer_id.is_empty() {
             return Err(Error::InvalidArgument(
                 "reading a cross-trainer-cache task needs a trainer_id".into(),
@@ -94,7 +101,7 @@ impl CrossTrainerCache {
                     index: index as i64,
                 });
             }
-            let Some(payload) = runner.pull(None).await? else {
+            let Some(payload) = producer.pull(None).await? else {
                 continue;
             };
             let size = payload_size(&payload);
@@ -106,11 +113,14 @@ impl CrossTrainerCache {
                 )));
             }
             let mut w = self.lock();
-            w.items.push_back((payload, size));
+            w.items.push_back(Cached {
+                payload,
+                bytes: size,
+            });
             w.bytes += size;
             while w.bytes > self.budget_bytes {
-                if let Some((_, evicted)) = w.items.pop_front() {
-                    w.bytes -= evicted;
+                if let Some(evicted) = w.items.pop_front() {
+                    w.bytes -= evicted.bytes;
                     w.first += 1;
                 }
             }

@@ -1,4 +1,4 @@
-//! The round-robin task runner of coordinated reads (spec §5.7): a round
+//! The round-robin strategy of coordinated reads (spec §5.7): a round
 //! starts when all `num_consumers` consumers have asked for it; it takes
 //! `num_consumers` elements from the pipeline (waiting up to 100 ms when the
 //! request allows skipping) and gives consumer `c` the `c`-th. A round that
@@ -12,7 +12,8 @@ use tfdata_core::{Error, Result};
 use tfdata_proto::data::get_element_response::Element as Payload;
 use tokio::sync::{Mutex, Notify};
 
-use crate::task::{Next, TaskRunner};
+use super::Next;
+use crate::producer::Producer;
 
 /// How long a round waits for elements before it is skipped (TensorFlow's).
 pub const ROUND_WAIT: Duration = Duration::from_millis(100);
@@ -59,7 +60,7 @@ impl RoundRobin {
 
     pub async fn get(
         &self,
-        runner: &TaskRunner,
+        producer: &Producer,
         consumer: i64,
         round: i64,
         allow_skip: bool,
@@ -112,7 +113,7 @@ impl RoundRobin {
                     if left.is_some_and(|l| l.is_zero()) {
                         break;
                     }
-                    match runner.pull(left).await? {
+                    match producer.pull(left).await? {
                         Some(p) => st.buffer.push_back(p),
                         None => break,
                     }
