@@ -28,6 +28,10 @@
 //! Random ops draw a fresh seed per element from `seed` and a per-function
 //! counter, so elements differ and a sequential pipeline is reproducible;
 //! the random stream is not TensorFlow's.
+//!
+//! The built-in dataset functions (`tfrecord_dataset`, `text_line_dataset`)
+//! live with the file sources they make, in [`crate::ops::files`];
+//! [`crate::ops::resolve`] consults both before the registry.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,10 +39,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tfdata_core::{DType, Element, Error, Result, Tensor};
 
-use crate::Dataset;
 use crate::attrs::{Attr, Attrs, FunctionRef};
 use crate::example::{FeatureSpec, parse_single_example};
-use crate::functions::{PredicateFn, ResolvedDatasetFn, ResolvedMap};
+use crate::functions::{PredicateFn, ResolvedMap};
 use crate::kernels;
 use crate::spec::{Shape, Structure, TensorSpec};
 
@@ -346,50 +349,6 @@ impl LazyVocabulary {
 /// The built-in predicate `f`, if any (none yet).
 pub fn predicate(_f: &FunctionRef, _input: Option<&Structure>) -> Option<Result<PredicateFn>> {
     None
-}
-
-/// The built-in dataset functions: `tfrecord_dataset` and
-/// `text_line_dataset` open the file an element names (for `interleave`
-/// over `list_files`), with an optional `compression_type`.
-pub fn dataset_fn(
-    f: &FunctionRef,
-    _input: Option<&Structure>,
-) -> Option<Result<ResolvedDatasetFn>> {
-    let name = f.name.clone();
-    if name != "tfrecord_dataset" && name != "text_line_dataset" {
-        return None;
-    }
-    Some((|| {
-        f.args.check_known(&name, &["compression_type"])?;
-        let compression = f.args.str_or(&name, "compression_type", "")?.to_string();
-        crate::io::CompressionType::parse(&compression)?;
-        let tfrecord = name == "tfrecord_dataset";
-        let func = move |e: Element| -> Result<Dataset> {
-            let [file] = e.components.as_slice() else {
-                return Err(Error::InvalidArgument(format!(
-                    "{name}: expects elements that are one file name, got {} components",
-                    e.components.len()
-                )));
-            };
-            let path = file
-                .string_values()?
-                .first()
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-                .ok_or_else(|| Error::InvalidArgument(format!("{name}: empty file name tensor")))?;
-            Ok(if tfrecord {
-                Dataset::tfrecord(&[&path], &compression)
-            } else {
-                Dataset::text_lines(&[&path], &compression)
-            })
-        };
-        Ok(ResolvedDatasetFn {
-            f: Arc::new(func),
-            output: Some(Structure::Tensor(TensorSpec::new(
-                DType::String,
-                Shape::scalar(),
-            ))),
-        })
-    })())
 }
 
 fn same(s: &TensorSpec) -> Result<TensorSpec> {

@@ -5,16 +5,20 @@
 //! without running it), and how to make an iterator. Ops validate their
 //! arguments when their element spec is computed, so [`Dataset::validate`]
 //! checks a whole pipeline before it is registered or run.
+//!
+//! This module knows no op: the builder methods (`Dataset::range`,
+//! [`batch`](Dataset::batch), ...) are defined next to the ops they make,
+//! in [`crate::ops`], so ops depend on this module and not the other way.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use tfdata_core::{Error, Result, Tensor};
+use tfdata_core::{Error, Result};
 
-use crate::attrs::{Attrs, FunctionRef};
+use crate::attrs::Attrs;
 use crate::iterators::ElementIterator;
-use crate::ops;
 use crate::spec::Structure;
 use crate::splits::SplitProvider;
 
@@ -24,7 +28,11 @@ pub const INFINITE_CARDINALITY: i64 = -1;
 pub const UNKNOWN_CARDINALITY: i64 = -2;
 
 /// One op of a pipeline.
-pub trait DatasetOp: Send + Sync + fmt::Debug {
+///
+/// `Any`, so an op can recognise its own kind among its inputs (consecutive
+/// parallel `map`s fuse; see [`crate::ops::map`]) without this trait naming
+/// any op.
+pub trait DatasetOp: Any + Send + Sync + fmt::Debug {
     /// TensorFlow's name for the op (`"range"`, `"batch"`, ...).
     fn name(&self) -> &'static str;
     /// Input datasets, in order.
@@ -42,10 +50,6 @@ pub trait DatasetOp: Send + Sync + fmt::Debug {
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>>;
     /// For sources that can be split dynamically: a provider of their splits.
     fn split_provider(&self) -> Option<Result<Box<dyn SplitProvider>>> {
-        None
-    }
-    /// A parallel `map`, which a following parallel `map` may fuse with.
-    fn as_parallel_map(&self) -> Option<&ops::map::Map> {
         None
     }
 }
@@ -84,7 +88,9 @@ pub(crate) fn op_key(op: &dyn DatasetOp) -> usize {
 ///
 /// Builders never fail; arguments are checked by [`validate`](Self::validate),
 /// which iterating and serialising call, with TensorFlow's rules and messages
-/// naming the op.
+/// naming the op. Each op module of [`crate::ops`] defines the builders of
+/// its ops. Two datasets are equal when they serialise to the same pipeline
+/// (see [`crate::pipeline`]).
 #[derive(Clone)]
 pub struct Dataset {
     pub(crate) op: Arc<dyn DatasetOp>,
@@ -93,13 +99,6 @@ pub struct Dataset {
 impl fmt::Debug for Dataset {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.op.fmt(f)
-    }
-}
-
-/// Two datasets are equal when they serialise to the same pipeline.
-impl PartialEq for Dataset {
-    fn eq(&self, other: &Self) -> bool {
-        crate::pipeline::op_to_wire(self) == crate::pipeline::op_to_wire(other)
     }
 }
 
@@ -112,251 +111,7 @@ impl Dataset {
         &*self.op
     }
 
-    // ---- Sources ----
-
-    /// `tf.data.Dataset.range(stop)`: 0, 1, …, stop − 1 as scalar int64.
-    pub fn range(stop: i64) -> Dataset {
-        Dataset::range_with_step(0, stop, 1)
-    }
-
-    /// `tf.data.Dataset.range(start, stop, step)`.
-    pub fn range_with_step(start: i64, stop: i64, step: i64) -> Dataset {
-        Dataset::from_op(ops::source::Range { start, stop, step })
-    }
-
-    /// `from_tensors(components)`: one element.
-    pub fn from_tensors(components: Vec<Tensor>) -> Dataset {
-        Dataset::from_op(ops::source::FromTensors {
-            components,
-            names: None,
-        })
-    }
-
-    /// `from_tensors({name: tensor, ...})`: one dictionary element.
-    pub fn from_named_tensors(components: Vec<(String, Tensor)>) -> Dataset {
-        let (names, components) = sorted_named(components);
-        Dataset::from_op(ops::source::FromTensors {
-            components,
-            names: Some(names),
-        })
-    }
-
-    /// `from_tensor_slices(components)`: one element per slice of the
-    /// components' first dimension.
-    pub fn from_tensor_slices(components: Vec<Tensor>) -> Dataset {
-        Dataset::from_op(ops::source::FromTensorSlices {
-            components,
-            names: None,
-        })
-    }
-
-    /// `from_tensor_slices({name: tensor, ...})`: dictionary elements.
-    pub fn from_named_tensor_slices(components: Vec<(String, Tensor)>) -> Dataset {
-        let (names, components) = sorted_named(components);
-        Dataset::from_op(ops::source::FromTensorSlices {
-            components,
-            names: Some(names),
-        })
-    }
-
-    /// `list_files(file_pattern, shuffle, seed)`: the matching file names
-    /// (sorted, then shuffled unless `shuffle` is false, as TensorFlow).
-    pub fn list_files(patterns: &[&str], shuffle: bool, seed: Option<u64>) -> Dataset {
-        Dataset::from_op(ops::files::ListFiles {
-            patterns: patterns.iter().map(|p| p.to_string()).collect(),
-            shuffle,
-            seed,
-        })
-    }
-
-    /// `TFRecordDataset(filenames, compression_type)` with `""`, `"GZIP"` or `"ZLIB"`.
-    pub fn tfrecord(filenames: &[&str], compression_type: &str) -> Dataset {
-        Dataset::from_op(ops::files::FileRecords {
-            format: ops::files::RecordFormat::TfRecord,
-            filenames: filenames.iter().map(|p| p.to_string()).collect(),
-            compression: compression_type.to_string(),
-        })
-    }
-
-    /// `TextLineDataset(filenames, compression_type)`.
-    pub fn text_lines(filenames: &[&str], compression_type: &str) -> Dataset {
-        Dataset::from_op(ops::files::FileRecords {
-            format: ops::files::RecordFormat::TextLine,
-            filenames: filenames.iter().map(|p| p.to_string()).collect(),
-            compression: compression_type.to_string(),
-        })
-    }
-
-    // ---- Transformations ----
-
-    /// `map(f)` with a function registered (or built in) under `function`.
-    pub fn map(self, function: &str) -> Dataset {
-        self.map_with(FunctionRef::named(function), None, true)
-    }
-
-    /// `map(f, num_parallel_calls, deterministic)`; `f` may be a built-in
-    /// with arguments. `num_parallel_calls = None` runs sequentially; `Some(-1)`
-    /// is AUTOTUNE (all cores).
-    pub fn map_with(
-        self,
-        function: FunctionRef,
-        num_parallel_calls: Option<i64>,
-        deterministic: bool,
-    ) -> Dataset {
-        Dataset::from_op(ops::map::Map {
-            input: self,
-            function,
-            num_parallel_calls,
-            deterministic,
-        })
-    }
-
-    /// `filter(predicate)` with a registered predicate.
-    pub fn filter(self, predicate: &str) -> Dataset {
-        self.filter_with(FunctionRef::named(predicate))
-    }
-
-    pub fn filter_with(self, predicate: FunctionRef) -> Dataset {
-        Dataset::from_op(ops::map::Filter {
-            input: self,
-            predicate,
-        })
-    }
-
-    /// `flat_map(f)`: `f` maps each element to a dataset, whose elements are
-    /// concatenated.
-    pub fn flat_map(self, function: FunctionRef) -> Dataset {
-        Dataset::from_op(ops::map::FlatMap {
-            input: self,
-            function,
-        })
-    }
-
-    /// `interleave(f, cycle_length, block_length, num_parallel_calls)`.
-    pub fn interleave(
-        self,
-        function: FunctionRef,
-        cycle_length: i64,
-        block_length: i64,
-        num_parallel_calls: Option<i64>,
-    ) -> Dataset {
-        Dataset::from_op(ops::map::Interleave {
-            input: self,
-            function,
-            cycle_length,
-            block_length,
-            num_parallel_calls,
-        })
-    }
-
-    /// `batch(batch_size, drop_remainder)`: stacks consecutive elements
-    /// component-wise into tensors with a new leading dimension.
-    pub fn batch(self, batch_size: i64, drop_remainder: bool) -> Dataset {
-        Dataset::from_op(ops::batch::Batch {
-            input: self,
-            batch_size,
-            drop_remainder,
-        })
-    }
-
-    /// `padded_batch(batch_size, padded_shapes, padding_values, drop_remainder)`.
-    /// `padded_shapes[i]` is component i's shape, −1 meaning "longest in the
-    /// batch"; `None` pads every dimension to the longest. Padding values
-    /// default to 0 / "".
-    pub fn padded_batch(
-        self,
-        batch_size: i64,
-        padded_shapes: Option<Vec<Vec<i64>>>,
-        padding_values: Option<Vec<Tensor>>,
-        drop_remainder: bool,
-    ) -> Dataset {
-        Dataset::from_op(ops::batch::PaddedBatch {
-            input: self,
-            batch_size,
-            padded_shapes,
-            padding_values,
-            drop_remainder,
-        })
-    }
-
-    /// `unbatch()`: splits each element along its first dimension.
-    pub fn unbatch(self) -> Dataset {
-        Dataset::from_op(ops::batch::Unbatch { input: self })
-    }
-
-    /// `shuffle(buffer_size, seed, reshuffle_each_iteration)`.
-    pub fn shuffle(
-        self,
-        buffer_size: i64,
-        seed: Option<u64>,
-        reshuffle_each_iteration: bool,
-    ) -> Dataset {
-        Dataset::from_op(ops::control::Shuffle::new(
-            self,
-            buffer_size,
-            seed,
-            reshuffle_each_iteration,
-        ))
-    }
-
-    /// `repeat(count)`; `None` (or −1) repeats forever.
-    pub fn repeat(self, count: Option<i64>) -> Dataset {
-        Dataset::from_op(ops::control::Repeat {
-            input: self,
-            count: count.unwrap_or(-1),
-        })
-    }
-
-    /// `take(count)`: the first `count` elements; −1 takes all.
-    pub fn take(self, count: i64) -> Dataset {
-        Dataset::from_op(ops::control::Take { input: self, count })
-    }
-
-    /// `skip(count)`: all but the first `count` elements; −1 skips all.
-    pub fn skip(self, count: i64) -> Dataset {
-        Dataset::from_op(ops::control::Skip { input: self, count })
-    }
-
-    /// `shard(num_shards, index)`: every `num_shards`-th element from `index`.
-    pub fn shard(self, num_shards: i64, index: i64) -> Dataset {
-        Dataset::from_op(ops::control::Shard {
-            input: self,
-            num_shards,
-            index,
-        })
-    }
-
-    /// `prefetch(buffer_size)`: runs the input ahead on its own thread; −1 is AUTOTUNE.
-    pub fn prefetch(self, buffer_size: i64) -> Dataset {
-        Dataset::from_op(ops::control::Prefetch {
-            input: self,
-            buffer_size,
-        })
-    }
-
-    /// `zip((self, others...))`: tuples of corresponding elements.
-    pub fn zip(datasets: Vec<Dataset>) -> Dataset {
-        Dataset::from_op(ops::structure::Zip { inputs: datasets })
-    }
-
-    /// `concatenate(other)`.
-    pub fn concatenate(self, other: Dataset) -> Dataset {
-        Dataset::from_op(ops::structure::Concatenate {
-            first: self,
-            second: other,
-        })
-    }
-
-    /// `enumerate(start)`: `(index, element)` tuples.
-    pub fn enumerate(self, start: i64) -> Dataset {
-        Dataset::from_op(ops::structure::Enumerate { input: self, start })
-    }
-
-    /// `cache(filename)`: the first full pass is kept (in memory when
-    /// `filename` is empty, else in that file) and later passes read it.
-    pub fn cache(self, filename: &str) -> Dataset {
-        Dataset::from_op(ops::control::Cache::new(self, filename))
-    }
+    // ---- Building ----
 
     /// `apply(f)`: `f(self)`.
     pub fn apply(self, f: impl FnOnce(Dataset) -> Dataset) -> Dataset {
@@ -423,12 +178,6 @@ impl Dataset {
     pub fn op_key(&self) -> usize {
         op_key(&*self.op)
     }
-}
-
-/// Sorts named components by name (TensorFlow's dictionary flattening order).
-pub(crate) fn sorted_named(mut named: Vec<(String, Tensor)>) -> (Vec<String>, Vec<Tensor>) {
-    named.sort_by(|a, b| a.0.cmp(&b.0));
-    named.into_iter().unzip()
 }
 
 #[cfg(test)]

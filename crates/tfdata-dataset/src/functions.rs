@@ -1,11 +1,12 @@
-//! Functions named by pipelines: built-ins (resolved with their arguments by
-//! [`crate::builtins`]) and user functions registered in this process.
+//! User functions registered by name in this process, and the types of the
+//! functions pipelines name.
 //!
 //! A pipeline refers to functions by name, so it can be serialised; a worker
-//! resolves the names when it builds a task's iterator. A name the worker's
-//! process does not know fails that task with an error naming it. Errors and
-//! panics inside user functions become [`Error::UserFunction`], so the worker
-//! survives them.
+//! resolves the names when it builds a task's iterator
+//! ([`crate::ops::resolve`]: built-ins first, then this registry). A name
+//! the worker's process does not know fails that task with an error naming
+//! it. Errors and panics inside user functions become
+//! [`Error::UserFunction`] ([`guarded`]), so the worker survives them.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -14,7 +15,6 @@ use std::sync::{Arc, OnceLock, RwLock};
 use tfdata_core::{Element, Error, Result};
 
 use crate::Dataset;
-use crate::attrs::FunctionRef;
 use crate::spec::Structure;
 
 /// A map function: one element in, one element out.
@@ -38,10 +38,10 @@ pub type DatasetFnFactory =
 /// predicate and a dataset function at once (a Python function is all
 /// three: the pipeline's use of it says which is meant).
 #[derive(Clone, Default)]
-struct Registered {
-    map: Option<MapFactory>,
-    predicate: Option<PredicateFactory>,
-    dataset: Option<DatasetFnFactory>,
+pub(crate) struct Registered {
+    pub(crate) map: Option<MapFactory>,
+    pub(crate) predicate: Option<PredicateFactory>,
+    pub(crate) dataset: Option<DatasetFnFactory>,
 }
 
 fn registry() -> &'static RwLock<HashMap<String, Registered>> {
@@ -56,7 +56,8 @@ fn register(name: &str, set: impl FnOnce(&mut Registered)) {
     set(registry.entry(name.to_string()).or_default());
 }
 
-fn lookup(name: &str) -> Option<Registered> {
+/// What `name` is registered as in this process, if anything.
+pub(crate) fn lookup(name: &str) -> Option<Registered> {
     registry()
         .read()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -144,42 +145,6 @@ where
     register(name, |r| r.dataset = Some(Arc::new(factory)));
 }
 
-fn unknown(kind: &str, name: &str) -> Error {
-    Error::NotFound {
-        what: "dataset function",
-        id: format!(
-            "`{name}` ({kind}): not a built-in, and not registered in this process \
-             (register it with tfdata::register_function and friends in every process that runs the pipeline)"
-        ),
-    }
-}
-
-fn no_args(f: &FunctionRef) -> Result<()> {
-    if f.args.0.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::InvalidArgument(format!(
-            "user function `{}` takes no arguments, got {:?}",
-            f.name,
-            f.args.0.keys().collect::<Vec<_>>()
-        )))
-    }
-}
-
-/// For validation in a process that need not link user functions (the
-/// dispatcher, a client registering a pipeline): an unregistered name means
-/// "output unknown", not an error; a built-in's bad arguments still are.
-pub fn allow_unregistered<T>(resolved: Result<T>) -> Result<Option<T>> {
-    match resolved {
-        Ok(v) => Ok(Some(v)),
-        Err(Error::NotFound {
-            what: "dataset function",
-            ..
-        }) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 /// A map function ready to call, and its output structure if known.
 #[derive(Clone)]
 pub struct ResolvedMap {
@@ -187,71 +152,11 @@ pub struct ResolvedMap {
     pub output: Option<Structure>,
 }
 
-/// Resolves a map function for an input of structure `input`.
-pub fn resolve_map(f: &FunctionRef, input: Option<&Structure>) -> Result<ResolvedMap> {
-    if let Some(builtin) = crate::builtins::map(f, input) {
-        return builtin;
-    }
-    match lookup(&f.name) {
-        Some(Registered {
-            map: Some(factory), ..
-        }) => {
-            no_args(f)?;
-            factory(input)
-        }
-        Some(_) => Err(Error::InvalidArgument(format!(
-            "`{}` is not a map function",
-            f.name
-        ))),
-        None => Err(unknown("map function", &f.name)),
-    }
-}
-
-pub fn resolve_predicate(f: &FunctionRef, input: Option<&Structure>) -> Result<PredicateFn> {
-    if let Some(builtin) = crate::builtins::predicate(f, input) {
-        return builtin;
-    }
-    match lookup(&f.name) {
-        Some(Registered {
-            predicate: Some(factory),
-            ..
-        }) => {
-            no_args(f)?;
-            factory(input)
-        }
-        Some(_) => Err(Error::InvalidArgument(format!(
-            "`{}` is not a predicate",
-            f.name
-        ))),
-        None => Err(unknown("predicate", &f.name)),
-    }
-}
-
 /// A dataset function ready to call, and the structure of its datasets if known.
 #[derive(Clone)]
 pub struct ResolvedDatasetFn {
     pub f: DatasetFn,
     pub output: Option<Structure>,
-}
-
-pub fn resolve_dataset_fn(f: &FunctionRef, input: Option<&Structure>) -> Result<ResolvedDatasetFn> {
-    if let Some(builtin) = crate::builtins::dataset_fn(f, input) {
-        return builtin;
-    }
-    match lookup(&f.name) {
-        Some(Registered {
-            dataset: Some(factory),
-            ..
-        }) => {
-            no_args(f)?;
-            factory(input)
-        }
-        Some(_) => Err(Error::InvalidArgument(format!(
-            "`{}` is not a function returning datasets",
-            f.name
-        ))),
-        None => Err(unknown("dataset function", &f.name)),
-    }
 }
 
 /// Runs user code, turning an error or a panic into [`Error::UserFunction`].

@@ -26,7 +26,14 @@ pub fn to_pipeline_def(dataset: &Dataset, compress: bool) -> Result<wire::Pipeli
     })
 }
 
-pub(crate) fn op_to_wire(ds: &Dataset) -> wire::OpDef {
+/// Two datasets are equal when they serialise to the same pipeline.
+impl PartialEq for Dataset {
+    fn eq(&self, other: &Self) -> bool {
+        op_to_wire(self) == op_to_wire(other)
+    }
+}
+
+fn op_to_wire(ds: &Dataset) -> wire::OpDef {
     wire::OpDef {
         op: ds.op.name().to_string(),
         inputs: ds.op.inputs().iter().map(op_to_wire).collect(),

@@ -34,6 +34,19 @@ pub trait SplitProvider: Send + Sync {
     fn cardinality(&self) -> i64;
 }
 
+/// Number of values of `range(start, stop, step)`.
+pub fn range_len(start: i64, stop: i64, step: i64) -> u64 {
+    let (start, stop, step) = (start as i128, stop as i128, step as i128);
+    let n = if step > 0 {
+        (stop - start + step - 1).div_euclid(step)
+    } else if step < 0 {
+        (start - stop - step - 1).div_euclid(-step)
+    } else {
+        0
+    };
+    n.max(0) as u64
+}
+
 /// Splits `start, start + step, ...` below `stop` (`range`'s values).
 pub struct RangeSplitProvider {
     start: i64,
@@ -44,7 +57,7 @@ pub struct RangeSplitProvider {
 
 impl RangeSplitProvider {
     pub fn new(start: i64, stop: i64, step: i64) -> Self {
-        let count = crate::ops::source::range_len(start, stop, step);
+        let count = range_len(start, stop, step);
         RangeSplitProvider {
             start,
             step,

@@ -2,11 +2,14 @@
 //! `TextLineDataset`, `list_files`), with TensorFlow 2.21's behaviour.
 //!
 //! * [`fs`]: the [`FileSystem`] trait every reader opens files through,
-//!   chosen by URL scheme ([`file_system`]); [`LocalFileSystem`], with
-//!   `tf.io.gfile.glob` semantics for [`glob()`];
+//!   and URL [`scheme`](fs::scheme)s;
+//! * [`registry`]: the file system serving a URL ([`file_system`]) and the
+//!   `tf.io.gfile`-style functions over it ([`open`], [`glob()`], ...);
+//! * [`local`]: [`LocalFileSystem`], plain paths and `file://` URLs;
 //! * [`object_store`]: [`ObjectStoreFileSystem`] for
 //!   `s3://`, `gs://` and `az://` URLs, configured from the environment like
 //!   the clouds' SDKs, streaming reads and whole-object uploads;
+//! * [`pattern`]: `tf.io.gfile.glob` pattern matching, shared by both;
 //! * [`tfrecord_reader`]: streaming [`TfRecordReader`] (both CRCs checked,
 //!   corruption and truncation located by file and offset) and
 //!   [`TfRecordWriter`];
@@ -18,18 +21,24 @@
 //! memory does not grow with file size. All of them are iterators of
 //! `Result<Bytes>` that yield at most one error and then end: an error is
 //! never turned into a silent end of data.
+//!
+//! Dependencies point one way: readers ([`tfrecord_reader`], [`text`]) →
+//! [`registry`] → {[`local`], [`object_store`]} → {[`fs`], [`pattern`]}.
 
 pub mod compression;
 pub mod fs;
+pub mod local;
 pub mod object_store;
+pub mod pattern;
+pub mod registry;
 mod stream;
 pub mod text;
 pub mod tfrecord_reader;
 
 pub use self::object_store::ObjectStoreFileSystem;
 pub use compression::{CompressionType, DEFAULT_BUFFER_SIZE};
-pub use fs::{
-    FileSystem, LocalFileSystem, delete, exists, file_system, glob, list, open, read_all,
-};
+pub use fs::FileSystem;
+pub use local::LocalFileSystem;
+pub use registry::{delete, exists, file_system, glob, list, open, read_all};
 pub use text::TextLineReader;
 pub use tfrecord_reader::{TfRecordReader, TfRecordWriter};

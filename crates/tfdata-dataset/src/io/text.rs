@@ -26,7 +26,8 @@ use bytes::Bytes;
 use tfdata_core::Result;
 
 use super::compression::{CompressionType, DEFAULT_BUFFER_SIZE};
-use super::fs::{FileSystem, file_system};
+use super::fs::FileSystem;
+use super::registry::file_system;
 use super::stream::ItemStream;
 
 /// Reads the lines of one text file in order, one `Bytes` per line with

@@ -34,7 +34,8 @@ use tfdata_core::{Error, Result};
 
 pub use super::compression::CompressionType;
 use super::compression::{Compressor, DEFAULT_BUFFER_SIZE, read_full};
-use super::fs::{FileSystem, file_system};
+use super::fs::FileSystem;
+use super::registry::file_system;
 use super::stream::ItemStream;
 
 /// Bytes of a record header: the length and its CRC.

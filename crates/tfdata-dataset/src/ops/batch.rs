@@ -10,6 +10,44 @@ use crate::dataset::{Dataset, DatasetOp, IterContext};
 use crate::iterators::ElementIterator;
 use crate::spec::{Shape, Structure, TensorSpec};
 
+/// Batching.
+impl Dataset {
+    /// `batch(batch_size, drop_remainder)`: stacks consecutive elements
+    /// component-wise into tensors with a new leading dimension.
+    pub fn batch(self, batch_size: i64, drop_remainder: bool) -> Dataset {
+        Dataset::from_op(Batch {
+            input: self,
+            batch_size,
+            drop_remainder,
+        })
+    }
+
+    /// `padded_batch(batch_size, padded_shapes, padding_values, drop_remainder)`.
+    /// `padded_shapes[i]` is component i's shape, −1 meaning "longest in the
+    /// batch"; `None` pads every dimension to the longest. Padding values
+    /// default to 0 / "".
+    pub fn padded_batch(
+        self,
+        batch_size: i64,
+        padded_shapes: Option<Vec<Vec<i64>>>,
+        padding_values: Option<Vec<Tensor>>,
+        drop_remainder: bool,
+    ) -> Dataset {
+        Dataset::from_op(PaddedBatch {
+            input: self,
+            batch_size,
+            padded_shapes,
+            padding_values,
+            drop_remainder,
+        })
+    }
+
+    /// `unbatch()`: splits each element along its first dimension.
+    pub fn unbatch(self) -> Dataset {
+        Dataset::from_op(Unbatch { input: self })
+    }
+}
+
 fn batched_cardinality(n: i64, batch_size: i64, drop_remainder: bool) -> i64 {
     if n < 0 || batch_size <= 0 {
         return n;

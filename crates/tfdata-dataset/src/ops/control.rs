@@ -15,6 +15,65 @@ use crate::iterators::{ElementIterator, VecIter};
 use crate::spec::Structure;
 use crate::{INFINITE_CARDINALITY, UNKNOWN_CARDINALITY};
 
+/// Selecting, reordering, repeating and buffering.
+impl Dataset {
+    /// `shuffle(buffer_size, seed, reshuffle_each_iteration)`.
+    pub fn shuffle(
+        self,
+        buffer_size: i64,
+        seed: Option<u64>,
+        reshuffle_each_iteration: bool,
+    ) -> Dataset {
+        Dataset::from_op(Shuffle::new(
+            self,
+            buffer_size,
+            seed,
+            reshuffle_each_iteration,
+        ))
+    }
+
+    /// `repeat(count)`; `None` (or −1) repeats forever.
+    pub fn repeat(self, count: Option<i64>) -> Dataset {
+        Dataset::from_op(Repeat {
+            input: self,
+            count: count.unwrap_or(-1),
+        })
+    }
+
+    /// `take(count)`: the first `count` elements; −1 takes all.
+    pub fn take(self, count: i64) -> Dataset {
+        Dataset::from_op(Take { input: self, count })
+    }
+
+    /// `skip(count)`: all but the first `count` elements; −1 skips all.
+    pub fn skip(self, count: i64) -> Dataset {
+        Dataset::from_op(Skip { input: self, count })
+    }
+
+    /// `shard(num_shards, index)`: every `num_shards`-th element from `index`.
+    pub fn shard(self, num_shards: i64, index: i64) -> Dataset {
+        Dataset::from_op(Shard {
+            input: self,
+            num_shards,
+            index,
+        })
+    }
+
+    /// `prefetch(buffer_size)`: runs the input ahead on its own thread; −1 is AUTOTUNE.
+    pub fn prefetch(self, buffer_size: i64) -> Dataset {
+        Dataset::from_op(Prefetch {
+            input: self,
+            buffer_size,
+        })
+    }
+
+    /// `cache(filename)`: the first full pass is kept (in memory when
+    /// `filename` is empty, else in that file) and later passes read it.
+    pub fn cache(self, filename: &str) -> Dataset {
+        Dataset::from_op(Cache::new(self, filename))
+    }
+}
+
 #[derive(Debug)]
 pub struct Take {
     pub input: Dataset,

@@ -1,5 +1,7 @@
-//! File sources: `list_files`, `TFRecordDataset`, `TextLineDataset`. Paths
-//! go through [`crate::io`], so they work on every file system it knows.
+//! File sources: `list_files`, `TFRecordDataset`, `TextLineDataset`, and
+//! the last two as the built-in dataset functions `tfrecord_dataset` and
+//! `text_line_dataset` (for `interleave` over `list_files`). Paths go
+//! through [`crate::io`], so they work on every file system it knows.
 //! Files are opened when an iterator reaches them, and read streaming.
 
 use std::sync::Arc;
@@ -7,12 +9,44 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tfdata_core::{DType, Element, Error, Result, Tensor};
 
-use crate::attrs::Attrs;
+use crate::attrs::{Attrs, FunctionRef};
 use crate::dataset::{Dataset, DatasetOp, IterContext};
+use crate::functions::ResolvedDatasetFn;
 use crate::io::{CompressionType, TextLineReader, TfRecordReader};
 use crate::iterators::{ElementIterator, VecIter};
 use crate::spec::{Shape, Structure, TensorSpec};
 use crate::splits::{IndexSplitProvider, SplitProvider};
+
+/// The file sources, as `tf.data.Dataset`'s constructors.
+impl Dataset {
+    /// `list_files(file_pattern, shuffle, seed)`: the matching file names
+    /// (sorted, then shuffled unless `shuffle` is false, as TensorFlow).
+    pub fn list_files(patterns: &[&str], shuffle: bool, seed: Option<u64>) -> Dataset {
+        Dataset::from_op(ListFiles {
+            patterns: patterns.iter().map(|p| p.to_string()).collect(),
+            shuffle,
+            seed,
+        })
+    }
+
+    /// `TFRecordDataset(filenames, compression_type)` with `""`, `"GZIP"` or `"ZLIB"`.
+    pub fn tfrecord(filenames: &[&str], compression_type: &str) -> Dataset {
+        Dataset::from_op(FileRecords {
+            format: RecordFormat::TfRecord,
+            filenames: filenames.iter().map(|p| p.to_string()).collect(),
+            compression: compression_type.to_string(),
+        })
+    }
+
+    /// `TextLineDataset(filenames, compression_type)`.
+    pub fn text_lines(filenames: &[&str], compression_type: &str) -> Dataset {
+        Dataset::from_op(FileRecords {
+            format: RecordFormat::TextLine,
+            filenames: filenames.iter().map(|p| p.to_string()).collect(),
+            compression: compression_type.to_string(),
+        })
+    }
+}
 
 fn string_scalar() -> Option<Structure> {
     Some(Structure::Tensor(TensorSpec::new(
@@ -311,6 +345,47 @@ impl ElementIterator for FileRecordsIter {
             });
         }
     }
+}
+
+/// The built-in dataset functions: `tfrecord_dataset` and
+/// `text_line_dataset` open the file an element names (for `interleave`
+/// over `list_files`), with an optional `compression_type`.
+pub(crate) fn builtin_dataset_fn(
+    f: &FunctionRef,
+    _input: Option<&Structure>,
+) -> Option<Result<ResolvedDatasetFn>> {
+    let name = f.name.clone();
+    if name != "tfrecord_dataset" && name != "text_line_dataset" {
+        return None;
+    }
+    Some((|| {
+        f.args.check_known(&name, &["compression_type"])?;
+        let compression = f.args.str_or(&name, "compression_type", "")?.to_string();
+        CompressionType::parse(&compression)?;
+        let tfrecord = name == "tfrecord_dataset";
+        let func = move |e: Element| -> Result<Dataset> {
+            let [file] = e.components.as_slice() else {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}: expects elements that are one file name, got {} components",
+                    e.components.len()
+                )));
+            };
+            let path = file
+                .string_values()?
+                .first()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .ok_or_else(|| Error::InvalidArgument(format!("{name}: empty file name tensor")))?;
+            Ok(if tfrecord {
+                Dataset::tfrecord(&[&path], &compression)
+            } else {
+                Dataset::text_lines(&[&path], &compression)
+            })
+        };
+        Ok(ResolvedDatasetFn {
+            f: Arc::new(func),
+            output: string_scalar(),
+        })
+    })())
 }
 
 /// Rebuilds file sources from wire attributes.

@@ -1,16 +1,81 @@
 //! `map`, `filter`, `flat_map` and `interleave`.
 
+use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tfdata_core::{Element, Error, Result};
 
 use super::parallel::{ParallelMap, Prefetcher, threads_for};
+use super::resolve::{allow_unregistered, resolve_dataset_fn, resolve_map, resolve_predicate};
 use crate::attrs::{Attrs, FunctionRef};
 use crate::dataset::{Dataset, DatasetOp, IterContext};
 use crate::functions::{self, DatasetFn, MapFn, PredicateFn};
 use crate::iterators::ElementIterator;
 use crate::spec::Structure;
+
+/// Transformations that call functions.
+impl Dataset {
+    /// `map(f)` with a function registered (or built in) under `function`.
+    pub fn map(self, function: &str) -> Dataset {
+        self.map_with(FunctionRef::named(function), None, true)
+    }
+
+    /// `map(f, num_parallel_calls, deterministic)`; `f` may be a built-in
+    /// with arguments. `num_parallel_calls = None` runs sequentially; `Some(-1)`
+    /// is AUTOTUNE (all cores).
+    pub fn map_with(
+        self,
+        function: FunctionRef,
+        num_parallel_calls: Option<i64>,
+        deterministic: bool,
+    ) -> Dataset {
+        Dataset::from_op(Map {
+            input: self,
+            function,
+            num_parallel_calls,
+            deterministic,
+        })
+    }
+
+    /// `filter(predicate)` with a registered predicate.
+    pub fn filter(self, predicate: &str) -> Dataset {
+        self.filter_with(FunctionRef::named(predicate))
+    }
+
+    pub fn filter_with(self, predicate: FunctionRef) -> Dataset {
+        Dataset::from_op(Filter {
+            input: self,
+            predicate,
+        })
+    }
+
+    /// `flat_map(f)`: `f` maps each element to a dataset, whose elements are
+    /// concatenated.
+    pub fn flat_map(self, function: FunctionRef) -> Dataset {
+        Dataset::from_op(FlatMap {
+            input: self,
+            function,
+        })
+    }
+
+    /// `interleave(f, cycle_length, block_length, num_parallel_calls)`.
+    pub fn interleave(
+        self,
+        function: FunctionRef,
+        cycle_length: i64,
+        block_length: i64,
+        num_parallel_calls: Option<i64>,
+    ) -> Dataset {
+        Dataset::from_op(Interleave {
+            input: self,
+            function,
+            cycle_length,
+            block_length,
+            num_parallel_calls,
+        })
+    }
+}
 
 #[derive(Debug)]
 pub struct Map {
@@ -47,18 +112,11 @@ impl DatasetOp for Map {
             ));
         }
         let input = self.input.element_spec()?;
-        Ok(
-            functions::allow_unregistered(functions::resolve_map(&self.function, input.as_ref()))?
-                .and_then(|r| r.output),
-        )
+        Ok(allow_unregistered(resolve_map(&self.function, input.as_ref()))?.and_then(|r| r.output))
     }
 
     fn cardinality(&self) -> i64 {
         self.input.cardinality()
-    }
-
-    fn as_parallel_map(&self) -> Option<&Map> {
-        self.num_parallel_calls.map(|_| self)
     }
 
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
@@ -67,7 +125,7 @@ impl DatasetOp for Map {
         // handed between threads once instead of once per map.
         let mut chain: Vec<&Map> = vec![self];
         if self.num_parallel_calls.is_some() {
-            while let Some(inner) = chain[chain.len() - 1].input.op.as_parallel_map() {
+            while let Some(inner) = parallel_map(chain[chain.len() - 1].input.op()) {
                 if inner.deterministic != self.deterministic {
                     break;
                 }
@@ -78,15 +136,17 @@ impl DatasetOp for Map {
         let mut steps = Vec::with_capacity(chain.len());
         for map in chain.iter().rev() {
             let spec = map.input.element_spec()?;
-            let f = functions::resolve_map(&map.function, spec.as_ref())?.f;
-            steps.push((map.function.name.clone(), f));
+            steps.push(FusedStep {
+                name: map.function.name.clone(),
+                f: resolve_map(&map.function, spec.as_ref())?.f,
+            });
         }
         let input = source.op.make_iterator(ctx)?;
         let work: Arc<dyn Fn(Element) -> Result<Element> + Send + Sync> = Arc::new(move |mut e| {
             // User functions build new elements: the output depends on the
             // input's splits (see `tfdata_core::lineage`).
             let lineage = e.take_lineage();
-            for (name, f) in &steps {
+            for FusedStep { name, f } in &steps {
                 e = functions::guarded(name, || f(e))?;
             }
             Ok(e.with_lineage(lineage))
@@ -108,6 +168,20 @@ impl DatasetOp for Map {
             _ => Ok(Box::new(MapIter { input, work })),
         }
     }
+}
+
+/// `op` as a parallel `map`, if it is one: what a parallel `map` on top of
+/// it fuses with.
+fn parallel_map(op: &dyn DatasetOp) -> Option<&Map> {
+    let op: &dyn Any = op;
+    op.downcast_ref::<Map>()
+        .filter(|map| map.num_parallel_calls.is_some())
+}
+
+/// One map function of a fused chain, and its name for errors.
+struct FusedStep {
+    name: String,
+    f: MapFn,
 }
 
 struct MapIter {
@@ -145,10 +219,7 @@ impl DatasetOp for Filter {
 
     fn element_spec(&self) -> Result<Option<Structure>> {
         let input = self.input.element_spec()?;
-        functions::allow_unregistered(functions::resolve_predicate(
-            &self.predicate,
-            input.as_ref(),
-        ))?;
+        allow_unregistered(resolve_predicate(&self.predicate, input.as_ref()))?;
         Ok(input)
     }
 
@@ -162,7 +233,7 @@ impl DatasetOp for Filter {
 
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
         let spec = self.input.element_spec()?;
-        let predicate = functions::resolve_predicate(&self.predicate, spec.as_ref())?;
+        let predicate = resolve_predicate(&self.predicate, spec.as_ref())?;
         Ok(Box::new(FilterIter {
             input: self.input.op.make_iterator(ctx)?,
             name: self.predicate.name.clone(),
@@ -193,10 +264,7 @@ impl ElementIterator for FilterIter {
 /// for `input`'s elements (unknown when it is not registered here).
 fn dataset_fn_output(input: &Dataset, function: &FunctionRef) -> Result<Option<Structure>> {
     let input = input.element_spec()?;
-    Ok(
-        functions::allow_unregistered(functions::resolve_dataset_fn(function, input.as_ref()))?
-            .and_then(|r| r.output),
-    )
+    Ok(allow_unregistered(resolve_dataset_fn(function, input.as_ref()))?.and_then(|r| r.output))
 }
 
 /// `flat_map` / `interleave` cardinality: empty stays empty, else unknown.
@@ -273,7 +341,7 @@ impl DatasetOp for FlatMap {
         Ok(Box::new(FlatMapIter {
             input: self.input.op.make_iterator(ctx)?,
             name: self.function.name.clone(),
-            f: functions::resolve_dataset_fn(&self.function, spec.as_ref())?.f,
+            f: resolve_dataset_fn(&self.function, spec.as_ref())?.f,
             current: None,
             ctx: IterContext::new(),
         }))
@@ -365,7 +433,7 @@ impl DatasetOp for Interleave {
         Ok(Box::new(InterleaveIter {
             input: Some(self.input.op.make_iterator(ctx)?),
             name: self.function.name.clone(),
-            f: functions::resolve_dataset_fn(&self.function, spec.as_ref())?.f,
+            f: resolve_dataset_fn(&self.function, spec.as_ref())?.f,
             cycle: VecDeque::new(),
             cycle_length,
             block_length: self.block_length as usize,
@@ -448,5 +516,21 @@ impl ElementIterator for InterleaveIter {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parallel_maps_are_recognised_for_fusion() {
+        let f = || FunctionRef::named("f");
+        let parallel = Dataset::range(3).map_with(f(), Some(2), true);
+        assert!(parallel_map(parallel.op()).is_some_and(|m| m.function.name == "f"));
+        let sequential = Dataset::range(3).map_with(f(), None, true);
+        assert!(parallel_map(sequential.op()).is_none());
+        assert!(parallel_map(Dataset::range(3).op()).is_none());
+        assert!(parallel_map(Dataset::range(3).interleave(f(), 2, 1, Some(2)).op()).is_none());
     }
 }

@@ -1,6 +1,9 @@
-//! The op library. Each op is a [`crate::DatasetOp`]; [`build`] turns an op
-//! name, its inputs and its attributes (from the wire or the JSON text form)
-//! back into a dataset, rejecting unknown ops and bad attributes by name.
+//! The op library. Each op is a [`crate::DatasetOp`], and its module also
+//! defines its [`Dataset`] builder methods (`range` in [`source`], `batch`
+//! in [`batch`], ...); [`build`] turns an op name, its inputs and its
+//! attributes (from the wire or the JSON text form) back into a dataset,
+//! rejecting unknown ops and bad attributes by name. [`resolve`] finds the
+//! functions that `map`, `filter`, `flat_map` and `interleave` name.
 
 pub mod batch;
 pub mod buffer_pool;
@@ -8,6 +11,7 @@ pub mod control;
 pub mod files;
 pub mod map;
 pub mod parallel;
+pub mod resolve;
 pub mod source;
 pub mod structure;
 pub mod tensor_util;

@@ -7,22 +7,57 @@ use tfdata_core::{DType, Element, Error, Result, Tensor};
 
 use super::tensor_util::slice;
 use crate::attrs::Attrs;
-use crate::dataset::{DatasetOp, IterContext};
+use crate::dataset::{Dataset, DatasetOp, IterContext};
 use crate::iterators::ElementIterator;
 use crate::spec::{Shape, Structure, TensorSpec};
-use crate::splits::{IndexSplitProvider, RangeSplitProvider, SplitProvider};
+use crate::splits::{IndexSplitProvider, RangeSplitProvider, SplitProvider, range_len};
 
-/// Number of values of `range(start, stop, step)`.
-pub fn range_len(start: i64, stop: i64, step: i64) -> u64 {
-    let (start, stop, step) = (start as i128, stop as i128, step as i128);
-    let n = if step > 0 {
-        (stop - start + step - 1).div_euclid(step)
-    } else if step < 0 {
-        (start - stop - step - 1).div_euclid(-step)
-    } else {
-        0
-    };
-    n.max(0) as u64
+/// The in-memory sources, as `tf.data.Dataset`'s constructors.
+impl Dataset {
+    /// `tf.data.Dataset.range(stop)`: 0, 1, …, stop − 1 as scalar int64.
+    pub fn range(stop: i64) -> Dataset {
+        Dataset::range_with_step(0, stop, 1)
+    }
+
+    /// `tf.data.Dataset.range(start, stop, step)`.
+    pub fn range_with_step(start: i64, stop: i64, step: i64) -> Dataset {
+        Dataset::from_op(Range { start, stop, step })
+    }
+
+    /// `from_tensors(components)`: one element.
+    pub fn from_tensors(components: Vec<Tensor>) -> Dataset {
+        Dataset::from_op(FromTensors {
+            components,
+            names: None,
+        })
+    }
+
+    /// `from_tensors({name: tensor, ...})`: one dictionary element.
+    pub fn from_named_tensors(components: Vec<(String, Tensor)>) -> Dataset {
+        let (names, components) = sorted_named(components);
+        Dataset::from_op(FromTensors {
+            components,
+            names: Some(names),
+        })
+    }
+
+    /// `from_tensor_slices(components)`: one element per slice of the
+    /// components' first dimension.
+    pub fn from_tensor_slices(components: Vec<Tensor>) -> Dataset {
+        Dataset::from_op(FromTensorSlices {
+            components,
+            names: None,
+        })
+    }
+
+    /// `from_tensor_slices({name: tensor, ...})`: dictionary elements.
+    pub fn from_named_tensor_slices(components: Vec<(String, Tensor)>) -> Dataset {
+        let (names, components) = sorted_named(components);
+        Dataset::from_op(FromTensorSlices {
+            components,
+            names: Some(names),
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -314,7 +349,7 @@ impl ElementIterator for SliceIter {
 }
 
 /// Rebuilds in-memory sources from wire attributes.
-pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<Option<crate::Dataset>> {
+pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<Option<Dataset>> {
     let names = |attrs: &Attrs| -> Result<Option<Vec<String>>> {
         match attrs.get("names") {
             None => Ok(None),
@@ -324,7 +359,7 @@ pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<Option<crate::Datase
     Ok(Some(match op {
         "range" => {
             attrs.check_known(op, &["start", "stop", "step"])?;
-            crate::Dataset::range_with_step(
+            Dataset::range_with_step(
                 attrs.int_or(op, "start", 0)?,
                 attrs.int(op, "stop")?,
                 attrs.int_or(op, "step", 1)?,
@@ -332,20 +367,26 @@ pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<Option<crate::Datase
         }
         "from_tensors" => {
             attrs.check_known(op, &["components", "names"])?;
-            crate::Dataset::from_op(FromTensors {
+            Dataset::from_op(FromTensors {
                 components: attrs.tensors(op, "components")?,
                 names: names(attrs)?,
             })
         }
         "from_tensor_slices" => {
             attrs.check_known(op, &["components", "names"])?;
-            crate::Dataset::from_op(FromTensorSlices {
+            Dataset::from_op(FromTensorSlices {
                 components: attrs.tensors(op, "components")?,
                 names: names(attrs)?,
             })
         }
         _ => return Ok(None),
     }))
+}
+
+/// Sorts named components by name (TensorFlow's dictionary flattening order).
+fn sorted_named(mut named: Vec<(String, Tensor)>) -> (Vec<String>, Vec<Tensor>) {
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    named.into_iter().unzip()
 }
 
 #[cfg(test)]

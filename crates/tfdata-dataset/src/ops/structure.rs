@@ -9,6 +9,27 @@ use crate::iterators::ElementIterator;
 use crate::spec::{Shape, Structure, TensorSpec};
 use crate::{INFINITE_CARDINALITY, UNKNOWN_CARDINALITY};
 
+/// Combining datasets and structuring elements.
+impl Dataset {
+    /// `zip((self, others...))`: tuples of corresponding elements.
+    pub fn zip(datasets: Vec<Dataset>) -> Dataset {
+        Dataset::from_op(Zip { inputs: datasets })
+    }
+
+    /// `concatenate(other)`.
+    pub fn concatenate(self, other: Dataset) -> Dataset {
+        Dataset::from_op(Concatenate {
+            first: self,
+            second: other,
+        })
+    }
+
+    /// `enumerate(start)`: `(index, element)` tuples.
+    pub fn enumerate(self, start: i64) -> Dataset {
+        Dataset::from_op(Enumerate { input: self, start })
+    }
+}
+
 #[derive(Debug)]
 pub struct Zip {
     pub inputs: Vec<Dataset>,
