@@ -448,3 +448,30 @@ async fn replaying_any_journal_gives_the_live_state() {
         "the histories exercise held and returned splits"
     );
 }
+
+/// A `GetSplit` naming a task that is not one of the iteration's is refused
+/// before the provider moves: the split it would have taken is the next
+/// caller's.
+#[tokio::test]
+async fn a_get_split_for_a_task_of_no_iteration_takes_no_split() {
+    let d = Dispatcher::new(
+        DispatcherConfig::default(),
+        Arc::new(FixedClock(AtomicI64::new(1))),
+    )
+    .unwrap();
+    let iteration = dynamic_iteration(&d).await;
+    let request = |task| wire::GetSplitRequest {
+        iteration_id: iteration,
+        repetition: 0,
+        split_provider_index: 0,
+        tfdata_worker_address: "w".into(),
+        tfdata_split_sequence: Some(0),
+        tfdata_task_id: task,
+        ..Default::default()
+    };
+    let err = d.get_split(request(424_242)).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("task 424242"), "{err}");
+    let first = d.get_split(request(0)).await.unwrap();
+    assert_eq!(value(&first), Some(0));
+}
