@@ -141,9 +141,13 @@ pub fn tensor_to_proto(t: &Tensor) -> TensorProto {
     proto
 }
 
+/// The largest tensor [`tensor_from_proto`] builds by padding a typed value
+/// list to its shape: 2 GiB, protobuf's limit on a whole message.
+pub const MAX_PADDED_TENSOR_BYTES: u64 = i32::MAX as u64;
+
 /// A tensor from a `TensorProto` in either content form. As in TensorFlow, a
 /// typed value list shorter than the shape is padded with its last value
-/// (a single value fills the whole tensor).
+/// (a single value fills the whole tensor), up to [`MAX_PADDED_TENSOR_BYTES`].
 pub fn tensor_from_proto(proto: &TensorProto) -> Result<Tensor> {
     let dtype = DType::from_code(proto.dtype)?;
     let shape = shape_from_proto(proto.tensor_shape.as_ref())?;
@@ -247,7 +251,19 @@ pub fn tensor_from_proto(proto: &TensorProto) -> Result<Tensor> {
             values.len()
         )));
     }
-    let mut buf = Vec::with_capacity(n * size);
+    // Padding makes a few bytes of message ask for any size: refuse more
+    // than a message could have carried explicitly (protobuf's 2 GiB).
+    let padded_bytes = (n as u64)
+        .checked_mul(size as u64)
+        .filter(|&bytes| bytes <= MAX_PADDED_TENSOR_BYTES)
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{dtype} TensorProto of shape {shape:?} pads {} values to more than 2 GiB, \
+                 the most a protobuf message can carry",
+                values.len()
+            ))
+        })?;
+    let mut buf = Vec::with_capacity(padded_bytes as usize);
     for v in &values {
         buf.extend_from_slice(v);
     }

@@ -220,8 +220,14 @@ impl Drop for ParallelMap {
     }
 }
 
+/// Most elements a [`Prefetcher`] buffers, whatever `prefetch`'s
+/// `buffer_size` asks: its channel allocates every slot up front, and a
+/// pipeline from the network may ask for 2^60. The buffer is a bound in
+/// TensorFlow too, so holding fewer only prefetches less far ahead.
+pub const MAX_PREFETCH_ELEMENTS: usize = 1 << 14;
+
 /// Runs an iterator ahead on its own thread, buffering up to `capacity`
-/// elements (`prefetch`).
+/// elements (`prefetch`), at most [`MAX_PREFETCH_ELEMENTS`].
 pub struct Prefetcher {
     rx: Receiver<Result<Option<Element>>>,
     stop: Arc<AtomicBool>,
@@ -230,7 +236,7 @@ pub struct Prefetcher {
 
 impl Prefetcher {
     pub fn new(mut input: Box<dyn ElementIterator>, capacity: usize, name: &str) -> Result<Self> {
-        let (tx, rx) = sync_channel(capacity.max(1));
+        let (tx, rx) = sync_channel(capacity.clamp(1, MAX_PREFETCH_ELEMENTS));
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
         std::thread::Builder::new()
