@@ -1,0 +1,31 @@
+//! Journal `Update`s applied to a fresh `DispatcherState`, as a restart
+//! replays them. Input: length-delimited `Update` messages (at most 64).
+//! Checked: an update that fails leaves the state unchanged (as `apply`
+//! promises), and the state survives its snapshot after every update.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use prost::Message;
+use tfdata_fuzz::dispatcher::DispatcherState;
+use tfdata_proto::data::Update;
+
+fuzz_target!(|data: &[u8]| {
+    let mut buf = data;
+    let mut state = DispatcherState::new();
+    for _ in 0..64 {
+        if buf.is_empty() {
+            break;
+        }
+        let Ok(update) = Update::decode_length_delimited(&mut buf) else {
+            break;
+        };
+        let before = state.clone();
+        if let Err(e) = state.apply(&update) {
+            assert_eq!(state, before, "a failed apply changed the state: {e}");
+            continue;
+        }
+        let restored = DispatcherState::from_snapshot(&state.to_snapshot())
+            .expect("the state after an update restores from its snapshot");
+        assert_eq!(restored, state, "snapshot round trip after {update:?}");
+    }
+});
