@@ -213,14 +213,6 @@ pub fn paused_runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
-/// Whether `message` is a known, reported failure the targets tolerate so
-/// that a short fuzzing run (CI's) stays green until it is fixed; with
-/// `TFDATA_FUZZ_STRICT=1` in the environment nothing is tolerated, to
-/// reproduce or check a fix. Each use names its issue in docs/fuzzing.md.
-pub fn known_issue(needle: &str, message: &str) -> bool {
-    message.contains(needle) && std::env::var_os("TFDATA_FUZZ_STRICT").is_none_or(|v| v != "1")
-}
-
 /// The dispatcher's public API the targets use, in one place, so a
 /// reorganisation of that crate moves only these paths.
 pub mod dispatcher {

@@ -223,6 +223,10 @@ fn open_local(work_dir: &Path) -> Result<Recovered> {
         if let Tail::Torn { offset } = tail {
             if Some(n) == newest_journal {
                 tracing::warn!(file = %name, offset, "dropping a torn final journal record (crash mid-write)");
+                // Cut it off for good: the next start writes a newer file,
+                // after which this one is no longer the newest and a torn
+                // tail in it would refuse every later start.
+                truncate(&path, offset)?;
             } else {
                 return Err(Error::DataLoss {
                     location: format!("{name} at offset {offset}"),
@@ -240,6 +244,16 @@ fn open_local(work_dir: &Path) -> Result<Recovered> {
         updates,
         writer: JournalWriter::new(Backend::Local(journal)),
     })
+}
+
+/// Shortens `path` to `len` bytes, durably.
+fn truncate(path: &Path, len: u64) -> Result<()> {
+    let cut = || -> std::io::Result<()> {
+        let file = OpenOptions::new().write(true).open(path)?;
+        file.set_len(len)?;
+        file.sync_all()
+    };
+    cut().map_err(|e| Error::io(format!("truncating the torn tail of {}", path.display()), e))
 }
 
 impl LocalJournal {
@@ -723,6 +737,24 @@ mod tests {
             open(&dir.path().into()).unwrap().updates,
             vec![dataset("a")]
         );
+        // The torn bytes are gone for good: once a newer file exists the
+        // torn one is no longer the newest, and later starts still replay
+        // (found by the dispatcher_journal fuzz target: `000000010026`).
+        assert_eq!(
+            open(&dir.path().into()).unwrap().updates,
+            vec![dataset("a")]
+        );
+    }
+
+    #[test]
+    fn a_journal_of_one_torn_byte_starts_again_and_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal_dir = dir.path().join(JOURNAL_DIR);
+        std::fs::create_dir_all(&journal_dir).unwrap();
+        std::fs::write(journal_dir.join("journal_0"), [0x26]).unwrap();
+        for _ in 0..3 {
+            assert!(open(&dir.path().into()).unwrap().updates.is_empty());
+        }
     }
 
     #[test]

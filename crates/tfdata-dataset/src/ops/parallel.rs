@@ -24,12 +24,19 @@ pub fn autotune_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
+/// Threads one parallel stage runs at most, whatever `num_parallel_calls`
+/// asks: a pipeline from the network must not be able to make a worker
+/// spawn threads until the system refuses (or overflow `threads * 2`).
+pub const MAX_PARALLEL_CALLS: usize = 256;
+
 /// The number of threads for a `num_parallel_calls` value.
 pub fn threads_for(num_parallel_calls: i64) -> usize {
     if num_parallel_calls < 0 {
-        autotune_threads()
+        autotune_threads().min(MAX_PARALLEL_CALLS)
     } else {
-        (num_parallel_calls as usize).max(1)
+        usize::try_from(num_parallel_calls)
+            .unwrap_or(MAX_PARALLEL_CALLS)
+            .clamp(1, MAX_PARALLEL_CALLS)
     }
 }
 
@@ -284,5 +291,17 @@ impl ElementIterator for Prefetcher {
 impl Drop for Prefetcher {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn num_parallel_calls_is_bounded() {
+        assert_eq!(super::threads_for(0), 1);
+        assert_eq!(super::threads_for(3), 3);
+        assert_eq!(super::threads_for(1 << 40), super::MAX_PARALLEL_CALLS);
+        assert_eq!(super::threads_for(i64::MAX), super::MAX_PARALLEL_CALLS);
+        assert!(super::threads_for(-1) <= super::MAX_PARALLEL_CALLS);
     }
 }
