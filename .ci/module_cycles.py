@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Fails if modules inside a crate depend on each other in a circle
+(ARCHITECTURE.md: dependencies point one way). Edges are the `crate::a::b`
+and `super::x` paths in a module's code (comments and `#[cfg(test)]` code
+excluded) to modules that are neither its ancestors nor its descendants; a
+cycle is a strongly connected set of two or more modules."""
+import os, re, sys
+root = sys.argv[1] if len(sys.argv) > 1 else 'crates'
+found = 0
+for crate in sorted(os.listdir(root)):
+    src = os.path.join(root, crate, 'src')
+    if not os.path.isdir(src): continue
+    mods = {}
+    for dp, _, fs in os.walk(src):
+        for f in fs:
+            if not f.endswith('.rs'): continue
+            p = os.path.join(dp, f); rel = os.path.relpath(p, src)[:-3].split(os.sep)
+            if rel[-1] in ('mod', 'lib', 'main'): rel = rel[:-1]
+            text = open(p).read()
+            text = text.split('#[cfg(test)]')[0]
+            text = re.sub(r'//.*', '', text)
+            mods[tuple(rel)] = text
+    names = set(mods)
+    def resolve(path):
+        # longest prefix that is a module
+        for n in range(len(path), 0, -1):
+            if tuple(path[:n]) in names: return tuple(path[:n])
+        return None
+    edges = {m: set() for m in mods}
+    for m, text in mods.items():
+        for mt in re.finditer(r'\b(crate|super)((?:::\w+)+)', text):
+            parts = mt.group(2).split('::')[1:]
+            base = []
+            if mt.group(1) == 'super':
+                base = list(m[:-1])
+                while parts and parts[0] == 'super':
+                    base = base[:-1]; parts = parts[1:]
+            target = resolve(base + parts)
+            if target is None or target == m: continue
+            if target == m[:len(target)] or m == target[:len(m)]: continue  # ancestor/descendant
+            edges[m].add(target)
+    # find cycles (simple: SCCs)
+    index = {}; low = {}; stack = []; on = set(); sccs = []; i = [0]
+    def strong(v):
+        index[v] = low[v] = i[0]; i[0] += 1; stack.append(v); on.add(v)
+        for w in edges[v]:
+            if w not in index: strong(w); low[v] = min(low[v], low[w])
+            elif w in on: low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop(); on.discard(w); comp.append(w)
+                if w == v: break
+            if len(comp) > 1: sccs.append(comp)
+    sys.setrecursionlimit(10000)
+    for v in edges:
+        if v not in index: strong(v)
+    for comp in sccs:
+        found += 1
+        print(crate, 'import cycle:', ' <-> '.join('::'.join(c) or 'lib' for c in sorted(comp)))
+sys.exit(1 if found else 0)
