@@ -145,6 +145,32 @@ async fn stream_elements(worker: Arc<Worker>, mut requests: Requests) -> Result<
 
 /// `batch` as gRPC message parts: the small fields copied, every chunk's
 /// data a part of its own when large (a tensor's buffer, uncopied).
+/// Finishes a batch, compressing it as the stream's `compressor` decides.
+/// Snappy over a batch of [`COMPRESS_OFF_RUNTIME_BYTES`] or more is CPU
+/// work: it runs on a blocking thread, not on the RPC runtime, where it
+/// would stall every other stream.
+async fn finish_batch(
+    encoder: BatchEncoder,
+    compressor: &mut Compressor,
+) -> tfdata_core::Result<ElementBatch> {
+    if !(compressor.may_compress() && encoder.payload_bytes() >= COMPRESS_OFF_RUNTIME_BYTES) {
+        return encoder.finish(compressor);
+    }
+    let mut moved = std::mem::replace(compressor, Compressor::new(ChunkCompression::Never));
+    match tokio::task::spawn_blocking(move || {
+        let finished = encoder.finish(&mut moved);
+        (finished, moved)
+    })
+    .await
+    {
+        Ok((finished, moved)) => {
+            *compressor = moved;
+            finished
+        }
+        Err(e) => Err(Error::Internal(format!("batch encoding failed: {e}"))),
+    }
+}
+
 fn encode(batch: ElementBatch) -> Vec<Bytes> {
     let ElementBatch {
         headers,
@@ -288,30 +314,7 @@ async fn serve(
                 credit.bytes = credit
                     .bytes
                     .saturating_sub(i64::try_from(encoder.payload_bytes()).unwrap_or(i64::MAX));
-                let finished = if compressor.may_compress()
-                    && encoder.payload_bytes() >= COMPRESS_OFF_RUNTIME_BYTES
-                {
-                    // Snappy over megabytes is CPU work: not on the RPC
-                    // runtime, where it would stall every other stream.
-                    let mut moved = std::mem::replace(
-                        &mut compressor,
-                        Compressor::new(ChunkCompression::Never),
-                    );
-                    match tokio::task::spawn_blocking(move || {
-                        let finished = encoder.finish(&mut moved);
-                        (finished, moved)
-                    })
-                    .await
-                    {
-                        Ok((finished, moved)) => {
-                            compressor = moved;
-                            finished
-                        }
-                        Err(e) => Err(Error::Internal(format!("batch encoding failed: {e}"))),
-                    }
-                } else {
-                    encoder.finish(&mut compressor)
-                };
+                let finished = finish_batch(encoder, &mut compressor).await;
                 match finished {
                     Ok(mut batch) => {
                         batch.first_element_index = index;
@@ -330,5 +333,60 @@ async fn serve(
         if tx.send(Ok(encode(batch))).await.is_err() {
             return; // the reader is gone; like a lost GetElement response
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use tfdata_core::{Element, Tensor};
+
+    use super::*;
+
+    fn batch_of(bytes: usize) -> BatchEncoder {
+        let mut encoder = BatchEncoder::new();
+        let zeros = Tensor::from_slice(&vec![0u8; bytes], vec![bytes as i64]).unwrap();
+        encoder.push(&Element::new(vec![zeros]));
+        encoder
+    }
+
+    /// Whether finishing `encoder` let another task of a one-thread runtime
+    /// run meanwhile, i.e. whether the work left the runtime's thread. The
+    /// runtime's one blocking thread is held until that other task has run,
+    /// so work sent to it cannot finish before the caller yields.
+    fn left_the_runtime(encoder: BatchEncoder, mode: ChunkCompression) -> bool {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let (release, held) = std::sync::mpsc::channel::<()>();
+            tokio::task::spawn_blocking(move || {
+                let _ = held.recv();
+            });
+            let other_ran = Arc::new(AtomicBool::new(false));
+            let flag = Arc::clone(&other_ran);
+            tokio::spawn(async move {
+                flag.store(true, Ordering::SeqCst);
+                let _ = release.send(());
+            });
+            let mut compressor = Compressor::new(mode);
+            finish_batch(encoder, &mut compressor).await.unwrap();
+            other_ran.load(Ordering::SeqCst)
+        })
+    }
+
+    /// A large batch that may be compressed is encoded on a blocking thread,
+    /// so the RPC runtime goes on serving other streams; small ones, and
+    /// ones that are never compressed, stay inline (a thread hop would cost
+    /// more than the copy).
+    #[test]
+    fn large_compressible_batches_are_encoded_off_the_runtime() {
+        let large = COMPRESS_OFF_RUNTIME_BYTES as usize;
+        assert!(left_the_runtime(batch_of(large), ChunkCompression::Auto));
+        assert!(left_the_runtime(batch_of(large), ChunkCompression::Always));
+        assert!(!left_the_runtime(batch_of(large), ChunkCompression::Never));
+        assert!(!left_the_runtime(batch_of(1024), ChunkCompression::Auto));
     }
 }
