@@ -216,6 +216,16 @@ pub fn paused_runtime() -> tokio::runtime::Runtime {
 /// The dispatcher's public API the targets use, in one place, so a
 /// reorganisation of that crate moves only these paths.
 pub mod dispatcher {
+    use prost::Message;
+
     pub use tfdata_dispatcher::state::DispatcherState;
     pub use tfdata_dispatcher::{Clock, Dispatcher, DispatcherConfig, DispatcherGrpc, SystemClock};
+
+    /// Whether two states hold the same facts: their compaction snapshots
+    /// encode to the same bytes (a snapshot holds every fact once; the
+    /// derived indexes are rebuilt from it). Not `==`: a split tensor may
+    /// carry a NaN in one of `TensorProto`'s value lists, unequal to itself.
+    pub fn same_state(a: &DispatcherState, b: &DispatcherState) -> bool {
+        a.to_snapshot().encode_to_vec() == b.to_snapshot().encode_to_vec()
+    }
 }
