@@ -62,24 +62,13 @@ pub(crate) async fn drive(
     let mut skipped_previous: HashMap<TaskId, bool> = HashMap::new();
     let mut round = 0i64;
     'rounds: loop {
-        // Listening before the shared state is read: a heartbeat that
-        // changes it after the read wakes the wait below (notify_waiters
-        // keeps no permit, so a listener made later would miss it).
-        let changes = changed.notified();
-        tokio::pin!(changes);
-        changes.as_mut().enable();
-        if fetch.cancel.is_cancelled() {
-            break;
-        }
-        let error = lock(&shared).error.take();
-        if let Some(e) = error {
-            fetch.fail(e).await;
-            break;
-        }
-        let tasks = {
+        let next = read_when_ready(&changed, &fetch.cancel, || {
             let mut s = lock(&shared);
+            if let Some(e) = s.error.take() {
+                return Some(Next::Fail(e));
+            }
             if s.finished {
-                break;
+                return Some(Next::Stop);
             }
             let blocked = s.block_round.is_some_and(|b| round >= b);
             let tasks: Vec<wire::TaskInfo> = s
@@ -89,21 +78,23 @@ pub(crate) async fn drive(
                 .cloned()
                 .collect();
             if blocked || tasks.is_empty() {
+                // Every change that can end this wait (tasks, block_round,
+                // finished, an error) comes from the heartbeat loop, which
+                // notifies after each.
                 None
             } else {
                 s.current_round = round;
-                Some(tasks)
+                Some(Next::Round(tasks))
             }
-        };
-        let Some(tasks) = tasks else {
-            // Every change that can end this wait (tasks, block_round,
-            // finished, an error) comes from the heartbeat loop, which
-            // notifies after each.
-            tokio::select! {
-                () = &mut changes => {}
-                () = fetch.cancel.cancelled() => break,
+        })
+        .await;
+        let tasks = match next {
+            None | Some(Next::Stop) => break,
+            Some(Next::Fail(e)) => {
+                fetch.fail(e).await;
+                break;
             }
-            continue;
+            Some(Next::Round(tasks)) => tasks,
         };
         // One result slot per task, reserved in order.
         let mut permits = Vec::with_capacity(tasks.len());
@@ -160,6 +151,40 @@ enum Slot {
     Element(Element),
     Skipped,
     Removed,
+}
+
+/// What the shared state says the read does next.
+enum Next {
+    Round(Vec<wire::TaskInfo>),
+    Fail(Error),
+    Stop,
+}
+
+/// Calls `read` until it answers, waiting for `changed` in between; `None`
+/// once `cancel` fires. It listens before each read, so a change notified
+/// after a read wakes the wait (`notify_waiters` keeps no permit: a
+/// listener made after the notification would miss it and wait for the
+/// next heartbeat).
+async fn read_when_ready<T>(
+    changed: &Notify,
+    cancel: &tfdata_rpc::CancellationToken,
+    mut read: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    loop {
+        let changes = changed.notified();
+        tokio::pin!(changes);
+        changes.as_mut().enable();
+        if cancel.is_cancelled() {
+            return None;
+        }
+        if let Some(answer) = read() {
+            return Some(answer);
+        }
+        tokio::select! {
+            () = &mut changes => {}
+            () = cancel.cancelled() => return None,
+        }
+    }
 }
 
 /// This consumer's request for its element of one task's round.
@@ -284,5 +309,39 @@ async fn heartbeat_loop(
             () = tokio::time::sleep(wait) => {}
             () = cancel.cancelled() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A change notified between a read and the wait (the heartbeat loop on
+    /// another thread) wakes the wait: the second read runs at once, not a
+    /// refresh interval later. With the listener made after the read, this
+    /// waits for a notification that never comes.
+    #[tokio::test]
+    async fn a_change_right_after_a_read_is_not_lost() {
+        let changed = Notify::new();
+        let cancel = tfdata_rpc::CancellationToken::new();
+        let mut reads = 0;
+        let answer = tokio::time::timeout(
+            Duration::from_secs(10),
+            read_when_ready(&changed, &cancel, || {
+                reads += 1;
+                if reads == 1 {
+                    // The state changes right after this read saw nothing.
+                    changed.notify_waiters();
+                    None
+                } else {
+                    Some(reads)
+                }
+            }),
+        )
+        .await
+        .expect("the wake-up was lost");
+        assert_eq!(answer, Some(2));
+        cancel.cancel();
+        assert_eq!(read_when_ready(&changed, &cancel, || Some(0)).await, None);
     }
 }
