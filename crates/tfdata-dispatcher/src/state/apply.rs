@@ -20,6 +20,17 @@ fn all_delivered(it: &Iteration, tasks: &BTreeMap<TaskId, Task>) -> bool {
             .all(|t| tasks.get(t).is_none_or(|t| t.finished))
 }
 
+/// The iteration `id` an update of kind `update` names, or its error.
+fn iteration_mut<'a>(
+    iterations: &'a mut BTreeMap<IterationId, Iteration>,
+    update: &str,
+    id: IterationId,
+) -> Result<&'a mut Iteration> {
+    iterations
+        .get_mut(&id)
+        .ok_or_else(|| bad(update, format!("unknown iteration {id}")))
+}
+
 fn bad(update: &str, reason: String) -> Error {
     Error::Internal(format!("inconsistent {update} update: {reason}"))
 }
@@ -154,15 +165,11 @@ impl DispatcherState {
                 );
             }
             UpdateType::ProduceSplit(u) => {
-                let it = self
-                    .iterations
-                    .get_mut(&IterationId(u.iteration_id))
-                    .ok_or_else(|| {
-                        bad(
-                            "produce_split",
-                            format!("unknown iteration {}", u.iteration_id),
-                        )
-                    })?;
+                let it = iteration_mut(
+                    &mut self.iterations,
+                    "produce_split",
+                    IterationId(u.iteration_id),
+                )?;
                 // Every check before any change: an error leaves the state as it was.
                 let p = usize::try_from(u.split_provider_index)
                     .ok()
@@ -269,15 +276,11 @@ impl DispatcherState {
                         format!("client {client} exists"),
                     ));
                 }
-                let it = self
-                    .iterations
-                    .get_mut(&IterationId(u.iteration_id))
-                    .ok_or_else(|| {
-                        bad(
-                            "acquire_iteration_client",
-                            format!("unknown iteration {}", u.iteration_id),
-                        )
-                    })?;
+                let it = iteration_mut(
+                    &mut self.iterations,
+                    "acquire_iteration_client",
+                    IterationId(u.iteration_id),
+                )?;
                 it.num_clients += 1;
                 self.next_client_id = self
                     .next_client_id
@@ -292,24 +295,15 @@ impl DispatcherState {
                         format!("unknown client {client}"),
                     )
                 })?;
-                let it = self.iterations.get_mut(&iteration).ok_or_else(|| {
-                    bad(
-                        "release_iteration_client",
-                        format!("unknown iteration {iteration}"),
-                    )
-                })?;
+                let it =
+                    iteration_mut(&mut self.iterations, "release_iteration_client", iteration)?;
                 it.num_clients -= 1;
                 it.last_client_released_micros = Some(u.time_micros);
                 self.clients.remove(&client);
             }
             UpdateType::GarbageCollectIteration(u) => {
                 let id = IterationId(u.iteration_id);
-                let it = self.iterations.get_mut(&id).ok_or_else(|| {
-                    bad(
-                        "garbage_collect_iteration",
-                        format!("unknown iteration {id}"),
-                    )
-                })?;
+                let it = iteration_mut(&mut self.iterations, "garbage_collect_iteration", id)?;
                 it.finished = true;
                 it.garbage_collected = true;
                 for task_id in it.tasks.clone() {
@@ -372,12 +366,7 @@ impl DispatcherState {
                             format!("iteration {iteration_id} is not round-robin"),
                         )
                     })?;
-                let it = self.iterations.get_mut(&iteration_id).ok_or_else(|| {
-                    bad(
-                        "client_heartbeat",
-                        format!("unknown iteration {iteration_id}"),
-                    )
-                })?;
+                let it = iteration_mut(&mut self.iterations, "client_heartbeat", iteration_id)?;
                 let pending = it.pending_tasks.front_mut().ok_or_else(|| {
                     bad(
                         "client_heartbeat",
