@@ -174,7 +174,7 @@ impl Dispatcher {
             config,
             store,
             clock,
-            ledger: txn::Ledger::new(guarded, journal, compact_after),
+            ledger: txn::Ledger::new(guarded, journal, compact_after)?,
             registration: Default::default(),
             worker_clients: Default::default(),
             removers: Default::default(),

@@ -75,14 +75,21 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    pub fn new(guarded: Guarded, journal: Option<JournalWriter>, compact_after: u64) -> Self {
+    pub fn new(
+        guarded: Guarded,
+        journal: Option<JournalWriter>,
+        compact_after: u64,
+    ) -> Result<Self> {
         let failed = Arc::new(AtomicBool::new(false));
-        Ledger {
+        let journal = journal
+            .map(|writer| GroupCommit::start(writer, Arc::clone(&failed)))
+            .transpose()?;
+        Ok(Ledger {
             guarded: Mutex::new(guarded),
-            journal: journal.map(|writer| GroupCommit::start(writer, Arc::clone(&failed))),
+            journal,
             failed,
             compact_after_records: compact_after,
-        }
+        })
     }
 
     /// Starts a transaction: waits for the state lock.
@@ -224,7 +231,7 @@ struct GroupCommit {
 }
 
 impl GroupCommit {
-    fn start(writer: JournalWriter, failed: Arc<AtomicBool>) -> Self {
+    fn start(writer: JournalWriter, failed: Arc<AtomicBool>) -> Result<Self> {
         let queue: Arc<(SyncMutex<Queue>, Condvar)> = Arc::default();
         let (durable, _) = watch::channel(Durable::default());
         let thread = {
@@ -232,13 +239,13 @@ impl GroupCommit {
             std::thread::Builder::new()
                 .name("tfdata-journal".into())
                 .spawn(move || write_loop(&writer, &queue, &durable, &failed))
-                .expect("cannot start the journal thread")
+                .map_err(|e| Error::io("starting the journal thread", e))?
         };
-        GroupCommit {
+        Ok(GroupCommit {
             queue,
             durable,
             thread: Some(thread),
-        }
+        })
     }
 
     fn queue(
