@@ -3,7 +3,9 @@
 //! the attribute. They convert to and from the wire's `AttrValue` and the
 //! JSON text form.
 
+use std::any::Any;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use tfdata_core::element::{tensor_from_proto, tensor_to_proto};
 use tfdata_core::{Error, Result, Tensor};
@@ -23,19 +25,78 @@ pub enum Attr {
 }
 
 /// A function by name, with arguments for built-ins.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// `inline` carries the function itself when it is not in this process's
+/// registry but came with the pipeline: a TensorFlow graph's `FunctionDef`,
+/// translated by `tfdata-graph` (a [`crate::functions::Inline`], made with
+/// `FunctionRef::inline`). It is resolved before built-ins and the
+/// registry, and it does not travel: the wire and JSON forms carry the
+/// name only, and [`crate::pipeline::from_pipeline_def_with`] attaches
+/// bodies again by name.
+#[derive(Debug, Clone)]
 pub struct FunctionRef {
     pub name: String,
     pub args: Attrs,
+    pub inline: Option<InlineBody>,
+}
+
+/// An inline function body, type-erased because attributes sit below the
+/// function types in the crate (the body is a `functions::Inline`).
+#[derive(Clone)]
+pub struct InlineBody(pub Arc<dyn Any + Send + Sync>);
+
+impl std::fmt::Debug for InlineBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InlineBody")
+    }
+}
+
+/// Equal when the name and arguments are (what serialises) and both carry
+/// the same inline body or none.
+impl PartialEq for FunctionRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.args == other.args
+            && match (&self.inline, &other.inline) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(&a.0, &b.0),
+                _ => false,
+            }
+    }
 }
 
 impl FunctionRef {
     pub fn named(name: &str) -> Self {
+        FunctionRef::with_args(name, Attrs::new())
+    }
+
+    /// A function with arguments for a built-in.
+    pub fn with_args(name: &str, args: Attrs) -> Self {
         FunctionRef {
             name: name.to_string(),
-            args: Attrs::new(),
+            args,
+            inline: None,
         }
     }
+}
+
+/// Attaches inline bodies to the functions named in `attrs` (at any depth)
+/// that `scope` knows.
+pub fn attach_inline(attrs: &mut Attrs, scope: &dyn Fn(&str) -> Option<InlineBody>) {
+    fn attach(attr: &mut Attr, scope: &dyn Fn(&str) -> Option<InlineBody>) {
+        match attr {
+            Attr::Function(f) => {
+                if f.inline.is_none() {
+                    f.inline = scope(&f.name);
+                }
+                attach_inline(&mut f.args, scope);
+            }
+            Attr::List(items) => items.iter_mut().for_each(|a| attach(a, scope)),
+            Attr::Map(m) => m.values_mut().for_each(|a| attach(a, scope)),
+            _ => {}
+        }
+    }
+    attrs.0.values_mut().for_each(|a| attach(a, scope));
 }
 
 /// The attributes of one op.
@@ -344,10 +405,10 @@ pub fn attr_from_wire(a: &wire::AttrValue, depth: usize) -> Result<Attr> {
                 .collect::<Result<_>>()?,
         ),
         Some(Value::Tensor(t)) => Attr::Tensor(tensor_from_proto(t)?),
-        Some(Value::Function(f)) => Attr::Function(FunctionRef {
-            name: f.name.clone(),
-            args: attrs_from_wire(&f.args, depth + 1)?,
-        }),
+        Some(Value::Function(f)) => Attr::Function(FunctionRef::with_args(
+            &f.name,
+            attrs_from_wire(&f.args, depth + 1)?,
+        )),
     })
 }
 

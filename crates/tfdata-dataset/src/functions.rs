@@ -15,6 +15,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use tfdata_core::{Element, Error, Result};
 
 use crate::Dataset;
+use crate::attrs::{FunctionRef, InlineBody};
 use crate::spec::Structure;
 
 /// A map function: one element in, one element out.
@@ -143,6 +144,33 @@ where
     F: Fn(Option<&Structure>) -> Result<ResolvedDatasetFn> + Send + Sync + 'static,
 {
     register(name, |r| r.dataset = Some(Arc::new(factory)));
+}
+
+/// A function body carried by its [`FunctionRef`] instead of the registry:
+/// any of the three kinds of function a pipeline calls, each built per
+/// input structure (see [`FunctionRef::inline`]).
+#[derive(Clone, Default)]
+pub struct Inline {
+    pub map: Option<MapFactory>,
+    pub predicate: Option<PredicateFactory>,
+    pub dataset: Option<DatasetFnFactory>,
+}
+
+impl FunctionRef {
+    /// A function named `name` whose body comes with it.
+    pub fn inline(name: &str, body: Inline) -> Self {
+        FunctionRef {
+            inline: Some(InlineBody(Arc::new(body))),
+            ..FunctionRef::named(name)
+        }
+    }
+
+    /// The inline body, if this reference carries one.
+    pub fn inline_body(&self) -> Option<&Inline> {
+        self.inline
+            .as_ref()
+            .and_then(|b| b.0.downcast_ref::<Inline>())
+    }
 }
 
 /// A map function ready to call, and its output structure if known.

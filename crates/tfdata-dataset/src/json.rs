@@ -180,10 +180,7 @@ fn attr_from_json(v: &Value, depth: usize) -> Result<Attr> {
                     args.0.insert(k.clone(), attr_from_json(v, depth + 1)?);
                 }
             }
-            Attr::Function(FunctionRef {
-                name: name.to_string(),
-                args,
-            })
+            Attr::Function(FunctionRef::with_args(name, args))
         }
         Value::Object(obj) if obj.contains_key("dtype") && obj.contains_key("values") => {
             Attr::Tensor(tensor_from_json(obj)?)

@@ -26,10 +26,10 @@ pub mod spec;
 pub mod spec_coder;
 pub mod splits;
 
-pub use attrs::{Attr, Attrs, FunctionRef};
+pub use attrs::{Attr, Attrs, FunctionRef, InlineBody};
 pub use dataset::{Dataset, DatasetOp, INFINITE_CARDINALITY, IterContext, UNKNOWN_CARDINALITY};
 pub use functions::{
-    DatasetFnFactory, MapFactory, MapFn, PredicateFactory, register_dataset_fn_factory,
+    DatasetFnFactory, Inline, MapFactory, MapFn, PredicateFactory, register_dataset_fn_factory,
     register_dataset_function, register_function, register_function_with_spec,
     register_map_factory, register_predicate, register_predicate_factory,
 };

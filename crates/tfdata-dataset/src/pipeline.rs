@@ -4,7 +4,7 @@
 use tfdata_core::{Error, Result};
 use tfdata_proto::tfdata::pipeline as wire;
 
-use crate::attrs::{attrs_from_wire, attrs_to_wire};
+use crate::attrs::{InlineBody, attach_inline, attrs_from_wire, attrs_to_wire};
 use crate::dataset::Dataset;
 
 /// Bumped on every change an older worker would misread.
@@ -43,6 +43,16 @@ fn op_to_wire(ds: &Dataset) -> wire::OpDef {
 
 /// Rebuilds and validates a pipeline received from the wire.
 pub fn from_pipeline_def(def: &wire::PipelineDef) -> Result<Dataset> {
+    from_pipeline_def_with(def, &|_| None)
+}
+
+/// Rebuilds a pipeline whose functions `scope` may carry inline (see
+/// [`crate::attrs::Inline`]): a translated TensorFlow graph serialised for a
+/// rewrite (static sharding) and rebuilt.
+pub fn from_pipeline_def_with(
+    def: &wire::PipelineDef,
+    scope: &dyn Fn(&str) -> Option<InlineBody>,
+) -> Result<Dataset> {
     if def.format_version != PIPELINE_FORMAT_VERSION {
         return Err(Error::InvalidArgument(format!(
             "pipeline format version {} is not supported (this build reads version \
@@ -54,12 +64,16 @@ pub fn from_pipeline_def(def: &wire::PipelineDef) -> Result<Dataset> {
         .root
         .as_ref()
         .ok_or_else(|| Error::InvalidArgument("pipeline has no root op".into()))?;
-    let ds = op_from_wire(root, 0)?;
+    let ds = op_from_wire(root, 0, scope)?;
     ds.validate()?;
     Ok(ds)
 }
 
-fn op_from_wire(def: &wire::OpDef, depth: usize) -> Result<Dataset> {
+fn op_from_wire(
+    def: &wire::OpDef,
+    depth: usize,
+    scope: &dyn Fn(&str) -> Option<InlineBody>,
+) -> Result<Dataset> {
     if depth > MAX_DEPTH {
         return Err(Error::InvalidArgument(format!(
             "pipeline is deeper than {MAX_DEPTH} ops"
@@ -68,9 +82,10 @@ fn op_from_wire(def: &wire::OpDef, depth: usize) -> Result<Dataset> {
     let inputs = def
         .inputs
         .iter()
-        .map(|i| op_from_wire(i, depth + 1))
+        .map(|i| op_from_wire(i, depth + 1, scope))
         .collect::<Result<Vec<_>>>()?;
-    let attrs = attrs_from_wire(&def.attrs, 0)?;
+    let mut attrs = attrs_from_wire(&def.attrs, 0)?;
+    attach_inline(&mut attrs, scope);
     crate::ops::build(&def.op, inputs, &attrs)
 }
 

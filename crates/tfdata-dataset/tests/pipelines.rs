@@ -157,10 +157,10 @@ fn corrupt_and_missing_inputs_fail_clearly() {
 fn lookup_reads_its_vocabulary_when_the_data_flows_not_when_validated() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("vocabulary.txt");
-    let lookup = FunctionRef {
-        name: "lookup".into(),
-        args: tfdata_dataset::Attrs::new().with("vocabulary_file", missing.to_str().unwrap()),
-    };
+    let lookup = FunctionRef::with_args(
+        "lookup",
+        tfdata_dataset::Attrs::new().with("vocabulary_file", missing.to_str().unwrap()),
+    );
     let ds = Dataset::from_tensor_slices(vec![
         Tensor::strings(vec!["a".into(), "b".into()], vec![2]).unwrap(),
     ])

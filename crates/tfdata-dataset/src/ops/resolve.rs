@@ -139,6 +139,13 @@ pub fn resolve_map(
     f: &FunctionRef,
     input: Option<&Structure>,
 ) -> Result<ResolvedMap, ResolveError> {
+    if let Some(inline) = f.inline_body() {
+        let factory = inline
+            .map
+            .as_ref()
+            .ok_or_else(|| wrong_kind(f, FunctionKind::Map))?;
+        return Ok(factory(input)?);
+    }
     if let Some(builtin) = builtins::map(f, input) {
         return Ok(builtin?);
     }
@@ -159,6 +166,13 @@ pub fn resolve_predicate(
     f: &FunctionRef,
     input: Option<&Structure>,
 ) -> Result<PredicateFn, ResolveError> {
+    if let Some(inline) = f.inline_body() {
+        let factory = inline
+            .predicate
+            .as_ref()
+            .ok_or_else(|| wrong_kind(f, FunctionKind::Predicate))?;
+        return Ok(factory(input)?);
+    }
     if let Some(builtin) = builtins::predicate(f, input) {
         return Ok(builtin?);
     }
@@ -180,6 +194,13 @@ pub fn resolve_dataset_fn(
     f: &FunctionRef,
     input: Option<&Structure>,
 ) -> Result<ResolvedDatasetFn, ResolveError> {
+    if let Some(inline) = f.inline_body() {
+        let factory = inline
+            .dataset
+            .as_ref()
+            .ok_or_else(|| wrong_kind(f, FunctionKind::DatasetFn))?;
+        return Ok(factory(input)?);
+    }
     if let Some(builtin) = builtin_dataset_fn(f, input) {
         return Ok(builtin?);
     }

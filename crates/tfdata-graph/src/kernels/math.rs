@@ -1,0 +1,5 @@
+//! (to be written)
+
+use super::KernelDef;
+
+pub(super) const KERNELS: &[KernelDef] = &[];

@@ -1,0 +1,184 @@
+//! The kernel set: TensorFlow ops on tensors, by op name, as the executor
+//! ([`crate::function`]) runs them inside `FunctionDef` bodies.
+//!
+//! A kernel is built once per graph node ([`KernelDef::build`], which reads
+//! and checks the node's attributes, compiles regexes and the like) and then
+//! called once per element with the node's input tensors. Kernels match
+//! TensorFlow 2.21's numerics; where they cannot, the kernel's module says
+//! so and by how much (`docs/compatibility.md` lists every difference).
+//!
+//! Each module declares its kernels in a `KERNELS` table; [`lookup`] is the
+//! one place names become kernels, and [`supported_ops`] lists them (the
+//! dispatcher's "can tfdata workers run this graph" check and the docs).
+//!
+//! Bad input (a wrong dtype or shape, an index out of range, an absurd size)
+//! is an `InvalidArgument` error, never a panic; outputs larger than
+//! [`crate::MAX_TENSOR_BYTES`] are refused before they are allocated
+//! ([`check_size`]).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use tfdata_core::{DType, Error, Result, Tensor};
+
+use crate::attrs::NodeAttrs;
+
+mod image;
+mod math;
+mod parse;
+mod ragged;
+mod reduce;
+mod shape;
+mod strings;
+
+/// A built kernel: input tensors in, output tensors out (flattened over the
+/// op's output args, in order).
+pub type Compute = Box<dyn Fn(Vec<Tensor>) -> Result<Vec<Tensor>> + Send + Sync>;
+
+/// One op of the kernel set.
+pub struct KernelDef {
+    /// TensorFlow's op name (`"AddV2"`).
+    pub op: &'static str,
+    /// The op's output args in order, with how many tensors each holds for
+    /// this node (list outputs take their length from the attributes). Node
+    /// inputs name outputs as `node:arg:index`.
+    pub outputs: fn(&NodeAttrs) -> Result<Vec<(&'static str, usize)>>,
+    /// Reads and checks the node's attributes, and returns the kernel.
+    pub build: fn(&NodeAttrs) -> Result<Compute>,
+}
+
+/// `outputs` for ops with one output arg named `output`.
+pub fn one_output(_: &NodeAttrs) -> Result<Vec<(&'static str, usize)>> {
+    Ok(vec![("output", 1)])
+}
+
+/// `outputs` for ops with one output arg named `y` (unary math).
+pub fn y_output(_: &NodeAttrs) -> Result<Vec<(&'static str, usize)>> {
+    Ok(vec![("y", 1)])
+}
+
+/// `outputs` for ops with one output arg named `z` (binary math).
+pub fn z_output(_: &NodeAttrs) -> Result<Vec<(&'static str, usize)>> {
+    Ok(vec![("z", 1)])
+}
+
+fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
+    static TABLE: OnceLock<HashMap<&'static str, &'static KernelDef>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = HashMap::new();
+        for set in [
+            math::KERNELS,
+            reduce::KERNELS,
+            shape::KERNELS,
+            strings::KERNELS,
+            parse::KERNELS,
+            image::KERNELS,
+            ragged::KERNELS,
+        ] {
+            for k in set {
+                t.insert(k.op, k);
+            }
+        }
+        t
+    })
+}
+
+/// The kernel for `op`, if the set has it.
+pub fn lookup(op: &str) -> Option<&'static KernelDef> {
+    table().get(op).copied()
+}
+
+/// Every op the kernel set runs, sorted.
+pub fn supported_ops() -> Vec<&'static str> {
+    let mut ops: Vec<_> = table().keys().copied().collect();
+    ops.sort_unstable();
+    ops
+}
+
+/// Refuses an output of `elements` values of `dtype` larger than
+/// [`crate::MAX_TENSOR_BYTES`] (strings count 16 bytes each, their size on
+/// TensorFlow's heap), before anything is allocated.
+pub fn check_size(what: &str, dtype: DType, elements: u64) -> Result<()> {
+    let per = dtype.size().unwrap_or(16) as u128;
+    if u128::from(elements) * per > crate::MAX_TENSOR_BYTES as u128 {
+        return Err(Error::InvalidArgument(format!(
+            "{what}: an output of {elements} {dtype} values exceeds the limit of {} bytes",
+            crate::MAX_TENSOR_BYTES
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a kernel got exactly `n` inputs.
+pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
+    if inputs.len() != n {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: expected {n} inputs, got {}",
+            inputs.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Test support: run one kernel as a node with the given attributes.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::collections::HashMap;
+
+    use tfdata_core::{DType, Result, Tensor};
+    use tfdata_proto::tensorflow::{AttrValue, NodeDef, attr_value};
+
+    use crate::attrs::NodeAttrs;
+
+    /// A `type` attribute.
+    pub fn ty(d: DType) -> AttrValue {
+        AttrValue {
+            value: Some(attr_value::Value::Type(d.code())),
+        }
+    }
+    pub fn int(i: i64) -> AttrValue {
+        AttrValue {
+            value: Some(attr_value::Value::I(i)),
+        }
+    }
+    pub fn float(f: f32) -> AttrValue {
+        AttrValue {
+            value: Some(attr_value::Value::F(f)),
+        }
+    }
+    pub fn boolean(b: bool) -> AttrValue {
+        AttrValue {
+            value: Some(attr_value::Value::B(b)),
+        }
+    }
+    pub fn string(s: &str) -> AttrValue {
+        AttrValue {
+            value: Some(attr_value::Value::S(s.as_bytes().to_vec().into())),
+        }
+    }
+    pub fn list(l: attr_value::ListValue) -> AttrValue {
+        AttrValue {
+            value: Some(attr_value::Value::List(l)),
+        }
+    }
+
+    pub fn node(op: &str, attrs: &[(&str, AttrValue)]) -> NodeDef {
+        NodeDef {
+            name: format!("test_{op}"),
+            op: op.to_string(),
+            attr: attrs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect::<HashMap<_, _>>(),
+            ..Default::default()
+        }
+    }
+
+    /// Builds `op`'s kernel for a node with `attrs` and calls it once.
+    pub fn run(op: &str, attrs: &[(&str, AttrValue)], inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+        let node = node(op, attrs);
+        let kernel = super::lookup(op).unwrap_or_else(|| panic!("no kernel {op}"));
+        let compute = (kernel.build)(&NodeAttrs::of(&node))?;
+        compute(inputs)
+    }
+}
