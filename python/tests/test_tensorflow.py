@@ -200,3 +200,27 @@ else:
     assert got["values"] == [[3 * i, str(i)] for i in range(5)]
     # numpy scalars and bytes, as tfdata yields them from its own workers.
     assert got["types"] == ["int64/bytes"]
+
+
+def test_seed_example_with_our_servers_and_tensorflows_dataset():
+    """TensorFlow's DispatchServer example, its servers ours: our worker runs
+    the graph TensorFlow's `distribute` registers (issue 13)."""
+    got = run_tf(
+        """
+import contextlib, io
+dispatcher = ours.DispatchServer()
+dispatcher_address = dispatcher.target.split("://")[1]
+worker = ours.WorkerServer(
+    ours.WorkerConfig(dispatcher_address=dispatcher_address))
+dataset = tf.data.Dataset.range(10)
+dataset = dataset.apply(tf.data.experimental.service.distribute(
+    processing_mode="parallel_epochs", service=dispatcher.target))
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    print([a.item() for a in dataset.as_numpy_iterator()])
+result({"printed": out.getvalue()})
+worker.stop()
+dispatcher.stop()
+"""
+    )
+    assert got["printed"] == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
