@@ -59,6 +59,11 @@
 //!   p50/p99 latency against a fault-tolerant dispatcher (and an in-memory
 //!   one, the ceiling) with `--commit-callers` concurrent callers; see
 //!   [`commit`].
+//! * `graph-pipeline` (issue 13): the same pipeline written in tf.data and
+//!   read by TensorFlow's client through `distribute` from our dispatcher,
+//!   served by a tfdata worker running the graph TensorFlow registered and,
+//!   in the same run, by TensorFlow's worker (each in its own process); see
+//!   [`graph_pipeline`]. Always runs both (it needs TensorFlow anyway).
 //! * `kernels`: the pipeline's per-example operations (`parse_example`,
 //!   `decode_jpeg`, `resize`, `normalize`, and `batch`'s copy) timed one at
 //!   a time on one thread over `--kernel-images` (128) of the images, by
@@ -119,6 +124,7 @@
 
 mod commit;
 mod data;
+mod graph_pipeline;
 mod kernels;
 mod measure;
 mod pipeline;
@@ -144,6 +150,9 @@ pub enum Scenario {
     PipelineStages,
     /// The pipeline's kernels timed one at a time on one thread.
     Kernels,
+    /// The pipeline written in tf.data, read by TensorFlow's client from a
+    /// tfdata worker running its graph and from TensorFlow's worker.
+    GraphPipeline,
     /// `range(--elements)` int64 scalars through a dispatcher and one worker: elements/s.
     Small,
     /// `--elements` batches of 1024 int64 through the service: elements/s.
@@ -166,6 +175,7 @@ impl Scenario {
             Scenario::Pipeline => "pipeline",
             Scenario::PipelineStages => "pipeline-stages",
             Scenario::Kernels => "kernels",
+            Scenario::GraphPipeline => "graph-pipeline",
             Scenario::Small => "small",
             Scenario::Batched => "batched",
             Scenario::Large => "large",
@@ -197,6 +207,9 @@ struct Cli {
     /// `large` scenario's worker process).
     #[arg(long = "serve-worker", hide = true)]
     serve_worker: Option<String>,
+    /// For `graph-pipeline`: the client's `compression` (`NONE` or `AUTO`).
+    #[arg(long, default_value = "NONE", value_parser = ["NONE", "AUTO"])]
+    graph_compression: String,
     /// Also run each scenario with TensorFlow and report its result and the ratio.
     #[arg(long)]
     compare_tensorflow: bool,
@@ -338,6 +351,9 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
                 tensorflow_python: options.tensorflow_python,
             };
             kernels::run(&images()?, &options, &mut emit)
+        }
+        Scenario::GraphPipeline => {
+            graph_pipeline::run(&python, &images()?, &options, &cli.graph_compression, &mut emit)
         }
         Scenario::Pipeline | Scenario::PipelineStages => {
             let images = images()?;

@@ -217,7 +217,7 @@ pub fn run_tensorflow(
     parse_tensorflow_result(&line)
 }
 
-fn parse_tensorflow_result(line: &str) -> Result<SideResult> {
+pub(crate) fn parse_tensorflow_result(line: &str) -> Result<SideResult> {
     let v: Value = serde_json::from_str(line).context("tf_pipeline.py printed bad JSON")?;
     let f = |key: &str| v.get(key).and_then(Value::as_f64);
     let u = |key: &str| v.get(key).and_then(Value::as_u64);
