@@ -26,6 +26,8 @@ mod format;
 mod hash;
 mod re;
 
+pub(super) use codec::{parse_f32, parse_float, parse_int};
+
 pub(super) const KERNELS: &[KernelDef] = &[
     KernelDef {
         op: "StringLower",

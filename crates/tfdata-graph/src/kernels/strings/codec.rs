@@ -10,7 +10,7 @@ use crate::kernels::{Compute, check_size, expect_inputs};
 
 /// `StringToNumberOp`'s float parsing (double-conversion with leading and
 /// trailing spaces, hex, `inf`/`infinity`/`nan` in any case allowed).
-fn parse_float(s: &[u8]) -> Option<f64> {
+pub(in crate::kernels) fn parse_float(s: &[u8]) -> Option<f64> {
     let t = std::str::from_utf8(trim_space(s)).ok()?;
     let (neg, body) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),
@@ -26,6 +26,23 @@ fn parse_float(s: &[u8]) -> Option<f64> {
     }
     let v: f64 = body.parse().ok()?;
     Some(if neg { -v } else { v })
+}
+
+/// [`parse_float`] rounded once to float32, as double-conversion's
+/// `StringToFloat` does (hex input, rare, is rounded through float64).
+pub(in crate::kernels) fn parse_f32(s: &[u8]) -> Option<f32> {
+    let t = std::str::from_utf8(trim_space(s)).ok()?;
+    if t.contains(['x', 'X']) {
+        parse_float(s).map(|v| v as f32)
+    } else {
+        parse_float(s)?;
+        t.trim_start_matches('+').parse::<f32>().ok()
+    }
+}
+
+/// `safe_strto64`: an optionally signed decimal integer, spaces around.
+pub(in crate::kernels) fn parse_int(s: &[u8]) -> Option<i64> {
+    std::str::from_utf8(trim_space(s)).ok()?.parse::<i64>().ok()
 }
 
 fn parse_hex_float(s: &str) -> Option<f64> {
@@ -73,27 +90,11 @@ pub(super) fn string_to_number(attrs: &NodeAttrs) -> Result<Compute> {
                 ),
             )
         };
-        let int = |s: &Bytes| -> Option<i64> {
-            std::str::from_utf8(trim_space(s)).ok()?.parse::<i64>().ok()
-        };
         Ok(vec![match out_type {
             DType::Float => {
                 let v = values
                     .iter()
-                    .map(|s| {
-                        let t = std::str::from_utf8(trim_space(s)).map_err(|_| fail(s))?;
-                        // Parse floats directly as float32 so that values
-                        // round once, as double-conversion's StringToFloat.
-                        if t.contains(['x', 'X']) {
-                            parse_float(s).map(|v| v as f32).ok_or_else(|| fail(s))
-                        } else if parse_float(s).is_some() {
-                            t.trim_start_matches('+')
-                                .parse::<f32>()
-                                .map_err(|_| fail(s))
-                        } else {
-                            Err(fail(s))
-                        }
-                    })
+                    .map(|s| parse_f32(s).ok_or_else(|| fail(s)))
                     .collect::<Result<Vec<f32>>>()?;
                 numeric(&v, shape)?
             }
@@ -108,7 +109,7 @@ pub(super) fn string_to_number(attrs: &NodeAttrs) -> Result<Compute> {
                 let v = values
                     .iter()
                     .map(|s| {
-                        int(s)
+                        parse_int(s)
                             .and_then(|v| i32::try_from(v).ok())
                             .ok_or_else(|| fail(s))
                     })
@@ -118,7 +119,7 @@ pub(super) fn string_to_number(attrs: &NodeAttrs) -> Result<Compute> {
             _ => {
                 let v = values
                     .iter()
-                    .map(|s| int(s).ok_or_else(|| fail(s)))
+                    .map(|s| parse_int(s).ok_or_else(|| fail(s)))
                     .collect::<Result<Vec<i64>>>()?;
                 numeric(&v, shape)?
             }
