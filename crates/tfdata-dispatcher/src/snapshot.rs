@@ -32,6 +32,8 @@ impl DispatcherState {
                     metadata: Some(d.metadata.clone()),
                     compression_disabled_at_runtime: d.compression_disabled_at_runtime,
                     is_pipeline: d.is_pipeline,
+                    tfdata_workers_run_graph: d.tfdata_runs_graph,
+                    tfdata_unsupported_ops: d.unsupported_ops.clone(),
                 })
                 .collect(),
             next_dataset_id: self.next_dataset_id,
@@ -113,6 +115,8 @@ impl DispatcherState {
                     metadata: d.metadata.clone().unwrap_or_default(),
                     compression_disabled_at_runtime: d.compression_disabled_at_runtime,
                     is_pipeline: d.is_pipeline,
+                    tfdata_runs_graph: !d.is_pipeline && d.tfdata_workers_run_graph,
+                    unsupported_ops: d.tfdata_unsupported_ops.clone(),
                 },
             );
         }

@@ -25,10 +25,12 @@ pub mod attrs;
 pub mod function;
 pub mod graph;
 pub mod kernels;
+mod support;
 pub mod translate;
 pub mod value;
 
-pub use graph::Library;
+pub use graph::{Library, decode_graph};
+pub use support::{supported_ops, unsupported_ops};
 pub use translate::{Translated, translate, translate_bytes};
 
 /// Nodes in one graph or function body.
@@ -38,6 +40,21 @@ pub const MAX_FUNCTIONS: usize = 10_000;
 /// Nesting of function calls (calls, branches, loop bodies, dataset
 /// functions) followed when compiling.
 pub const MAX_CALL_DEPTH: usize = 64;
+/// Nodes one call of a function may run, counting the bodies it calls
+/// (an `If` its larger branch, a `While` one iteration): a body whose
+/// calls double at every level runs exponentially many nodes per element.
+pub const MAX_CALL_COST: u64 = 1 << 24;
+/// Ops of one translated pipeline, counting a shared input once per path
+/// to it (`zip(a, a)` iterates `a` twice): nested zips of one input would
+/// otherwise make exponentially many iterators.
+pub const MAX_PIPELINE_OPS: u64 = 100_000;
+/// Nesting of one translated pipeline's ops (`map(batch(range))` is 3),
+/// as the engine's own wire form allows: its ops recurse over inputs.
+pub const MAX_PIPELINE_DEPTH: usize = 256;
+/// Nodes one body may hand to the [`function::NodeCompiler`] (dataset
+/// ops): real pipelines have tens; this bounds how deep a pipeline gets
+/// before [`MAX_PIPELINE_DEPTH`] is checked.
+pub const MAX_DATASET_NODES: usize = 1024;
 /// Outputs one node may declare (a list attribute's length).
 pub const MAX_NODE_OUTPUTS: usize = 65_536;
 /// Bytes of one tensor a kernel may produce (1 GiB).

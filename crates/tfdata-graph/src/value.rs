@@ -8,6 +8,10 @@ use tfdata_dataset::Dataset;
 pub enum Value {
     Tensor(Tensor),
     Dataset(Dataset),
+    /// A resource handle (a seed generator, a memory cache, a constant
+    /// handle TensorFlow serialised): the engine's ops keep such state
+    /// themselves, so the handle is only passed along, never read.
+    Resource,
 }
 
 impl Value {
@@ -15,28 +19,30 @@ impl Value {
     pub fn into_tensor(self, what: &str) -> Result<Tensor> {
         match self {
             Value::Tensor(t) => Ok(t),
-            Value::Dataset(_) => Err(Error::InvalidArgument(format!(
-                "{what}: expected a tensor, got a dataset"
-            ))),
+            other => Err(other.not_a("tensor", what)),
         }
+    }
+
+    fn not_a(&self, want: &str, what: &str) -> Error {
+        let got = match self {
+            Value::Tensor(t) => format!("a {} tensor", t.dtype()),
+            Value::Dataset(_) => "a dataset".into(),
+            Value::Resource => "a resource handle".into(),
+        };
+        Error::InvalidArgument(format!("{what}: expected a {want}, got {got}"))
     }
 
     pub fn tensor(&self, what: &str) -> Result<&Tensor> {
         match self {
             Value::Tensor(t) => Ok(t),
-            Value::Dataset(_) => Err(Error::InvalidArgument(format!(
-                "{what}: expected a tensor, got a dataset"
-            ))),
+            other => Err(other.not_a("tensor", what)),
         }
     }
 
     pub fn into_dataset(self, what: &str) -> Result<Dataset> {
         match self {
             Value::Dataset(d) => Ok(d),
-            Value::Tensor(t) => Err(Error::InvalidArgument(format!(
-                "{what}: expected a dataset, got a {} tensor",
-                t.dtype()
-            ))),
+            other => Err(other.not_a("dataset", what)),
         }
     }
 }

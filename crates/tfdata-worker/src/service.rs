@@ -310,30 +310,14 @@ impl Worker {
             }
             None => self.fetch_dataset_def(&dataset_id).await?,
         };
-        let Some(pipeline) = &dataset_def.tfdata_pipeline else {
-            return Err(Error::FailedPrecondition(format!(
-                "dataset {} is a TensorFlow graph; tfdata workers run tfdata pipelines, \
-                 so serve it with TensorFlow workers",
-                def.dataset_id
-            )));
-        };
-        let dataset = match static_policy {
-            None => from_pipeline_def(pipeline)?,
-            Some(policy) => {
-                let root = pipeline
-                    .root
-                    .as_ref()
-                    .ok_or_else(|| Error::InvalidArgument("pipeline has no root op".into()))?;
-                // The dispatcher's `worker_index` here is the static shard
-                // index: this worker's position in `worker_addresses`.
-                let shard_index = def.worker_index;
-                let sharded = auto_shard(root, policy, def.num_workers, shard_index)?;
-                from_pipeline_def(&tfdata_proto::tfdata::pipeline::PipelineDef {
-                    root: Some(sharded),
-                    ..pipeline.clone()
-                })?
-            }
-        };
+        // Translating a TensorFlow graph compiles its functions and may
+        // glob files: not on an RPC thread.
+        let (num_workers, shard_index) = (def.num_workers, def.worker_index);
+        let (dataset, requested_compression) = tokio::task::spawn_blocking(move || {
+            build_dataset(&dataset_def, static_policy, num_workers, shard_index)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("building the pipeline failed: {e}")))??;
         if (def.num_consumers.is_some() || def.use_cross_trainer_cache)
             && dataset.cardinality() >= 0
         {
@@ -373,7 +357,7 @@ impl Worker {
                     .insert(source.op_key(), std::sync::Arc::new(provider));
             }
         }
-        let compress = pipeline.compress && !self.compression_disabled(&dataset_id).await?;
+        let compress = requested_compression && !self.compression_disabled(&dataset_id).await?;
         Ok((dataset, ctx, compress))
     }
 
@@ -509,6 +493,47 @@ fn end_of_sequence() -> wire::GetElementResponse {
     wire::GetElementResponse {
         end_of_sequence: true,
         ..Default::default()
+    }
+}
+
+/// A task's pipeline and whether its elements are to be served compressed:
+/// a tfdata pipeline as it is, or a TensorFlow graph translated
+/// (`tfdata-graph`); either rewritten for static sharding. The dispatcher's
+/// `worker_index` here is the static shard index: this worker's position
+/// in `worker_addresses`.
+fn build_dataset(
+    dataset_def: &wire::DatasetDef,
+    static_policy: Option<StaticPolicy>,
+    num_workers: i64,
+    shard_index: i64,
+) -> Result<(tfdata_dataset::Dataset, bool)> {
+    let shard = |root: &tfdata_proto::tfdata::pipeline::OpDef| match static_policy {
+        Some(policy) => auto_shard(root, policy, num_workers, shard_index),
+        None => Ok(root.clone()),
+    };
+    match &dataset_def.tfdata_pipeline {
+        Some(pipeline) => {
+            let root = pipeline
+                .root
+                .as_ref()
+                .ok_or_else(|| Error::InvalidArgument("pipeline has no root op".into()))?;
+            let dataset = match static_policy {
+                None => from_pipeline_def(pipeline)?,
+                Some(_) => from_pipeline_def(&tfdata_proto::tfdata::pipeline::PipelineDef {
+                    root: Some(shard(root)?),
+                    ..pipeline.clone()
+                })?,
+            };
+            Ok((dataset, pipeline.compress))
+        }
+        None => {
+            let translated = tfdata_graph::translate_bytes(&dataset_def.graph)?;
+            let dataset = match static_policy {
+                None => translated.dataset.clone(),
+                Some(_) => translated.rewritten(shard)?,
+            };
+            Ok((dataset, translated.compressed))
+        }
     }
 }
 

@@ -88,7 +88,7 @@ pub const DEFAULT_BUFFER_SIZE: usize = 256 * 1024;
 
 /// Wraps a raw file stream in buffering and, if needed, decompression,
 /// giving the uncompressed bytes.
-pub(crate) fn decompressing_reader(
+pub fn decompressing_reader(
     input: Box<dyn Read + Send>,
     compression: CompressionType,
     buffer_size: usize,

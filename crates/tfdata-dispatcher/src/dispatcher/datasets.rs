@@ -36,6 +36,7 @@ impl Dispatcher {
         req: wire::GetOrRegisterDatasetRequest,
     ) -> Result<wire::GetOrRegisterDatasetResponse> {
         let def = req.dataset.unwrap_or_default();
+        let mut unsupported_ops = Vec::new();
         match &def.tfdata_pipeline {
             // Reject a bad pipeline now, not on a worker later.
             Some(p) => {
@@ -46,7 +47,14 @@ impl Dispatcher {
                     "the dataset has neither a TensorFlow graph nor a tfdata pipeline".into(),
                 ));
             }
-            None => {}
+            // Which workers can run the graph; a graph walk, so not under
+            // the lock and not on an RPC thread.
+            None => {
+                let graph = def.graph.clone();
+                unsupported_ops = tokio::task::spawn_blocking(move || graph_support(&graph))
+                    .await
+                    .map_err(|e| task_failed("graph check", e))?;
+            }
         }
         let metadata = req.metadata.unwrap_or_default();
         if req.dataset_id.as_deref() == Some("") {
@@ -83,6 +91,8 @@ impl Dispatcher {
             dataset_id: id.0.clone(),
             metadata: Some(metadata),
             tfdata_pipeline: is_pipeline,
+            tfdata_workers_run_graph: !is_pipeline && unsupported_ops.is_empty(),
+            tfdata_unsupported_ops: unsupported_ops,
             ..Default::default()
         }))?;
         txn.commit().await?;
@@ -169,5 +179,26 @@ fn check_same_metadata(
             "a dataset with id {id} is already registered with different metadata: {}",
             diffs.join(", ")
         )))
+    }
+}
+
+/// Bound on the unsupported ops kept per dataset (they are listed in an
+/// error message, and journaled).
+const MAX_UNSUPPORTED_OPS_KEPT: usize = 64;
+
+/// The ops of a TensorFlow graph tfdata workers cannot run (empty: they
+/// can run it). A graph that does not decode is kept for TensorFlow's
+/// workers, which will say what is wrong with it.
+fn graph_support(graph: &[u8]) -> Vec<String> {
+    let result = tfdata_graph::decode_graph(graph).and_then(|g| tfdata_graph::unsupported_ops(&g));
+    match result {
+        Ok(mut ops) => {
+            ops.truncate(MAX_UNSUPPORTED_OPS_KEPT);
+            ops
+        }
+        Err(e) => {
+            let why: String = e.to_string().chars().take(200).collect();
+            vec![format!("(the graph cannot be read: {why})")]
+        }
     }
 }

@@ -60,6 +60,11 @@ impl Dispatcher {
         if let Some(job_id) = existing {
             return Ok(wire::GetOrCreateJobResponse { job_id: job_id.0 });
         }
+        // A job no registered worker can serve fails now, not as a read
+        // that waits forever.
+        self.ledger
+            .read(|g| check_workers_can_run(&g.state, &dataset_id))
+            .await??;
         // Capabilities not built yet fail here, clearly, before any state changes.
         if policy == ShardingPolicy::Dynamic {
             // Checks that the dataset's sources can be split (outside the lock).
@@ -275,4 +280,50 @@ fn differences(job: &Job, wanted: &JobParameters) -> Vec<String> {
 
 fn target_workers_name(v: i32) -> &'static str {
     wire::TargetWorkers::try_from(v).map_or("INVALID", |t| t.as_str_name())
+}
+
+/// Fails when workers are registered and none of them can run the dataset:
+/// a TensorFlow graph with ops tfdata workers lack and only tfdata workers
+/// (the error names the ops), or a tfdata pipeline and only TensorFlow
+/// workers. With no workers yet, the job waits for them, as TensorFlow's.
+fn check_workers_can_run(
+    state: &crate::state::DispatcherState,
+    dataset_id: &DatasetId,
+) -> Result<()> {
+    let Some(dataset) = state.dataset(dataset_id) else {
+        return Ok(());
+    };
+    let live: Vec<_> = state.workers().iter().filter(|w| !w.lost).collect();
+    if live.is_empty() {
+        return Ok(());
+    }
+    let runnable = live.iter().any(|w| {
+        if w.runs_pipelines {
+            dataset.runs_on_tfdata()
+        } else {
+            dataset.runs_on_tensorflow()
+        }
+    });
+    if runnable {
+        return Ok(());
+    }
+    Err(Error::FailedPrecondition(if dataset.is_pipeline {
+        format!(
+            "dataset {dataset_id} is a tfdata pipeline, which TensorFlow workers cannot run, \
+             and only TensorFlow workers are registered; start tfdata workers"
+        )
+    } else if dataset.unsupported_ops.is_empty() {
+        format!(
+            "dataset {dataset_id} is a TensorFlow graph registered before tfdata workers ran \
+             graphs, and only tfdata workers are registered; register it again or start \
+             TensorFlow workers"
+        )
+    } else {
+        format!(
+            "dataset {dataset_id} is a TensorFlow graph with ops tfdata workers do not support \
+             ({}), and only tfdata workers are registered; start TensorFlow workers or remove \
+             those ops from the pipeline",
+            dataset.unsupported_ops.join(", ")
+        )
+    }))
 }

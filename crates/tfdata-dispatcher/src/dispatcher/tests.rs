@@ -286,3 +286,103 @@ async fn a_graph_of_doubled_edges_neither_hangs_nor_blocks_other_rpcs() {
     assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
     assert!(err.to_string().contains("more than 1024 sources"), "{err}");
 }
+
+/// Registers a TensorFlow graph; returns its id.
+async fn register_graph(d: &Dispatcher, graph: Vec<u8>) -> String {
+    d.get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
+        dataset: Some(wire::DatasetDef {
+            graph: graph.into(),
+            tfdata_pipeline: None,
+        }),
+        metadata: Some(wire::DataServiceMetadata::default()),
+        dataset_id: None,
+    })
+    .await
+    .unwrap()
+    .dataset_id
+}
+
+/// `range(10)` with a node of `extra_op` beside it (reachable through a
+/// control input, so it counts).
+fn graph_with(extra_op: Option<&str>) -> Vec<u8> {
+    use prost::Message;
+    let mut graph =
+        tfdata_proto::tensorflow::GraphDef::decode(crate::tf_graph::tests::doubled(0).as_slice())
+            .unwrap();
+    if let Some(op) = extra_op {
+        graph.node.push(tfdata_proto::tensorflow::NodeDef {
+            name: "extra".into(),
+            op: op.into(),
+            ..Default::default()
+        });
+        let range = graph.node.iter_mut().find(|n| n.name == "n0").unwrap();
+        range.input.push("^extra".into());
+    }
+    graph.encode_to_vec()
+}
+
+async fn heartbeat(d: &Dispatcher, address: &str, tfdata: bool) -> wire::WorkerHeartbeatResponse {
+    d.worker_heartbeat(wire::WorkerHeartbeatRequest {
+        worker_address: address.into(),
+        tfdata_runs_pipelines: tfdata,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
+async fn job_for(d: &Dispatcher, dataset_id: &str) -> tfdata_core::Result<i64> {
+    let job_id = d
+        .get_or_create_job(wire::GetOrCreateJobRequest {
+            dataset_id: dataset_id.into(),
+            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
+            ..Default::default()
+        })
+        .await?
+        .job_id;
+    d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
+        job_id,
+        repetition: 0,
+    })
+    .await?;
+    Ok(job_id)
+}
+
+/// A TensorFlow graph of supported ops runs on tfdata workers and
+/// TensorFlow workers alike; one with an op tfdata lacks only on
+/// TensorFlow's, and with only tfdata workers registered its job fails at
+/// once, naming the op, instead of waiting for a worker that never comes.
+#[tokio::test]
+async fn graphs_go_to_the_workers_that_can_run_them() {
+    let (d, _clock) = dispatcher();
+    heartbeat(&d, "tfdata:1", true).await;
+    let runnable = register_graph(&d, graph_with(None)).await;
+    let foreign = register_graph(&d, graph_with(Some("EagerPyFunc"))).await;
+    let state = d.snapshot_state().await;
+    let ds = state.dataset(&tfdata_core::DatasetId(runnable.clone())).unwrap();
+    assert!(ds.runs_on_tfdata() && ds.runs_on_tensorflow());
+    let ds = state.dataset(&tfdata_core::DatasetId(foreign.clone())).unwrap();
+    assert!(!ds.runs_on_tfdata() && ds.runs_on_tensorflow());
+    assert_eq!(ds.unsupported_ops, vec!["EagerPyFunc".to_string()]);
+
+    job_for(&d, &runnable).await.unwrap();
+    assert_eq!(heartbeat(&d, "tfdata:1", true).await.new_tasks.len(), 1);
+
+    let err = job_for(&d, &foreign).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err}");
+    assert!(err.to_string().contains("(EagerPyFunc)"), "{err}");
+
+    // With a TensorFlow worker too, the job is made and only it gets the task.
+    heartbeat(&d, "tensorflow:1", false).await;
+    job_for(&d, &foreign).await.unwrap();
+    // (A heartbeat naming no current tasks is told all of its tasks.)
+    let tasks = heartbeat(&d, "tfdata:1", true).await.new_tasks;
+    assert!(tasks.iter().all(|t| t.dataset_id == runnable), "{tasks:?}");
+    let tasks = heartbeat(&d, "tensorflow:1", false).await.new_tasks;
+    // The TensorFlow worker runs both graphs' tasks.
+    assert_eq!(tasks.len(), 2, "{tasks:?}");
+
+    // The decision survives compaction (the snapshot carries it).
+    let back = crate::state::DispatcherState::from_snapshot(&state.to_snapshot()).unwrap();
+    assert_eq!(back, state);
+}

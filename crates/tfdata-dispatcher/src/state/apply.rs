@@ -57,6 +57,8 @@ impl DispatcherState {
                         metadata: u.metadata.clone().unwrap_or_default(),
                         compression_disabled_at_runtime: None,
                         is_pipeline: u.tfdata_pipeline,
+                        tfdata_runs_graph: !u.tfdata_pipeline && u.tfdata_workers_run_graph,
+                        unsupported_ops: u.tfdata_unsupported_ops.clone(),
                     },
                 );
                 // TensorFlow's UpdateNextAvailableDatasetId.

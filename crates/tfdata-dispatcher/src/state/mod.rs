@@ -25,6 +25,23 @@ pub struct Dataset {
     pub compression_disabled_at_runtime: Option<bool>,
     /// A tfdata pipeline (else a TensorFlow graph): which workers can run it.
     pub is_pipeline: bool,
+    /// A TensorFlow graph that tfdata workers can run too.
+    pub tfdata_runs_graph: bool,
+    /// For a graph they cannot run: the ops they lack.
+    pub unsupported_ops: Vec<String>,
+}
+
+impl Dataset {
+    /// Whether tfdata workers can run it (a pipeline, or a graph of
+    /// supported ops).
+    pub fn runs_on_tfdata(&self) -> bool {
+        self.is_pipeline || self.tfdata_runs_graph
+    }
+
+    /// Whether TensorFlow workers can run it (a graph).
+    pub fn runs_on_tensorflow(&self) -> bool {
+        !self.is_pipeline
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -347,7 +364,8 @@ impl DispatcherState {
     }
 
     /// Whether `worker` can run the tasks of `iteration` (tfdata pipelines on
-    /// tfdata workers, TensorFlow graphs on TensorFlow workers).
+    /// tfdata workers, TensorFlow graphs on TensorFlow workers and, when
+    /// every op is supported, on tfdata workers).
     pub fn can_run(&self, worker: &str, iteration: IterationId) -> bool {
         let dataset = self
             .iterations
@@ -355,7 +373,8 @@ impl DispatcherState {
             .and_then(|it| self.jobs.get(&it.job_id))
             .and_then(|j| self.datasets.get(&j.dataset_id));
         match (self.worker(worker), dataset) {
-            (Some(w), Some(d)) => w.runs_pipelines == d.is_pipeline,
+            (Some(w), Some(d)) if w.runs_pipelines => d.runs_on_tfdata(),
+            (Some(_), Some(d)) => d.runs_on_tensorflow(),
             _ => false,
         }
     }

@@ -35,6 +35,9 @@ mod strings;
 /// op's output args, in order).
 pub type Compute = Box<dyn Fn(Vec<Tensor>) -> Result<Vec<Tensor>> + Send + Sync>;
 
+/// An op's output args: names and tensor counts, in order.
+pub type OutputArgs = Vec<(&'static str, usize)>;
+
 /// One op of the kernel set.
 pub struct KernelDef {
     /// TensorFlow's op name (`"AddV2"`).
@@ -42,7 +45,7 @@ pub struct KernelDef {
     /// The op's output args in order, with how many tensors each holds for
     /// this node (list outputs take their length from the attributes). Node
     /// inputs name outputs as `node:arg:index`.
-    pub outputs: fn(&NodeAttrs) -> Result<Vec<(&'static str, usize)>>,
+    pub outputs: fn(&NodeAttrs) -> Result<OutputArgs>,
     /// Reads and checks the node's attributes, and returns the kernel.
     pub build: fn(&NodeAttrs) -> Result<Compute>,
 }
@@ -122,6 +125,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 
 /// Test support: run one kernel as a node with the given attributes.
 #[cfg(test)]
+#[allow(dead_code)] // each kernel module's tests use some of them
 pub(crate) mod testing {
     use std::collections::HashMap;
 

@@ -1,8 +1,34 @@
-//! (being written) TensorFlow dataset graphs to tfdata datasets.
+//! TensorFlow dataset graphs to tfdata datasets.
+//!
+//! The graph is compiled like a function of no arguments ([`Compiler::graph`])
+//! whose dataset nodes ([`ops`]) build the engine's ops from their input
+//! values, and run once: constants flow into `RangeDataset`, datasets into
+//! `MapDataset`, and so on up to the `_Retval`. Functions that dataset nodes
+//! call are compiled once and carried by the engine's ops as inline
+//! functions ([`inline`]), so a `flat_map` function that builds datasets
+//! runs the same dataset nodes per element.
+//!
+//! TensorFlow's clients end the graph with a map whose function is just
+//! `CompressElement` when `compression="AUTO"`; that map is cut off and the
+//! worker compresses served elements itself ([`Translated::compressed`]),
+//! as it does for tfdata pipelines.
 
+mod files;
+mod inline;
+mod ops;
+
+use std::collections::HashMap;
 use tfdata_core::{Error, Result};
-use tfdata_dataset::Dataset;
-use tfdata_proto::tensorflow::GraphDef;
+
+use tfdata_dataset::{Attr, Dataset, InlineBody};
+use tfdata_proto::tensorflow::{GraphDef, NodeDef};
+use tfdata_proto::tfdata::pipeline as wire;
+
+use crate::function::{CompiledNode, Compiler, NodeCompiler};
+use crate::graph::{InputRef, Library, parse_input, retval};
+use crate::value::Value;
+
+pub use ops::DATASET_OPS;
 
 /// A translated graph.
 pub struct Translated {
@@ -13,12 +39,185 @@ pub struct Translated {
     pub compressed: bool,
 }
 
+impl Translated {
+    /// The pipeline rewritten on its wire form by `rewrite` (the static
+    /// sharding rewrite) and built again, its inline functions attached by
+    /// name.
+    pub fn rewritten(
+        &self,
+        rewrite: impl FnOnce(&wire::OpDef) -> Result<wire::OpDef>,
+    ) -> Result<Dataset> {
+        let def = tfdata_dataset::pipeline::to_pipeline_def(&self.dataset, self.compressed)?;
+        let root = def
+            .root
+            .as_ref()
+            .ok_or_else(|| Error::Internal("a serialised pipeline has no root".into()))?;
+        let rewritten = wire::PipelineDef {
+            root: Some(rewrite(root)?),
+            ..def
+        };
+        let mut bodies = HashMap::new();
+        collect_inline(&self.dataset, &mut bodies);
+        tfdata_dataset::pipeline::from_pipeline_def_with(&rewritten, &|name| {
+            bodies.get(name).cloned()
+        })
+    }
+}
+
+/// Refuses a pipeline of more than [`crate::MAX_PIPELINE_OPS`] ops counted
+/// per path, or deeper than [`crate::MAX_PIPELINE_DEPTH`], in time linear
+/// in its distinct ops.
+pub(crate) fn check_pipeline_size(ds: &Dataset) -> Result<()> {
+    fn size(ds: &Dataset, depth: usize, memo: &mut HashMap<usize, u64>) -> Result<u64> {
+        if depth > crate::MAX_PIPELINE_DEPTH {
+            return Err(Error::InvalidArgument(format!(
+                "dataset graph: the pipeline nests more than {} ops deep",
+                crate::MAX_PIPELINE_DEPTH
+            )));
+        }
+        if let Some(&n) = memo.get(&ds.op_key()) {
+            return Ok(n);
+        }
+        let mut n = 1u64;
+        for input in ds.op().inputs() {
+            n = n.saturating_add(size(&input, depth + 1, memo)?);
+        }
+        let n = n.min(crate::MAX_PIPELINE_OPS + 1);
+        memo.insert(ds.op_key(), n);
+        Ok(n)
+    }
+    if size(ds, 0, &mut HashMap::new())? > crate::MAX_PIPELINE_OPS {
+        return Err(Error::InvalidArgument(format!(
+            "dataset graph: the pipeline has more than {} ops, counting each path to a shared \
+             input (zip(a, a) reads a twice)",
+            crate::MAX_PIPELINE_OPS
+        )));
+    }
+    Ok(())
+}
+
+/// The inline functions of `ds`'s ops, by name.
+fn collect_inline(ds: &Dataset, out: &mut HashMap<String, InlineBody>) {
+    fn from_attr(a: &Attr, out: &mut HashMap<String, InlineBody>) {
+        match a {
+            Attr::Function(f) => {
+                if let Some(body) = &f.inline {
+                    out.insert(f.name.clone(), body.clone());
+                }
+            }
+            Attr::List(items) => items.iter().for_each(|a| from_attr(a, out)),
+            Attr::Map(m) => m.values().for_each(|a| from_attr(a, out)),
+            _ => {}
+        }
+    }
+    ds.op().attrs().0.values().for_each(|a| from_attr(a, out));
+    for input in ds.op().inputs() {
+        collect_inline(&input, out);
+    }
+}
+
 /// Translates a serialized `GraphDef` (`DatasetDef.graph`).
 pub fn translate_bytes(graph: &[u8]) -> Result<Translated> {
     translate(&crate::graph::decode_graph(graph)?)
 }
 
 /// Translates a dataset graph into a tfdata pipeline.
-pub fn translate(_graph: &GraphDef) -> Result<Translated> {
-    Err(Error::Unimplemented("not yet".into()))
+pub fn translate(graph: &GraphDef) -> Result<Translated> {
+    let library = Library::of(graph)?;
+    let (result, compressed) = pipeline_result(graph, &library)?;
+    let nodes = DatasetNodes;
+    let mut compiler = Compiler::new(&library, &nodes);
+    let function = compiler.graph_result(graph, &result)?;
+    let mut out = function.call(Vec::new())?;
+    let dataset = match (out.pop(), out.is_empty()) {
+        (Some(Value::Dataset(d)), true) => d,
+        _ => {
+            return Err(Error::InvalidArgument(
+                "dataset graph: the _Retval node's input is not a dataset".into(),
+            ));
+        }
+    };
+    check_pipeline_size(&dataset)?;
+    dataset.validate()?;
+    Ok(Translated {
+        dataset,
+        compressed,
+    })
+}
+
+/// The graph's pipeline: the `_Retval`'s input, or that node's input when
+/// it is TensorFlow's compression map.
+fn pipeline_result(graph: &GraphDef, library: &Library) -> Result<(String, bool)> {
+    let ret = retval(graph)?;
+    let result = ret.input.first().ok_or_else(|| {
+        Error::InvalidArgument("dataset graph: the _Retval node has no input".into())
+    })?;
+    match compression_map(graph, library)?.and_then(|n| n.input.first()) {
+        Some(input) => Ok((input.clone(), true)),
+        None => Ok((result.clone(), false)),
+    }
+}
+
+/// The graph's trailing compression map, if it has one.
+pub(crate) fn compression_map<'g>(
+    graph: &'g GraphDef,
+    library: &Library,
+) -> Result<Option<&'g NodeDef>> {
+    let ret = retval(graph)?;
+    let Some(result) = ret.input.first() else {
+        return Ok(None);
+    };
+    let node_name = match parse_input(result, false)? {
+        InputRef::Output { node, .. } => node,
+        _ => return Ok(None),
+    };
+    Ok(graph
+        .node
+        .iter()
+        .find(|n| n.name == node_name)
+        .filter(|n| is_compression_map(n, library)))
+}
+
+/// A `MapDataset`/`ParallelMapDatasetV2` whose function only compresses
+/// its arguments into one `CompressElement` variant, capturing nothing.
+fn is_compression_map(node: &NodeDef, library: &Library) -> bool {
+    if !matches!(node.op.as_str(), "MapDataset" | "ParallelMapDatasetV2") {
+        return false;
+    }
+    let attrs = crate::attrs::NodeAttrs::of(node);
+    let Ok(f) = attrs.func("f") else { return false };
+    let Some(def) = library.get(&f.name) else {
+        return false;
+    };
+    let captured = attrs.dtype_codes("Targuments").map_or(1, |t| t.len());
+    let ops: Vec<&str> = def.node_def.iter().map(|n| n.op.as_str()).collect();
+    captured == 0
+        && ops.contains(&"CompressElement")
+        && ops
+            .iter()
+            .all(|op| matches!(*op, "CompressElement" | "Identity"))
+        && def
+            .signature
+            .as_ref()
+            .is_some_and(|s| s.output_arg.len() == 1)
+}
+
+/// The dataset nodes, for the compiler.
+pub(crate) struct DatasetNodes;
+
+impl NodeCompiler for DatasetNodes {
+    fn compile_node(
+        &self,
+        node: &NodeDef,
+        compiler: &mut Compiler<'_>,
+    ) -> Option<Result<CompiledNode>> {
+        if !self.handles(&node.op) {
+            return None;
+        }
+        Some(ops::compile(node, compiler))
+    }
+
+    fn handles(&self, op: &str) -> bool {
+        DATASET_OPS.contains(&op)
+    }
 }

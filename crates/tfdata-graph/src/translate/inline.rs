@@ -1,0 +1,158 @@
+//! Compiled functions as the engine's inline functions: a dataset node's
+//! `f`/`predicate` with its captured inputs (`other_arguments`) bound, and
+//! its output structure taken from the node's `output_types` and
+//! `output_shapes` (what TensorFlow inferred when it traced the function).
+
+use std::sync::Arc;
+
+use tfdata_core::{Element, Error, Result};
+use tfdata_dataset::functions::{ResolvedDatasetFn, ResolvedMap};
+use tfdata_dataset::spec::{Shape, Structure, TensorSpec};
+use tfdata_dataset::{FunctionRef, Inline};
+use tfdata_proto::tensorflow::TensorShapeProto;
+
+use crate::attrs::NodeAttrs;
+use crate::function::Function;
+use crate::value::Value;
+
+/// A function with the captured values appended to its arguments.
+#[derive(Clone)]
+pub(crate) struct Bound {
+    pub function: Arc<Function>,
+    pub captured: Vec<Value>,
+    /// The calling node, so each use of a function has its own name (two
+    /// nodes may call one function with different captured values).
+    pub node: String,
+}
+
+impl Bound {
+    /// The name the engine knows this use by: `function@node`.
+    fn label(&self) -> String {
+        format!("{}@{}", self.function.name, self.node)
+    }
+
+    /// Calls the function on an element's components.
+    fn call(&self, element: Element) -> Result<Vec<Value>> {
+        let mut args: Vec<Value> =
+            Vec::with_capacity(element.components.len() + self.captured.len());
+        args.extend(element.components.into_iter().map(Value::Tensor));
+        args.extend(self.captured.iter().cloned());
+        self.function.call(args)
+    }
+
+    fn tensors(&self, element: Element) -> Result<Vec<tfdata_core::Tensor>> {
+        let name = &self.function.name;
+        self.call(element)?
+            .into_iter()
+            .map(|v| v.into_tensor(name))
+            .collect()
+    }
+}
+
+/// `f` as a map function returning `output`.
+pub(crate) fn map(bound: Bound, output: Option<Structure>) -> FunctionRef {
+    let name = bound.label();
+    let f = Arc::new(move |e: Element| bound.tensors(e).map(Element::new));
+    FunctionRef::inline(
+        &name,
+        Inline {
+            map: Some(Arc::new(move |_input| {
+                Ok(ResolvedMap {
+                    f: f.clone(),
+                    output: output.clone(),
+                })
+            })),
+            ..Default::default()
+        },
+    )
+}
+
+/// `f` as a `filter` predicate: one boolean scalar.
+pub(crate) fn predicate(bound: Bound) -> FunctionRef {
+    let name = bound.label();
+    let what = bound.function.name.clone();
+    let f = Arc::new(move |e: &Element| {
+        let out = bound.tensors(e.clone())?;
+        match out.as_slice() {
+            [t] if t.dtype() == tfdata_core::DType::Bool && t.num_elements() == 1 => {
+                t.to_scalar::<bool>()
+            }
+            _ => Err(Error::InvalidArgument(format!(
+                "filter predicate {what} must return a scalar bool"
+            ))),
+        }
+    });
+    FunctionRef::inline(
+        &name,
+        Inline {
+            predicate: Some(Arc::new(move |_input| Ok(f.clone()))),
+            ..Default::default()
+        },
+    )
+}
+
+/// `f` as a function from an element to a dataset (`flat_map`, `interleave`).
+pub(crate) fn dataset_fn(bound: Bound, output: Option<Structure>) -> FunctionRef {
+    let name = bound.label();
+    let what = bound.function.name.clone();
+    let f = Arc::new(move |e: Element| {
+        let mut out = bound.call(e)?;
+        match (out.pop(), out.is_empty()) {
+            (Some(v), true) => {
+                let ds = v.into_dataset(&what)?;
+                super::check_pipeline_size(&ds)?;
+                Ok(ds)
+            }
+            _ => Err(Error::InvalidArgument(format!(
+                "dataset function {what} must return one dataset"
+            ))),
+        }
+    });
+    FunctionRef::inline(
+        &name,
+        Inline {
+            dataset: Some(Arc::new(move |_input| {
+                Ok(ResolvedDatasetFn {
+                    f: f.clone(),
+                    output: output.clone(),
+                })
+            })),
+            ..Default::default()
+        },
+    )
+}
+
+/// The element structure a dataset node declares (`output_types`,
+/// `output_shapes`), flat as the graph has it; `None` if it declares none.
+pub(crate) fn declared_structure(attrs: &NodeAttrs) -> Result<Option<Structure>> {
+    let key = if attrs.has("output_types") {
+        "output_types"
+    } else {
+        "Toutput_types"
+    };
+    let types = attrs.dtypes(key)?;
+    if types.is_empty() {
+        return Ok(None);
+    }
+    let shapes = attrs.shapes("output_shapes")?;
+    let specs = types
+        .iter()
+        .enumerate()
+        .map(|(i, &dtype)| {
+            TensorSpec::new(dtype, shapes.get(i).map_or(Shape::unknown_rank(), shape))
+        })
+        .collect();
+    Ok(Some(Structure::from_components(specs)))
+}
+
+pub(crate) fn shape(s: &TensorShapeProto) -> Shape {
+    if s.unknown_rank {
+        return Shape::unknown_rank();
+    }
+    Shape(Some(
+        s.dim
+            .iter()
+            .map(|d| (d.size >= 0).then_some(d.size))
+            .collect(),
+    ))
+}
