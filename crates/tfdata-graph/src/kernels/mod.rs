@@ -24,6 +24,7 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use crate::attrs::NodeAttrs;
 
 mod image;
+mod layout;
 mod math;
 mod parse;
 mod ragged;

@@ -1,5 +1,1129 @@
-//! (to be written)
+//! Parsing kernels: `ParseExampleV2` (`tf.io.parse_example`),
+//! `ParseSingleExample` and `DecodeCSV`.
+//!
+//! Examples are parsed by the engine's `tf.train.Example` parser
+//! ([`tfdata_dataset::example`]), which has TensorFlow's semantics and
+//! wording; this module turns its var-len results into TensorFlow's sparse
+//! triples (`indices`, `values`, `dense_shape`). Not supported, with a
+//! clear `Unimplemented` error: ragged features (`tf.io.RaggedFeature`)
+//! and dense features with an unknown first dimension
+//! (`FixedLenSequenceFeature(allow_missing=True)`).
 
-use super::KernelDef;
+use std::collections::BTreeMap;
 
-pub(super) const KERNELS: &[KernelDef] = &[];
+use bytes::Bytes;
+use tfdata_core::tensor::TensorData;
+use tfdata_core::{DType, Error, Result, Tensor};
+use tfdata_dataset::example::{FeatureSpec, parse_example_batch, parse_single_example};
+use tfdata_proto::tensorflow::TensorShapeProto;
+
+use super::strings::{parse_f32, parse_float, parse_int, shape_string, strings};
+use super::{Compute, KernelDef, check_size};
+use crate::attrs::NodeAttrs;
+
+pub(super) const KERNELS: &[KernelDef] = &[
+    KernelDef {
+        op: "ParseExampleV2",
+        outputs: |a| {
+            let sparse = a.count("num_sparse")?;
+            let ragged = a.dtype_codes("ragged_value_types")?.len();
+            Ok(vec![
+                ("sparse_indices", sparse),
+                ("sparse_values", a.dtype_codes("sparse_types")?.len()),
+                ("sparse_shapes", sparse),
+                ("dense_values", a.dtype_codes("Tdense")?.len()),
+                ("ragged_values", ragged),
+                ("ragged_outer_splits", ragged),
+            ])
+        },
+        build: parse_example_v2,
+    },
+    KernelDef {
+        op: "ParseSingleExample",
+        outputs: |a| {
+            let sparse = a.count("num_sparse")?;
+            Ok(vec![
+                ("sparse_indices", sparse),
+                ("sparse_values", a.dtype_codes("sparse_types")?.len()),
+                ("sparse_shapes", sparse),
+                ("dense_values", a.dtype_codes("Tdense")?.len()),
+            ])
+        },
+        build: parse_single,
+    },
+    KernelDef {
+        op: "DecodeCSV",
+        outputs: |a| Ok(vec![("output", a.dtype_codes("OUT_TYPE")?.len())]),
+        build: decode_csv,
+    },
+];
+
+fn invalid(op: &str, message: impl std::fmt::Display) -> Error {
+    Error::InvalidArgument(format!("{op}: {message}"))
+}
+
+/// Prefixes the op name to an error from the Example parser.
+fn named(op: &str, e: Error) -> Error {
+    match e {
+        Error::InvalidArgument(m) => Error::InvalidArgument(format!("{op}: {m}")),
+        Error::Unimplemented(m) => Error::Unimplemented(format!("{op}: {m}")),
+        other => other,
+    }
+}
+
+/// The feature types and shapes a parse node declares.
+struct Schema {
+    op: &'static str,
+    sparse_types: Vec<DType>,
+    dense_types: Vec<DType>,
+    dense_shapes: Vec<Vec<i64>>,
+}
+
+fn dims(op: &str, shape: &TensorShapeProto) -> Result<Vec<i64>> {
+    if shape.unknown_rank {
+        return Err(invalid(op, "dense_shapes must have a known rank"));
+    }
+    Ok(shape.dim.iter().map(|d| d.size).collect())
+}
+
+impl Schema {
+    fn of(op: &'static str, attrs: &NodeAttrs) -> Result<Schema> {
+        let num_sparse = attrs.count("num_sparse")?;
+        let sparse_types = attrs.dtypes("sparse_types")?;
+        let dense_types = attrs.dtypes("Tdense")?;
+        let dense_shapes = attrs
+            .shapes("dense_shapes")?
+            .iter()
+            .map(|s| dims(op, s))
+            .collect::<Result<Vec<_>>>()?;
+        if sparse_types.len() != num_sparse {
+            return Err(invalid(
+                op,
+                format!(
+                    "len(sparse_types) = {} but num_sparse = {num_sparse}",
+                    sparse_types.len()
+                ),
+            ));
+        }
+        if dense_shapes.len() != dense_types.len() {
+            return Err(invalid(
+                op,
+                format!(
+                    "len(dense_shapes) = {} but len(Tdense) = {}",
+                    dense_shapes.len(),
+                    dense_types.len()
+                ),
+            ));
+        }
+        for shape in &dense_shapes {
+            if shape.iter().any(|&d| d < 0) {
+                return Err(Error::Unimplemented(format!(
+                    "{op}: dense feature of shape {} has an unknown dimension \
+                     (FixedLenSequenceFeature with allow_missing=True); tfdata parses only \
+                     fully defined dense shapes",
+                    shape_string(shape)
+                )));
+            }
+        }
+        Ok(Schema {
+            op,
+            sparse_types,
+            dense_types,
+            dense_shapes,
+        })
+    }
+
+    /// The feature specs by key, with the dense defaults (an empty default
+    /// means the feature is required).
+    fn specs(
+        &self,
+        sparse_keys: &[Bytes],
+        dense_keys: &[Bytes],
+        defaults: &[Tensor],
+    ) -> Result<BTreeMap<String, FeatureSpec>> {
+        let op = self.op;
+        if sparse_keys.len() != self.sparse_types.len()
+            || dense_keys.len() != self.dense_types.len()
+        {
+            return Err(invalid(
+                op,
+                format!(
+                    "expected {} sparse and {} dense keys, got {} and {}",
+                    self.sparse_types.len(),
+                    self.dense_types.len(),
+                    sparse_keys.len(),
+                    dense_keys.len()
+                ),
+            ));
+        }
+        if defaults.len() != self.dense_types.len() {
+            return Err(invalid(
+                op,
+                format!(
+                    "expected {} dense defaults, got {}",
+                    self.dense_types.len(),
+                    defaults.len()
+                ),
+            ));
+        }
+        let key = |k: &Bytes| {
+            String::from_utf8(k.to_vec())
+                .map_err(|_| invalid(op, "feature keys must be UTF-8 in tfdata"))
+        };
+        let mut specs = BTreeMap::new();
+        let mut insert = |name: String, spec: FeatureSpec| {
+            if specs.insert(name.clone(), spec).is_some() {
+                return Err(invalid(op, format!("Duplicate feature key: {name}")));
+            }
+            Ok(())
+        };
+        for (k, &t) in sparse_keys.iter().zip(&self.sparse_types) {
+            insert(key(k)?, FeatureSpec::var_len(t))?;
+        }
+        for (i, k) in dense_keys.iter().enumerate() {
+            let (t, shape, default) = (self.dense_types[i], &self.dense_shapes[i], &defaults[i]);
+            if default.dtype() != t {
+                return Err(invalid(
+                    op,
+                    format!(
+                        "dense_defaults[{i}] has dtype {} but Tdense[{i}] is {t}",
+                        default.dtype()
+                    ),
+                ));
+            }
+            let spec = FeatureSpec::fixed(t, shape.clone());
+            let spec = if default.num_elements() == 0 {
+                spec
+            } else {
+                spec.with_default(default.clone())
+            };
+            spec.validate()
+                .map_err(|e| invalid(op, format!("dense_defaults[{i}]: {e}")))?;
+            insert(key(k)?, spec)?;
+        }
+        Ok(specs)
+    }
+}
+
+/// Sparse triples for one example's var-len values (`indices` `[n, 1]`).
+fn sparse_single(values: Tensor) -> Result<[Tensor; 3]> {
+    let n = values.num_elements() as i64;
+    let indices: Vec<i64> = (0..n).collect();
+    Ok([
+        Tensor::from_slice(&indices, vec![n, 1])?,
+        values,
+        Tensor::vector(&[n]),
+    ])
+}
+
+/// Per-example var-len values concatenated into a batch's sparse triple
+/// (`indices` `[n, 2]`, `dense_shape` `[batch, longest]`).
+fn sparse_batch(op: &str, dtype: DType, rows: Vec<Tensor>) -> Result<[Tensor; 3]> {
+    let total: u64 = rows.iter().map(Tensor::num_elements).sum();
+    check_size(op, DType::Int64, 2 * total)?;
+    check_size(op, dtype, total)?;
+    let mut indices = Vec::with_capacity(2 * total as usize);
+    let mut longest = 0;
+    for (r, row) in rows.iter().enumerate() {
+        let n = row.num_elements() as i64;
+        longest = longest.max(n);
+        for c in 0..n {
+            indices.extend([r as i64, c]);
+        }
+    }
+    let values = if dtype == DType::String {
+        let mut v = Vec::with_capacity(total as usize);
+        for row in &rows {
+            v.extend_from_slice(row.string_values()?);
+        }
+        Tensor::strings(v, vec![total as i64])?
+    } else {
+        let mut v = Vec::new();
+        for row in &rows {
+            if let TensorData::Buffer(b) = row.data() {
+                v.extend_from_slice(b);
+            }
+        }
+        Tensor::new(dtype, vec![total as i64], TensorData::Buffer(v.into()))?
+    };
+    Ok([
+        Tensor::from_slice(&indices, vec![total as i64, 2])?,
+        values,
+        Tensor::vector(&[rows.len() as i64, longest]),
+    ])
+}
+
+/// Outputs in TensorFlow's order: the sparse triples as three lists, then
+/// the dense values.
+fn assemble(sparse: Vec<[Tensor; 3]>, dense: Vec<Tensor>) -> Vec<Tensor> {
+    let mut out = Vec::with_capacity(sparse.len() * 3 + dense.len());
+    let mut triples: Vec<_> = sparse.into_iter().map(|t| t.into_iter()).collect();
+    for _ in 0..3 {
+        for t in &mut triples {
+            out.extend(t.next());
+        }
+    }
+    out.extend(dense);
+    out
+}
+
+fn parse(
+    schema: &Schema,
+    serialized: &Tensor,
+    sparse_keys: &[Bytes],
+    dense_keys: &[Bytes],
+    defaults: &[Tensor],
+) -> Result<Vec<Tensor>> {
+    let op = schema.op;
+    let specs = schema.specs(sparse_keys, dense_keys, defaults)?;
+    let records = strings(op, serialized, "serialized")?;
+    let name = |k: &Bytes| String::from_utf8_lossy(k).into_owned();
+    match serialized.shape() {
+        [] => {
+            let mut parsed = parse_single_example(&records[0], &specs).map_err(|e| named(op, e))?;
+            let mut take = |k: &Bytes| {
+                parsed
+                    .remove(&name(k))
+                    .ok_or_else(|| Error::Internal(format!("{op}: feature {} not parsed", name(k))))
+            };
+            let sparse = sparse_keys
+                .iter()
+                .map(|k| sparse_single(take(k)?))
+                .collect::<Result<Vec<_>>>()?;
+            let dense = dense_keys.iter().map(take).collect::<Result<Vec<_>>>()?;
+            Ok(assemble(sparse, dense))
+        }
+        [_] => {
+            let (fixed, var): (BTreeMap<_, _>, BTreeMap<_, _>) = specs
+                .into_iter()
+                .partition(|(_, s)| matches!(s, FeatureSpec::Fixed { .. }));
+            let mut dense_out = parse_example_batch(records, &fixed).map_err(|e| named(op, e))?;
+            let mut rows: BTreeMap<String, Vec<Tensor>> = BTreeMap::new();
+            if !var.is_empty() {
+                for (index, record) in records.iter().enumerate() {
+                    let parsed = parse_single_example(record, &var)
+                        .map_err(|e| named(op, batch_wording(e, index)))?;
+                    for (k, t) in parsed {
+                        rows.entry(k).or_default().push(t);
+                    }
+                }
+            }
+            let sparse = sparse_keys
+                .iter()
+                .zip(&schema.sparse_types)
+                .map(|(k, &t)| sparse_batch(op, t, rows.remove(&name(k)).unwrap_or_default()))
+                .collect::<Result<Vec<_>>>()?;
+            let dense = dense_keys
+                .iter()
+                .map(|k| {
+                    dense_out.remove(&name(k)).ok_or_else(|| {
+                        Error::Internal(format!("{op}: feature {} not parsed", name(k)))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(assemble(sparse, dense))
+        }
+        other => Err(invalid(
+            op,
+            format!(
+                "Expected serialized to be a scalar or vector, got shape: {}",
+                shape_string(other)
+            ),
+        )),
+    }
+}
+
+/// A single-Example error worded as TensorFlow words it in a batch.
+fn batch_wording(e: Error, index: usize) -> Error {
+    match e {
+        Error::InvalidArgument(m) => Error::InvalidArgument(
+            if let Some(rest) = m.strip_prefix("Could not parse example input: ") {
+                format!("Could not parse example input, Index: {index}: {rest}")
+            } else if let Some(rest) = m.strip_prefix("Key: ") {
+                match rest.split_once(".  ") {
+                    Some((key, tail)) => {
+                        format!("Name: <unknown>, Key: {key}, Index: {index}.  {tail}")
+                    }
+                    None => m,
+                }
+            } else {
+                m
+            },
+        ),
+        other => other,
+    }
+}
+
+fn parse_example_v2(attrs: &NodeAttrs) -> Result<Compute> {
+    const OP: &str = "ParseExampleV2";
+    if !attrs.dtype_codes("ragged_value_types")?.is_empty() {
+        return Err(Error::Unimplemented(format!(
+            "{OP}: ragged features (tf.io.RaggedFeature) produce ragged values, which tfdata \
+             kernels do not represent; use VarLenFeature or FixedLenFeature"
+        )));
+    }
+    let schema = Schema::of(OP, attrs)?;
+    let n_dense = schema.dense_types.len();
+    Ok(Box::new(move |inputs| {
+        super::expect_inputs(OP, &inputs, 5 + n_dense)?;
+        let sparse_keys = strings(OP, &inputs[2], "sparse_keys")?;
+        let dense_keys = strings(OP, &inputs[3], "dense_keys")?;
+        if inputs[4].num_elements() != 0 {
+            return Err(Error::Unimplemented(format!(
+                "{OP}: ragged features are not supported by tfdata"
+            )));
+        }
+        parse(&schema, &inputs[0], sparse_keys, dense_keys, &inputs[5..])
+    }))
+}
+
+fn parse_single(attrs: &NodeAttrs) -> Result<Compute> {
+    const OP: &str = "ParseSingleExample";
+    let schema = Schema::of(OP, attrs)?;
+    let keys = |k: &str| -> Result<Vec<Bytes>> {
+        if !attrs.has(k) {
+            return Ok(Vec::new());
+        }
+        Ok(attrs
+            .strings(k)?
+            .into_iter()
+            .map(Bytes::copy_from_slice)
+            .collect())
+    };
+    let sparse_keys = keys("sparse_keys")?;
+    let dense_keys = keys("dense_keys")?;
+    let n_dense = schema.dense_types.len();
+    Ok(Box::new(move |inputs| {
+        super::expect_inputs(OP, &inputs, 1 + n_dense)?;
+        if !inputs[0].shape().is_empty() {
+            return Err(invalid(
+                OP,
+                format!(
+                    "Expected serialized to be a scalar, got shape: {}",
+                    shape_string(inputs[0].shape())
+                ),
+            ));
+        }
+        parse(&schema, &inputs[0], &sparse_keys, &dense_keys, &inputs[1..])
+    }))
+}
+
+// ---------------------------------------------------------------------------
+// CSV
+
+struct Csv {
+    types: Vec<DType>,
+    delim: u8,
+    quote: bool,
+    na: Vec<u8>,
+    select: Vec<usize>,
+}
+
+const OP_CSV: &str = "DecodeCSV";
+
+fn decode_csv(attrs: &NodeAttrs) -> Result<Compute> {
+    let types = attrs.dtypes("OUT_TYPE")?;
+    for t in &types {
+        if !matches!(
+            t,
+            DType::Int32 | DType::Int64 | DType::Float | DType::Double | DType::String
+        ) {
+            return Err(invalid(
+                OP_CSV,
+                format!(
+                    "Value for attr 'OUT_TYPE' of {t} is not in the list of allowed values: float, double, int32, int64, string"
+                ),
+            ));
+        }
+    }
+    let delim = if attrs.has("field_delim") {
+        attrs.bytes("field_delim")?
+    } else {
+        b","
+    };
+    let [delim] = delim else {
+        return Err(invalid(OP_CSV, "field_delim should be only 1 char"));
+    };
+    let select = if attrs.has("select_cols") {
+        attrs.ints("select_cols")?.to_vec()
+    } else {
+        Vec::new()
+    };
+    if select.iter().any(|&c| c < 0) {
+        return Err(invalid(
+            OP_CSV,
+            "select_cols should be non-negative indices",
+        ));
+    }
+    if select.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(invalid(
+            OP_CSV,
+            "select_cols should be strictly increasing indices",
+        ));
+    }
+    if !select.is_empty() && select.len() != types.len() {
+        return Err(invalid(OP_CSV, "select_cols should match output size"));
+    }
+    let csv = Csv {
+        types,
+        delim: *delim,
+        quote: attrs.bool_or("use_quote_delim", true)?,
+        na: if attrs.has("na_value") {
+            attrs.bytes("na_value")?.to_vec()
+        } else {
+            Vec::new()
+        },
+        select: select.into_iter().map(|c| c as usize).collect(),
+    };
+    Ok(Box::new(move |inputs| csv.run(inputs)))
+}
+
+impl Csv {
+    /// TensorFlow's `ExtractFields`: the record's (selected) fields.
+    fn fields(&self, input: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let err = |m: &str| invalid(OP_CSV, m);
+        let mut out = Vec::new();
+        let (mut i, mut parsed, mut selected) = (0usize, 0usize, 0usize);
+        let all = self.select.is_empty();
+        let wanted =
+            |parsed: usize, selected: usize| all || self.select.get(selected) == Some(&parsed);
+        if input.is_empty() {
+            return Ok(out);
+        }
+        while i < input.len() {
+            if input[i] == b'\n' || input[i] == b'\r' {
+                i += 1;
+                continue;
+            }
+            let include = wanted(parsed, selected);
+            let mut field = Vec::new();
+            if self.quote && input[i] == b'"' {
+                i += 1;
+                while i + 1 < input.len() && (input[i] != b'"' || input[i + 1] != self.delim) {
+                    if input[i] != b'"' {
+                        field.push(input[i]);
+                        i += 1;
+                    } else if input[i + 1] == b'"' {
+                        field.push(b'"');
+                        i += 2;
+                    } else {
+                        return Err(err(
+                            "Quote inside a string has to be escaped by another quote",
+                        ));
+                    }
+                }
+                if !(i < input.len()
+                    && input[i] == b'"'
+                    && (i == input.len() - 1 || input[i + 1] == self.delim))
+                {
+                    return Err(err(
+                        "Quoted field has to end with quote followed by delim or end",
+                    ));
+                }
+                i += 2;
+            } else {
+                while i < input.len() && input[i] != self.delim {
+                    let c = input[i];
+                    if (self.quote && c == b'"') || c == b'\n' || c == b'\r' {
+                        return Err(err("Unquoted fields cannot have quotes/CRLFs inside"));
+                    }
+                    field.push(c);
+                    i += 1;
+                }
+                i += 1;
+            }
+            parsed += 1;
+            if include {
+                out.push(field);
+                selected += 1;
+                if !all && selected == self.select.len() {
+                    return Ok(out);
+                }
+                // A million-field record is refused before it is stored.
+                check_size(OP_CSV, DType::String, out.len() as u64)?;
+            }
+        }
+        if wanted(parsed, selected) && input.last() == Some(&self.delim) {
+            out.push(Vec::new());
+        }
+        Ok(out)
+    }
+
+    fn run(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+        let n = self.types.len();
+        super::expect_inputs(OP_CSV, &inputs, 1 + n)?;
+        let records = strings(OP_CSV, &inputs[0], "records")?;
+        let defaults = &inputs[1..];
+        for (f, d) in defaults.iter().enumerate() {
+            if d.shape().len() > 1 {
+                return Err(invalid(
+                    OP_CSV,
+                    "Each record default should be at most rank 1",
+                ));
+            }
+            if d.num_elements() > 1 {
+                return Err(invalid(
+                    OP_CSV,
+                    format!(
+                        "There should only be 1 default per field but field {f} has {}",
+                        d.num_elements()
+                    ),
+                ));
+            }
+            if d.dtype() != self.types[f] {
+                return Err(invalid(
+                    OP_CSV,
+                    format!(
+                        "record_defaults[{f}] must be {}, got {}",
+                        self.types[f],
+                        d.dtype()
+                    ),
+                ));
+            }
+        }
+        check_size(OP_CSV, DType::String, records.len() as u64 * n as u64)?;
+        // `None` marks a missing field, which takes its column's default.
+        let mut columns: Vec<Vec<Option<Bytes>>> = vec![Vec::with_capacity(records.len()); n];
+        for (r, record) in records.iter().enumerate() {
+            let fields = self.fields(record)?;
+            if fields.len() != n {
+                return Err(invalid(
+                    OP_CSV,
+                    format!("Expect {n} fields but have {} in record {r}", fields.len()),
+                ));
+            }
+            for (f, field) in fields.into_iter().enumerate() {
+                if field.is_empty() || field == self.na {
+                    if defaults[f].num_elements() == 0 {
+                        return Err(invalid(
+                            OP_CSV,
+                            format!("Field {f} is required but missing in record {r}!"),
+                        ));
+                    }
+                    columns[f].push(None);
+                } else {
+                    columns[f].push(Some(Bytes::from(field)));
+                }
+            }
+        }
+        let shape = inputs[0].shape().to_vec();
+        columns
+            .into_iter()
+            .enumerate()
+            .map(|(f, col)| self.column(f, col, &defaults[f], shape.clone()))
+            .collect()
+    }
+
+    fn column(
+        &self,
+        f: usize,
+        col: Vec<Option<Bytes>>,
+        default: &Tensor,
+        shape: Vec<i64>,
+    ) -> Result<Tensor> {
+        let bad = |r: usize, v: &Bytes, what: &str| {
+            invalid(
+                OP_CSV,
+                format!(
+                    "Field {f} in record {r} is not a valid {what}: {}",
+                    String::from_utf8_lossy(v)
+                ),
+            )
+        };
+        macro_rules! numbers {
+            ($t:ty, $what:expr, $parse:expr) => {{
+                let d: Option<$t> = default.to_vec::<$t>()?.first().copied();
+                let v = col
+                    .iter()
+                    .enumerate()
+                    .map(|(r, v)| match v {
+                        None => d.ok_or_else(|| bad(r, &Bytes::new(), $what)),
+                        Some(v) => $parse(v).ok_or_else(|| bad(r, v, $what)),
+                    })
+                    .collect::<Result<Vec<$t>>>()?;
+                Tensor::from_slice(&v, shape)
+            }};
+        }
+        match self.types[f] {
+            DType::Int32 => numbers!(i32, "int32", |v: &Bytes| parse_int(v)
+                .and_then(|x| i32::try_from(x).ok())),
+            DType::Int64 => numbers!(i64, "int64", |v: &Bytes| parse_int(v)),
+            DType::Float => numbers!(f32, "float", |v: &Bytes| parse_f32(v)),
+            DType::Double => numbers!(f64, "double", |v: &Bytes| parse_float(v)),
+            _ => {
+                let d = default
+                    .string_values()?
+                    .first()
+                    .cloned()
+                    .unwrap_or_default();
+                let v = col
+                    .into_iter()
+                    .map(|v| v.unwrap_or_else(|| d.clone()))
+                    .collect();
+                Tensor::strings(v, shape)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use tfdata_core::{DType, Result, Tensor};
+    use tfdata_dataset::example::ExampleBuilder;
+    use tfdata_proto::tensorflow::attr_value::ListValue;
+    use tfdata_proto::tensorflow::{AttrValue, TensorShapeProto, tensor_shape_proto::Dim};
+
+    use super::super::testing::{boolean, int, list, run, string};
+
+    fn svec(v: &[&[u8]]) -> Tensor {
+        let n = v.len() as i64;
+        Tensor::strings(
+            v.iter().map(|s| Bytes::copy_from_slice(s)).collect(),
+            vec![n],
+        )
+        .unwrap()
+    }
+
+    fn types(t: &[DType]) -> AttrValue {
+        list(ListValue {
+            r#type: t.iter().map(|d| d.code()).collect(),
+            ..Default::default()
+        })
+    }
+
+    fn shapes(s: &[&[i64]]) -> AttrValue {
+        let shape = s
+            .iter()
+            .map(|d| TensorShapeProto {
+                dim: d
+                    .iter()
+                    .map(|&size| Dim {
+                        size,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect();
+        list(ListValue {
+            shape,
+            ..Default::default()
+        })
+    }
+
+    fn keys(k: &[&str]) -> AttrValue {
+        list(ListValue {
+            s: k.iter().map(|s| s.as_bytes().to_vec().into()).collect(),
+            ..Default::default()
+        })
+    }
+
+    fn err(r: Result<Vec<Tensor>>) -> String {
+        match r {
+            Err(tfdata_core::Error::InvalidArgument(m)) => m,
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    fn e0() -> Vec<u8> {
+        ExampleBuilder::new()
+            .int64("a", &[1, 2, 3])
+            .bytes("s", &["x", "y"])
+            .float("d", &[1.5, 2.5])
+            .build()
+    }
+    fn e1() -> Vec<u8> {
+        ExampleBuilder::new()
+            .int64("a", &[4])
+            .float("d", &[3.5, 4.5])
+            .build()
+    }
+    fn e2() -> Vec<u8> {
+        ExampleBuilder::new()
+            .float("d", &[5.5, 6.5])
+            .bytes("s", &["z"])
+            .build()
+    }
+
+    /// The TensorFlow reference node: sparse `a` (int64) and `s` (string),
+    /// dense `d` (float [2], required) and `e` (int64 [], default 7).
+    fn parse_v2(serialized: Tensor, e_default: Tensor) -> Result<Vec<Tensor>> {
+        run(
+            "ParseExampleV2",
+            &[
+                ("num_sparse", int(2)),
+                ("sparse_types", types(&[DType::Int64, DType::String])),
+                ("Tdense", types(&[DType::Float, DType::Int64])),
+                ("dense_shapes", shapes(&[&[2], &[]])),
+            ],
+            vec![
+                serialized,
+                Tensor::strings(vec![], vec![0]).unwrap(),
+                svec(&[b"a", b"s"]),
+                svec(&[b"d", b"e"]),
+                Tensor::strings(vec![], vec![0]).unwrap(),
+                Tensor::from_slice::<f32>(&[], vec![0]).unwrap(),
+                e_default,
+            ],
+        )
+    }
+
+    #[test]
+    fn parse_example_v2_batch_matches_tensorflow() {
+        let out = parse_v2(svec(&[&e0(), &e1(), &e2()]), Tensor::scalar(7i64)).unwrap();
+        assert_eq!(out.len(), 8);
+        assert_eq!(out[0].to_vec::<i64>().unwrap(), [0, 0, 0, 1, 0, 2, 1, 0]);
+        assert_eq!(out[0].shape(), [4, 2]);
+        assert_eq!(out[1].to_vec::<i64>().unwrap(), [0, 0, 0, 1, 2, 0]);
+        assert_eq!(out[2].to_vec::<i64>().unwrap(), [1, 2, 3, 4]);
+        assert_eq!(out[3].string_values().unwrap(), ["x", "y", "z"]);
+        assert_eq!(out[4].to_vec::<i64>().unwrap(), [3, 3]);
+        assert_eq!(out[5].to_vec::<i64>().unwrap(), [3, 2]);
+        assert_eq!(
+            out[6].to_vec::<f32>().unwrap(),
+            [1.5, 2.5, 3.5, 4.5, 5.5, 6.5]
+        );
+        assert_eq!(out[6].shape(), [3, 2]);
+        assert_eq!(out[7].to_vec::<i64>().unwrap(), [7, 7, 7]);
+
+        let out = parse_v2(
+            Tensor::strings(vec![], vec![0]).unwrap(),
+            Tensor::scalar(7i64),
+        )
+        .unwrap();
+        assert_eq!(out[0].shape(), [0, 2]);
+        assert_eq!(out[4].to_vec::<i64>().unwrap(), [0, 0]);
+        assert_eq!(out[6].shape(), [0, 2]);
+    }
+
+    #[test]
+    fn parse_example_v2_scalar_matches_tensorflow() {
+        let out = parse_v2(Tensor::scalar_string(e0()), Tensor::scalar(7i64)).unwrap();
+        assert_eq!(out[0].to_vec::<i64>().unwrap(), [0, 1, 2]);
+        assert_eq!(out[0].shape(), [3, 1]);
+        assert_eq!(out[1].shape(), [2, 1]);
+        assert_eq!(out[4].to_vec::<i64>().unwrap(), [3]);
+        assert_eq!(out[5].to_vec::<i64>().unwrap(), [2]);
+        assert_eq!(out[6].to_vec::<f32>().unwrap(), [1.5, 2.5]);
+        assert_eq!(
+            (out[7].to_vec::<i64>().unwrap(), out[7].shape().len()),
+            (vec![7], 0)
+        );
+    }
+
+    #[test]
+    fn parse_example_v2_errors_match_tensorflow() {
+        let seven = || Tensor::scalar(7i64);
+        let only_a = ExampleBuilder::new().int64("a", &[1]).build();
+        assert_eq!(
+            err(parse_v2(svec(&[&e0(), &only_a]), seven())),
+            "ParseExampleV2: Name: <unknown>, Feature: d (data type: float) is required but could not be found."
+        );
+        assert_eq!(
+            err(parse_v2(Tensor::scalar_string(only_a), seven())),
+            "ParseExampleV2: Feature: d (data type: float) is required but could not be found."
+        );
+        let d_int = ExampleBuilder::new().int64("d", &[1, 2]).build();
+        assert_eq!(
+            err(parse_v2(svec(&[&e0(), &d_int]), seven())),
+            "ParseExampleV2: Name: <unknown>, Key: d, Index: 1.  Data types don't match. Data type: int64 but expected type: float"
+        );
+        let d3 = ExampleBuilder::new().float("d", &[1.0, 2.0, 3.0]).build();
+        assert_eq!(
+            err(parse_v2(svec(&[&e0(), &d3]), seven())),
+            "ParseExampleV2: Name: <unknown>, Key: d, Index: 1.  Number of float values != expected.  Values size: 3 but output shape: [2]"
+        );
+        let a_float = ExampleBuilder::new()
+            .float("a", &[1.0])
+            .float("d", &[1.0, 2.0])
+            .build();
+        assert_eq!(
+            err(parse_v2(svec(&[&e0(), &a_float]), seven())),
+            "ParseExampleV2: Name: <unknown>, Key: a, Index: 1.  Data types don't match. Expected type: int64, Actual type: float"
+        );
+        assert!(
+            err(parse_v2(svec(&[&e0(), b"\xff\xff"]), seven()))
+                .contains("Could not parse example input, Index: 1")
+        );
+        // Ragged features are refused when the node is built.
+        let r = run(
+            "ParseExampleV2",
+            &[
+                ("num_sparse", int(0)),
+                ("ragged_value_types", types(&[DType::Int64])),
+            ],
+            vec![],
+        );
+        assert!(matches!(r, Err(tfdata_core::Error::Unimplemented(m)) if m.contains("ragged")));
+    }
+
+    #[test]
+    fn parse_single_example_matches_tensorflow() {
+        let attrs = [
+            ("num_sparse", int(2)),
+            ("sparse_keys", keys(&["a", "s"])),
+            ("dense_keys", keys(&["d", "e"])),
+            ("sparse_types", types(&[DType::Int64, DType::String])),
+            ("Tdense", types(&[DType::Float, DType::Int64])),
+            ("dense_shapes", shapes(&[&[2], &[]])),
+        ];
+        let no_f32 = || Tensor::from_slice::<f32>(&[], vec![0]).unwrap();
+        let out = run(
+            "ParseSingleExample",
+            &attrs,
+            vec![Tensor::scalar_string(e0()), no_f32(), Tensor::scalar(7i64)],
+        )
+        .unwrap();
+        assert_eq!(out[0].to_vec::<i64>().unwrap(), [0, 1, 2]);
+        assert_eq!(out[3].string_values().unwrap(), ["x", "y"]);
+        assert_eq!(out[5].to_vec::<i64>().unwrap(), [2]);
+        assert_eq!(out[6].to_vec::<f32>().unwrap(), [1.5, 2.5]);
+        assert_eq!(out[7].to_vec::<i64>().unwrap(), [7]);
+        let no_i64 = Tensor::from_slice::<i64>(&[], vec![0]).unwrap();
+        assert_eq!(
+            err(run(
+                "ParseSingleExample",
+                &attrs,
+                vec![Tensor::scalar_string(e1()), no_f32(), no_i64]
+            )),
+            "ParseSingleExample: Feature: e (data type: int64) is required but could not be found."
+        );
+
+        let m = ExampleBuilder::new()
+            .int64("m", &[1, 2, 3, 4, 5, 6])
+            .build();
+        let attrs = [
+            ("num_sparse", int(0)),
+            ("dense_keys", keys(&["m"])),
+            ("Tdense", types(&[DType::Int64])),
+            ("dense_shapes", shapes(&[&[2, 3]])),
+        ];
+        let out = run(
+            "ParseSingleExample",
+            &attrs,
+            vec![
+                Tensor::scalar_string(m),
+                Tensor::from_slice::<i64>(&[], vec![0]).unwrap(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            (out[0].shape(), out[0].to_vec::<i64>().unwrap()),
+            (&[2i64, 3][..], vec![1, 2, 3, 4, 5, 6])
+        );
+
+        let attrs = [
+            ("num_sparse", int(1)),
+            ("sparse_keys", keys(&["a"])),
+            ("sparse_types", types(&[DType::Float])),
+        ];
+        let out = run(
+            "ParseSingleExample",
+            &attrs,
+            vec![Tensor::scalar_string(ExampleBuilder::new().build())],
+        )
+        .unwrap();
+        assert_eq!(out[0].shape(), [0, 1]);
+        assert_eq!(out[1].shape(), [0]);
+        assert_eq!(out[2].to_vec::<i64>().unwrap(), [0]);
+    }
+
+    fn defaults() -> Vec<Tensor> {
+        vec![
+            Tensor::vector(&[1i32]),
+            Tensor::from_slice::<f32>(&[], vec![0]).unwrap(),
+            Tensor::strings(vec![Bytes::from_static(b"d")], vec![1]).unwrap(),
+            Tensor::vector(&[2i64]),
+            Tensor::vector(&[0.5f64]),
+        ]
+    }
+
+    fn csv(
+        records: Tensor,
+        defaults: Vec<Tensor>,
+        attrs: &[(&str, AttrValue)],
+    ) -> Result<Vec<Tensor>> {
+        let types: Vec<DType> = defaults.iter().map(Tensor::dtype).collect();
+        let mut a = vec![("OUT_TYPE", super::tests::types(&types))];
+        a.extend(attrs.iter().cloned());
+        let mut inputs = vec![records];
+        inputs.extend(defaults);
+        run("DecodeCSV", &a, inputs)
+    }
+
+    #[test]
+    fn decode_csv_matches_tensorflow() {
+        let out = csv(
+            svec(&[
+                b"1,2.5,abc,4,5",
+                b",3,,,",
+                br#""7","1e3","a,""b""",9223372036854775807,-1e300"#,
+            ]),
+            defaults(),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(out[0].to_vec::<i32>().unwrap(), [1, 1, 7]);
+        assert_eq!(out[1].to_vec::<f32>().unwrap(), [2.5, 3.0, 1000.0]);
+        assert_eq!(out[2].string_values().unwrap(), ["abc", "d", "a,\"b\""]);
+        assert_eq!(out[3].to_vec::<i64>().unwrap(), [4, 2, i64::MAX]);
+        assert_eq!(out[4].to_vec::<f64>().unwrap(), [5.0, 0.5, -1e300]);
+
+        let one = |r: &[u8], attrs: &[(&str, AttrValue)]| csv(svec(&[r]), defaults(), attrs);
+        let out = one(b" 1 , 2.5 , abc , 4 , 5 ", &[]).unwrap();
+        assert_eq!(out[2].string_values().unwrap(), [" abc "]);
+        assert_eq!(out[0].to_vec::<i32>().unwrap(), [1]);
+        let out = one(b"NA,2,NA,NA,NA", &[("na_value", string("NA"))]).unwrap();
+        assert_eq!(out[0].to_vec::<i32>().unwrap(), [1]);
+        assert_eq!(out[2].string_values().unwrap(), ["d"]);
+        let out = one(br#"1,2,"ab",4,5"#, &[("use_quote_delim", boolean(false))]).unwrap();
+        assert_eq!(out[2].string_values().unwrap(), ["\"ab\""]);
+        let out = one(b"1|2|x|4|5", &[("field_delim", string("|"))]).unwrap();
+        assert_eq!(out[2].string_values().unwrap(), ["x"]);
+        let out = one(b"1,2,abc,4,", &[]).unwrap();
+        assert_eq!(out[4].to_vec::<f64>().unwrap(), [0.5]);
+        let out = one(b"0x10,0x10,a,010,inf", &[]);
+        assert_eq!(
+            err(out),
+            "DecodeCSV: Field 0 in record 0 is not a valid int32: 0x10"
+        );
+        let out = one(b"1,0x10,a,010,inf", &[]).unwrap();
+        assert_eq!(out[1].to_vec::<f32>().unwrap(), [16.0]);
+        assert_eq!(out[3].to_vec::<i64>().unwrap(), [10]);
+        assert_eq!(out[4].to_vec::<f64>().unwrap(), [f64::INFINITY]);
+
+        for (record, message) in [
+            (
+                &b"1,,abc,4,5"[..],
+                "Field 1 is required but missing in record 0!",
+            ),
+            (b"1,2.5,abc", "Expect 5 fields but have 3 in record 0"),
+            (b"1,2.5,abc,4,5,6", "Expect 5 fields but have 6 in record 0"),
+            (b"", "Expect 5 fields but have 0 in record 0"),
+            (
+                b"x,2.5,abc,4,5",
+                "Field 0 in record 0 is not a valid int32: x",
+            ),
+            (
+                b"1,x,abc,4,5",
+                "Field 1 in record 0 is not a valid float: x",
+            ),
+            (
+                b"1,2,abc,4.5,5",
+                "Field 3 in record 0 is not a valid int64: 4.5",
+            ),
+            (
+                b"1,2,abc,4,zz",
+                "Field 4 in record 0 is not a valid double: zz",
+            ),
+            (
+                b"1,2,a\"b,4,5",
+                "Unquoted fields cannot have quotes/CRLFs inside",
+            ),
+            (
+                b"1,2,\"ab\"c,4,5",
+                "Quote inside a string has to be escaped by another quote",
+            ),
+            (
+                b"1,2,\"abc,4,5",
+                "Quoted field has to end with quote followed by delim or end",
+            ),
+            (
+                b"1,2,abc,4,5\r\n",
+                "Unquoted fields cannot have quotes/CRLFs inside",
+            ),
+        ] {
+            assert_eq!(
+                err(one(record, &[])),
+                format!("DecodeCSV: {message}"),
+                "{record:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn decode_csv_shapes_selection_and_defaults() {
+        let two = |r: &[u8], d: Vec<Tensor>, attrs: &[(&str, AttrValue)]| csv(svec(&[r]), d, attrs);
+        let sel = || {
+            list(ListValue {
+                i: vec![1, 3],
+                ..Default::default()
+            })
+        };
+        let out = two(
+            b"9,1,8,2.5",
+            vec![Tensor::vector(&[1i32]), Tensor::vector(&[0f32])],
+            &[("select_cols", sel())],
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                out[0].to_vec::<i32>().unwrap(),
+                out[1].to_vec::<f32>().unwrap()
+            ),
+            (vec![1], vec![2.5])
+        );
+        let out = two(
+            b"9,1,8,",
+            vec![Tensor::vector(&[1i32]), Tensor::vector(&[0.5f32])],
+            &[("select_cols", sel())],
+        )
+        .unwrap();
+        assert_eq!(out[1].to_vec::<f32>().unwrap(), [0.5]);
+        let unsorted = list(ListValue {
+            i: vec![1, 0],
+            ..Default::default()
+        });
+        assert!(
+            two(
+                b"1,2",
+                vec![Tensor::vector(&[1i32])],
+                &[("select_cols", unsorted)]
+            )
+            .is_err()
+        );
+        let out = two(b",", vec![Tensor::scalar(1i32), Tensor::scalar(2i32)], &[]).unwrap();
+        assert_eq!(
+            (
+                out[0].to_vec::<i32>().unwrap(),
+                out[1].to_vec::<i32>().unwrap()
+            ),
+            (vec![1], vec![2])
+        );
+        let s =
+            |v: &str| Tensor::strings(vec![Bytes::copy_from_slice(v.as_bytes())], vec![1]).unwrap();
+        let none = || Tensor::strings(vec![], vec![0]).unwrap();
+        let out = two(b"\"\",a", vec![s("q"), none()], &[]).unwrap();
+        assert_eq!(out[0].string_values().unwrap(), ["q"]);
+        let out = two(b"\"a\nb\",c", vec![s("q"), none()], &[]).unwrap();
+        assert_eq!(out[0].string_values().unwrap(), ["a\nb"]);
+        let out = two(b"\na,c", vec![s("q"), none()], &[]).unwrap();
+        assert_eq!(out[0].string_values().unwrap(), ["a"]);
+        assert_eq!(
+            err(two(b"a,", vec![none(), none()], &[])),
+            "DecodeCSV: Field 1 is required but missing in record 0!"
+        );
+        assert_eq!(
+            err(two(b"a,c", vec![s("q")], &[("field_delim", string("ab"))])),
+            "DecodeCSV: field_delim should be only 1 char"
+        );
+        assert_eq!(
+            err(two(b"1", vec![Tensor::vector(&[1i32, 2])], &[])),
+            "DecodeCSV: There should only be 1 default per field but field 0 has 2"
+        );
+        let grid = Tensor::strings(
+            vec![
+                Bytes::from_static(b"1,2,a,4,5"),
+                Bytes::from_static(b"3,4,b,5,6"),
+            ],
+            vec![2, 1],
+        )
+        .unwrap();
+        let out = csv(grid, defaults(), &[]).unwrap();
+        assert_eq!(out[0].shape(), [2, 1]);
+        assert_eq!(out[3].to_vec::<i64>().unwrap(), [4, 5]);
+        let out = csv(Tensor::scalar_string("1,2,a,4,5"), defaults(), &[]).unwrap();
+        assert!(out[0].shape().is_empty());
+    }
+}
