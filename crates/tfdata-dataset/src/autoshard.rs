@@ -77,14 +77,21 @@ pub fn auto_shard(
             match (found, policy) {
                 (0, StaticPolicy::FileOrData) => Ok(data(root)),
                 (0, _) => Err(Error::FailedPrecondition(
-                    "FILE sharding: the dataset reads no files (no list_files, tfrecord_dataset or \
-                     text_line_dataset source); use DATA or FILE_OR_DATA"
+                    "FILE sharding: the dataset reads no files (no list_files, tfrecord_dataset, \
+                     text_line_dataset or file-name source); use DATA or FILE_OR_DATA"
                         .into(),
                 )),
                 _ => Ok(out),
             }
         }
     }
+}
+
+fn is_files(def: &wire::OpDef) -> bool {
+    matches!(
+        def.attrs.get("is_files").and_then(|a| a.value.as_ref()),
+        Some(Value::B(true))
+    )
 }
 
 fn replace_hints(def: &mut wire::OpDef, num_workers: i64, index: i64) {
@@ -138,6 +145,18 @@ fn shard_files(
                 sharded = op("shuffle", sharded, attrs);
             }
             *def = sharded;
+            Ok(())
+        }
+        // File names that later ops read (TensorFlow's `is_files`): each
+        // worker keeps its rows, before anything reorders them.
+        "from_tensor_slices" if is_files(def) => {
+            *found += 1;
+            let listed = std::mem::take(def);
+            *def = op(
+                "shard",
+                listed,
+                vec![("num_shards", int(num_workers)), ("index", int(index))],
+            );
             Ok(())
         }
         "tfrecord_dataset" | "text_line_dataset" => {
@@ -198,6 +217,30 @@ mod tests {
             out.push(e.components[0].to_scalar::<i64>()?);
         }
         Ok(out)
+    }
+
+    #[test]
+    fn file_names_are_sharded_before_they_are_read() {
+        use tfdata_core::Tensor;
+        let names = Tensor::strings(
+            ["a", "b", "c", "d", "e"].iter().map(|s| bytes::Bytes::from(*s)).collect(),
+            vec![5],
+        )
+        .unwrap();
+        let ds = Dataset::from_file_names(names);
+        let def = to_pipeline_def(&ds, false).unwrap();
+        let root = auto_shard(def.root.as_ref().unwrap(), StaticPolicy::File, 2, 1).unwrap();
+        let sharded = from_pipeline_def(&wire::PipelineDef {
+            root: Some(root),
+            ..def
+        })
+        .unwrap();
+        let got: Vec<_> = sharded
+            .iter()
+            .unwrap()
+            .map(|e| e.unwrap().components[0].string_values().unwrap()[0].clone())
+            .collect();
+        assert_eq!(got, vec![bytes::Bytes::from("b"), bytes::Bytes::from("d")]);
     }
 
     #[test]

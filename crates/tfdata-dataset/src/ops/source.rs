@@ -47,6 +47,18 @@ impl Dataset {
         Dataset::from_op(FromTensorSlices {
             components,
             names: None,
+            is_files: false,
+        })
+    }
+
+    /// `from_tensor_slices(filenames)` of file names that later ops read
+    /// (TensorFlow's `is_files`, what `TFRecordDataset([...])` and
+    /// `list_files` make): FILE sharding shards its rows.
+    pub fn from_file_names(filenames: Tensor) -> Dataset {
+        Dataset::from_op(FromTensorSlices {
+            components: vec![filenames],
+            names: None,
+            is_files: true,
         })
     }
 
@@ -56,6 +68,7 @@ impl Dataset {
         Dataset::from_op(FromTensorSlices {
             components,
             names: Some(names),
+            is_files: false,
         })
     }
 }
@@ -229,6 +242,8 @@ impl DatasetOp for FromTensors {
 pub struct FromTensorSlices {
     pub components: Vec<Tensor>,
     pub names: Option<Vec<String>>,
+    /// The rows are file names (see [`Dataset::from_file_names`]).
+    pub is_files: bool,
 }
 
 impl FromTensorSlices {
@@ -270,7 +285,12 @@ impl DatasetOp for FromTensorSlices {
     }
 
     fn attrs(&self) -> Attrs {
-        components_attrs(&self.components, &self.names)
+        let attrs = components_attrs(&self.components, &self.names);
+        if self.is_files {
+            attrs.with("is_files", true)
+        } else {
+            attrs
+        }
     }
 
     fn element_spec(&self) -> Result<Option<Structure>> {
@@ -292,6 +312,7 @@ impl DatasetOp for FromTensorSlices {
         let source = Arc::new(FromTensorSlices {
             components: self.components.clone(),
             names: self.names.clone(),
+            is_files: self.is_files,
         });
         Ok(Box::new(SliceIter {
             source,
@@ -373,10 +394,11 @@ pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<Option<Dataset>> {
             })
         }
         "from_tensor_slices" => {
-            attrs.check_known(op, &["components", "names"])?;
+            attrs.check_known(op, &["components", "names", "is_files"])?;
             Dataset::from_op(FromTensorSlices {
                 components: attrs.tensors(op, "components")?,
                 names: names(attrs)?,
+                is_files: attrs.bool_or(op, "is_files", false)?,
             })
         }
         _ => return Ok(None),

@@ -243,15 +243,23 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
             },
             node,
         ),
-        "TensorSliceDataset" => handle(
-            |mut i| {
-                Ok(Dataset::from_tensor_slices(tensors(
-                    i.take(None)?,
-                    "TensorSliceDataset",
-                )?))
-            },
-            node,
-        ),
+        "TensorSliceDataset" => {
+            // File names (`TFRecordDataset([...])`, `list_files`): FILE
+            // sharding shards them.
+            let is_files = attrs.bool_or("is_files", false)?;
+            handle(
+                move |mut i| {
+                    let mut components = tensors(i.take(None)?, "TensorSliceDataset")?;
+                    if is_files && components.len() == 1 {
+                        if let Some(names) = components.pop() {
+                            return Ok(Dataset::from_file_names(names));
+                        }
+                    }
+                    Ok(Dataset::from_tensor_slices(components))
+                },
+                node,
+            )
+        }
         "TFRecordDataset" | "TFRecordDatasetV2" => handle(
             |mut i| {
                 let names = files::names(&i.tensor("filenames")?)?;
