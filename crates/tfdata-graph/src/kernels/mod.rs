@@ -25,6 +25,7 @@ use crate::attrs::NodeAttrs;
 
 mod image;
 mod math;
+mod numeric;
 mod parse;
 mod ragged;
 mod reduce;
