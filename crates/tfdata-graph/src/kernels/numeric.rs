@@ -546,8 +546,9 @@ macro_rules! num_int {
             fn from_f64(v: f64) -> Self {
                 v as $t
             }
+            // An empty integer Mean is 0 in TF (its NaN identity cast).
             fn div_count(self, n: u64) -> Self {
-                (self as i128 / n as i128) as $t
+                (self as i128).checked_div(n as i128).unwrap_or(0) as $t
             }
         }
     };
@@ -696,4 +697,14 @@ impl<'a> Picker<'a> {
             Picker::Strings { out, .. } => Tensor::new(dtype, shape, TensorData::Strings(out)),
         }
     }
+}
+
+/// A shape seen around `axis`: elements before it, its length, elements
+/// after it.
+pub(super) fn split_at_axis(shape: &[i64], axis: usize) -> (usize, usize, usize) {
+    let prod = |s: &[i64]| s.iter().map(|&d| d.max(0) as usize).product::<usize>();
+    let before = shape.get(..axis).map_or(1, prod);
+    let len = shape.get(axis).map_or(1, |&d| d.max(0) as usize);
+    let after = shape.get(axis + 1..).map_or(1, prod);
+    (before, len, after)
 }
