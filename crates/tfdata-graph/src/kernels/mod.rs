@@ -30,6 +30,7 @@ mod parse;
 mod ragged;
 mod reduce;
 mod shape;
+mod slice;
 mod strings;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
@@ -71,6 +72,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             math::KERNELS,
             reduce::KERNELS,
             shape::KERNELS,
+            slice::KERNELS,
             strings::KERNELS,
             parse::KERNELS,
             image::KERNELS,

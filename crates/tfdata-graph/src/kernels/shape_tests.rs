@@ -11,14 +11,14 @@ use tfdata_proto::tensorflow::{AttrValue, TensorShapeProto, attr_value, tensor_s
 #[allow(unused_imports)]
 use super::super::testing::{boolean, int, list, run, string, ty};
 
-fn ints(v: &[i64]) -> AttrValue {
+pub(crate) fn ints(v: &[i64]) -> AttrValue {
     list(ListValue {
         i: v.to_vec(),
         ..Default::default()
     })
 }
 
-fn shape_attr(dims: &[i64]) -> AttrValue {
+pub(crate) fn shape_attr(dims: &[i64]) -> AttrValue {
     AttrValue {
         value: Some(attr_value::Value::Shape(TensorShapeProto {
             dim: dims
@@ -33,7 +33,7 @@ fn shape_attr(dims: &[i64]) -> AttrValue {
     }
 }
 
-fn raw(dtype: DType, shape: Vec<i64>, bytes: &[u8]) -> Tensor {
+pub(crate) fn raw(dtype: DType, shape: Vec<i64>, bytes: &[u8]) -> Tensor {
     Tensor::new(
         dtype,
         shape,
@@ -43,13 +43,13 @@ fn raw(dtype: DType, shape: Vec<i64>, bytes: &[u8]) -> Tensor {
 }
 
 #[track_caller]
-fn check(op: &str, attrs: &[(&str, AttrValue)], inputs: Vec<Tensor>, want: Vec<Tensor>) {
+pub(crate) fn check(op: &str, attrs: &[(&str, AttrValue)], inputs: Vec<Tensor>, want: Vec<Tensor>) {
     let got = run(op, attrs, inputs).unwrap_or_else(|e| panic!("{op}: {e}"));
     assert_eq!(got, want, "{op}");
 }
 
 #[track_caller]
-fn fails(op: &str, attrs: &[(&str, AttrValue)], inputs: Vec<Tensor>, message: &str) {
+pub(crate) fn fails(op: &str, attrs: &[(&str, AttrValue)], inputs: Vec<Tensor>, message: &str) {
     match run(op, attrs, inputs) {
         Ok(got) => panic!("{op}: expected an error containing {message:?}, got {got:?}"),
         Err(e) => {
@@ -68,6 +68,357 @@ fn fails(op: &str, attrs: &[(&str, AttrValue)], inputs: Vec<Tensor>, message: &s
             );
         }
     }
+}
+
+fn i64s(v: &[i64]) -> Tensor {
+    Tensor::vector(v)
+}
+
+fn buffer_ptr(t: &Tensor) -> *const u8 {
+    match t.data() {
+        TensorData::Buffer(b) => b.as_ptr(),
+        TensorData::Strings(_) => std::ptr::null(),
+    }
+}
+
+#[test]
+fn huge_outputs_are_refused_before_allocation() {
+    let limit = "exceeds the limit";
+    fails(
+        "Fill",
+        &[],
+        vec![i64s(&[1_000_000_000, 1_000_000_000]), Tensor::scalar(1f32)],
+        limit,
+    );
+    fails(
+        "Fill",
+        &[],
+        vec![i64s(&[i64::MAX, i64::MAX]), Tensor::scalar(1u8)],
+        "exceeds the size limit",
+    );
+    let x = Tensor::from_slice(&[1i32, 2, 3, 4], vec![2, 2]).unwrap();
+    fails(
+        "Tile",
+        &[],
+        vec![x.clone(), i64s(&[1 << 20, 1 << 20])],
+        limit,
+    );
+    fails(
+        "Tile",
+        &[],
+        vec![x.clone(), i64s(&[i64::MAX, 2])],
+        "too large",
+    );
+    fails(
+        "Range",
+        &[],
+        vec![
+            Tensor::scalar(0f32),
+            Tensor::scalar(1f32),
+            Tensor::scalar(1e-12f32),
+        ],
+        limit,
+    );
+    fails(
+        "Range",
+        &[],
+        vec![
+            Tensor::scalar(i64::MIN),
+            Tensor::scalar(i64::MAX),
+            Tensor::scalar(1i64),
+        ],
+        limit,
+    );
+    fails(
+        "Range",
+        &[],
+        vec![
+            Tensor::scalar(0f64),
+            Tensor::scalar(1f64),
+            Tensor::scalar(f64::MIN_POSITIVE),
+        ],
+        "Requires",
+    );
+    fails(
+        "Range",
+        &[],
+        vec![
+            Tensor::scalar(0f64),
+            Tensor::scalar(1f64),
+            Tensor::scalar(f64::NAN),
+        ],
+        "Requires",
+    );
+    fails(
+        "BroadcastTo",
+        &[],
+        vec![Tensor::scalar(1i64), i64s(&[1 << 20, 1 << 20])],
+        limit,
+    );
+    fails(
+        "Pad",
+        &[],
+        vec![
+            x.clone(),
+            Tensor::from_slice(&[1i64 << 40, 0, 0, 1 << 40], vec![2, 2]).unwrap(),
+        ],
+        "exceeds the",
+    );
+    fails(
+        "Pad",
+        &[],
+        vec![
+            x.clone(),
+            Tensor::from_slice(&[i64::MAX, 1, 0, 0], vec![2, 2]).unwrap(),
+        ],
+        "too large",
+    );
+    fails("Reshape", &[], vec![x, i64s(&[i64::MAX, 4])], "too large");
+}
+
+#[test]
+fn hostile_empty_shapes_are_not_walked() {
+    // No elements, but dims whose products overflow, or that would take
+    // forever to iterate row by row.
+    let empty = Tensor::from_slice::<f32>(&[], vec![1 << 40, 0]).unwrap();
+    let wide = Tensor::from_slice::<f32>(&[], vec![0, 1 << 40, 1 << 40]).unwrap();
+    let out = run(
+        "Pack",
+        &[("N", int(2)), ("axis", int(2))],
+        vec![empty.clone(), empty.clone()],
+    )
+    .unwrap();
+    assert_eq!(out[0].shape(), &[1 << 40, 0, 2]);
+    let axis = Tensor::scalar(1i32);
+    let out = run(
+        "ConcatV2",
+        &[("N", int(2))],
+        vec![empty.clone(), empty.clone(), axis],
+    )
+    .unwrap();
+    assert_eq!(out[0].shape(), &[1 << 40, 0]);
+    // tfdata tensors refuse a shape whose running product overflows before
+    // its 0 (TensorFlow allows it), so this transpose is an error, not a hang.
+    let out = run("Transpose", &[], vec![wide.clone(), i64s(&[2, 1, 0])]);
+    assert!(out.is_err(), "{out:?}");
+    let out = run("Transpose", &[], vec![wide.clone(), i64s(&[0, 2, 1])]).unwrap();
+    assert_eq!(out[0].shape(), wide.shape());
+    let out = run("ReverseV2", &[], vec![wide.clone(), i64s(&[0, 1, 2])]).unwrap();
+    assert_eq!(out[0].shape(), wide.shape());
+    let out = run("Tile", &[], vec![wide.clone(), i64s(&[1, 1, 1])]).unwrap();
+    assert_eq!(out[0].shape(), wide.shape());
+    let out = run("Unpack", &[("num", int(0))], vec![wide.clone()]).unwrap();
+    assert!(out.is_empty());
+    let out = run(
+        "Pad",
+        &[],
+        vec![
+            empty.clone(),
+            Tensor::from_slice(&[0i64, 0, 0, 0], vec![2, 2]).unwrap(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(out[0].shape(), empty.shape());
+    let out = run("Where", &[], vec![wide.clone()]).unwrap();
+    assert_eq!(out[0].shape(), &[0, 3]);
+    let out = run("Reshape", &[], vec![wide, i64s(&[0, -1])]);
+    assert!(out.is_err(), "{out:?}");
+    // The shape itself does not fit int32.
+    let tall = Tensor::from_slice::<u8>(&[], vec![0, 3_000_000_000]).unwrap();
+    fails(
+        "Shape",
+        &[],
+        vec![tall.clone()],
+        "does not fit the int32 output type",
+    );
+    let out = run("Shape", &[("out_type", ty(DType::Int64))], vec![tall]).unwrap();
+    assert_eq!(out[0], i64s(&[0, 3_000_000_000]));
+}
+
+#[test]
+fn bad_inputs_are_errors() {
+    let x = Tensor::from_slice(&[1i32, 2, 3, 4, 5, 6], vec![2, 3]).unwrap();
+    fails("Reshape", &[], vec![x.clone()], "expected 2 inputs, got 1");
+    fails(
+        "Reshape",
+        &[],
+        vec![x.clone(), Tensor::vector(&[6f32])],
+        "must be an integer tensor",
+    );
+    fails(
+        "Reshape",
+        &[],
+        vec![
+            x.clone(),
+            Tensor::from_slice(&[3i32, 2], vec![1, 2]).unwrap(),
+        ],
+        "sizes input must be 1-D, not [1,2]",
+    );
+    fails(
+        "Transpose",
+        &[],
+        vec![x.clone(), i64s(&[-1, 0])],
+        "-1 is out of range [0 .. 2)",
+    );
+    fails(
+        "ExpandDims",
+        &[],
+        vec![x.clone(), Tensor::vector(&[0i32, 1])],
+        "'dim' must be a tensor with a single value",
+    );
+    fails(
+        "ExpandDims",
+        &[],
+        vec![x.clone(), Tensor::scalar(i64::MIN)],
+        "Tried to expand dim index",
+    );
+    fails(
+        "Squeeze",
+        &[("squeeze_dims", ints(&[i64::MIN]))],
+        vec![x.clone()],
+        "Tried to squeeze dim index",
+    );
+    fails(
+        "Pack",
+        &[("N", int(2)), ("axis", int(i64::MIN))],
+        vec![x.clone(), x.clone()],
+        "not in [-3, 3)",
+    );
+    fails(
+        "Pack",
+        &[("N", int(2))],
+        vec![
+            x.clone(),
+            Tensor::from_slice(&[0f32; 6], vec![2, 3]).unwrap(),
+        ],
+        "mix int32 and float32",
+    );
+    fails(
+        "ConcatV2",
+        &[("N", int(2))],
+        vec![x.clone(), x.clone(), Tensor::vector(&[0i32, 1])],
+        "axis must be a scalar",
+    );
+    fails(
+        "Where",
+        &[],
+        vec![Tensor::strings(vec![Bytes::new()], vec![1]).unwrap()],
+        "unsupported dtype string",
+    );
+    fails(
+        "CheckNumerics",
+        &[("message", string("m"))],
+        vec![x.clone()],
+        "unsupported dtype int32",
+    );
+    fails(
+        "OnesLike",
+        &[],
+        vec![Tensor::strings(vec![Bytes::new()], vec![1]).unwrap()],
+        "unsupported dtype string",
+    );
+    fails(
+        "Range",
+        &[],
+        vec![
+            Tensor::scalar(0i32),
+            Tensor::scalar(1i64),
+            Tensor::scalar(1i32),
+        ],
+        "same dtype",
+    );
+    fails(
+        "Range",
+        &[],
+        vec![
+            Tensor::vector(&[0i32]),
+            Tensor::scalar(1i32),
+            Tensor::scalar(1i32),
+        ],
+        "start must be a scalar",
+    );
+    fails(
+        "PadV2",
+        &[],
+        vec![
+            x.clone(),
+            Tensor::from_slice(&[0i32; 4], vec![2, 2]).unwrap(),
+            Tensor::scalar(0f32),
+        ],
+        "input's dtype",
+    );
+    fails(
+        "BroadcastArgs",
+        &[],
+        vec![Tensor::vector(&[1i32]), i64s(&[1])],
+        "same dtype",
+    );
+    fails(
+        "Split",
+        &[("num_split", int(2))],
+        vec![Tensor::scalar(i64::MAX), x.clone()],
+        "out of range",
+    );
+    fails(
+        "SplitV",
+        &[("num_split", int(2))],
+        vec![x.clone(), i64s(&[1, i64::MIN]), Tensor::scalar(1i32)],
+        "must be >= 0",
+    );
+    let err = run("MirrorPad", &[("mode", string("WRAP"))], vec![])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("MirrorPad node") && err.contains("REFLECT or SYMMETRIC"),
+        "{err}"
+    );
+    let err = run("Squeeze", &[("squeeze_dims", int(0))], vec![])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("squeeze_dims"), "{err}");
+    let err = run("Shape", &[("out_type", ty(DType::Float))], vec![])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("out_type"), "{err}");
+}
+
+#[test]
+fn float_range_matches_tensorflow_far_from_start() {
+    // TF 2.21: tf.range(0.1, 1000.0, 0.1) ends 999.7000122, 999.7999878,
+    // 999.8999634 (start + i * delta, not a running sum).
+    let out = run(
+        "Range",
+        &[],
+        vec![
+            Tensor::scalar(0.1f32),
+            Tensor::scalar(1000f32),
+            Tensor::scalar(0.1f32),
+        ],
+    )
+    .unwrap();
+    let v = out[0].to_vec::<f32>().unwrap();
+    assert_eq!(v.len(), 9999);
+    assert_eq!(&v[9996..], &[999.7f32, 999.8, 999.899_96]);
+}
+
+#[test]
+fn layout_only_ops_share_the_input_buffer() {
+    let x = Tensor::from_slice(&[0i64, 1, 2, 3, 4, 5], vec![3, 2]).unwrap();
+    let base = buffer_ptr(&x);
+    let out = run("Reshape", &[], vec![x.clone(), i64s(&[2, 3])]).unwrap();
+    assert_eq!(buffer_ptr(&out[0]), base);
+    let out = run("Unpack", &[("num", int(3))], vec![x.clone()]).unwrap();
+    assert_eq!(buffer_ptr(&out[2]), base.wrapping_add(4 * 8));
+    assert_eq!(out[2], i64s(&[4, 5]));
+    let out = run(
+        "Split",
+        &[("num_split", int(3))],
+        vec![Tensor::scalar(0i32), x.clone()],
+    )
+    .unwrap();
+    assert_eq!(buffer_ptr(&out[1]), base.wrapping_add(2 * 8));
+    let out = run("StopGradient", &[], vec![x.clone()]).unwrap();
+    assert_eq!(buffer_ptr(&out[0]), base);
 }
 
 #[test]
