@@ -27,6 +27,7 @@ mod image;
 mod math;
 mod parse;
 mod ragged;
+mod random;
 mod reduce;
 mod shape;
 mod strings;
@@ -74,6 +75,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             parse::KERNELS,
             image::KERNELS,
             ragged::KERNELS,
+            random::KERNELS,
         ] {
             for k in set {
                 t.insert(k.op, k);
