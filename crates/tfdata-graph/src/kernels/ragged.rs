@@ -88,7 +88,7 @@ fn to_tensor(attrs: &NodeAttrs) -> Result<Compute> {
         .collect::<Result<Vec<_>>>()?;
     match types.split_first() {
         Some((Partition::FirstDimSize, rest))
-            if rest.iter().all(|&t| t == Partition::ValueRowIds) => {}
+            if !rest.is_empty() && rest.iter().all(|&t| t == Partition::ValueRowIds) => {}
         Some((Partition::RowSplits, rest)) if rest.iter().all(|&t| t == Partition::RowSplits) => {}
         _ => {
             return Err(invalid(
@@ -134,6 +134,7 @@ fn to_tensor(attrs: &NodeAttrs) -> Result<Compute> {
                             "Invalid value_rowids: must be sorted and in [0, nrows)",
                         ));
                     }
+                    check_size(OP, DType::Int64, parent as u64 + 1)?;
                     let mut splits = vec![0usize; parent + 1];
                     for &r in &v {
                         splits[r as usize + 1] += 1;
@@ -199,8 +200,8 @@ fn to_tensor(attrs: &NodeAttrs) -> Result<Compute> {
         }
         // Output offset (in inner elements) of each value, or None if cut.
         let mut place: Vec<Option<usize>> = vec![None; n_values];
-        let mut frontier: Vec<(usize, Option<usize>)> = (0..dims[0].max(0) as usize)
-            .filter(|&r| r + 1 < levels[0].len())
+        let mut frontier: Vec<(usize, Option<usize>)> = (0..(dims[0].max(0) as usize)
+            .min(levels[0].len() - 1))
             .map(|r| (r, Some(r)))
             .collect();
         for (k, splits) in levels.iter().enumerate() {
@@ -294,7 +295,7 @@ fn dense_bincount(attrs: &NodeAttrs) -> Result<Compute> {
             }
             Some(tfdata_dataset::kernels::cast(weights, DType::Double)?.to_vec::<f64>()?)
         };
-        check_size(OP, dtype, (rows * size) as u64)?;
+        check_size(OP, dtype, (rows as u64).saturating_mul(size as u64))?;
         let mut out = vec![0f64; rows * size];
         for (i, &v) in values.iter().enumerate() {
             let v = v as usize;
@@ -566,6 +567,38 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("Input arr must be non-negative!"));
+    }
+
+    #[test]
+    fn hostile_sizes_are_refused() {
+        let e = to_tensor(
+            &["FIRST_DIM_SIZE", "VALUE_ROWIDS"],
+            Tensor::scalar(-1i64),
+            Tensor::vector(&[1i32]),
+            Tensor::scalar(0i32),
+            vec![Tensor::scalar(1i64 << 60), Tensor::vector(&[0i64])],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("exceeds the limit"), "{e}");
+        assert!(
+            run(
+                "RaggedTensorToTensor",
+                &[partitions(&["FIRST_DIM_SIZE"])],
+                vec![]
+            )
+            .is_err()
+        );
+        let e = run(
+            "DenseBincount",
+            &[("T", ty(DType::Int64))],
+            vec![
+                Tensor::vector(&[1i64]),
+                Tensor::scalar(1i64 << 62),
+                Tensor::from_slice::<i64>(&[], vec![0]).unwrap(),
+            ],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("exceeds the limit"), "{e}");
     }
 
     #[test]
