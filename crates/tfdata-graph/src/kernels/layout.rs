@@ -40,14 +40,19 @@ pub(super) fn strides(shape: &[i64]) -> Vec<i64> {
 
 /// Elements of `shape`, checked against the output limit for `dtype`.
 pub(super) fn checked_elements(op: &str, dtype: DType, shape: &[i64]) -> Result<u64> {
+    if let Some(d) = shape.iter().find(|&&d| d < 0) {
+        return Err(err(
+            op,
+            format!("dimension {d} of shape {shape:?} is negative"),
+        ));
+    }
+    // A zero anywhere makes an empty tensor, whatever the other dims'
+    // product would be.
+    if shape.contains(&0) {
+        return Ok(0);
+    }
     let mut n: u64 = 1;
     for &d in shape {
-        if d < 0 {
-            return Err(err(
-                op,
-                format!("dimension {d} of shape {shape:?} is negative"),
-            ));
-        }
         n = n.checked_mul(d as u64).ok_or_else(|| {
             err(
                 op,
@@ -367,12 +372,12 @@ pub(super) fn view(
                 (a.stride == expect).then_some(expect.saturating_mul(a.n))
             })
             .is_some();
-        if contiguous && n > 0 {
-            let start = base as usize * size;
-            let end = start + n as usize * size;
-            if base >= 0 && end <= b.len() {
-                return Tensor::new(t.dtype(), shape, TensorData::Buffer(b.slice(start..end)));
-            }
+        let range = usize::try_from(base).ok().and_then(|base| {
+            let start = base.checked_mul(size)?;
+            Some(start..start.checked_add((n as usize).checked_mul(size)?)?)
+        });
+        if let Some(range) = range.filter(|r| contiguous && n > 0 && r.end <= b.len()) {
+            return Tensor::new(t.dtype(), shape, TensorData::Buffer(b.slice(range)));
         }
     }
     let mut out = Out::new(op, t.dtype(), n)?;

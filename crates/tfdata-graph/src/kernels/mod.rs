@@ -26,10 +26,13 @@ use crate::attrs::NodeAttrs;
 mod image;
 mod layout;
 mod math;
+mod numeric;
 mod parse;
 mod ragged;
+mod random;
 mod reduce;
 mod shape;
+mod slice;
 mod strings;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
@@ -74,10 +77,12 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             math::KERNELS,
             reduce::KERNELS,
             shape::KERNELS,
+            slice::KERNELS,
             strings::KERNELS,
             parse::KERNELS,
             image::KERNELS,
             ragged::KERNELS,
+            random::KERNELS,
         ] {
             for k in set {
                 t.insert(k.op, k);

@@ -303,7 +303,16 @@ fn reshape_dims(op: &str, input: &[i64], sizes: &[i64]) -> Result<Vec<i64>> {
     if let Some(u) = unknown {
         // Zero dims are left out of both counts (when the requested shape has
         // one) so the other dims can still be inferred, as TensorFlow does.
-        let counted: i64 = input.iter().filter(|&&d| d > 0 || !has_zero).product();
+        let counted = input
+            .iter()
+            .filter(|&&d| d > 0 || !has_zero)
+            .try_fold(1i64, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| {
+                err(
+                    op,
+                    format!("the input shape {} is too large", shape_str(input)),
+                )
+            })?;
         let missing = counted / known;
         if missing * known != counted {
             return Err(err(
@@ -1221,7 +1230,7 @@ fn build_mirror_pad(a: &NodeAttrs) -> Result<Compute> {
 /// `x` reversed along the dimensions flagged in `flip`.
 fn reverse(op: &str, x: &Tensor, flip: &[bool]) -> Result<Tensor> {
     let in_strides = strides(x.shape());
-    let mut base = 0;
+    let mut base = 0i64;
     let axes: Vec<Axis> = x
         .shape()
         .iter()
@@ -1229,7 +1238,7 @@ fn reverse(op: &str, x: &Tensor, flip: &[bool]) -> Result<Tensor> {
         .zip(flip)
         .map(|((&n, &s), &f)| {
             if f && n > 0 {
-                base += (n - 1) * s;
+                base = base.saturating_add((n - 1).saturating_mul(s));
                 Axis { n, stride: -s }
             } else {
                 Axis { n, stride: s }
@@ -1528,4 +1537,4 @@ fn build_check_numerics(a: &NodeAttrs) -> Result<Compute> {
 
 #[cfg(test)]
 #[path = "shape_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -488,7 +488,11 @@ fn reduce_join(attrs: &NodeAttrs) -> Result<Compute> {
         let group: usize = axes.iter().map(|&d| dims[d]).product();
         check_bytes(
             OP,
-            values.iter().map(Bytes::len).sum::<usize>() + out_count * group * separator.len(),
+            values.iter().map(Bytes::len).sum::<usize>().saturating_add(
+                out_count
+                    .saturating_mul(group)
+                    .saturating_mul(separator.len()),
+            ),
         )?;
         let mut out = Vec::with_capacity(out_count);
         for o in 0..out_count {
@@ -623,7 +627,11 @@ fn substr(attrs: &NodeAttrs) -> Result<Compute> {
                 return Err(invalid(OP, message));
             }
             let start = if p < 0 { p + n } else { p };
-            let end = if l < 0 { n } else { (start + l).min(n) };
+            let end = if l < 0 {
+                n
+            } else {
+                start.saturating_add(l).min(n)
+            };
             let byte = |c: i64| {
                 if utf8 {
                     starts.get(c as usize).copied().unwrap_or(s.len())
@@ -1456,6 +1464,20 @@ mod tests {
 
     #[test]
     fn hostile_sizes_are_refused() {
+        let out = run(
+            "Substr",
+            &[],
+            vec![
+                svec(&[b"hello"]),
+                Tensor::scalar(1i64),
+                Tensor::scalar(i64::MAX),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s(&out[0]), b(&["ello"]));
+        let wide = [("T", ty(DType::Int32)), ("width", int(1 << 20))];
+        let many = Tensor::from_slice(&vec![1i32; 4096], vec![4096]).unwrap();
+        assert!(err(run("AsString", &wide, vec![many])).contains("exceeds the limit"));
         // A rewrite that multiplies the input stops at the tensor limit.
         let big = vec![b'a'; 1 << 16];
         let rewrite = "x".repeat(1 << 15);

@@ -141,6 +141,11 @@ pub(super) fn as_string(attrs: &NodeAttrs) -> Result<Compute> {
             ));
         }
         check_size(OP, DType::String, t.num_elements())?;
+        check_size(
+            OP,
+            DType::UInt8,
+            t.num_elements().saturating_mul(spec.width as u64),
+        )?;
         let out: Vec<Bytes> = match dtype {
             DType::String => t
                 .string_values()?

@@ -1,0 +1,71 @@
+i32 = np.int32; i64 = np.int64; f32 = np.float32
+A = np.arange(6, dtype=i32).reshape(2, 3)
+B = np.arange(24, dtype=f32).reshape(2, 3, 4)
+S = np.array([[b"a", b"b", b"c"], [b"d", b"e", b"f"]], dtype=object)
+V = np.arange(10, dtype=i64)
+def group(name): out.append(f'}}\n\n#[test]\nfn {name}() {{')
+def ss(x, b, e, s, idx=i32, **m):
+    case('StridedSlice', input=x, begin=np.array(b, idx), end=np.array(e, idx), strides=np.array(s, idx), **m)
+# Python slicing expressions, with the masks tf.function traces for them.
+def py(x, expr, name):
+    x_t = tf.constant(x)
+    g = tf.function(lambda x: eval('x' + expr)).get_concrete_function(tf.TensorSpec(x.shape, x_t.dtype)).graph.as_graph_def()
+    consts = {n.name: tf.make_ndarray(n.attr['value'].tensor) for n in g.node if n.op == 'Const'}
+    nodes = [n for n in g.node if n.op == 'StridedSlice']
+    assert len(nodes) == 1, expr
+    n = nodes[0]
+    masks = {k: n.attr[k].i for k in ['begin_mask', 'end_mask', 'ellipsis_mask', 'new_axis_mask', 'shrink_axis_mask'] if n.attr[k].i}
+    b, e, s = (consts[i] for i in n.input[1:4])
+    out.append(f'    // x{expr}')
+    ss(x, b.tolist(), e.tolist(), s.tolist(), idx=b.dtype.type, **masks)
+group('strided_slice_python')
+for expr in ['[1:]', '[..., 0]', '[::-1]', '[:, tf.newaxis]', '[..., ::-1, 1]', '[-1]', '[tf.newaxis, ..., 1:2]',
+             '[1, :, ::2]', '[:, 1:-1]', '[::-2, ..., ::-3]', '[:, -5:10]', '[0, 0, 0]', '[..., tf.newaxis]',
+             '[1:1]', '[:, ::-1, tf.newaxis, 2:]', '[-2:, 3:0:-1]', '[...]', '[tf.newaxis]', '[:, 2, ...]']:
+    py(B, expr, expr)
+for expr in ['[3:7]', '[::3]', '[-3:]', '[8:2:-2]', '[-1:-11:-1]', '[100:]', '[:-100:-1]', '[5]', '[-10]']:
+    py(V, expr, expr)
+py(S, '[::-1, 1:]', '')
+py(S, '[1]', '')
+group('strided_slice_raw')
+ss(A, [0], [1], [2], shrink_axis_mask=1)
+ss(A, [5, 0], [1, 2], [1, 1], begin_mask=1)
+ss(A, [1, 0], [0, 3], [-1, 1], end_mask=1)
+ss(A, [0, 0], [0, 0], [1, 1], begin_mask=3, end_mask=3, new_axis_mask=1)
+ss(A, [0, 0, 0], [1, 1, 1], [1, 1, 1], new_axis_mask=2, shrink_axis_mask=5)
+ss(A, [0], [1], [1], idx=np.int16)
+ss(np.zeros([0, 3], f32), [0, 1], [0, 2], [1, 1], end_mask=1)
+ss(np.float32(3), [], [], [])
+ss(A, [0], [1], [-1], shrink_axis_mask=1, _err=True)
+ss(A, [5], [1], [1], shrink_axis_mask=1, begin_mask=1, _err=True)
+ss(A, [-3], [1], [1], shrink_axis_mask=1, _err=True)
+ss(A, [0, 0], [1, 1], [0, 1], _err=True)
+ss(A, [0, 0, 0], [1, 1, 1], [1, 1, 1], _err=True)
+ss(A, [0, 0], [1, 1], [1, 1], ellipsis_mask=3, _err=True)
+case('StridedSlice', input=A, begin=np.array([0, 0], i32), end=np.array([1], i32), strides=np.array([1, 1], i32), _err=True)
+group('slice_')
+case('Slice', input=B, begin=np.array([1, 0, 2], i32), size=np.array([1, -1, 2], i32))
+case('Slice', input=S, begin=np.array([0, 1], i64), size=np.array([2, 2], i64))
+case('Slice', input=A, begin=np.array([2, 0], i32), size=np.array([0, 3], i32))
+case('Slice', input=np.zeros([0, 2], f32), begin=np.array([0, 0], i32), size=np.array([-1, 1], i32))
+case('Slice', input=A, begin=np.array([3, 0], i32), size=np.array([0, 1], i32), _err=True)
+case('Slice', input=A, begin=np.array([1, 1], i32), size=np.array([1, 3], i32), _err=True)
+case('Slice', input=A, begin=np.array([1], i32), size=np.array([1], i32), _err=True)
+case('Slice', input=np.zeros([0, 2], f32), begin=np.array([1, 0], i32), size=np.array([0, 1], i32), _err=True)
+group('gather')
+case('GatherV2', params=B, indices=np.array([2, 0, 2], i32), axis=np.int32(1))
+case('GatherV2', params=B, indices=np.array([[3, 0], [1, 1]], i64), axis=np.int64(-1))
+case('GatherV2', params=S, indices=np.array(1, i32), axis=np.int32(0))
+case('GatherV2', params=S, indices=np.array([[2], [0]], i32), axis=np.int32(1), batch_dims=1)
+case('GatherV2', params=B, indices=np.array([[1, 0, 1], [2, 2, 0]], i32), axis=np.int32(2), batch_dims=-1)
+case('GatherV2', params=B, indices=np.array([[1, 0], [2, 2]], i32), axis=np.int32(1), batch_dims=1)
+case('GatherV2', params=np.int16(np.arange(4)), indices=np.array([], i32), axis=np.int32(0))
+case('GatherV2', params=A, indices=np.array([[0, 5]], i32), axis=np.int32(1), _err=True)
+case('GatherV2', params=A, indices=np.array([-1], i64), axis=np.int32(0), _err=True)
+case('GatherV2', params=A, indices=np.array([0], i32), axis=np.int32(2), _err='Expected axis in the range [-2, 2), but got 2')
+case('GatherV2', params=A, indices=np.array([[0], [1]], i32), axis=np.int32(0), batch_dims=1, _err=True)
+case('GatherV2', params=A, indices=np.array([[0], [1], [0]], i32), axis=np.int32(1), batch_dims=1, _err=True)
+case('GatherV2', params=A, indices=np.array(7, i32), axis=np.int32(1), _err=True)
+case('Gather', params=A, indices=np.array([1, 1, 0], i32), validate_indices=True)
+case('Gather', params=S, indices=np.array([[1], [0]], i64))
+case('Gather', params=A, indices=np.array([2], i32), _err=True)
