@@ -289,9 +289,7 @@ fn fixtures_are_well_formed() {
     }
 }
 
-// un-ignore when the translator lands
 #[test]
-#[ignore]
 fn tensorflow_graphs_run_on_tfdata() {
     let mut failures = Vec::new();
     let cases = cases();

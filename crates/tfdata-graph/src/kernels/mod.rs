@@ -23,7 +23,9 @@ use tfdata_core::{DType, Error, Result, Tensor};
 
 use crate::attrs::NodeAttrs;
 
+mod assert;
 mod image;
+mod io;
 mod layout;
 mod math;
 mod numeric;
@@ -33,6 +35,7 @@ mod random;
 mod reduce;
 mod shape;
 mod slice;
+mod sparse;
 mod strings;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
@@ -83,6 +86,9 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             image::KERNELS,
             ragged::KERNELS,
             random::KERNELS,
+            sparse::KERNELS,
+            io::KERNELS,
+            assert::KERNELS,
         ] {
             for k in set {
                 t.insert(k.op, k);
@@ -127,6 +133,42 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Every kernel table, for the check that no op is in two of them.
+#[cfg(test)]
+fn all_tables() -> Vec<&'static [KernelDef]> {
+    vec![
+        math::KERNELS,
+        reduce::KERNELS,
+        shape::KERNELS,
+        slice::KERNELS,
+        strings::KERNELS,
+        parse::KERNELS,
+        image::KERNELS,
+        ragged::KERNELS,
+        random::KERNELS,
+        sparse::KERNELS,
+        io::KERNELS,
+        assert::KERNELS,
+    ]
+}
+
+#[cfg(test)]
+#[test]
+fn each_op_has_one_kernel() {
+    let mut seen = std::collections::HashSet::new();
+    for table in all_tables() {
+        for k in table {
+            assert!(seen.insert(k.op), "{} is in two kernel tables", k.op);
+            assert!(
+                !crate::function::EXECUTOR_OPS.contains(&k.op),
+                "{} is an executor op",
+                k.op
+            );
+        }
+    }
+    assert_eq!(seen.len(), supported_ops().len());
 }
 
 /// Test support: run one kernel as a node with the given attributes.
