@@ -250,10 +250,11 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
             handle(
                 move |mut i| {
                     let mut components = tensors(i.take(None)?, "TensorSliceDataset")?;
-                    if is_files && components.len() == 1 {
-                        if let Some(names) = components.pop() {
-                            return Ok(Dataset::from_file_names(names));
-                        }
+                    if is_files
+                        && components.len() == 1
+                        && let Some(names) = components.pop()
+                    {
+                        return Ok(Dataset::from_file_names(names));
                     }
                     Ok(Dataset::from_tensor_slices(components))
                 },
