@@ -27,6 +27,7 @@ import socket
 import subprocess
 import threading
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -300,3 +301,25 @@ def test_a_graph_with_an_unsupported_op_fails_job_creation_naming_it(tfdata_disp
     # At once (well within the timeout), not a hang: no tfdata worker can run it.
     with pytest.raises(tf.errors.OpError, match="EagerPyFunc"):
         within(TIMEOUT, "a graph with EagerPyFunc", lambda: _values(ds), d.port)
+
+
+@pytest.mark.skipif(WORKERS == "tensorflow", reason="the point is tfdata workers under TensorFlow's dispatcher")
+@pytest.mark.parametrize("mode", ["parallel_epochs", "distributed_epoch"])
+def test_tensorflows_dispatcher_gives_tfdata_workers_its_graphs(mode, workers):
+    """TensorFlow's own DispatchServer with two tfdata workers, read by
+    TensorFlow's client: the last row of docs/compatibility.md's matrix.
+    TensorFlow's dispatcher knows nothing of capabilities; our workers run
+    the graphs it hands them."""
+    dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
+    port = int(dispatcher.target.rsplit(":", 1)[1])
+    workers(port, 2)
+    ds = tf.data.Dataset.range(40).map(lambda x: x * 3 + 1).filter(lambda x: x % 2 == 0).batch(4)
+    distributed = ds.apply(service.distribute(processing_mode=mode, service=dispatcher.target))
+    got = within(TIMEOUT, f"{mode} under TensorFlow's dispatcher", lambda: _values(distributed))
+    local = [3 * x + 1 for x in range(40) if (3 * x + 1) % 2 == 0]
+    values = sorted(int(v) for batch in got for v in np.asarray(batch).ravel())
+    if mode == "parallel_epochs":
+        assert values == sorted(local * 2)  # each worker serves the whole dataset
+    else:
+        assert values == sorted(local)  # each range split exactly once
+    dispatcher._stop()
