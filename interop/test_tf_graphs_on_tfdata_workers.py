@@ -108,6 +108,40 @@ def workers():
             assert w.stop() == 0, "tfdata worker did not exit cleanly"
 
 
+class TensorFlowDispatcher:
+    """TensorFlow's own DispatchServer, in this process, shaped like TfdataProcess."""
+
+    def __init__(self, port=0, worker_addresses=None, work_dir=None):
+        config = service.DispatcherConfig(
+            port=port, worker_addresses=worker_addresses, work_dir=work_dir,
+            fault_tolerant_mode=work_dir is not None)
+        self.server = service.DispatchServer(config)
+        self.port = int(self.server.target.rsplit(":", 1)[1])
+
+    def stop(self):
+        self.server._stop()
+        return 0
+
+
+@pytest.fixture(params=["tfdata", "tensorflow"])
+def dispatcher(request, tfdata_dispatcher):
+    """`start(worker_addresses=None)`: our dispatcher, or TensorFlow's (whose
+    tasks our workers take as they come: it knows nothing of capabilities)."""
+    started = []
+
+    def start(worker_addresses=None):
+        if request.param == "tfdata":
+            extra = ("--worker-addresses", ",".join(worker_addresses)) if worker_addresses else ()
+            return tfdata_dispatcher(*extra)
+        d = TensorFlowDispatcher(worker_addresses=worker_addresses)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.stop()
+
+
 @pytest.fixture(scope="session")
 def corpus_data(tmp_path_factory):
     return corpus.write_data(tmp_path_factory.mktemp("corpus-data"))
@@ -145,8 +179,8 @@ def _values(ds):
     return [x.tolist() if hasattr(x, "tolist") else x for x in ds.as_numpy_iterator()]
 
 
-def test_distributed_epoch_over_range(tfdata_dispatcher, workers):
-    d = tfdata_dispatcher()
+def test_distributed_epoch_over_range(dispatcher, workers):
+    d = dispatcher()
     workers(d.port, 2)
     ds = tf.data.Dataset.range(5, 85, 2).apply(
         service.distribute(processing_mode="distributed_epoch", service=f"grpc://localhost:{d.port}"))
@@ -155,8 +189,8 @@ def test_distributed_epoch_over_range(tfdata_dispatcher, workers):
     assert sorted(got) == list(range(5, 85, 2))
 
 
-def test_distributed_epoch_over_tensor_slices(tfdata_dispatcher, workers):
-    d = tfdata_dispatcher()
+def test_distributed_epoch_over_tensor_slices(dispatcher, workers):
+    d = dispatcher()
     workers(d.port, 2)
     names = [f"n{i}".encode() for i in range(30)]
     ds = tf.data.Dataset.from_tensor_slices((list(range(30)), names)).apply(
@@ -165,9 +199,9 @@ def test_distributed_epoch_over_tensor_slices(tfdata_dispatcher, workers):
     assert sorted(got) == sorted(zip(range(30), names))
 
 
-def test_static_sharding_data(tfdata_dispatcher, workers):
+def test_static_sharding_data(dispatcher, workers):
     ports = [free_port(), free_port()]
-    d = tfdata_dispatcher("--worker-addresses", ",".join(f"localhost:{p}" for p in ports))
+    d = dispatcher([f"localhost:{p}" for p in ports])
     workers(d.port, ports=ports)
     ds = tf.data.Dataset.range(1000, 1040).apply(service.distribute(
         processing_mode=service.ShardingPolicy.DATA, service=f"grpc://localhost:{d.port}"))
@@ -176,7 +210,7 @@ def test_static_sharding_data(tfdata_dispatcher, workers):
     assert sorted(got) == [x + 1000 for x in range(40)]
 
 
-def test_static_sharding_file(tfdata_dispatcher, workers, tmp_path):
+def test_static_sharding_file(dispatcher, workers, tmp_path):
     files = []
     for i in range(4):
         path = str(tmp_path / f"shard-{i}.tfrecord")
@@ -185,7 +219,7 @@ def test_static_sharding_file(tfdata_dispatcher, workers, tmp_path):
                 w.write(f"{i}:{j}".encode())
         files.append(path)
     ports = [free_port(), free_port()]
-    d = tfdata_dispatcher("--worker-addresses", ",".join(f"localhost:{p}" for p in ports))
+    d = dispatcher([f"localhost:{p}" for p in ports])
     workers(d.port, ports=ports)
     ds = tf.data.TFRecordDataset(files).apply(service.distribute(
         processing_mode=service.ShardingPolicy.FILE, service=f"grpc://localhost:{d.port}"))
@@ -194,8 +228,8 @@ def test_static_sharding_file(tfdata_dispatcher, workers, tmp_path):
     assert sorted(got) == sorted(f"{i}:{j}".encode() for i in range(4) for j in range(5))
 
 
-def test_shared_job_between_two_tf_clients(tfdata_dispatcher, workers):
-    d = tfdata_dispatcher()
+def test_shared_job_between_two_tf_clients(dispatcher, workers):
+    d = dispatcher()
     workers(d.port, 1)
 
     def make():
@@ -220,8 +254,8 @@ def test_shared_job_between_two_tf_clients(tfdata_dispatcher, workers):
     assert collections.Counter(values) == collections.Counter(x * 2 for x in range(30))
 
 
-def test_coordinated_reads_of_an_infinite_graph(tfdata_dispatcher, workers):
-    d = tfdata_dispatcher()
+def test_coordinated_reads_of_an_infinite_graph(dispatcher, workers):
+    d = dispatcher()
     workers(d.port, 2)
     results, errors = {}, {}
 
@@ -250,8 +284,8 @@ def test_coordinated_reads_of_an_infinite_graph(tfdata_dispatcher, workers):
     assert all(b == a + 1 for a, b in zip(results[0], results[1])), results
 
 
-def test_register_dataset_and_from_dataset_id(tfdata_dispatcher, workers):
-    d = tfdata_dispatcher()
+def test_register_dataset_and_from_dataset_id(dispatcher, workers):
+    d = dispatcher()
     workers(d.port, 1)
     target = f"grpc://localhost:{d.port}"
     ds = tf.data.Dataset.from_tensor_slices(["ab", "Cd", "eF"])
@@ -261,10 +295,13 @@ def test_register_dataset_and_from_dataset_id(tfdata_dispatcher, workers):
     assert within(TIMEOUT, "from_dataset_id", lambda: _values(read), d.port) == [b"ab", b"Cd", b"eF"]
 
 
-def test_fault_tolerant_dispatcher_restart_mid_read(tmp_path, workers):
+@pytest.mark.parametrize("kind", ["tfdata", "tensorflow"])
+def test_fault_tolerant_dispatcher_restart_mid_read(kind, tmp_path, workers):
     work_dir = str(tmp_path / "work_dir")
 
     def start(port):
+        if kind == "tensorflow":
+            return TensorFlowDispatcher(port=port, work_dir=work_dir)
         return TfdataProcess("dispatcher", "--port", str(port), "--work-dir", work_dir, "--fault-tolerant-mode")
 
     dispatcher = start(0)
@@ -277,9 +314,13 @@ def test_fault_tolerant_dispatcher_restart_mid_read(tmp_path, workers):
             processing_mode="parallel_epochs", service=f"grpc://localhost:{port}", job_name="ft"))
         it = iter(ds)
         got = within(TIMEOUT, "the first 1000 elements", lambda: [int(next(it)) for _ in range(1000)], port)
-        # SIGKILL mid-read, restart from the journal on the same port.
-        dispatcher.proc.send_signal(signal.SIGKILL)
-        dispatcher.proc.wait()
+        # SIGKILL mid-read (TensorFlow's, in this process: stopped), restart
+        # from the journal on the same port.
+        if kind == "tensorflow":
+            dispatcher.stop()
+        else:
+            dispatcher.proc.send_signal(signal.SIGKILL)
+            dispatcher.proc.wait()
         dispatcher = start(port)
 
         def rest():

@@ -7,7 +7,8 @@
 //! `RaggedTensorToTensor` with `FIRST_DIM_SIZE` and `VALUE_ROWIDS`
 //! partitions. Ragged values that cross a function boundary travel as
 //! `RaggedTensorToVariant` / `RaggedTensorFromVariant`, a variant tfdata
-//! tensors cannot hold: those ops are refused with an error that says so.
+//! tensors cannot hold: those ops are left out of the kernel set, so the
+//! dispatcher names them when such a graph is registered.
 
 use bytes::Bytes;
 use tfdata_core::tensor::TensorData;
@@ -28,37 +29,10 @@ pub(super) const KERNELS: &[KernelDef] = &[
         outputs: super::one_output,
         build: dense_bincount,
     },
-    KernelDef {
-        op: "RaggedTensorToVariant",
-        outputs: |_| Ok(vec![("encoded_ragged", 1)]),
-        build: |a| refuse(a),
-    },
-    KernelDef {
-        op: "RaggedTensorFromVariant",
-        outputs: |a| {
-            Ok(vec![
-                (
-                    "output_nested_splits",
-                    a.int_or("output_ragged_rank", 1)?.clamp(0, 64) as usize,
-                ),
-                ("output_dense_values", 1),
-            ])
-        },
-        build: |a| refuse(a),
-    },
 ];
 
 fn invalid(op: &str, message: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!("{op}: {message}"))
-}
-
-fn refuse(attrs: &NodeAttrs) -> Result<Compute> {
-    Err(Error::Unimplemented(format!(
-        "{}: ragged values encoded as variants (a RaggedTensor crossing a dataset or function \
-         boundary) cannot be represented by tfdata's dense tensors; convert with .to_tensor() \
-         or tf.sparse/padding inside the map function",
-        attrs.op
-    )))
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -602,11 +576,11 @@ mod tests {
     }
 
     #[test]
-    fn variants_are_refused_naming_ragged_values() {
-        let e = run("RaggedTensorToVariant", &[], vec![]).unwrap_err();
-        assert!(
-            matches!(&e, tfdata_core::Error::Unimplemented(m) if m.contains("ragged values")),
-            "{e}"
-        );
+    fn ragged_variants_are_not_in_the_kernel_set() {
+        // A RaggedTensor crossing a function boundary travels as a variant
+        // tfdata tensors cannot hold: the dispatcher names these ops when
+        // the graph is registered, instead of a worker failing later.
+        assert!(super::super::lookup("RaggedTensorToVariant").is_none());
+        assert!(super::super::lookup("RaggedTensorFromVariant").is_none());
     }
 }
