@@ -36,9 +36,7 @@ impl WorkerProcess {
         let mut worker = WorkerProcess { child };
         // TensorFlow's worker says when it is up; drain that line.
         if let Some(stdout) = worker.child.stdout.take() {
-            std::thread::spawn(move || {
-                for _ in std::io::BufReader::new(stdout).lines() {}
-            });
+            std::thread::spawn(move || for _ in std::io::BufReader::new(stdout).lines() {});
         }
         let deadline = Instant::now() + Duration::from_secs(60);
         while dispatcher.num_workers() < 1 {
@@ -133,9 +131,21 @@ pub fn run(
     let mut theirs = Vec::new();
     for run in 1..=options.repeats.max(1) {
         eprintln!("tfdata-bench: graph-pipeline: tfdata worker (run {run}) ...");
-        ours.push(run_once(python, Workers::Tfdata, data, options, compression)?);
+        ours.push(run_once(
+            python,
+            Workers::Tfdata,
+            data,
+            options,
+            compression,
+        )?);
         eprintln!("tfdata-bench: graph-pipeline: TensorFlow worker (run {run}) ...");
-        theirs.push(run_once(python, Workers::TensorFlow, data, options, compression)?);
+        theirs.push(run_once(
+            python,
+            Workers::TensorFlow,
+            data,
+            options,
+            compression,
+        )?);
     }
     let median = |mut runs: Vec<(SideResult, Option<u64>)>| {
         runs.sort_by(|a, b| {
@@ -147,7 +157,9 @@ pub fn run(
         runs.swap_remove(middle)
     };
     let values = |runs: &[(SideResult, Option<u64>)]| -> Vec<f64> {
-        runs.iter().map(|r| r.0.measurement.examples_per_sec()).collect()
+        runs.iter()
+            .map(|r| r.0.measurement.examples_per_sec())
+            .collect()
     };
     let (ours_values, their_values) = (values(&ours), values(&theirs));
     let (ours, ours_rss) = median(ours);
@@ -160,7 +172,10 @@ pub fn run(
         &ours,
         Some(&theirs),
     );
-    r.insert("workers".into(), json!("tfdata worker running TensorFlow's graph"));
+    r.insert(
+        "workers".into(),
+        json!("tfdata worker running TensorFlow's graph"),
+    );
     r.insert("tensorflow_workers".into(), json!("TensorFlow 2.21 worker"));
     r.insert("compression".into(), json!(compression));
     r.insert("worker_peak_rss_bytes".into(), json!(ours_rss));
@@ -169,8 +184,8 @@ pub fn run(
         r.insert("values".into(), json!(ours_values));
         r.insert("tensorflow_values".into(), json!(their_values));
     }
-    let mut text = pipeline::summary("graph-pipeline", &ours, Some(&theirs))
-        .replace(" tfdata ", " ours   ");
+    let mut text =
+        pipeline::summary("graph-pipeline", &ours, Some(&theirs)).replace(" tfdata ", " ours   ");
     if let (Some(a), Some(b)) = (ours_rss, their_rss) {
         text.push_str(&format!(
             "\n{:<20} worker peak RSS: ours {:.0} MiB, TensorFlow's {:.0} MiB",

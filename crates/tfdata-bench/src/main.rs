@@ -352,9 +352,13 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
             };
             kernels::run(&images()?, &options, &mut emit)
         }
-        Scenario::GraphPipeline => {
-            graph_pipeline::run(&python, &images()?, &options, &cli.graph_compression, &mut emit)
-        }
+        Scenario::GraphPipeline => graph_pipeline::run(
+            &python,
+            &images()?,
+            &options,
+            &cli.graph_compression,
+            &mut emit,
+        ),
         Scenario::Pipeline | Scenario::PipelineStages => {
             let images = images()?;
             if scenario == Scenario::Pipeline {

@@ -223,7 +223,10 @@ mod tests {
     fn file_names_are_sharded_before_they_are_read() {
         use tfdata_core::Tensor;
         let names = Tensor::strings(
-            ["a", "b", "c", "d", "e"].iter().map(|s| bytes::Bytes::from(*s)).collect(),
+            ["a", "b", "c", "d", "e"]
+                .iter()
+                .map(|s| bytes::Bytes::from(*s))
+                .collect(),
             vec![5],
         )
         .unwrap();

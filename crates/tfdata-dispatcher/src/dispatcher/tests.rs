@@ -359,9 +359,13 @@ async fn graphs_go_to_the_workers_that_can_run_them() {
     let runnable = register_graph(&d, graph_with(None)).await;
     let foreign = register_graph(&d, graph_with(Some("EagerPyFunc"))).await;
     let state = d.snapshot_state().await;
-    let ds = state.dataset(&tfdata_core::DatasetId(runnable.clone())).unwrap();
+    let ds = state
+        .dataset(&tfdata_core::DatasetId(runnable.clone()))
+        .unwrap();
     assert!(ds.runs_on_tfdata() && ds.runs_on_tensorflow());
-    let ds = state.dataset(&tfdata_core::DatasetId(foreign.clone())).unwrap();
+    let ds = state
+        .dataset(&tfdata_core::DatasetId(foreign.clone()))
+        .unwrap();
     assert!(!ds.runs_on_tfdata() && ds.runs_on_tensorflow());
     assert_eq!(ds.unsupported_ops, vec!["EagerPyFunc".to_string()]);
 
