@@ -68,3 +68,14 @@ def work_dir(tmp_path):
     d = tmp_path / "work_dir"
     yield str(d)
     shutil.rmtree(d, ignore_errors=True)
+
+
+def tensorflow_only(ds):
+    """`ds` with its values unchanged, through an op tfdata workers do not
+    run (`MatMul`, adding 0): in a mixed cluster only TensorFlow workers get
+    its tasks, which is what tests of capability routing need now that
+    tfdata workers run plain TensorFlow graphs too."""
+    import tensorflow as tf
+
+    zero = lambda: tf.cast(tf.reduce_sum(tf.linalg.matmul([[0.0]], [[0.0]])), tf.int64)  # noqa: E731
+    return ds.map(lambda x: x + zero())

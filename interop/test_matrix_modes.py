@@ -11,7 +11,7 @@ import time
 
 import tensorflow as tf
 
-from conftest import TfdataProcess, tfdata_bin
+from conftest import TfdataProcess, tensorflow_only, tfdata_bin
 
 service = tf.data.experimental.service
 
@@ -102,10 +102,10 @@ def _rust_readers(target, dataset_id, extra_per_reader):
 
 
 def _check_rust_shared_and_coordinated(target):
-    finite = service.register_dataset(target, tf.data.Dataset.range(60)).numpy().decode()
+    finite = service.register_dataset(target, tensorflow_only(tf.data.Dataset.range(60))).numpy().decode()
     a, b = _rust_readers(target, finite, [["--job-name", "shared"], ["--job-name", "shared"]])
     assert sorted(a + b) == list(range(60)), "one pass split between the two Rust readers"
-    infinite = service.register_dataset(target, tf.data.Dataset.range(1000000).repeat()).numpy().decode()
+    infinite = service.register_dataset(target, tensorflow_only(tf.data.Dataset.range(1000000).repeat())).numpy().decode()
     a, b = _rust_readers(target, infinite, [
         ["--job-name", "coordinated", "--consumer-index", str(i), "--num-consumers", "2", "--take", "30"]
         for i in range(2)])
@@ -139,8 +139,11 @@ def test_mixed_cluster_distributed_epoch_sharing_and_coordinated(tfdata_dispatch
     tf_worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=f"localhost:{d.port}"))
     ours = our_workers(d.port, 1)
 
-    # distributed_epoch: a TensorFlow graph (TensorFlow worker only) read by a
-    # TensorFlow client, and a tfdata pipeline (our worker only) read by ours.
+    # distributed_epoch: a TensorFlow graph with an op tfdata lacks (TensorFlow
+    # worker only) read by a TensorFlow client, a plain one (both workers,
+    # each split once), and a tfdata pipeline (our worker only) read by ours.
+    ds = tensorflow_only(tf.data.Dataset.range(40)).apply(service.distribute("distributed_epoch", target))
+    assert sorted(int(x) for x in ds.as_numpy_iterator()) == list(range(40))
     ds = tf.data.Dataset.range(40).apply(service.distribute("distributed_epoch", target))
     assert sorted(int(x) for x in ds.as_numpy_iterator()) == list(range(40))
     pipeline = register(target, {"op": "range", "stop": 40}, tmp_path, "mixed")

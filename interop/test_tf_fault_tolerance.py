@@ -12,7 +12,7 @@ import time
 
 import tensorflow as tf
 
-from conftest import TfdataProcess, tfdata_bin
+from conftest import TfdataProcess, tensorflow_only, tfdata_bin
 
 service = tf.data.experimental.service
 
@@ -150,7 +150,8 @@ def test_mixed_cluster_survives_dispatcher_restarts(tmp_path):
     path.write_text(json.dumps({"op": "range", "stop": 20000}))
     pipeline = subprocess.run([tfdata_bin(), "register", "--service", target, "--pipeline", str(path)],
                               check=True, capture_output=True, text=True, timeout=60).stdout.strip()
-    ds = tf.data.Dataset.range(3000).apply(service.distribute(processing_mode="parallel_epochs", service=target))
+    ds = tensorflow_only(tf.data.Dataset.range(3000)).apply(
+        service.distribute(processing_mode="parallel_epochs", service=target))
     it = iter(ds)
     first_element = int(next(it))  # the TensorFlow job exists before the kills start
     reader = subprocess.Popen([tfdata_bin(), "read", "--service", target, "--dataset-id", pipeline],

@@ -64,16 +64,20 @@ def test_rust_client_with_our_dispatcher_and_tensorflow_workers(tfdata_dispatche
 def test_mixed_cluster_routes_tasks_by_what_workers_can_run(tfdata_dispatcher, tmp_path):
     import json
 
-    from conftest import TfdataProcess
+    from conftest import TfdataProcess, tensorflow_only
 
     d = tfdata_dispatcher()
     target = f"grpc://localhost:{d.port}"
     tf_worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=f"localhost:{d.port}"))
     our_worker = TfdataProcess("worker", "--dispatcher-address", f"localhost:{d.port}")
     time.sleep(0.5)
-    # A TensorFlow graph: only the TensorFlow worker gets a task (one copy).
-    ds = tf.data.Dataset.range(10).apply(service.distribute("parallel_epochs", target))
+    # A TensorFlow graph with an op tfdata lacks: only the TensorFlow worker
+    # gets a task (one copy).
+    ds = tensorflow_only(tf.data.Dataset.range(10)).apply(service.distribute("parallel_epochs", target))
     assert [int(x) for x in ds.as_numpy_iterator()] == list(range(10))
+    # A plain one: both workers run it (a copy each).
+    ds = tf.data.Dataset.range(10).apply(service.distribute("parallel_epochs", target))
+    assert sorted(int(x) for x in ds.as_numpy_iterator()) == sorted(list(range(10)) * 2)
     # A tfdata pipeline: only the tfdata worker gets a task (one copy).
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"op": "range", "stop": 7}))
