@@ -78,7 +78,8 @@ pub fn auto_shard(
                 (0, StaticPolicy::FileOrData) => Ok(data(root)),
                 (0, _) => Err(Error::FailedPrecondition(
                     "FILE sharding: the dataset reads no files (no list_files, tfrecord_dataset, \
-                     text_line_dataset or file-name source); use DATA or FILE_OR_DATA"
+                     text_line_dataset, fixed_length_record_dataset or file-name source); use \
+                     DATA or FILE_OR_DATA"
                         .into(),
                 )),
                 _ => Ok(out),
@@ -159,7 +160,7 @@ fn shard_files(
             );
             Ok(())
         }
-        "tfrecord_dataset" | "text_line_dataset" => {
+        "tfrecord_dataset" | "text_line_dataset" | "fixed_length_record_dataset" => {
             *found += 1;
             let files = match def.attrs.get("filenames").and_then(|a| a.value.as_ref()) {
                 Some(Value::List(l)) => l.values.clone(),
@@ -266,6 +267,40 @@ mod tests {
                 .contains("reads no files")
         );
         assert!(run(&ds, StaticPolicy::Data, 2, 2).is_err());
+    }
+
+    #[test]
+    fn file_sharding_splits_fixed_length_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut names = Vec::new();
+        for f in 0..5 {
+            let path = dir.path().join(format!("f{f}.bin"));
+            // A 1-byte header, two 2-byte records, a 1-byte footer.
+            std::fs::write(&path, format!("H{}{}F", f * 10 + 10, f * 10 + 11)).unwrap();
+            names.push(path.display().to_string());
+        }
+        crate::register_function("autoshard_test_parse_fixed", |e: tfdata_core::Element| {
+            let s = e.components[0].string_values()?[0].clone();
+            let v: i64 = std::str::from_utf8(&s).unwrap_or("0").parse().unwrap_or(-1);
+            Ok(tfdata_core::Element::single(tfdata_core::Tensor::scalar(v)))
+        });
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let ds =
+            Dataset::fixed_length_records(&refs, 1, 2, 1, "").map("autoshard_test_parse_fixed");
+        assert_eq!(
+            run(&ds, StaticPolicy::File, 2, 1).unwrap(),
+            vec![20, 21, 40, 41]
+        );
+        assert_eq!(
+            run(&ds, StaticPolicy::FileOrData, 3, 0).unwrap(),
+            vec![10, 11, 40, 41]
+        );
+        assert!(
+            run(&ds, StaticPolicy::File, 6, 0)
+                .unwrap_err()
+                .to_string()
+                .contains("fixed_length_record_dataset reads 5 files, fewer")
+        );
     }
 
     #[test]

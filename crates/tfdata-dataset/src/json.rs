@@ -439,6 +439,35 @@ mod tests {
     }
 
     #[test]
+    fn fixed_length_records_and_assert_cardinality_round_trip() {
+        let p = from_json(
+            r#"{"op": "assert_cardinality", "expected_cardinality": 4, "input": {
+                "op": "fixed_length_record_dataset", "filenames": ["a.bin", "b.bin"],
+                "header_bytes": 2, "record_bytes": 3, "compression_type": "GZIP"}}"#,
+        )
+        .unwrap();
+        let ds = Dataset::fixed_length_records(&["a.bin", "b.bin"], 2, 3, 0, "GZIP")
+            .assert_cardinality(4);
+        assert_eq!(p.dataset, ds);
+        assert_eq!(p.dataset.cardinality(), 4);
+        let back = from_json(&to_json(&ds, true).unwrap()).unwrap();
+        assert_eq!(back.dataset, ds);
+        let wire = crate::pipeline::to_pipeline_def(&ds, false).unwrap();
+        assert_eq!(crate::pipeline::from_pipeline_def(&wire).unwrap(), ds);
+
+        let err = from_json(r#"{"op": "fixed_length_record_dataset", "filenames": ["a"]}"#)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("record_bytes"), "{err}");
+        let err = from_json(
+            r#"{"op": "fixed_length_record_dataset", "filenames": ["a"], "record_bytes": 0}"#,
+        )
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("must be > 0"), "{err}");
+    }
+
+    #[test]
     fn errors_say_where() {
         let err = from_json(r#"{"op": "batch", "input": {"op": "range", "stop": 10}}"#)
             .err()

@@ -233,3 +233,115 @@ fn absurd_sizes_in_attributes_are_refused() {
     let err = translate_err(&graph(nodes, "pb"));
     assert!(err.contains("outside"), "{err}");
 }
+
+/// A `FixedLengthRecordDatasetV2` graph becomes the engine's own
+/// `fixed_length_record_dataset`, so a worker's static FILE sharding (the
+/// rewrite on the wire form) can shard and rebuild it.
+#[test]
+fn fixed_length_record_graphs_are_statically_sharded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for f in 0..4 {
+        let path = dir.path().join(format!("f{f}.bin"));
+        std::fs::write(&path, format!("HH{f}a{f}bF")).unwrap();
+        files.push(bytes::Bytes::from(path.display().to_string()));
+    }
+    let nodes = vec![
+        constant("filenames", Tensor::strings(files, vec![4]).unwrap()),
+        constant("header_bytes", Tensor::scalar(2i64)),
+        constant("record_bytes", Tensor::scalar(2i64)),
+        constant("footer_bytes", Tensor::scalar(1i64)),
+        constant("buffer_size", Tensor::scalar(256i64)),
+        constant("compression_type", Tensor::scalar_string("")),
+        op(
+            "records",
+            "FixedLengthRecordDatasetV2",
+            &[
+                "filenames",
+                "header_bytes",
+                "record_bytes",
+                "footer_bytes",
+                "buffer_size",
+                "compression_type",
+            ],
+        ),
+    ];
+    let t = tfdata_graph::translate(&graph(nodes, "records")).unwrap();
+    let read = |ds: &tfdata_dataset::Dataset| -> Vec<String> {
+        ds.iter()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                String::from_utf8(e.components[0].string_values().unwrap()[0].to_vec()).unwrap()
+            })
+            .collect()
+    };
+    assert_eq!(
+        read(&t.dataset),
+        ["0a", "0b", "1a", "1b", "2a", "2b", "3a", "3b"]
+    );
+    let sharded = t
+        .rewritten(|root| {
+            tfdata_dataset::autoshard::auto_shard(
+                root,
+                tfdata_dataset::autoshard::StaticPolicy::File,
+                2,
+                1,
+            )
+        })
+        .unwrap();
+    assert_eq!(read(&sharded), ["1a", "1b", "3a", "3b"]);
+}
+
+/// Bad sizes in a graph are refused when it is translated, naming the node.
+#[test]
+fn fixed_length_record_graphs_with_bad_sizes_are_refused() {
+    let nodes = vec![
+        constant("filenames", Tensor::scalar_string("x.bin")),
+        constant("header_bytes", Tensor::scalar(0i64)),
+        constant("record_bytes", Tensor::scalar(0i64)),
+        constant("footer_bytes", Tensor::scalar(0i64)),
+        constant("buffer_size", Tensor::scalar(256i64)),
+        op(
+            "records",
+            "FixedLengthRecordDataset",
+            &[
+                "filenames",
+                "header_bytes",
+                "record_bytes",
+                "footer_bytes",
+                "buffer_size",
+            ],
+        ),
+    ];
+    let err = translate_err(&graph(nodes, "records"));
+    assert!(err.contains("`record_bytes` must be > 0"), "{err}");
+}
+
+/// `AssertCardinalityDataset` is the engine's `assert_cardinality`, with
+/// TensorFlow's error and the asserted cardinality.
+#[test]
+fn assert_cardinality_graphs_translate() {
+    let mut nodes = range(3);
+    nodes.push(constant("cardinality", Tensor::scalar(5i64)));
+    nodes.push(op(
+        "asserted",
+        "AssertCardinalityDataset",
+        &["range", "cardinality"],
+    ));
+    let t = tfdata_graph::translate(&graph(nodes, "asserted")).unwrap();
+    assert_eq!(t.dataset.cardinality(), 5);
+    let def = tfdata_dataset::pipeline::to_pipeline_def(&t.dataset, false).unwrap();
+    assert_eq!(def.root.as_ref().unwrap().op, "assert_cardinality");
+    let mut it = t.dataset.iter().unwrap();
+    for _ in 0..3 {
+        it.next_element().unwrap().unwrap();
+    }
+    let err = it.next_element().unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "Input dataset was expected to contain 5 elements but contained only 3 elements."
+        ),
+        "{err}"
+    );
+}

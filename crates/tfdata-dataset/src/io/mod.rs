@@ -1,5 +1,5 @@
 //! File access and file formats for source datasets (`TFRecordDataset`,
-//! `TextLineDataset`, `list_files`), with TensorFlow 2.21's behaviour.
+//! `TextLineDataset`, `FixedLengthRecordDataset`, `list_files`), with TensorFlow 2.21's behaviour.
 //!
 //! * [`fs`]: the [`FileSystem`] trait every reader opens files through,
 //!   and URL [`scheme`](fs::scheme)s;
@@ -14,6 +14,8 @@
 //!   corruption and truncation located by file and offset) and
 //!   [`TfRecordWriter`];
 //! * [`text`]: [`TextLineReader`], TensorFlow's line splitting;
+//! * [`fixed_length`]: [`FixedLengthReader`], `FixedLengthRecordDataset`'s
+//!   records between a header and a footer;
 //! * [`CompressionType`]: TensorFlow's `compression_type` (`""`, `"GZIP"`,
 //!   `"ZLIB"`), shared by all of them.
 //!
@@ -22,10 +24,11 @@
 //! `Result<Bytes>` that yield at most one error and then end: an error is
 //! never turned into a silent end of data.
 //!
-//! Dependencies point one way: readers ([`tfrecord_reader`], [`text`]) →
+//! Dependencies point one way: readers ([`tfrecord_reader`], [`text`], [`fixed_length`]) →
 //! [`registry`] → {[`local`], [`object_store`]} → {[`fs`], [`pattern`]}.
 
 pub mod compression;
+pub mod fixed_length;
 pub mod fs;
 pub mod local;
 pub mod object_store;
@@ -37,6 +40,7 @@ pub mod tfrecord_reader;
 
 pub use self::object_store::ObjectStoreFileSystem;
 pub use compression::{CompressionType, DEFAULT_BUFFER_SIZE};
+pub use fixed_length::{FixedLengthReader, FixedLengthSizes};
 pub use fs::FileSystem;
 pub use local::LocalFileSystem;
 pub use registry::{delete, exists, file_system, glob, list, open, read_all};

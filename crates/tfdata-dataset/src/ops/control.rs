@@ -1,5 +1,6 @@
-//! Ops that select, reorder, repeat or buffer elements: `take`, `skip`,
-//! `repeat`, `shard`, `shuffle`, `prefetch`, `cache`.
+//! Ops that select, reorder, repeat, buffer or check elements: `take`,
+//! `skip`, `repeat`, `shard`, `shuffle`, `prefetch`, `cache`,
+//! `assert_cardinality`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,6 +51,18 @@ impl Dataset {
         Dataset::from_op(Skip { input: self, count })
     }
 
+    /// `tf.data.experimental.assert_cardinality(expected)`: the input, whose
+    /// cardinality is then `expected`; iterating fails (`FailedPrecondition`,
+    /// TensorFlow's messages) as soon as the input has one element more, or
+    /// at its end if it had fewer. An `expected` of −1 (infinite) fails if
+    /// the input ends at all.
+    pub fn assert_cardinality(self, expected: i64) -> Dataset {
+        Dataset::from_op(AssertCardinality {
+            input: self,
+            expected,
+        })
+    }
+
     /// `shard(num_shards, index)`: every `num_shards`-th element from `index`.
     pub fn shard(self, num_shards: i64, index: i64) -> Dataset {
         Dataset::from_op(Shard {
@@ -71,6 +84,83 @@ impl Dataset {
     /// `filename` is empty, else in that file) and later passes read it.
     pub fn cache(self, filename: &str) -> Dataset {
         Dataset::from_op(Cache::new(self, filename))
+    }
+}
+
+/// `tf.data.experimental.assert_cardinality`. Like TensorFlow, any
+/// `expected` is accepted: −2 (unknown) fails at the first element, or at
+/// the end of an empty input.
+#[derive(Debug)]
+pub struct AssertCardinality {
+    pub input: Dataset,
+    pub expected: i64,
+}
+
+impl DatasetOp for AssertCardinality {
+    fn name(&self) -> &'static str {
+        "assert_cardinality"
+    }
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+    fn attrs(&self) -> Attrs {
+        Attrs::new().with("expected_cardinality", self.expected)
+    }
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        self.input.element_spec()
+    }
+    fn cardinality(&self) -> i64 {
+        self.expected
+    }
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        Ok(Box::new(AssertCardinalityIter {
+            input: self.input.op.make_iterator(ctx)?,
+            expected: self.expected,
+            seen: 0,
+        }))
+    }
+}
+
+struct AssertCardinalityIter {
+    input: Box<dyn ElementIterator>,
+    expected: i64,
+    seen: i64,
+}
+
+/// TensorFlow's wording: "1 element", "0 elements", "an infinite number of
+/// elements".
+fn count_of_elements(n: i64) -> String {
+    match n {
+        INFINITE_CARDINALITY => "an infinite number of elements".into(),
+        1 => "1 element".into(),
+        n => format!("{n} elements"),
+    }
+}
+
+impl ElementIterator for AssertCardinalityIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        let next = self.input.next_element()?;
+        if next.is_some() {
+            self.seen += 1;
+            // TensorFlow compares as signed numbers, so only −1 is exempt:
+            // −2 (unknown) fails at the first element, as there.
+            if self.expected != INFINITE_CARDINALITY && self.seen > self.expected {
+                return Err(Error::FailedPrecondition(format!(
+                    "Input dataset was expected to contain {} but contained at least {}.",
+                    count_of_elements(self.expected),
+                    count_of_elements(self.seen)
+                )));
+            }
+        } else if self.seen != self.expected {
+            // At the end TensorFlow asks for equality: fewer elements, an
+            // infinite expectation, and any other negative one all fail.
+            return Err(Error::FailedPrecondition(format!(
+                "Input dataset was expected to contain {} but contained only {}.",
+                count_of_elements(self.expected),
+                count_of_elements(self.seen)
+            )));
+        }
+        Ok(next)
     }
 }
 

@@ -1,5 +1,5 @@
-//! File sources: `list_files`, `TFRecordDataset`, `TextLineDataset`, and
-//! the last two as the built-in dataset functions `tfrecord_dataset` and
+//! File sources: `list_files`, `TFRecordDataset`, `TextLineDataset`,
+//! `FixedLengthRecordDataset`, and `TFRecordDataset` and `TextLineDataset` as the built-in dataset functions `tfrecord_dataset` and
 //! `text_line_dataset` (for `interleave` over `list_files`). Paths go
 //! through [`crate::io`], so they work on every file system it knows.
 //! Files are opened when an iterator reaches them, and read streaming.
@@ -12,7 +12,9 @@ use tfdata_core::{DType, Element, Error, Result, Tensor};
 use crate::attrs::{Attrs, FunctionRef};
 use crate::dataset::{Dataset, DatasetOp, IterContext};
 use crate::functions::ResolvedDatasetFn;
-use crate::io::{CompressionType, TextLineReader, TfRecordReader};
+use crate::io::{
+    CompressionType, FixedLengthReader, FixedLengthSizes, TextLineReader, TfRecordReader,
+};
 use crate::iterators::{ElementIterator, VecIter};
 use crate::spec::{Shape, Structure, TensorSpec};
 use crate::splits::{IndexSplitProvider, SplitProvider};
@@ -42,6 +44,29 @@ impl Dataset {
     pub fn text_lines(filenames: &[&str], compression_type: &str) -> Dataset {
         Dataset::from_op(FileRecords {
             format: RecordFormat::TextLine,
+            filenames: filenames.iter().map(|p| p.to_string()).collect(),
+            compression: compression_type.to_string(),
+        })
+    }
+
+    /// `FixedLengthRecordDataset(filenames, record_bytes, header_bytes,
+    /// footer_bytes, compression_type)`: each file's records of exactly
+    /// `record_bytes` between a skipped header and footer (see
+    /// [`crate::io::fixed_length`]). The sizes are checked when the dataset's
+    /// element spec is asked for or it is iterated.
+    pub fn fixed_length_records(
+        filenames: &[&str],
+        header_bytes: i64,
+        record_bytes: i64,
+        footer_bytes: i64,
+        compression_type: &str,
+    ) -> Dataset {
+        Dataset::from_op(FileRecords {
+            format: RecordFormat::FixedLength(FixedLengthSizes {
+                header_bytes,
+                record_bytes,
+                footer_bytes,
+            }),
             filenames: filenames.iter().map(|p| p.to_string()).collect(),
             compression: compression_type.to_string(),
         })
@@ -195,6 +220,8 @@ impl ElementIterator for IndexedIter {
 pub enum RecordFormat {
     TfRecord,
     TextLine,
+    /// Records of a fixed size between a header and a footer.
+    FixedLength(FixedLengthSizes),
 }
 
 impl RecordFormat {
@@ -202,13 +229,15 @@ impl RecordFormat {
         match self {
             RecordFormat::TfRecord => "tfrecord_dataset",
             RecordFormat::TextLine => "text_line_dataset",
+            RecordFormat::FixedLength(_) => "fixed_length_record_dataset",
         }
     }
 }
 
-/// `tf.data.TFRecordDataset(filenames, compression_type)` and
-/// `tf.data.TextLineDataset(filenames, compression_type)`: the records (or
-/// lines) of each file in turn, as scalar strings.
+/// `tf.data.TFRecordDataset(filenames, compression_type)`,
+/// `tf.data.TextLineDataset(filenames, compression_type)` and
+/// `tf.data.FixedLengthRecordDataset(...)`: the records (or lines) of each
+/// file in turn, as scalar strings.
 #[derive(Debug)]
 pub struct FileRecords {
     pub format: RecordFormat,
@@ -227,12 +256,22 @@ impl DatasetOp for FileRecords {
         self.format.op_name()
     }
     fn attrs(&self) -> Attrs {
-        Attrs::new()
+        let attrs = Attrs::new()
             .with("filenames", self.filenames.clone())
-            .with("compression_type", self.compression.as_str())
+            .with("compression_type", self.compression.as_str());
+        match self.format {
+            RecordFormat::FixedLength(sizes) => attrs
+                .with("header_bytes", sizes.header_bytes)
+                .with("record_bytes", sizes.record_bytes)
+                .with("footer_bytes", sizes.footer_bytes),
+            RecordFormat::TfRecord | RecordFormat::TextLine => attrs,
+        }
     }
     fn element_spec(&self) -> Result<Option<Structure>> {
         self.compression()?;
+        if let RecordFormat::FixedLength(sizes) = self.format {
+            sizes.check()?;
+        }
         if self.filenames.iter().any(String::is_empty) {
             return Err(Error::InvalidArgument(format!(
                 "{}: a file name is empty",
@@ -249,6 +288,10 @@ impl DatasetOp for FileRecords {
         }
     }
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        if let RecordFormat::FixedLength(sizes) = self.format {
+            // Before any file is opened, so a bad size fails even with no files.
+            sizes.check()?;
+        }
         Ok(Box::new(FileRecordsIter {
             format: self.format,
             compression: self.compression()?,
@@ -269,6 +312,7 @@ impl DatasetOp for FileRecords {
 enum Reader {
     TfRecord(TfRecordReader),
     Text(TextLineReader),
+    FixedLength(FixedLengthReader),
 }
 
 struct FileRecordsIter {
@@ -322,6 +366,7 @@ impl ElementIterator for FileRecordsIter {
             let record: Option<Bytes> = match &mut self.current {
                 Some(Reader::TfRecord(r)) => r.read_record()?,
                 Some(Reader::Text(r)) => r.read_line()?,
+                Some(Reader::FixedLength(r)) => r.read_record()?,
                 None => None,
             };
             if let Some(record) = record {
@@ -342,6 +387,9 @@ impl ElementIterator for FileRecordsIter {
                     Reader::TfRecord(TfRecordReader::open(path, compression)?)
                 }
                 RecordFormat::TextLine => Reader::Text(TextLineReader::open(path, compression)?),
+                RecordFormat::FixedLength(sizes) => {
+                    Reader::FixedLength(FixedLengthReader::open(path, compression, sizes)?)
+                }
             });
         }
     }
@@ -410,6 +458,27 @@ pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<Option<Dataset>> {
                 filenames: attrs.strings(op, "filenames")?,
                 compression: attrs.str_or(op, "compression_type", "")?.to_string(),
             })
+        }
+        "fixed_length_record_dataset" => {
+            attrs.check_known(
+                op,
+                &[
+                    "filenames",
+                    "header_bytes",
+                    "record_bytes",
+                    "footer_bytes",
+                    "compression_type",
+                ],
+            )?;
+            let names = attrs.strings(op, "filenames")?;
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            Dataset::fixed_length_records(
+                &names,
+                attrs.int_or(op, "header_bytes", 0)?,
+                attrs.int(op, "record_bytes")?,
+                attrs.int_or(op, "footer_bytes", 0)?,
+                attrs.str_or(op, "compression_type", "")?,
+            )
         }
         _ => return Ok(None),
     }))

@@ -32,6 +32,7 @@ pub const OP_NAMES: &[&str] = &[
     "list_files",
     "tfrecord_dataset",
     "text_line_dataset",
+    "fixed_length_record_dataset",
     "map",
     "filter",
     "flat_map",
@@ -43,6 +44,7 @@ pub const OP_NAMES: &[&str] = &[
     "repeat",
     "take",
     "skip",
+    "assert_cardinality",
     "shard",
     "prefetch",
     "cache",
@@ -196,6 +198,10 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
         "skip" => {
             attrs.check_known(op, &["count"])?;
             one_input(op, inputs)?.skip(attrs.int(op, "count")?)
+        }
+        "assert_cardinality" => {
+            attrs.check_known(op, &["expected_cardinality"])?;
+            one_input(op, inputs)?.assert_cardinality(attrs.int(op, "expected_cardinality")?)
         }
         "shard" => {
             attrs.check_known(op, &["num_shards", "index"])?;

@@ -293,7 +293,13 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                     } else {
                         String::new()
                     };
-                    files::fixed_length_records(names, header, record, footer, &compression)
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    let ds =
+                        Dataset::fixed_length_records(&names, header, record, footer, &compression);
+                    // The sizes come from the graph: refuse bad ones here, at
+                    // translation, with the node named, not at the first read.
+                    ds.validate()?;
+                    Ok(ds)
                 },
                 node,
             )
@@ -591,7 +597,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
             |mut i| {
                 let input = i.dataset()?;
                 let expected = i.int("cardinality")?;
-                files::assert_cardinality(input, expected)
+                Ok(input.assert_cardinality(expected))
             },
             node,
         ),
