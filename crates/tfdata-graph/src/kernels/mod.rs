@@ -24,6 +24,7 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use crate::attrs::NodeAttrs;
 
 mod assert;
+mod fill;
 mod image;
 mod io;
 mod layout;
@@ -80,6 +81,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             math::KERNELS,
             reduce::KERNELS,
             shape::KERNELS,
+            fill::KERNELS,
             slice::KERNELS,
             strings::KERNELS,
             parse::KERNELS,
@@ -142,6 +144,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         math::KERNELS,
         reduce::KERNELS,
         shape::KERNELS,
+        fill::KERNELS,
         slice::KERNELS,
         strings::KERNELS,
         parse::KERNELS,
