@@ -178,6 +178,12 @@ impl Producer {
         self.settle(taken)
     }
 
+    /// Whether encoding `element` is worth doing ahead of the request that
+    /// will take it: Snappy over a large element of a compressed dataset.
+    pub fn is_slow_to_encode(&self, element: &Element) -> bool {
+        self.compress() && element.byte_size() >= ENCODE_OFF_RUNTIME_BYTES
+    }
+
     /// `element` in TensorFlow's wire form.
     pub async fn encode(&self, element: Element) -> Result<Payload> {
         let compress = self.compress();

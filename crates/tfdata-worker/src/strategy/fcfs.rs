@@ -2,10 +2,20 @@
 //! the producer's elements in arrival order, so readers sharing a task (job
 //! sharing) each get different elements. The end of the data is sticky, and
 //! only the first reader to see it reports the task complete.
+//!
+//! For compressed datasets the next large element is encoded ahead, as soon
+//! as a `GetElement` call is answered: TensorFlow's client keeps one request
+//! in flight per task and TensorFlow's worker compresses inside its pipeline,
+//! so encoding on request would make the reader wait for Snappy over every
+//! batch. The element keeps its lineage (its splits are not delivered) until
+//! its payload is handed out, and a stream reader arriving meanwhile gets the
+//! element itself.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use tfdata_core::{Element, Result};
+use tfdata_core::{Element, Error, Lineage, Result, element};
+use tfdata_proto::data::get_element_response::Element as Payload;
+use tokio::task::JoinHandle;
 
 use super::Next;
 use crate::producer::Producer;
@@ -16,11 +26,21 @@ pub enum Batch {
     EndOfSequence { first: bool },
 }
 
+/// An element taken from the producer and being encoded ahead.
+struct Ahead {
+    element: Element,
+    lineage: Lineage,
+    index: i64,
+    encoding: JoinHandle<Result<Payload>>,
+}
+
 #[derive(Default)]
 pub struct FirstComeFirstServed {
     end_of_sequence: AtomicBool,
     /// The index of the next element served.
     next_index: AtomicI64,
+    /// At most one element encoded ahead (see the module docs).
+    ahead: tokio::sync::Mutex<Option<Ahead>>,
 }
 
 impl FirstComeFirstServed {
@@ -40,11 +60,63 @@ impl FirstComeFirstServed {
         max_bytes: usize,
     ) -> Result<Batch> {
         producer.check()?;
+        if let Some(a) = self.ahead.lock().await.take() {
+            a.encoding.abort();
+            return Ok(Batch::Elements {
+                elements: vec![a.element.with_lineage(a.lineage)],
+                index: a.index,
+            });
+        }
         if self.end_of_sequence.load(Ordering::SeqCst) {
             return Ok(Batch::EndOfSequence { first: false });
         }
         let taken = producer.take(max_elements, max_bytes).await?;
         Ok(self.batch(taken))
+    }
+
+    /// Takes the next element if one is buffered and slow to encode, and
+    /// starts encoding it on a blocking thread.
+    async fn encode_ahead(&self, producer: &Producer) {
+        let mut ahead = self.ahead.lock().await;
+        if ahead.is_some() || self.end_of_sequence.load(Ordering::SeqCst) {
+            return;
+        }
+        // Only what is already buffered: a pipeline error or the end stays
+        // in the producer for the next call to find.
+        let Ok(Some(mut taken)) = producer.try_take(1, usize::MAX) else {
+            return;
+        };
+        let Some(mut element) = taken.pop() else {
+            return;
+        };
+        // Taken, it is served next whatever its size (the copy shares the
+        // tensors' buffers).
+        let index = self.next_index.fetch_add(1, Ordering::SeqCst);
+        let lineage = element.take_lineage();
+        let copy = element.clone();
+        let compress = producer.compress();
+        let encoding = tokio::task::spawn_blocking(move || encoded(&copy, compress));
+        *ahead = Some(Ahead {
+            element,
+            lineage,
+            index,
+            encoding,
+        });
+    }
+
+    /// The element encoded ahead, once its encoding is done (cancel-safe:
+    /// cancelled meanwhile, it stays for the next call).
+    async fn take_ahead(&self) -> Option<Result<(Payload, i64)>> {
+        let mut ahead = self.ahead.lock().await;
+        let a = ahead.as_mut()?;
+        let done = (&mut a.encoding).await;
+        let a = ahead.take()?;
+        // Handed out: its splits count as delivered from here.
+        drop(a.lineage);
+        Some(match done {
+            Ok(payload) => payload.map(|p| (p, a.index)),
+            Err(e) => Err(Error::Internal(format!("encoding an element failed: {e}"))),
+        })
     }
 
     fn batch(&self, taken: Option<Vec<Element>>) -> Batch {
@@ -67,6 +139,11 @@ impl FirstComeFirstServed {
     /// [`Next::Skip`] at once instead of waiting.
     pub async fn next(&self, producer: &Producer, allow_skip: bool) -> Result<Next> {
         producer.check()?;
+        if let Some(done) = self.take_ahead().await {
+            let (payload, index) = done?;
+            self.encode_ahead(producer).await;
+            return Ok(Next::Element { payload, index });
+        }
         if self.end_of_sequence.load(Ordering::SeqCst) {
             return Ok(Next::EndOfSequence { first: false });
         }
@@ -80,13 +157,26 @@ impl FirstComeFirstServed {
                 mut elements,
                 index,
             } => match elements.pop() {
-                Some(e) => Ok(Next::Element {
-                    payload: producer.encode(e).await?,
-                    index,
-                }),
+                Some(e) => {
+                    let slow = producer.is_slow_to_encode(&e);
+                    let payload = producer.encode(e).await?;
+                    if slow {
+                        self.encode_ahead(producer).await;
+                    }
+                    Ok(Next::Element { payload, index })
+                }
                 None => Ok(Next::Skip),
             },
             Batch::EndOfSequence { first } => Ok(Next::EndOfSequence { first }),
         }
     }
+}
+
+/// `element` as `GetElement` sends it.
+fn encoded(element: &Element, compress: bool) -> Result<Payload> {
+    Ok(if compress {
+        Payload::Compressed(element::compress(element)?)
+    } else {
+        Payload::Uncompressed(element::to_uncompressed(element))
+    })
 }
