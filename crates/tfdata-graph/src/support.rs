@@ -22,7 +22,9 @@ pub fn unsupported_ops(graph: &GraphDef) -> Result<Vec<String>> {
     let mut missing = BTreeSet::new();
     let mut seen: HashSet<String> = HashSet::new();
     let mut todo: Vec<String> = Vec::new();
-    let visit = |nodes: &[NodeDef], todo: &mut Vec<String>, missing: &mut BTreeSet<String>| {
+    let visit = |nodes: &mut dyn Iterator<Item = &NodeDef>,
+                 todo: &mut Vec<String>,
+                 missing: &mut BTreeSet<String>| {
         for node in nodes {
             if node.op == "_Retval" || node.op == "_Arg" {
                 continue;
@@ -45,20 +47,18 @@ pub fn unsupported_ops(graph: &GraphDef) -> Result<Vec<String>> {
     };
     // TensorFlow's trailing compression map is cut off, not run.
     let compression = crate::translate::compression_map(graph, &library)?;
-    let nodes: Vec<NodeDef> = graph
+    let mut nodes = graph
         .node
         .iter()
-        .filter(|n| compression.is_none_or(|c| c.name != n.name))
-        .cloned()
-        .collect();
-    visit(&nodes, &mut todo, &mut missing);
+        .filter(|n| compression.is_none_or(|c| c.name != n.name));
+    visit(&mut nodes, &mut todo, &mut missing);
     while let Some(name) = todo.pop() {
         // Each function once: doubled call edges cost nothing more.
         if !seen.insert(name.clone()) || seen.len() > MAX_FUNCTIONS {
             continue;
         }
         match library.get(&name) {
-            Some(f) => visit(&f.node_def, &mut todo, &mut missing),
+            Some(f) => visit(&mut f.node_def.iter(), &mut todo, &mut missing),
             None => {
                 missing.insert(format!("{name} (a function missing from the library)"));
             }

@@ -275,74 +275,51 @@ fn hostile_bodies_are_refused_while_compiling() {
     assert!(err.contains("EagerPyFunc"), "{err}");
 }
 
+/// `f0` … `f{depth}`: each `f_i` calls `f_{i+1}` twice, the second call
+/// reached (through a control input) only if `both_reached`.
+fn doubling(depth: usize, both_reached: bool) -> Library {
+    let first_inputs: &[&str] = if both_reached { &["x", "^b"] } else { &["x"] };
+    library(
+        (0..depth)
+            .map(|i| {
+                let next = format!("f{}", i + 1);
+                let call = |name: &str, inputs: &[&str]| {
+                    with_inputs(
+                        node("PartitionedCall", &[("f", func_attr(&next))]),
+                        name,
+                        inputs,
+                    )
+                };
+                function(
+                    &format!("f{i}"),
+                    &["x"],
+                    &[("r", "a:output:0")],
+                    vec![call("a", first_inputs), call("b", &["x"])],
+                )
+            })
+            .chain([function(
+                &format!("f{depth}"),
+                &["x"],
+                &[("r", "x")],
+                vec![],
+            )])
+            .collect(),
+    )
+}
+
 #[test]
 fn doubled_edges_compile_each_function_once() {
-    // f_i calls f_{i+1} twice; 2^100 call paths.
-    let mut fns = Vec::new();
-    for i in 0..100 {
-        let next = format!("f{}", i + 1);
-        fns.push(function(
-            &format!("f{i}"),
-            &["x"],
-            &[("r", "a:output:0")],
-            vec![
-                with_inputs(
-                    node("PartitionedCall", &[("f", func_attr(&next))]),
-                    "a",
-                    &["x", "^b"],
-                ),
-                with_inputs(
-                    node("PartitionedCall", &[("f", func_attr(&next))]),
-                    "b",
-                    &["x"],
-                ),
-            ],
-        ));
-    }
-    fns.push(function("f100", &["x"], &[("r", "x")], vec![]));
-    let lib = library(fns);
+    // 2^100 call paths, deeper than the nesting limit: refused, quickly.
+    let lib = doubling(100, true);
     let err = Compiler::new(&lib, &NoNodes).function("f0").unwrap_err();
-    // Deeper than the nesting limit: refused, quickly.
     assert!(err.to_string().contains("nest deeper"), "{err}");
     // Within the nesting limit, 2^30 calls per element would never finish:
     // refused by its cost.
-    let doubling = |depth: usize| {
-        library(
-            (0..depth)
-                .map(|i| {
-                    let next = format!("f{}", i + 1);
-                    function(
-                        &format!("f{i}"),
-                        &["x"],
-                        &[("r", "a:output:0")],
-                        vec![
-                            with_inputs(
-                                node("PartitionedCall", &[("f", func_attr(&next))]),
-                                "a",
-                                &["x", "^b"],
-                            ),
-                            with_inputs(
-                                node("PartitionedCall", &[("f", func_attr(&next))]),
-                                "b",
-                                &["x"],
-                            ),
-                        ],
-                    )
-                })
-                .chain([function(
-                    &format!("f{depth}"),
-                    &["x"],
-                    &[("r", "x")],
-                    vec![],
-                )])
-                .collect(),
-        )
-    };
-    let lib = doubling(30);
+    let lib = doubling(30, true);
     let err = Compiler::new(&lib, &NoNodes).function("f0").unwrap_err();
     assert!(err.to_string().contains("more than"), "{err}");
     // A few levels run, every call made.
-    let lib = doubling(5);
+    let lib = doubling(5, true);
     // Each level: two calls of the next (2 × (1 + its cost)): 2^6 − 2.
     assert_eq!(
         Compiler::new(&lib, &NoNodes).function("f0").unwrap().cost(),
@@ -351,31 +328,7 @@ fn doubled_edges_compile_each_function_once() {
     let out = call(&lib, "f0", vec![Tensor::scalar(5i64)]).unwrap();
     assert_eq!(out, vec![Tensor::scalar(5i64)]);
     // Pruned calls cost nothing.
-    let lib = library(
-        (0..30)
-            .map(|i| {
-                let next = format!("f{}", i + 1);
-                function(
-                    &format!("f{i}"),
-                    &["x"],
-                    &[("r", "a:output:0")],
-                    vec![
-                        with_inputs(
-                            node("PartitionedCall", &[("f", func_attr(&next))]),
-                            "a",
-                            &["x"],
-                        ),
-                        with_inputs(
-                            node("PartitionedCall", &[("f", func_attr(&next))]),
-                            "b",
-                            &["x"],
-                        ),
-                    ],
-                )
-            })
-            .chain([function("f30", &["x"], &[("r", "x")], vec![])])
-            .collect(),
-    );
+    let lib = doubling(30, false);
     let out = call(&lib, "f0", vec![Tensor::scalar(5i64)]).unwrap();
     assert_eq!(out, vec![Tensor::scalar(5i64)]);
 }
