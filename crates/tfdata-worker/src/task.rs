@@ -234,6 +234,104 @@ mod tests {
         assert_eq!(again.code(), tonic::Code::FailedPrecondition);
     }
 
+    /// A provider of `range` splits whose leases record their release.
+    struct LeasingSplits {
+        inner: tfdata_dataset::splits::RangeSplitProvider,
+        released: std::sync::Arc<std::sync::Mutex<Vec<i64>>>,
+    }
+
+    impl tfdata_dataset::splits::SplitProvider for LeasingSplits {
+        fn get_next(&self) -> Result<Option<Tensor>> {
+            self.inner.get_next()
+        }
+        fn get_next_leased(&self) -> Result<Option<(Tensor, tfdata_core::Lineage)>> {
+            let Some(split) = self.inner.get_next()? else {
+                return Ok(None);
+            };
+            let v = split.to_scalar::<i64>()?;
+            let released = std::sync::Arc::clone(&self.released);
+            let lease = tfdata_core::SplitLease::new(move || released.lock().unwrap().push(v));
+            Ok(Some((split, tfdata_core::Lineage::of(lease))))
+        }
+        fn reset(&self) -> Result<()> {
+            self.inner.reset()
+        }
+        fn cardinality(&self) -> i64 {
+            self.inner.cardinality()
+        }
+    }
+
+    /// The element's value: the first of its int64s.
+    fn value_of(payload: Payload) -> i64 {
+        let Payload::Compressed(c) = payload else {
+            panic!("a compressed dataset served an uncompressed element")
+        };
+        element::uncompress(&c).unwrap().components[0]
+            .to_vec::<i64>()
+            .unwrap()[0]
+    }
+
+    #[tokio::test]
+    async fn an_element_encoded_ahead_is_served_once_in_order_and_keeps_its_split_until_then() {
+        // Large enough (512 KiB) to be encoded ahead when compressed.
+        tfdata_dataset::register_function("worker_test_large_element", |e: Element| {
+            let v = e.components[0].to_scalar::<i64>()?;
+            Ok(Element::single(Tensor::vector(&vec![v; 64 << 10])))
+        });
+        let source = Dataset::range(12);
+        let dataset = source.clone().map("worker_test_large_element");
+        let released = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut ctx = IterContext::new();
+        ctx.split_providers.insert(
+            source.op_key(),
+            std::sync::Arc::new(LeasingSplits {
+                inner: tfdata_dataset::splits::RangeSplitProvider::new(0, 12, 1),
+                released: std::sync::Arc::clone(&released),
+            }),
+        );
+        let task = TaskRunner::new(TaskDef::default(), 4);
+        task.run_pipeline(dataset, ctx, true);
+
+        let mut served = Vec::new();
+        let check = |served: &[i64]| {
+            for v in released.lock().unwrap().iter() {
+                assert!(
+                    served.contains(v),
+                    "split {v} was released before its element was served (served {served:?})"
+                );
+            }
+        };
+        // GetElement readers and a stream reader take turns; the stream
+        // reader must get the element already taken ahead, not skip it.
+        for turn in 0.. {
+            if turn % 3 == 2 {
+                match task.next_batch(1, usize::MAX).await.unwrap() {
+                    Batch::Elements { elements, index } => {
+                        assert_eq!(index, served.len() as i64);
+                        for e in elements {
+                            served.push(e.components[0].to_vec::<i64>().unwrap()[0]);
+                        }
+                    }
+                    Batch::EndOfSequence { .. } => break,
+                }
+            } else {
+                match task.next(false).await.unwrap() {
+                    Next::Element { payload, index } => {
+                        assert_eq!(index, served.len() as i64);
+                        served.push(value_of(payload));
+                    }
+                    Next::EndOfSequence { .. } => break,
+                    Next::Skip => unreachable!("a waiting read skipped"),
+                }
+            }
+            // Give the pipeline time to refill, so the next element is
+            // buffered and taken ahead.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            check(&served);
+        }
+        assert_eq!(served, (0..12).collect::<Vec<_>>());
+    }
+
     #[tokio::test]
     async fn skip_when_nothing_is_buffered() {
         let task = TaskRunner::new(TaskDef::default(), 1);
