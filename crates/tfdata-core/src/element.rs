@@ -340,7 +340,7 @@ pub fn compress(element: &Element) -> Result<CompressedElement> {
             "element of {total} bytes exceeds the 4 GiB limit of a compressed element"
         )));
     }
-    let mut pieces = Vec::with_capacity(total);
+    let mut pieces: Vec<&[u8]> = Vec::new();
     let mut metadata = Vec::with_capacity(element.components.len());
     for t in &element.components {
         let mut uncompressed_bytes = Vec::new();
@@ -348,13 +348,13 @@ pub fn compress(element: &Element) -> Result<CompressedElement> {
             TensorData::Buffer(b) => {
                 // A tensor without a buffer contributes no piece and no entry.
                 if !b.is_empty() {
-                    pieces.extend_from_slice(b);
+                    pieces.push(b);
                     uncompressed_bytes.push(b.len() as u64);
                 }
             }
             TensorData::Strings(s) => {
                 for piece in s {
-                    pieces.extend_from_slice(piece);
+                    pieces.push(piece);
                     uncompressed_bytes.push(piece.len() as u64);
                 }
             }
@@ -365,9 +365,8 @@ pub fn compress(element: &Element) -> Result<CompressedElement> {
             uncompressed_bytes,
         });
     }
-    let data = snap::raw::Encoder::new()
-        .compress_vec(&pieces)
-        .map_err(|e| Error::Internal(format!("snappy compression failed: {e}")))?;
+    // One Snappy block of the pieces' concatenation, as TensorFlow writes.
+    let data = crate::snappy::compress_pieces(&pieces)?;
     Ok(CompressedElement {
         data: data.into(),
         component_metadata: metadata,
