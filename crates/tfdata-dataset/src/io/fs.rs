@@ -66,6 +66,20 @@ pub trait FileSystem: Send + Sync {
     /// so callers can retry deletions. A directory is not deleted (an
     /// error).
     fn delete(&self, path: &str) -> Result<()>;
+
+    /// Makes `dir` and its parents exist, so [`FileSystem::create`] can
+    /// write under it. Object stores have no directories: nothing to do.
+    fn create_dir_all(&self, dir: &str) -> Result<()> {
+        let _ = dir;
+        Ok(())
+    }
+
+    /// Moves the file `from` to `to`, replacing `to`: what commits a file
+    /// written under a temporary name. Atomic on a local disk. Object stores
+    /// have no rename: the object is copied on the server, which makes `to`
+    /// appear whole at once, and `from` is deleted afterwards, so a crash in
+    /// between leaves both (callers that commit this way reconcile on restart).
+    fn rename(&self, from: &str, to: &str) -> Result<()>;
 }
 
 /// The scheme of a URL (`gs` for `gs://bucket/x`), parsed like TensorFlow's

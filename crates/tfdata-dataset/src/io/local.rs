@@ -144,6 +144,16 @@ impl FileSystem for LocalFileSystem {
             Err(e) => Err(io_error("deleting", path, e)),
         }
     }
+
+    fn create_dir_all(&self, dir: &str) -> Result<()> {
+        let local = Self::local_path(dir)?;
+        fs::create_dir_all(local).map_err(|e| io_error("creating the directory", dir, e))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let (src, dst) = (Self::local_path(from)?, Self::local_path(to)?);
+        fs::rename(src, dst).map_err(|e| io_error(&format!("renaming it to {to}:"), from, e))
+    }
 }
 
 /// Globs a local path (scheme already removed).
@@ -250,6 +260,24 @@ fn glob_components(
 mod tests {
     use super::*;
     use crate::io::registry::{delete, exists, glob, list, open, read_all};
+
+    #[test]
+    fn directories_and_renames() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_str().unwrap();
+        let fs = LocalFileSystem;
+        let nested = format!("file://{root}/a/b/c");
+        fs.create_dir_all(&nested).unwrap();
+        fs.create_dir_all(&nested).unwrap();
+        let tmp = format!("{nested}/x.tmp");
+        fs.create(&tmp).unwrap().write_all(b"data").unwrap();
+        let done = format!("{root}/a/x");
+        fs.rename(&tmp, &done).unwrap();
+        assert_eq!(&fs.read_all(&done).unwrap()[..], b"data");
+        assert!(!fs.exists(&tmp).unwrap());
+        let err = fs.rename(&tmp, &done).unwrap_err();
+        assert!(err.to_string().contains("x.tmp"), "{err}");
+    }
 
     #[test]
     fn local_operations_name_the_path() {

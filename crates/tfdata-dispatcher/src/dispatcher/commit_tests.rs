@@ -129,6 +129,14 @@ impl FileSystem for TestFs {
         self.0.objects.lock().unwrap().remove(path);
         Ok(())
     }
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let mut objects = self.0.objects.lock().unwrap();
+        let data = objects
+            .remove(from)
+            .ok_or_else(|| Error::not_found("file", from))?;
+        objects.insert(to.to_string(), data);
+        Ok(())
+    }
 }
 
 fn dispatcher(store: &Arc<TestStore>) -> Dispatcher {

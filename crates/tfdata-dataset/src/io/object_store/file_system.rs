@@ -331,6 +331,25 @@ impl FileSystem for ObjectStoreFileSystem {
             Err(e) => Err(RequestError::new("deleting", path, e).into()),
         }
     }
+
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let Target { location, store } = self.resolve(from)?;
+        let src = location.object_path(from)?;
+        let target = self.resolve(to)?;
+        if !Arc::ptr_eq(&store, &target.store) {
+            return Err(Error::InvalidArgument(format!(
+                "cannot rename {from} to {to}: they are in different buckets"
+            )));
+        }
+        let dst = target.location.object_path(to)?;
+        let (copy_store, copy_src, copy_dst) = (Arc::clone(&store), src.clone(), dst);
+        block_on(
+            async move { copy_store.copy(&copy_src, &copy_dst).await },
+            || format!("copying {from} to {to}"),
+        )?
+        .map_err(|e| RequestError::new(&format!("copying it to {to}:"), from, e))?;
+        self.delete(from)
+    }
 }
 
 #[cfg(test)]
@@ -399,6 +418,25 @@ mod tests {
             fs.delete("s3://bucket/"),
             Err(Error::InvalidArgument(_))
         ));
+    }
+
+    #[test]
+    fn rename_copies_then_deletes() {
+        let (fs, _) = memory_fs();
+        write(&fs, "s3://bucket/tmp/a", b"chunk bytes");
+        write(&fs, "s3://bucket/final/a", b"old");
+        fs.rename("s3://bucket/tmp/a", "s3://bucket/final/a")
+            .unwrap();
+        assert_eq!(
+            &fs.read_all("s3://bucket/final/a").unwrap()[..],
+            b"chunk bytes"
+        );
+        assert!(!fs.exists("s3://bucket/tmp/a").unwrap());
+        let err = fs
+            .rename("s3://bucket/tmp/missing", "s3://bucket/final/b")
+            .unwrap_err();
+        assert!(err.to_string().contains("s3://bucket/tmp/missing"), "{err}");
+        assert!(!fs.exists("s3://bucket/final/b").unwrap());
     }
 
     #[test]

@@ -1,0 +1,14 @@
+//! Distributed snapshots (`distributed_save`) on disk, in TensorFlow 2.21's
+//! layout, so either side can write what the other reads:
+//!
+//! * [`layout`]: the paths and file names of a snapshot directory, and the
+//!   compression its metadata names;
+//! * [`metadata`]: `snapshot.metadata`, TensorFlow's text form of
+//!   `DistributedSnapshotMetadata`.
+//!
+//! The dispatcher (stream assignment, split files), the worker (stream
+//! writers) and the engine's `load` source all go through this module; it
+//! knows nothing of gRPC.
+
+pub mod layout;
+pub mod metadata;
