@@ -7,11 +7,16 @@
 //! compression: "SNAPPY"
 //! ```
 //!
-//! Only this message's two string fields are understood; anything else is
-//! an error naming the file and the offset.
+//! And the `ERROR` files of a snapshot and of its streams: a
+//! `tensorflow.StatusProto` in the same text form (`code: INTERNAL`,
+//! `message: "..."`).
+//!
+//! Only these messages' fields are understood; anything else is an error
+//! naming the file and the offset.
 
 use tfdata_core::{Error, Result};
 use tfdata_proto::data::DistributedSnapshotMetadata;
+use tfdata_proto::tensorflow::StatusProto;
 
 use super::layout::SnapshotCompression;
 
@@ -73,6 +78,77 @@ pub fn from_text(file: &str, text: &[u8]) -> Result<DistributedSnapshotMetadata>
     Ok(metadata)
 }
 
+/// `tensorflow.error.Code` names, by number.
+const CODE_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// An `ERROR` file's text for `status`, as TensorFlow writes it.
+pub fn status_to_text(status: &StatusProto) -> String {
+    let mut out = String::new();
+    if status.code != 0 {
+        match CODE_NAMES.get(status.code as usize) {
+            Some(name) => out.push_str(&format!("code: {name}\n")),
+            None => out.push_str(&format!("code: {}\n", status.code)),
+        }
+    }
+    if !status.message.is_empty() {
+        out.push_str("message: \"");
+        escape(status.message.as_bytes(), &mut out);
+        out.push_str("\"\n");
+    }
+    out
+}
+
+/// Parses an `ERROR` file (`file` names it in errors). Payloads are not
+/// read (TensorFlow writes none there).
+pub fn status_from_text(file: &str, text: &[u8]) -> Result<StatusProto> {
+    let mut parser = Parser::new(file, text)?;
+    let mut status = StatusProto::default();
+    loop {
+        parser.skip_space();
+        if parser.pos == text.len() {
+            break;
+        }
+        let name = parser.identifier()?;
+        parser.skip_space();
+        parser.expect(b':')?;
+        parser.skip_space();
+        match name.as_str() {
+            "code" => {
+                let value = parser.identifier()?;
+                status.code = match CODE_NAMES.iter().position(|n| *n == value) {
+                    Some(code) => code as i32,
+                    None => value
+                        .parse()
+                        .map_err(|_| parser.error(&format!("unknown status code {value:?}")))?,
+                };
+            }
+            "message" => {
+                status.message = String::from_utf8_lossy(&parser.strings()?).into_owned();
+            }
+            other => return Err(parser.error(&format!("unknown field {other:?}"))),
+        }
+    }
+    Ok(status)
+}
+
 /// C-style escaping, as protobuf's text printer does: printable ASCII as
 /// is, the usual backslash escapes, octal for the rest.
 fn escape(bytes: &[u8], out: &mut String) {
@@ -96,7 +172,20 @@ struct Parser<'a> {
     pos: usize,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    fn new(file: &'a str, text: &'a [u8]) -> Result<Self> {
+        if text.len() > MAX_METADATA_BYTES {
+            return Err(Error::DataLoss {
+                location: file.to_string(),
+                reason: format!(
+                    "{} bytes is more than a snapshot's metadata may hold ({MAX_METADATA_BYTES})",
+                    text.len()
+                ),
+            });
+        }
+        Ok(Parser { file, text, pos: 0 })
+    }
+
     fn error(&self, reason: &str) -> Error {
         Error::DataLoss {
             location: format!("{} at offset {}", self.file, self.pos),
@@ -132,16 +221,17 @@ impl Parser<'_> {
         }
     }
 
+    /// A field name, or an enum or integer value.
     fn identifier(&mut self) -> Result<String> {
         let start = self.pos;
         while self
             .peek()
-            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
+            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         {
             self.pos += 1;
         }
         if start == self.pos {
-            return Err(self.error("expected a field name"));
+            return Err(self.error("expected a name or a number"));
         }
         Ok(String::from_utf8_lossy(&self.text[start..self.pos]).into_owned())
     }
@@ -266,6 +356,22 @@ mod tests {
         .unwrap();
         assert_eq!(m.compression, "GZIP");
         assert_eq!(&m.element_spec[..], b"aAA");
+    }
+
+    #[test]
+    fn status_files_round_trip() {
+        let status = StatusProto {
+            code: 13,
+            message: "disk full: \"/x\"\nwhile writing".into(),
+            ..Default::default()
+        };
+        let text = status_to_text(&status);
+        assert!(text.starts_with("code: INTERNAL\n"), "{text}");
+        assert_eq!(status_from_text("ERROR", text.as_bytes()).unwrap(), status);
+        let numeric = status_from_text("ERROR", b"code: 5 message: 'gone'").unwrap();
+        assert_eq!((numeric.code, numeric.message.as_str()), (5, "gone"));
+        let err = status_from_text("/s/ERROR", b"code: BROKEN").unwrap_err();
+        assert!(err.to_string().contains("/s/ERROR"), "{err}");
     }
 
     #[test]

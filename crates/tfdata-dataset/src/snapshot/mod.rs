@@ -4,11 +4,13 @@
 //! * [`layout`]: the paths and file names of a snapshot directory, and the
 //!   compression its metadata names;
 //! * [`metadata`]: `snapshot.metadata`, TensorFlow's text form of
-//!   `DistributedSnapshotMetadata`.
+//!   `DistributedSnapshotMetadata`, and `ERROR` files (a `StatusProto`);
+//! * [`files`]: small files written whole or not at all.
 //!
 //! The dispatcher (stream assignment, split files), the worker (stream
 //! writers) and the engine's `load` source all go through this module; it
 //! knows nothing of gRPC.
 
+pub mod files;
 pub mod layout;
 pub mod metadata;
