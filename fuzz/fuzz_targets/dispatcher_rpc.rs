@@ -8,7 +8,9 @@
 //!
 //! Kept off the network: worker addresses are mapped to `127.0.0.1` ports
 //! 1-3, where nobody listens (the dispatcher pushes `ProcessTask` there),
-//! and requests naming URLs or file globs are skipped. Time is paused, so
+//! and requests naming URLs or file globs are skipped. Snapshot paths are
+//! mapped into one scratch directory (a `Snapshot` writes where it is told).
+//! Time is paused, so
 //! the dispatcher's 10 s waits (`MaybeRemoveTask`'s rendezvous, the
 //! `ProcessTask` push) pass at once. A hang is libFuzzer's `-timeout`
 //! (real time): a watchdog timer would fire early under paused time while
@@ -45,6 +47,20 @@ fn worker_address(address: &mut String) {
     if let Some(&b) = address.as_bytes().first() {
         *address = format!("127.0.0.1:{}", 1 + b % 3);
     }
+}
+
+/// A snapshot path inside this process's scratch directory: at most two
+/// characters of the original, so requests of one input name the same few
+/// snapshots.
+fn snapshot_path(path: &mut String) {
+    static ROOT: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let root = ROOT.get_or_init(tfdata_fuzz::temp_dir);
+    let name: String = path
+        .bytes()
+        .take(2)
+        .map(|b| char::from(b'a' + b % 26))
+        .collect();
+    *path = format!("{}/s{name}", root.path().display());
 }
 
 macro_rules! call {
@@ -129,19 +145,29 @@ async fn run(grpc: &DispatcherGrpc, clock: &ManualClock, input: &mut Input<'_>) 
                 wire::GetDataServiceConfigRequest,
                 bytes
             ),
-            14 => call!(grpc, snapshot, wire::SnapshotRequest, bytes),
+            14 => call!(
+                grpc,
+                snapshot,
+                wire::SnapshotRequest,
+                bytes,
+                |r: &mut wire::SnapshotRequest| { snapshot_path(&mut r.path) }
+            ),
             15 => call!(
                 grpc,
                 get_snapshot_split,
                 wire::GetSnapshotSplitRequest,
                 bytes,
-                |r: &mut wire::GetSnapshotSplitRequest| { worker_address(&mut r.worker_address) }
+                |r: &mut wire::GetSnapshotSplitRequest| {
+                    worker_address(&mut r.worker_address);
+                    snapshot_path(&mut r.base_path);
+                }
             ),
             16 => call!(
                 grpc,
                 get_snapshot_streams,
                 wire::GetSnapshotStreamsRequest,
-                bytes
+                bytes,
+                |r: &mut wire::GetSnapshotStreamsRequest| { snapshot_path(&mut r.path) }
             ),
             _ => call!(
                 grpc,

@@ -63,6 +63,10 @@ pub enum Error {
     #[error("cancelled: {0}")]
     Cancelled(String),
 
+    /// What was to be created exists (a snapshot path, for example).
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
+
     #[error("unimplemented: {0}")]
     Unimplemented(String),
 
@@ -135,6 +139,7 @@ impl Error {
             Error::NotFound { .. } => Code::NotFound,
             Error::Unavailable(_) => Code::Unavailable,
             Error::Cancelled(_) => Code::Cancelled,
+            Error::AlreadyExists(_) => Code::AlreadyExists,
             Error::Unimplemented(_) => Code::Unimplemented,
             Error::Internal(_) => Code::Internal,
             Error::DataLoss { .. } => Code::DataLoss,
@@ -158,6 +163,7 @@ impl Error {
             | Error::NotFound { .. }
             | Error::InvalidArgument(_)
             | Error::FailedPrecondition(_)
+            | Error::AlreadyExists(_)
             | Error::Unimplemented(_)
             | Error::Internal(_)
             | Error::DataLoss { .. }

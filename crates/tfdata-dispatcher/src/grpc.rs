@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use tfdata_core::{Error, Result};
+use tfdata_core::Result;
 use tfdata_proto::data::{self as wire, dispatcher_service_server::DispatcherService};
 use tonic::{Request, Response, Status};
 
@@ -64,6 +64,10 @@ dispatcher_service! {
             as "GetDataServiceMetadata";
         disable_compression_at_runtime(DisableCompressionAtRuntimeRequest) -> DisableCompressionAtRuntimeResponse
             as "DisableCompressionAtRuntime";
+        snapshot(SnapshotRequest) -> SnapshotResponse as "Snapshot";
+        get_snapshot_split(GetSnapshotSplitRequest) -> GetSnapshotSplitResponse as "GetSnapshotSplit";
+        get_snapshot_streams(GetSnapshotStreamsRequest) -> GetSnapshotStreamsResponse
+            as "GetSnapshotStreams";
     }
     custom {
         async fn get_version(
@@ -97,46 +101,6 @@ dispatcher_service! {
                     deployment_mode: self.0.config().deployment_mode as i32,
                 }),
             }))
-        }
-
-        async fn snapshot(
-            &self,
-            _r: Request<wire::SnapshotRequest>,
-        ) -> Result<Response<wire::SnapshotResponse>, Status> {
-            let err = if self.0.config().fault_tolerant_mode {
-                Error::Unimplemented(
-                    "distributed snapshots (distributed_save) are not supported yet".into(),
-                )
-            } else {
-                Error::InvalidArgument(
-                    "distributed_save requires the dispatcher to run in fault-tolerant mode \
-                     (set work_dir and fault_tolerant_mode)"
-                        .into(),
-                )
-            };
-            respond("Snapshot", Err(err))
-        }
-
-        async fn get_snapshot_split(
-            &self,
-            r: Request<wire::GetSnapshotSplitRequest>,
-        ) -> Result<Response<wire::GetSnapshotSplitResponse>, Status> {
-            let path = r.into_inner().base_path;
-            respond(
-                "GetSnapshotSplit",
-                Err(Error::InvalidArgument(format!("unknown snapshot {path:?}"))),
-            )
-        }
-
-        async fn get_snapshot_streams(
-            &self,
-            r: Request<wire::GetSnapshotStreamsRequest>,
-        ) -> Result<Response<wire::GetSnapshotStreamsResponse>, Status> {
-            let path = r.into_inner().path;
-            respond(
-                "GetSnapshotStreams",
-                Err(Error::not_found("snapshot", path)),
-            )
         }
     }
 }

@@ -12,6 +12,8 @@
 //!   files locally, immutable segments on object stores);
 //! * [`store`]: where registered dataset definitions live (memory, or
 //!   `<work_dir>/datasets/<id>` TFRecord files or objects);
+//! * [`distributed_snapshot`]: `distributed_save` snapshots being written,
+//!   their streams and splits, recovered from their files;
 //! * [`dispatcher`]: the RPCs' logic, one module per concern, as transactions
 //!   over the state journaled with group commit;
 //! * [`grpc`]: the tonic adapter of TensorFlow's `DispatcherService`;
@@ -20,6 +22,7 @@
 
 pub mod config;
 pub mod dispatcher;
+pub mod distributed_snapshot;
 pub mod grpc;
 pub mod invariants;
 pub mod journal;

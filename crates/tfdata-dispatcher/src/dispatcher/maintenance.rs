@@ -51,14 +51,22 @@ impl Dispatcher {
         }
         // Beyond TensorFlow: a silent worker is declared lost, so its
         // iterations can finish and readers stop waiting for it.
+        let mut lost = Vec::new();
         for worker in txn.liveness.silent_workers(now, worker_timeout) {
             tracing::warn!(%worker, "worker silent for longer than worker_timeout: declaring it lost");
             txn.liveness.forget_worker(&worker);
-            if txn.state.worker(&worker).is_some_and(|w| !w.lost) {
-                lose_worker(&mut txn, &worker)?;
+            if let Some(w) = txn.state.worker(&worker) {
+                lost.push((worker.clone(), w.runs_pipelines));
+                if !w.lost {
+                    lose_worker(&mut txn, &worker)?;
+                }
             }
         }
-        txn.commit().await
+        txn.commit().await?;
+        for (worker, runs_pipelines) in lost {
+            self.snapshot_worker_lost(&worker, runs_pipelines);
+        }
+        Ok(())
     }
 
     /// Collects iterations without clients for `job_gc_timeout` (none when

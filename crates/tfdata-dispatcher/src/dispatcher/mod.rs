@@ -18,15 +18,18 @@
 //! * [`clients`]: client heartbeats and releases;
 //! * [`coordinated_reads`]: pending-task negotiation and `MaybeRemoveTask`;
 //! * [`splits`]: split providers and `GetSplit`;
+//! * [`distributed_snapshots`]: `Snapshot`, `GetSnapshotSplit`,
+//!   `GetSnapshotStreams`, the snapshot part of heartbeats, recovery;
 //! * [`maintenance`]: liveness checks and garbage collection.
 //!
 //! Dependencies between them point one way:
-//! `maintenance → workers`, `jobs → {workers, splits}`,
+//! `maintenance → workers → distributed_snapshots → splits`, `jobs → {workers, splits}`,
 //! `clients → coordinated_reads`, and everything `→ {txn, liveness, errors}`.
 
 mod clients;
 mod coordinated_reads;
 mod datasets;
+mod distributed_snapshots;
 mod errors;
 mod jobs;
 mod liveness;
@@ -38,6 +41,8 @@ mod workers;
 
 #[cfg(test)]
 mod commit_tests;
+#[cfg(test)]
+mod snapshot_tests;
 #[cfg(test)]
 mod split_tests;
 #[cfg(test)]
@@ -97,6 +102,10 @@ pub struct Dispatcher {
     worker_clients: std::sync::Mutex<HashMap<String, WorkerServiceClient<Channel>>>,
     /// `MaybeRemoveTask` rendezvous, per task.
     removers: std::sync::Mutex<HashMap<TaskId, Arc<coordinated_reads::Remover>>>,
+    /// Distributed snapshots: not state, recovered from their files.
+    snapshots: crate::distributed_snapshot::Snapshots,
+    /// Serialises `Snapshot` calls, so a path is checked and claimed at once.
+    snapshot_starts: tokio::sync::Mutex<()>,
 }
 
 impl Dispatcher {
@@ -162,6 +171,10 @@ impl Dispatcher {
             Some(WorkDir::ObjectStore(_)) => OBJECT_STORE_COMPACT_AFTER_RECORDS,
             _ => COMPACT_AFTER_RECORDS,
         };
+        let snapshots = crate::distributed_snapshot::Snapshots::new(
+            config.worker_max_concurrent_snapshots as usize,
+        );
+        distributed_snapshots::resume_snapshots(state.snapshots.iter().cloned(), &snapshots);
         // Everyone recovered is treated as having just heartbeated.
         let liveness = liveness::Liveness::recovered(&state, clock.now_micros());
         let guarded = txn::Guarded {
@@ -178,6 +191,8 @@ impl Dispatcher {
             registration: Default::default(),
             worker_clients: Default::default(),
             removers: Default::default(),
+            snapshots,
+            snapshot_starts: Default::default(),
         })
     }
 

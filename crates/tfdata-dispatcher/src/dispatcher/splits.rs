@@ -23,29 +23,9 @@ impl Dispatcher {
     ) -> Result<Vec<Box<dyn SplitProvider>>> {
         let store = self.store.clone();
         let id = dataset_id.clone();
-        tokio::task::spawn_blocking(move || {
-            let def = store.get(&id)?;
-            let Some(pipeline) = &def.tfdata_pipeline else {
-                // A TensorFlow graph: its sources' constant inputs give the splits.
-                return crate::tf_graph::split_providers(&def.graph);
-            };
-            let dataset = tfdata_dataset::pipeline::from_pipeline_def(pipeline)?;
-            dataset
-                .sources()
-                .iter()
-                .map(|source| match source.op().split_provider() {
-                    Some(provider) => provider,
-                    None => Err(Error::InvalidArgument(format!(
-                        "distributed_epoch: the dataset's source `{}` cannot be split dynamically \
-                         (splittable sources: range, from_tensor_slices, list_files, tfrecord_dataset, \
-                         text_line_dataset)",
-                        source.op().name()
-                    ))),
-                })
-                .collect()
-        })
-        .await
-        .map_err(|e| task_failed("split provider", e))?
+        tokio::task::spawn_blocking(move || split_providers_for(&store.get(&id)?))
+            .await
+            .map_err(|e| task_failed("split provider", e))?
     }
 
     /// After a restart a distributed_epoch iteration has no providers:
@@ -206,6 +186,29 @@ impl Dispatcher {
         txn.commit().await?;
         Ok(split_response(split))
     }
+}
+
+/// Fresh split providers for the sources of `def` (a tfdata pipeline or a
+/// TensorFlow graph), in depth-first order. Blocking: it may glob.
+pub(crate) fn split_providers_for(def: &wire::DatasetDef) -> Result<Vec<Box<dyn SplitProvider>>> {
+    let Some(pipeline) = &def.tfdata_pipeline else {
+        // A TensorFlow graph: its sources' constant inputs give the splits.
+        return crate::tf_graph::split_providers(&def.graph);
+    };
+    let dataset = tfdata_dataset::pipeline::from_pipeline_def(pipeline)?;
+    dataset
+        .sources()
+        .iter()
+        .map(|source| match source.op().split_provider() {
+            Some(provider) => provider,
+            None => Err(Error::InvalidArgument(format!(
+                "distributed_epoch: the dataset's source `{}` cannot be split dynamically \
+                 (splittable sources: range, from_tensor_slices, list_files, tfrecord_dataset, \
+                 text_line_dataset)",
+                source.op().name()
+            ))),
+        })
+        .collect()
 }
 
 /// A split, or the end of splits.

@@ -120,10 +120,13 @@ impl Dispatcher {
             new_tasks.push(self.task_def(&txn.state, task)?);
         }
         txn.commit().await?;
+        // After the tasks' transaction, as TensorFlow does: snapshot
+        // streams are not journaled state.
+        let snapshot_tasks = self.snapshot_tasks(&req).await?;
         Ok(wire::WorkerHeartbeatResponse {
             new_tasks,
             tasks_to_delete,
-            snapshot_tasks: Vec::new(),
+            snapshot_tasks,
         })
     }
 
