@@ -1,6 +1,7 @@
 //! `tfdata`: run a tf.data service dispatcher or worker. Flags become
 //! validated configs; the servers themselves are library functions.
 
+mod save;
 mod status;
 
 use std::time::Duration;
@@ -47,7 +48,9 @@ enum Command {
         #[arg(long)]
         take: Option<usize>,
     },
-    /// Print a dispatcher's workers, datasets, jobs, iterations and tasks.
+    /// Save a pipeline (JSON) as a distributed snapshot and show its progress.
+    Save(save::SaveArgs),
+    /// Print a dispatcher's workers, datasets, jobs, iterations, tasks and snapshots.
     Status {
         /// The dispatcher, as host:port or grpc://host:port.
         #[arg(long)]
@@ -323,6 +326,7 @@ async fn main() -> anyhow::Result<()> {
             tfdata_dispatcher::serve(listener, config, shutdown).await?;
         }
         Command::Register(args) => register(args).await?,
+        Command::Save(args) => save::run(args).await?,
         Command::Status { dispatcher } => status::run(&dispatcher).await?,
         Command::Read {
             service,

@@ -168,6 +168,37 @@ pub fn render(s: &GetStatusResponse, address: &str) -> String {
             })
             .collect(),
     );
+    out += "\n";
+    out += &table(
+        "Snapshots",
+        &["PATH", "STATE", "SPLITS", "STREAMS"],
+        s.snapshots
+            .iter()
+            .map(|snap| {
+                let state = if snap.error.is_empty() {
+                    snap.state.clone()
+                } else {
+                    format!("{}: {}", snap.state, snap.error)
+                };
+                let streams = snap
+                    .streams
+                    .iter()
+                    .map(|st| format!("{} {}", st.index, st.state))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                vec![
+                    snap.path.clone(),
+                    state,
+                    format!("{}/{}", snap.assigned_splits, snap.total_splits),
+                    if streams.is_empty() {
+                        "-".into()
+                    } else {
+                        streams
+                    },
+                ]
+            })
+            .collect(),
+    );
     out
 }
 

@@ -130,6 +130,12 @@ impl DispatcherClient {
         wire::GetDatasetDefResponse
     );
     rpc!(get_split, wire::GetSplitRequest, wire::GetSplitResponse);
+    rpc!(snapshot, wire::SnapshotRequest, wire::SnapshotResponse);
+    rpc!(
+        get_snapshot_streams,
+        wire::GetSnapshotStreamsRequest,
+        wire::GetSnapshotStreamsResponse
+    );
     rpc!(
         get_or_register_dataset,
         wire::GetOrRegisterDatasetRequest,

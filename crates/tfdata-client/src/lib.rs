@@ -15,6 +15,7 @@ mod iteration;
 pub mod options;
 mod rounds;
 pub mod runtime;
+pub mod save;
 
 pub use dispatcher::DispatcherClient;
 pub use distribute::{
@@ -22,3 +23,7 @@ pub use distribute::{
     from_dataset_id, register_dataset, register_dataset_async,
 };
 pub use options::{Compression, ProcessingMode, TargetWorkers};
+pub use save::{
+    SnapshotProgress, distributed_save, distributed_save_async, snapshot_progress,
+    wait_for_snapshot,
+};

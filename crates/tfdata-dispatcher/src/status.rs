@@ -113,6 +113,42 @@ impl Dispatcher {
                     starting_round: t.starting_round,
                 })
                 .collect(),
+            snapshots: self.snapshot_statuses(),
         }
+    }
+}
+
+impl Dispatcher {
+    fn snapshot_statuses(&self) -> Vec<wire::SnapshotStatus> {
+        use tfdata_proto::data::snapshot_stream_info::State;
+        self.distributed_snapshots()
+            .progress()
+            .into_iter()
+            .map(|(path, p)| wire::SnapshotStatus {
+                path,
+                state: p.mode.describe().into(),
+                error: match &p.mode {
+                    crate::distributed_snapshot::manager::Mode::Error(status) => {
+                        status.message.clone()
+                    }
+                    _ => String::new(),
+                },
+                assigned_splits: p.num_assigned_splits,
+                total_splits: p.num_total_splits,
+                streams: p
+                    .streams
+                    .iter()
+                    .map(|s| wire::SnapshotStreamStatus {
+                        index: s.index,
+                        state: match State::try_from(s.state) {
+                            Ok(State::Done) => "done",
+                            Ok(State::Orphan) => "orphan",
+                            _ => "assigned",
+                        }
+                        .into(),
+                    })
+                    .collect(),
+            })
+            .collect()
     }
 }

@@ -189,7 +189,7 @@ const MAX_UNSUPPORTED_OPS_KEPT: usize = 64;
 /// The ops of a TensorFlow graph tfdata workers cannot run (empty: they
 /// can run it). A graph that does not decode is kept for TensorFlow's
 /// workers, which will say what is wrong with it.
-fn graph_support(graph: &[u8]) -> Vec<String> {
+pub(super) fn graph_support(graph: &[u8]) -> Vec<String> {
     let result = tfdata_graph::decode_graph(graph).and_then(|g| tfdata_graph::unsupported_ops(&g));
     match result {
         Ok(mut ops) => {

@@ -15,7 +15,7 @@ use tfdata_proto::data::{self as wire, update::UpdateType};
 use super::Dispatcher;
 use super::errors::task_failed;
 use super::splits::split_providers_for;
-use crate::distributed_snapshot::manager::SnapshotManager;
+use crate::distributed_snapshot::manager::{Runners, SnapshotManager};
 use crate::distributed_snapshot::{Snapshots, resume};
 
 impl Dispatcher {
@@ -51,7 +51,7 @@ impl Dispatcher {
             let providers = split_providers_for(&def)
                 .map_err(|e| Error::InvalidArgument(format!("distributed_save: {e}")))?;
             let fs = registry::file_system(&req.path)?;
-            SnapshotManager::start(fs, &req, providers)
+            Ok(SnapshotManager::start(fs, &req, providers)?.with_runners(runners_of(&def)))
         })
         .await
         .map_err(|e| task_failed("starting a snapshot", e))??;
@@ -134,6 +134,21 @@ impl Dispatcher {
     }
 }
 
+/// The workers that can run `def`: a tfdata pipeline only ours, a graph
+/// TensorFlow's, and ours if they support all its ops.
+fn runners_of(def: &wire::DatasetDef) -> Runners {
+    match &def.tfdata_pipeline {
+        Some(_) => Runners {
+            tfdata: true,
+            tensorflow: false,
+        },
+        None => Runners {
+            tfdata: super::datasets::graph_support(&def.graph).is_empty(),
+            tensorflow: true,
+        },
+    }
+}
+
 /// TensorFlow's `DistributedSave` op refuses infinite datasets before it
 /// calls `Snapshot`; tfdata checks again here for its own pipelines, whose
 /// cardinality is known without running them.
@@ -159,7 +174,7 @@ pub(super) fn resume_snapshots(paths: impl IntoIterator<Item = String>, snapshot
     for path in paths {
         let manager = registry::file_system(&path).and_then(|fs| {
             resume::resume(&path, Arc::clone(&fs), snapshots.assignments(), |def| {
-                split_providers_for(def)
+                Ok((split_providers_for(def)?, runners_of(def)))
             })
         });
         match manager {

@@ -128,8 +128,33 @@ pub struct Progress {
     pub num_total_splits: i64,
 }
 
+/// Which workers can write a snapshot's dataset: tfdata workers run tfdata
+/// pipelines and the TensorFlow graphs `tfdata-graph` supports; TensorFlow
+/// workers run graphs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Runners {
+    pub tfdata: bool,
+    pub tensorflow: bool,
+}
+
+impl Runners {
+    pub const ANY: Runners = Runners {
+        tfdata: true,
+        tensorflow: true,
+    };
+
+    fn admit(self, runs_pipelines: bool) -> bool {
+        if runs_pipelines {
+            self.tfdata
+        } else {
+            self.tensorflow
+        }
+    }
+}
+
 pub struct SnapshotManager {
     pub(super) path: String,
+    runners: Runners,
     pub(super) fs: Arc<dyn FileSystem>,
     get_split: Mutex<()>,
     pub(super) inner: Mutex<Inner>,
@@ -228,6 +253,7 @@ impl SnapshotManager {
     pub(super) fn new(path: String, fs: Arc<dyn FileSystem>, inner: Inner) -> Self {
         SnapshotManager {
             path,
+            runners: Runners::ANY,
             fs,
             get_split: Mutex::new(()),
             inner: Mutex::new(inner),
@@ -252,6 +278,12 @@ impl SnapshotManager {
                 num_total_splits: 0,
             },
         )
+    }
+
+    /// The workers that may write this snapshot's streams.
+    pub fn with_runners(mut self, runners: Runners) -> Self {
+        self.runners = runners;
+        self
     }
 
     pub fn path(&self) -> &str {
@@ -317,6 +349,10 @@ impl SnapshotManager {
                 }
                 return Ok(out);
             }
+        }
+        if assigned.is_none() && !self.runners.admit(runs_pipelines) {
+            // Its streams go to the workers that can run its dataset.
+            return Ok(out);
         }
         if assigned.is_none() {
             assigned = self.adopt_orphan(&mut inner, worker, runs_pipelines, assignments)?;

@@ -17,7 +17,7 @@ use tfdata_dataset::splits::SplitProvider;
 use tfdata_proto::data::{DatasetDef, DistributedSnapshotMetadata};
 
 use super::assignments::Assignments;
-use super::manager::{Inner, Mode, SnapshotManager, Stream, sources_of};
+use super::manager::{Inner, Mode, Runners, SnapshotManager, Stream, sources_of};
 
 /// Streams one snapshot may have (one per worker that ever wrote it).
 pub const MAX_STREAMS: usize = 1 << 16;
@@ -30,7 +30,7 @@ pub fn resume(
     path: &str,
     fs: Arc<dyn FileSystem>,
     assignments: &Mutex<Assignments>,
-    providers: impl FnOnce(&DatasetDef) -> Result<Vec<Box<dyn SplitProvider>>>,
+    providers: impl FnOnce(&DatasetDef) -> Result<(Vec<Box<dyn SplitProvider>>, Runners)>,
 ) -> Result<SnapshotManager> {
     let restore_error = |reason: String| {
         Error::Internal(format!(
@@ -80,7 +80,8 @@ pub fn resume(
         location: def_file.clone(),
         reason: format!("not a DatasetDef: {e}"),
     })?;
-    let mut sources = sources_of(providers(&def)?)?;
+    let (providers, runners) = providers(&def)?;
+    let mut sources = sources_of(providers)?;
     let num_sources = sources.len();
 
     // Streams: those whose owner file exists (a dispatcher killed between
@@ -211,7 +212,8 @@ pub fn resume(
             num_assigned_splits: num_assigned,
             num_total_splits,
         },
-    );
+    )
+    .with_runners(runners);
     if all_done {
         files::write_atomically(fs.as_ref(), &layout::done_file(path), b"")?;
         tracing::info!(snapshot = %path, "finished writing tf.data distributed snapshot");
