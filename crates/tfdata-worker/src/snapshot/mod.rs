@@ -169,11 +169,13 @@ impl SnapshotWriters {
                 if let Some(p) = predecessor {
                     let _ = p.join();
                 }
-                let outcome = run_writer(&task, policy, &*env, thread_cancel);
+                let outcome = run_with_restarts(&task, policy, &*env, &thread_cancel);
                 let mut progress = lock(&thread_progress);
                 match outcome {
                     Outcome::Done => *progress = Progress::Done,
-                    Outcome::Failed(e) => *progress = Progress::Failed(status_proto(&e)),
+                    Outcome::Failed(e) | Outcome::Transient(e) => {
+                        *progress = Progress::Failed(status_proto(&e))
+                    }
                     Outcome::Cancelled => {}
                 }
             });
@@ -229,12 +231,49 @@ impl SnapshotWriters {
     }
 }
 
-/// Checks a task at the edge, then runs its writer.
+/// Attempts a stream writer makes before a transient failure becomes the
+/// stream's error.
+pub const MAX_ATTEMPTS: u32 = 6;
+/// Pause after the first transient failure; it doubles up to [`MAX_RESTART_PAUSE`].
+pub const FIRST_RESTART_PAUSE: Duration = Duration::from_secs(1);
+pub const MAX_RESTART_PAUSE: Duration = Duration::from_secs(30);
+
+/// Runs a stream's writer; a transient failure restarts it (from its
+/// committed chunks) after a pause, at most [`MAX_ATTEMPTS`] times in all.
+fn run_with_restarts(
+    task: &wire::SnapshotTaskDef,
+    policy: ChunkPolicy,
+    env: &dyn WriterEnv,
+    cancel: &CancellationToken,
+) -> Outcome {
+    let mut pause = FIRST_RESTART_PAUSE;
+    for attempt in 1..=MAX_ATTEMPTS {
+        match run_writer(task, policy, env, cancel.clone(), attempt == MAX_ATTEMPTS) {
+            Outcome::Transient(_) => {
+                // Sleeps in steps so a cancellation is seen at once.
+                let until = std::time::Instant::now() + pause;
+                while std::time::Instant::now() < until {
+                    if cancel.is_cancelled() {
+                        return Outcome::Cancelled;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                pause = (pause * 2).min(MAX_RESTART_PAUSE);
+            }
+            outcome => return outcome,
+        }
+    }
+    // Not reached: the last attempt reports a transient failure as Failed.
+    Outcome::Cancelled
+}
+
+/// Checks a task at the edge, then runs its writer once.
 fn run_writer(
     task: &wire::SnapshotTaskDef,
     policy: ChunkPolicy,
     env: &dyn WriterEnv,
     cancel: CancellationToken,
+    last: bool,
 ) -> Outcome {
     let prepared = (|| {
         if task.base_path.is_empty() || task.stream_index < 0 || task.num_sources < 0 {
@@ -263,7 +302,7 @@ fn run_writer(
         })
     })();
     match prepared {
-        Ok(writer) => writer.run(),
+        Ok(writer) => writer.attempt(last),
         Err(e) => {
             tracing::warn!(snapshot = %task.base_path, stream = task.stream_index, error = %e, "cannot start snapshot stream writer");
             if !task.base_path.is_empty()

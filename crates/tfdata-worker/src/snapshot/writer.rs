@@ -53,6 +53,10 @@ pub enum Outcome {
     Done,
     /// Stopped on request; nothing written about it.
     Cancelled,
+    /// A transient failure (UNAVAILABLE, ABORTED: a dispatcher or object
+    /// store hiccup) on an attempt that may be retried: nothing written;
+    /// the next attempt restarts from the committed chunks.
+    Transient(Error),
     /// `ERROR` written (if it could be) with this cause.
     Failed(Error),
 }
@@ -84,6 +88,14 @@ impl StreamWriter {
     /// Writes the stream to its end, then its `DONE` (or `ERROR`). Blocks:
     /// run it on its own thread.
     pub fn run(&self) -> Outcome {
+        self.attempt(true)
+    }
+
+    /// [`run`](Self::run), except that unless this is the `last` attempt a
+    /// transient failure is [`Outcome::Transient`] rather than the stream's
+    /// `ERROR`. (TensorFlow's writer stops silently on such errors and
+    /// leaves its stream unfinished for good.)
+    pub fn attempt(&self, last: bool) -> Outcome {
         let result = self.write_stream();
         if self.cancel.is_cancelled() {
             return Outcome::Cancelled;
@@ -91,6 +103,10 @@ impl StreamWriter {
         let p = &self.params;
         match result {
             Ok(()) => Outcome::Done,
+            Err(e) if !last && e.is_retryable() => {
+                tracing::info!(snapshot = %p.base_path, stream = p.stream_index, error = %e, "snapshot stream interrupted; it will restart");
+                Outcome::Transient(e)
+            }
             Err(e) => {
                 tracing::warn!(snapshot = %p.base_path, stream = p.stream_index, error = %e, "snapshot stream failed");
                 if let Err(write) = files::write_error(&*self.fs, &p.base_path, p.stream_index, &e)
@@ -546,6 +562,8 @@ mod tests {
     struct FullDisk {
         inner: Arc<dyn FileSystem>,
         allowed: AtomicUsize,
+        /// Fail with UNAVAILABLE (an object store's hiccup) instead.
+        transient: bool,
     }
 
     impl FileSystem for FullDisk {
@@ -568,6 +586,11 @@ mod tests {
                     .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |a| a.checked_sub(1))
                     .is_err()
             {
+                if self.transient {
+                    return Err(Error::Unavailable(format!(
+                        "creating {path}: 503 Slow Down"
+                    )));
+                }
                 return Err(Error::io(
                     format!("creating {path}"),
                     std::io::Error::other("No space left on device"),
@@ -599,6 +622,7 @@ mod tests {
         w.fs = Arc::new(FullDisk {
             inner: local_fs(),
             allowed: AtomicUsize::new(2),
+            transient: false,
         });
         let outcome = w.run();
         assert!(
@@ -614,6 +638,50 @@ mod tests {
             committed_elements(base, SnapshotCompression::Snappy).len(),
             2
         );
+    }
+
+    /// A transient failure on an attempt that may be retried writes
+    /// nothing; the next attempt resumes from the committed chunks.
+    #[test]
+    fn a_transient_failure_is_retried_from_the_committed_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().to_str().unwrap();
+        snapshot_dir(base, &shuffled(30));
+        let fake = Arc::new(FakeDispatcher::new(base, 0, vec![vec![(0..30).collect()]]));
+        let mut w = writer(base, SnapshotCompression::Gzip, &fake, usize::MAX);
+        w.fs = Arc::new(FullDisk {
+            inner: local_fs(),
+            allowed: AtomicUsize::new(3),
+            transient: true,
+        });
+        let outcome = w.attempt(false);
+        assert!(
+            matches!(outcome, Outcome::Transient(Error::Unavailable(_))),
+            "{outcome:?}"
+        );
+        assert!(!std::path::Path::new(&layout::stream_error_file(base, 0)).exists());
+        assert_eq!(committed_elements(base, SnapshotCompression::Gzip).len(), 3);
+        // The last attempt: the same failure is the stream's error.
+        let outcome = w.attempt(true);
+        assert!(
+            matches!(outcome, Outcome::Failed(Error::Unavailable(_))),
+            "{outcome:?}"
+        );
+        assert!(
+            error_file(base).starts_with("UNAVAILABLE: "),
+            "{}",
+            error_file(base)
+        );
+        std::fs::remove_file(layout::stream_error_file(base, 0)).unwrap();
+        // The store recovers.
+        w.fs = local_fs();
+        assert!(matches!(w.attempt(false), Outcome::Done));
+        let mut all: Vec<i64> = committed_elements(base, SnapshotCompression::Gzip)
+            .into_iter()
+            .flat_map(|(_, v)| v)
+            .collect();
+        all.sort();
+        assert_eq!(all, (0..30).collect::<Vec<_>>());
     }
 
     #[test]
