@@ -4,11 +4,14 @@
 //! * [`layout`]: the paths and file names of a snapshot directory, and the
 //!   compression its metadata names;
 //! * [`metadata`]: `snapshot.metadata`, TensorFlow's text form of
-//!   `DistributedSnapshotMetadata`.
+//!   `DistributedSnapshotMetadata`;
+//! * [`chunk`]: chunk files, [`ChunkWriter`](chunk::ChunkWriter) and
+//!   [`ChunkReader`](chunk::ChunkReader).
 //!
 //! The dispatcher (stream assignment, split files), the worker (stream
 //! writers) and the engine's `load` source all go through this module; it
 //! knows nothing of gRPC.
 
+pub mod chunk;
 pub mod layout;
 pub mod metadata;
