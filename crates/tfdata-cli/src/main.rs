@@ -166,6 +166,10 @@ struct WorkerArgs {
     cross_trainer_cache_size_bytes: u64,
     #[arg(long, default_value_t = tfdata_worker::config::DEFAULT_SNAPSHOT_MAX_CHUNK_SIZE_BYTES)]
     snapshot_max_chunk_size_bytes: u64,
+    /// How often a snapshot stream writer commits its chunk; 0 is
+    /// TensorFlow's schedule (5 min growing to 30 min).
+    #[arg(long, default_value_t = 0)]
+    snapshot_commit_interval_ms: u64,
     #[arg(long, default_value_t = 0)]
     shutdown_quiet_period_ms: u64,
     /// Elements each task buffers ahead of readers.
@@ -197,6 +201,8 @@ impl WorkerArgs {
             data_transfer_address: self.data_transfer_address,
             cross_trainer_cache_size_bytes: self.cross_trainer_cache_size_bytes,
             snapshot_max_chunk_size_bytes: self.snapshot_max_chunk_size_bytes,
+            snapshot_commit_interval: (self.snapshot_commit_interval_ms > 0)
+                .then(|| Duration::from_millis(self.snapshot_commit_interval_ms)),
             shutdown_quiet_period: Duration::from_millis(self.shutdown_quiet_period_ms),
             task_buffer_elements: self.task_buffer_elements,
             task_buffer_max_elements: self.task_buffer_max_elements,

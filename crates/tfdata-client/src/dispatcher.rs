@@ -137,6 +137,13 @@ impl DispatcherClient {
         wire::GetSnapshotStreamsResponse
     );
     rpc!(
+        /// The next split of one source for a snapshot stream (spec §8.1);
+        /// callers retry it within `dispatcher_timeout`.
+        get_snapshot_split,
+        wire::GetSnapshotSplitRequest,
+        wire::GetSnapshotSplitResponse
+    );
+    rpc!(
         get_or_register_dataset,
         wire::GetOrRegisterDatasetRequest,
         wire::GetOrRegisterDatasetResponse

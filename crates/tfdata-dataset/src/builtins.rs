@@ -430,7 +430,7 @@ impl Seeds {
     fn new(name: &str, args: &Attrs) -> Result<Arc<Seeds>> {
         let base = match args.opt_int(name, "seed")? {
             Some(s) => s as u64,
-            None => rand::random(),
+            None => crate::random::unseeded_seed(),
         };
         Ok(Arc::new(Seeds {
             base,

@@ -60,6 +60,10 @@ pub trait DatasetOp: Any + Send + Sync + fmt::Debug {
 pub struct IterContext {
     /// Split providers keyed by source op identity (see [`Dataset::sources`]).
     pub split_providers: HashMap<usize, Arc<dyn SplitProvider>>,
+    /// Keep every op's output order, even where the pipeline allows
+    /// reordering (`map(deterministic=False)`): a snapshot stream writer
+    /// needs the same elements in the same order on every rebuild.
+    pub deterministic: bool,
 }
 
 impl IterContext {

@@ -22,6 +22,7 @@ pub mod json;
 pub mod kernels;
 pub mod ops;
 pub mod pipeline;
+pub mod random;
 pub mod snapshot;
 pub mod spec;
 pub mod spec_coder;

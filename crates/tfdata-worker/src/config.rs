@@ -30,8 +30,15 @@ pub struct WorkerConfig {
     pub data_transfer_address: Option<String>,
     /// Budget of each cross-trainer cache (not used yet).
     pub cross_trainer_cache_size_bytes: u64,
-    /// Largest distributed-snapshot chunk (not used yet).
+    /// Largest distributed-snapshot chunk file, counted in the bytes of the
+    /// elements written to it: a chunk is committed before an element would
+    /// take it past this (an element larger than this is a chunk alone).
     pub snapshot_max_chunk_size_bytes: u64,
+    /// How long a snapshot stream writer fills a chunk before committing
+    /// it: `None` is TensorFlow's schedule, `min(30 min, 5 min + 0.5 min ×
+    /// chunk index)` ([`commit_interval`]). Committed elements survive a
+    /// worker restart; uncommitted ones are written again.
+    pub snapshot_commit_interval: Option<Duration>,
     /// Pause during stop so in-flight responses can finish.
     pub shutdown_quiet_period: Duration,
     /// Elements each task buffers ahead of readers (tfdata's own setting;
@@ -59,6 +66,20 @@ pub const DEFAULT_TASK_BUFFER_MAX_ELEMENTS: usize = 16_384;
 /// Enough for a few stream batches of large elements ahead of the reader.
 pub const DEFAULT_TASK_BUFFER_BYTES: u64 = 32 << 20;
 
+/// TensorFlow's commit schedule for a snapshot stream: chunks commit
+/// often while a stream is young (so a restart loses little) and at most
+/// every 30 minutes later.
+pub const MAX_SNAPSHOT_COMMIT_INTERVAL: Duration = Duration::from_secs(30 * 60);
+
+/// How long a stream writer fills chunk `chunk_index` before committing it:
+/// `configured`, or TensorFlow's `min(30 min, 5 min + 0.5 min × chunk_index)`.
+pub fn commit_interval(configured: Option<Duration>, chunk_index: i64) -> Duration {
+    configured.unwrap_or_else(|| {
+        let half_minutes = u64::try_from(chunk_index).unwrap_or(0).saturating_add(10);
+        Duration::from_secs(half_minutes.saturating_mul(30)).min(MAX_SNAPSHOT_COMMIT_INTERVAL)
+    })
+}
+
 impl WorkerConfig {
     /// A config with TensorFlow's defaults for a dispatcher at `host:port`.
     pub fn new(dispatcher_address: impl Into<String>) -> Self {
@@ -75,6 +96,7 @@ impl WorkerConfig {
             data_transfer_address: None,
             cross_trainer_cache_size_bytes: DEFAULT_CROSS_TRAINER_CACHE_SIZE_BYTES,
             snapshot_max_chunk_size_bytes: DEFAULT_SNAPSHOT_MAX_CHUNK_SIZE_BYTES,
+            snapshot_commit_interval: None,
             shutdown_quiet_period: Duration::ZERO,
             task_buffer_elements: DEFAULT_TASK_BUFFER_ELEMENTS,
             task_buffer_max_elements: DEFAULT_TASK_BUFFER_MAX_ELEMENTS,
@@ -129,6 +151,18 @@ impl WorkerConfig {
             return Err(Error::InvalidConfig {
                 field: "heartbeat_interval",
                 reason: "heartbeat_interval and dispatcher_timeout must be positive".into(),
+            });
+        }
+        if self.snapshot_max_chunk_size_bytes == 0 {
+            return Err(Error::InvalidConfig {
+                field: "snapshot_max_chunk_size_bytes",
+                reason: "must be positive".into(),
+            });
+        }
+        if self.snapshot_commit_interval.is_some_and(|d| d.is_zero()) {
+            return Err(Error::InvalidConfig {
+                field: "snapshot_commit_interval",
+                reason: "must be positive (unset is TensorFlow's schedule)".into(),
             });
         }
         if self.task_buffer_elements == 0 {
@@ -236,5 +270,20 @@ mod tests {
         .unwrap();
         assert_eq!(from.heartbeat_interval, Duration::from_millis(250));
         assert_eq!(from.dispatcher_timeout, DEFAULT_DISPATCHER_TIMEOUT);
+        let mut zero = WorkerConfig::new("h:1");
+        zero.snapshot_commit_interval = Some(Duration::ZERO);
+        assert!(zero.validate().is_err());
+    }
+
+    #[test]
+    fn tensorflows_commit_schedule() {
+        let minutes = |c| commit_interval(None, c).as_secs_f64() / 60.0;
+        assert_eq!(minutes(0), 5.0);
+        assert_eq!(minutes(1), 5.5);
+        assert_eq!(minutes(10), 10.0);
+        assert_eq!(minutes(50), 30.0);
+        assert_eq!(minutes(i64::MAX), 30.0);
+        let every = Some(Duration::from_millis(20));
+        assert_eq!(commit_interval(every, 7), Duration::from_millis(20));
     }
 }

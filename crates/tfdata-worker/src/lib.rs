@@ -13,17 +13,23 @@
 //! * [`stream`]: tfdata's own element stream for tfdata readers (batches
 //!   under credit-based flow control), next to `GetElement`;
 //! * [`splits`]: remote split providers (distributed_epoch);
+//! * [`snapshot`]: distributed-snapshot stream writers, one thread per
+//!   stream the dispatcher assigns;
+//! * [`pipeline`]: a task's or stream's dataset from its `DatasetDef`;
 //! * [`server`]: [`serve`] and the in-process [`WorkerServer`].
 //!
 //! Module dependencies point one way: `server → stream → service → task →
-//! strategy → producer` (and `service → splits`). The worker reaches the dispatcher through
+//! strategy → producer` (and `service → splits`, `service → snapshot →
+//! pipeline`, `service → pipeline`). The worker reaches the dispatcher through
 //! `tfdata-client`'s `DispatcherClient`; it never depends on the dispatcher
 //! crate.
 
 pub mod config;
+mod pipeline;
 pub mod producer;
 pub mod server;
 pub mod service;
+pub mod snapshot;
 pub mod splits;
 pub mod strategy;
 pub mod stream;

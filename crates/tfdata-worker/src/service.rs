@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use tfdata_client::DispatcherClient;
 use tfdata_core::{DatasetId, Error, IterationId, Result, TaskId};
-use tfdata_dataset::autoshard::{StaticPolicy, auto_shard};
-use tfdata_dataset::pipeline::from_pipeline_def;
+use tfdata_dataset::autoshard::StaticPolicy;
 use tfdata_proto::data::{
     self as wire, processing_mode_def::ShardingPolicy, task_def,
     worker_service_server::WorkerService,
@@ -21,6 +20,7 @@ use tonic::{Request, Response, Status};
 
 use crate::config::WorkerConfig;
 use crate::producer::BufferLimits;
+use crate::snapshot::{ChunkPolicy, DispatcherEnv, SnapshotWriters, WriterEnv};
 use crate::strategy::Next;
 use crate::task::TaskRunner;
 
@@ -40,6 +40,11 @@ pub struct Worker {
     /// Random per worker (process): a dispatcher seeing a new uid at a known
     /// address knows the old worker's tasks, and the splits they held, are gone.
     uid: i64,
+    /// Distributed-snapshot stream writers, as heartbeats assign them.
+    snapshots: SnapshotWriters,
+    /// How they reach the dispatcher; made on the runtime at the first
+    /// heartbeat response.
+    snapshot_env: std::sync::OnceLock<Arc<dyn WriterEnv>>,
 }
 
 /// A random, non-zero worker uid.
@@ -59,6 +64,13 @@ impl Worker {
     ) -> Result<(Arc<Self>, mpsc::UnboundedReceiver<TaskId>)> {
         let dispatcher = DispatcherClient::new(&config.dispatcher_host_port()?)?;
         let (completions, rx) = mpsc::unbounded_channel();
+        let snapshots = SnapshotWriters::new(
+            ChunkPolicy {
+                max_chunk_bytes: config.snapshot_max_chunk_size_bytes,
+                commit_interval: config.snapshot_commit_interval,
+            },
+            shutdown.clone(),
+        );
         Ok((
             Arc::new(Worker {
                 config,
@@ -70,6 +82,8 @@ impl Worker {
                 shutdown,
                 completions,
                 uid: new_worker_uid(),
+                snapshots,
+                snapshot_env: std::sync::OnceLock::new(),
             }),
             rx,
         ))
@@ -102,7 +116,19 @@ impl Worker {
                 })
                 .collect(),
             current_tasks: current,
-            snapshot_task_progress: Default::default(),
+            snapshot_task_progress: self
+                .snapshots
+                .progress()
+                .into_iter()
+                .map(|p| {
+                    let path = p
+                        .snapshot_task
+                        .as_ref()
+                        .map(|t| t.base_path.clone())
+                        .unwrap_or_default();
+                    (path, p)
+                })
+                .collect(),
             tfdata_stopping: false,
             tfdata_runs_pipelines: true,
         }
@@ -175,6 +201,20 @@ impl Worker {
         for def in response.new_tasks {
             self.start_task(def);
         }
+        let env = self.snapshot_env.get_or_init(|| {
+            Arc::new(DispatcherEnv {
+                dispatcher: self.dispatcher.clone(),
+                runtime: tokio::runtime::Handle::current(),
+                worker_address: self.address.clone(),
+                timeout: self.config.dispatcher_timeout,
+            })
+        });
+        self.snapshots.update(&response.snapshot_tasks, env);
+    }
+
+    /// The snapshot stream writers' progress (`GetSnapshotTaskProgresses`).
+    pub fn snapshot_progress(&self) -> Vec<wire::SnapshotTaskProgress> {
+        self.snapshots.progress()
     }
 
     /// Reports finished tasks, retrying each until the dispatcher accepts it.
@@ -314,7 +354,7 @@ impl Worker {
         // glob files: not on an RPC thread.
         let (num_workers, shard_index) = (def.num_workers, def.worker_index);
         let (dataset, requested_compression) = tokio::task::spawn_blocking(move || {
-            build_dataset(&dataset_def, static_policy, num_workers, shard_index)
+            crate::pipeline::build_dataset(&dataset_def, static_policy, num_workers, shard_index)
         })
         .await
         .map_err(|e| Error::Internal(format!("building the pipeline failed: {e}")))??;
@@ -496,47 +536,6 @@ fn end_of_sequence() -> wire::GetElementResponse {
     }
 }
 
-/// A task's pipeline and whether its elements are to be served compressed:
-/// a tfdata pipeline as it is, or a TensorFlow graph translated
-/// (`tfdata-graph`); either rewritten for static sharding. The dispatcher's
-/// `worker_index` here is the static shard index: this worker's position
-/// in `worker_addresses`.
-fn build_dataset(
-    dataset_def: &wire::DatasetDef,
-    static_policy: Option<StaticPolicy>,
-    num_workers: i64,
-    shard_index: i64,
-) -> Result<(tfdata_dataset::Dataset, bool)> {
-    let shard = |root: &tfdata_proto::tfdata::pipeline::OpDef| match static_policy {
-        Some(policy) => auto_shard(root, policy, num_workers, shard_index),
-        None => Ok(root.clone()),
-    };
-    match &dataset_def.tfdata_pipeline {
-        Some(pipeline) => {
-            let root = pipeline
-                .root
-                .as_ref()
-                .ok_or_else(|| Error::InvalidArgument("pipeline has no root op".into()))?;
-            let dataset = match static_policy {
-                None => from_pipeline_def(pipeline)?,
-                Some(_) => from_pipeline_def(&tfdata_proto::tfdata::pipeline::PipelineDef {
-                    root: Some(shard(root)?),
-                    ..pipeline.clone()
-                })?,
-            };
-            Ok((dataset, pipeline.compress))
-        }
-        None => {
-            let translated = tfdata_graph::translate_bytes(&dataset_def.graph)?;
-            let dataset = match static_policy {
-                None => translated.dataset.clone(),
-                Some(_) => translated.rewritten(shard)?,
-            };
-            Ok((dataset, translated.compressed))
-        }
-    }
-}
-
 /// Reads a dataset file the dispatcher wrote (`<work_dir>/datasets/<id>`):
 /// a local path, a `file://` URL or an object-store URL, through the io
 /// layer (whose object-store client is configured from this process's
@@ -621,7 +620,7 @@ impl WorkerService for WorkerGrpc {
         _r: Request<wire::GetSnapshotTaskProgressesRequest>,
     ) -> Result<Response<wire::GetSnapshotTaskProgressesResponse>, Status> {
         Ok(Response::new(wire::GetSnapshotTaskProgressesResponse {
-            snapshot_task_progresses: Vec::new(),
+            snapshot_task_progresses: self.0.snapshot_progress(),
         }))
     }
 }

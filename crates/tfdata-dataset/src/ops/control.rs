@@ -495,7 +495,7 @@ impl Shuffle {
             seed,
             reshuffle_each_iteration,
             epochs: AtomicU64::new(0),
-            unseeded: rand::random(),
+            unseeded: crate::random::unseeded_seed(),
         }
     }
 }

@@ -162,7 +162,7 @@ impl DatasetOp for Map {
                 input,
                 work,
                 n,
-                self.deterministic,
+                self.deterministic || ctx.deterministic,
                 "map",
             )?)),
             _ => Ok(Box::new(MapIter { input, work })),
@@ -343,7 +343,10 @@ impl DatasetOp for FlatMap {
             name: self.function.name.clone(),
             f: resolve_dataset_fn(&self.function, spec.as_ref())?.f,
             current: None,
-            ctx: IterContext::new(),
+            ctx: IterContext {
+                deterministic: ctx.deterministic,
+                ..IterContext::new()
+            },
         }))
     }
 }
@@ -439,7 +442,10 @@ impl DatasetOp for Interleave {
             block_length: self.block_length as usize,
             taken_in_block: 0,
             parallel: self.num_parallel_calls.is_some(),
-            ctx: IterContext::new(),
+            ctx: IterContext {
+                deterministic: ctx.deterministic,
+                ..IterContext::new()
+            },
         }))
     }
 }

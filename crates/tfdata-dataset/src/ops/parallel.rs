@@ -246,19 +246,24 @@ impl Prefetcher {
         let (tx, rx) = sync_channel(capacity.clamp(1, MAX_PREFETCH_ELEMENTS));
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
+        // The input runs here in order, so its unseeded draws can follow
+        // the creator's seed scope (see `crate::random`).
+        let seed = crate::random::fork();
         std::thread::Builder::new()
             .name(format!("tfdata-{name}"))
             .spawn(move || {
-                loop {
-                    if stop_flag.load(Ordering::SeqCst) {
-                        return;
+                crate::random::with_seed_opt(seed, || {
+                    loop {
+                        if stop_flag.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        let next = input.next_element();
+                        let last = !matches!(next, Ok(Some(_)));
+                        if tx.send(next).is_err() || last {
+                            return;
+                        }
                     }
-                    let next = input.next_element();
-                    let last = !matches!(next, Ok(Some(_)));
-                    if tx.send(next).is_err() || last {
-                        return;
-                    }
-                }
+                })
             })
             .map_err(|e| Error::Internal(format!("cannot start {name} thread: {e}")))?;
         Ok(Prefetcher {

@@ -5,12 +5,15 @@
 //!   compression its metadata names;
 //! * [`metadata`]: `snapshot.metadata`, TensorFlow's text form of
 //!   `DistributedSnapshotMetadata`, and `ERROR` files (a `StatusProto`);
-//! * [`files`]: small files written whole or not at all.
+//! * [`files`]: small files written whole or not at all;
+//! * [`chunk`]: chunk files, [`ChunkWriter`](chunk::ChunkWriter) and
+//!   [`ChunkReader`](chunk::ChunkReader).
 //!
 //! The dispatcher (stream assignment, split files), the worker (stream
 //! writers) and the engine's `load` source all go through this module; it
 //! knows nothing of gRPC.
 
+pub mod chunk;
 pub mod files;
 pub mod layout;
 pub mod metadata;

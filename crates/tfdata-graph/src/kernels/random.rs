@@ -17,7 +17,6 @@
 //! seed pair). `StatelessRandomGetKeyCounter` derives tfdata's own key and
 //! counter from the seed, meaningful only to these kernels.
 
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -238,11 +237,10 @@ fn draw(
     tfdata_dataset::kernels::cast(&doubles, dtype)
 }
 
-/// A fresh, unpredictable seed for unseeded ops.
+/// A seed for unseeded ops: fresh entropy, or reproducible inside
+/// `tfdata_dataset::random::with_seed` (see there).
 fn entropy() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(0);
-    h.finish()
+    tfdata_dataset::random::unseeded_seed()
 }
 
 /// The generator of a stateful node: seeded from `seed`/`seed2`, or fresh.

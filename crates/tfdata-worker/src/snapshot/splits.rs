@@ -1,0 +1,581 @@
+//! A snapshot stream's split providers, one per source (spec §8.2): each
+//! first replays the split files the dispatcher already wrote for the
+//! stream (`streams/stream_<k>/splits/source_<s>/repetition_<r>/split_<local>_<global>`),
+//! in local-index order, then asks the dispatcher (`GetSnapshotSplit`).
+//!
+//! The local index counts a source's splits for the stream across
+//! repetitions; the dispatcher answers each request with the index it
+//! assigned. An index ahead of ours means it assigned splits we never
+//! received (an answer lost to a crash or a timeout): it wrote them to files
+//! before answering, so we read them from there, as TensorFlow's
+//! `SnapshotSplitProvider` does. A file of a later repetition than the
+//! current one ends the current repetition.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prost::Message;
+use tfdata_client::DispatcherClient;
+use tfdata_core::tfrecord::{self, Tail};
+use tfdata_core::{Error, Result, Tensor};
+use tfdata_dataset::io::fs::FileSystem;
+use tfdata_dataset::snapshot::layout;
+use tfdata_dataset::splits::SplitProvider;
+use tfdata_proto::data::{self as wire, get_snapshot_split_response::Response};
+use tfdata_proto::tensorflow::TensorProto;
+use tfdata_rpc::CancellationToken;
+use tfdata_rpc::retry::retry;
+
+/// Most split files one source of a stream may have (a `range(n)` source
+/// has one split per element); past this the stream fails rather than hold
+/// an unbounded listing.
+pub const MAX_SPLIT_FILES: usize = 1 << 24;
+/// Largest split file read (a split is a scalar or a file name).
+pub const MAX_SPLIT_FILE_BYTES: u64 = 16 << 20;
+
+/// Where splits come from once the files are replayed: the dispatcher's
+/// `GetSnapshotSplit`, or a fake in tests.
+pub trait SplitSource: Send + Sync {
+    /// The next split of `source` in `repetition` (`None`: end of splits)
+    /// and the local index the dispatcher gave it (at the end: the number
+    /// of splits the stream got from this source).
+    fn next_split(&self, source: i64, repetition: i64) -> Result<(Option<Tensor>, i64)>;
+}
+
+/// `GetSnapshotSplit` for one stream, retried within `timeout`. Called
+/// from the stream's writer thread, so it blocks on the worker's runtime
+/// rather than runs on it.
+pub struct DispatcherSplits {
+    pub dispatcher: DispatcherClient,
+    pub runtime: tokio::runtime::Handle,
+    pub worker_address: String,
+    pub base_path: String,
+    pub stream_index: i64,
+    pub timeout: Duration,
+    pub cancel: CancellationToken,
+}
+
+impl SplitSource for DispatcherSplits {
+    fn next_split(&self, source: i64, repetition: i64) -> Result<(Option<Tensor>, i64)> {
+        let request = wire::GetSnapshotSplitRequest {
+            worker_address: self.worker_address.clone(),
+            base_path: self.base_path.clone(),
+            stream_index: self.stream_index,
+            source_index: source,
+            repetition_index: repetition,
+        };
+        let response = self.runtime.block_on(retry(
+            &self.dispatcher.target(),
+            Some(self.timeout),
+            &self.cancel,
+            || self.dispatcher.get_snapshot_split(request.clone()),
+        ))?;
+        let local = response.local_split_index;
+        match response.response {
+            Some(Response::Split(split)) => Ok((
+                Some(tfdata_core::element::tensor_from_proto(&split)?),
+                local,
+            )),
+            Some(Response::EndOfSplits(true)) => Ok((None, local)),
+            Some(Response::EndOfSplits(false)) | None => Err(Error::Internal(format!(
+                "the dispatcher answered GetSnapshotSplit for {} stream {} source {source} with \
+                 neither a split nor end_of_splits",
+                self.base_path, self.stream_index
+            ))),
+        }
+    }
+}
+
+/// A split file: its repetition and path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SplitFile {
+    repetition: i64,
+    path: String,
+}
+
+/// Position in the source's splits.
+struct Cursor {
+    /// Local index of the next split to hand out.
+    next: i64,
+    repetition: i64,
+    /// Split files from `next` on, by local index.
+    files: BTreeMap<i64, SplitFile>,
+}
+
+/// One source's splits for one snapshot stream.
+pub struct SnapshotSplitProvider {
+    fs: Arc<dyn FileSystem>,
+    base_path: String,
+    stream_index: i64,
+    source_index: i64,
+    source: Arc<dyn SplitSource>,
+    /// Held while a split is fetched: the order of the splits is the
+    /// stream's position, so two fetches of one source must not overlap.
+    /// Only this source's consumers ever wait on it.
+    cursor: Mutex<Cursor>,
+}
+
+impl SnapshotSplitProvider {
+    /// A provider that will first replay the split files already written
+    /// for this source of the stream.
+    pub fn open(
+        fs: Arc<dyn FileSystem>,
+        base_path: &str,
+        stream_index: i64,
+        source_index: i64,
+        source: Arc<dyn SplitSource>,
+    ) -> Result<Self> {
+        let files = split_files(&*fs, base_path, stream_index, source_index, 0)?;
+        Ok(SnapshotSplitProvider {
+            fs,
+            base_path: base_path.to_string(),
+            stream_index,
+            source_index,
+            source,
+            cursor: Mutex::new(Cursor {
+                next: 0,
+                repetition: 0,
+                files,
+            }),
+        })
+    }
+
+    /// How many split files this provider will replay before it asks the
+    /// dispatcher (for logs and tests).
+    pub fn num_replayable(&self) -> usize {
+        lock(&self.cursor).files.len()
+    }
+
+    fn what(&self) -> String {
+        format!(
+            "snapshot {} stream {} source {}",
+            self.base_path, self.stream_index, self.source_index
+        )
+    }
+
+    /// The split at the cursor from its file, if one is known: `Some(None)`
+    /// when it belongs to a later repetition (this one has ended).
+    fn replay_file(&self, cursor: &mut Cursor) -> Result<Option<Option<Tensor>>> {
+        let Some(file) = cursor.files.get(&cursor.next) else {
+            return Ok(None);
+        };
+        if file.repetition > cursor.repetition {
+            return Ok(Some(None));
+        }
+        let split = read_split_file(&*self.fs, &file.path)?;
+        cursor.files.remove(&cursor.next);
+        cursor.next += 1;
+        Ok(Some(Some(split)))
+    }
+}
+
+impl SplitProvider for SnapshotSplitProvider {
+    fn get_next(&self) -> Result<Option<Tensor>> {
+        let mut cursor = lock(&self.cursor);
+        if let Some(replayed) = self.replay_file(&mut cursor)? {
+            return Ok(replayed);
+        }
+        let (split, local) = self
+            .source
+            .next_split(self.source_index, cursor.repetition)?;
+        if local == cursor.next {
+            if split.is_some() {
+                cursor.next += 1;
+            }
+            return Ok(split);
+        }
+        if local < cursor.next {
+            return Err(Error::Internal(format!(
+                "{}: expected split {} but the dispatcher gave split {local}",
+                self.what(),
+                cursor.next
+            )));
+        }
+        // The dispatcher assigned splits next..local before (their answers
+        // were lost); they are in files now.
+        let last = if split.is_some() { local } else { local - 1 };
+        let files = split_files(
+            &*self.fs,
+            &self.base_path,
+            self.stream_index,
+            self.source_index,
+            cursor.next,
+        )?;
+        if files.last_key_value().is_none_or(|(&l, _)| l < last) {
+            return Err(Error::DataLoss {
+                location: layout::source_dir(&self.base_path, self.stream_index, self.source_index),
+                reason: format!(
+                    "the dispatcher has assigned splits up to {last}, but not all split files \
+                     from {} to {last} are there",
+                    cursor.next
+                ),
+            });
+        }
+        cursor.files = files;
+        match self.replay_file(&mut cursor)? {
+            Some(split) => Ok(split),
+            None => Err(Error::Internal(format!(
+                "{}: split file {} vanished",
+                self.what(),
+                cursor.next
+            ))),
+        }
+    }
+
+    fn reset(&self) -> Result<()> {
+        lock(&self.cursor).repetition += 1;
+        Ok(())
+    }
+
+    fn cardinality(&self) -> i64 {
+        tfdata_dataset::UNKNOWN_CARDINALITY
+    }
+}
+
+/// The split files of one source of a stream with local index `from` or
+/// more, which must be contiguous from `from`.
+fn split_files(
+    fs: &dyn FileSystem,
+    base_path: &str,
+    stream: i64,
+    source: i64,
+    from: i64,
+) -> Result<BTreeMap<i64, SplitFile>> {
+    let dir = layout::source_dir(base_path, stream, source);
+    // A glob, not a listing of the repetition directories: object stores
+    // have no directories to list.
+    let paths = fs.glob(&format!("{}/repetition_*/split_*", escape_glob(&dir)))?;
+    if paths.len() > MAX_SPLIT_FILES {
+        return Err(Error::FailedPrecondition(format!(
+            "{dir} holds {} split files, more than a stream writer replays ({MAX_SPLIT_FILES})",
+            paths.len()
+        )));
+    }
+    let mut files = BTreeMap::new();
+    for path in paths {
+        let mut parts = path.rsplit('/');
+        let (Some(name), Some(repetition_dir)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if name.ends_with(layout::TEMP_SUFFIX) {
+            continue;
+        }
+        let repetition = layout::parse_indexed_dir(repetition_dir, "repetition")?;
+        let split = layout::parse_split_name(name)?;
+        if split.local < from {
+            continue;
+        }
+        let file = SplitFile {
+            repetition,
+            path: path.clone(),
+        };
+        if let Some(other) = files.insert(split.local, file) {
+            return Err(Error::DataLoss {
+                location: dir,
+                reason: format!(
+                    "two split files have local index {}: {} and {path}",
+                    split.local, other.path
+                ),
+            });
+        }
+    }
+    if let (Some((&first, _)), Some((&last, _))) = (files.first_key_value(), files.last_key_value())
+        && (first != from || (last - first + 1) as usize != files.len())
+    {
+        return Err(Error::DataLoss {
+            location: dir,
+            reason: format!(
+                "split files from local index {from} are not contiguous: {} files between {first} \
+                 and {last}",
+                files.len()
+            ),
+        });
+    }
+    Ok(files)
+}
+
+/// A split file: one TFRecord holding a `TensorProto`.
+fn read_split_file(fs: &dyn FileSystem, path: &str) -> Result<Tensor> {
+    let size = fs.file_size(path)?;
+    if size > MAX_SPLIT_FILE_BYTES {
+        return Err(Error::DataLoss {
+            location: path.to_string(),
+            reason: format!("a split file of {size} bytes (at most {MAX_SPLIT_FILE_BYTES})"),
+        });
+    }
+    let bytes = fs.read_all(path)?;
+    let records = match tfrecord::read_records(path, &bytes)? {
+        (records, Tail::Clean) => records,
+        (_, Tail::Torn { offset }) => {
+            return Err(Error::DataLoss {
+                location: format!("{path} at offset {offset}"),
+                reason: "split record truncated".into(),
+            });
+        }
+    };
+    let [record] = records.as_slice() else {
+        return Err(Error::DataLoss {
+            location: path.to_string(),
+            reason: format!("a split file holds one record, this one {}", records.len()),
+        });
+    };
+    let proto = TensorProto::decode(record.clone()).map_err(|e| Error::DataLoss {
+        location: path.to_string(),
+        reason: format!("not a TensorProto: {e}"),
+    })?;
+    tfdata_core::element::tensor_from_proto(&proto).map_err(|e| Error::DataLoss {
+        location: path.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// `text` with the glob metacharacters escaped.
+fn escape_glob(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The dispatcher's side of a stream, in memory: per source, the
+    /// splits of each repetition; it writes each split's file before
+    /// answering, as the dispatcher does, and can "lose" answers.
+    pub(crate) struct FakeDispatcher {
+        pub base_path: String,
+        pub stream: i64,
+        pub repetitions: Vec<Vec<Vec<i64>>>,
+        state: Mutex<FakeState>,
+    }
+
+    #[derive(Default)]
+    struct FakeState {
+        /// Per source: (repetition, index within it, local index).
+        cursors: Vec<(i64, usize, i64)>,
+        global: i64,
+        /// Answers to drop (the request is served, the caller errs).
+        lose: usize,
+    }
+
+    impl FakeDispatcher {
+        pub(crate) fn new(base_path: &str, stream: i64, repetitions: Vec<Vec<Vec<i64>>>) -> Self {
+            let cursors = vec![(0, 0, 0); repetitions.len()];
+            FakeDispatcher {
+                base_path: base_path.to_string(),
+                stream,
+                repetitions,
+                state: Mutex::new(FakeState {
+                    cursors,
+                    ..Default::default()
+                }),
+            }
+        }
+
+        pub(crate) fn lose_next_answers(&self, n: usize) {
+            lock(&self.state).lose = n;
+        }
+    }
+
+    pub(crate) fn write_split_file(path: &str, value: i64) {
+        let proto = tfdata_core::element::tensor_to_proto(&Tensor::scalar(value));
+        let mut buf = Vec::new();
+        tfrecord::write_record(&mut buf, &proto.encode_to_vec()).unwrap();
+        std::fs::create_dir_all(std::path::Path::new(path).parent().unwrap()).unwrap();
+        std::fs::write(path, buf).unwrap();
+    }
+
+    impl SplitSource for FakeDispatcher {
+        fn next_split(&self, source: i64, repetition: i64) -> Result<(Option<Tensor>, i64)> {
+            let mut st = lock(&self.state);
+            let st = &mut *st;
+            let s = source as usize;
+            let (rep, _, local) = st.cursors[s];
+            if repetition < rep {
+                return Ok((None, local));
+            }
+            if repetition > rep {
+                st.cursors[s] = (repetition, 0, local);
+            }
+            let (rep, index, local) = st.cursors[s];
+            let splits = self.repetitions[s].get(rep as usize);
+            let Some(&value) = splits.and_then(|r| r.get(index)) else {
+                return Ok((None, local));
+            };
+            write_split_file(
+                &layout::split_file(&self.base_path, self.stream, source, rep, local, st.global),
+                value,
+            );
+            st.cursors[s] = (rep, index + 1, local + 1);
+            st.global += 1;
+            if st.lose > 0 {
+                st.lose -= 1;
+                return Err(Error::Unavailable("answer lost".into()));
+            }
+            Ok((Some(Tensor::scalar(value)), local))
+        }
+    }
+
+    fn drain(p: &SnapshotSplitProvider) -> Vec<i64> {
+        let mut out = Vec::new();
+        for _ in 0..1000 {
+            match p.get_next().unwrap() {
+                Some(t) => out.push(t.to_scalar::<i64>().unwrap()),
+                None => return out,
+            }
+        }
+        panic!("no end of splits");
+    }
+
+    fn local_fs() -> Arc<dyn FileSystem> {
+        tfdata_dataset::io::registry::file_system("/").unwrap()
+    }
+
+    #[test]
+    fn fresh_stream_asks_the_dispatcher_through_repetitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().to_str().unwrap();
+        let fake = Arc::new(FakeDispatcher::new(
+            base,
+            0,
+            vec![vec![vec![1, 2, 3], vec![4, 5]]],
+        ));
+        let p = SnapshotSplitProvider::open(local_fs(), base, 0, 0, fake.clone()).unwrap();
+        assert_eq!(p.num_replayable(), 0);
+        assert_eq!(drain(&p), [1, 2, 3]);
+        // Asking again in the same repetition: still its end.
+        assert_eq!(p.get_next().unwrap(), None);
+        p.reset().unwrap();
+        assert_eq!(drain(&p), [4, 5]);
+        assert!(
+            std::path::Path::new(&layout::split_file(base, 0, 0, 1, 4, 4)).exists(),
+            "the fake wrote the files"
+        );
+    }
+
+    /// After a restart the files come first, in local-index order (not
+    /// name order: split_10 sorts before split_2), across repetitions; then
+    /// the dispatcher continues where they end.
+    #[test]
+    fn restart_replays_files_in_local_order_then_asks() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().to_str().unwrap();
+        let values: Vec<i64> = (0..12).map(|i| 100 + i).collect();
+        let fake = Arc::new(FakeDispatcher::new(
+            base,
+            3,
+            vec![vec![values.clone(), vec![7, 8, 9]]],
+        ));
+        {
+            let first = SnapshotSplitProvider::open(local_fs(), base, 3, 0, fake.clone()).unwrap();
+            assert_eq!(drain(&first), values);
+            first.reset().unwrap();
+            assert_eq!(
+                first
+                    .get_next()
+                    .unwrap()
+                    .unwrap()
+                    .to_scalar::<i64>()
+                    .unwrap(),
+                7
+            );
+            // The writer dies here.
+        }
+        let again = SnapshotSplitProvider::open(local_fs(), base, 3, 0, fake.clone()).unwrap();
+        assert_eq!(again.num_replayable(), 13);
+        // Repetition 0 from files, ending where repetition 1's files begin.
+        assert_eq!(drain(&again), values);
+        again.reset().unwrap();
+        // 7 from its file, then 8 and 9 from the dispatcher.
+        assert_eq!(drain(&again), [7, 8, 9]);
+    }
+
+    /// An answer lost in flight: the dispatcher assigned the split (and
+    /// wrote its file) but the caller never got it. The next answer is
+    /// ahead; the provider reads the missed splits from their files.
+    #[test]
+    fn lost_answers_are_read_from_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().to_str().unwrap();
+        let fake = Arc::new(FakeDispatcher::new(base, 0, vec![vec![vec![1, 2, 3, 4]]]));
+        let p = SnapshotSplitProvider::open(local_fs(), base, 0, 0, fake.clone()).unwrap();
+        assert_eq!(
+            p.get_next().unwrap().unwrap().to_scalar::<i64>().unwrap(),
+            1
+        );
+        fake.lose_next_answers(2);
+        assert!(p.get_next().is_err());
+        assert!(p.get_next().is_err());
+        assert_eq!(drain(&p), [2, 3, 4]);
+    }
+
+    #[test]
+    fn damaged_split_files_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().to_str().unwrap();
+        let fake = Arc::new(FakeDispatcher::new(base, 0, vec![vec![vec![]]]));
+        write_split_file(&layout::split_file(base, 0, 0, 0, 0, 0), 5);
+        let garbage = layout::split_file(base, 0, 0, 0, 1, 1);
+        std::fs::write(&garbage, b"not a record").unwrap();
+        let p = SnapshotSplitProvider::open(local_fs(), base, 0, 0, fake.clone()).unwrap();
+        assert_eq!(
+            p.get_next().unwrap().unwrap().to_scalar::<i64>().unwrap(),
+            5
+        );
+        let err = p.get_next().unwrap_err();
+        assert!(matches!(err, Error::DataLoss { .. }), "{err}");
+        assert!(err.to_string().contains("split_1_1"), "{err}");
+
+        // A gap in the local indices.
+        std::fs::remove_file(&garbage).unwrap();
+        write_split_file(&layout::split_file(base, 0, 0, 0, 2, 2), 6);
+        let err = SnapshotSplitProvider::open(local_fs(), base, 0, 0, fake.clone())
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("not contiguous"), "{err}");
+
+        // A name that is not a split's; temporary files are ignored.
+        std::fs::remove_file(layout::split_file(base, 0, 0, 0, 2, 2)).unwrap();
+        std::fs::write(
+            format!("{}/split_1_1__x.tmp", layout::repetition_dir(base, 0, 0, 0)),
+            b"",
+        )
+        .unwrap();
+        SnapshotSplitProvider::open(local_fs(), base, 0, 0, fake.clone()).unwrap();
+        std::fs::write(
+            format!("{}/split_x", layout::repetition_dir(base, 0, 0, 0)),
+            b"",
+        )
+        .unwrap();
+        let err = SnapshotSplitProvider::open(local_fs(), base, 0, 0, fake)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("split_x"), "{err}");
+    }
+
+    #[test]
+    fn glob_metacharacters_in_the_path_are_literal() {
+        assert_eq!(escape_glob("/a[1]/b*c?\\"), "/a\\[1]/b\\*c\\?\\\\");
+        let dir = tempfile::tempdir().unwrap();
+        let base = format!("{}/snap[1]*", dir.path().display());
+        write_split_file(&layout::split_file(&base, 0, 0, 0, 0, 0), 9);
+        let fake = Arc::new(FakeDispatcher::new(&base, 0, vec![vec![vec![]]]));
+        let p = SnapshotSplitProvider::open(local_fs(), &base, 0, 0, fake).unwrap();
+        assert_eq!(p.num_replayable(), 1);
+        assert_eq!(
+            p.get_next().unwrap().unwrap().to_scalar::<i64>().unwrap(),
+            9
+        );
+    }
+}
