@@ -6,7 +6,10 @@
 //! * [`metadata`]: `snapshot.metadata`, TensorFlow's text form of
 //!   `DistributedSnapshotMetadata`;
 //! * [`chunk`]: chunk files, [`ChunkWriter`](chunk::ChunkWriter) and
-//!   [`ChunkReader`](chunk::ChunkReader).
+//!   [`ChunkReader`](chunk::ChunkReader);
+//! * [`load`]: the engine's `load` source (`Dataset::load`), reading a
+//!   snapshot (also while it is written) and splitting it by chunk;
+//! * [`testing`]: whole snapshot directories written without a service.
 //!
 //! The dispatcher (stream assignment, split files), the worker (stream
 //! writers) and the engine's `load` source all go through this module; it
@@ -14,4 +17,6 @@
 
 pub mod chunk;
 pub mod layout;
+pub mod load;
 pub mod metadata;
+pub mod testing;
