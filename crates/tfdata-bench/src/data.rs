@@ -14,7 +14,7 @@ pub fn scripts_dir() -> PathBuf {
 }
 
 /// The workspace's `target/` directory (the one this binary was built in).
-fn target_dir() -> PathBuf {
+pub fn target_dir() -> PathBuf {
     match option_env!("CARGO_TARGET_DIR") {
         Some(dir) => PathBuf::from(dir),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),

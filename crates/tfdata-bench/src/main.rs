@@ -64,6 +64,10 @@
 //!   served by a tfdata worker running the graph TensorFlow registered and,
 //!   in the same run, by TensorFlow's worker (each in its own process); see
 //!   [`graph_pipeline`]. Always runs both (it needs TensorFlow anyway).
+//! * `snapshot` (issue 14 item 9): `distributed_save` of one TensorFlow
+//!   graph dataset by our dispatcher and worker and by TensorFlow's, then
+//!   `load` of both snapshots by TensorFlow and by our engine: MB/s, peak
+//!   RSS; see [`snapshot`]. Always runs both (it needs TensorFlow).
 //! * `kernels`: the pipeline's per-example operations (`parse_example`,
 //!   `decode_jpeg`, `resize`, `normalize`, and `batch`'s copy) timed one at
 //!   a time on one thread over `--kernel-images` (128) of the images, by
@@ -129,6 +133,7 @@ mod kernels;
 mod measure;
 mod pipeline;
 mod service;
+mod snapshot;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -167,6 +172,9 @@ pub enum Scenario {
     TcpLoopback,
     /// `GetSplit`/s and p99 latency of a fault-tolerant dispatcher with concurrent callers.
     DispatcherCommit,
+    /// `distributed_save` by our dispatcher + worker and by TensorFlow's, then
+    /// `load` by both engines: MB/s.
+    Snapshot,
 }
 
 impl Scenario {
@@ -183,6 +191,7 @@ impl Scenario {
             Scenario::Dynamic => "dynamic",
             Scenario::TcpLoopback => "tcp-loopback",
             Scenario::DispatcherCommit => "dispatcher-commit",
+            Scenario::Snapshot => "snapshot",
         }
     }
 }
@@ -207,6 +216,29 @@ struct Cli {
     /// `large` scenario's worker process).
     #[arg(long = "serve-worker", hide = true)]
     serve_worker: Option<String>,
+    /// Internal: the `--serve-worker` worker's heartbeat interval (ms).
+    #[arg(long = "serve-worker-heartbeat-ms", hide = true)]
+    serve_worker_heartbeat_ms: Option<u64>,
+    /// Internal: read this distributed snapshot with `Dataset::load` and
+    /// print what it took (the `snapshot` scenario's reader process).
+    #[arg(long = "load-snapshot", hide = true)]
+    load_snapshot: Option<String>,
+    /// For `snapshot`: `distributed_save`'s compression.
+    #[arg(long, default_value = "AUTO", value_parser = ["AUTO", "NONE", "GZIP"])]
+    snapshot_compression: String,
+    /// For `snapshot`: elements saved (float32 vectors of `--snapshot-values`).
+    #[arg(long, default_value_t = 800)]
+    snapshot_elements: u64,
+    /// For `snapshot`: float32 values per element (65536: 256 KiB).
+    #[arg(long, default_value_t = 65536)]
+    snapshot_values: u64,
+    /// For `snapshot`: the scratch directory for snapshots and work dirs
+    /// (deleted and made again); default `target/bench-data/snapshot`.
+    #[arg(long)]
+    snapshot_dir: Option<PathBuf>,
+    /// For `snapshot`: both workers' heartbeat interval (ms).
+    #[arg(long, default_value_t = 100)]
+    snapshot_heartbeat_ms: u64,
     /// For `graph-pipeline`: the client's `compression` (`NONE` or `AUTO`).
     #[arg(long, default_value = "NONE", value_parser = ["NONE", "AUTO"])]
     graph_compression: String,
@@ -343,6 +375,21 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
                 .unwrap_or_else(|| PathBuf::from("target/bench-data/commit"));
             commit::run(&cli.commit_callers, cli.min_seconds, &dir, &mut emit)
         }
+        Scenario::Snapshot => {
+            let options = snapshot::SnapshotOptions {
+                python,
+                dir: cli
+                    .snapshot_dir
+                    .clone()
+                    .unwrap_or_else(|| data::target_dir().join("bench-data").join("snapshot")),
+                elements: cli.snapshot_elements,
+                values: cli.snapshot_values,
+                compression: cli.snapshot_compression.clone(),
+                heartbeat_ms: cli.snapshot_heartbeat_ms,
+                repeats: cli.repeats,
+            };
+            snapshot::run(&options, &mut emit)
+        }
         Scenario::Kernels => {
             let options = KernelOptions {
                 images: cli.kernel_images,
@@ -398,7 +445,13 @@ fn warm_page_cache(files: &[PathBuf]) -> Result<()> {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     if let Some(dispatcher) = &cli.serve_worker {
-        return service::serve_worker(dispatcher);
+        let heartbeat = cli
+            .serve_worker_heartbeat_ms
+            .map(std::time::Duration::from_millis);
+        return service::serve_worker(dispatcher, heartbeat);
+    }
+    if let Some(path) = &cli.load_snapshot {
+        return snapshot::serve_load(path);
     }
     if cli.batch_size <= 0 {
         bail!("--batch-size must be positive");

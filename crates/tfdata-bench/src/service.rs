@@ -74,8 +74,12 @@ const LARGE_BYTES: usize = 1 << 20;
 pub const SERVE_WORKER_FLAG: &str = "--serve-worker";
 
 /// The child side of [`SERVE_WORKER_FLAG`].
-pub fn serve_worker(dispatcher: &str) -> Result<()> {
-    let worker = WorkerServer::new(WorkerConfig::new(dispatcher))?;
+pub fn serve_worker(dispatcher: &str, heartbeat: Option<std::time::Duration>) -> Result<()> {
+    let mut config = WorkerConfig::new(dispatcher);
+    if let Some(interval) = heartbeat {
+        config.heartbeat_interval = interval;
+    }
+    let worker = WorkerServer::new(config)?;
     // Until the parent closes our stdin (or dies).
     let mut sink = Vec::new();
     std::io::stdin().read_to_end(&mut sink)?;
