@@ -295,6 +295,7 @@ fn run_writer(
                 compression,
                 max_chunk_bytes: policy.max_chunk_bytes,
                 commit_interval: policy.commit_interval,
+                write_ahead_bytes: writer::WRITE_AHEAD_BYTES,
             },
             fs: env.file_system(&task.base_path)?,
             splits: env.split_source(task, &cancel)?,

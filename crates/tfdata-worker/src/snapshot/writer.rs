@@ -14,7 +14,8 @@
 //! `tfdata_dataset::random`), and parallel maps keep their order
 //! (`IterContext::deterministic`).
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use tfdata_core::{Element, Error, Result};
@@ -33,6 +34,10 @@ use super::splits::{SnapshotSplitProvider, SplitSource};
 const RECORD_OVERHEAD_BYTES: u64 = 64;
 /// Elements skipped between checks of the cancellation token.
 const CANCEL_CHECK_ELEMENTS: u64 = 1024;
+/// Element bytes the pipeline may run ahead of the chunk writer by default
+/// (at least one element, whatever its size): the pipeline and the
+/// encoding, compression and file writes run on two threads.
+pub const WRITE_AHEAD_BYTES: u64 = 8 << 20;
 
 /// What a stream writer needs to know.
 #[derive(Debug, Clone)]
@@ -44,6 +49,9 @@ pub struct StreamParams {
     pub max_chunk_bytes: u64,
     /// `None`: TensorFlow's schedule (`crate::config::commit_interval`).
     pub commit_interval: Option<Duration>,
+    /// Element bytes the pipeline may run ahead of the chunk writer
+    /// ([`WRITE_AHEAD_BYTES`]; 0: one element).
+    pub write_ahead_bytes: u64,
 }
 
 /// How a writer ended.
@@ -204,7 +212,56 @@ impl StreamWriter {
     }
 
     /// Writes and commits chunks from `first_chunk` on until the input ends.
+    /// The pipeline runs on this thread (which holds the stream's seed
+    /// scope); encoding, compressing and writing the chunks on a
+    /// `snapshot-write` thread, fed through a [`WriteAhead`] queue of at
+    /// most `write_ahead_bytes`.
     fn write_chunks(&self, elements: &mut dyn ElementIterator, first_chunk: i64) -> Result<()> {
+        let queue = WriteAhead::new(self.params.write_ahead_bytes);
+        std::thread::scope(|scope| {
+            let writer = std::thread::Builder::new()
+                .name("snapshot-write".into())
+                .spawn_scoped(scope, || {
+                    let mut input = QueueReader(&queue);
+                    let result = self.write_chunks_from(&mut input, first_chunk);
+                    queue.close();
+                    result
+                })
+                .map_err(|e| Error::Internal(format!("cannot start a chunk writer thread: {e}")))?;
+            loop {
+                let next = if self.cancel.is_cancelled() {
+                    Err(Error::Cancelled("snapshot stream writer cancelled".into()))
+                } else {
+                    elements.next_element()
+                };
+                match next {
+                    Ok(Some(element)) => {
+                        if !queue.push(element) {
+                            break; // The writer stopped: its result says why.
+                        }
+                    }
+                    Ok(None) => {
+                        queue.end(None);
+                        break;
+                    }
+                    Err(e) => {
+                        queue.end(Some(e));
+                        break;
+                    }
+                }
+            }
+            writer
+                .join()
+                .unwrap_or_else(|_| Err(Error::Internal("the chunk writer thread panicked".into())))
+        })
+    }
+
+    /// [`write_chunks`](Self::write_chunks)' writer side.
+    fn write_chunks_from(
+        &self,
+        elements: &mut dyn ElementIterator,
+        first_chunk: i64,
+    ) -> Result<()> {
         let mut pending: Option<Element> = None;
         let mut chunk = first_chunk;
         loop {
@@ -277,6 +334,100 @@ impl StreamWriter {
     }
 }
 
+/// Elements on their way from the pipeline to the chunk writer, at most
+/// `budget` bytes of them (and always room for one).
+struct WriteAhead {
+    budget: u64,
+    state: Mutex<QueueState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    elements: VecDeque<Element>,
+    bytes: u64,
+    /// The input ended (with this error, if any).
+    ended: Option<Option<Error>>,
+    /// The writer is gone: pushes are refused.
+    closed: bool,
+}
+
+impl WriteAhead {
+    fn new(budget: u64) -> Self {
+        WriteAhead {
+            budget,
+            state: Mutex::new(QueueState::default()),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `element` once there is room; false if the writer is gone.
+    fn push(&self, element: Element) -> bool {
+        let size = element.byte_size() as u64;
+        let mut state = self.lock();
+        while !state.closed
+            && !state.elements.is_empty()
+            && state.bytes.saturating_add(size) > self.budget
+        {
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        if state.closed {
+            return false;
+        }
+        state.bytes += size;
+        state.elements.push_back(element);
+        self.changed.notify_all();
+        true
+    }
+
+    /// No more elements: the input ended, or failed with `error`.
+    fn end(&self, error: Option<Error>) {
+        self.lock().ended = Some(error);
+        self.changed.notify_all();
+    }
+
+    /// The writer is done (finished or failed): wakes and refuses pushes,
+    /// drops what is queued.
+    fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        state.elements.clear();
+        state.bytes = 0;
+        self.changed.notify_all();
+    }
+
+    fn pop(&self) -> Result<Option<Element>> {
+        let mut state = self.lock();
+        loop {
+            if let Some(element) = state.elements.pop_front() {
+                state.bytes -= element.byte_size() as u64;
+                self.changed.notify_all();
+                return Ok(Some(element));
+            }
+            if let Some(ended) = state.ended.as_mut() {
+                return match ended.take() {
+                    Some(e) => Err(e),
+                    None => Ok(None),
+                };
+            }
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// The writer's end of a [`WriteAhead`], as an iterator.
+struct QueueReader<'a>(&'a WriteAhead);
+
+impl ElementIterator for QueueReader<'_> {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        self.0.pop()
+    }
+}
+
 /// An element's size in a chunk file before compression, a little high.
 fn estimated_bytes(element: &Element) -> u64 {
     (element.byte_size() as u64)
@@ -319,6 +470,8 @@ mod tests {
             // A few elements per chunk.
             max_chunk_bytes: 3 * (8 + RECORD_OVERHEAD_BYTES),
             commit_interval: Some(Duration::from_secs(3600)),
+            // One element ahead: kills land where the tests expect them.
+            write_ahead_bytes: 0,
         }
     }
 
@@ -400,7 +553,10 @@ mod tests {
             let base = dir.path().to_str().unwrap();
             snapshot_dir(base, &shuffled(50));
             let fake = Arc::new(FakeDispatcher::new(base, 0, vec![vec![(0..50).collect()]]));
-            let w = writer(base, compression, &fake, usize::MAX);
+            let mut w = writer(base, compression, &fake, usize::MAX);
+            if compression == SnapshotCompression::Snappy {
+                w.params.write_ahead_bytes = WRITE_AHEAD_BYTES;
+            }
             assert!(matches!(w.run(), Outcome::Done));
             assert!(std::path::Path::new(&layout::stream_done_file(base, 0)).exists());
             let chunks = committed_elements(base, compression);
@@ -682,6 +838,40 @@ mod tests {
             .collect();
         all.sort();
         assert_eq!(all, (0..30).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_write_ahead_queue_is_bounded_and_ends_as_its_input() {
+        let e = |v: i64| Element::new(vec![Tensor::scalar(v)]);
+        let queue = Arc::new(WriteAhead::new(16));
+        assert!(queue.push(e(0)) && queue.push(e(1)));
+        // Full (two 8-byte elements): the third waits for a pop.
+        let pushed = Arc::new(AtomicUsize::new(0));
+        let producer = {
+            let (queue, pushed) = (Arc::clone(&queue), Arc::clone(&pushed));
+            std::thread::spawn(move || {
+                assert!(queue.push(e(2)));
+                pushed.store(1, Ordering::SeqCst);
+                queue.end(Some(Error::InvalidArgument("boom".into())));
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(pushed.load(Ordering::SeqCst), 0);
+        let mut reader = QueueReader(&queue);
+        for v in 0..3 {
+            assert_eq!(reader.next_element().unwrap(), Some(e(v)));
+        }
+        producer.join().unwrap();
+        // The input's error comes after its elements, once.
+        let err = reader.next_element().unwrap_err();
+        assert!(err.to_string().contains("boom"), "{err}");
+        assert_eq!(reader.next_element().unwrap(), None);
+        // One element larger than the budget still passes, alone.
+        let queue = WriteAhead::new(4);
+        assert!(queue.push(e(7)));
+        // A closed queue (the writer is gone) refuses pushes at once.
+        queue.close();
+        assert!(!queue.push(e(8)));
     }
 
     #[test]
