@@ -9,9 +9,9 @@ servers):
   closes.
 * `serve-worker --dispatcher ADDRESS --heartbeat-ms MS`: TensorFlow's
   WorkerServer; prints `{"serving": true}`, serves until stdin closes.
-* `save --dispatcher ADDRESS --path P --elements N --values K --compression C`:
-  `tf.data.experimental.distributed_save` of the benchmark's dataset
-  (`dataset`) to whatever dispatcher is at ADDRESS (ours or TensorFlow's:
+* `save --dispatcher ADDRESS --path P --elements N --values K --compression C
+  --dataset map|repeat`: `tf.data.experimental.distributed_save` of the
+  benchmark's dataset (`dataset`) to whatever dispatcher is at ADDRESS (ours or TensorFlow's:
   the client is the same program both times), timed from the call (the
   `Snapshot` RPC) until `P/DONE` exists (polled every 2 ms):
   `{"seconds": ...}`.
@@ -36,12 +36,19 @@ service = tf.data.experimental.service
 M32 = 0xFFFFFFFF
 
 
-def dataset(elements: int, values: int) -> tf.data.Dataset:
+def dataset(kind: str, elements: int, values: int) -> tf.data.Dataset:
     """`elements` float32 vectors of `values` random-looking numbers 0..255:
     a 32-bit integer hash of each value's index (shifts, xors and products
     below 2^63: exact integer ops, so TensorFlow's worker and ours compute
     the same bits), its low 8 bits as float32. Each float is one of 256
-    patterns: Snappy halves it, GZIP shrinks it more, neither trivially."""
+    patterns: Snappy halves it, GZIP shrinks it more, neither trivially.
+
+    `kind` "map" computes each element in the map (the worker's pipeline
+    costs about as much as writing it); "repeat" is the first element,
+    computed here, as a constant the map returns `elements` times (the pipeline
+    costs next to nothing: the save measures the writer; Snappy's and
+    GZIP's windows are far shorter than an element, so the repetition does
+    not help them)."""
 
     def element(x):
         h = tf.range(values, dtype=tf.int64) + x * values
@@ -51,6 +58,11 @@ def dataset(elements: int, values: int) -> tf.data.Dataset:
         h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
         return tf.cast(tf.bitwise.bitwise_and(h, 0xFF), tf.float32)
 
+    if kind == "repeat":
+        first = element(tf.constant(0, tf.int64))
+        # range + map rather than from_tensors(...).repeat(): our dispatcher
+        # splits RangeDataset, not TensorDataset.
+        return tf.data.Dataset.range(elements).map(lambda _: first)
     return tf.data.Dataset.range(elements).map(element)
 
 
@@ -79,6 +91,7 @@ def main() -> int:
     s.add_argument("--path", required=True)
     s.add_argument("--elements", type=int, required=True)
     s.add_argument("--values", type=int, required=True)
+    s.add_argument("--dataset", choices=["map", "repeat"], default="map")
     s.add_argument("--compression", choices=["AUTO", "NONE", "GZIP"], default="AUTO")
     s.add_argument("--timeout-s", type=float, default=600.0)
     ld = sub.add_parser("load")
@@ -104,7 +117,7 @@ def main() -> int:
         return 0
 
     if args.command == "save":
-        ds = dataset(args.elements, args.values)
+        ds = dataset(args.dataset, args.elements, args.values)
         compression = {"AUTO": "AUTO", "NONE": None, "GZIP": "GZIP"}[args.compression]
         done = os.path.join(args.path, "DONE")
         error = os.path.join(args.path, "ERROR")

@@ -226,6 +226,12 @@ struct Cli {
     /// For `snapshot`: `distributed_save`'s compression.
     #[arg(long, default_value = "AUTO", value_parser = ["AUTO", "NONE", "GZIP"])]
     snapshot_compression: String,
+    /// For `snapshot`: the datasets saved, in order: `map` (each element
+    /// computed by the worker's map) and `repeat` (the map returns one
+    /// constant: the writer alone).
+    #[arg(long, value_delimiter = ',', default_values_t = ["map".to_string(), "repeat".to_string()],
+          value_parser = ["map", "repeat"])]
+    snapshot_dataset: Vec<String>,
     /// For `snapshot`: elements saved (float32 vectors of `--snapshot-values`).
     #[arg(long, default_value_t = 800)]
     snapshot_elements: u64,
@@ -236,6 +242,9 @@ struct Cli {
     /// (deleted and made again); default `target/bench-data/snapshot`.
     #[arg(long)]
     snapshot_dir: Option<PathBuf>,
+    /// For `snapshot`: keep the last run's snapshots in `--snapshot-dir`.
+    #[arg(long)]
+    snapshot_keep: bool,
     /// For `snapshot`: both workers' heartbeat interval (ms).
     #[arg(long, default_value_t = 100)]
     snapshot_heartbeat_ms: u64,
@@ -385,8 +394,10 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
                 elements: cli.snapshot_elements,
                 values: cli.snapshot_values,
                 compression: cli.snapshot_compression.clone(),
+                datasets: cli.snapshot_dataset.clone(),
                 heartbeat_ms: cli.snapshot_heartbeat_ms,
                 repeats: cli.repeats,
+                keep: cli.snapshot_keep,
             };
             snapshot::run(&options, &mut emit)
         }

@@ -49,8 +49,12 @@ pub struct SnapshotOptions {
     pub values: u64,
     /// `AUTO` (Snappy), `NONE` or `GZIP`.
     pub compression: String,
+    /// `map` and/or `repeat` (`scripts/tf_snapshot.py`'s `dataset`).
+    pub datasets: Vec<String>,
     pub heartbeat_ms: u64,
     pub repeats: usize,
+    /// Keep the last run's snapshots (else deleted once read).
+    pub keep: bool,
 }
 
 impl SnapshotOptions {
@@ -166,9 +170,11 @@ impl Side {
     }
 }
 
-fn save_args(o: &SnapshotOptions, dispatcher: &str, path: &Path) -> Vec<String> {
+fn save_args(o: &SnapshotOptions, kind: &str, dispatcher: &str, path: &Path) -> Vec<String> {
     vec![
         "save".into(),
+        "--dataset".into(),
+        kind.into(),
         "--dispatcher".into(),
         dispatcher.into(),
         "--path".into(),
@@ -201,8 +207,8 @@ fn chunk_files(path: &Path) -> Result<(u64, usize)> {
     Ok((bytes, n))
 }
 
-fn save_once(o: &SnapshotOptions, side: Side, run: usize) -> Result<(Save, PathBuf)> {
-    let base = o.dir.join(format!("{}-{run}", side.name()));
+fn save_once(o: &SnapshotOptions, kind: &str, side: Side, run: usize) -> Result<(Save, PathBuf)> {
+    let base = o.dir.join(format!("{kind}-{}-{run}", side.name()));
     if base.exists() {
         std::fs::remove_dir_all(&base)?;
     }
@@ -228,7 +234,7 @@ fn save_once(o: &SnapshotOptions, side: Side, run: usize) -> Result<(Save, PathB
             let line = run_python_script(
                 &o.python,
                 SCRIPT,
-                &save_args(o, &dispatcher.address(), &path),
+                &save_args(o, kind, &dispatcher.address(), &path),
             )?;
             (parse_seconds(&line)?, (worker, before))
         }
@@ -255,7 +261,7 @@ fn save_once(o: &SnapshotOptions, side: Side, run: usize) -> Result<(Save, PathB
             // The WorkerServer registers before its constructor returns.
             let worker = Server::start(c, "TensorFlow's worker")?;
             let before = worker.status_bytes("VmRSS:");
-            let line = run_python_script(&o.python, SCRIPT, &save_args(o, &address, &path))?;
+            let line = run_python_script(&o.python, SCRIPT, &save_args(o, kind, &address, &path))?;
             let worker = (worker, before);
             drop(dispatcher);
             (parse_seconds(&line)?, worker)
@@ -383,16 +389,29 @@ pub fn run(
         std::fs::remove_dir_all(&o.dir)?;
     }
     std::fs::create_dir_all(&o.dir)?;
+    for kind in &o.datasets {
+        run_dataset(o, kind, emit)?;
+    }
+    Ok(())
+}
+
+/// Saves (both sides, `repeats` times) and loads (both readers, both
+/// snapshots) dataset `kind`.
+fn run_dataset(
+    o: &SnapshotOptions,
+    kind: &str,
+    emit: &mut dyn FnMut(Map<String, Value>, String) -> Result<()>,
+) -> Result<()> {
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
     let mut paths = (PathBuf::new(), PathBuf::new());
     for run in 1..=o.repeats {
         for side in [Side::Ours, Side::TensorFlow] {
             eprintln!(
-                "tfdata-bench: snapshot: save by {} (run {run}) ...",
+                "tfdata-bench: snapshot: {kind}: save by {} (run {run}) ...",
                 side.name()
             );
-            let (save, path) = save_once(o, side, run)?;
+            let (save, path) = save_once(o, kind, side, run)?;
             eprintln!(
                 "tfdata-bench: snapshot:   {:.2} s, {:.1} MB of chunks ({} files)",
                 save.seconds,
@@ -414,7 +433,7 @@ pub fn run(
             }
         }
     }
-    emit_save(o, &ours, &theirs, emit)?;
+    emit_save(o, kind, &ours, &theirs, emit)?;
 
     for (writer, path) in [(Side::Ours, &paths.0), (Side::TensorFlow, &paths.1)] {
         warm(path)?;
@@ -423,7 +442,7 @@ pub fn run(
         for run in 1..=o.repeats {
             for side in [Side::Ours, Side::TensorFlow] {
                 eprintln!(
-                    "tfdata-bench: snapshot: {} reads {}'s snapshot (run {run}) ...",
+                    "tfdata-bench: snapshot: {kind}: {} reads {}'s snapshot (run {run}) ...",
                     side.name(),
                     writer.name()
                 );
@@ -445,13 +464,31 @@ pub fn run(
                 }
             }
         }
-        emit_load(o, writer, &ours, &theirs, emit)?;
+        emit_load(o, kind, writer, &ours, &theirs, emit)?;
+    }
+    for path in [&paths.0, &paths.1].into_iter().filter(|_| !o.keep) {
+        std::fs::remove_dir_all(path.parent().context("no parent")?)?;
     }
     Ok(())
 }
 
+fn describe(o: &SnapshotOptions, kind: &str) -> String {
+    if kind == "repeat" {
+        format!(
+            "range({}).map(lambda _: constant float32[{}] of hashed values 0..255)",
+            o.elements, o.values
+        )
+    } else {
+        format!(
+            "range({}).map(float32[{}] of hashed values 0..255)",
+            o.elements, o.values
+        )
+    }
+}
+
 fn emit_save(
     o: &SnapshotOptions,
+    kind: &str,
     ours: &[Save],
     theirs: &[Save],
     emit: &mut dyn FnMut(Map<String, Value>, String) -> Result<()>,
@@ -465,7 +502,8 @@ fn emit_save(
     let (ca, cb) = (median(&chunk_rates(ours)), median(&chunk_rates(theirs)));
     let seconds = |s: &[Save]| -> Vec<f64> { s.iter().map(|s| s.seconds).collect() };
     let mut r = Map::new();
-    r.insert("scenario".into(), json!("snapshot/save"));
+    let name = format!("snapshot/save-{kind}");
+    r.insert("scenario".into(), json!(name));
     r.insert("value".into(), json!(a));
     r.insert("unit".into(), json!("MB/s"));
     r.insert("tensorflow".into(), json!(b));
@@ -507,13 +545,7 @@ fn emit_save(
         "tensorflow_worker_rss_before_bytes".into(),
         json!(before(theirs)),
     );
-    r.insert(
-        "data".into(),
-        json!(format!(
-            "range({}).map(float32[{}] of hashed values 0..255)",
-            o.elements, o.values
-        )),
-    );
+    r.insert("data".into(), json!(describe(o, kind)));
     r.insert(
         "workers".into(),
         json!("our dispatcher + our worker process"),
@@ -529,10 +561,9 @@ fn emit_save(
             .join(", ")
     };
     let text = format!(
-        "{:<20} save {} MB ({}): ours {a:.0} MB/s [{}], TensorFlow {b:.0} MB/s [{}], ratio {:.2}\n\
+        "{name:<20} save {} MB ({}): ours {a:.0} MB/s [{}], TensorFlow {b:.0} MB/s [{}], ratio {:.2}\n\
          {:<20} chunk bytes/s: ours {ca:.0} MB/s, TensorFlow {cb:.0} MB/s ({:.1} vs {:.1} MB of chunks)\n\
          {:<20} worker peak RSS: ours {} (before {}), TensorFlow's {} (before {})",
-        "snapshot/save",
         element_bytes / 1_000_000,
         o.compression,
         list(&rates(ours)),
@@ -552,6 +583,7 @@ fn emit_save(
 
 fn emit_load(
     o: &SnapshotOptions,
+    kind: &str,
     writer: Side,
     ours: &[Load],
     theirs: &[Load],
@@ -561,7 +593,7 @@ fn emit_load(
     let eps =
         |l: &[Load]| -> Vec<f64> { l.iter().map(|l| l.elements as f64 / l.seconds).collect() };
     let (a, b) = (median(&rates(ours)), median(&rates(theirs)));
-    let name = format!("snapshot/load-{}", writer.name());
+    let name = format!("snapshot/load-{kind}-{}", writer.name());
     let peak = |l: &[Load]| max_of(l.iter().map(|l| l.peak_rss));
     let before = |l: &[Load]| max_of(l.iter().map(|l| l.rss_before));
     let mut r = Map::new();
@@ -579,6 +611,7 @@ fn emit_load(
     );
     r.insert("elements".into(), json!(o.elements));
     r.insert("element_bytes".into(), json!(o.element_bytes()));
+    r.insert("data".into(), json!(describe(o, kind)));
     r.insert("compression".into(), json!(o.compression));
     r.insert(
         "snapshot_written_by".into(),
