@@ -61,6 +61,10 @@ pub const SNAPPY_BLOCK_BYTES: usize = 256 << 10;
 /// no TensorFlow-readable chunk has one).
 pub const MAX_SNAPPY_BLOCK_BYTES: usize = 512 << 20;
 
+/// The largest block one large write becomes (well under what TensorFlow's
+/// reader accepts, [`MAX_SNAPPY_BLOCK_BYTES`]); larger writes take several.
+const LARGE_WRITE_BLOCK_BYTES: usize = 64 << 20;
+
 /// The most one record may hold: a `TensorProto` cannot be larger (2 GiB,
 /// protobuf's limit on a message), so a longer record length is corruption.
 pub const MAX_RECORD_BYTES: u64 = i32::MAX as u64;
@@ -129,16 +133,24 @@ impl<W: Write> SnappyBlockWriter<W> {
         if self.block.is_empty() {
             return Ok(());
         }
+        let block = std::mem::take(&mut self.block);
+        let written = self.compress_block(&block);
+        self.block = block;
+        self.block.clear();
+        written
+    }
+
+    /// Writes `input` as one framed block.
+    fn compress_block(&mut self, input: &[u8]) -> io::Result<()> {
         self.compressed
-            .resize(snap::raw::max_compress_len(self.block.len()), 0);
+            .resize(snap::raw::max_compress_len(input.len()), 0);
         let n = self
             .encoder
-            .compress(&self.block, &mut self.compressed)
+            .compress(input, &mut self.compressed)
             .map_err(io::Error::other)?;
-        let len = u32::try_from(n).expect("a 256 KiB block compresses to less than 4 GiB");
+        let len = u32::try_from(n).map_err(io::Error::other)?;
         self.out.write_all(&len.to_be_bytes())?;
         self.out.write_all(&self.compressed[..n])?;
-        self.block.clear();
         Ok(())
     }
 
@@ -150,6 +162,16 @@ impl<W: Write> SnappyBlockWriter<W> {
 
 impl<W: Write> Write for SnappyBlockWriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // A write that does not fit the buffer (a large record) becomes a
+        // block of its own, as TensorFlow's `SnappyOutputBuffer` makes it:
+        // readers then decompress it in one piece instead of joining
+        // blocks, and it is not copied into the buffer first.
+        if buf.len() > SNAPPY_BLOCK_BYTES - self.block.len() && buf.len() >= SNAPPY_BLOCK_BYTES {
+            self.write_block()?;
+            let n = buf.len().min(LARGE_WRITE_BLOCK_BYTES);
+            self.compress_block(&buf[..n])?;
+            return Ok(n);
+        }
         let room = SNAPPY_BLOCK_BYTES - self.block.len();
         let n = buf.len().min(room);
         self.block.extend_from_slice(&buf[..n]);
@@ -867,8 +889,10 @@ pub(crate) mod tests {
 
     #[test]
     fn snappy_blocks_are_tensorflows_framing() {
-        // 1 MiB of barely compressible data in one component: four full
-        // blocks and a short one, each `u32` BE length + raw Snappy block.
+        // 1 MiB of barely compressible data in one component: the record's
+        // header in a short block, its 1 MiB body in a block of its own (as
+        // TensorFlow's writer makes a write larger than its buffer), the
+        // CRC in a last one; each `u32` BE length + raw Snappy block.
         let mut state = 1u32;
         let data: Vec<u8> = (0..1 << 20)
             .map(|_| {
@@ -888,12 +912,12 @@ pub(crate) mod tests {
             let block = snap::raw::Decoder::new()
                 .decompress_vec(&bytes[pos + 4..pos + 4 + len])
                 .unwrap();
-            assert!(block.len() <= SNAPPY_BLOCK_BYTES);
+            assert!(block.len() <= LARGE_WRITE_BLOCK_BYTES);
             uncompressed.extend(block);
             pos += 4 + len;
             blocks += 1;
         }
-        assert_eq!(blocks, 5);
+        assert_eq!(blocks, 3);
         let mut plain = Vec::new();
         let mut record = Vec::new();
         encode_tensor(&e.components[0], &mut record);
