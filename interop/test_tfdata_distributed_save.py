@@ -73,7 +73,10 @@ def test_save_survives_dispatcher_and_worker_kills(tmp_path):
     dispatcher = [_dispatcher(port, work)]
     restarted_port = _free_port()
     workers = [_worker(port, restarted_port), _worker(port)]
-    n = 300_000
+    # Every element of `range` is a split (one GetSnapshotSplit and one split
+    # file each, as with TensorFlow), about 1,000 a second here: 20,000 last
+    # long enough for every kill.
+    n = 20_000
     path, save = _save(tmp_path, port, n)
     kills = collections.Counter()
     stop = threading.Event()
