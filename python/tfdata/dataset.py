@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 from typing import Any, Callable, Iterator, Optional
 
@@ -231,6 +232,34 @@ class Dataset:
                     f"`tuple` instead. Got {type(d).__name__}."
                 )
         return Dataset._wrap(_native.Dataset.zip([d._native for d in args]))
+
+    @staticmethod
+    def load(path, element_spec=None, compression=None, reader_func=None, wait=False) -> "Dataset":
+        """The elements of a snapshot that ``distributed_save`` wrote at
+        ``path`` (TensorFlow's ``tf.data.Dataset.load``), chunk after chunk.
+
+        The element spec and compression come from the snapshot's metadata;
+        given ones must agree with it (``ValueError`` otherwise, as in
+        TensorFlow), as must the snapshot not have failed. A missing
+        snapshot raises ``NotFoundError``, or with ``wait=True`` is waited
+        for. A snapshot still being written is read as it grows until it is
+        done, with or without ``wait`` (as TensorFlow 2.21 does).
+        ``reader_func`` (a custom interleaving of the chunks) is not
+        supported."""
+        if reader_func is not None:
+            raise NotImplementedError(
+                "tfdata.Dataset.load reads the chunks one after another; reader_func is not supported"
+            )
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"`path` must be a non-empty string, got {path!r}")
+        if compression is not None and not isinstance(compression, str):
+            raise TypeError(f"`compression` must be a string or None, got {type(compression).__name__}")
+        return Dataset._wrap(
+            _native.Dataset.load(path, _check_bool("wait", wait), element_spec, compression),
+            validate=False,
+        )
 
     @staticmethod
     def from_json(text: str) -> "Dataset":

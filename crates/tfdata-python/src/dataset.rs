@@ -95,6 +95,88 @@ impl PyDataset {
         wrap(Dataset::text_lines(&names, compression_type))
     }
 
+    /// `tf.data.Dataset.load(path, element_spec, compression, wait=wait)`
+    /// of a distributed snapshot, resolved now as TensorFlow's is: the
+    /// metadata is read (waited for, with `wait`, interruptibly), a failed
+    /// save or a disagreeing `element_spec` / `compression` is a
+    /// `ValueError`, and the dataset carries the spec and compression, so
+    /// whoever runs or validates the pipeline need not read them again.
+    #[staticmethod]
+    #[pyo3(signature = (path, wait, element_spec=None, compression=None))]
+    fn load(
+        py: Python<'_>,
+        path: String,
+        wait: bool,
+        element_spec: Option<&Bound<'_, PyAny>>,
+        compression: Option<&str>,
+    ) -> PyResult<Self> {
+        use tfdata_dataset::snapshot::{layout, layout::SnapshotCompression, load};
+        let given_spec = element_spec
+            .map(|s| convert::structure_from_py(s, 0))
+            .transpose()?;
+        let given_compression = compression
+            .map(|c| SnapshotCompression::from_user(Some(c)))
+            .transpose()
+            .py_err()?;
+        let fs = tfdata_dataset::io::file_system(&path).py_err()?;
+        let mut poll = std::time::Duration::from_millis(10);
+        // One metadata read per round, a wait of at most one slice between
+        // rounds (signals are checked then): bounded by the snapshot
+        // appearing, an error, or Ctrl-C.
+        let info = crate::wait::poll_until(py, || match load::read_info(&*fs, &path) {
+            Ok(Some(info)) => Some(Ok(info)),
+            Ok(None) if wait => {
+                std::thread::sleep(poll.min(crate::wait::SLICE));
+                poll = (poll * 2).min(crate::wait::SLICE);
+                None
+            }
+            Ok(None) => Some(Err(Error::NotFound {
+                what: "tf.data snapshot",
+                id: format!("{path} (no {})", layout::metadata_file(&path)),
+            })),
+            Err(e) => Some(Err(e)),
+        })?
+        .py_err()?;
+        let error_file = layout::error_file(&path);
+        match py.detach(|| fs.read_all(&error_file)) {
+            Ok(status) => {
+                return Err(PyValueError::new_err(format!(
+                    "Failed to load tf.data snapshot at {path}. The save job failed to write it. \
+                     Status: {}",
+                    String::from_utf8_lossy(&status)
+                )));
+            }
+            Err(Error::NotFound { .. }) => {}
+            Err(e) => return Err(errors::to_py(e)),
+        }
+        if let Some(spec) = &given_spec
+            && *spec != info.element_spec
+        {
+            return Err(PyValueError::new_err(format!(
+                "Failed to load tf.data snapshot at {path}. User specified element_spec {}, but \
+                 the actual element_spec is {}.",
+                convert::structure_to_py(py, spec)?.repr()?,
+                convert::structure_to_py(py, &info.element_spec)?.repr()?
+            )));
+        }
+        if let Some(c) = given_compression
+            && c != info.compression
+        {
+            return Err(PyValueError::new_err(format!(
+                "Failed to load tf.data snapshot at {path}. User specified compression {:?}, but \
+                 the actual compression is {:?}.",
+                compression.unwrap_or_default(),
+                info.compression.as_str()
+            )));
+        }
+        Ok(wrap(Dataset::load_with(
+            &path,
+            wait,
+            Some(info.element_spec),
+            Some(info.compression),
+        )))
+    }
+
     #[staticmethod]
     fn zip(datasets: Vec<PyRef<'_, PyDataset>>) -> Self {
         wrap(Dataset::zip(

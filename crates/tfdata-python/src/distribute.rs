@@ -335,4 +335,3 @@ pub fn distributed_save(
         tfdata_client::distributed_save_async(&ds, &path, &service, compression.as_deref()).await
     })
 }
-

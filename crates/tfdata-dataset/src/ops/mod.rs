@@ -33,6 +33,7 @@ pub const OP_NAMES: &[&str] = &[
     "tfrecord_dataset",
     "text_line_dataset",
     "fixed_length_record_dataset",
+    "load",
     "map",
     "filter",
     "flat_map",
@@ -85,6 +86,10 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
         return Ok(source);
     }
     if let Some(source) = files::from_attrs(op, attrs)? {
+        no_inputs(op, &inputs)?;
+        return Ok(source);
+    }
+    if let Some(source) = crate::snapshot::load::from_attrs(op, attrs)? {
         no_inputs(op, &inputs)?;
         return Ok(source);
     }

@@ -757,7 +757,7 @@ impl Iterator for ChunkReader {
 impl std::iter::FusedIterator for ChunkReader {}
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const ALL: [SnapshotCompression; 4] = [

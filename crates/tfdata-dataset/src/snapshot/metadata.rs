@@ -99,6 +99,14 @@ const CODE_NAMES: [&str; 17] = [
     "UNAUTHENTICATED",
 ];
 
+/// The name of status code `code` (`"INVALID_ARGUMENT"`), if it has one.
+pub fn code_name(code: i32) -> Option<&'static str> {
+    usize::try_from(code)
+        .ok()
+        .and_then(|i| CODE_NAMES.get(i))
+        .copied()
+}
+
 /// An `ERROR` file's text for `status`, as TensorFlow writes it.
 pub fn status_to_text(status: &StatusProto) -> String {
     let mut out = String::new();

@@ -7,7 +7,10 @@
 //!   `DistributedSnapshotMetadata`, and `ERROR` files (a `StatusProto`);
 //! * [`files`]: small files written whole or not at all;
 //! * [`chunk`]: chunk files, [`ChunkWriter`](chunk::ChunkWriter) and
-//!   [`ChunkReader`](chunk::ChunkReader).
+//!   [`ChunkReader`](chunk::ChunkReader);
+//! * [`load`]: the engine's `load` source (`Dataset::load`), reading a
+//!   snapshot (also while it is written) and splitting it by chunk;
+//! * [`testing`]: whole snapshot directories written without a service.
 //!
 //! The dispatcher (stream assignment, split files), the worker (stream
 //! writers) and the engine's `load` source all go through this module; it
@@ -16,4 +19,6 @@
 pub mod chunk;
 pub mod files;
 pub mod layout;
+pub mod load;
 pub mod metadata;
+pub mod testing;
