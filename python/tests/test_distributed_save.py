@@ -46,6 +46,12 @@ def test_a_snapshot_is_written_once_and_refused_twice(fault_tolerant, tmp_path):
     wait_for(lambda: os.path.exists(os.path.join(path, "DONE")), timeout=60, what="DONE")
     chunks = os.listdir(os.path.join(path, "chunks"))
     assert sum(int(name.split("_")[3]) for name in chunks) == 50, chunks
+    # Our own load reads it back, locally and through the service.
+    assert sorted(int(x) for x in tfdata.Dataset.load(path).as_numpy_iterator()) == list(range(50))
+    distributed = tfdata.Dataset.load(path).apply(
+        service.distribute("distributed_epoch", fault_tolerant.target)
+    )
+    assert sorted(int(x) for x in distributed.as_numpy_iterator()) == list(range(50))
     with pytest.raises(tfdata.errors.AlreadyExistsError):
         distributed_save(tfdata.Dataset.range(50), path, fault_tolerant._address)
     with pytest.raises(tfdata.errors.InvalidArgumentError, match="infinite"):
