@@ -112,3 +112,23 @@ def test_a_save_survives_dispatcher_kills(tmp_path):
     )
     del workers
     assert current[0].stop() == 0
+
+
+def test_our_workers_save_tensorflows_graph_through_our_dispatcher(tmp_path):
+    """A TensorFlow graph (map, filter, batch, unbatch) sent by TensorFlow's
+    `distributed_save` to our dispatcher, written by our worker only."""
+    port = _free_port()
+    d = _dispatcher(port, str(tmp_path / "work"))
+    w = TfdataProcess("worker", "--dispatcher-address", f"localhost:{port}", "--port", "0",
+                      "--heartbeat-interval-ms", "100")
+    path = str(tmp_path / "snapshot")
+    ds = (tf.data.Dataset.range(400).map(lambda x: x * x).filter(lambda x: x % 3 != 0)
+          .batch(7).unbatch())
+    tf.data.experimental.distributed_save(ds, path, f"localhost:{port}")
+    _wait_done(path)
+    expected = collections.Counter(int(x) for x in ds.as_numpy_iterator())
+    assert _loaded(path) == expected
+    owners = {open(os.path.join(path, "streams", s, "owner_worker")).read()
+              for s in os.listdir(os.path.join(path, "streams"))}
+    assert owners == {f"localhost:{w.port}"}, owners
+    assert w.stop() == 0 and d.stop() == 0

@@ -157,3 +157,6 @@ def from_dataset_id(dataset_id: str, element_spec: Any, options: dict[str, Any])
 def register_dataset(
     service: str, dataset: Dataset, compression_name: str, dataset_id: Optional[str]
 ) -> str: ...
+def distributed_save(
+    service: str, dataset: Dataset, path: str, compression: Optional[str]
+) -> None: ...

@@ -49,8 +49,22 @@ pub async fn run(args: SaveArgs) -> anyhow::Result<()> {
     let tty = std::io::stderr().is_terminal();
     let started = Instant::now();
     let mut last_line = Instant::now();
+    let mut streams = Vec::new();
     loop {
-        let p = tfdata_client::snapshot_progress(&args.path, Some(&args.service)).await?;
+        // The dispatcher may be restarting: the files still tell the
+        // progress, and the last streams it reported stand in for its own.
+        let mut p = match tfdata_client::snapshot_progress(&args.path, Some(&args.service)).await {
+            Ok(p) => p,
+            Err(e) if e.is_retryable() => {
+                tfdata_client::snapshot_progress(&args.path, None).await?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if p.streams.is_empty() {
+            p.streams.clone_from(&streams);
+        } else {
+            streams.clone_from(&p.streams);
+        }
         let finished = p.done || p.error.is_some();
         if tty || finished || last_line.elapsed() >= LINE_INTERVAL {
             let line = describe(&p, total, started.elapsed());

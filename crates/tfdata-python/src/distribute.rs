@@ -318,3 +318,20 @@ pub fn register_dataset(
             .await
     })
 }
+
+/// `distributed_save`: asks the dispatcher at `service` to write `dataset`
+/// to `path` as a distributed snapshot; returns once it accepted.
+#[pyfunction]
+#[pyo3(signature = (service, dataset, path, compression))]
+pub fn distributed_save(
+    py: Python<'_>,
+    service: String,
+    dataset: &PyDataset,
+    path: String,
+    compression: Option<String>,
+) -> PyResult<()> {
+    let ds = dataset.ds.clone();
+    wait::run(py, async move {
+        tfdata_client::distributed_save_async(&ds, &path, &service, compression.as_deref()).await
+    })
+}

@@ -5,7 +5,8 @@
 //!
 //! * [`servers`]: `DispatchServer`, `WorkerServer`;
 //! * [`dataset`]: the engine's `Dataset` and local iteration;
-//! * [`distribute`]: `distribute`, `register_dataset`, `from_dataset_id`
+//! * [`distribute`]: `distribute`, `register_dataset`, `from_dataset_id`,
+//!   `distributed_save`
 //!   and the iterator over a service's elements;
 //! * [`convert`]: elements ↔ Python values (numpy arrays without copies);
 //! * [`functions`]: Python callables as pipeline functions;
@@ -60,6 +61,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distribute::distribute, m)?)?;
     m.add_function(wrap_pyfunction!(distribute::from_dataset_id, m)?)?;
     m.add_function(wrap_pyfunction!(distribute::register_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(distribute::distributed_save, m)?)?;
     m.add_function(wrap_pyfunction!(functions::register_function, m)?)?;
     m.add_function(wrap_pyfunction!(protocol_version, m)?)?;
     Ok(())

@@ -826,7 +826,7 @@ mod tests {
         let c = SnapshotCompression::Snappy;
         testing::start_snapshot(&fs, &path, &fixture_spec(), c).unwrap();
         testing::commit_chunk(&fs, &path, c, 0, 0, &[element(0)]).unwrap();
-        let status = metadata::SnapshotStatus {
+        let status = tfdata_proto::tensorflow::StatusProto {
             code: 14,
             message: "worker lost".into(),
             ..Default::default()
@@ -1064,7 +1064,7 @@ mod tests {
         let provider: Arc<dyn SplitProvider> = Arc::from(provider);
         let ctx = IterContext {
             split_providers: HashMap::from([(ds.op_key(), provider)]),
-            ..IterContext::default()
+            ..Default::default()
         };
         let got: Vec<Element> = ds.iter_with(&ctx).unwrap().collect::<Result<_>>().unwrap();
         assert_eq!(sorted(got), (0..40).map(element).collect::<Vec<_>>());

@@ -13,10 +13,11 @@ use tfdata_proto::data::DistributedSnapshotMetadata;
 
 use super::chunk::ChunkWriter;
 use super::layout::{self, SnapshotCompression};
-use super::metadata::{self, SnapshotStatus};
+use super::metadata;
 use crate::io::fs::FileSystem;
 use crate::spec::Structure;
 use crate::spec_coder;
+use tfdata_proto::tensorflow::StatusProto as SnapshotStatus;
 
 /// Writes `file` atomically: to `<file>__testing.tmp` first, then renamed.
 pub fn write_atomically(fs: &dyn FileSystem, file: &str, bytes: &[u8]) -> Result<()> {
