@@ -100,7 +100,8 @@ impl fmt::Display for Element {
     }
 }
 
-fn shape_proto(shape: &[i64]) -> TensorShapeProto {
+/// A shape as TensorFlow's `TensorShapeProto` (known rank, unnamed dims).
+pub fn shape_proto(shape: &[i64]) -> TensorShapeProto {
     TensorShapeProto {
         dim: shape
             .iter()

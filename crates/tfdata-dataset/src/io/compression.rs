@@ -184,7 +184,7 @@ impl<W: Write> Write for Compressor<W> {
 /// bytes were read. Unlike `read_exact`, a short read is not an error, so
 /// callers can tell a clean end (0) from a truncation, and a decompressor's
 /// own `UnexpectedEof` stays distinguishable.
-pub(crate) fn read_full(input: &mut dyn BufRead, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_full<R: Read + ?Sized>(input: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match input.read(&mut buf[filled..]) {

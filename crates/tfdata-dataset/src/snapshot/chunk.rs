@@ -42,7 +42,7 @@ use tfdata_core::element::tensor_from_proto;
 use tfdata_core::tensor::TensorData;
 use tfdata_core::tfrecord::{masked_crc32c, write_record};
 use tfdata_core::{DType, Element, Error, Result, Tensor};
-use tfdata_proto::tensorflow::{TensorProto, TensorShapeProto, tensor_shape_proto};
+use tfdata_proto::tensorflow::TensorProto;
 
 use super::layout::SnapshotCompression;
 use crate::io::compression::{
@@ -336,17 +336,7 @@ fn encode_tensor(tensor: &Tensor, out: &mut Vec<u8>) {
     };
     let proto = TensorProto {
         dtype: tensor.dtype().code(),
-        tensor_shape: Some(TensorShapeProto {
-            dim: tensor
-                .shape()
-                .iter()
-                .map(|&size| tensor_shape_proto::Dim {
-                    size,
-                    name: String::new(),
-                })
-                .collect(),
-            unknown_rank: false,
-        }),
+        tensor_shape: Some(tfdata_core::element::shape_proto(tensor.shape())),
         tensor_content,
         ..Default::default()
     };
@@ -406,7 +396,7 @@ impl<R: Read> SnappyBlockReader<R> {
     fn next_block(&mut self) -> io::Result<bool> {
         let at = self.file_offset;
         let mut len = [0u8; 4];
-        let got = read_full_raw(&mut self.input, &mut len)?;
+        let got = read_full(&mut self.input, &mut len)?;
         if got == 0 {
             return Ok(false);
         }
@@ -494,20 +484,6 @@ impl<R: Read> BufRead for SnappyBlockReader<R> {
     fn consume(&mut self, amt: usize) {
         self.pos = (self.pos + amt).min(self.block.len());
     }
-}
-
-/// Like [`read_full`] for a plain reader.
-fn read_full_raw(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match input.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 /// Reads the elements of one chunk file back, checking every record's CRCs
