@@ -20,10 +20,11 @@
 //!   its chunk reader (`SnappyInputStream` with a 512 MiB output buffer,
 //!   `kTFRecordReaderOutputBufferSize`) accepts a block of any compressed
 //!   size that decompresses to at most 512 MiB, and fails with
-//!   `ResourceExhausted` beyond. [`ChunkWriter`] always cuts 256 KiB blocks,
-//!   which every TensorFlow reader accepts (even the default 256 KiB buffer of
-//!   `TFRecordDataset(compression_type="SNAPPY")`); [`ChunkReader`] accepts
-//!   what TensorFlow's chunk reader does.
+//!   `ResourceExhausted` beyond. [`ChunkWriter`] does as TensorFlow's
+//!   writer: 256 KiB blocks, and a write larger than that (a large record's
+//!   data) as a block of its own of at most 64 MiB; [`ChunkReader`] accepts
+//!   what TensorFlow's chunk reader does, and hands a record that fills a
+//!   block out as a slice of the decompressed block, without a copy.
 //!
 //! Memory is bounded: the writer holds one block (or the compressor's
 //! window) plus the record being written, the reader one block plus the
@@ -366,12 +367,17 @@ fn encode_string_list(strings: &[Bytes]) -> Bytes {
 
 /// TensorFlow's Snappy block framing, decoded one block at a time. Errors
 /// are `InvalidData` naming the block's offset in the file.
+///
+/// A decompressed block is kept as [`Bytes`] so that a large record lying
+/// inside one block (TensorFlow's writer and ours give a large record a
+/// block of its own) is handed out as a slice of it, not copied
+/// ([`SnappyBlockReader::take_within_block`]).
 struct SnappyBlockReader<R> {
     input: R,
     /// The file offset of the next block.
     file_offset: u64,
     compressed: Vec<u8>,
-    block: Vec<u8>,
+    block: Bytes,
     pos: usize,
     decoder: snap::raw::Decoder,
 }
@@ -386,7 +392,7 @@ impl<R: Read> SnappyBlockReader<R> {
             input,
             file_offset: 0,
             compressed: Vec::new(),
-            block: Vec::new(),
+            block: Bytes::new(),
             pos: 0,
             decoder: snap::raw::Decoder::new(),
         }
@@ -443,19 +449,43 @@ impl<R: Read> SnappyBlockReader<R> {
                  more than {len} compressed bytes can hold"
             )));
         }
-        self.block.resize(size, 0);
+        // The last block's buffer is reused unless a record still holds a
+        // slice of it.
+        let mut block = match std::mem::take(&mut self.block).try_into_mut() {
+            Ok(reusable) => Vec::from(reusable),
+            Err(_) => Vec::new(),
+        };
+        block.clear();
+        block.resize(size, 0);
         let n = self
             .decoder
-            .decompress(&self.compressed, &mut self.block)
+            .decompress(&self.compressed, &mut block)
             .map_err(|e| {
                 corrupt(format!(
                     "the Snappy block at file offset {at} is corrupt: {e}"
                 ))
             })?;
-        self.block.truncate(n);
+        block.truncate(n);
+        self.block = Bytes::from(block);
         self.pos = 0;
         self.file_offset = at + 4 + len as u64;
         Ok(true)
+    }
+}
+
+impl<R: Read> SnappyBlockReader<R> {
+    /// The next `len` bytes as a slice of the current block, without a copy,
+    /// when they lie inside it and fill at least half of it (a small record
+    /// would otherwise keep a whole block alive); `None` leaves the reader
+    /// where it was.
+    fn take_within_block(&mut self, len: usize) -> io::Result<Option<Bytes>> {
+        let available = self.fill_buf()?.len();
+        if len > available || len.saturating_mul(2) < self.block.len() {
+            return Ok(None);
+        }
+        let slice = self.block.slice(self.pos..self.pos + len);
+        self.pos += len;
+        Ok(Some(slice))
     }
 }
 
@@ -486,6 +516,30 @@ impl<R: Read> BufRead for SnappyBlockReader<R> {
     }
 }
 
+/// Where a [`ChunkReader`]'s records come from: a byte stream, or Snappy
+/// blocks that can hand out a large record without copying it.
+enum ChunkInput {
+    Stream(Box<dyn BufRead + Send>),
+    Snappy(SnappyBlockReader<io::BufReader<Box<dyn Read + Send>>>),
+}
+
+impl ChunkInput {
+    fn bytes(&mut self) -> &mut dyn BufRead {
+        match self {
+            ChunkInput::Stream(input) => input,
+            ChunkInput::Snappy(input) => input,
+        }
+    }
+
+    /// The next `len` bytes without a copy where the input allows it.
+    fn take_within_block(&mut self, len: u64) -> io::Result<Option<Bytes>> {
+        match (self, usize::try_from(len)) {
+            (ChunkInput::Snappy(input), Ok(len)) => input.take_within_block(len),
+            _ => Ok(None),
+        }
+    }
+}
+
 /// Reads the elements of one chunk file back, checking every record's CRCs
 /// and every component's dtype against the element spec.
 ///
@@ -497,7 +551,7 @@ impl<R: Read> BufRead for SnappyBlockReader<R> {
 pub struct ChunkReader {
     name: String,
     compression: SnapshotCompression,
-    input: Box<dyn BufRead + Send>,
+    input: ChunkInput,
     dtypes: Vec<DType>,
     /// Uncompressed offset of the next record.
     offset: u64,
@@ -544,17 +598,23 @@ impl ChunkReader {
                 "cannot read snapshot chunk {name}: its element spec has no components"
             )));
         }
-        let input: Box<dyn BufRead + Send> = match compression {
-            SnapshotCompression::None => {
-                decompressing_reader(input, CompressionType::None, DEFAULT_BUFFER_SIZE)
-            }
-            SnapshotCompression::Gzip => {
-                decompressing_reader(input, CompressionType::Gzip, DEFAULT_BUFFER_SIZE)
-            }
-            SnapshotCompression::Zlib => {
-                decompressing_reader(input, CompressionType::Zlib, DEFAULT_BUFFER_SIZE)
-            }
-            SnapshotCompression::Snappy => Box::new(SnappyBlockReader::new(
+        let input = match compression {
+            SnapshotCompression::None => ChunkInput::Stream(decompressing_reader(
+                input,
+                CompressionType::None,
+                DEFAULT_BUFFER_SIZE,
+            )),
+            SnapshotCompression::Gzip => ChunkInput::Stream(decompressing_reader(
+                input,
+                CompressionType::Gzip,
+                DEFAULT_BUFFER_SIZE,
+            )),
+            SnapshotCompression::Zlib => ChunkInput::Stream(decompressing_reader(
+                input,
+                CompressionType::Zlib,
+                DEFAULT_BUFFER_SIZE,
+            )),
+            SnapshotCompression::Snappy => ChunkInput::Snappy(SnappyBlockReader::new(
                 io::BufReader::with_capacity(DEFAULT_BUFFER_SIZE, input),
             )),
         };
@@ -612,13 +672,15 @@ impl ChunkReader {
                     ),
                 ));
             };
-            components.push(self.decode(start, index, &record)?);
+            components.push(self.decode(start, index, record)?);
         }
         self.elements += 1;
         Ok(Some(Element::new(components)))
     }
 
-    fn decode(&self, start: u64, index: usize, record: &[u8]) -> Result<Tensor> {
+    /// Decodes from the record's [`Bytes`], so the tensor's content is a
+    /// slice of the record rather than a copy.
+    fn decode(&self, start: u64, index: usize, record: Bytes) -> Result<Tensor> {
         let expected = self.dtypes[index];
         let bad = |reason: String| {
             self.data_loss(
@@ -644,7 +706,7 @@ impl ChunkReader {
         let start = self.offset;
         let mut header = [0u8; HEADER_LEN];
         let got =
-            read_full(&mut *self.input, &mut header).map_err(|e| self.read_error(start, e))?;
+            read_full(self.input.bytes(), &mut header).map_err(|e| self.read_error(start, e))?;
         if got == 0 {
             return Ok(None);
         }
@@ -671,16 +733,28 @@ impl ChunkReader {
                 ),
             ));
         }
-        let mut data = Vec::with_capacity(len.min(MAX_INITIAL_RESERVE) as usize);
-        let got = (&mut *self.input)
-            .take(len)
-            .read_to_end(&mut data)
-            .map_err(|e| self.read_error(start, e))? as u64;
-        if got < len {
-            return Err(self.truncated(start, "its data"));
-        }
+        let data = match self
+            .input
+            .take_within_block(len)
+            .map_err(|e| self.read_error(start, e))?
+        {
+            Some(data) => data,
+            None => {
+                let mut data = Vec::with_capacity(len.min(MAX_INITIAL_RESERVE) as usize);
+                let got = self
+                    .input
+                    .bytes()
+                    .take(len)
+                    .read_to_end(&mut data)
+                    .map_err(|e| self.read_error(start, e))? as u64;
+                if got < len {
+                    return Err(self.truncated(start, "its data"));
+                }
+                Bytes::from(data)
+            }
+        };
         let mut crc = [0u8; 4];
-        let got = read_full(&mut *self.input, &mut crc).map_err(|e| self.read_error(start, e))?;
+        let got = read_full(self.input.bytes(), &mut crc).map_err(|e| self.read_error(start, e))?;
         if got < crc.len() {
             return Err(self.truncated(start, "the data CRC"));
         }
@@ -692,7 +766,7 @@ impl ChunkReader {
         }
         self.offset = start + HEADER_LEN as u64 + len + 4;
         self.records += 1;
-        Ok(Some(Bytes::from(data)))
+        Ok(Some(data))
     }
 
     fn location(&self, offset: u64) -> String {
@@ -821,6 +895,31 @@ pub(crate) mod tests {
             }
         }
         (ok, None)
+    }
+
+    /// Records that fill a Snappy block are slices of the block, and the
+    /// next block goes into a new buffer while they are held: every element
+    /// read is still what was written, in every compression.
+    #[test]
+    fn large_records_read_back_while_earlier_ones_are_held() {
+        let values = SNAPPY_BLOCK_BYTES / 4 + 1000;
+        let elements: Vec<Element> = (0..4)
+            .map(|i| {
+                let v: Vec<f32> = (0..values)
+                    .map(|j| ((j as i64 * (i + 3)) % 251) as f32)
+                    .collect();
+                Element::new(vec![
+                    Tensor::scalar(i),
+                    Tensor::strings(vec![Bytes::from(format!("s{i}"))], vec![1]).unwrap(),
+                    Tensor::from_slice(&v, vec![values as i64]).unwrap(),
+                ])
+            })
+            .collect();
+        for c in ALL {
+            let (read, err) = read(write(&elements, c), c);
+            assert!(err.is_none(), "{c}: {err:?}");
+            assert_eq!(read, elements, "{c}");
+        }
     }
 
     fn expect_data_loss(err: Option<Error>, needles: &[&str]) {
