@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tfdata_proto::tensorflow::DataType;
 
 use crate::{Error, Result};
@@ -276,6 +276,27 @@ impl Tensor {
     /// caller that checks `Bytes::is_unique` sees the truth).
     pub fn into_parts(self) -> (DType, Vec<i64>, TensorData) {
         (self.dtype, self.shape, self.data)
+    }
+
+    /// The buffer to write over in place, with the dtype and shape, when the
+    /// tensor is fixed-size and nobody else holds its buffer; the tensor
+    /// back, unchanged, otherwise. Kernels use it to reuse an input they
+    /// own for their output.
+    pub fn try_into_unique_buffer(
+        self,
+    ) -> std::result::Result<(DType, Vec<i64>, BytesMut), Tensor> {
+        let Tensor { dtype, shape, data } = self;
+        match data {
+            TensorData::Buffer(bytes) => match bytes.try_into_mut() {
+                Ok(buffer) => Ok((dtype, shape, buffer)),
+                Err(bytes) => Err(Tensor {
+                    dtype,
+                    shape,
+                    data: TensorData::Buffer(bytes),
+                }),
+            },
+            data => Err(Tensor { dtype, shape, data }),
+        }
     }
 
     pub fn dtype(&self) -> DType {

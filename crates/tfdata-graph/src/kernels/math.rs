@@ -20,9 +20,9 @@ use bytes::Bytes;
 use tfdata_core::{DType, Result, Tensor};
 
 use super::numeric::{
-    Elem, Num, Plan, at, attr_dtype, binary, binary_into, broadcast_shape, broadcast_shape_opt,
-    buffer, check_attr_dtype, dispatch, expect_dtype, finish, invalid, out_buf, out_elements,
-    shape_str, unary, unary_raw, unsupported, values,
+    Elem, Num, Plan, at, attr_dtype, binary, binary_into_owned, binary_owned, broadcast_shape,
+    broadcast_shape_opt, buffer, check_attr_dtype, dispatch, expect_dtype, finish, invalid,
+    out_buf, out_elements, shape_str, unary, unary_raw, unsupported, values,
 };
 use super::{Compute, KernelDef, y_output, z_output};
 use crate::attrs::NodeAttrs;
@@ -36,7 +36,9 @@ use ops::{Arith, Bits, Float};
 /// accepts (checked against the node's `T` when the kernel is built).
 pub(super) struct Typed {
     pub(super) types: &'static [DType],
-    pub(super) run: fn(&str, &[Tensor]) -> Result<Tensor>,
+    /// The inputs are the kernel's to take: an elementwise op may write its
+    /// output over an input it owns (see `numeric::binary_owned`).
+    pub(super) run: fn(&str, &mut Vec<Tensor>) -> Result<Tensor>,
 }
 
 /// `typed!([Float, ...], f, extra args)`: a [`Typed`] calling
@@ -46,7 +48,9 @@ macro_rules! typed {
         Typed {
             types: &[$(DType::$d),*],
             run: {
-                fn run(op: &str, v: &[Tensor]) -> Result<Tensor> {
+                // A Vec, not a slice: kernels take their inputs out of it.
+                #[allow(clippy::ptr_arg)]
+                fn run(op: &str, v: &mut Vec<Tensor>) -> Result<Tensor> {
                     let dtype = v.first().map_or(DType::Bool, Tensor::dtype);
                     dispatch!(dtype, op, [$($d),*], $f(op, $($extra,)* v))
                 }
@@ -71,12 +75,12 @@ pub(super) fn build_typed(
         return Err(attrs.error(unsupported(attrs.op, d)));
     }
     let op = attrs.op.to_string();
-    Ok(Box::new(move |inputs| {
+    Ok(Box::new(move |mut inputs| {
         super::expect_inputs(&op, &inputs, arity)?;
         if let Some(first) = inputs.first() {
             check_attr_dtype(&op, want, first, 0)?;
         }
-        Ok(vec![(kernel.run)(&op, &inputs)?])
+        Ok(vec![(kernel.run)(&op, &mut inputs)?])
     }))
 }
 
@@ -85,6 +89,13 @@ fn two<'a>(op: &str, v: &'a [Tensor]) -> Result<(&'a Tensor, &'a Tensor)> {
         [x, y] => Ok((x, y)),
         _ => Err(invalid(op, format!("expected 2 inputs, got {}", v.len()))),
     }
+}
+
+/// The two inputs, taken out of `v` (left empty).
+fn owned_pair(op: &str, v: &mut Vec<Tensor>) -> Result<[Tensor; 2]> {
+    std::mem::take(v)
+        .try_into()
+        .map_err(|v: Vec<Tensor>| invalid(op, format!("expected 2 inputs, got {}", v.len())))
 }
 
 fn one<'a>(op: &str, v: &'a [Tensor]) -> Result<&'a Tensor> {
@@ -110,7 +121,7 @@ enum Bin {
     SqDiff,
 }
 
-fn arith<T: Arith>(op: &str, b: Bin, v: &[Tensor]) -> Result<Tensor> {
+fn arith<T: Arith>(op: &str, b: Bin, v: &mut Vec<Tensor>) -> Result<Tensor> {
     let (x, y) = two(op, v)?;
     expect_dtype(op, x, 0, T::DTYPE)?;
     expect_dtype(op, y, 1, T::DTYPE)?;
@@ -133,19 +144,20 @@ fn arith<T: Arith>(op: &str, b: Bin, v: &[Tensor]) -> Result<Tensor> {
             ));
         }
     }
+    let [x, y] = owned_pair(op, v)?;
     match b {
-        Bin::Add => binary_into(op, x, y, shape, T::add),
-        Bin::Sub => binary_into(op, x, y, shape, T::sub),
-        Bin::Mul => binary_into(op, x, y, shape, T::mul),
-        Bin::Div => binary_into(op, x, y, shape, T::div),
-        Bin::FloorDiv => binary_into(op, x, y, shape, T::floor_div),
-        Bin::FloorMod => binary_into(op, x, y, shape, T::floor_mod),
-        Bin::TruncDiv => binary_into(op, x, y, shape, T::trunc_div),
-        Bin::TruncMod => binary_into(op, x, y, shape, T::trunc_mod),
-        Bin::Max => binary_into(op, x, y, shape, T::maximum),
-        Bin::Min => binary_into(op, x, y, shape, T::minimum),
-        Bin::Pow => binary_into(op, x, y, shape, T::pow),
-        Bin::SqDiff => binary_into(op, x, y, shape, |a: T, b: T| {
+        Bin::Add => binary_into_owned(op, x, y, shape, T::add),
+        Bin::Sub => binary_into_owned(op, x, y, shape, T::sub),
+        Bin::Mul => binary_into_owned(op, x, y, shape, T::mul),
+        Bin::Div => binary_into_owned(op, x, y, shape, T::div),
+        Bin::FloorDiv => binary_into_owned(op, x, y, shape, T::floor_div),
+        Bin::FloorMod => binary_into_owned(op, x, y, shape, T::floor_mod),
+        Bin::TruncDiv => binary_into_owned(op, x, y, shape, T::trunc_div),
+        Bin::TruncMod => binary_into_owned(op, x, y, shape, T::trunc_mod),
+        Bin::Max => binary_into_owned(op, x, y, shape, T::maximum),
+        Bin::Min => binary_into_owned(op, x, y, shape, T::minimum),
+        Bin::Pow => binary_into_owned(op, x, y, shape, T::pow),
+        Bin::SqDiff => binary_into_owned(op, x, y, shape, |a: T, b: T| {
             let d = a.sub(b);
             d.mul(d)
         }),
@@ -163,7 +175,7 @@ fn div_no_nan<T: Float>(op: &str, v: &[Tensor]) -> Result<Tensor> {
 }
 
 /// `Add` also concatenates strings (`AddV2` does not).
-fn add_or_concat(op: &str, v: &[Tensor]) -> Result<Tensor> {
+fn add_or_concat(op: &str, v: &mut Vec<Tensor>) -> Result<Tensor> {
     let (x, y) = two(op, v)?;
     if x.dtype() != DType::String {
         return (ADD.run)(op, v);
@@ -213,7 +225,7 @@ fn equality(attrs: &NodeAttrs, equal: bool) -> Result<Compute> {
     let want = attr_dtype(attrs, "T")?;
     let kernel: &'static Typed = if equal { &EQUAL } else { &NOT_EQUAL };
     let op = attrs.op.to_string();
-    Ok(Box::new(move |inputs| {
+    Ok(Box::new(move |mut inputs| {
         super::expect_inputs(&op, &inputs, 2)?;
         let (x, y) = two(&op, &inputs)?;
         check_attr_dtype(&op, want, x, 0)?;
@@ -233,7 +245,7 @@ fn equality(attrs: &NodeAttrs, equal: bool) -> Result<Compute> {
                 .walk(|[i, j]| ((xs.get(i) == ys.get(j)) == equal).put(&mut out));
             return Ok(vec![finish(DType::Bool, shape, out)?]);
         }
-        Ok(vec![(kernel.run)(&op, &inputs)?])
+        Ok(vec![(kernel.run)(&op, &mut inputs)?])
     }))
 }
 
@@ -255,14 +267,14 @@ enum BitOp {
     Shr,
 }
 
-fn bitwise<T: Bits>(op: &str, b: BitOp, v: &[Tensor]) -> Result<Tensor> {
-    let (x, y) = two(op, v)?;
+fn bitwise<T: Bits>(op: &str, b: BitOp, v: &mut Vec<Tensor>) -> Result<Tensor> {
+    let [x, y] = owned_pair(op, v)?;
     match b {
-        BitOp::And => binary(op, x, y, T::and),
-        BitOp::Or => binary(op, x, y, T::or),
-        BitOp::Xor => binary(op, x, y, T::xor),
-        BitOp::Shl => binary(op, x, y, |a: T, n: T| a.shl(n.shift_count())),
-        BitOp::Shr => binary(op, x, y, |a: T, n: T| a.shr(n.shift_count())),
+        BitOp::And => binary_owned(op, x, y, T::and),
+        BitOp::Or => binary_owned(op, x, y, T::or),
+        BitOp::Xor => binary_owned(op, x, y, T::xor),
+        BitOp::Shl => binary_owned(op, x, y, |a: T, n: T| a.shl(n.shift_count())),
+        BitOp::Shr => binary_owned(op, x, y, |a: T, n: T| a.shr(n.shift_count())),
     }
 }
 
@@ -496,12 +508,12 @@ fn build_add_n(attrs: &NodeAttrs) -> Result<Compute> {
     let n = attrs.count("N")?;
     let want = attr_dtype(attrs, "T")?;
     let op = attrs.op.to_string();
-    Ok(Box::new(move |inputs| {
+    Ok(Box::new(move |mut inputs| {
         super::expect_inputs(&op, &inputs, n)?;
         if let Some(first) = inputs.first() {
             check_attr_dtype(&op, want, first, 0)?;
         }
-        Ok(vec![(ADD_N.run)(&op, &inputs)?])
+        Ok(vec![(ADD_N.run)(&op, &mut inputs)?])
     }))
 }
 
@@ -647,7 +659,7 @@ static LOGICAL_OR: Typed = Typed {
 };
 static LOGICAL_NOT: Typed = Typed {
     types: &[DType::Bool],
-    run: logical_not,
+    run: |op, v| logical_not(op, v),
 };
 static BIT_AND: Typed = typed!(
     [Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64],
@@ -909,6 +921,68 @@ mod tests {
             vec![Tensor::scalar(i32::MAX), Tensor::scalar(1i32)],
         );
         assert_eq!(z.to_vec::<i32>().unwrap(), vec![i32::MIN]);
+    }
+
+    fn buffer_ptr(t: &Tensor) -> *const u8 {
+        match t.data() {
+            tfdata_core::tensor::TensorData::Buffer(b) => b.as_ptr(),
+            tfdata_core::tensor::TensorData::Strings(_) => std::ptr::null(),
+        }
+    }
+
+    /// An input the kernel alone holds, with the output's dtype and shape,
+    /// becomes the output (same buffer); an input held elsewhere is left as
+    /// it was. Both ways give the same values, for every broadcast form the
+    /// in-place path takes.
+    #[test]
+    fn owned_inputs_become_the_output_and_shared_ones_are_untouched() {
+        let x = || {
+            t(
+                &(0..12).map(|v| v * 977 - 3000).collect::<Vec<i64>>(),
+                &[3, 4],
+            )
+        };
+        let ys = [
+            t(&(0..12).map(|v| v % 5 + 1).collect::<Vec<i64>>(), &[3, 4]),
+            Tensor::scalar(3i64),
+            t(&[1i64, 2, 3, 4], &[4]),
+            t(&[5i64, 6, 7], &[3, 1]),
+        ];
+        for op in [
+            "AddV2",
+            "Sub",
+            "Mul",
+            "Maximum",
+            "BitwiseXor",
+            "BitwiseAnd",
+            "RightShift",
+        ] {
+            for y in &ys {
+                let held = x();
+                let fresh = one(op, vec![held.clone(), y.clone()]);
+                assert_eq!(held, x(), "{op}: a shared input was written");
+                assert_ne!(buffer_ptr(&fresh), buffer_ptr(&held), "{op}");
+                let owned = x();
+                let at = buffer_ptr(&owned);
+                let reused = one(op, vec![owned, y.clone()]);
+                assert_eq!(reused, fresh, "{op} with y of shape {:?}", y.shape());
+                assert_eq!(
+                    buffer_ptr(&reused),
+                    at,
+                    "{op}: the owned input was not reused"
+                );
+            }
+            // A scalar first operand: the second input is written over.
+            let y = t(&(0..12).map(|v| v % 5 + 1).collect::<Vec<i64>>(), &[3, 4]);
+            let at = buffer_ptr(&y);
+            let fresh = one(op, vec![Tensor::scalar(7i64), y.clone()]);
+            let reused = one(op, vec![Tensor::scalar(7i64), y]);
+            assert_eq!(reused, fresh, "{op}");
+            assert_eq!(buffer_ptr(&reused), at, "{op}");
+        }
+        // A comparison changes the dtype: always a fresh output.
+        let z = one("Less", vec![x(), Tensor::scalar(0i64)]);
+        assert_eq!(z.dtype(), DType::Bool);
     }
 
     #[test]

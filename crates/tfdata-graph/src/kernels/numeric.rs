@@ -5,7 +5,7 @@
 //! Values are read straight out of the input buffers and written once into
 //! the output buffer, so an elementwise op allocates exactly its output.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tfdata_core::tensor::{DType, Tensor, TensorData};
 use tfdata_core::{Error, Result};
 
@@ -387,29 +387,153 @@ pub(super) fn binary_into<T: Elem, U: Elem>(
 ) -> Result<Tensor> {
     let n = out_elements(op, U::DTYPE, &shape)?;
     let (xb, yb) = (buffer(op, x)?, buffer(op, y)?);
-    let mut out = out_buf::<U>(n);
     if x.shape() == y.shape() {
-        for (a, b) in values::<T>(xb).zip(values::<T>(yb)) {
-            f(a.ftz(), b.ftz()).ftz().put(&mut out);
-        }
-    } else if x.num_elements() == 1 {
-        let a = at::<T>(xb, 0).ftz();
-        for b in values::<T>(yb) {
-            f(a, b.ftz()).ftz().put(&mut out);
-        }
-    } else if y.num_elements() == 1 {
-        let b = at::<T>(yb, 0).ftz();
-        for a in values::<T>(xb) {
-            f(a.ftz(), b).ftz().put(&mut out);
-        }
-    } else {
-        Plan::new(&shape, [x.shape(), y.shape()]).walk(|[i, j]| {
-            f(at::<T>(xb, i).ftz(), at::<T>(yb, j).ftz())
-                .ftz()
-                .put(&mut out)
-        });
+        let mut out = zeroed::<U>(n);
+        zip_into(&mut out, xb, yb, |a: T, b: T| f(a.ftz(), b.ftz()).ftz());
+        return finish(U::DTYPE, shape, out);
     }
+    if x.num_elements() == 1 {
+        let a = at::<T>(xb, 0).ftz();
+        let mut out = zeroed::<U>(n);
+        map_into(&mut out, yb, |b: T| f(a, b.ftz()).ftz());
+        return finish(U::DTYPE, shape, out);
+    }
+    if y.num_elements() == 1 {
+        let b = at::<T>(yb, 0).ftz();
+        let mut out = zeroed::<U>(n);
+        map_into(&mut out, xb, |a: T| f(a.ftz(), b).ftz());
+        return finish(U::DTYPE, shape, out);
+    }
+    let mut out = out_buf::<U>(n);
+    Plan::new(&shape, [x.shape(), y.shape()]).walk(|[i, j]| {
+        f(at::<T>(xb, i).ftz(), at::<T>(yb, j).ftz())
+            .ftz()
+            .put(&mut out)
+    });
     finish(U::DTYPE, shape, out)
+}
+
+/// [`binary`] on inputs the caller owns: when the output has the dtype and
+/// shape of an input whose buffer nobody else holds (the executor moves a
+/// value into its last use), the result is written over that input's
+/// buffer instead of a fresh one. A chain of elementwise ops then works in
+/// one buffer that stays in cache, and allocates and faults in nothing.
+pub(super) fn binary_owned<T: Elem, U: Elem>(
+    op: &str,
+    x: Tensor,
+    y: Tensor,
+    f: impl Fn(T, T) -> U,
+) -> Result<Tensor> {
+    expect_dtype(op, &x, 0, T::DTYPE)?;
+    expect_dtype(op, &y, 1, T::DTYPE)?;
+    let shape = broadcast_shape(op, x.shape(), y.shape())?;
+    binary_into_owned(op, x, y, shape, f)
+}
+
+/// [`binary_owned`] once the output shape is known to be the broadcast shape.
+pub(super) fn binary_into_owned<T: Elem, U: Elem>(
+    op: &str,
+    x: Tensor,
+    y: Tensor,
+    shape: Vec<i64>,
+    f: impl Fn(T, T) -> U,
+) -> Result<Tensor> {
+    if U::DTYPE != T::DTYPE {
+        return binary_into(op, &x, &y, shape, f);
+    }
+    let x = match unique_buffer(x, &shape) {
+        Ok(mut out) => {
+            let yb = buffer(op, &y)?;
+            if y.num_elements() == 1 {
+                let b = at::<T>(yb, 0).ftz();
+                update_in_place(&mut out, |a: T| f(a.ftz(), b).ftz());
+            } else if y.shape() == shape.as_slice() {
+                zip_in_place(&mut out, yb, |a: T, b: T| f(a.ftz(), b.ftz()).ftz());
+            } else {
+                Plan::new(&shape, [shape.as_slice(), y.shape()]).walk(|[i, j]| {
+                    if let Some(slot) = out.get_mut(i * U::SIZE..) {
+                        f(at::<T>(slot, 0).ftz(), at::<T>(yb, j).ftz())
+                            .ftz()
+                            .set(slot);
+                    }
+                });
+            }
+            return finish_bytes(U::DTYPE, shape, out);
+        }
+        Err(x) => x,
+    };
+    // The second operand's buffer, when it has the output's shape and x is
+    // a scalar (`c - x`, `c * x`).
+    if x.num_elements() == 1 {
+        let a = at::<T>(buffer(op, &x)?, 0).ftz();
+        match unique_buffer(y, &shape) {
+            Ok(mut out) => {
+                update_in_place(&mut out, |b: T| f(a, b.ftz()).ftz());
+                return finish_bytes(U::DTYPE, shape, out);
+            }
+            Err(y) => return binary_into(op, &x, &y, shape, f),
+        }
+    }
+    binary_into(op, &x, &y, shape, f)
+}
+
+/// The buffer of `t` to write over, when `t` has `shape` and nobody else
+/// holds its buffer; `t` back otherwise. (Callers check the dtype is the
+/// output's.)
+fn unique_buffer(t: Tensor, shape: &[i64]) -> std::result::Result<BytesMut, Tensor> {
+    if t.shape() != shape {
+        return Err(t);
+    }
+    t.try_into_unique_buffer().map(|(_, _, buffer)| buffer)
+}
+
+/// A zero-filled output buffer for `n` values of `U`. Large ones come
+/// zeroed from the allocator (fresh pages), so the fill costs nothing
+/// extra; the kernels then overwrite it in fixed-size chunks, which the
+/// compiler vectorizes where appending one value at a time it cannot.
+pub(super) fn zeroed<U: Elem>(n: usize) -> Vec<u8> {
+    vec![0u8; n.saturating_mul(U::SIZE)]
+}
+
+/// `out[i] = f(x[i], y[i])` over equal-length buffers.
+#[inline(always)]
+fn zip_into<T: Elem, U: Elem>(out: &mut [u8], xb: &[u8], yb: &[u8], f: impl Fn(T, T) -> U) {
+    for ((o, a), b) in out
+        .chunks_exact_mut(U::SIZE)
+        .zip(xb.chunks_exact(T::SIZE))
+        .zip(yb.chunks_exact(T::SIZE))
+    {
+        f(T::get(a), T::get(b)).set(o);
+    }
+}
+
+/// `out[i] = f(x[i])`.
+#[inline(always)]
+pub(super) fn map_into<T: Elem, U: Elem>(out: &mut [u8], xb: &[u8], f: impl Fn(T) -> U) {
+    for (o, a) in out.chunks_exact_mut(U::SIZE).zip(xb.chunks_exact(T::SIZE)) {
+        f(T::get(a)).set(o);
+    }
+}
+
+/// `buf[i] = f(buf[i], y[i])`, `T` and `U` of one size.
+#[inline(always)]
+fn zip_in_place<T: Elem, U: Elem>(buf: &mut [u8], yb: &[u8], f: impl Fn(T, T) -> U) {
+    for (o, b) in buf.chunks_exact_mut(U::SIZE).zip(yb.chunks_exact(T::SIZE)) {
+        f(T::get(o), T::get(b)).set(o);
+    }
+}
+
+/// `buf[i] = f(buf[i])`, `T` and `U` of one size.
+#[inline(always)]
+fn update_in_place<T: Elem, U: Elem>(buf: &mut [u8], f: impl Fn(T) -> U) {
+    for o in buf.chunks_exact_mut(U::SIZE) {
+        f(T::get(o)).set(o);
+    }
+}
+
+/// A tensor over a buffer written in place.
+fn finish_bytes(dtype: DType, shape: Vec<i64>, data: BytesMut) -> Result<Tensor> {
+    Tensor::new(dtype, shape, TensorData::Buffer(data.freeze()))
 }
 
 /// An elementwise unary op (denormals flushed, see [`Elem::ftz`]).
@@ -426,10 +550,8 @@ pub(super) fn unary_raw<T: Elem, U: Elem>(
 ) -> Result<Tensor> {
     expect_dtype(op, x, 0, T::DTYPE)?;
     let n = out_elements(op, U::DTYPE, x.shape())?;
-    let mut out = out_buf::<U>(n);
-    for a in values::<T>(buffer(op, x)?) {
-        f(a).put(&mut out);
-    }
+    let mut out = zeroed::<U>(n);
+    map_into(&mut out, buffer(op, x)?, f);
     finish(U::DTYPE, x.shape().to_vec(), out)
 }
 

@@ -18,7 +18,7 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use super::super::Compute;
 use super::super::numeric::{
     Elem, Picker, Plan, broadcast_shape_opt, buffer, dispatch, expect_dtype, finish, invalid,
-    out_buf, out_elements, shape_str, unsupported, values,
+    out_elements, shape_str, unsupported, values, zeroed,
 };
 use crate::attrs::NodeAttrs;
 
@@ -223,9 +223,10 @@ fn cast_pair<S: Source, D: Target>(op: &str, x: &Tensor, truncate: bool) -> Resu
     let n = out_elements(op, D::DTYPE, x.shape())?;
     let b = block(S::DTYPE, D::DTYPE);
     let packets = n.checked_div(b).map_or(0, |blocks| blocks * b);
-    let mut out = out_buf::<D>(n);
-    for (i, v) in values::<S>(buffer(op, x)?).enumerate() {
-        D::from_val(v.ftz().val(), i < packets, truncate).put(&mut out);
+    let mut out = zeroed::<D>(n);
+    let input = values::<S>(buffer(op, x)?);
+    for (i, (slot, v)) in out.chunks_exact_mut(D::SIZE).zip(input).enumerate() {
+        D::from_val(v.ftz().val(), i < packets, truncate).set(slot);
     }
     finish(D::DTYPE, x.shape().to_vec(), out)
 }
