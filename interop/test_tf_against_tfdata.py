@@ -149,14 +149,26 @@ def test_distributed_epoch_over_tensorflow_graphs(tfdata_dispatcher, tmp_path):
         w.stop()
 
 
+def test_from_tensors_repeated_is_split_once_per_repetition(tfdata_dispatcher):
+    """TensorDataset is one split, as in TensorFlow's own dispatcher:
+    `from_tensors(x).repeat(3)` gives x three times in distributed_epoch."""
+    d = tfdata_dispatcher()
+    workers = tf_workers(d.port, 2)
+    ds = tf.data.Dataset.from_tensors(7).repeat(3).apply(
+        service.distribute(processing_mode="distributed_epoch", service=f"grpc://localhost:{d.port}"))
+    assert [x.item() for x in ds.as_numpy_iterator()] == [7, 7, 7]
+    for w in workers:
+        w.stop()
+
+
 def test_unsplittable_tensorflow_sources_are_refused_naming_the_op(tfdata_dispatcher):
     import pytest
 
     d = tfdata_dispatcher()
     workers = tf_workers(d.port, 1)
-    ds = tf.data.Dataset.from_tensors(1).apply(
+    ds = tf.data.Dataset.random(seed=1).take(3).apply(
         service.distribute(processing_mode="distributed_epoch", service=f"grpc://localhost:{d.port}"))
-    with pytest.raises(tf.errors.OpError, match="TensorDataset"):
+    with pytest.raises(tf.errors.OpError, match="RandomDataset"):
         list(ds.as_numpy_iterator())
     for w in workers:
         w.stop()

@@ -3,7 +3,8 @@
 //! `_Retval` node, inputs in order: TensorFlow's split-provider order) and
 //! builds their split providers from their constant inputs, as TensorFlow's
 //! dispatcher does. Supported sources: `RangeDataset` (splits are the range's
-//! values) and `TensorSliceDataset` (splits are slice indices) over constants
+//! values), `TensorDataset` (one split) and `TensorSliceDataset` (splits are
+//! slice indices) over constants
 //! or `MatchingFiles` (which is how `TFRecordDataset(files)` and
 //! `list_files` read). Anything else is refused, naming the op.
 
@@ -130,6 +131,8 @@ impl<'a> Graph<'a> {
                 }
                 Ok(Box::new(RangeSplitProvider::new(start, stop, step)))
             }
+            // One split, the element (TensorFlow's TensorDataset).
+            "TensorDataset" => Ok(Box::new(IndexSplitProvider::new(1))),
             "TensorSliceDataset" => {
                 let first = self.node(input(0)?)?;
                 let rows = if first.op == "MatchingFiles" {
@@ -150,8 +153,8 @@ impl<'a> Graph<'a> {
             }
             other => Err(Error::InvalidArgument(format!(
                 "distributed_epoch: this dispatcher cannot split the TensorFlow source dataset {other} \
-                 (node {}); splittable: RangeDataset, TensorSliceDataset (including TFRecordDataset \
-                 over file names and list_files)",
+                 (node {}); splittable: RangeDataset, TensorDataset, TensorSliceDataset (including \
+                 TFRecordDataset over file names and list_files)",
                 source.name
             ))),
         }

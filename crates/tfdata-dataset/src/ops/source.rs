@@ -231,10 +231,40 @@ impl DatasetOp for FromTensors {
         1
     }
 
-    fn make_iterator(&self, _ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
-        Ok(Box::new(crate::iterators::VecIter {
-            items: vec![Element::new(self.components.clone())].into_iter(),
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        Ok(Box::new(TensorIter {
+            components: Some(self.components.clone()),
+            splits: ctx.split_provider_for(self),
         }))
+    }
+
+    /// One split, the element itself, as TensorFlow's `TensorDataset` has
+    /// (so `from_tensors(x).repeat(n)` can be read in distributed_epoch and
+    /// saved with `distributed_save`: `repeat` starts the split over n times).
+    fn split_provider(&self) -> Option<Result<Box<dyn SplitProvider>>> {
+        Some(Ok(Box::new(IndexSplitProvider::new(1))))
+    }
+}
+
+/// `from_tensors`' one element; in dynamic sharding, only if this iterator
+/// gets the split (as TensorFlow's iterator, which asks for a split once).
+struct TensorIter {
+    components: Option<Vec<Tensor>>,
+    splits: Option<Arc<dyn SplitProvider>>,
+}
+
+impl ElementIterator for TensorIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        let Some(components) = self.components.take() else {
+            return Ok(None);
+        };
+        let element = Element::new(components);
+        match &self.splits {
+            None => Ok(Some(element)),
+            Some(splits) => Ok(splits
+                .get_next_leased()?
+                .map(|(_, lineage)| element.with_lineage(lineage))),
+        }
     }
 }
 
@@ -467,5 +497,34 @@ mod tests {
             got.push(e.components[0].to_scalar::<i64>().unwrap());
         }
         assert_eq!(got, vec![30, 40]);
+    }
+
+    /// `from_tensors` has one split; with a provider, an iterator yields
+    /// the element only when it gets that split, and `repeat` starts the
+    /// split over for each pass (`from_tensors(x).repeat(3)` gives x three
+    /// times in distributed_epoch, as in TensorFlow).
+    #[test]
+    fn from_tensors_is_one_split() {
+        let ds = Dataset::from_tensors(vec![Tensor::scalar(7i64)]);
+        let op = ds.op();
+        let provider: Arc<dyn SplitProvider> = Arc::from(op.split_provider().unwrap().unwrap());
+        let mut ctx = IterContext::new();
+        ctx.split_providers
+            .insert(ds.op_key(), Arc::clone(&provider));
+        let count = |ds: &Dataset| {
+            let mut it = ds.iter_with(&ctx).unwrap();
+            let mut n = 0;
+            while let Some(e) = it.next_element().unwrap() {
+                assert_eq!(e.components[0].to_scalar::<i64>().unwrap(), 7);
+                n += 1;
+            }
+            n
+        };
+        assert_eq!(count(&ds), 1);
+        // The split is taken: another iterator in this repetition gets none.
+        assert_eq!(count(&ds), 0);
+        provider.reset().unwrap();
+        let repeated = ds.clone().repeat(Some(3));
+        assert_eq!(count(&repeated), 3);
     }
 }

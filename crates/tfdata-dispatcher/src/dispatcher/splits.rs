@@ -203,8 +203,8 @@ pub(crate) fn split_providers_for(def: &wire::DatasetDef) -> Result<Vec<Box<dyn 
             Some(provider) => provider,
             None => Err(Error::InvalidArgument(format!(
                 "distributed_epoch: the dataset's source `{}` cannot be split dynamically \
-                 (splittable sources: range, from_tensor_slices, list_files, tfrecord_dataset, \
-                 text_line_dataset)",
+                 (splittable sources: range, from_tensors, from_tensor_slices, list_files, \
+                 tfrecord_dataset, text_line_dataset)",
                 source.op().name()
             ))),
         })
