@@ -453,6 +453,10 @@ fn warm_page_cache(files: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
+/// mimalloc, not glibc's malloc: see the workspace Cargo.toml.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     if let Some(dispatcher) = &cli.serve_worker {

@@ -307,6 +307,10 @@ fn stop_on_signals(token: CancellationToken) {
     });
 }
 
+/// mimalloc, not glibc's malloc: see the workspace Cargo.toml.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
