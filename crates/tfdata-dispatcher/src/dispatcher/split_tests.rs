@@ -147,6 +147,11 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
     d.run_maintenance().await.unwrap();
     let state = d.snapshot_state().await;
     assert!(state.worker("w1:1").unwrap().lost);
+    assert_eq!(
+        workers_lost(&d).await,
+        [("w1:1".to_string(), true), ("w2:1".to_string(), false)],
+        "the status service (`tfdata status`) shows the lost worker"
+    );
     let it = state.iteration(IterationId(iteration)).unwrap();
     assert!(!it.finished, "splits 1, 2 and 3 are not delivered yet");
     // Nobody would ask for them, so w2 got a new task to produce them.
@@ -188,6 +193,23 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
     // w1 returns: it is revived.
     d.worker_heartbeat(heartbeat("w1:1", 7)).await.unwrap();
     assert!(!d.snapshot_state().await.worker("w1:1").unwrap().lost);
+    assert_eq!(
+        workers_lost(&d).await,
+        [("w1:1".to_string(), false), ("w2:1".to_string(), false)]
+    );
+}
+
+/// Each worker's address and whether the status service calls it lost.
+async fn workers_lost(d: &Dispatcher) -> Vec<(String, bool)> {
+    let mut workers: Vec<(String, bool)> = d
+        .status()
+        .await
+        .workers
+        .into_iter()
+        .map(|w| (w.address, w.lost))
+        .collect();
+    workers.sort();
+    workers
 }
 
 #[tokio::test]
