@@ -47,6 +47,8 @@ enum Command {
         /// Stop after this many elements.
         #[arg(long)]
         take: Option<usize>,
+        #[command(flatten)]
+        tuning: ReadTuning,
     },
     /// Save a pipeline (JSON) as a distributed snapshot and show its progress.
     Save(save::SaveArgs),
@@ -74,6 +76,20 @@ struct RegisterArgs {
     compression: Option<String>,
 }
 
+/// How `tfdata read` talks to the service, and what it reports.
+#[derive(Args)]
+struct ReadTuning {
+    /// How often the reader asks the dispatcher for its tasks (default 1000).
+    #[arg(long)]
+    task_refresh_interval_ms: Option<u64>,
+    /// How long setup calls retry an unreachable dispatcher (default 60000).
+    #[arg(long)]
+    dispatcher_timeout_ms: Option<u64>,
+    /// At the end, print the elements and bytes read and their rates on stderr.
+    #[arg(long)]
+    stats: bool,
+}
+
 async fn read(
     service: &str,
     dataset_id: &str,
@@ -81,8 +97,10 @@ async fn read(
     job_name: Option<&str>,
     consumers: Option<(i64, i64)>,
     take: Option<usize>,
+    tuning: ReadTuning,
 ) -> anyhow::Result<()> {
     use futures::StreamExt;
+    let started = std::time::Instant::now();
     let mut reader = tfdata_client::from_dataset_id(mode, service, dataset_id);
     if let Some(name) = job_name {
         reader = reader.job_name(name);
@@ -90,15 +108,38 @@ async fn read(
     if let Some((index, count)) = consumers {
         reader = reader.consumers(index, count);
     }
+    if let Some(ms) = tuning.task_refresh_interval_ms {
+        reader = reader.task_refresh_interval(Duration::from_millis(ms));
+    }
+    if let Some(ms) = tuning.dispatcher_timeout_ms {
+        reader = reader.dispatcher_timeout(Duration::from_millis(ms));
+    }
     let ds = reader.build_async().await?;
     let mut stream = ds.stream().await?;
-    let mut n = 0;
+    let (mut n, mut bytes, mut first) = (0usize, 0usize, None);
     while let Some(element) = stream.next().await {
-        println!("{}", element?);
+        let element = element?;
+        first.get_or_insert_with(|| started.elapsed());
+        bytes += element
+            .components
+            .iter()
+            .map(|t| t.byte_size())
+            .sum::<usize>();
+        println!("{element}");
         n += 1;
         if take.is_some_and(|t| n >= t) {
             break;
         }
+    }
+    if tuning.stats {
+        let seconds = started.elapsed().as_secs_f64();
+        eprintln!(
+            "read {n} elements, {bytes} bytes in {seconds:.3} s (first element after {:.3} s): \
+             {:.0} elements/s, {:.2} MB/s",
+            first.unwrap_or_default().as_secs_f64(),
+            n as f64 / seconds,
+            bytes as f64 / seconds / 1e6,
+        );
     }
     Ok(())
 }
@@ -342,6 +383,7 @@ async fn main() -> anyhow::Result<()> {
             consumer_index,
             num_consumers,
             take,
+            tuning,
         } => {
             let consumers = match (consumer_index, num_consumers) {
                 (Some(c), Some(n)) => Some((c, n)),
@@ -356,6 +398,7 @@ async fn main() -> anyhow::Result<()> {
                 job,
                 consumers,
                 take,
+                tuning,
             )
             .await?
         }
