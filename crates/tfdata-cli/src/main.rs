@@ -116,32 +116,67 @@ async fn read(
     }
     let ds = reader.build_async().await?;
     let mut stream = ds.stream().await?;
-    let (mut n, mut bytes, mut first) = (0usize, 0usize, None);
+    let mut stats = ReadStats::default();
     while let Some(element) = stream.next().await {
         let element = element?;
-        first.get_or_insert_with(|| started.elapsed());
-        bytes += element
-            .components
-            .iter()
-            .map(|t| t.byte_size())
-            .sum::<usize>();
+        stats.add(&element, started.elapsed());
         println!("{element}");
-        n += 1;
-        if take.is_some_and(|t| n >= t) {
+        if take.is_some_and(|t| stats.elements >= t) {
             break;
         }
     }
     if tuning.stats {
-        let seconds = started.elapsed().as_secs_f64();
-        eprintln!(
-            "read {n} elements, {bytes} bytes in {seconds:.3} s (first element after {:.3} s): \
-             {:.0} elements/s, {:.2} MB/s",
-            first.unwrap_or_default().as_secs_f64(),
-            n as f64 / seconds,
-            bytes as f64 / seconds / 1e6,
-        );
+        eprintln!("{}", stats.summary(started.elapsed()));
     }
     Ok(())
+}
+
+/// What a read received, for `--stats`.
+#[derive(Default)]
+struct ReadStats {
+    elements: usize,
+    bytes: usize,
+    /// When the first element arrived (setup: job, iteration, tasks, first
+    /// connections), and the bytes it brought.
+    first: Option<(Duration, usize)>,
+}
+
+impl ReadStats {
+    fn add(&mut self, element: &tfdata_core::Element, at: Duration) {
+        let size: usize = element.components.iter().map(|t| t.byte_size()).sum();
+        self.first.get_or_insert((at, size));
+        self.elements += 1;
+        self.bytes += size;
+    }
+
+    /// Rates over the whole read, and from the first element on (the
+    /// steady state, without the setup).
+    fn summary(&self, total: Duration) -> String {
+        let rate = |elements: usize, bytes: usize, seconds: f64| {
+            let seconds = seconds.max(1e-9);
+            format!(
+                "{:.0} elements/s, {:.2} MB/s",
+                elements as f64 / seconds,
+                bytes as f64 / seconds / 1e6
+            )
+        };
+        let seconds = total.as_secs_f64();
+        let mut text = format!(
+            "read {} elements, {} bytes in {seconds:.3} s: {}",
+            self.elements,
+            self.bytes,
+            rate(self.elements, self.bytes, seconds)
+        );
+        if let Some((at, size)) = self.first {
+            let after = seconds - at.as_secs_f64();
+            text += &format!(
+                "; first element after {:.3} s, then {}",
+                at.as_secs_f64(),
+                rate(self.elements - 1, self.bytes - size, after)
+            );
+        }
+        text
+    }
 }
 
 async fn register(args: RegisterArgs) -> anyhow::Result<()> {
