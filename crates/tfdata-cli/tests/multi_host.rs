@@ -28,19 +28,21 @@ fn report(line: &str) {
 fn finish_read(cluster: &Cluster, reader: &mut Process, limit: Duration) -> Vec<String> {
     match reader.wait_exit(limit) {
         Some(status) if status.success() => reader.stdout_lines(),
-        outcome => {
-            let logs: Vec<String> = cluster
-                .everyone(&[reader])
-                .iter()
-                .map(|p| p.logs())
-                .collect();
-            panic!(
-                "the read ended with {outcome:?} after {} elements\n{}",
-                reader.stdout_len(),
-                logs.join("\n")
-            )
-        }
+        outcome => panic!(
+            "the read ended with {outcome:?} after {} elements\n{}",
+            reader.stdout_len(),
+            cluster.logs(&[reader])
+        ),
     }
+}
+
+/// Waits until the reader has read `n` elements; panics after `limit`
+/// with everyone's logs.
+fn wait_for_elements(cluster: &Cluster, reader: &Process, n: usize, limit: Duration) {
+    let what = format!("the reader to read {n} elements");
+    wait_until(&what, limit, &cluster.everyone(&[reader]), || {
+        (reader.stdout_len() >= n).then_some(())
+    });
 }
 
 /// How many elements the reader has read; panics if its read is over (the
@@ -83,7 +85,7 @@ fn worker_cut_off_mid_epoch() {
     let n = 6000; // every element is a split
     let id = cluster.register(&format!(r#"{{"op": "range", "stop": {n}}}"#));
     let mut reader = cluster.read(&id, "distributed_epoch");
-    reader.wait_for_stdout(300, Duration::from_secs(60));
+    wait_for_elements(&cluster, &reader, 300, Duration::from_secs(60));
     let w1 = cluster.worker_address(0);
     cluster.wait_status(
         "w1 running a task",
@@ -149,7 +151,7 @@ fn dispatcher_cut_off_from_the_workers() {
 
     // Shorter than worker_timeout.
     let mut reader = cluster.read(&id, "distributed_epoch");
-    reader.wait_for_stdout(300, Duration::from_secs(60));
+    wait_for_elements(&cluster, &reader, 300, Duration::from_secs(60));
     let running = |s: &netns::cluster::Status| -> Vec<(i64, String)> {
         let mut t: Vec<_> = s
             .tasks
@@ -166,21 +168,24 @@ fn dispatcher_cut_off_from_the_workers() {
     mid_read(&mut reader, n);
     // Held until the dispatcher has heard from neither worker for 1.2 s
     // (so the cut is real), never declaring one lost meanwhile.
-    cluster.wait_status(
+    let during = cluster.wait_status(
         "1.2 s without heartbeats",
         Duration::from_secs(10),
         &[&reader],
         |s| {
-            assert!(
-                s.workers.iter().all(|w| !w.lost),
-                "a worker was declared lost during a cut shorter than worker_timeout:\n{}",
-                s.text
-            );
-            s.workers
-                .iter()
-                .all(|w| w.heartbeat_age.is_some_and(|a| a >= 1.2))
+            s.workers.iter().any(|w| w.lost)
+                || s.workers
+                    .iter()
+                    .all(|w| w.heartbeat_age.is_some_and(|a| a >= 1.2))
         },
     );
+    if during.workers.iter().any(|w| w.lost) {
+        panic!(
+            "a worker was declared lost during a cut shorter than worker_timeout:\n{}\n{}",
+            during.text,
+            cluster.logs(&[&reader])
+        );
+    }
     let held = cut.elapsed();
     cluster.net.heal(&cluster.dispatcher_host, &workers);
     let healed = Instant::now();
@@ -223,7 +228,7 @@ fn dispatcher_cut_off_from_the_workers() {
 
     // Longer than worker_timeout.
     let mut reader = cluster.read(&id, "distributed_epoch");
-    reader.wait_for_stdout(300, Duration::from_secs(60));
+    wait_for_elements(&cluster, &reader, 300, Duration::from_secs(60));
     cluster.net.partition(&cluster.dispatcher_host, &workers);
     let cut = Instant::now();
     mid_read(&mut reader, n);
@@ -273,7 +278,7 @@ fn reader_cut_off() {
     let n = 4000;
     let id = cluster.register(&format!(r#"{{"op": "range", "stop": {n}}}"#));
     let mut reader = cluster.read(&id, "distributed_epoch");
-    reader.wait_for_stdout(300, Duration::from_secs(60));
+    wait_for_elements(&cluster, &reader, 300, Duration::from_secs(60));
     cluster.net.unplug(&cluster.reader_host);
     let cut = Instant::now();
     let read_at_cut = mid_read(&mut reader, n);
@@ -296,7 +301,7 @@ fn reader_cut_off() {
     mid_read(&mut reader, n);
     cluster.net.plug(&cluster.reader_host);
     let healed = Instant::now();
-    reader.wait_for_stdout(at_heal + 1, Duration::from_secs(60));
+    wait_for_elements(&cluster, &reader, at_heal + 1, Duration::from_secs(60));
     let resumed_after = healed.elapsed();
     let lines = finish_read(&cluster, &mut reader, Duration::from_secs(90));
     check_exactly(&counts(&lines), n, 1, "reader cut");

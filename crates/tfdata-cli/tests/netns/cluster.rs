@@ -135,6 +135,13 @@ impl Cluster {
         all
     }
 
+    /// The logs of the cluster's processes and of `others`, for failure
+    /// messages.
+    pub fn logs(&self, others: &[&Process]) -> String {
+        let logs: Vec<String> = self.everyone(others).iter().map(|p| p.logs()).collect();
+        logs.join("\n")
+    }
+
     /// Registers the JSON pipeline `pipeline` from the reader's host and
     /// returns its dataset id.
     pub fn register(&self, pipeline: &str) -> String {
@@ -195,11 +202,10 @@ impl Cluster {
                 return status;
             }
             if Instant::now() >= deadline {
-                let logs: Vec<String> = self.everyone(others).iter().map(|p| p.logs()).collect();
                 panic!(
                     "timed out after {limit:?} waiting for {what}; the last status:\n{}\n{}",
                     status.text,
-                    logs.join("\n")
+                    self.logs(others)
                 );
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -212,14 +218,7 @@ impl Cluster {
         let mut process = Process::spawn(what, command);
         match process.wait_exit(COMMAND_LIMIT) {
             Some(status) if status.success() => process.stdout_lines(),
-            outcome => {
-                let logs: Vec<String> = self
-                    .everyone(&[&process])
-                    .iter()
-                    .map(|p| p.logs())
-                    .collect();
-                panic!("{what} ended with {outcome:?}\n{}", logs.join("\n"))
-            }
+            outcome => panic!("{what} ended with {outcome:?}\n{}", self.logs(&[&process])),
         }
     }
 }
