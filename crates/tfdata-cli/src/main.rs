@@ -47,6 +47,8 @@ enum Command {
         /// Stop after this many elements.
         #[arg(long)]
         take: Option<usize>,
+        #[command(flatten)]
+        tuning: ReadTuning,
     },
     /// Save a pipeline (JSON) as a distributed snapshot and show its progress.
     Save(save::SaveArgs),
@@ -74,6 +76,20 @@ struct RegisterArgs {
     compression: Option<String>,
 }
 
+/// How `tfdata read` talks to the service, and what it reports.
+#[derive(Args)]
+struct ReadTuning {
+    /// How often the reader asks the dispatcher for its tasks (default 1000).
+    #[arg(long)]
+    task_refresh_interval_ms: Option<u64>,
+    /// How long setup calls retry an unreachable dispatcher (default 60000).
+    #[arg(long)]
+    dispatcher_timeout_ms: Option<u64>,
+    /// At the end, print the elements and bytes read and their rates on stderr.
+    #[arg(long)]
+    stats: bool,
+}
+
 async fn read(
     service: &str,
     dataset_id: &str,
@@ -81,8 +97,10 @@ async fn read(
     job_name: Option<&str>,
     consumers: Option<(i64, i64)>,
     take: Option<usize>,
+    tuning: ReadTuning,
 ) -> anyhow::Result<()> {
     use futures::StreamExt;
+    let started = std::time::Instant::now();
     let mut reader = tfdata_client::from_dataset_id(mode, service, dataset_id);
     if let Some(name) = job_name {
         reader = reader.job_name(name);
@@ -90,17 +108,75 @@ async fn read(
     if let Some((index, count)) = consumers {
         reader = reader.consumers(index, count);
     }
+    if let Some(ms) = tuning.task_refresh_interval_ms {
+        reader = reader.task_refresh_interval(Duration::from_millis(ms));
+    }
+    if let Some(ms) = tuning.dispatcher_timeout_ms {
+        reader = reader.dispatcher_timeout(Duration::from_millis(ms));
+    }
     let ds = reader.build_async().await?;
     let mut stream = ds.stream().await?;
-    let mut n = 0;
+    let mut stats = ReadStats::default();
     while let Some(element) = stream.next().await {
-        println!("{}", element?);
-        n += 1;
-        if take.is_some_and(|t| n >= t) {
+        let element = element?;
+        stats.add(&element, started.elapsed());
+        println!("{element}");
+        if take.is_some_and(|t| stats.elements >= t) {
             break;
         }
     }
+    if tuning.stats {
+        eprintln!("{}", stats.summary(started.elapsed()));
+    }
     Ok(())
+}
+
+/// What a read received, for `--stats`.
+#[derive(Default)]
+struct ReadStats {
+    elements: usize,
+    bytes: usize,
+    /// When the first element arrived (setup: job, iteration, tasks, first
+    /// connections), and the bytes it brought.
+    first: Option<(Duration, usize)>,
+}
+
+impl ReadStats {
+    fn add(&mut self, element: &tfdata_core::Element, at: Duration) {
+        let size: usize = element.components.iter().map(|t| t.byte_size()).sum();
+        self.first.get_or_insert((at, size));
+        self.elements += 1;
+        self.bytes += size;
+    }
+
+    /// Rates over the whole read, and from the first element on (the
+    /// steady state, without the setup).
+    fn summary(&self, total: Duration) -> String {
+        let rate = |elements: usize, bytes: usize, seconds: f64| {
+            let seconds = seconds.max(1e-9);
+            format!(
+                "{:.0} elements/s, {:.2} MB/s",
+                elements as f64 / seconds,
+                bytes as f64 / seconds / 1e6
+            )
+        };
+        let seconds = total.as_secs_f64();
+        let mut text = format!(
+            "read {} elements, {} bytes in {seconds:.3} s: {}",
+            self.elements,
+            self.bytes,
+            rate(self.elements, self.bytes, seconds)
+        );
+        if let Some((at, size)) = self.first {
+            let after = seconds - at.as_secs_f64();
+            text += &format!(
+                "; first element after {:.3} s, then {}",
+                at.as_secs_f64(),
+                rate(self.elements - 1, self.bytes - size, after)
+            );
+        }
+        text
+    }
 }
 
 async fn register(args: RegisterArgs) -> anyhow::Result<()> {
@@ -346,6 +422,7 @@ async fn main() -> anyhow::Result<()> {
             consumer_index,
             num_consumers,
             take,
+            tuning,
         } => {
             let consumers = match (consumer_index, num_consumers) {
                 (Some(c), Some(n)) => Some((c, n)),
@@ -360,6 +437,7 @@ async fn main() -> anyhow::Result<()> {
                 job,
                 consumers,
                 take,
+                tuning,
             )
             .await?
         }

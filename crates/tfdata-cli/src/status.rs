@@ -46,12 +46,13 @@ pub fn render(s: &GetStatusResponse, address: &str) -> String {
     );
     out += &table(
         "Workers",
-        &["ADDRESS", "TAGS", "LAST HEARTBEAT", "TASKS"],
+        &["ADDRESS", "STATE", "TAGS", "LAST HEARTBEAT", "TASKS"],
         s.workers
             .iter()
             .map(|w| {
                 vec![
                     w.address.clone(),
+                    if w.lost { "lost" } else { "alive" }.into(),
                     w.tags.join(","),
                     if w.last_heartbeat_age_ms < 0 {
                         "-".into()

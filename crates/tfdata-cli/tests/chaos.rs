@@ -10,41 +10,15 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::process::Process;
 use rand::{Rng, SeedableRng};
 use tfdata::{Dataset, ProcessingMode, distribute};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tfdata");
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
+/// Starts `tfdata <args>` and waits until it printed its port.
 fn start(args: &[&str]) -> Process {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    rx.recv_timeout(Duration::from_secs(30)).expect("started");
-    Process(child)
+    Process::start(args).0
 }
 
 fn dispatcher(port: u16, work_dir: &str) -> Process {

@@ -6,14 +6,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::process::{BIN, Process};
 use tfdata::{Dataset, ProcessingMode, distribute};
-
-const BIN: &str = env!("CARGO_BIN_EXE_tfdata");
 
 /// Every element's first component as an int64 scalar.
 fn scalars(ds: &tfdata::DistributedDataset) -> Vec<i64> {
@@ -21,65 +18,6 @@ fn scalars(ds: &tfdata::DistributedDataset) -> Vec<i64> {
         .unwrap()
         .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
         .collect()
-}
-
-/// A child process killed when dropped, so a failing test leaves nothing behind.
-struct Process {
-    child: Child,
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Process {
-    /// Starts `tfdata <args>` and returns it with the port from its first stdout line.
-    fn start(args: &[&str]) -> (Process, u16) {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start tfdata");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("tfdata printed its port");
-        let port = line
-            .split_whitespace()
-            .skip_while(|w| *w != "port")
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {line:?}"));
-        (Process { child }, port)
-    }
-
-    /// Sends SIGTERM and waits (bounded) for a clean exit.
-    fn terminate(mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "tfdata did not exit after SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
 }
 
 #[test]
@@ -204,6 +142,7 @@ fn register_read_distributed_epoch_and_status_through_the_binaries() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("Workers (2)"), "{text}");
+    assert_eq!(text.matches(" alive ").count(), 2, "{text}");
     assert!(
         text.contains("Datasets (1)") && text.contains("TensorSpec(shape=(), dtype=int64)"),
         "{text}"

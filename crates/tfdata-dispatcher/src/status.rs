@@ -52,6 +52,7 @@ impl Dispatcher {
                         .get(&w.address)
                         .map_or(-1, |t| (now.saturating_sub(*t) / 1000).max(0)),
                     assigned_tasks: state.tasks_for_worker(&w.address).count() as i64,
+                    lost: w.lost,
                 })
                 .collect(),
             datasets: state

@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, dead_code)] // test code
 
+pub mod process;
+
 use std::time::{Duration, Instant};
 
 /// Waits until the dispatcher at `address` knows `n` workers.

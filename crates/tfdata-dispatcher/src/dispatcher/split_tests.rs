@@ -147,6 +147,11 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
     d.run_maintenance().await.unwrap();
     let state = d.snapshot_state().await;
     assert!(state.worker("w1:1").unwrap().lost);
+    assert_eq!(
+        workers_lost(&d).await,
+        [("w1:1".to_string(), true), ("w2:1".to_string(), false)],
+        "the status service (`tfdata status`) shows the lost worker"
+    );
     let it = state.iteration(IterationId(iteration)).unwrap();
     assert!(!it.finished, "splits 1, 2 and 3 are not delivered yet");
     // Nobody would ask for them, so w2 got a new task to produce them.
@@ -188,6 +193,109 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
     // w1 returns: it is revived.
     d.worker_heartbeat(heartbeat("w1:1", 7)).await.unwrap();
     assert!(!d.snapshot_state().await.worker("w1:1").unwrap().lost);
+    assert_eq!(
+        workers_lost(&d).await,
+        [("w1:1".to_string(), false), ("w2:1".to_string(), false)]
+    );
+}
+
+/// Each worker's address and whether the status service calls it lost.
+async fn workers_lost(d: &Dispatcher) -> Vec<(String, bool)> {
+    let mut workers: Vec<(String, bool)> = d
+        .status()
+        .await
+        .workers
+        .into_iter()
+        .map(|w| (w.address, w.lost))
+        .collect();
+    workers.sort();
+    workers
+}
+
+/// A worker cut off by a partition is declared lost, then the link heals and
+/// a `GetSplit` its old task sent before the cut arrives (TCP delivers it
+/// late). That task left the iteration and its splits went back to the
+/// pool: it gets the end of splits, and no split is handed to it. (Before,
+/// it took the next split, held by a task nobody reads any more: a lost
+/// element, found by `tests/multi_host.rs` in tfdata-cli.)
+#[tokio::test]
+async fn a_late_get_split_from_a_lost_workers_old_task_takes_no_split() {
+    let clock = Arc::new(FixedClock(AtomicI64::new(1_000_000)));
+    let config = DispatcherConfig {
+        worker_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let d = Dispatcher::new(config, clock.clone()).unwrap();
+    let heartbeat = |w: &'static str| wire::WorkerHeartbeatRequest {
+        worker_address: w.into(),
+        tfdata_runs_pipelines: true,
+        worker_uid: 7,
+        ..Default::default()
+    };
+    for w in ["w1:1", "w2:1"] {
+        d.worker_heartbeat(heartbeat(w)).await.unwrap();
+    }
+    let iteration = dynamic_iteration(&d).await; // range(5)
+    let task_of = |state: &DispatcherState, w: &str| {
+        state
+            .tasks_for_worker(w)
+            .find(|t| t.iteration_id == IterationId(iteration))
+            .map(|t| t.id.0)
+            .unwrap()
+    };
+    let state = d.snapshot_state().await;
+    let (old_t1, t2) = (task_of(&state, "w1:1"), task_of(&state, "w2:1"));
+    let ask = |seq: i64, worker: &str, task: i64| wire::GetSplitRequest {
+        iteration_id: iteration,
+        repetition: 0,
+        split_provider_index: 0,
+        tfdata_worker_address: worker.into(),
+        tfdata_split_sequence: Some(seq),
+        tfdata_task_id: task,
+        ..Default::default()
+    };
+    let mut read = Vec::new();
+    for seq in 0..2 {
+        read.extend(value(&d.get_split(ask(seq, "w1:1", old_t1)).await.unwrap()));
+    }
+    assert_eq!(read, [0, 1]);
+    let mut w2_seq = 0;
+    read.extend(value(&d.get_split(ask(w2_seq, "w2:1", t2)).await.unwrap()));
+    w2_seq += 1;
+    // w1 is cut off: declared lost, its splits 0 and 1 go back to the pool.
+    clock.0.fetch_add(900_000, Ordering::SeqCst);
+    d.worker_heartbeat(heartbeat("w2:1")).await.unwrap();
+    clock.0.fetch_add(900_000, Ordering::SeqCst);
+    d.run_maintenance().await.unwrap();
+    assert!(d.snapshot_state().await.worker("w1:1").unwrap().lost);
+    read.clear(); // 0 and 1 were never delivered
+    read.push(2);
+
+    // The link heals: the request w1's old task sent before the cut arrives.
+    let late = d.get_split(ask(2, "w1:1", old_t1)).await.unwrap();
+    assert!(late.end_of_splits && late.split.is_none(), "{late:?}");
+    // w1 heartbeats again: it is revived with a new task; a retry of the
+    // old task's request still gets nothing.
+    d.worker_heartbeat(heartbeat("w1:1")).await.unwrap();
+    let state = d.snapshot_state().await;
+    let new_t1 = task_of(&state, "w1:1");
+    assert_ne!(new_t1, old_t1);
+    let late = d.get_split(ask(2, "w1:1", old_t1)).await.unwrap();
+    assert!(late.end_of_splits && late.split.is_none(), "{late:?}");
+
+    // Every split is produced exactly once by the live tasks.
+    let mut w1_seq = 0;
+    loop {
+        let a = value(&d.get_split(ask(w1_seq, "w1:1", new_t1)).await.unwrap());
+        let b = value(&d.get_split(ask(w2_seq, "w2:1", t2)).await.unwrap());
+        (w1_seq, w2_seq) = (w1_seq + 1, w2_seq + 1);
+        if a.is_none() && b.is_none() {
+            break;
+        }
+        read.extend(a.into_iter().chain(b));
+    }
+    read.sort();
+    assert_eq!(read, [0, 1, 2, 3, 4]);
 }
 
 #[tokio::test]

@@ -112,6 +112,15 @@ impl Dispatcher {
                 "GetSplit: task {task} is not a task of iteration {iteration_id}"
             )));
         }
+        // A finished task gets no more splits. It may be a lost worker's
+        // (cut off, not dead): a request sent before the cut can arrive
+        // after the worker was declared lost and its splits were returned,
+        // and a split handed to it would be held by a task nobody reads.
+        if req.tfdata_task_id != 0 && txn.state.task(task).is_some_and(|t| t.finished) {
+            tracing::info!(%task, worker = %req.tfdata_worker_address, "GetSplit from a task that left its iteration: end of splits");
+            txn.commit().await?;
+            return Ok(split_response(None));
+        }
         // A tfdata worker repeating its last request lost the answer: give it
         // the same split again (nothing new is journaled).
         if let Some(sequence) = req.tfdata_split_sequence

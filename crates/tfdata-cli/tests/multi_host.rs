@@ -1,0 +1,396 @@
+//! tfdata across real network hosts: the dispatcher, the workers and the
+//! reader are real `tfdata` processes, each in its own network namespace with
+//! its own address, joined by a switch, all inside a private sandbox
+//! (`netns/sandbox.rs`) that nothing else can reach. The scenarios cut links
+//! mid-read and heal them, or put a 50 ms delay on every link, and check the
+//! elements read as multisets. Each needs root; without it, it prints
+//! "SKIPPED: ..." and passes. docs/multi-host-tests.md describes them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+mod netns;
+
+use std::time::{Duration, Instant};
+
+use common::process::{Process, wait_until};
+use netns::cluster::{Cluster, Layout, check_exactly, check_none_lost, counts};
+use netns::delay_proxy::DelayProxy;
+use netns::sandbox::{self, REPORT_PREFIX};
+
+/// A line for the test's report (shown even when it passes).
+fn report(line: &str) {
+    println!("{REPORT_PREFIX}{line}");
+}
+
+/// Waits for the reader to finish its read; panics with everyone's logs if
+/// it fails or takes longer than `limit`.
+fn finish_read(cluster: &Cluster, reader: &mut Process, limit: Duration) -> Vec<String> {
+    match reader.wait_exit(limit) {
+        Some(status) if status.success() => reader.stdout_lines(),
+        outcome => panic!(
+            "the read ended with {outcome:?} after {} elements\n{}",
+            reader.stdout_len(),
+            cluster.logs(&[reader])
+        ),
+    }
+}
+
+/// Waits until the reader has read `n` elements; panics after `limit`
+/// with everyone's logs.
+fn wait_for_elements(cluster: &Cluster, reader: &Process, n: usize, limit: Duration) {
+    let what = format!("the reader to read {n} elements");
+    wait_until(&what, limit, &cluster.everyone(&[reader]), || {
+        (reader.stdout_len() >= n).then_some(())
+    });
+}
+
+/// How many elements the reader has read; panics if its read is over (the
+/// cut would then not be mid-read).
+fn mid_read(reader: &mut Process, n: i64) -> usize {
+    let read = reader.stdout_len();
+    let running = reader.child.try_wait().unwrap().is_none();
+    assert!(
+        running && read < n as usize,
+        "the read ended ({read} of {n} elements) before the cut: make the dataset larger"
+    );
+    read
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// A distributed_epoch read loses nothing when a worker is cut off from
+/// everyone (dispatcher and reader) mid-epoch for longer than
+/// `worker_timeout` and then comes back: the dispatcher declares it lost and
+/// hands the splits it held but had not delivered to the other workers, the
+/// reader drops its task and finishes with the others, and the healed
+/// worker is revived. Elements the cut worker had sent but could not be
+/// sure were delivered may arrive twice; the test prints how many.
+#[test]
+fn a_worker_cut_off_mid_epoch_and_healed_loses_nothing() {
+    sandbox::run(
+        "a_worker_cut_off_mid_epoch_and_healed_loses_nothing",
+        worker_cut_off_mid_epoch,
+    );
+}
+
+fn worker_cut_off_mid_epoch() {
+    let cluster = Cluster::start(Layout {
+        workers: 3,
+        dispatcher_args: &["--worker-timeout-ms", "2000"],
+        delay_proxy: None,
+    });
+    let n = 6000; // every element is a split
+    let id = cluster.register(&format!(r#"{{"op": "range", "stop": {n}}}"#));
+    let mut reader = cluster.read(&id, "distributed_epoch");
+    wait_for_elements(&cluster, &reader, 300, Duration::from_secs(60));
+    let w1 = cluster.worker_address(0);
+    cluster.wait_status(
+        "w1 running a task",
+        Duration::from_secs(10),
+        &[&reader],
+        |s| s.tasks.iter().any(|t| t.worker == w1 && !t.finished),
+    );
+
+    cluster.net.unplug(&cluster.worker_hosts[0]);
+    let cut = Instant::now();
+    let read_at_cut = mid_read(&mut reader, n);
+    cluster.wait_status(
+        "w1 declared lost",
+        Duration::from_secs(20),
+        &[&reader],
+        |s| s.worker(&w1).is_some_and(|w| w.lost),
+    );
+    let lost_after = cut.elapsed();
+    cluster.net.plug(&cluster.worker_hosts[0]);
+    let healed = Instant::now();
+    cluster.wait_status("w1 revived", Duration::from_secs(60), &[&reader], |s| {
+        s.worker(&w1).is_some_and(|w| !w.lost)
+    });
+    let revived_after = healed.elapsed();
+
+    let lines = finish_read(&cluster, &mut reader, Duration::from_secs(90));
+    let twice = check_none_lost(&counts(&lines), n, 1, "worker cut mid-epoch");
+    report(&format!(
+        "worker cut off after {read_at_cut} of {n} elements: declared lost {} after the cut, \
+         revived {} after the heal; all {n} read, none lost, {twice} twice",
+        secs(lost_after),
+        secs(revived_after)
+    ));
+}
+
+/// The dispatcher cut off from both workers (blackhole routes; the reader
+/// still reaches everyone), during distributed_epoch reads:
+/// - for less than `worker_timeout` (5 s): nothing changes. No worker is
+///   declared lost, every task stays where it was, heartbeats resume after
+///   the heal and the read is exactly once;
+/// - for longer: both workers are declared lost, and revived when the link
+///   heals; the read that spans it completes with nothing lost.
+#[test]
+fn the_dispatcher_cut_off_from_the_workers_briefly_and_for_longer() {
+    sandbox::run(
+        "the_dispatcher_cut_off_from_the_workers_briefly_and_for_longer",
+        dispatcher_cut_off_from_the_workers,
+    );
+}
+
+fn dispatcher_cut_off_from_the_workers() {
+    let cluster = Cluster::start(Layout {
+        workers: 2,
+        // Well above the brief cut: after a heal, TCP retransmits on
+        // its back-off schedule (0.2, 0.6, 1.4, 3.0 s ...), so
+        // heartbeats may take until about 3 s to get through.
+        dispatcher_args: &["--worker-timeout-ms", "5000"],
+        delay_proxy: None,
+    });
+    let workers: Vec<&netns::network::Host> = cluster.worker_hosts.iter().collect();
+    let n = 4000;
+    let id = cluster.register(&format!(r#"{{"op": "range", "stop": {n}}}"#));
+
+    // Shorter than worker_timeout.
+    let mut reader = cluster.read(&id, "distributed_epoch");
+    wait_for_elements(&cluster, &reader, 300, Duration::from_secs(60));
+    let running = |s: &netns::cluster::Status| -> Vec<(i64, String)> {
+        let mut t: Vec<_> = s
+            .tasks
+            .iter()
+            .filter(|t| !t.finished)
+            .map(|t| (t.id, t.worker.clone()))
+            .collect();
+        t.sort();
+        t
+    };
+    let before = cluster.status();
+    cluster.net.partition(&cluster.dispatcher_host, &workers);
+    let cut = Instant::now();
+    mid_read(&mut reader, n);
+    // Held until the dispatcher has heard from neither worker for 1.2 s
+    // (so the cut is real), never declaring one lost meanwhile.
+    let during = cluster.wait_status(
+        "1.2 s without heartbeats",
+        Duration::from_secs(10),
+        &[&reader],
+        |s| {
+            s.workers.iter().any(|w| w.lost)
+                || s.workers
+                    .iter()
+                    .all(|w| w.heartbeat_age.is_some_and(|a| a >= 1.2))
+        },
+    );
+    if during.workers.iter().any(|w| w.lost) {
+        panic!(
+            "a worker was declared lost during a cut shorter than worker_timeout:\n{}\n{}",
+            during.text,
+            cluster.logs(&[&reader])
+        );
+    }
+    let held = cut.elapsed();
+    cluster.net.heal(&cluster.dispatcher_host, &workers);
+    let healed = Instant::now();
+    let after = cluster.wait_status(
+        "heartbeats again",
+        Duration::from_secs(30),
+        &[&reader],
+        |s| {
+            s.workers
+                .iter()
+                .all(|w| !w.lost && w.heartbeat_age.is_some_and(|a| a < 0.5))
+        },
+    );
+    let resumed_after = healed.elapsed();
+    let unchanged: Vec<_> = running(&before)
+        .into_iter()
+        .filter(|t| after.tasks.iter().any(|a| a.id == t.0 && a.worker == t.1))
+        .collect();
+    assert_eq!(
+        unchanged,
+        running(&before),
+        "tasks moved:\n{}\n{}",
+        before.text,
+        after.text
+    );
+    assert!(
+        running(&after).iter().all(|t| running(&before).contains(t)),
+        "new tasks after a short cut:\n{}\n{}",
+        before.text,
+        after.text
+    );
+    let lines = finish_read(&cluster, &mut reader, Duration::from_secs(90));
+    check_exactly(&counts(&lines), n, 1, "dispatcher cut briefly");
+    report(&format!(
+        "dispatcher cut off from the workers for {} (< worker_timeout 5 s): none lost, \
+         same tasks, heartbeats back {} after the heal; {n} elements exactly once",
+        secs(held),
+        secs(resumed_after)
+    ));
+
+    // Longer than worker_timeout.
+    let mut reader = cluster.read(&id, "distributed_epoch");
+    wait_for_elements(&cluster, &reader, 300, Duration::from_secs(60));
+    cluster.net.partition(&cluster.dispatcher_host, &workers);
+    let cut = Instant::now();
+    mid_read(&mut reader, n);
+    cluster.wait_status(
+        "both workers lost",
+        Duration::from_secs(20),
+        &[&reader],
+        |s| s.workers.iter().all(|w| w.lost),
+    );
+    let lost_after = cut.elapsed();
+    cluster.net.heal(&cluster.dispatcher_host, &workers);
+    let healed = Instant::now();
+    cluster.wait_status(
+        "both workers revived",
+        Duration::from_secs(60),
+        &[&reader],
+        |s| s.workers.iter().all(|w| !w.lost),
+    );
+    let revived_after = healed.elapsed();
+    let lines = finish_read(&cluster, &mut reader, Duration::from_secs(90));
+    let twice = check_none_lost(&counts(&lines), n, 1, "dispatcher cut for longer");
+    report(&format!(
+        "dispatcher cut off from the workers: both declared lost {} after the cut, \
+         revived {} after the heal; all {n} read, none lost, {twice} twice",
+        secs(lost_after),
+        secs(revived_after)
+    ));
+}
+
+/// The reader unplugged mid-read for 3 s (well within `client_timeout`)
+/// and plugged back in: its connections stall and resume, and it reads
+/// every element exactly once.
+#[test]
+fn a_reader_cut_off_and_healed_reads_everything_exactly_once() {
+    sandbox::run(
+        "a_reader_cut_off_and_healed_reads_everything_exactly_once",
+        reader_cut_off,
+    );
+}
+
+fn reader_cut_off() {
+    let cluster = Cluster::start(Layout {
+        workers: 2,
+        dispatcher_args: &[],
+        delay_proxy: None,
+    });
+    let n = 4000;
+    let id = cluster.register(&format!(r#"{{"op": "range", "stop": {n}}}"#));
+    let mut reader = cluster.read(&id, "distributed_epoch");
+    wait_for_elements(&cluster, &reader, 300, Duration::from_secs(60));
+    cluster.net.unplug(&cluster.reader_host);
+    let cut = Instant::now();
+    let read_at_cut = mid_read(&mut reader, n);
+    // Held 3 s, and until the reader has printed nothing for 1 s: it has
+    // used up what it had received and is starved.
+    let mut last = (reader.stdout_len(), Instant::now());
+    let at_heal = wait_until(
+        "the reader starved",
+        Duration::from_secs(20),
+        &cluster.everyone(&[&reader]),
+        || {
+            let now = reader.stdout_len();
+            if now != last.0 {
+                last = (now, Instant::now());
+            }
+            (cut.elapsed() >= Duration::from_secs(3) && last.1.elapsed() >= Duration::from_secs(1))
+                .then_some(now)
+        },
+    );
+    mid_read(&mut reader, n);
+    cluster.net.plug(&cluster.reader_host);
+    let healed = Instant::now();
+    wait_for_elements(&cluster, &reader, at_heal + 1, Duration::from_secs(60));
+    let resumed_after = healed.elapsed();
+    let lines = finish_read(&cluster, &mut reader, Duration::from_secs(90));
+    check_exactly(&counts(&lines), n, 1, "reader cut");
+    report(&format!(
+        "reader cut off for {} after {read_at_cut} of {n} elements ({at_heal} when healed); \
+         reading again {} after the heal; {n} elements exactly once",
+        secs(healed - cut),
+        secs(resumed_after)
+    ));
+}
+
+/// Every link through the delay proxy (the hosts' own addresses are
+/// blackholed, so there is no other path), read first with no delay and
+/// then with 50 ms each way (100 ms added to every round trip). Reads stay
+/// correct (multisets checked); the throughput is printed, never asserted.
+#[test]
+fn reads_over_links_with_50_ms_of_delay() {
+    sandbox::run(
+        "reads_over_links_with_50_ms_of_delay",
+        links_with_50_ms_of_delay,
+    );
+}
+
+fn links_with_50_ms_of_delay() {
+    let proxy = DelayProxy::new(Duration::ZERO);
+    let cluster = Cluster::start(Layout {
+        workers: 2,
+        dispatcher_args: &[],
+        delay_proxy: Some(&proxy),
+    });
+    let status = cluster.status();
+    for i in 0..2 {
+        assert!(
+            status.worker(&cluster.worker_address(i)).is_some(),
+            "{}",
+            status.text
+        );
+    }
+    // 64 KiB elements sent uncompressed, produced whole by each worker
+    // (parallel_epochs): the transfer's throughput.
+    let bulk_n = 1500;
+    let payload = "x".repeat(64 << 10);
+    let bulk = cluster.register(&format!(
+        r#"{{"compress": false, "pipeline": {{"op": "zip", "inputs": [
+            {{"op": "range", "stop": {bulk_n}}},
+            {{"op": "repeat", "count": {bulk_n}, "input": {{"op": "from_tensors",
+              "components": [{{"dtype": "string", "values": "{payload}"}}]}}}}]}}}}"#
+    ));
+    // Small elements, each its own split: one dispatcher round trip
+    // (GetSplit) per element.
+    let split_n = 100;
+    let splits = cluster.register(&format!(r#"{{"op": "range", "stop": {split_n}}}"#));
+    for delay_ms in [0, 50] {
+        proxy.set_delay(Duration::from_millis(delay_ms));
+        for (what, id, mode, n, copies) in [
+            (
+                "parallel_epochs, 64 KiB elements",
+                &bulk,
+                "parallel_epochs",
+                bulk_n,
+                2,
+            ),
+            (
+                "distributed_epoch, a split per element",
+                &splits,
+                "distributed_epoch",
+                split_n,
+                1,
+            ),
+        ] {
+            let mut reader = cluster.read(id, mode);
+            let lines = finish_read(&cluster, &mut reader, Duration::from_secs(120));
+            check_exactly(&counts(&lines), n, copies, what);
+            let stats = reader
+                .last_log_line("read ")
+                .unwrap_or_else(|| "no stats".into());
+            report(&format!("{delay_ms} ms each way, {what}: {stats}"));
+        }
+    }
+    for (host, line) in &cluster.lines {
+        let connections = line.connections.load(std::sync::atomic::Ordering::SeqCst);
+        let up = line.bytes_up.load(std::sync::atomic::Ordering::SeqCst);
+        let down = line.bytes_down.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            connections > 0 && up > 0 && down > 0,
+            "nothing went through {host}'s delay line"
+        );
+        report(&format!(
+            "delay line to {host}: {connections} connections, {up} bytes in, {down} bytes out"
+        ));
+    }
+}
