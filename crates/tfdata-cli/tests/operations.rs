@@ -220,6 +220,20 @@ fn line_value(e: tfdata::Element) -> i64 {
 /// worker simply dies, and the dispatcher keeps its task.)
 #[test]
 fn a_worker_drains_on_sigterm_and_every_record_arrives_exactly_once() {
+    drain_mid_read(1);
+}
+
+/// The same with `repeat(2)` after the source: the drain cuts the first
+/// pass short without ending that pass for the other worker, and every
+/// record arrives exactly twice.
+#[test]
+fn a_drain_in_a_repeated_read_ends_no_pass_early() {
+    drain_mid_read(2);
+}
+
+/// Two workers read `FILES` files of `LINES` lines `passes` times over in
+/// distributed_epoch; one is SIGTERMed mid-file and drains.
+fn drain_mid_read(passes: usize) {
     const FILES: usize = 12;
     const LINES: usize = 150;
     let dir = tempfile::tempdir().unwrap();
@@ -265,7 +279,7 @@ fn a_worker_drains_on_sigterm_and_every_record_arrives_exactly_once() {
     )
     .stream_window(4, 1 << 20)
     .max_outstanding_requests(2)
-    .apply(&Dataset::text_lines(&names, ""))
+    .apply(&Dataset::text_lines(&names, "").repeat(Some(passes as i64)))
     .unwrap();
     let started = Instant::now();
     let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
@@ -286,8 +300,10 @@ fn a_worker_drains_on_sigterm_and_every_record_arrives_exactly_once() {
 
     let status = drained.wait(Duration::from_secs(30));
     assert!(status.success(), "{status}");
-    let repeated: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(repeated.is_empty(), "records read twice: {repeated:?}");
+    let repeated: Vec<_> = counts.iter().filter(|(_, n)| **n > passes).collect();
+    assert!(repeated.is_empty(), "records read too often: {repeated:?}");
+    let short: Vec<_> = counts.iter().filter(|(_, n)| **n < passes).collect();
+    assert!(short.is_empty(), "records read too rarely: {short:?}");
     let expected = FILES * LINES;
     assert_eq!(
         counts.len(),

@@ -440,6 +440,7 @@ impl Worker {
                     task_id: TaskId(def.task_id),
                     delivered: Default::default(),
                     ledger: Arc::clone(&runner.ledger),
+                    exhausted: Default::default(),
                 });
                 runner.ledger.add_provider(Arc::clone(&provider));
                 ctx.split_providers.insert(source.op_key(), provider);

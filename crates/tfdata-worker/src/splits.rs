@@ -132,6 +132,8 @@ pub struct RemoteSplitProvider {
     pub task_id: TaskId,
     pub delivered: DeliveredSplits,
     pub ledger: Arc<SplitLedger>,
+    /// The dispatcher answered "no more splits" for the current repetition.
+    pub exhausted: AtomicBool,
 }
 
 impl RemoteSplitProvider {
@@ -172,6 +174,7 @@ impl RemoteSplitProvider {
         };
         self.received.fetch_add(1, Ordering::SeqCst);
         if response.end_of_splits {
+            self.exhausted.store(true, Ordering::SeqCst);
             return Ok(None);
         }
         match &response.split {
@@ -260,6 +263,12 @@ impl SplitProvider for RemoteSplitProvider {
     }
 
     fn reset(&self) -> Result<()> {
+        // A pass the drain cut short is not over: a request for the next
+        // repetition (the drain's flush) would end this one for every worker.
+        if self.ledger.draining.is_cancelled() && !self.exhausted.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.exhausted.store(false, Ordering::SeqCst);
         self.repetition.fetch_add(1, Ordering::SeqCst);
         self.received.store(0, Ordering::SeqCst);
         Ok(())

@@ -262,7 +262,8 @@ fn produce(
         }
         Ok(())
     }));
-    // The iterator (and the split providers in it) is gone: the end is final.
+    // Nothing on this thread calls the split providers any more: from here a
+    // drain may use them to report what was delivered.
     drop(ctx);
     let hold = on_end();
     let err = match outcome {
