@@ -190,8 +190,9 @@ struct WorkerArgs {
     no_element_stream: bool,
     /// On SIGTERM, drain for at most this long before stopping: take no new
     /// tasks or splits, finish and hand over the distributed_epoch splits in
-    /// hand. 0 stops at once. A second SIGTERM, or SIGINT, stops at once.
-    #[arg(long, default_value_t = 25_000)]
+    /// hand (docs/deploy.md). 0, the default, stops at once, as TensorFlow's
+    /// worker does. A second SIGTERM, or SIGINT, stops at once.
+    #[arg(long, default_value_t = 0)]
     drain_timeout_ms: u64,
 }
 
