@@ -1,6 +1,7 @@
 //! `tfdata`: run a tf.data service dispatcher or worker. Flags become
 //! validated configs; the servers themselves are library functions.
 
+mod logging;
 mod save;
 mod status;
 
@@ -17,6 +18,9 @@ use tfdata_worker::WorkerConfig;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines (on stderr) are written: text, or one JSON object per line.
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    log_format: logging::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -260,10 +264,17 @@ struct WorkerArgs {
     /// Do not serve tfdata's element stream (tfdata readers then use GetElement).
     #[arg(long)]
     no_element_stream: bool,
+    /// On SIGTERM, drain for at most this long before stopping: take no new
+    /// tasks or splits, finish and hand over the distributed_epoch splits in
+    /// hand (docs/deploy.md). 0, the default, stops at once, as TensorFlow's
+    /// worker does. A second SIGTERM, or SIGINT, stops at once.
+    #[arg(long, default_value_t = 0)]
+    drain_timeout_ms: u64,
 }
 
 impl WorkerArgs {
-    fn into_config(self) -> anyhow::Result<WorkerConfig> {
+    fn into_config(self) -> anyhow::Result<(WorkerConfig, Duration)> {
+        let drain_timeout = Duration::from_millis(self.drain_timeout_ms);
         let config = WorkerConfig {
             dispatcher_address: self.dispatcher_address,
             port: self.port,
@@ -286,7 +297,7 @@ impl WorkerArgs {
             element_stream: !self.no_element_stream,
         };
         config.validate()?;
-        Ok(config)
+        Ok((config, drain_timeout))
     }
 }
 
@@ -357,29 +368,42 @@ fn tfdata_proto_deployment_mode(name: &str) -> Option<tfdata_dispatcher::config:
     tfdata_dispatcher::config::DeploymentMode::from_str_name(name)
 }
 
-/// Cancels the token on SIGINT or SIGTERM.
-fn stop_on_signals(token: CancellationToken) {
+/// Cancels `stop` on SIGINT or SIGTERM. With `drain`, the first SIGTERM
+/// cancels `drain` instead (Kubernetes sends SIGTERM, then SIGKILL after the
+/// grace period), and SIGINT or a second SIGTERM cancels `stop`.
+fn stop_on_signals(stop: CancellationToken, drain: Option<CancellationToken>) {
     tokio::spawn(async move {
-        let ctrl_c = tokio::signal::ctrl_c();
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
             match signal(SignalKind::terminate()) {
                 Ok(mut term) => {
-                    tokio::select! {
-                        _ = ctrl_c => {}
-                        _ = term.recv() => {}
+                    let mut drain = drain;
+                    loop {
+                        tokio::select! {
+                            _ = tokio::signal::ctrl_c() => break,
+                            _ = term.recv() => match drain.take() {
+                                Some(d) => {
+                                    tracing::info!("draining on SIGTERM (a second SIGTERM stops at once)");
+                                    d.cancel();
+                                }
+                                None => break,
+                            },
+                        }
                     }
                 }
                 Err(_) => {
-                    let _ = ctrl_c.await;
+                    let _ = tokio::signal::ctrl_c().await;
                 }
             }
         }
         #[cfg(not(unix))]
-        let _ = ctrl_c.await;
+        {
+            let _ = drain;
+            let _ = tokio::signal::ctrl_c().await;
+        }
         tracing::info!("stopping on signal");
-        token.cancel();
+        stop.cancel();
     });
 }
 
@@ -389,17 +413,15 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TFDATA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
     let cli = Cli::parse();
+    logging::init(cli.log_format);
     let shutdown = CancellationToken::new();
-    stop_on_signals(shutdown.clone());
+    // Only workers drain; everything else stops on the first signal.
+    let drain = match &cli.command {
+        Command::Worker(args) if args.drain_timeout_ms > 0 => Some(CancellationToken::new()),
+        _ => None,
+    };
+    stop_on_signals(shutdown.clone(), drain.clone());
     match cli.command {
         Command::Dispatcher(args) => {
             let config = args.into_config()?;
@@ -442,7 +464,7 @@ async fn main() -> anyhow::Result<()> {
             .await?
         }
         Command::Worker(args) => {
-            let config = args.into_config()?;
+            let (config, drain_timeout) = args.into_config()?;
             let listener = tfdata_rpc::server::bind(config.port)?;
             let listener = tokio::net::TcpListener::from_std(listener)?;
             let port = listener.local_addr()?.port();
@@ -450,7 +472,11 @@ async fn main() -> anyhow::Result<()> {
                 "tfdata worker listening on port {port} as {}",
                 config.resolved_worker_address(port)
             );
-            tfdata_worker::serve(listener, config, shutdown).await?;
+            let drain = drain.map(|signal| tfdata_worker::Drain {
+                signal,
+                timeout: drain_timeout,
+            });
+            tfdata_worker::serve_draining(listener, config, shutdown, drain).await?;
         }
     }
     Ok(())

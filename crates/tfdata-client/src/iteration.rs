@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::DropGuard;
+use tracing::Instrument;
 
 use crate::dispatcher::DispatcherClient;
 use crate::fetch::{self, Delivery, FetchContext, FetchEnd, FetchParams, Item, StreamWindow};
@@ -211,18 +212,29 @@ pub(crate) async fn start(
         },
         cancel.clone(),
     );
+    // The driver's logs (and its fetchers') carry the reader's ids.
+    let span = tracing::info_span!(
+        "iteration",
+        dataset = %params.dataset_id,
+        job = job_id.0,
+        client = client_id.0,
+        repetition = params.repetition,
+    );
     match params.consumer_index {
         Some(consumer_index) => {
-            handle.spawn(crate::rounds::drive(
-                dispatcher,
-                params.task_refresh_interval,
-                client_id,
-                consumer_index,
-                fetch,
-            ));
+            handle.spawn(
+                crate::rounds::drive(
+                    dispatcher,
+                    params.task_refresh_interval,
+                    client_id,
+                    consumer_index,
+                    fetch,
+                )
+                .instrument(span),
+            );
         }
         None => {
-            handle.spawn(drive(dispatcher, params, client_id, fetch));
+            handle.spawn(drive(dispatcher, params, client_id, fetch).instrument(span));
         }
     }
     Ok(Iteration {
@@ -296,7 +308,8 @@ async fn drive(
                             let id = TaskId(task.task_id);
                             if known_tasks.insert(id) {
                                 if targeted(params.target_workers, &task) {
-                                    let handle = fetchers.spawn(fetch::fetch_task(Arc::clone(&fetch), task));
+                                    let span = tracing::info_span!("task", task = task.task_id, iteration = task.iteration_id, worker = %task.worker_address);
+                                    let handle = fetchers.spawn(fetch::fetch_task(Arc::clone(&fetch), task).instrument(span));
                                     running.insert(id, handle);
                                 } else {
                                     skipped_any = true;

@@ -5,8 +5,10 @@ use std::sync::Arc;
 use tfdata_core::Result;
 use tfdata_proto::data::{self as wire, dispatcher_service_server::DispatcherService};
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use crate::dispatcher::Dispatcher;
+use crate::request_span::{RequestIds, rpc_span};
 
 /// The tonic adapter around [`Dispatcher`].
 #[derive(Clone)]
@@ -37,7 +39,10 @@ macro_rules! dispatcher_service {
                     &self,
                     r: Request<wire::$req>,
                 ) -> Result<Response<wire::$resp>, Status> {
-                    respond($name, self.0.$method(r.into_inner()).await)
+                    let request = r.into_inner();
+                    let span = rpc_span($name);
+                    request.record(&span);
+                    respond($name, self.0.$method(request).instrument(span).await)
                 }
             )*
             $($custom)*

@@ -16,7 +16,8 @@
 //!   their streams and splits, recovered from their files;
 //! * [`dispatcher`]: the RPCs' logic, one module per concern, as transactions
 //!   over the state journaled with group commit;
-//! * [`grpc`]: the tonic adapter of TensorFlow's `DispatcherService`;
+//! * [`grpc`]: the tonic adapter of TensorFlow's `DispatcherService`, each
+//!   call in a span with the ids its request names (`request_span`);
 //! * [`server`]: [`serve`] (the library function the CLI and tests call) and the
 //!   in-process [`DispatchServer`].
 
@@ -26,6 +27,7 @@ pub mod distributed_snapshot;
 pub mod grpc;
 pub mod invariants;
 pub mod journal;
+mod request_span;
 pub mod server;
 pub mod snapshot;
 pub mod state;

@@ -16,15 +16,19 @@
 //! * [`snapshot`]: distributed-snapshot stream writers, one thread per
 //!   stream the dispatcher assigns;
 //! * [`pipeline`]: a task's or stream's dataset from its `DatasetDef`;
-//! * [`server`]: [`serve`] and the in-process [`WorkerServer`].
+//! * [`drain`]: draining before a stop (SIGTERM): no new tasks or splits,
+//!   the splits in hand finished and reported, bounded by a timeout;
+//! * [`server`]: [`serve`] (and [`serve_draining`]) and the in-process
+//!   [`WorkerServer`].
 //!
-//! Module dependencies point one way: `server → stream → service → task →
-//! strategy → producer` (and `service → splits`, `service → snapshot →
-//! pipeline`, `service → pipeline`). The worker reaches the dispatcher through
+//! Module dependencies point one way: `server → {drain, stream} → service →
+//! task → {strategy → producer, splits}` (and `service → splits`, `service →
+//! snapshot → pipeline`, `service → pipeline`). The worker reaches the dispatcher through
 //! `tfdata-client`'s `DispatcherClient`; it never depends on the dispatcher
 //! crate.
 
 pub mod config;
+pub mod drain;
 mod pipeline;
 pub mod producer;
 pub mod server;
@@ -36,4 +40,4 @@ pub mod stream;
 pub mod task;
 
 pub use config::WorkerConfig;
-pub use server::{WorkerServer, serve};
+pub use server::{Drain, WorkerServer, serve, serve_draining};

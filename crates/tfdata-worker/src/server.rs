@@ -13,12 +13,34 @@ use crate::config::WorkerConfig;
 use crate::service::{Worker, WorkerGrpc};
 use crate::stream::ElementStreamServer;
 
+/// When to drain before stopping, and for how long at most (see
+/// [`crate::drain`]).
+#[derive(Debug, Clone)]
+pub struct Drain {
+    /// Cancelled to start draining (the CLI cancels it on SIGTERM).
+    pub signal: CancellationToken,
+    /// The longest a drain takes; then the worker stops regardless.
+    pub timeout: std::time::Duration,
+}
+
 /// Runs a worker on `listener` until `shutdown` fires or registration fails
 /// for good (for example a protocol version mismatch).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: WorkerConfig,
     shutdown: CancellationToken,
+) -> Result<()> {
+    serve_draining(listener, config, shutdown, None).await
+}
+
+/// [`serve`], and when `drain`'s signal fires: drain (bounded by its
+/// timeout), then stop as on `shutdown`. `shutdown` during a drain stops at
+/// once.
+pub async fn serve_draining(
+    listener: tokio::net::TcpListener,
+    config: WorkerConfig,
+    shutdown: CancellationToken,
+    drain: Option<Drain>,
 ) -> Result<()> {
     config.validate()?;
     let port = listener
@@ -51,11 +73,33 @@ pub async fn serve(
     );
     let completion = tokio::spawn(Arc::clone(&worker).completion_loop(completions));
 
-    let registered = worker.register().await;
+    let drain_signal = drain
+        .as_ref()
+        .map_or_else(CancellationToken::new, |d| d.signal.clone());
+    let registered = tokio::select! {
+        registered = worker.register() => registered,
+        // Nothing to drain before registering.
+        () = drain_signal.cancelled() => {
+            shutdown.cancel();
+            Err(Error::Cancelled("draining before registering".into()))
+        }
+    };
     let outcome = match registered {
         Ok(()) => {
             let heartbeats = tokio::spawn(Arc::clone(&worker).heartbeat_loop());
-            shutdown.cancelled().await;
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = drain_signal.cancelled() => {
+                    let timeout = drain.as_ref().map_or_else(Default::default, |d| d.timeout);
+                    tokio::select! {
+                        _ = crate::drain::drain(&worker, timeout) => {}
+                        () = shutdown.cancelled() => {
+                            tracing::info!(%address, "stopping before the drain finished");
+                        }
+                    }
+                    shutdown.cancel();
+                }
+            }
             heartbeats.abort();
             worker.announce_stop().await;
             Ok(())

@@ -17,6 +17,7 @@ use tfdata_rpc::CancellationToken;
 use tfdata_rpc::retry::retry;
 use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use crate::config::WorkerConfig;
 use crate::producer::BufferLimits;
@@ -26,6 +27,9 @@ use crate::task::TaskRunner;
 
 /// Pause between attempts to report finished tasks (TensorFlow's 5 s).
 const COMPLETION_RETRY: Duration = Duration::from_secs(5);
+
+/// The longest a worker waits to tell the dispatcher it drains or stops.
+const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub struct Worker {
     config: WorkerConfig,
@@ -45,6 +49,10 @@ pub struct Worker {
     /// How they reach the dispatcher; made on the runtime at the first
     /// heartbeat response.
     snapshot_env: std::sync::OnceLock<Arc<dyn WriterEnv>>,
+    /// Cancelled when the worker starts draining (`crate::drain`).
+    draining: CancellationToken,
+    /// Woken when a task's drain state changes.
+    drain_changed: Arc<tokio::sync::Notify>,
 }
 
 /// A random, non-zero worker uid.
@@ -84,6 +92,8 @@ impl Worker {
                 uid: new_worker_uid(),
                 snapshots,
                 snapshot_env: std::sync::OnceLock::new(),
+                draining: CancellationToken::new(),
+                drain_changed: Arc::new(tokio::sync::Notify::new()),
             }),
             rx,
         ))
@@ -131,7 +141,35 @@ impl Worker {
                 .collect(),
             tfdata_stopping: false,
             tfdata_runs_pipelines: true,
+            tfdata_draining: self.draining.is_cancelled(),
         }
+    }
+
+    /// Starts draining: split providers take no new splits, and heartbeats
+    /// (the first one now) tell the dispatcher to give this worker no new
+    /// tasks.
+    pub(crate) async fn start_draining(self: &Arc<Self>) {
+        self.draining.cancel();
+        let call = self.dispatcher.worker_heartbeat(self.heartbeat_request());
+        match tokio::time::timeout(ANNOUNCE_TIMEOUT, call).await {
+            Ok(Ok(response)) => self.apply_heartbeat_response(response),
+            Ok(Err(e)) => {
+                tracing::warn!(worker = %self.address, error = %e, "could not tell the dispatcher we are draining; the next heartbeat will")
+            }
+            Err(_) => {
+                tracing::warn!(worker = %self.address, "timed out telling the dispatcher we are draining; the next heartbeat will")
+            }
+        }
+    }
+
+    /// The tasks running now.
+    pub(crate) fn running_tasks(&self) -> Vec<Arc<TaskRunner>> {
+        lock(&self.tasks).values().cloned().collect()
+    }
+
+    /// Woken whenever a task's drain state may have changed.
+    pub(crate) fn drain_changed(&self) -> &tokio::sync::Notify {
+        &self.drain_changed
     }
 
     /// Tells the dispatcher this worker is stopping, so its tasks leave their
@@ -140,7 +178,7 @@ impl Worker {
         let mut request = self.heartbeat_request();
         request.tfdata_stopping = true;
         let call = self.dispatcher.worker_heartbeat(request);
-        match tokio::time::timeout(std::time::Duration::from_secs(2), call).await {
+        match tokio::time::timeout(ANNOUNCE_TIMEOUT, call).await {
             Ok(Ok(_)) => {
                 tracing::debug!(worker = %self.address, "told the dispatcher we are stopping")
             }
@@ -280,32 +318,41 @@ impl Worker {
                 // Validated to fit a usize.
                 bytes: usize::try_from(self.config.task_buffer_bytes).unwrap_or(usize::MAX),
             };
-            let runner = Arc::new(TaskRunner::with_limits(
-                def,
-                limits,
-                self.config.cross_trainer_cache_size_bytes,
+            let span = task_span(&def, &self.address);
+            let ledger = Arc::new(crate::splits::SplitLedger::new(
+                self.draining.clone(),
+                Arc::clone(&self.drain_changed),
             ));
+            let runner = Arc::new(
+                TaskRunner::with_limits(def, limits, self.config.cross_trainer_cache_size_bytes)
+                    .in_worker(ledger, span),
+            );
             tasks.insert(id, Arc::clone(&runner));
             runner
         };
-        tracing::debug!(task = id.0, dataset = %runner.def.dataset_id, "task received");
+        let span = runner.span.clone();
         let worker = Arc::clone(self);
-        tokio::spawn(async move {
-            match worker.load_pipeline(&runner.def).await {
-                Ok((dataset, ctx, compress)) => runner.run_pipeline(dataset, ctx, compress),
-                Err(e) => {
-                    tracing::warn!(task = id.0, error = %e, "cannot start task");
-                    runner.fail(e);
+        tokio::spawn(
+            async move {
+                tracing::info!("task received");
+                match worker.load_pipeline(&runner).await {
+                    Ok((dataset, ctx, compress)) => runner.run_pipeline(dataset, ctx, compress),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot start task");
+                        runner.fail(e);
+                    }
                 }
             }
-        });
+            .instrument(span),
+        );
     }
 
     /// Checks a task definition and loads its pipeline.
     async fn load_pipeline(
         &self,
-        def: &wire::TaskDef,
+        runner: &TaskRunner,
     ) -> Result<(tfdata_dataset::Dataset, tfdata_dataset::IterContext, bool)> {
+        let def = &runner.def;
         if def.worker_address != self.address {
             return Err(Error::Internal(format!(
                 "task {} is for worker {:?} but this worker is {:?}",
@@ -380,7 +427,7 @@ impl Worker {
                 )));
             }
             for (split_provider_index, source) in sources.iter().enumerate() {
-                let provider = crate::splits::RemoteSplitProvider {
+                let provider = Arc::new(crate::splits::RemoteSplitProvider {
                     dispatcher: self.dispatcher.clone(),
                     runtime: tokio::runtime::Handle::current(),
                     iteration_id: IterationId(def.iteration_id),
@@ -392,9 +439,11 @@ impl Worker {
                     cancel: self.shutdown.clone(),
                     task_id: TaskId(def.task_id),
                     delivered: Default::default(),
-                };
-                ctx.split_providers
-                    .insert(source.op_key(), std::sync::Arc::new(provider));
+                    ledger: Arc::clone(&runner.ledger),
+                    exhausted: Default::default(),
+                });
+                runner.ledger.add_provider(Arc::clone(&provider));
+                ctx.split_providers.insert(source.op_key(), provider);
             }
         }
         let compress = requested_compression && !self.compression_disabled(&dataset_id).await?;
@@ -520,6 +569,23 @@ impl Worker {
             }
         })
     }
+}
+
+/// The span a task's logs carry: its ids, and the worker's address.
+fn task_span(def: &wire::TaskDef, worker: &str) -> tracing::Span {
+    let span = tracing::info_span!(
+        "task",
+        task = def.task_id,
+        iteration = def.iteration_id,
+        job = tracing::field::Empty,
+        dataset = %def.dataset_id,
+        worker,
+    );
+    // Not sent by TensorFlow's dispatcher.
+    if def.tfdata_job_id != 0 {
+        span.record("job", def.tfdata_job_id);
+    }
+    span
 }
 
 /// A task as readers find it.

@@ -4,11 +4,14 @@
 //! (`num_consumers` set) also serves rounds, a cross-trainer-cache task its
 //! trainers' window.
 
+use std::sync::Arc;
+
 use tfdata_core::{Error, Result, TaskId};
 use tfdata_dataset::{Dataset, IterContext};
 use tfdata_proto::data::TaskDef;
 
 use crate::producer::{BufferLimits, Producer};
+use crate::splits::SplitLedger;
 use crate::strategy::Next;
 use crate::strategy::cross_trainer::CrossTrainerCache;
 use crate::strategy::fcfs::{Batch, FirstComeFirstServed};
@@ -22,6 +25,16 @@ pub struct TaskRunner {
     round_robin: Option<RoundRobin>,
     /// Present for cross-trainer-cache jobs.
     cache: Option<CrossTrainerCache>,
+    /// Its leased splits, for a drain (distributed_epoch).
+    pub ledger: Arc<SplitLedger>,
+    /// The task's log span (task, iteration, job, dataset and worker ids).
+    pub span: tracing::Span,
+}
+
+impl Drop for TaskRunner {
+    fn drop(&mut self) {
+        self.ledger.forget_providers();
+    }
 }
 
 impl TaskRunner {
@@ -48,7 +61,16 @@ impl TaskRunner {
                 .num_consumers
                 .map(|n| RoundRobin::new(n.max(1) as usize)),
             def,
+            ledger: Arc::new(SplitLedger::idle()),
+            span: tracing::Span::none(),
         }
+    }
+
+    /// The runner as a worker runs it: with the worker's drain and a span.
+    pub fn in_worker(mut self, ledger: Arc<SplitLedger>, span: tracing::Span) -> Self {
+        self.ledger = ledger;
+        self.span = span;
+        self
     }
 
     pub fn task_id(&self) -> TaskId {
@@ -76,7 +98,14 @@ impl TaskRunner {
     /// `compress`. `ctx` carries the sources' remote split providers in
     /// distributed_epoch mode.
     pub fn run_pipeline(&self, dataset: Dataset, ctx: IterContext, compress: bool) {
-        self.producer.run(dataset, ctx, compress);
+        let ledger = Arc::clone(&self.ledger);
+        let _entered = self.span.enter();
+        self.producer.run(
+            dataset,
+            ctx,
+            compress,
+            Box::new(move || ledger.pipeline_ended()),
+        );
     }
 
     /// Coordinated reads: consumer `consumer`'s element of round `round`.

@@ -152,7 +152,12 @@ impl Dispatcher {
                     .state
                     .workers()
                     .iter()
-                    .filter(|w| !w.lost && txn.state.can_run(&w.address, id))
+                    // A draining worker is about to leave: no new tasks.
+                    .filter(|w| {
+                        !w.lost
+                            && !txn.liveness.is_draining(&w.address)
+                            && txn.state.can_run(&w.address, id)
+                    })
                     .map(|w| w.address.clone())
                     .collect();
                 for worker in workers {

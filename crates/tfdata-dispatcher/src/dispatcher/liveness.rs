@@ -2,7 +2,7 @@
 //! journaled state: it is not replayed, and a restart treats everyone it
 //! recovers as having just heartbeated.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use tfdata_core::IterationClientId;
 
@@ -15,6 +15,9 @@ pub(crate) struct Liveness {
     /// `i64::MAX` until a client's first heartbeat, so a slow starter is not
     /// timed out (TensorFlow's behaviour).
     clients: HashMap<IterationClientId, i64>,
+    /// Workers whose last heartbeat said they are draining (SIGTERM): they
+    /// get no new tasks. Their own heartbeats keep it true after a restart.
+    draining: HashSet<String>,
 }
 
 impl Liveness {
@@ -27,6 +30,7 @@ impl Liveness {
                 .map(|w| (w.address.clone(), now))
                 .collect(),
             clients: state.clients().map(|(c, _)| (c, now)).collect(),
+            draining: HashSet::new(),
         }
     }
 
@@ -41,6 +45,20 @@ impl Liveness {
 
     pub fn forget_worker(&mut self, address: &str) {
         self.workers.remove(address);
+        self.draining.remove(address);
+    }
+
+    /// Records what the worker's latest heartbeat said about draining.
+    pub fn set_draining(&mut self, address: &str, draining: bool) {
+        if draining {
+            self.draining.insert(address.to_string());
+        } else {
+            self.draining.remove(address);
+        }
+    }
+
+    pub fn is_draining(&self, address: &str) -> bool {
+        self.draining.contains(address)
     }
 
     /// A client just acquired: not timed out before its first heartbeat.

@@ -390,3 +390,61 @@ async fn graphs_go_to_the_workers_that_can_run_them() {
     let back = crate::state::DispatcherState::from_snapshot(&state.to_snapshot()).unwrap();
     assert_eq!(back, state);
 }
+
+/// A draining worker (SIGTERM) keeps the tasks it has but gets none for new
+/// iterations; a new process at the same address (a new worker uid, not
+/// draining) gets tasks again.
+#[tokio::test]
+async fn a_draining_worker_gets_no_new_tasks() {
+    let (d, _clock) = dispatcher();
+    let beat = |address: &str, uid: i64, draining: bool| wire::WorkerHeartbeatRequest {
+        worker_address: address.into(),
+        worker_uid: uid,
+        tfdata_runs_pipelines: true,
+        tfdata_draining: draining,
+        ..Default::default()
+    };
+    d.worker_heartbeat(beat("steady:1", 1, false))
+        .await
+        .unwrap();
+    d.worker_heartbeat(beat("leaving:1", 2, false))
+        .await
+        .unwrap();
+    iteration_of_range(&d, 3, 0).await;
+    let first = d
+        .worker_heartbeat(beat("leaving:1", 2, true))
+        .await
+        .unwrap();
+    assert_eq!(
+        first.new_tasks.len(),
+        1,
+        "its existing task is still its own"
+    );
+
+    // A new iteration while it drains: a task for the steady worker only.
+    iteration_of_range(&d, 5, 0).await;
+    let state = d.snapshot_state().await;
+    assert_eq!(state.tasks_for_worker("steady:1").count(), 2);
+    assert_eq!(state.tasks_for_worker("leaving:1").count(), 1);
+    // (The heartbeat lists no current tasks, so its old task is sent again.)
+    let again = d
+        .worker_heartbeat(beat("leaving:1", 2, true))
+        .await
+        .unwrap();
+    let old_iteration = first.new_tasks[0].iteration_id;
+    assert!(
+        again
+            .new_tasks
+            .iter()
+            .all(|t| t.iteration_id == old_iteration),
+        "{:?}",
+        again.new_tasks
+    );
+
+    // Its replacement at the same address joins both iterations afresh.
+    let back = d
+        .worker_heartbeat(beat("leaving:1", 3, false))
+        .await
+        .unwrap();
+    assert_eq!(back.new_tasks.len(), 2, "{:?}", back.new_tasks);
+}

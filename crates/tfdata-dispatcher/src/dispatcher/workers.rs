@@ -32,6 +32,11 @@ impl Dispatcher {
             return Err(Error::InvalidArgument("worker_address is empty".into()));
         }
         let mut txn = self.ledger.begin().await;
+        // Before anything below hands out tasks.
+        txn.liveness.set_draining(&address, req.tfdata_draining);
+        if req.tfdata_draining {
+            tracing::debug!(worker = %address, "worker draining: no new tasks for it");
+        }
         if txn.state.worker(&address).is_none() {
             self.worker_address_entry(&txn.state, &address)?;
             txn.apply(UpdateType::RegisterWorker(wire::RegisterWorkerUpdate {
@@ -42,7 +47,7 @@ impl Dispatcher {
                 tfdata_runs_pipelines: req.tfdata_runs_pipelines,
             }))?;
             // Round-robin iterations are joined through a pending task, below.
-            for iteration in iterations_to_join(&txn.state, &address, false) {
+            for iteration in iterations_to_join(&txn, &address, false) {
                 let update = new_task_update(&txn.state, iteration, &address)?;
                 txn.apply(update)?;
             }
@@ -50,7 +55,7 @@ impl Dispatcher {
         }
         // A worker new to (or back in) a round-robin iteration joins it at an
         // agreed round.
-        for iteration in iterations_to_join(&txn.state, &address, true) {
+        for iteration in iterations_to_join(&txn, &address, true) {
             let w = txn
                 .state
                 .worker(&address)
@@ -96,7 +101,7 @@ impl Dispatcher {
                 worker_address: address.clone(),
                 worker_uid: req.worker_uid,
             }))?;
-            for iteration in iterations_to_join(&txn.state, &address, false) {
+            for iteration in iterations_to_join(&txn, &address, false) {
                 let update = new_task_update(&txn.state, iteration, &address)?;
                 txn.apply(update)?;
             }
@@ -169,6 +174,7 @@ impl Dispatcher {
             num_workers,
             worker_index,
             use_cross_trainer_cache: job.use_cross_trainer_cache,
+            tfdata_job_id: job.id.0,
         })
     }
 
@@ -223,12 +229,13 @@ pub(super) fn new_task_update(
 }
 
 /// Unfinished iterations `worker` can run and has no task in: the
-/// round-robin ones (joined through a pending task) or the others.
-fn iterations_to_join(
-    state: &DispatcherState,
-    worker: &str,
-    round_robin: bool,
-) -> Vec<IterationId> {
+/// round-robin ones (joined through a pending task) or the others. None for
+/// a draining worker.
+fn iterations_to_join(txn: &Txn<'_>, worker: &str, round_robin: bool) -> Vec<IterationId> {
+    if txn.liveness.is_draining(worker) {
+        return Vec::new();
+    }
+    let state = &txn.state;
     state
         .unfinished_iterations()
         .filter(|it| is_round_robin(state, it.id) == round_robin)
@@ -282,7 +289,11 @@ fn reassign_returned_splits(txn: &mut Txn<'_>) -> Result<()> {
             .state
             .workers()
             .iter()
-            .find(|w| !w.lost && txn.state.can_run(&w.address, iteration))
+            .find(|w| {
+                !w.lost
+                    && !txn.liveness.is_draining(&w.address)
+                    && txn.state.can_run(&w.address, iteration)
+            })
             .map(|w| w.address.clone());
         let Some(worker) = worker else {
             tracing::warn!(iteration = %iteration, "a lost worker's splits wait for a live worker");

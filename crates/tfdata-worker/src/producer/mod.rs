@@ -30,6 +30,12 @@ use buffer::{ElementBuffer, Taken};
 /// thread: Snappy over megabytes would stall the RPC runtime.
 const ENCODE_OFF_RUNTIME_BYTES: usize = 256 << 10;
 
+/// Called on the pipeline thread when the pipeline ends, however it ends.
+/// `true` holds a clean end back from readers: the end is not the data's (a
+/// draining worker stopped taking splits), so takes wait until the task is
+/// closed instead of seeing the end of sequence.
+pub type EndHook = Box<dyn FnOnce() -> bool + Send>;
+
 /// The bounds of a task's buffer (see [`ElementBuffer`]).
 #[derive(Debug, Clone, Copy)]
 pub struct BufferLimits {
@@ -102,19 +108,20 @@ impl Producer {
         self.buffer.close();
     }
 
-    /// Runs `dataset` on a new thread; elements are compressed when served if
-    /// `compress`. `ctx` carries the sources' remote split providers in
-    /// distributed_epoch mode.
-    pub fn run(&self, dataset: Dataset, ctx: IterContext, compress: bool) {
+    /// Runs `dataset` on a new thread, in the caller's span; elements are
+    /// compressed when served if `compress`. `ctx` carries the sources'
+    /// remote split providers in distributed_epoch mode.
+    pub fn run(&self, dataset: Dataset, ctx: IterContext, compress: bool, on_end: EndHook) {
         if !self.pending.swap(false, Ordering::SeqCst) {
             return;
         }
         self.compress.store(compress, Ordering::SeqCst);
         let task_id = self.task_id;
         let buffer = Arc::clone(&self.buffer);
+        let span = tracing::Span::current();
         let spawned = std::thread::Builder::new()
             .name(format!("tfdata-task-{task_id}"))
-            .spawn(move || produce(task_id, dataset, ctx, &buffer));
+            .spawn(move || span.in_scope(|| produce(task_id, dataset, ctx, &buffer, on_end)));
         if let Err(e) = spawned {
             tracing::error!(task = task_id.0, error = %e, "cannot start task thread");
             self.buffer.finish(Some(Error::Internal(format!(
@@ -236,18 +243,39 @@ impl Producer {
 /// the end-of-sequence signal), on an error (sent first), or when the task
 /// is deleted (the receiver is gone). A panic is reported as an error rather
 /// than mistaken for the end of the data.
-fn produce(task_id: TaskId, dataset: Dataset, ctx: IterContext, buffer: &ElementBuffer) {
+fn produce(
+    task_id: TaskId,
+    dataset: Dataset,
+    ctx: IterContext,
+    buffer: &ElementBuffer,
+    on_end: EndHook,
+) {
+    tracing::info!("task pipeline started");
+    let mut produced: u64 = 0;
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
         let mut it = dataset.iter_with(&ctx)?;
         while let Some(e) = it.next_element()? {
             if !buffer.push(e) {
                 return Ok(()); // task deleted
             }
+            produced += 1;
         }
         Ok(())
     }));
+    // Nothing on this thread calls the split providers any more: from here a
+    // drain may use them to report what was delivered.
+    drop(ctx);
+    let hold = on_end();
     let err = match outcome {
+        Ok(Ok(())) if hold => {
+            tracing::info!(
+                elements = produced,
+                "task pipeline stopped taking splits (draining); its last elements wait for readers"
+            );
+            return;
+        }
         Ok(Ok(())) => {
+            tracing::info!(elements = produced, "task pipeline finished");
             buffer.finish(None);
             return;
         }

@@ -163,9 +163,16 @@ impl SnapshotWriters {
         let progress = Arc::new(Mutex::new(Progress::Running));
         let (thread_cancel, thread_progress) = (cancel.clone(), Arc::clone(&progress));
         let policy = self.policy;
+        // The writer's logs carry the snapshot and the stream.
+        let span = tracing::info_span!(
+            "snapshot_stream",
+            snapshot = %task.base_path,
+            stream = task.stream_index
+        );
         let spawned = std::thread::Builder::new()
             .name(format!("snapshot-stream-{}", task.stream_index))
             .spawn(move || {
+                let _entered = span.enter();
                 if let Some(p) = predecessor {
                     let _ = p.join();
                 }
