@@ -2,6 +2,7 @@
 //! validated configs; the servers themselves are library functions.
 
 mod save;
+mod security;
 mod status;
 
 use std::time::Duration;
@@ -47,6 +48,9 @@ enum Command {
         /// Stop after this many elements.
         #[arg(long)]
         take: Option<usize>,
+
+        #[command(flatten)]
+        security: security::ClientSecurityArgs,
     },
     /// Save a pipeline (JSON) as a distributed snapshot and show its progress.
     Save(save::SaveArgs),
@@ -55,6 +59,9 @@ enum Command {
         /// The dispatcher, as host:port or grpc://host:port.
         #[arg(long)]
         dispatcher: String,
+
+        #[command(flatten)]
+        security: security::ClientSecurityArgs,
     },
 }
 
@@ -72,6 +79,9 @@ struct RegisterArgs {
     /// auto, snappy or none; default: the file's "compress" (true = auto).
     #[arg(long)]
     compression: Option<String>,
+
+    #[command(flatten)]
+    security: security::ClientSecurityArgs,
 }
 
 async fn read(
@@ -184,6 +194,9 @@ struct WorkerArgs {
     /// Do not serve tfdata's element stream (tfdata readers then use GetElement).
     #[arg(long)]
     no_element_stream: bool,
+
+    #[command(flatten)]
+    security: security::ServerSecurityArgs,
 }
 
 impl WorkerArgs {
@@ -208,8 +221,10 @@ impl WorkerArgs {
             task_buffer_max_elements: self.task_buffer_max_elements,
             task_buffer_bytes: self.task_buffer_bytes,
             element_stream: !self.no_element_stream,
+            security: self.security.into_security()?,
         };
         config.validate()?;
+        security::check_files(&config.security)?;
         Ok(config)
     }
 }
@@ -249,6 +264,9 @@ struct DispatcherArgs {
     worker_timeout_ms: u64,
     #[arg(long, default_value_t = 3)]
     worker_max_concurrent_snapshots: u32,
+
+    #[command(flatten)]
+    security: security::ServerSecurityArgs,
 }
 
 impl DispatcherArgs {
@@ -271,8 +289,10 @@ impl DispatcherArgs {
             client_timeout: Duration::from_millis(self.client_timeout_ms),
             worker_timeout: Duration::from_millis(self.worker_timeout_ms),
             worker_max_concurrent_snapshots: self.worker_max_concurrent_snapshots,
+            security: self.security.into_security()?,
         };
         config.validate()?;
+        security::check_files(&config.security)?;
         Ok(config)
     }
 }
@@ -331,9 +351,18 @@ async fn main() -> anyhow::Result<()> {
             );
             tfdata_dispatcher::serve(listener, config, shutdown).await?;
         }
-        Command::Register(args) => register(args).await?,
+        Command::Register(mut args) => {
+            std::mem::take(&mut args.security).install()?;
+            register(args).await?
+        }
         Command::Save(args) => save::run(args).await?,
-        Command::Status { dispatcher } => status::run(&dispatcher).await?,
+        Command::Status {
+            dispatcher,
+            security,
+        } => {
+            security.install()?;
+            status::run(&dispatcher).await?
+        }
         Command::Read {
             service,
             dataset_id,
@@ -342,7 +371,9 @@ async fn main() -> anyhow::Result<()> {
             consumer_index,
             num_consumers,
             take,
+            security,
         } => {
+            security.install()?;
             let consumers = match (consumer_index, num_consumers) {
                 (Some(c), Some(n)) => Some((c, n)),
                 (None, None) => None,
