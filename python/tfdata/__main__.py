@@ -9,6 +9,11 @@ name them can be served without a trainer::
 
 Each server prints one line, ``tfdata <kind> listening on port N``, to stdout
 when it is serving, then runs until SIGTERM or Ctrl-C (exit status 0).
+
+Transport security takes the ``tfdata`` binary's flags (``--tls-cert``,
+``--tls-key``, ``--tls-ca``, ``--tls-require-client-cert``,
+``--tls-client-cert``, ``--tls-client-key``, ``--auth-token-file``), each
+falling back to its environment variable (docs/security.md).
 """
 
 from __future__ import annotations
@@ -91,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="MODULE",
         help="module name or .py file to import first (repeatable)",
     )
+    _add_security_flags(d)
 
     w = commands.add_parser("worker", help="run a worker")
     w.add_argument("--dispatcher-address", required=True, help="the dispatcher's HOST:PORT")
@@ -116,7 +122,51 @@ def _parser() -> argparse.ArgumentParser:
         metavar="MODULE",
         help="module name or .py file that registers pipeline functions (repeatable)",
     )
+    _add_security_flags(w)
     return parser
+
+
+# Flag, environment variable, help.
+_SECURITY_FLAGS = [
+    ("--tls-cert", "TFDATA_TLS_CERT", "certificate chain (PEM) this server presents"),
+    ("--tls-key", "TFDATA_TLS_KEY", "private key (PEM) of --tls-cert"),
+    ("--tls-ca", "TFDATA_TLS_CA", "CA bundle (PEM) that peers' certificates must chain to"),
+    ("--tls-client-cert", "TFDATA_TLS_CLIENT_CERT",
+     "certificate presented to servers that require one (default: --tls-cert)"),
+    ("--tls-client-key", "TFDATA_TLS_CLIENT_KEY", "private key of --tls-client-cert"),
+    ("--auth-token-file", "TFDATA_AUTH_TOKEN_FILE",
+     "file holding the shared bearer token (or the token itself in TFDATA_AUTH_TOKEN)"),
+]
+
+
+def _add_security_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("transport security (default: plaintext, as TensorFlow)")
+    for flag, env, help in _SECURITY_FLAGS:
+        group.add_argument(flag, default=os.environ.get(env) or None, metavar="PATH",
+                           help=f"{help} [env: {env}]")
+    group.add_argument(
+        "--tls-require-client-cert",
+        action="store_true",
+        default=os.environ.get("TFDATA_TLS_REQUIRE_CLIENT_CERT", "").lower() in ("1", "true", "yes"),
+        help="mutual TLS: refuse clients without a certificate signed by --tls-ca "
+        "[env: TFDATA_TLS_REQUIRE_CLIENT_CERT=1]",
+    )
+
+
+def _security(args) -> dict:
+    """The security keywords of the configs, from the flags (and, for the
+    token itself, TFDATA_AUTH_TOKEN unless --auth-token-file is given)."""
+    token = None if args.auth_token_file else (os.environ.get("TFDATA_AUTH_TOKEN") or None)
+    return dict(
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_ca=args.tls_ca,
+        tls_require_client_cert=args.tls_require_client_cert,
+        tls_client_cert=args.tls_client_cert,
+        tls_client_key=args.tls_client_key,
+        auth_token_file=args.auth_token_file,
+        auth_token=token,
+    )
 
 
 def _split(value: Optional[str]) -> list:
@@ -157,6 +207,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 job_gc_check_interval_ms=args.job_gc_check_interval_ms,
                 job_gc_timeout_ms=args.job_gc_timeout_ms,
                 worker_timeout_ms=args.worker_timeout_ms,
+                **_security(args),
             )
             server = service.DispatchServer(config)
         else:
@@ -168,6 +219,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 heartbeat_interval_ms=args.heartbeat_interval_ms,
                 dispatcher_timeout_ms=args.dispatcher_timeout_ms,
                 worker_tags=_split(args.worker_tags),
+                **_security(args),
             )
             server = service.WorkerServer(config)
     except (KeyboardInterrupt, _Terminate):

@@ -97,7 +97,8 @@ fn run_once(callers: usize, seconds: f64, work_dir: Option<&Path>) -> Result<Run
     let result = runtime.block_on(async move {
         let channels: Vec<_> = (0..CHANNELS)
             .map(|_| {
-                tfdata_rpc::channel::channel(&address).map(tfdata_rpc::channel::dispatcher_client)
+                tfdata_rpc::channel::channel(&address, &Default::default())
+                    .map(tfdata_rpc::channel::dispatcher_client)
             })
             .collect::<tfdata::Result<_>>()?;
         let mut client = channels[0].clone();

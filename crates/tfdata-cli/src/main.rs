@@ -3,6 +3,7 @@
 
 mod logging;
 mod save;
+mod security;
 mod status;
 
 use std::time::Duration;
@@ -53,6 +54,9 @@ enum Command {
         take: Option<usize>,
         #[command(flatten)]
         tuning: ReadTuning,
+
+        #[command(flatten)]
+        security: security::ClientSecurityArgs,
     },
     /// Save a pipeline (JSON) as a distributed snapshot and show its progress.
     Save(save::SaveArgs),
@@ -61,6 +65,9 @@ enum Command {
         /// The dispatcher, as host:port or grpc://host:port.
         #[arg(long)]
         dispatcher: String,
+
+        #[command(flatten)]
+        security: security::ClientSecurityArgs,
     },
 }
 
@@ -78,6 +85,9 @@ struct RegisterArgs {
     /// auto, snappy or none; default: the file's "compress" (true = auto).
     #[arg(long)]
     compression: Option<String>,
+
+    #[command(flatten)]
+    security: security::ClientSecurityArgs,
 }
 
 /// How `tfdata read` talks to the service, and what it reports.
@@ -270,6 +280,9 @@ struct WorkerArgs {
     /// worker does. A second SIGTERM, or SIGINT, stops at once.
     #[arg(long, default_value_t = 0)]
     drain_timeout_ms: u64,
+
+    #[command(flatten)]
+    security: security::ServerSecurityArgs,
 }
 
 impl WorkerArgs {
@@ -295,8 +308,10 @@ impl WorkerArgs {
             task_buffer_max_elements: self.task_buffer_max_elements,
             task_buffer_bytes: self.task_buffer_bytes,
             element_stream: !self.no_element_stream,
+            security: self.security.into_security()?,
         };
         config.validate()?;
+        security::check_files(&config.security)?;
         Ok((config, drain_timeout))
     }
 }
@@ -336,6 +351,9 @@ struct DispatcherArgs {
     worker_timeout_ms: u64,
     #[arg(long, default_value_t = 3)]
     worker_max_concurrent_snapshots: u32,
+
+    #[command(flatten)]
+    security: security::ServerSecurityArgs,
 }
 
 impl DispatcherArgs {
@@ -358,8 +376,10 @@ impl DispatcherArgs {
             client_timeout: Duration::from_millis(self.client_timeout_ms),
             worker_timeout: Duration::from_millis(self.worker_timeout_ms),
             worker_max_concurrent_snapshots: self.worker_max_concurrent_snapshots,
+            security: self.security.into_security()?,
         };
         config.validate()?;
+        security::check_files(&config.security)?;
         Ok(config)
     }
 }
@@ -433,9 +453,18 @@ async fn main() -> anyhow::Result<()> {
             );
             tfdata_dispatcher::serve(listener, config, shutdown).await?;
         }
-        Command::Register(args) => register(args).await?,
+        Command::Register(mut args) => {
+            std::mem::take(&mut args.security).install()?;
+            register(args).await?
+        }
         Command::Save(args) => save::run(args).await?,
-        Command::Status { dispatcher } => status::run(&dispatcher).await?,
+        Command::Status {
+            dispatcher,
+            security,
+        } => {
+            security.install()?;
+            status::run(&dispatcher).await?
+        }
         Command::Read {
             service,
             dataset_id,
@@ -445,7 +474,9 @@ async fn main() -> anyhow::Result<()> {
             num_consumers,
             take,
             tuning,
+            security,
         } => {
+            security.install()?;
             let consumers = match (consumer_index, num_consumers) {
                 (Some(c), Some(n)) => Some((c, n)),
                 (None, None) => None,

@@ -27,13 +27,17 @@ pub struct SaveArgs {
     /// Give up waiting after this many seconds.
     #[arg(long)]
     timeout_secs: Option<u64>,
+
+    #[command(flatten)]
+    security: crate::security::ClientSecurityArgs,
 }
 
 /// Plain-line interval when not on a terminal.
 const LINE_INTERVAL: Duration = Duration::from_secs(5);
 const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
-pub async fn run(args: SaveArgs) -> anyhow::Result<()> {
+pub async fn run(mut args: SaveArgs) -> anyhow::Result<()> {
+    std::mem::take(&mut args.security).install()?;
     let text = std::fs::read_to_string(&args.pipeline)
         .with_context(|| format!("reading {}", args.pipeline.display()))?;
     let parsed = tfdata_dataset::json::from_json(&text)

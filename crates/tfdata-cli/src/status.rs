@@ -205,7 +205,8 @@ pub fn render(s: &GetStatusResponse, address: &str) -> String {
 
 pub async fn run(dispatcher: &str) -> anyhow::Result<()> {
     let (_protocol, address) = tfdata_rpc::channel::parse_service(dispatcher)?;
-    let channel = tfdata_rpc::channel::channel(&address)?;
+    let security = tfdata_rpc::security::TransportSecurity::process_default()?.client()?;
+    let channel = tfdata_rpc::channel::channel(&address, &security)?;
     let mut client = StatusServiceClient::new(channel);
     let status = tokio::time::timeout(
         std::time::Duration::from_secs(10),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tfdata_core::{Error, IterationClientId, Result};
 use tfdata_proto::DATA_SERVICE_VERSION;
 use tfdata_proto::data::{self as wire, dispatcher_service_client::DispatcherServiceClient};
-use tonic::transport::Channel;
+use tfdata_rpc::security::{ClientSecurity, RpcChannel, TransportSecurity};
 
 /// Bound on one `ReleaseIterationClient` when a reader goes away.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -18,7 +18,7 @@ const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct DispatcherClient {
     address: String,
-    client: DispatcherServiceClient<Channel>,
+    client: DispatcherServiceClient<RpcChannel>,
     version_checked: Arc<tokio::sync::OnceCell<()>>,
 }
 
@@ -38,12 +38,22 @@ macro_rules! rpc {
 }
 
 impl DispatcherClient {
-    /// A client for the dispatcher at `host:port`. Connects lazily: an
-    /// unreachable dispatcher shows up as a retryable error on the first call.
+    /// A client for the dispatcher at `host:port`, secured as this
+    /// process's readers are by default
+    /// ([`TransportSecurity::process_default`]: the `TFDATA_TLS_*` and
+    /// `TFDATA_AUTH_TOKEN*` variables). Connects lazily: an unreachable
+    /// dispatcher shows up as a retryable error on the first call.
     pub fn new(address: &str) -> Result<Self> {
+        Self::with_security(address, &TransportSecurity::process_default()?.client()?)
+    }
+
+    /// A client for the dispatcher at `host:port`, secured by `security`.
+    pub fn with_security(address: &str, security: &ClientSecurity) -> Result<Self> {
         Ok(DispatcherClient {
             address: address.to_string(),
-            client: tfdata_rpc::channel::dispatcher_client(tfdata_rpc::channel::channel(address)?),
+            client: tfdata_rpc::channel::dispatcher_client(tfdata_rpc::channel::channel(
+                address, security,
+            )?),
             version_checked: Default::default(),
         })
     }

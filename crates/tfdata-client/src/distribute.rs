@@ -9,6 +9,7 @@ use tfdata_dataset::Dataset;
 use tfdata_proto::data as wire;
 use tfdata_rpc::CancellationToken;
 use tfdata_rpc::retry::retry;
+use tfdata_rpc::security::{ClientSecurity, TransportSecurity};
 
 use crate::dispatcher::DispatcherClient;
 use crate::fetch::StreamWindow;
@@ -45,6 +46,8 @@ struct ReadOptions {
     dispatcher_timeout: Duration,
     /// Per-task element-stream window.
     stream_window: StreamWindow,
+    /// TLS and token; `None` is the process default (environment).
+    security: Option<TransportSecurity>,
 }
 
 /// The element stream's compression for a dataset registered with `compression`.
@@ -73,10 +76,11 @@ impl ReadOptions {
             task_refresh_interval: DEFAULT_TASK_REFRESH_INTERVAL,
             dispatcher_timeout: DEFAULT_DISPATCHER_TIMEOUT,
             stream_window: StreamWindow::default(),
+            security: None,
         }
     }
 
-    fn validate(&self) -> Result<(ProcessingMode, DispatcherClient)> {
+    fn validate(&self) -> Result<(ProcessingMode, DispatcherClient, ClientSecurity)> {
         let mode = self.mode.clone().map_err(Error::InvalidArgument)?;
         if self.job_name.as_deref() == Some("") {
             return Err(Error::InvalidArgument("job_name must not be empty".into()));
@@ -144,7 +148,12 @@ impl ReadOptions {
             ));
         }
         let (_protocol, address) = tfdata_rpc::channel::parse_service(&self.service)?;
-        Ok((mode, DispatcherClient::new(&address)?))
+        let security = match &self.security {
+            Some(security) => security.client()?,
+            None => TransportSecurity::process_default()?.client()?,
+        };
+        let dispatcher = DispatcherClient::with_security(&address, &security)?;
+        Ok((mode, dispatcher, security))
     }
 }
 
@@ -212,6 +221,15 @@ macro_rules! read_option_setters {
             self.options.dispatcher_timeout = timeout;
             self
         }
+
+        /// TLS and the bearer token for the dispatcher and the workers
+        /// (default: [`TransportSecurity::process_default`], the
+        /// `TFDATA_TLS_*` and `TFDATA_AUTH_TOKEN*` variables). Certificate
+        /// files are read when the read is set up.
+        pub fn security(mut self, security: TransportSecurity) -> Self {
+            self.options.security = Some(security);
+            self
+        }
     };
 }
 
@@ -257,7 +275,7 @@ impl Distribute {
     }
 
     pub async fn apply_async(&self, dataset: &Dataset) -> Result<DistributedDataset> {
-        let (mode, dispatcher) = self.options.validate()?;
+        let (mode, dispatcher, security) = self.options.validate()?;
         let dataset_id = register(
             &dispatcher,
             dataset,
@@ -268,6 +286,7 @@ impl Distribute {
         .await?;
         DistributedDataset::connect(
             dispatcher,
+            security,
             mode,
             DatasetId(dataset_id),
             self.options.clone(),
@@ -371,14 +390,14 @@ impl FromDatasetId {
     }
 
     pub async fn build_async(&self) -> Result<DistributedDataset> {
-        let (mode, dispatcher) = self.options.validate()?;
+        let (mode, dispatcher, security) = self.options.validate()?;
         let mut options = self.options.clone();
         // TensorFlow 2.21 scopes the job name by dataset id here (not in distribute).
         options.job_name = options
             .job_name
             .map(|name| format!("dataset_id=/{}/{name}", self.dataset_id));
         let dataset_id = DatasetId(self.dataset_id.clone());
-        DistributedDataset::connect(dispatcher, mode, dataset_id, options).await
+        DistributedDataset::connect(dispatcher, security, mode, dataset_id, options).await
     }
 }
 
@@ -391,6 +410,8 @@ pub struct DistributedDataset {
 
 struct Inner {
     dispatcher: DispatcherClient,
+    /// How the workers are reached (as the dispatcher is).
+    security: ClientSecurity,
     mode: ProcessingMode,
     dataset_id: DatasetId,
     metadata: wire::DataServiceMetadata,
@@ -401,6 +422,7 @@ struct Inner {
 impl DistributedDataset {
     async fn connect(
         dispatcher: DispatcherClient,
+        security: ClientSecurity,
         mode: ProcessingMode,
         dataset_id: DatasetId,
         options: ReadOptions,
@@ -453,6 +475,7 @@ impl DistributedDataset {
         Ok(DistributedDataset {
             inner: Arc::new(Inner {
                 dispatcher,
+                security,
                 mode,
                 dataset_id,
                 metadata,
@@ -538,6 +561,7 @@ impl DistributedDataset {
             dispatcher_timeout: inner.options.dispatcher_timeout,
             compression: stream_compression(inner.metadata.compression),
             stream_window: inner.options.stream_window,
+            security: inner.security.clone(),
         };
         iteration::start(inner.dispatcher.clone(), params, handle).await
     }

@@ -49,6 +49,8 @@ pub(crate) struct IterationParams {
     pub compression: StreamCompression,
     /// Per-task stream window (tests shrink it).
     pub stream_window: StreamWindow,
+    /// How workers are reached.
+    pub security: tfdata_rpc::security::ClientSecurity,
 }
 
 /// The reader's end of a running iteration.
@@ -209,6 +211,7 @@ pub(crate) async fn start(
             trainer_id: params.trainer_id.clone().unwrap_or_default(),
             compression: params.compression,
             stream_window: params.stream_window,
+            security: params.security.clone(),
         },
         cancel.clone(),
     );

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tfdata_core::{Error, Result};
 use tfdata_proto::config as wire;
 pub use tfdata_proto::data::DeploymentMode;
+pub use tfdata_rpc::security::TransportSecurity;
 
 /// The dispatcher's configuration. `Default` is TensorFlow's defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +42,12 @@ pub struct DispatcherConfig {
     pub worker_timeout: Duration,
     /// Distributed-snapshot streams one worker writes at once.
     pub worker_max_concurrent_snapshots: u32,
+
+    // --- Transport security (tfdata's own; docs/security.md) ---
+    /// TLS (mutual with `require_client_cert`) and the bearer token: for
+    /// the dispatcher's port and for its calls to workers. The default,
+    /// plaintext without a token, is what TensorFlow peers need.
+    pub security: TransportSecurity,
 }
 
 pub const DEFAULT_JOB_GC_CHECK_INTERVAL: Duration = Duration::from_secs(10 * 60);
@@ -64,6 +71,7 @@ impl Default for DispatcherConfig {
             client_timeout: DEFAULT_CLIENT_TIMEOUT,
             worker_timeout: DEFAULT_WORKER_TIMEOUT,
             worker_max_concurrent_snapshots: DEFAULT_WORKER_MAX_CONCURRENT_SNAPSHOTS,
+            security: TransportSecurity::default(),
         }
     }
 }
@@ -102,6 +110,7 @@ impl DispatcherConfig {
                 });
             }
         }
+        self.security.validate_for_server()?;
         Ok(())
     }
 
@@ -156,6 +165,7 @@ impl DispatcherConfig {
                 v if v <= 0 => d.worker_max_concurrent_snapshots,
                 v => u32::try_from(v).unwrap_or(u32::MAX),
             },
+            security: TransportSecurity::default(),
         };
         config.validate()?;
         Ok(config)

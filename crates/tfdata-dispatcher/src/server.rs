@@ -46,7 +46,14 @@ pub async fn serve_dispatcher(
     shutdown: CancellationToken,
 ) -> Result<()> {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-    tracing::info!(port, "tf.data service dispatcher serving");
+    let security = dispatcher.config().security.server()?;
+    tracing::info!(
+        port,
+        tls = security.is_tls(),
+        auth_token = security.requires_token(),
+        "tf.data service dispatcher serving"
+    );
+    warn_if_token_in_plaintext(&security);
 
     let maintenance = tokio::spawn(maintenance_loop(Arc::clone(&dispatcher), shutdown.clone()));
     let status = StatusServiceServer::new(StatusGrpc(Arc::clone(&dispatcher)));
@@ -54,10 +61,11 @@ pub async fn serve_dispatcher(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let result = tonic::transport::Server::builder()
+        .layer(security.auth_layer())
         .add_service(service)
         .add_service(status)
         .serve_with_incoming_shutdown(
-            tfdata_rpc::server::incoming(listener),
+            tfdata_rpc::server::incoming(listener, &security),
             shutdown.cancelled_owned(),
         )
         .await;
@@ -66,6 +74,16 @@ pub async fn serve_dispatcher(
         .map_err(|e| tfdata_core::Error::Internal(format!("dispatcher gRPC server failed: {e}")))?;
     tracing::info!(port, "tf.data service dispatcher stopped");
     Ok(())
+}
+
+/// A token sent in plaintext can be read by anyone on the network path.
+pub(crate) fn warn_if_token_in_plaintext(security: &tfdata_rpc::security::ServerSecurity) {
+    if security.requires_token() && !security.is_tls() {
+        tracing::warn!(
+            "a bearer token is required but TLS is off: tokens cross the network in \
+             plaintext (set --tls-cert, --tls-key and --tls-ca)"
+        );
+    }
 }
 
 /// Runs [`Dispatcher::check_liveness`] every
@@ -124,6 +142,9 @@ impl DispatchServer {
     /// from the constructor.
     pub fn new_stopped(config: DispatcherConfig) -> Result<Self> {
         config.validate()?;
+        // Certificates and keys are read here too, so a bad file is an
+        // error from the constructor rather than from `join()`.
+        config.security.server()?;
         let listener = bind(config.port)?;
         let protocol = config.protocol.clone();
         let dispatcher = Arc::new(Dispatcher::new(config, Arc::new(SystemClock))?);

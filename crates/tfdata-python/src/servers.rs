@@ -9,7 +9,10 @@
 
 use std::sync::Arc;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tfdata::security::{Secret, SecuritySettings, TransportSecurity};
 use tfdata::{DispatcherConfig, WorkerConfig};
 use tfdata_proto::config as wire;
 
@@ -89,6 +92,61 @@ impl<S: Served> Drop for Shared<S> {
     }
 }
 
+/// The keys `security` may have: the configs' keyword-only TLS and token
+/// settings (docs/security.md).
+const SECURITY_KEYS: [&str; 8] = [
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "tls_client_cert",
+    "tls_client_key",
+    "tls_require_client_cert",
+    "auth_token_file",
+    "auth_token",
+];
+
+/// A server's transport security from the `security` dict the Python
+/// configs build (`None` values count as unset); `None` is plaintext.
+fn security(settings: Option<&Bound<'_, PyDict>>) -> PyResult<TransportSecurity> {
+    let Some(settings) = settings else {
+        return Ok(TransportSecurity::plaintext());
+    };
+    for key in settings.keys() {
+        let key: String = key.extract()?;
+        if !SECURITY_KEYS.contains(&key.as_str()) {
+            return Err(PyValueError::new_err(format!(
+                "unknown security setting {key:?}; expected one of {SECURITY_KEYS:?}"
+            )));
+        }
+    }
+    let path = |key: &str| -> PyResult<Option<std::path::PathBuf>> {
+        match settings.get_item(key)? {
+            Some(v) if !v.is_none() => Ok(Some(v.extract()?)),
+            _ => Ok(None),
+        }
+    };
+    let require = match settings.get_item("tls_require_client_cert")? {
+        Some(v) if !v.is_none() => v.extract()?,
+        _ => false,
+    };
+    let auth_token = match settings.get_item("auth_token")? {
+        Some(v) if !v.is_none() => Some(Secret::new(v.extract::<String>()?).py_err()?),
+        _ => None,
+    };
+    SecuritySettings {
+        tls_ca: path("tls_ca")?,
+        tls_cert: path("tls_cert")?,
+        tls_key: path("tls_key")?,
+        tls_client_cert: path("tls_client_cert")?,
+        tls_client_key: path("tls_client_key")?,
+        tls_require_client_cert: require,
+        auth_token_file: path("auth_token_file")?,
+        auth_token,
+    }
+    .into_security()
+    .py_err()
+}
+
 /// TensorFlow's `DispatchServer`, configured with the fields of
 /// `DispatcherConfig` (TensorFlow's proto semantics: 0 means "default").
 #[pyclass(frozen, module = "tfdata._native")]
@@ -101,7 +159,8 @@ impl DispatchServer {
     #[new]
     #[pyo3(signature = (*, start, port, protocol, work_dir, fault_tolerant_mode, worker_addresses,
         job_gc_check_interval_ms, job_gc_timeout_ms, worker_timeout_ms,
-        worker_max_concurrent_snapshots, client_timeout_ms, gc_dynamic_sharding_jobs))]
+        worker_max_concurrent_snapshots, client_timeout_ms, gc_dynamic_sharding_jobs,
+        security=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -117,6 +176,7 @@ impl DispatchServer {
         worker_max_concurrent_snapshots: i64,
         client_timeout_ms: i64,
         gc_dynamic_sharding_jobs: bool,
+        security: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let proto = wire::DispatcherConfig {
             port,
@@ -132,7 +192,8 @@ impl DispatchServer {
             gc_dynamic_sharding_jobs,
             ..Default::default()
         };
-        let config = DispatcherConfig::from_proto(&proto).py_err()?;
+        let mut config = DispatcherConfig::from_proto(&proto).py_err()?;
+        config.security = self::security(security)?;
         let server = Shared::new(py, start, || tfdata::DispatchServer::new_stopped(config))?;
         Ok(DispatchServer { server })
     }
@@ -170,7 +231,7 @@ impl WorkerServer {
     #[new]
     #[pyo3(signature = (*, start, dispatcher_address, worker_address, port, protocol,
         heartbeat_interval_ms, dispatcher_timeout_ms, data_transfer_protocol,
-        data_transfer_address, worker_tags, element_stream))]
+        data_transfer_address, worker_tags, element_stream, security=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -185,6 +246,7 @@ impl WorkerServer {
         data_transfer_address: String,
         worker_tags: Vec<String>,
         element_stream: bool,
+        security: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let proto = wire::WorkerConfig {
             port,
@@ -200,6 +262,7 @@ impl WorkerServer {
         };
         let mut config = WorkerConfig::from_proto(&proto).py_err()?;
         config.element_stream = element_stream;
+        config.security = self::security(security)?;
         let server = Shared::new(py, start, || tfdata::WorkerServer::new_stopped(config))?;
         Ok(WorkerServer { server })
     }

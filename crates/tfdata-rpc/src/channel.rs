@@ -1,11 +1,14 @@
-//! Channels to dispatchers and workers.
+//! Channels to dispatchers and workers, secured as the caller's
+//! [`ClientSecurity`] says (plaintext by default).
 
 use std::time::Duration;
 
 use tfdata_core::{Error, Result};
 use tfdata_proto::data::dispatcher_service_client::DispatcherServiceClient;
 use tfdata_proto::data::worker_service_client::WorkerServiceClient;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Endpoint;
+
+use crate::security::{ClientSecurity, RpcChannel};
 
 /// Largest message any tfdata server or client accepts or sends. tonic's
 /// default of 4 MiB breaks real elements; TensorFlow uses "unlimited" for
@@ -17,7 +20,9 @@ pub const MAX_MESSAGE_BYTES: usize = i32::MAX as usize;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The only transport protocols tfdata speaks. `grpc+local` (gRPC local TCP
-/// credentials) is plaintext on loopback, which is what we serve.
+/// credentials) is plaintext on loopback, which is what we serve. TLS is not
+/// a protocol name: a `grpc://` address is reached over TLS when the
+/// caller's security configures it (docs/security.md).
 pub const SUPPORTED_PROTOCOLS: [&str; 2] = ["grpc", "grpc+local"];
 
 /// Splits `"[<protocol>://]<address>"` as TensorFlow's `distribute` does.
@@ -53,8 +58,10 @@ pub fn check_protocol(protocol: &str) -> Result<()> {
 
 /// A lazily connecting channel to `host:port`: creating it never blocks, and
 /// an unreachable peer shows up as UNAVAILABLE on the first call. It must be
-/// created inside a tokio runtime (its connection task runs there).
-pub fn channel(address: &str) -> Result<Channel> {
+/// created inside a tokio runtime (its connection task runs there). With
+/// TLS in `security`, the handshake checks that the server's certificate
+/// names `host`.
+pub fn channel(address: &str, security: &ClientSecurity) -> Result<RpcChannel> {
     if tokio::runtime::Handle::try_current().is_err() {
         return Err(Error::FailedPrecondition(format!(
             "a gRPC channel to {address} must be created inside a tokio runtime"
@@ -62,18 +69,18 @@ pub fn channel(address: &str) -> Result<Channel> {
     }
     let endpoint = Endpoint::from_shared(format!("http://{address}"))
         .map_err(|e| Error::InvalidArgument(format!("invalid address {address:?}: {e}")))?;
-    Ok(endpoint
+    let endpoint = endpoint
         .connect_timeout(CONNECT_TIMEOUT)
         .tcp_nodelay(true)
         .initial_stream_window_size(crate::server::STREAM_WINDOW_BYTES)
         .initial_connection_window_size(crate::server::CONNECTION_WINDOW_BYTES)
         .max_frame_size(crate::server::MAX_FRAME_BYTES)
         .http2_keep_alive_interval(Duration::from_secs(30))
-        .keep_alive_while_idle(true)
-        .connect_lazy())
+        .keep_alive_while_idle(true);
+    Ok(security.connect_lazy(endpoint, address))
 }
 
-pub fn dispatcher_client(channel: Channel) -> DispatcherServiceClient<Channel> {
+pub fn dispatcher_client(channel: RpcChannel) -> DispatcherServiceClient<RpcChannel> {
     DispatcherServiceClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES)
@@ -86,7 +93,7 @@ pub const STREAM_ELEMENTS_PATH: &str = "/tfdata.stream.ElementStream/StreamEleme
 /// [`crate::raw_grpc`] (batches decoded from the HTTP/2 frames as they
 /// arrived, not copied into one buffer first).
 pub async fn open_element_stream<S>(
-    channel: Channel,
+    channel: RpcChannel,
     requests: S,
 ) -> Result<crate::raw_grpc::MessageReader<tonic::body::Body>, tonic::Status>
 where
@@ -97,7 +104,7 @@ where
     crate::raw_grpc::open_stream(channel, STREAM_ELEMENTS_PATH, requests, MAX_MESSAGE_BYTES).await
 }
 
-pub fn worker_client(channel: Channel) -> WorkerServiceClient<Channel> {
+pub fn worker_client(channel: RpcChannel) -> WorkerServiceClient<RpcChannel> {
     WorkerServiceClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES)

@@ -8,11 +8,15 @@
 //!   received without tonic's codec copies (the element stream's data path);
 //! * [`server`]: the lifecycle of an in-process server (bind at construction,
 //!   start, join, stop, stop on drop) around a `serve(listener, shutdown)`
-//!   library function.
+//!   library function;
+//! * [`security`]: opt-in TLS, mutual TLS and a shared bearer token, for
+//!   servers ([`security::ServerSecurity`]) and clients
+//!   ([`security::ClientSecurity`], [`security::RpcChannel`]).
 
 pub mod channel;
 pub mod raw_grpc;
 pub mod retry;
+pub mod security;
 pub mod server;
 
 pub use tokio_util::sync::CancellationToken;

@@ -397,7 +397,7 @@ where
 /// is retried), a server's refusal is its own status (UNIMPLEMENTED from a
 /// server without the service).
 pub async fn open_stream<S>(
-    mut channel: tonic::transport::Channel,
+    mut channel: crate::security::RpcChannel,
     path: &'static str,
     requests: S,
     max_message_bytes: usize,
@@ -411,8 +411,11 @@ where
     let request = request_headers(path)
         .body(body)
         .map_err(|e| Status::internal(format!("building a request to {path}: {e}")))?;
-    let transport =
-        |e: tonic::transport::Error| Status::unavailable(format!("transport error: {e}"));
+    // The channel's own statuses (security failures) as they are.
+    let transport = |e: Box<dyn std::error::Error + Send + Sync>| match e.downcast::<Status>() {
+        Ok(status) => *status,
+        Err(e) => Status::unavailable(format!("transport error: {e}")),
+    };
     std::future::poll_fn(|cx| channel.poll_ready(cx))
         .await
         .map_err(transport)?;

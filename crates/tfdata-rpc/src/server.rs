@@ -24,20 +24,17 @@ pub type ServeFn = Box<
     dyn FnOnce(tokio::net::TcpListener, CancellationToken) -> BoxFuture<'static, Result<()>> + Send,
 >;
 
-/// The connections a gRPC server accepts on `listener`, with Nagle's
-/// algorithm off. Without it, a response larger than one segment ends in a
-/// small segment that waits for the client's delayed ACK: about 40 ms per
-/// `GetElement` of an 8 KiB element on Linux. (tonic's `tcp_nodelay` only
-/// applies to listeners it binds itself.)
+/// The connections a gRPC server accepts on `listener`: plaintext, or TLS
+/// after a handshake when `security` has TLS (a TLS port serves nothing in
+/// plaintext). Nagle's algorithm is off: without it, a response larger than
+/// one segment ends in a small segment that waits for the client's delayed
+/// ACK, about 40 ms per `GetElement` of an 8 KiB element on Linux. (tonic's
+/// `tcp_nodelay` only applies to listeners it binds itself.)
 pub fn incoming(
     listener: tokio::net::TcpListener,
-) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    use futures::StreamExt;
-    tokio_stream::wrappers::TcpListenerStream::new(listener).map(|accepted| {
-        let stream = accepted?;
-        stream.set_nodelay(true)?;
-        Ok(stream)
-    })
+    security: &crate::security::ServerSecurity,
+) -> impl futures::Stream<Item = std::io::Result<crate::security::ServerIo>> + Send + 'static {
+    security.incoming(listener)
 }
 
 /// HTTP/2 flow-control windows our servers and channels advertise. hyper's

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tfdata_core::{Error, Result};
 use tfdata_proto::config as wire;
+pub use tfdata_rpc::security::TransportSecurity;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerConfig {
@@ -54,6 +55,13 @@ pub struct WorkerConfig {
     /// readers use `GetElement` either way). Off, tfdata readers fall back to
     /// `GetElement` too.
     pub element_stream: bool,
+
+    // --- Transport security (tfdata's own; docs/security.md) ---
+    /// TLS and the bearer token: for the worker's port and for its calls
+    /// to the dispatcher (where it presents its server certificate, or
+    /// `tls.client_identity`, if the dispatcher asks for one). The
+    /// default, plaintext without a token, is what TensorFlow peers need.
+    pub security: TransportSecurity,
 }
 
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(30);
@@ -102,6 +110,7 @@ impl WorkerConfig {
             task_buffer_max_elements: DEFAULT_TASK_BUFFER_MAX_ELEMENTS,
             task_buffer_bytes: DEFAULT_TASK_BUFFER_BYTES,
             element_stream: true,
+            security: TransportSecurity::default(),
         }
     }
 
@@ -186,6 +195,7 @@ impl WorkerConfig {
                 reason: format!("{} is not a usable byte bound", self.task_buffer_bytes),
             });
         }
+        self.security.validate_for_server()?;
         Ok(())
     }
 

@@ -49,8 +49,20 @@ pub async fn serve_draining(
         .port();
     let address = config.resolved_worker_address(port);
     let quiet_period = config.shutdown_quiet_period;
+    let security = config.security.server()?;
     let (worker, completions) = Worker::new(config, address.clone(), shutdown.clone())?;
-    tracing::info!(%address, "tf.data service worker serving");
+    tracing::info!(
+        %address,
+        tls = security.is_tls(),
+        auth_token = security.requires_token(),
+        "tf.data service worker serving"
+    );
+    if security.requires_token() && !security.is_tls() {
+        tracing::warn!(
+            "a bearer token is required but TLS is off: tokens cross the network in \
+             plaintext (set --tls-cert, --tls-key and --tls-ca)"
+        );
+    }
 
     let service = WorkerServiceServer::new(WorkerGrpc(Arc::clone(&worker)))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -64,10 +76,12 @@ pub async fn serve_draining(
     let server_stop = CancellationToken::new();
     let grpc = tokio::spawn(
         tfdata_rpc::server::builder()
+            // Every service, the element stream included, behind the token.
+            .layer(security.auth_layer())
             .add_service(service)
             .add_optional_service(element_stream)
             .serve_with_incoming_shutdown(
-                tfdata_rpc::server::incoming(listener),
+                tfdata_rpc::server::incoming(listener, &security),
                 server_stop.clone().cancelled_owned(),
             ),
     );
@@ -158,6 +172,10 @@ impl WorkerServer {
     /// Creates a worker bound to its port but not running until [`start`](Self::start).
     pub fn new_stopped(config: WorkerConfig) -> Result<Self> {
         config.validate()?;
+        // Certificates and keys are read here too, so a bad file is an
+        // error from the constructor rather than from `join()`.
+        config.security.server()?;
+        config.security.client()?;
         let listener = bind(config.port)?;
         let port = listener
             .local_addr()

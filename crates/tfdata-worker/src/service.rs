@@ -70,7 +70,10 @@ impl Worker {
         address: String,
         shutdown: CancellationToken,
     ) -> Result<(Arc<Self>, mpsc::UnboundedReceiver<TaskId>)> {
-        let dispatcher = DispatcherClient::new(&config.dispatcher_host_port()?)?;
+        let dispatcher = DispatcherClient::with_security(
+            &config.dispatcher_host_port()?,
+            &config.security.client()?,
+        )?;
         let (completions, rx) = mpsc::unbounded_channel();
         let snapshots = SnapshotWriters::new(
             ChunkPolicy {

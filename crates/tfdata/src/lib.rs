@@ -29,5 +29,18 @@ pub use tfdata_dataset::{
 pub use tfdata_dispatcher::{DispatchServer, DispatcherConfig};
 pub use tfdata_worker::{WorkerConfig, WorkerServer};
 
+/// Opt-in TLS, mutual TLS and a shared bearer token (docs/security.md).
+/// `DispatcherConfig::security` and `WorkerConfig::security` take a
+/// [`TransportSecurity`](security::TransportSecurity); readers take one
+/// with `.security(...)` or default to the `TFDATA_TLS_*` /
+/// `TFDATA_AUTH_TOKEN*` environment variables.
+pub mod security {
+    pub use tfdata_rpc::security::{
+        CertKey, ENV_AUTH_TOKEN, ENV_AUTH_TOKEN_FILE, ENV_TLS_CA, ENV_TLS_CERT,
+        ENV_TLS_CLIENT_CERT, ENV_TLS_CLIENT_KEY, ENV_TLS_KEY, ENV_TLS_REQUIRE_CLIENT_CERT, Secret,
+        SecuritySettings, TlsConfig, TransportSecurity,
+    };
+}
+
 /// The tf.data service protocol version spoken (TensorFlow 2.21's).
 pub const PROTOCOL_VERSION: i64 = tfdata_proto::DATA_SERVICE_VERSION;

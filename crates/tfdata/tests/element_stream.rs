@@ -231,7 +231,7 @@ async fn read_with_credit(
     elements: u64,
     bytes: u64,
 ) -> (Vec<i64>, bool) {
-    let channel = tfdata_rpc::channel::channel(worker).unwrap();
+    let channel = tfdata_rpc::channel::channel(worker, &Default::default()).unwrap();
     // tonic's generated client: the hand-framed server speaks plain gRPC.
     let mut client = stream_wire::element_stream_client::ElementStreamClient::new(channel);
     let open = StreamRequest {
@@ -334,7 +334,7 @@ async fn malformed_stream_requests_get_errors_and_the_worker_keeps_serving() {
     use tfdata_rpc::raw_grpc::{open_stream, small_message};
     let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
     let worker = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
-    let channel = tfdata_rpc::channel::channel(worker.address()).unwrap();
+    let channel = tfdata_rpc::channel::channel(worker.address(), &Default::default()).unwrap();
     let path = tfdata_rpc::channel::STREAM_ELEMENTS_PATH;
     let open = |parts: Vec<bytes::Bytes>| {
         open_stream(

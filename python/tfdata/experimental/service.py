@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import os
 from typing import Any, Callable, Optional
 
 from tfdata import _native, errors
@@ -68,6 +69,48 @@ def _check_int(name: str, value, *, allow_none: bool = True) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
         raise TypeError(f"`{name}` must be an integer, but `{name}` was of type {type(value)}. {name}={value!r}")
+
+_SECURITY_DOC = """
+    Transport security (tfdata's own, keyword-only; docs/security.md). The
+    default, plaintext without a token, is what TensorFlow peers speak:
+      tls_cert, tls_key: The server's certificate chain and private key
+        (PEM files); with ``tls_ca``, the server serves TLS only.
+      tls_ca: The CA bundle (PEM) that peers' certificates must chain to:
+        the servers this one calls, and its clients with
+        ``tls_require_client_cert``.
+      tls_require_client_cert: Mutual TLS: refuse clients without a
+        certificate signed by ``tls_ca``.
+      tls_client_cert, tls_client_key: The certificate presented to servers
+        that require one; default ``tls_cert``/``tls_key``.
+      auth_token_file: A file holding the shared bearer token every call
+        must carry (and this server sends on its own calls).
+      auth_token: The token itself (never shown by ``repr``).
+"""
+
+
+def _security_settings(tls_cert, tls_key, tls_ca, tls_require_client_cert, tls_client_cert,
+                       tls_client_key, auth_token_file, auth_token) -> Optional[dict]:
+    """The security keywords as the native servers take them; ``None`` when
+    none is set (plaintext)."""
+    settings = {
+        "tls_cert": tls_cert,
+        "tls_key": tls_key,
+        "tls_ca": tls_ca,
+        "tls_client_cert": tls_client_cert,
+        "tls_client_key": tls_client_key,
+        "auth_token_file": auth_token_file,
+    }
+    for name, value in settings.items():
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"`{name}` must be a path (str or os.PathLike), but was {type(value)}")
+    settings = {k: os.fspath(v) for k, v in settings.items() if v is not None}
+    if tls_require_client_cert:
+        settings["tls_require_client_cert"] = True
+    if auth_token is not None:
+        if not isinstance(auth_token, str):
+            raise TypeError(f"`auth_token` must be a str, but was {type(auth_token)}")
+        settings["auth_token"] = auth_token
+    return settings or None
 
 
 class DispatcherConfig(
@@ -127,6 +170,14 @@ class DispatcherConfig(
         *,
         client_timeout_ms=None,
         gc_dynamic_sharding_jobs=False,
+        tls_cert=None,
+        tls_key=None,
+        tls_ca=None,
+        tls_require_client_cert=False,
+        tls_client_cert=None,
+        tls_client_key=None,
+        auth_token_file=None,
+        auth_token=None,
     ):
         if protocol is None:
             protocol = _DEFAULT_PROTOCOL
@@ -146,6 +197,9 @@ class DispatcherConfig(
         )
         self._client_timeout_ms = client_timeout_ms
         self._gc_dynamic_sharding_jobs = gc_dynamic_sharding_jobs
+        self._security = _security_settings(
+            tls_cert, tls_key, tls_ca, tls_require_client_cert, tls_client_cert, tls_client_key,
+            auth_token_file, auth_token)
         return self
 
     @property
@@ -155,6 +209,9 @@ class DispatcherConfig(
     @property
     def gc_dynamic_sharding_jobs(self) -> bool:
         return self._gc_dynamic_sharding_jobs
+
+
+DispatcherConfig.__doc__ += _SECURITY_DOC
 
 
 class _Server:
@@ -236,6 +293,7 @@ class DispatchServer(_Server):
                 worker_max_concurrent_snapshots=int(config.worker_max_concurrent_snapshots or 0),
                 client_timeout_ms=int(getattr(config, "client_timeout_ms", None) or 0),
                 gc_dynamic_sharding_jobs=bool(getattr(config, "gc_dynamic_sharding_jobs", False)),
+                security=getattr(config, "_security", None),
             )
         except errors.UnavailableError as e:
             _raise_start_error(e)
@@ -298,6 +356,14 @@ class WorkerConfig(
         *,
         worker_tags=None,
         element_stream=True,
+        tls_cert=None,
+        tls_key=None,
+        tls_ca=None,
+        tls_require_client_cert=False,
+        tls_client_cert=None,
+        tls_client_key=None,
+        auth_token_file=None,
+        auth_token=None,
     ):
         if worker_address is None:
             worker_address = "localhost:%port%"
@@ -320,6 +386,9 @@ class WorkerConfig(
         )
         self._worker_tags = list(worker_tags or [])
         self._element_stream = bool(element_stream)
+        self._security = _security_settings(
+            tls_cert, tls_key, tls_ca, tls_require_client_cert, tls_client_cert, tls_client_key,
+            auth_token_file, auth_token)
         return self
 
     @property
@@ -329,6 +398,9 @@ class WorkerConfig(
     @property
     def element_stream(self) -> bool:
         return self._element_stream
+
+
+WorkerConfig.__doc__ += _SECURITY_DOC
 
 
 class WorkerServer(_Server):
@@ -367,6 +439,7 @@ class WorkerServer(_Server):
                 data_transfer_address=config.data_transfer_address or "",
                 worker_tags=list(getattr(config, "worker_tags", None) or []),
                 element_stream=bool(getattr(config, "element_stream", True)),
+                security=getattr(config, "_security", None),
             )
         except errors.UnavailableError as e:
             _raise_start_error(e)

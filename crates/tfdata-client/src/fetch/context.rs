@@ -10,8 +10,8 @@ use tfdata_proto::data::{self as wire, worker_service_client::WorkerServiceClien
 use tfdata_proto::tfdata::stream::Compression as StreamCompression;
 use tfdata_rpc::CancellationToken;
 use tfdata_rpc::retry::backoff;
+use tfdata_rpc::security::{ClientSecurity, RpcChannel};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
-use tonic::transport::Channel;
 
 /// Elements a reader lets each task's stream send ahead of it: two of the
 /// worker's largest batches, so one is decoded and read while the next is
@@ -173,11 +173,13 @@ pub(crate) struct FetchParams {
     /// How the dataset was registered to be compressed (streams only).
     pub compression: StreamCompression,
     pub stream_window: StreamWindow,
+    /// How workers are reached.
+    pub security: ClientSecurity,
 }
 
 /// A worker's connection, shared by its tasks' fetchers.
 struct WorkerChannel {
-    channel: Channel,
+    channel: RpcChannel,
     /// `false` once the worker answered UNIMPLEMENTED to the element stream
     /// (it is read with `GetElement` from then on).
     offers_stream: bool,
@@ -193,6 +195,7 @@ pub(crate) struct FetchContext {
     pub trainer_id: String,
     pub compression: StreamCompression,
     pub stream_window: StreamWindow,
+    security: ClientSecurity,
 }
 
 impl FetchContext {
@@ -211,6 +214,7 @@ impl FetchContext {
             trainer_id: params.trainer_id,
             compression: params.compression,
             stream_window: params.stream_window,
+            security: params.security,
         };
         (Arc::new(ctx), rx)
     }
@@ -235,12 +239,12 @@ impl FetchContext {
         FetchEnd::Failed
     }
 
-    fn channel(&self, address: &str) -> Result<Channel> {
+    fn channel(&self, address: &str) -> Result<RpcChannel> {
         let mut workers = lock(&self.workers);
         if let Some(w) = workers.get(address) {
             return Ok(w.channel.clone());
         }
-        let channel = tfdata_rpc::channel::channel(address)?;
+        let channel = tfdata_rpc::channel::channel(address, &self.security)?;
         workers.insert(
             address.to_string(),
             WorkerChannel {
@@ -251,13 +255,13 @@ impl FetchContext {
         Ok(channel)
     }
 
-    pub(crate) fn worker(&self, address: &str) -> Result<WorkerServiceClient<Channel>> {
+    pub(crate) fn worker(&self, address: &str) -> Result<WorkerServiceClient<RpcChannel>> {
         Ok(tfdata_rpc::channel::worker_client(self.channel(address)?))
     }
 
     /// The channel to open `address`'s element stream on, unless it is
     /// known not to offer the stream. Shares the worker's connection.
-    pub(crate) fn stream_channel(&self, address: &str) -> Result<Option<Channel>> {
+    pub(crate) fn stream_channel(&self, address: &str) -> Result<Option<RpcChannel>> {
         let channel = self.channel(address)?;
         let offers = lock(&self.workers)
             .get(address)

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use tfdata_core::{Element, Error, Result};
 use tfdata_proto::tfdata::stream::{ElementBatch, StreamRequest};
+use tfdata_rpc::security::RpcChannel;
 use tokio::sync::mpsc;
-use tonic::transport::Channel;
 
 use super::context::{
     CreditPool, CreditReturn, DECODE_OFF_RUNTIME_BYTES, Delivery, FetchContext, FetchEnd,
@@ -44,7 +44,7 @@ async fn decode_batch_off_runtime(batch: ElementBatch) -> Result<Vec<Element>> {
 pub(crate) async fn stream_task(
     ctx: &FetchContext,
     task: &TaskEndpoint,
-    channel: Channel,
+    channel: RpcChannel,
 ) -> Streamed {
     let pool = Arc::new(CreditPool::default());
     let window = ctx.stream_window;

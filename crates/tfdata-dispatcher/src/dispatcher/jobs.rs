@@ -13,7 +13,7 @@ use tfdata_proto::data::{
     self as wire, processing_mode_def::ShardingPolicy, update::UpdateType,
     worker_service_client::WorkerServiceClient,
 };
-use tonic::transport::Channel;
+use tfdata_rpc::security::RpcChannel;
 
 use super::Dispatcher;
 use super::errors::unknown_dataset;
@@ -193,7 +193,7 @@ impl Dispatcher {
         })
     }
 
-    fn worker_client(&self, address: &str) -> Result<WorkerServiceClient<Channel>> {
+    fn worker_client(&self, address: &str) -> Result<WorkerServiceClient<RpcChannel>> {
         let mut clients = self
             .worker_clients
             .lock()
@@ -201,7 +201,10 @@ impl Dispatcher {
         if let Some(c) = clients.get(address) {
             return Ok(c.clone());
         }
-        let client = tfdata_rpc::channel::worker_client(tfdata_rpc::channel::channel(address)?);
+        let client = tfdata_rpc::channel::worker_client(tfdata_rpc::channel::channel(
+            address,
+            &self.client_security,
+        )?);
         clients.insert(address.to_string(), client.clone());
         Ok(client)
     }

@@ -53,7 +53,7 @@ use std::sync::Arc;
 
 use tfdata_core::{Error, Result, TaskId};
 use tfdata_proto::data::worker_service_client::WorkerServiceClient;
-use tonic::transport::Channel;
+use tfdata_rpc::security::{ClientSecurity, RpcChannel};
 
 use crate::config::DispatcherConfig;
 use crate::journal;
@@ -99,7 +99,9 @@ pub struct Dispatcher {
     /// Serialises dataset registrations, so a new dataset's id stays free
     /// while its definition is written outside the state lock.
     registration: tokio::sync::Mutex<()>,
-    worker_clients: std::sync::Mutex<HashMap<String, WorkerServiceClient<Channel>>>,
+    worker_clients: std::sync::Mutex<HashMap<String, WorkerServiceClient<RpcChannel>>>,
+    /// How the dispatcher calls workers (`config.security`, loaded).
+    client_security: ClientSecurity,
     /// `MaybeRemoveTask` rendezvous, per task.
     removers: std::sync::Mutex<HashMap<TaskId, Arc<coordinated_reads::Remover>>>,
     /// Distributed snapshots: not state, recovered from their files.
@@ -126,6 +128,7 @@ impl Dispatcher {
         work_dir: Option<WorkDir>,
     ) -> Result<Self> {
         config.validate()?;
+        let client_security = config.security.client()?;
         let store = match &work_dir {
             Some(dir) => DatasetStore::in_work_dir(dir)?,
             None => DatasetStore::memory(),
@@ -190,6 +193,7 @@ impl Dispatcher {
             ledger: txn::Ledger::new(guarded, journal, compact_after)?,
             registration: Default::default(),
             worker_clients: Default::default(),
+            client_security,
             removers: Default::default(),
             snapshots,
             snapshot_starts: Default::default(),
