@@ -184,6 +184,10 @@ struct WorkerArgs {
     /// Do not serve tfdata's element stream (tfdata readers then use GetElement).
     #[arg(long)]
     no_element_stream: bool,
+    /// Serve /metrics, /healthz and /readyz over HTTP on this port (0 picks
+    /// a free one); none by default.
+    #[arg(long)]
+    http_port: Option<u16>,
 }
 
 impl WorkerArgs {
@@ -208,6 +212,7 @@ impl WorkerArgs {
             task_buffer_max_elements: self.task_buffer_max_elements,
             task_buffer_bytes: self.task_buffer_bytes,
             element_stream: !self.no_element_stream,
+            http_port: self.http_port,
         };
         config.validate()?;
         Ok(config)
@@ -249,6 +254,10 @@ struct DispatcherArgs {
     worker_timeout_ms: u64,
     #[arg(long, default_value_t = 3)]
     worker_max_concurrent_snapshots: u32,
+    /// Serve /metrics, /healthz and /readyz over HTTP on this port (0 picks
+    /// a free one); none by default.
+    #[arg(long)]
+    http_port: Option<u16>,
 }
 
 impl DispatcherArgs {
@@ -271,6 +280,7 @@ impl DispatcherArgs {
             client_timeout: Duration::from_millis(self.client_timeout_ms),
             worker_timeout: Duration::from_millis(self.worker_timeout_ms),
             worker_max_concurrent_snapshots: self.worker_max_concurrent_snapshots,
+            http_port: self.http_port,
         };
         config.validate()?;
         Ok(config)
@@ -279,6 +289,23 @@ impl DispatcherArgs {
 
 fn tfdata_proto_deployment_mode(name: &str) -> Option<tfdata_dispatcher::config::DeploymentMode> {
     tfdata_dispatcher::config::DeploymentMode::from_str_name(name)
+}
+
+/// Binds `--http-port`, if given, before anything is printed: a port in
+/// use is an error naming it.
+fn bind_http(port: Option<u16>) -> anyhow::Result<Option<std::net::TcpListener>> {
+    Ok(port.map(tfdata_rpc::admin::bind).transpose()?)
+}
+
+/// `tfdata <role> http listening on port N`, for scripts and tests.
+fn print_http_port(role: &str, http: Option<&std::net::TcpListener>) -> anyhow::Result<()> {
+    if let Some(http) = http {
+        println!(
+            "tfdata {role} http listening on port {}",
+            http.local_addr()?.port()
+        );
+    }
+    Ok(())
 }
 
 /// Cancels the token on SIGINT or SIGTERM.
@@ -325,11 +352,13 @@ async fn main() -> anyhow::Result<()> {
             let config = args.into_config()?;
             let listener = tfdata_rpc::server::bind(config.port)?;
             let listener = tokio::net::TcpListener::from_std(listener)?;
+            let http = bind_http(config.http_port)?;
             println!(
                 "tfdata dispatcher listening on port {}",
                 listener.local_addr()?.port()
             );
-            tfdata_dispatcher::serve(listener, config, shutdown).await?;
+            print_http_port("dispatcher", http.as_ref())?;
+            tfdata_dispatcher::server::serve_with_http(listener, http, config, shutdown).await?;
         }
         Command::Register(args) => register(args).await?,
         Command::Save(args) => save::run(args).await?,
@@ -364,11 +393,13 @@ async fn main() -> anyhow::Result<()> {
             let listener = tfdata_rpc::server::bind(config.port)?;
             let listener = tokio::net::TcpListener::from_std(listener)?;
             let port = listener.local_addr()?.port();
+            let http = bind_http(config.http_port)?;
             println!(
                 "tfdata worker listening on port {port} as {}",
                 config.resolved_worker_address(port)
             );
-            tfdata_worker::serve(listener, config, shutdown).await?;
+            print_http_port("worker", http.as_ref())?;
+            tfdata_worker::server::serve_with_http(listener, http, config, shutdown).await?;
         }
     }
     Ok(())

@@ -17,6 +17,10 @@
 //! * [`dispatcher`]: the RPCs' logic, one module per concern, as transactions
 //!   over the state journaled with group commit;
 //! * [`grpc`]: the tonic adapter of TensorFlow's `DispatcherService`;
+//! * [`metrics`]: every metric the dispatcher exports, in one registry per
+//!   dispatcher;
+//! * [`http`]: the admin HTTP endpoint's routes (`/metrics`, `/healthz`,
+//!   `/readyz`), to which a status page adds its own;
 //! * [`server`]: [`serve`] (the library function the CLI and tests call) and the
 //!   in-process [`DispatchServer`].
 
@@ -24,8 +28,10 @@ pub mod config;
 pub mod dispatcher;
 pub mod distributed_snapshot;
 pub mod grpc;
+pub mod http;
 pub mod invariants;
 pub mod journal;
+pub mod metrics;
 pub mod server;
 pub mod snapshot;
 pub mod state;

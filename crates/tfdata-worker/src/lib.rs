@@ -16,15 +16,21 @@
 //! * [`snapshot`]: distributed-snapshot stream writers, one thread per
 //!   stream the dispatcher assigns;
 //! * [`pipeline`]: a task's or stream's dataset from its `DatasetDef`;
-//! * [`server`]: [`serve`] and the in-process [`WorkerServer`].
+//! * [`metrics`]: every metric the worker exports, one registry per worker;
+//! * [`observe`]: the pace figures of heartbeats and the metrics' gauges,
+//!   computed from the tasks when asked;
+//! * [`server`]: [`serve`] (with the admin HTTP endpoint and gRPC health)
+//!   and the in-process [`WorkerServer`].
 //!
 //! Module dependencies point one way: `server → stream → service → task →
 //! strategy → producer` (and `service → splits`, `service → snapshot →
-//! pipeline`, `service → pipeline`). The worker reaches the dispatcher through
+//! pipeline`, `service → pipeline`, `service → observe → {task, metrics}`). The worker reaches the dispatcher through
 //! `tfdata-client`'s `DispatcherClient`; it never depends on the dispatcher
 //! crate.
 
 pub mod config;
+pub mod metrics;
+pub mod observe;
 mod pipeline;
 pub mod producer;
 pub mod server;

@@ -49,6 +49,8 @@ pub struct RemoteSplitProvider {
     pub cancel: CancellationToken,
     pub task_id: TaskId,
     pub delivered: DeliveredSplits,
+    /// `tfdata_worker_get_split_duration_seconds`.
+    pub get_split_duration: tfdata_rpc::metrics::Histogram,
 }
 
 impl RemoteSplitProvider {
@@ -68,12 +70,14 @@ impl RemoteSplitProvider {
             tfdata_delivered: self.take_reports(),
             tfdata_task_id: self.task_id.0,
         };
+        let started = Instant::now();
         let result = self.runtime.block_on(retry(
             &self.dispatcher.target(),
             Some(self.timeout),
             &self.cancel,
             || self.dispatcher.get_split(request.clone()),
         ));
+        self.get_split_duration.observe(started.elapsed());
         let response = match result {
             Ok(r) => r,
             Err(e) => {

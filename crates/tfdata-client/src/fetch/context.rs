@@ -13,6 +13,8 @@ use tfdata_rpc::retry::backoff;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tonic::transport::Channel;
 
+use crate::metrics::ReaderStats;
+
 /// Elements a reader lets each task's stream send ahead of it: two of the
 /// worker's largest batches, so one is decoded and read while the next is
 /// on its way.
@@ -173,6 +175,8 @@ pub(crate) struct FetchParams {
     /// How the dataset was registered to be compressed (streams only).
     pub compression: StreamCompression,
     pub stream_window: StreamWindow,
+    /// The iterator's figures, counted as elements arrive.
+    pub stats: Arc<ReaderStats>,
 }
 
 /// A worker's connection, shared by its tasks' fetchers.
@@ -193,6 +197,7 @@ pub(crate) struct FetchContext {
     pub trainer_id: String,
     pub compression: StreamCompression,
     pub stream_window: StreamWindow,
+    pub stats: Arc<ReaderStats>,
 }
 
 impl FetchContext {
@@ -211,6 +216,7 @@ impl FetchContext {
             trainer_id: params.trainer_id,
             compression: params.compression,
             stream_window: params.stream_window,
+            stats: params.stats,
         };
         (Arc::new(ctx), rx)
     }
@@ -222,6 +228,12 @@ impl FetchContext {
             p = Arc::clone(&self.permits).acquire_owned() => p.ok(),
             () = self.cancel.cancelled() => None,
         }
+    }
+
+    /// Counts elements received from a worker (`stream`: over the element
+    /// stream, else `GetElement`).
+    pub(crate) fn received(&self, stream: bool, elements: u64, bytes: u64) {
+        crate::metrics::received(stream).add(&self.stats, elements, bytes);
     }
 
     /// Hands `item` to the reader; `false` if the reader is gone.
