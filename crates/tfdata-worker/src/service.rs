@@ -71,10 +71,12 @@ impl Worker {
     ) -> Result<(Arc<Self>, mpsc::UnboundedReceiver<TaskId>)> {
         let dispatcher = DispatcherClient::new(&config.dispatcher_host_port()?)?;
         let (completions, rx) = mpsc::unbounded_channel();
+        let metrics = Arc::new(WorkerMetrics::new());
         let snapshots = SnapshotWriters::new(
             ChunkPolicy {
                 max_chunk_bytes: config.snapshot_max_chunk_size_bytes,
                 commit_interval: config.snapshot_commit_interval,
+                commits: metrics.snapshot.clone(),
             },
             shutdown.clone(),
         );
@@ -87,7 +89,7 @@ impl Worker {
                 finished_tasks: Mutex::new(HashSet::new()),
                 registered: AtomicBool::new(false),
                 last_heartbeat_answered: AtomicU64::new(0),
-                pace: Pace::new(Arc::new(WorkerMetrics::new())),
+                pace: Pace::new(metrics),
                 shutdown,
                 completions,
                 uid: new_worker_uid(),

@@ -70,6 +70,20 @@ def _check_int(name: str, value, *, allow_none: bool = True) -> None:
         raise TypeError(f"`{name}` must be an integer, but `{name}` was of type {type(value)}. {name}={value!r}")
 
 
+def _http_port(config) -> Optional[int]:
+    """The config's ``http_port`` (a TensorFlow config has none)."""
+    port = getattr(config, "http_port", None)
+    return None if port is None else int(port)
+
+
+def reader_metrics() -> str:
+    """This process's reader metrics (``tfdata_reader_*``: time the trainer
+    waited in ``next()`` against the iterators' lifetime, elements and bytes
+    received, ``next()`` latency) as Prometheus/OpenMetrics text, for the
+    trainer's own metrics endpoint. docs/operations.md lists them."""
+    return _native.reader_metrics()
+
+
 class DispatcherConfig(
     collections.namedtuple(
         "DispatcherConfig",
@@ -83,6 +97,7 @@ class DispatcherConfig(
             "job_gc_timeout_ms",
             "worker_timeout_ms",
             "worker_max_concurrent_snapshots",
+            "http_port",
         ],
     )
 ):
@@ -106,6 +121,10 @@ class DispatcherConfig(
         considered lost; ``None`` for the default (10 minutes).
       worker_max_concurrent_snapshots: Snapshot streams one worker writes at
         once; 0 for the default.
+      http_port: tfdata's own, last so TensorFlow's positional order holds:
+        serve ``/metrics``, ``/healthz`` and ``/readyz`` over HTTP on this
+        port (0 picks a free one; ``DispatchServer.http_port`` tells which);
+        ``None`` (the default) serves none.
 
     tfdata's own settings are keyword-only:
       client_timeout_ms: How long a silent reader is waited for before its
@@ -124,6 +143,7 @@ class DispatcherConfig(
         job_gc_timeout_ms=None,
         worker_timeout_ms=None,
         worker_max_concurrent_snapshots=0,
+        http_port=None,
         *,
         client_timeout_ms=None,
         gc_dynamic_sharding_jobs=False,
@@ -143,6 +163,7 @@ class DispatcherConfig(
             job_gc_timeout_ms,
             worker_timeout_ms,
             worker_max_concurrent_snapshots,
+            http_port,
         )
         self._client_timeout_ms = client_timeout_ms
         self._gc_dynamic_sharding_jobs = gc_dynamic_sharding_jobs
@@ -195,6 +216,12 @@ class _Server:
     def _address(self) -> str:
         return f"localhost:{self._server.port}"
 
+    @property
+    def http_port(self) -> Optional[int]:
+        """The port of the admin HTTP endpoint (``/metrics``, ``/healthz``,
+        ``/readyz``), or ``None`` when the config's ``http_port`` is unset."""
+        return self._server.http_port
+
 
 class DispatchServer(_Server):
     """An in-process tf.data service dispatcher (TensorFlow's ``DispatchServer``).
@@ -218,7 +245,7 @@ class DispatchServer(_Server):
                 "`DispatcherServer`."
             )
         for name in ("port", "job_gc_check_interval_ms", "job_gc_timeout_ms", "worker_timeout_ms",
-                     "worker_max_concurrent_snapshots"):
+                     "worker_max_concurrent_snapshots", "http_port"):
             _check_int(name, getattr(config, name))
         self._config = config
         self._server = None
@@ -236,6 +263,7 @@ class DispatchServer(_Server):
                 worker_max_concurrent_snapshots=int(config.worker_max_concurrent_snapshots or 0),
                 client_timeout_ms=int(getattr(config, "client_timeout_ms", None) or 0),
                 gc_dynamic_sharding_jobs=bool(getattr(config, "gc_dynamic_sharding_jobs", False)),
+                http_port=_http_port(config),
             )
         except errors.UnavailableError as e:
             _raise_start_error(e)
@@ -261,6 +289,7 @@ class WorkerConfig(
             "dispatcher_timeout_ms",
             "data_transfer_protocol",
             "data_transfer_address",
+            "http_port",
         ],
     )
 ):
@@ -278,6 +307,10 @@ class WorkerConfig(
         ``None`` for the default (1 hour).
       data_transfer_protocol: Only gRPC (``None``) is served.
       data_transfer_address: Unused with gRPC.
+      http_port: tfdata's own, last so TensorFlow's positional order holds:
+        serve ``/metrics``, ``/healthz`` and ``/readyz`` over HTTP on this
+        port (0 picks a free one; ``WorkerServer.http_port`` tells which);
+        ``None`` (the default) serves none.
 
     tfdata's own settings are keyword-only:
       worker_tags: Tags for the dispatcher (``"COLOCATED"`` matters to readers).
@@ -295,6 +328,7 @@ class WorkerConfig(
         dispatcher_timeout_ms=None,
         data_transfer_protocol=None,
         data_transfer_address=None,
+        http_port=None,
         *,
         worker_tags=None,
         element_stream=True,
@@ -317,6 +351,7 @@ class WorkerConfig(
             dispatcher_timeout_ms,
             data_transfer_protocol,
             data_transfer_address,
+            http_port,
         )
         self._worker_tags = list(worker_tags or [])
         self._element_stream = bool(element_stream)
@@ -350,7 +385,7 @@ class WorkerServer(_Server):
                 "`dispatcher_address` must be a string, but was of type "
                 f"{type(config.dispatcher_address)}"
             )
-        for name in ("port", "heartbeat_interval_ms", "dispatcher_timeout_ms"):
+        for name in ("port", "heartbeat_interval_ms", "dispatcher_timeout_ms", "http_port"):
             _check_int(name, getattr(config, name))
         self._config = config
         self._server = None
@@ -367,6 +402,7 @@ class WorkerServer(_Server):
                 data_transfer_address=config.data_transfer_address or "",
                 worker_tags=list(getattr(config, "worker_tags", None) or []),
                 element_stream=bool(getattr(config, "element_stream", True)),
+                http_port=_http_port(config),
             )
         except errors.UnavailableError as e:
             _raise_start_error(e)
@@ -664,6 +700,7 @@ def from_dataset_id(
 
 
 __all__ = [
+    "reader_metrics",
     "CrossTrainerCache",
     "DispatchServer",
     "DispatcherConfig",
