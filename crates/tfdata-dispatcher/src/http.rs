@@ -42,12 +42,12 @@ impl DispatcherSlot {
 /// `/metrics`, `/healthz` and `/readyz` for the dispatcher in `slot`.
 /// Before it exists `/metrics` answers an empty exposition.
 pub fn router(slot: DispatcherSlot, health: Health) -> Router {
-    let metrics: MetricsFn = Arc::new(move || {
+    let metrics: MetricsFn = Arc::new(move |format| {
         let dispatcher = slot.get().cloned();
         Box::pin(async move {
             match dispatcher {
-                Some(d) => d.encode_metrics().await,
-                None => "# EOF\n".to_string(),
+                Some(d) => d.encode_metrics_as(format).await,
+                None => tfdata_rpc::metrics::encode_as(&Default::default(), format),
             }
         })
     });

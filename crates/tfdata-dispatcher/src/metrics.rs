@@ -237,8 +237,8 @@ impl DispatcherMetrics {
             .inc();
     }
 
-    /// The metrics as OpenMetrics text (gauges as last set).
-    pub fn encode(&self) -> String {
-        tfdata_rpc::metrics::encode(&self.registry)
+    /// The metrics in `format` (gauges as last set).
+    pub fn encode(&self, format: tfdata_rpc::metrics::Format) -> String {
+        tfdata_rpc::metrics::encode_as(&self.registry, format)
     }
 }

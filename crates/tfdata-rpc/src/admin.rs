@@ -6,7 +6,8 @@
 //!
 //! [`router`] gives the routes every server has:
 //!
-//! * `GET /metrics`: the server's metrics, OpenMetrics text;
+//! * `GET /metrics`: the server's metrics, OpenMetrics text (Prometheus
+//!   text 0.0.4 for a client that asks only for `text/plain`);
 //! * `GET /healthz`: 200 while the server is live, 503 with the reason;
 //! * `GET /readyz`: 200 while it is ready, 503 with the reason.
 //!
@@ -25,11 +26,11 @@ use tfdata_core::{Error, Result};
 use tokio_util::sync::CancellationToken;
 
 use crate::health::Health;
-use crate::metrics::OPENMETRICS_CONTENT_TYPE;
+use crate::metrics::Format;
 
-/// Produces a scrape's text: servers refresh gauges that are computed
-/// from their state (under its async lock) before encoding.
-pub type MetricsFn = Arc<dyn Fn() -> BoxFuture<'static, String> + Send + Sync>;
+/// Produces a scrape's text in a format: servers refresh gauges that are
+/// computed from their state (under its async lock) before encoding.
+pub type MetricsFn = Arc<dyn Fn(Format) -> BoxFuture<'static, String> + Send + Sync>;
 
 /// The routes every server serves: `/metrics`, `/healthz`, `/readyz`.
 pub fn router(health: Health, metrics: MetricsFn) -> Router {
@@ -38,11 +39,16 @@ pub fn router(health: Health, metrics: MetricsFn) -> Router {
     Router::new()
         .route(
             "/metrics",
-            get(move || {
+            get(move |headers: axum::http::HeaderMap| {
                 let metrics = Arc::clone(&metrics);
+                let accept = headers
+                    .get(header::ACCEPT)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
                 async move {
-                    let text = metrics().await;
-                    ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], text)
+                    let format = Format::negotiate(accept.as_deref());
+                    let text = metrics(format).await;
+                    ([(header::CONTENT_TYPE, format.content_type())], text)
                 }
             }),
         )
@@ -127,7 +133,14 @@ mod tests {
     #[tokio::test]
     async fn serves_metrics_health_and_readiness() {
         let health = Health::new(&[], "starting up");
-        let metrics: MetricsFn = Arc::new(|| Box::pin(async { "# EOF\n".to_string() }));
+        let metrics: MetricsFn = Arc::new(|format| {
+            Box::pin(async move {
+                match format {
+                    Format::OpenMetrics => "# EOF\n".to_string(),
+                    Format::PrometheusText => String::new(),
+                }
+            })
+        });
         let listener = bind(0).unwrap();
         let port = listener.local_addr().unwrap().port();
         let stop = CancellationToken::new();

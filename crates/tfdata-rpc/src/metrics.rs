@@ -19,12 +19,54 @@ use prometheus_client::registry::Registry;
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// The exposition formats `/metrics` serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// OpenMetrics 1.0 text: what Prometheus asks for, and the default.
+    OpenMetrics,
+    /// Prometheus text 0.0.4, for clients that ask only for `text/plain`
+    /// (older tools, `promtool check metrics`): counter families are named
+    /// with their `_total` there.
+    PrometheusText,
+}
+
+impl Format {
+    /// The format an `Accept` header asks for: OpenMetrics unless the
+    /// client names `text/plain` and not OpenMetrics (as Prometheus's own
+    /// clients negotiate).
+    pub fn negotiate(accept: Option<&str>) -> Format {
+        match accept {
+            Some(a) if a.contains("application/openmetrics-text") => Format::OpenMetrics,
+            Some(a) if a.contains("text/plain") => Format::PrometheusText,
+            _ => Format::OpenMetrics,
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
+            Format::PrometheusText => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        }
+    }
+}
+
 /// `registry` in the OpenMetrics text format, `# EOF` included.
 pub fn encode(registry: &Registry) -> String {
+    encode_as(registry, Format::OpenMetrics)
+}
+
+/// `registry` in `format`.
+pub fn encode_as(registry: &Registry, format: Format) -> String {
     let mut text = String::new();
+    let encoded = match format {
+        Format::OpenMetrics => prometheus_client::encoding::text::encode(&mut text, registry),
+        Format::PrometheusText => {
+            prometheus_client::encoding::prometheus_text::encode(&mut text, registry)
+        }
+    };
     // Writing into a String cannot fail; a metric's encoder could only fail
     // on a bug, and a scrape then shows what was encoded before it.
-    if let Err(e) = prometheus_client::encoding::text::encode(&mut text, registry) {
+    if let Err(e) = encoded {
         tracing::error!(error = %e, "encoding metrics failed");
     }
     text
@@ -205,6 +247,31 @@ mod tests {
         let sum = 0.00005 + 0.009 + 100.0;
         assert!((h.sum_seconds() - sum).abs() < 1e-9, "{}", h.sum_seconds());
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn prometheus_text_names_counters_with_total() {
+        let mut registry = Registry::default();
+        let counter = prometheus_client::metrics::counter::Counter::<u64>::default();
+        registry.register("tfdata_test_things", "things", counter.clone());
+        counter.inc();
+        let text = encode_as(&registry, Format::PrometheusText);
+        assert!(
+            text.contains("# HELP tfdata_test_things_total things."),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
+        assert_eq!(Format::negotiate(None), Format::OpenMetrics);
+        assert_eq!(
+            Format::negotiate(Some(
+                "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+            )),
+            Format::OpenMetrics
+        );
+        assert_eq!(
+            Format::negotiate(Some("text/plain; version=0.0.4")),
+            Format::PrometheusText
+        );
     }
 
     #[test]

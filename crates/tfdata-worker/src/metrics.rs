@@ -161,7 +161,7 @@ impl WorkerMetrics {
         }
     }
 
-    pub fn encode(&self) -> String {
-        tfdata_rpc::metrics::encode(&self.registry)
+    pub fn encode(&self, format: tfdata_rpc::metrics::Format) -> String {
+        tfdata_rpc::metrics::encode_as(&self.registry, format)
     }
 }

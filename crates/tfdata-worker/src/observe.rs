@@ -101,8 +101,8 @@ impl Pace {
         }
     }
 
-    /// Sets the gauges from `tasks` and encodes every metric.
-    pub fn encode(&self, tasks: &[Arc<TaskRunner>]) -> String {
+    /// Sets the gauges from `tasks` and encodes every metric in `format`.
+    pub fn encode(&self, tasks: &[Arc<TaskRunner>], format: tfdata_rpc::metrics::Format) -> String {
         let m = &self.metrics;
         self.stats(tasks);
         m.tasks.set(tasks.len() as i64);
@@ -112,7 +112,7 @@ impl Pace {
         });
         m.buffered_elements.set(elements as i64);
         m.buffered_bytes.set(bytes as i64);
-        m.encode()
+        m.encode(format)
     }
 }
 

@@ -63,8 +63,8 @@ pub async fn serve_with_http(
     let http = http.map(|listener| {
         let metrics: MetricsFn = {
             let worker = Arc::clone(&worker);
-            Arc::new(move || {
-                let text = worker.encode_metrics();
+            Arc::new(move |format| {
+                let text = worker.encode_metrics(format);
                 Box::pin(async move { text })
             })
         };

@@ -113,9 +113,9 @@ impl Worker {
         lock(&self.tasks).values().cloned().collect()
     }
 
-    /// This worker's metrics, gauges set from its tasks, as OpenMetrics text.
-    pub fn encode_metrics(&self) -> String {
-        self.pace.encode(&self.task_list())
+    /// This worker's metrics, gauges set from its tasks, in `format`.
+    pub fn encode_metrics(&self, format: tfdata_rpc::metrics::Format) -> String {
+        self.pace.encode(&self.task_list(), format)
     }
 
     pub fn metrics(&self) -> &Arc<WorkerMetrics> {

@@ -105,9 +105,16 @@ impl Dispatcher {
         }
     }
 
-    /// Sets the state gauges from the state, then encodes every metric.
-    /// Counting takes the state lock once, without copying the state.
+    /// Sets the state gauges from the state, then encodes every metric
+    /// (OpenMetrics text).
     pub async fn encode_metrics(&self) -> String {
+        self.encode_metrics_as(tfdata_rpc::metrics::Format::OpenMetrics)
+            .await
+    }
+
+    /// [`encode_metrics`](Self::encode_metrics) in `format`. Counting takes
+    /// the state lock once, without copying the state.
+    pub async fn encode_metrics_as(&self, format: tfdata_rpc::metrics::Format) -> String {
         let m = self.metrics();
         {
             let txn = self.ledger.begin().await;
@@ -194,7 +201,7 @@ impl Dispatcher {
         set(&m.snapshot_streams, "done", streams_done);
         m.snapshot_splits_assigned.set(splits_assigned);
         m.snapshot_splits_total.set(splits_total);
-        m.encode()
+        m.encode(format)
     }
 }
 
