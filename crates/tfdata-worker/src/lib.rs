@@ -19,7 +19,7 @@
 //! * [`metrics`]: every metric the worker exports, one registry per worker;
 //! * [`observe`]: the pace figures of heartbeats and the metrics' gauges,
 //!   computed from the tasks when asked;
-//! * [`server`]: [`serve`] (with the admin HTTP endpoint and gRPC health)
+//! * [`server`]: [`serve`], with the admin HTTP endpoint and gRPC health,
 //!   and the in-process [`WorkerServer`].
 //!
 //! Module dependencies point one way: `server → stream → service → task →
