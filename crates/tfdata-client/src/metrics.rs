@@ -11,8 +11,9 @@
 //! starvation and estimates demand from them.
 //!
 //! Cost on the element path: a `next()` served from an already received
-//! batch adds one relaxed atomic increment and a local count; only a
-//! `next()` that has to wait reads the clock.
+//! batch adds one relaxed atomic increment of its iterator's own counter
+//! and a local count; only a `next()` that has to wait reads the clock.
+//! Process totals are summed from the iterators when scraped.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
@@ -53,8 +54,16 @@ struct ReaderMetrics {
     next_duration: Histogram,
     /// Live iterators' figures, for the totals at scrape time.
     live: Mutex<Vec<Weak<ReaderStats>>>,
-    /// Wait and lifetime (ns) of iterators gone.
-    retired: Mutex<(u64, u64)>,
+    /// Figures of iterators gone.
+    retired: Mutex<Retired>,
+}
+
+/// What iterators that are gone add to the totals.
+#[derive(Debug, Default, Clone, Copy)]
+struct Retired {
+    wait_nanos: u64,
+    lifetime_nanos: u64,
+    elements: u64,
 }
 
 static METRICS: LazyLock<ReaderMetrics> = LazyLock::new(ReaderMetrics::new);
@@ -123,24 +132,32 @@ impl ReaderMetrics {
     }
 }
 
-/// This process's reader metrics as OpenMetrics text.
+/// This process's reader metrics as OpenMetrics text. The totals over
+/// iterators (wait, lifetime, consumed elements) are summed here, from each
+/// iterator's own figures, so `next()` touches nothing shared.
 pub fn encode() -> String {
     let m = &*METRICS;
-    let (mut wait, mut lifetime) = *lock(&m.retired);
-    let mut live = 0;
-    lock(&m.live).retain(|weak| match weak.upgrade() {
+    // One scrape at a time: the totals only ever move up.
+    let mut live = lock(&m.live);
+    let mut total = *lock(&m.retired);
+    let mut open = 0;
+    live.retain(|weak| match weak.upgrade() {
         Some(stats) => {
             let s = stats.snapshot_nanos();
-            wait += s.wait;
-            lifetime += s.lifetime;
-            live += 1;
+            total.wait_nanos += s.wait;
+            total.lifetime_nanos += s.lifetime;
+            total.elements += stats.elements.load(Ordering::Relaxed);
+            open += 1;
             true
         }
         None => false,
     });
-    m.iterators.set(live);
-    catch_up(&m.wait, wait as f64 / 1e9);
-    catch_up(&m.lifetime, lifetime as f64 / 1e9);
+    m.iterators.set(open);
+    catch_up(&m.wait, total.wait_nanos as f64 / 1e9);
+    catch_up(&m.lifetime, total.lifetime_nanos as f64 / 1e9);
+    let behind = total.elements.saturating_sub(m.consumed.get());
+    m.consumed.inc_by(behind);
+    drop(live);
     tfdata_rpc::metrics::encode(&m.registry)
 }
 
@@ -250,7 +267,6 @@ impl NextClock {
     pub(crate) fn served_at_once(&mut self) {
         self.instant_calls += 1;
         self.stats.elements.fetch_add(1, Ordering::Relaxed);
-        METRICS.consumed.inc();
     }
 
     /// A `next()` found nothing received: the trainer waits from now (or
@@ -281,7 +297,6 @@ impl NextClock {
         METRICS.next_duration.observe(waited);
         if element {
             self.stats.elements.fetch_add(1, Ordering::Relaxed);
-            METRICS.consumed.inc();
         }
     }
 
@@ -302,12 +317,15 @@ impl Drop for NextClock {
             .ended
             .compare_exchange(0, end, Ordering::Relaxed, Ordering::Relaxed);
         let n = self.stats.snapshot_nanos();
+        // Under the live list's lock, so a scrape sees it once: live or retired.
+        let mut live = lock(&METRICS.live);
         let mut retired = lock(&METRICS.retired);
-        retired.0 += n.wait;
-        retired.1 += n.lifetime;
+        retired.wait_nanos += n.wait;
+        retired.lifetime_nanos += n.lifetime;
+        retired.elements += self.stats.elements.load(Ordering::Relaxed);
         drop(retired);
         let me = Arc::as_ptr(&self.stats);
-        lock(&METRICS.live).retain(|w| !std::ptr::eq(w.as_ptr(), me));
+        live.retain(|w| !std::ptr::eq(w.as_ptr(), me));
     }
 }
 

@@ -334,6 +334,7 @@ mod tests {
         assert_eq!(bounded(50, 1), 4);
         assert_eq!(bounded(50, 0), 4);
         assert_eq!(bounded(5_000, 1_000), 1_500);
-        assert_eq!(bounded(1_000_000, 90_000), MAX_OPTIMAL_WORKERS);
+        assert_eq!(bounded(1_000_000, 90_000), 90_500);
+        assert_eq!(bounded(1_000_000, 99_800), MAX_OPTIMAL_WORKERS);
     }
 }
