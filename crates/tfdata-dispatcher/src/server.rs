@@ -121,9 +121,7 @@ fn start_http(
 async fn stop_http(http: HttpTask, shutdown: &CancellationToken) -> Result<()> {
     shutdown.cancel();
     match http {
-        Some(task) => task.await.map_err(|e| {
-            tfdata_core::Error::Internal(format!("the HTTP endpoint's task failed: {e}"))
-        })?,
+        Some(task) => admin::stopped(task).await,
         None => Ok(()),
     }
 }

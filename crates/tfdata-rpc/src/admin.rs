@@ -94,6 +94,29 @@ pub fn bind(port: u16) -> Result<StdTcpListener> {
     })
 }
 
+/// How long a stopping server waits for its admin endpoint's open
+/// connections to finish before dropping them.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Waits (at most [`STOP_GRACE`]) for a spawned [`serve`] to end once its
+/// shutdown fired; its error, if it failed. A connection that never
+/// finishes (a client stalled mid-request) is dropped, not waited for.
+pub async fn stopped(task: tokio::task::JoinHandle<Result<()>>) -> Result<()> {
+    let abort = task.abort_handle();
+    match tokio::time::timeout(STOP_GRACE, task).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) if e.is_cancelled() => Ok(()),
+        Ok(Err(e)) => Err(Error::Internal(format!(
+            "the HTTP endpoint's task failed: {e}"
+        ))),
+        Err(_) => {
+            tracing::warn!("HTTP connections still open after the stop grace; dropping them");
+            abort.abort();
+            Ok(())
+        }
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown` fires.
 pub async fn serve(
     listener: StdTcpListener,
@@ -171,6 +194,34 @@ mod tests {
 
         stop.cancel();
         server.await.unwrap().unwrap();
+    }
+
+    /// A client stalled mid-request does not hold the server's stop.
+    #[tokio::test]
+    async fn a_stalled_client_does_not_hold_the_stop() {
+        use tokio::io::AsyncWriteExt;
+        let metrics: MetricsFn = Arc::new(|_| Box::pin(async { String::new() }));
+        let listener = bind(0).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve(
+            listener,
+            router(Health::new(&[], "x"), metrics),
+            stop.clone(),
+        ));
+        let mut stalled = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        stalled
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        stop.cancel();
+        let started = std::time::Instant::now();
+        stopped(server).await.unwrap();
+        assert!(started.elapsed() < STOP_GRACE + std::time::Duration::from_secs(1));
+        drop(stalled);
     }
 
     #[test]

@@ -137,10 +137,7 @@ pub async fn serve_with_http(
         }
     }
     if let Some(http) = http {
-        match http.await {
-            Ok(result) => result?,
-            Err(e) => return Err(Error::Internal(format!("worker HTTP task failed: {e}"))),
-        }
+        admin::stopped(http).await?;
     }
     tracing::info!(%address, "tf.data service worker stopped");
     outcome
