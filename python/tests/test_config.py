@@ -26,6 +26,7 @@ DISPATCHER_FIELDS = (
     "job_gc_timeout_ms",
     "worker_timeout_ms",
     "worker_max_concurrent_snapshots",
+    "http_port",  # tfdata's, after TensorFlow's
 )
 WORKER_FIELDS = (
     "dispatcher_address",
@@ -36,6 +37,7 @@ WORKER_FIELDS = (
     "dispatcher_timeout_ms",
     "data_transfer_protocol",
     "data_transfer_address",
+    "http_port",  # tfdata's, after TensorFlow's
 )
 
 # The same constructor calls under TensorFlow and tfdata; each prints the
@@ -85,18 +87,21 @@ def tf_configs():
 def test_config_matches_tensorflow(key, tf_configs):
     ours = eval(CONFIG_CASES[key], {"S": service})
     tf = tf_configs[key]
-    assert list(ours._fields) == tf["fields"]
-    assert json.loads(json.dumps(list(ours))) == tf["values"]
+    # TensorFlow's fields in TensorFlow's order, then tfdata's http_port.
+    assert list(ours._fields) == tf["fields"] + ["http_port"]
+    assert json.loads(json.dumps(list(ours))) == tf["values"] + [None]
     assert type(ours).__name__ == tf["type"] and isinstance(ours, tuple)
 
 
 def test_fields_order_and_defaults():
     assert service.DispatcherConfig._fields == DISPATCHER_FIELDS
     assert service.WorkerConfig._fields == WORKER_FIELDS
-    assert tuple(service.DispatcherConfig()) == (0, "grpc", None, False, None, 0, 0, None, 0)
+    assert tuple(service.DispatcherConfig()) == (0, "grpc", None, False, None, 0, 0, None, 0, None)
     assert tuple(service.WorkerConfig("x")) == (
-        "x", "localhost:%port%", 0, "grpc", 0, 0, None, "localhost:%dts_port%"
+        "x", "localhost:%port%", 0, "grpc", 0, 0, None, "localhost:%dts_port%", None
     )
+    assert service.DispatcherConfig(http_port=0).http_port == 0
+    assert service.WorkerConfig("x", http_port=9).http_port == 9
     # TensorFlow's time rule: None -> 0 (the default), 0 -> 1 ms, else as given.
     c = service.DispatcherConfig(job_gc_check_interval_ms=0, job_gc_timeout_ms=7)
     assert (c.job_gc_check_interval_ms, c.job_gc_timeout_ms, c.worker_timeout_ms) == (1, 7, None)
@@ -120,9 +125,9 @@ def test_tfdata_keyword_only_extras():
     assert tuple(w) == tuple(service.WorkerConfig("x"))
     assert (service.WorkerConfig("x").worker_tags, service.WorkerConfig("x").element_stream) == ([], True)
     with pytest.raises(TypeError):
-        service.DispatcherConfig(0, None, None, False, None, None, None, None, 0, 5)  # keyword-only
+        service.DispatcherConfig(0, None, None, False, None, None, None, None, 0, None, 5)  # keyword-only
     with pytest.raises(TypeError):
-        service.WorkerConfig("x", None, 0, None, None, None, None, None, ["t"])
+        service.WorkerConfig("x", None, 0, None, None, None, None, None, None, ["t"])
 
 
 def test_extras_run_a_cluster():

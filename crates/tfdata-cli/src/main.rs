@@ -283,6 +283,10 @@ struct WorkerArgs {
 
     #[command(flatten)]
     security: security::ServerSecurityArgs,
+    /// Serve /metrics, /healthz and /readyz over HTTP on this port (0 picks
+    /// a free one); none by default.
+    #[arg(long)]
+    http_port: Option<u16>,
 }
 
 impl WorkerArgs {
@@ -309,6 +313,7 @@ impl WorkerArgs {
             task_buffer_bytes: self.task_buffer_bytes,
             element_stream: !self.no_element_stream,
             security: self.security.into_security()?,
+            http_port: self.http_port,
         };
         config.validate()?;
         security::check_files(&config.security)?;
@@ -354,6 +359,10 @@ struct DispatcherArgs {
 
     #[command(flatten)]
     security: security::ServerSecurityArgs,
+    /// Serve /metrics, /healthz and /readyz over HTTP on this port (0 picks
+    /// a free one); none by default.
+    #[arg(long)]
+    http_port: Option<u16>,
 }
 
 impl DispatcherArgs {
@@ -377,6 +386,7 @@ impl DispatcherArgs {
             worker_timeout: Duration::from_millis(self.worker_timeout_ms),
             worker_max_concurrent_snapshots: self.worker_max_concurrent_snapshots,
             security: self.security.into_security()?,
+            http_port: self.http_port,
         };
         config.validate()?;
         security::check_files(&config.security)?;
@@ -386,6 +396,23 @@ impl DispatcherArgs {
 
 fn tfdata_proto_deployment_mode(name: &str) -> Option<tfdata_dispatcher::config::DeploymentMode> {
     tfdata_dispatcher::config::DeploymentMode::from_str_name(name)
+}
+
+/// Binds `--http-port`, if given, before anything is printed: a port in
+/// use is an error naming it.
+fn bind_http(port: Option<u16>) -> anyhow::Result<Option<std::net::TcpListener>> {
+    Ok(port.map(tfdata_rpc::admin::bind).transpose()?)
+}
+
+/// `tfdata <role> http listening on port N`, for scripts and tests.
+fn print_http_port(role: &str, http: Option<&std::net::TcpListener>) -> anyhow::Result<()> {
+    if let Some(http) = http {
+        println!(
+            "tfdata {role} http listening on port {}",
+            http.local_addr()?.port()
+        );
+    }
+    Ok(())
 }
 
 /// Cancels `stop` on SIGINT or SIGTERM. With `drain`, the first SIGTERM
@@ -447,11 +474,13 @@ async fn main() -> anyhow::Result<()> {
             let config = args.into_config()?;
             let listener = tfdata_rpc::server::bind(config.port)?;
             let listener = tokio::net::TcpListener::from_std(listener)?;
+            let http = bind_http(config.http_port)?;
             println!(
                 "tfdata dispatcher listening on port {}",
                 listener.local_addr()?.port()
             );
-            tfdata_dispatcher::serve(listener, config, shutdown).await?;
+            print_http_port("dispatcher", http.as_ref())?;
+            tfdata_dispatcher::server::serve_with_http(listener, http, config, shutdown).await?;
         }
         Command::Register(mut args) => {
             std::mem::take(&mut args.security).install()?;
@@ -499,6 +528,7 @@ async fn main() -> anyhow::Result<()> {
             let listener = tfdata_rpc::server::bind(config.port)?;
             let listener = tokio::net::TcpListener::from_std(listener)?;
             let port = listener.local_addr()?.port();
+            let http = bind_http(config.http_port)?;
             println!(
                 "tfdata worker listening on port {port} as {}",
                 config.resolved_worker_address(port)
@@ -507,7 +537,8 @@ async fn main() -> anyhow::Result<()> {
                 signal,
                 timeout: drain_timeout,
             });
-            tfdata_worker::serve_draining(listener, config, shutdown, drain).await?;
+            print_http_port("worker", http.as_ref())?;
+            tfdata_worker::server::serve_with_http(listener, http, config, shutdown, drain).await?;
         }
     }
     Ok(())

@@ -26,6 +26,7 @@ use tracing::Instrument;
 
 use crate::dispatcher::DispatcherClient;
 use crate::fetch::{self, Delivery, FetchContext, FetchEnd, FetchParams, Item, StreamWindow};
+use crate::metrics::{NextClock, ReaderStats, TargetTime};
 use crate::options::{ProcessingMode, TargetWorkers};
 
 /// First poll delay once all tasks are drained but the end is not yet known.
@@ -59,6 +60,8 @@ pub(crate) struct Iteration {
     /// The delivery being read, with what it holds of the fetchers' budgets.
     current: Option<Delivery>,
     failed: bool,
+    /// Times `next()` (the reader's starvation, `crate::metrics`).
+    clock: NextClock,
     _stop_driver: DropGuard,
 }
 
@@ -74,7 +77,21 @@ impl Iteration {
         element
     }
 
+    /// The buffered element, counted as a `next()` answered at once.
+    fn take_at_once(&mut self) -> Option<Element> {
+        let element = self.take_buffered()?;
+        self.clock.served_at_once();
+        Some(element)
+    }
+
+    /// A wait for `item` ended.
     fn take(&mut self, item: Option<Item>) -> Option<Result<Element>> {
+        let taken = self.take_item(item);
+        self.clock.wait_ends(matches!(taken, Some(Ok(_))));
+        taken
+    }
+
+    fn take_item(&mut self, item: Option<Item>) -> Option<Result<Element>> {
         if self.failed {
             return None;
         }
@@ -93,18 +110,21 @@ impl Iteration {
     }
 
     pub fn next_blocking(&mut self) -> Option<Result<Element>> {
-        if let Some(e) = self.take_buffered() {
+        if let Some(e) = self.take_at_once() {
             return Some(Ok(e));
         }
+        self.clock.wait_begins();
         let item = self.rx.blocking_recv();
         self.take(item)
     }
 
-    /// The next element without waiting: `Pending` if none has arrived.
+    /// The next element without waiting: `Pending` if none has arrived
+    /// (the trainer counts as waiting from then until an element comes).
     pub fn try_next(&mut self) -> Poll<Option<Result<Element>>> {
-        if let Some(e) = self.take_buffered() {
+        if let Some(e) = self.take_at_once() {
             return Poll::Ready(Some(Ok(e)));
         }
+        self.clock.wait_begins();
         match self.rx.try_recv() {
             Ok(item) => Poll::Ready(self.take(Some(item))),
             Err(mpsc::error::TryRecvError::Disconnected) => Poll::Ready(self.take(None)),
@@ -132,9 +152,10 @@ impl Iteration {
     }
 
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Element>>> {
-        if let Some(e) = self.take_buffered() {
+        if let Some(e) = self.take_at_once() {
             return Poll::Ready(Some(Ok(e)));
         }
+        self.clock.wait_begins();
         match self.rx.poll_recv(cx) {
             Poll::Ready(item) => Poll::Ready(self.take(item)),
             Poll::Pending => Poll::Pending,
@@ -205,6 +226,7 @@ pub(crate) async fn start(
         "reading iteration"
     );
 
+    let stats = ReaderStats::new();
     let (fetch, rx) = FetchContext::new(
         FetchParams {
             max_outstanding_requests: params.max_outstanding_requests,
@@ -212,6 +234,7 @@ pub(crate) async fn start(
             compression: params.compression,
             stream_window: params.stream_window,
             security: params.security.clone(),
+            stats: Arc::clone(&stats),
         },
         cancel.clone(),
     );
@@ -244,6 +267,7 @@ pub(crate) async fn start(
         rx,
         current: None,
         failed: false,
+        clock: NextClock::new(stats),
         _stop_driver: cancel.drop_guard(),
     })
 }
@@ -283,6 +307,7 @@ async fn drive(
     let mut skipped_any = false;
     let mut next_heartbeat = Instant::now();
     let mut end_poll = END_POLL_START;
+    let mut target = TargetTime::default();
     loop {
         if finished && fetchers.is_empty() {
             break;
@@ -290,8 +315,11 @@ async fn drive(
         tokio::select! {
             () = cancel.cancelled() => break,
             () = tokio::time::sleep_until(next_heartbeat) => {
+                let (target_processing_time_nsec, stats) = target.heartbeat(&fetch.stats);
                 let request = wire::ClientHeartbeatRequest {
                     iteration_client_id: client_id.0,
+                    target_processing_time_nsec,
+                    tfdata_stats: Some(stats),
                     ..Default::default()
                 };
                 match dispatcher.reader_heartbeat(request).await {

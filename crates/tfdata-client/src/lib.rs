@@ -6,12 +6,15 @@
 //!   Python API, as a [`DistributedDataset`] whose iterators read elements
 //!   from the workers, blocking ([`DistributedDataset::iter`]) or as an async
 //!   [`futures::Stream`] ([`DistributedDataset::stream`]);
-//! * [`runtime`]: the runtime behind the blocking facade.
+//! * [`runtime`]: the runtime behind the blocking facade;
+//! * [`metrics`]: the reader's metrics (process-wide, [`metrics::encode`])
+//!   and each iterator's starvation figures, which its heartbeats carry.
 
 pub mod dispatcher;
 pub mod distribute;
 mod fetch;
 mod iteration;
+pub mod metrics;
 pub mod options;
 mod rounds;
 pub mod runtime;

@@ -58,6 +58,7 @@ pub(crate) async fn drive(
         Arc::clone(&shared),
         Arc::clone(&changed),
         fetch.cancel.clone(),
+        Arc::clone(&fetch.stats),
     ));
     let mut skipped_previous: HashMap<TaskId, bool> = HashMap::new();
     let mut round = 0i64;
@@ -265,17 +266,21 @@ async fn heartbeat_loop(
     shared: Arc<Mutex<Shared>>,
     changed: Arc<Notify>,
     cancel: tfdata_rpc::CancellationToken,
+    reader: Arc<crate::metrics::ReaderStats>,
 ) {
+    let mut target = crate::metrics::TargetTime::default();
     loop {
         let (current_round, blocked_round) = {
             let s = lock(&shared);
             (s.current_round, s.block_round)
         };
+        let (target_processing_time_nsec, stats) = target.heartbeat(&reader);
         let request = wire::ClientHeartbeatRequest {
             iteration_client_id: client_id.0,
             current_round: Some(current_round),
             blocked_round,
-            target_processing_time_nsec: 0.0,
+            target_processing_time_nsec,
+            tfdata_stats: Some(stats),
         };
         match dispatcher.reader_heartbeat(request).await {
             Ok(r) => {

@@ -42,6 +42,10 @@ pub struct DispatcherConfig {
     pub worker_timeout: Duration,
     /// Distributed-snapshot streams one worker writes at once.
     pub worker_max_concurrent_snapshots: u32,
+    /// Port of the admin HTTP endpoint (`/metrics`, `/healthz`, `/readyz`)
+    /// on `0.0.0.0`, apart from the gRPC port; 0 picks a free port, `None`
+    /// (the default) serves none. Not in TensorFlow's config.
+    pub http_port: Option<u16>,
 
     // --- Transport security (tfdata's own; docs/security.md) ---
     /// TLS (mutual with `require_client_cert`) and the bearer token: for
@@ -71,6 +75,7 @@ impl Default for DispatcherConfig {
             client_timeout: DEFAULT_CLIENT_TIMEOUT,
             worker_timeout: DEFAULT_WORKER_TIMEOUT,
             worker_max_concurrent_snapshots: DEFAULT_WORKER_MAX_CONCURRENT_SNAPSHOTS,
+            http_port: None,
             security: TransportSecurity::default(),
         }
     }
@@ -165,6 +170,7 @@ impl DispatcherConfig {
                 v if v <= 0 => d.worker_max_concurrent_snapshots,
                 v => u32::try_from(v).unwrap_or(u32::MAX),
             },
+            http_port: None,
             security: TransportSecurity::default(),
         };
         config.validate()?;

@@ -1,6 +1,7 @@
 //! The tonic adapter: TensorFlow's `DispatcherService` over [`Dispatcher`].
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use tfdata_core::Result;
 use tfdata_proto::data::{self as wire, dispatcher_service_server::DispatcherService};
@@ -14,13 +15,26 @@ use crate::request_span::{RequestIds, rpc_span};
 #[derive(Clone)]
 pub struct DispatcherGrpc(pub Arc<Dispatcher>);
 
-fn respond<T>(method: &'static str, result: Result<T>) -> Result<Response<T>, Status> {
-    match result {
-        Ok(v) => Ok(Response::new(v)),
-        Err(e) => {
-            tracing::debug!(method, error = %e, "request failed");
-            Err(e.into())
-        }
+impl DispatcherGrpc {
+    /// `result` as tonic's answer, counted in the RPC metrics.
+    fn respond<T>(
+        &self,
+        method: &'static str,
+        started: Instant,
+        result: Result<T>,
+    ) -> Result<Response<T>, Status> {
+        let answer = match result {
+            Ok(v) => Ok(Response::new(v)),
+            Err(e) => {
+                tracing::debug!(method, error = %e, "request failed");
+                Err(Status::from(e))
+            }
+        };
+        let code = answer
+            .as_ref()
+            .map_or_else(Status::code, |_| tonic::Code::Ok);
+        self.0.metrics().rpc(method, code, started.elapsed());
+        answer
     }
 }
 
@@ -39,10 +53,12 @@ macro_rules! dispatcher_service {
                     &self,
                     r: Request<wire::$req>,
                 ) -> Result<Response<wire::$resp>, Status> {
+                    let started = Instant::now();
                     let request = r.into_inner();
                     let span = rpc_span($name);
                     request.record(&span);
-                    respond($name, self.0.$method(request).instrument(span).await)
+                    let result = self.0.$method(request).instrument(span).await;
+                    self.respond($name, started, result)
                 }
             )*
             $($custom)*
@@ -79,33 +95,36 @@ dispatcher_service! {
             &self,
             _r: Request<wire::GetVersionRequest>,
         ) -> Result<Response<wire::GetVersionResponse>, Status> {
-            Ok(Response::new(wire::GetVersionResponse {
+            let version = wire::GetVersionResponse {
                 version: tfdata_proto::DATA_SERVICE_VERSION,
-            }))
+            };
+            self.respond("GetVersion", Instant::now(), Ok(version))
         }
 
         async fn get_workers(
             &self,
             _r: Request<wire::GetWorkersRequest>,
         ) -> Result<Response<wire::GetWorkersResponse>, Status> {
+            let started = Instant::now();
             let workers = self.0.get_workers().await.map(|addresses| wire::GetWorkersResponse {
                 workers: addresses
                     .into_iter()
                     .map(|address| wire::WorkerInfo { address })
                     .collect(),
             });
-            respond("GetWorkers", workers)
+            self.respond("GetWorkers", started, workers)
         }
 
         async fn get_data_service_config(
             &self,
             _r: Request<wire::GetDataServiceConfigRequest>,
         ) -> Result<Response<wire::GetDataServiceConfigResponse>, Status> {
-            Ok(Response::new(wire::GetDataServiceConfigResponse {
+            let config = wire::GetDataServiceConfigResponse {
                 config: Some(wire::DataServiceConfig {
                     deployment_mode: self.0.config().deployment_mode as i32,
                 }),
-            }))
+            };
+            self.respond("GetDataServiceConfig", Instant::now(), Ok(config))
         }
     }
 }

@@ -613,29 +613,42 @@ impl JournalWriter {
     /// Returns the number of records in the current file or run. An empty
     /// group writes nothing.
     pub fn write_group(&self, updates: &[Update]) -> Result<u64> {
+        self.write_group_counted(updates)
+            .map(|(records, _)| records)
+    }
+
+    /// [`write_group`](Self::write_group), returning the bytes written.
+    pub fn write_group_bytes(&self, updates: &[Update]) -> Result<u64> {
+        self.write_group_counted(updates).map(|(_, bytes)| bytes)
+    }
+
+    fn write_group_counted(&self, updates: &[Update]) -> Result<(u64, u64)> {
         let mut records = Vec::new();
         for update in updates {
             records.extend(encode_record(&update.encode_to_vec(), "a journal record")?);
         }
         let count = updates.len() as u64;
-        match &mut *self.lock() {
+        let bytes = if count > 0 { records.len() as u64 } else { 0 };
+        let total = match &mut *self.lock() {
             Backend::Local(journal) if count > 0 => journal.write(&records, count),
             Backend::Objects(journal) if count > 0 => journal.write(&records, count),
             Backend::Local(journal) => Ok(journal.records),
             Backend::Objects(journal) => Ok(journal.records),
-        }
+        }?;
+        Ok((total, bytes))
     }
 
     /// Replaces everything written so far by `snapshot` (the state after it):
     /// writes `snapshot_<m>` atomically, continues in `journal_<m>` (run `m`
     /// on object stores), deletes older files. Blocking; the caller must not
-    /// write meanwhile.
-    pub fn compact(&self, snapshot: &DispatcherSnapshot) -> Result<()> {
+    /// write meanwhile. Returns the bytes of the snapshot written.
+    pub fn compact(&self, snapshot: &DispatcherSnapshot) -> Result<u64> {
         let record = encode_record(&snapshot.encode_to_vec(), "a snapshot")?;
         match &mut *self.lock() {
             Backend::Local(journal) => journal.compact(&record),
             Backend::Objects(journal) => journal.compact(&record),
-        }
+        }?;
+        Ok(record.len() as u64)
     }
 
     /// Waits until the objects the last compaction made redundant are

@@ -18,6 +18,10 @@
 //!   over the state journaled with group commit;
 //! * [`grpc`]: the tonic adapter of TensorFlow's `DispatcherService`, each
 //!   call in a span with the ids its request names (`request_span`);
+//! * [`metrics`]: every metric the dispatcher exports, in one registry per
+//!   dispatcher;
+//! * [`http`]: the admin HTTP endpoint's routes (`/metrics`, `/healthz`,
+//!   `/readyz`), to which a status page adds its own;
 //! * [`server`]: [`serve`] (the library function the CLI and tests call) and the
 //!   in-process [`DispatchServer`].
 
@@ -25,8 +29,10 @@ pub mod config;
 pub mod dispatcher;
 pub mod distributed_snapshot;
 pub mod grpc;
+pub mod http;
 pub mod invariants;
 pub mod journal;
+pub mod metrics;
 mod request_span;
 pub mod server;
 pub mod snapshot;

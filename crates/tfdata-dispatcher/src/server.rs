@@ -1,48 +1,136 @@
 //! [`serve`]: the dispatcher as a library function over a bound listener, and
 //! [`DispatchServer`]: TensorFlow's in-process `DispatchServer` around it.
 
+use std::net::TcpListener as StdTcpListener;
 use std::sync::Arc;
 
 use tfdata_core::Result;
 use tfdata_proto::data::dispatcher_service_server::DispatcherServiceServer;
 use tfdata_rpc::CancellationToken;
+use tfdata_rpc::admin;
 use tfdata_rpc::channel::MAX_MESSAGE_BYTES;
+use tfdata_rpc::health::Health;
 use tfdata_rpc::server::{ServerHandle, bind};
+use tonic::server::NamedService;
 
 use crate::config::DispatcherConfig;
-use crate::dispatcher::{Clock, Dispatcher, SystemClock};
+use crate::dispatcher::{Dispatcher, SystemClock};
 use crate::grpc::DispatcherGrpc;
+use crate::http::DispatcherSlot;
 use crate::state::DispatcherState;
 use crate::status::StatusGrpc;
 use tfdata_proto::tfdata::status::status_service_server::StatusServiceServer;
 
-/// Runs a dispatcher on `listener` until `shutdown` fires.
+/// Runs a dispatcher on `listener` until `shutdown` fires, with its admin
+/// HTTP endpoint on `config.http_port` if set (bound here; a port in use
+/// is an error). Callers that bind the HTTP port themselves (to print it)
+/// use [`serve_with_http`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: DispatcherConfig,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    serve_with_clock(listener, config, shutdown, Arc::new(SystemClock)).await
+    let http = config.http_port.map(admin::bind).transpose()?;
+    serve_with_http(listener, http, config, shutdown).await
 }
 
-/// [`serve`] with an injected clock (tests).
-pub async fn serve_with_clock(
+/// [`serve`] with the admin HTTP endpoint on `http` (if any; its port
+/// need not be `config.http_port`).
+pub async fn serve_with_http(
     listener: tokio::net::TcpListener,
+    http: Option<StdTcpListener>,
     config: DispatcherConfig,
     shutdown: CancellationToken,
-    clock: Arc<dyn Clock>,
 ) -> Result<()> {
-    // Recovery reads the journal from disk: keep it off the async threads.
-    let dispatcher = tokio::task::spawn_blocking(move || Dispatcher::new(config, clock))
-        .await
-        .map_err(|e| tfdata_core::Error::Internal(format!("dispatcher start-up failed: {e}")))??;
-    serve_dispatcher(listener, Arc::new(dispatcher), shutdown).await
+    config.validate()?;
+    serve_recovering(listener, http, shutdown, move || {
+        Dispatcher::new(config, Arc::new(SystemClock))
+    })
+    .await
 }
 
-/// Serves an already constructed (and, if fault tolerant, recovered) dispatcher.
+/// Serves the admin endpoint while `recover` builds the dispatcher
+/// (replaying its journal, in fault-tolerant mode: `/healthz` answers,
+/// `/readyz` is 503 until it is done), then serves the dispatcher.
+pub async fn serve_recovering(
+    listener: tokio::net::TcpListener,
+    http: Option<StdTcpListener>,
+    shutdown: CancellationToken,
+    recover: impl FnOnce() -> Result<Dispatcher> + Send + 'static,
+) -> Result<()> {
+    let health = new_health("replaying the journal");
+    let slot = DispatcherSlot::default();
+    let http = start_http(http, &slot, &health, &shutdown);
+    // Recovery reads the journal from disk: keep it off the async threads.
+    let recovered = tokio::task::spawn_blocking(recover)
+        .await
+        .map_err(|e| tfdata_core::Error::Internal(format!("dispatcher start-up failed: {e}")))
+        .and_then(|r| r);
+    let dispatcher = match recovered {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            health.set_unhealthy(format!("the dispatcher did not start: {e}"));
+            if let Err(http_error) = stop_http(http, &shutdown).await {
+                tracing::warn!(error = %http_error, "the HTTP endpoint failed too");
+            }
+            return Err(e);
+        }
+    };
+    slot.set(Arc::clone(&dispatcher));
+    serve_grpc(listener, dispatcher, health, http, shutdown).await
+}
+
+/// Serves an already constructed (and, if fault tolerant, recovered)
+/// dispatcher, with its admin endpoint on `http` if given.
 pub async fn serve_dispatcher(
     listener: tokio::net::TcpListener,
+    http: Option<StdTcpListener>,
     dispatcher: Arc<Dispatcher>,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let health = new_health("starting");
+    let slot = DispatcherSlot::with(Arc::clone(&dispatcher));
+    let http = start_http(http, &slot, &health, &shutdown);
+    serve_grpc(listener, dispatcher, health, http, shutdown).await
+}
+
+/// The health of a dispatcher not serving yet.
+fn new_health(reason: &str) -> Health {
+    Health::new(
+        &[<DispatcherServiceServer<DispatcherGrpc> as NamedService>::NAME],
+        reason,
+    )
+}
+
+type HttpTask = Option<tokio::task::JoinHandle<Result<()>>>;
+
+fn start_http(
+    http: Option<StdTcpListener>,
+    slot: &DispatcherSlot,
+    health: &Health,
+    shutdown: &CancellationToken,
+) -> HttpTask {
+    http.map(|listener| {
+        let router = crate::http::router(slot.clone(), health.clone());
+        tokio::spawn(admin::serve(listener, router, shutdown.clone()))
+    })
+}
+
+/// Waits for the admin endpoint to stop (`shutdown` must be cancelled or
+/// about to be): its error, if it failed.
+async fn stop_http(http: HttpTask, shutdown: &CancellationToken) -> Result<()> {
+    shutdown.cancel();
+    match http {
+        Some(task) => admin::stopped(task).await,
+        None => Ok(()),
+    }
+}
+
+async fn serve_grpc(
+    listener: tokio::net::TcpListener,
+    dispatcher: Arc<Dispatcher>,
+    health: Health,
+    http: HttpTask,
     shutdown: CancellationToken,
 ) -> Result<()> {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
@@ -56,22 +144,39 @@ pub async fn serve_dispatcher(
     warn_if_token_in_plaintext(&security);
 
     let maintenance = tokio::spawn(maintenance_loop(Arc::clone(&dispatcher), shutdown.clone()));
+    let watch = tokio::spawn(watch_journal(
+        Arc::clone(&dispatcher),
+        health.clone(),
+        shutdown.clone(),
+    ));
     let status = StatusServiceServer::new(StatusGrpc(Arc::clone(&dispatcher)));
+    let grpc_health = health.grpc_service().await;
     let service = DispatcherServiceServer::new(DispatcherGrpc(dispatcher))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let stopping = {
+        let (health, shutdown) = (health.clone(), shutdown.clone());
+        async move {
+            shutdown.cancelled().await;
+            health.set_not_ready("stopping");
+        }
+    };
+    // The listener is bound: connections queue until the server accepts
+    // them, so the dispatcher is ready from here.
+    health.set_ready();
     let result = tonic::transport::Server::builder()
         .layer(security.auth_layer())
         .add_service(service)
         .add_service(status)
-        .serve_with_incoming_shutdown(
-            tfdata_rpc::server::incoming(listener, &security),
-            shutdown.cancelled_owned(),
-        )
+        .add_service(grpc_health)
+        .serve_with_incoming_shutdown(tfdata_rpc::server::incoming(listener, &security), stopping)
         .await;
     maintenance.abort();
+    watch.abort();
+    let http_result = stop_http(http, &shutdown).await;
     result
         .map_err(|e| tfdata_core::Error::Internal(format!("dispatcher gRPC server failed: {e}")))?;
+    http_result?;
     tracing::info!(port, "tf.data service dispatcher stopped");
     Ok(())
 }
@@ -85,6 +190,27 @@ pub(crate) fn warn_if_token_in_plaintext(security: &tfdata_rpc::security::Server
         );
     }
 }
+
+/// Declares the dispatcher unhealthy once a journal write has failed: it
+/// refuses every state change until restarted, and a restart recovers it.
+async fn watch_journal(dispatcher: Arc<Dispatcher>, health: Health, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(JOURNAL_CHECK_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        if dispatcher.journal_failed() {
+            health.set_unhealthy(
+                "a journal write failed; restart the dispatcher to recover from its journal",
+            );
+            return;
+        }
+    }
+}
+
+/// How often the health follows the journal.
+const JOURNAL_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Runs [`Dispatcher::check_liveness`] every
 /// [`Dispatcher::liveness_check_interval`] and [`Dispatcher::collect_garbage`]
@@ -124,6 +250,7 @@ async fn maintenance_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationTok
 pub struct DispatchServer {
     handle: ServerHandle,
     protocol: String,
+    http_port: Option<u16>,
     dispatcher: Arc<Dispatcher>,
 }
 
@@ -146,6 +273,15 @@ impl DispatchServer {
         // error from the constructor rather than from `join()`.
         config.security.server()?;
         let listener = bind(config.port)?;
+        let http = config.http_port.map(admin::bind).transpose()?;
+        let http_port = match &http {
+            Some(l) => Some(
+                l.local_addr()
+                    .map_err(|e| tfdata_core::Error::io("reading the bound HTTP port", e))?
+                    .port(),
+            ),
+            None => None,
+        };
         let protocol = config.protocol.clone();
         let dispatcher = Arc::new(Dispatcher::new(config, Arc::new(SystemClock))?);
         let serving = Arc::clone(&dispatcher);
@@ -153,12 +289,13 @@ impl DispatchServer {
             "tfdata-dispatcher",
             listener,
             Box::new(move |listener, shutdown| {
-                Box::pin(serve_dispatcher(listener, serving, shutdown))
+                Box::pin(serve_dispatcher(listener, http, serving, shutdown))
             }),
         )?;
         Ok(DispatchServer {
             handle,
             protocol,
+            http_port,
             dispatcher,
         })
     }
@@ -211,5 +348,16 @@ impl DispatchServer {
 
     pub fn port(&self) -> u16 {
         self.handle.port()
+    }
+
+    /// The admin HTTP endpoint's port (`/metrics`, `/healthz`, `/readyz`),
+    /// if `http_port` was set.
+    pub fn http_port(&self) -> Option<u16> {
+        self.http_port
+    }
+
+    /// The dispatcher itself: its metrics and [`Dispatcher::overview`].
+    pub fn dispatcher(&self) -> &Arc<Dispatcher> {
+        &self.dispatcher
     }
 }

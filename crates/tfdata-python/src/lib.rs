@@ -42,6 +42,13 @@ fn check_same_process(pid: u32, what: &str) -> PyResult<()> {
     ))
 }
 
+/// This process's reader metrics as OpenMetrics text
+/// (`tfdata_client::metrics::encode`).
+#[pyfunction]
+fn reader_metrics(py: Python<'_>) -> String {
+    py.detach(tfdata::reader_metrics)
+}
+
 /// The protocol version spoken (TensorFlow 2.21's tf.data service).
 #[pyfunction]
 fn protocol_version() -> i64 {
@@ -64,5 +71,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distribute::distributed_save, m)?)?;
     m.add_function(wrap_pyfunction!(functions::register_function, m)?)?;
     m.add_function(wrap_pyfunction!(protocol_version, m)?)?;
+    m.add_function(wrap_pyfunction!(reader_metrics, m)?)?;
     Ok(())
 }

@@ -159,7 +159,7 @@ impl DispatchServer {
     #[new]
     #[pyo3(signature = (*, start, port, protocol, work_dir, fault_tolerant_mode, worker_addresses,
         job_gc_check_interval_ms, job_gc_timeout_ms, worker_timeout_ms,
-        worker_max_concurrent_snapshots, client_timeout_ms, gc_dynamic_sharding_jobs,
+        worker_max_concurrent_snapshots, client_timeout_ms, gc_dynamic_sharding_jobs, http_port,
         security=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -176,6 +176,7 @@ impl DispatchServer {
         worker_max_concurrent_snapshots: i64,
         client_timeout_ms: i64,
         gc_dynamic_sharding_jobs: bool,
+        http_port: Option<u16>,
         security: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let proto = wire::DispatcherConfig {
@@ -193,6 +194,7 @@ impl DispatchServer {
             ..Default::default()
         };
         let mut config = DispatcherConfig::from_proto(&proto).py_err()?;
+        config.http_port = http_port;
         config.security = self::security(security)?;
         let server = Shared::new(py, start, || tfdata::DispatchServer::new_stopped(config))?;
         Ok(DispatchServer { server })
@@ -215,6 +217,11 @@ impl DispatchServer {
         self.server.0.port()
     }
 
+    #[getter]
+    fn http_port(&self) -> Option<u16> {
+        self.server.0.http_port()
+    }
+
     fn num_workers(&self, py: Python<'_>) -> usize {
         py.detach(|| self.server.0.num_workers())
     }
@@ -231,7 +238,7 @@ impl WorkerServer {
     #[new]
     #[pyo3(signature = (*, start, dispatcher_address, worker_address, port, protocol,
         heartbeat_interval_ms, dispatcher_timeout_ms, data_transfer_protocol,
-        data_transfer_address, worker_tags, element_stream, security=None))]
+        data_transfer_address, worker_tags, element_stream, http_port, security=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -246,6 +253,7 @@ impl WorkerServer {
         data_transfer_address: String,
         worker_tags: Vec<String>,
         element_stream: bool,
+        http_port: Option<u16>,
         security: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let proto = wire::WorkerConfig {
@@ -262,6 +270,7 @@ impl WorkerServer {
         };
         let mut config = WorkerConfig::from_proto(&proto).py_err()?;
         config.element_stream = element_stream;
+        config.http_port = http_port;
         config.security = self::security(security)?;
         let server = Shared::new(py, start, || tfdata::WorkerServer::new_stopped(config))?;
         Ok(WorkerServer { server })
@@ -282,6 +291,11 @@ impl WorkerServer {
     #[getter]
     fn port(&self) -> u16 {
         self.server.0.port()
+    }
+
+    #[getter]
+    fn http_port(&self) -> Option<u16> {
+        self.server.0.http_port()
     }
 
     /// The address the worker advertises to the dispatcher.

@@ -1,4 +1,4 @@
-//! gRPC plumbing shared by the dispatcher, the workers and the client:
+//! gRPC and operations plumbing shared by the dispatcher, the workers and the client:
 //!
 //! * [`channel`]: channels and service clients with TensorFlow's message size
 //!   limits lifted, and parsing of `grpc://host:port` service addresses;
@@ -12,8 +12,17 @@
 //! * [`security`]: opt-in TLS, mutual TLS and a shared bearer token, for
 //!   servers ([`security::ServerSecurity`]) and clients
 //!   ([`security::ClientSecurity`], [`security::RpcChannel`]).
+//! * [`metrics`]: what every crate's metrics build on (OpenMetrics text, a
+//!   lock-free histogram, the gRPC code label);
+//! * [`health`]: a server's liveness and readiness, reported by both
+//!   [`admin`] and gRPC's standard health service;
+//! * [`admin`]: the admin HTTP endpoint (`/metrics`, `/healthz`, `/readyz`)
+//!   on a port of its own.
 
+pub mod admin;
 pub mod channel;
+pub mod health;
+pub mod metrics;
 pub mod raw_grpc;
 pub mod retry;
 pub mod security;

@@ -55,6 +55,10 @@ pub struct WorkerConfig {
     /// readers use `GetElement` either way). Off, tfdata readers fall back to
     /// `GetElement` too.
     pub element_stream: bool,
+    /// Port of the admin HTTP endpoint (`/metrics`, `/healthz`, `/readyz`)
+    /// on `0.0.0.0`, apart from the gRPC port; 0 picks a free port, `None`
+    /// (the default) serves none. Not in TensorFlow's config.
+    pub http_port: Option<u16>,
 
     // --- Transport security (tfdata's own; docs/security.md) ---
     /// TLS and the bearer token: for the worker's port and for its calls
@@ -110,6 +114,7 @@ impl WorkerConfig {
             task_buffer_max_elements: DEFAULT_TASK_BUFFER_MAX_ELEMENTS,
             task_buffer_bytes: DEFAULT_TASK_BUFFER_BYTES,
             element_stream: true,
+            http_port: None,
             security: TransportSecurity::default(),
         }
     }

@@ -18,17 +18,23 @@
 //! * [`pipeline`]: a task's or stream's dataset from its `DatasetDef`;
 //! * [`drain`]: draining before a stop (SIGTERM): no new tasks or splits,
 //!   the splits in hand finished and reported, bounded by a timeout;
-//! * [`server`]: [`serve`] (and [`serve_draining`]) and the in-process
-//!   [`WorkerServer`].
+//! * [`metrics`]: every metric the worker exports, one registry per worker;
+//! * [`observe`]: the pace figures of heartbeats and the metrics' gauges,
+//!   computed from the tasks when asked;
+//! * [`server`]: [`serve`] (and [`serve_draining`]), with the admin HTTP
+//!   endpoint and gRPC health, and the in-process [`WorkerServer`].
 //!
 //! Module dependencies point one way: `server → {drain, stream} → service →
 //! task → {strategy → producer, splits}` (and `service → splits`, `service →
-//! snapshot → pipeline`, `service → pipeline`). The worker reaches the dispatcher through
+//! snapshot → pipeline`, `service → pipeline`, `service → observe → {task,
+//! metrics}`). The worker reaches the dispatcher through
 //! `tfdata-client`'s `DispatcherClient`; it never depends on the dispatcher
 //! crate.
 
 pub mod config;
 pub mod drain;
+pub mod metrics;
+pub mod observe;
 mod pipeline;
 pub mod producer;
 pub mod server;

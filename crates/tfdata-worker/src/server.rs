@@ -1,13 +1,18 @@
 //! [`serve`]: the worker as a library function over a bound listener, and
 //! [`WorkerServer`]: TensorFlow's in-process `WorkerServer` around it.
 
+use std::net::TcpListener as StdTcpListener;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tfdata_core::{Error, Result};
 use tfdata_proto::data::worker_service_server::WorkerServiceServer;
 use tfdata_rpc::CancellationToken;
+use tfdata_rpc::admin::{self, MetricsFn};
 use tfdata_rpc::channel::MAX_MESSAGE_BYTES;
+use tfdata_rpc::health::Health;
 use tfdata_rpc::server::{ServerHandle, bind};
+use tonic::server::NamedService;
 
 use crate::config::WorkerConfig;
 use crate::service::{Worker, WorkerGrpc};
@@ -24,7 +29,10 @@ pub struct Drain {
 }
 
 /// Runs a worker on `listener` until `shutdown` fires or registration fails
-/// for good (for example a protocol version mismatch).
+/// for good (for example a protocol version mismatch), with its admin HTTP
+/// endpoint on `config.http_port` if set (bound here; a port in use is an
+/// error). Callers that bind the HTTP port themselves use
+/// [`serve_with_http`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: WorkerConfig,
@@ -42,6 +50,23 @@ pub async fn serve_draining(
     shutdown: CancellationToken,
     drain: Option<Drain>,
 ) -> Result<()> {
+    let http = config.http_port.map(admin::bind).transpose()?;
+    serve_with_http(listener, http, config, shutdown, drain).await
+}
+
+/// A worker is not ready while its dispatcher has not answered a heartbeat
+/// for this many heartbeat intervals (and at least [`MIN_SILENCE`]).
+pub const UNREADY_AFTER_INTERVALS: u32 = 3;
+const MIN_SILENCE: Duration = Duration::from_secs(3);
+
+/// [`serve_draining`] with the admin HTTP endpoint on `http` (if any).
+pub async fn serve_with_http(
+    listener: tokio::net::TcpListener,
+    http: Option<StdTcpListener>,
+    config: WorkerConfig,
+    shutdown: CancellationToken,
+    drain: Option<Drain>,
+) -> Result<()> {
     config.validate()?;
     let port = listener
         .local_addr()
@@ -50,6 +75,7 @@ pub async fn serve_draining(
     let address = config.resolved_worker_address(port);
     let quiet_period = config.shutdown_quiet_period;
     let security = config.security.server()?;
+    let heartbeat_interval = config.heartbeat_interval;
     let (worker, completions) = Worker::new(config, address.clone(), shutdown.clone())?;
     tracing::info!(
         %address,
@@ -64,6 +90,22 @@ pub async fn serve_draining(
         );
     }
 
+    let health = Health::new(
+        &[<WorkerServiceServer<WorkerGrpc> as NamedService>::NAME],
+        "not registered with the dispatcher yet",
+    );
+    let http_stop = CancellationToken::new();
+    let http = http.map(|listener| {
+        let metrics: MetricsFn = {
+            let worker = Arc::clone(&worker);
+            Arc::new(move |format| {
+                let text = worker.encode_metrics(format);
+                Box::pin(async move { text })
+            })
+        };
+        let router = admin::router(health.clone(), metrics);
+        tokio::spawn(admin::serve(listener, router, http_stop.clone()))
+    });
     let service = WorkerServiceServer::new(WorkerGrpc(Arc::clone(&worker)))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -80,12 +122,18 @@ pub async fn serve_draining(
             .layer(security.auth_layer())
             .add_service(service)
             .add_optional_service(element_stream)
+            .add_service(health.grpc_service().await)
             .serve_with_incoming_shutdown(
                 tfdata_rpc::server::incoming(listener, &security),
                 server_stop.clone().cancelled_owned(),
             ),
     );
     let completion = tokio::spawn(Arc::clone(&worker).completion_loop(completions));
+    let readiness = tokio::spawn(follow_readiness(
+        Arc::clone(&worker),
+        health.clone(),
+        heartbeat_interval,
+    ));
 
     let drain_signal = drain
         .as_ref()
@@ -115,6 +163,8 @@ pub async fn serve_draining(
                 }
             }
             heartbeats.abort();
+            readiness.abort();
+            health.set_not_ready("stopping");
             worker.announce_stop().await;
             Ok(())
         }
@@ -128,10 +178,13 @@ pub async fn serve_draining(
             Err(e)
         }
     };
+    readiness.abort();
+    health.set_not_ready("stopping");
     if !quiet_period.is_zero() {
         tokio::time::sleep(quiet_period).await;
     }
     server_stop.cancel();
+    http_stop.cancel();
     completion.abort();
     match grpc.await {
         Ok(Ok(())) => {}
@@ -142,8 +195,38 @@ pub async fn serve_draining(
             )));
         }
     }
+    if let Some(http) = http {
+        admin::stopped(http).await?;
+    }
     tracing::info!(%address, "tf.data service worker stopped");
     outcome
+}
+
+/// Keeps `health` ready while the worker is registered and its dispatcher
+/// answers heartbeats: not ready after [`UNREADY_AFTER_INTERVALS`] heartbeat
+/// intervals (at least [`MIN_SILENCE`]) without an answer, ready again at
+/// the next answer.
+async fn follow_readiness(worker: Arc<Worker>, health: Health, heartbeat_interval: Duration) {
+    let allowed = (heartbeat_interval * UNREADY_AFTER_INTERVALS).max(MIN_SILENCE);
+    let period = heartbeat_interval.min(Duration::from_secs(1));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if !worker.is_registered() {
+            continue;
+        }
+        let silent = worker.since_heartbeat_answered();
+        if silent > allowed {
+            health.set_not_ready(format!(
+                "the dispatcher has not answered a heartbeat for {} s (more than {} heartbeat intervals)",
+                silent.as_secs(),
+                UNREADY_AFTER_INTERVALS
+            ));
+        } else {
+            health.set_ready();
+        }
+    }
 }
 
 /// An in-process worker, like TensorFlow's
@@ -151,6 +234,7 @@ pub async fn serve_draining(
 pub struct WorkerServer {
     handle: ServerHandle,
     address: String,
+    http_port: Option<u16>,
 }
 
 impl Drop for WorkerServer {
@@ -182,13 +266,28 @@ impl WorkerServer {
             .map_err(|e| Error::io("reading the bound port", e))?
             .port();
         let address = config.resolved_worker_address(port);
+        let http = config.http_port.map(admin::bind).transpose()?;
+        let http_port = match &http {
+            Some(l) => Some(
+                l.local_addr()
+                    .map_err(|e| Error::io("reading the bound HTTP port", e))?
+                    .port(),
+            ),
+            None => None,
+        };
         let handle = ServerHandle::new(
             "tfdata-worker",
             listener,
-            Box::new(move |listener, shutdown| Box::pin(serve(listener, config, shutdown))),
+            Box::new(move |listener, shutdown| {
+                Box::pin(serve_with_http(listener, http, config, shutdown, None))
+            }),
         )?;
         tfdata_rpc::local_workers::add(&address);
-        Ok(WorkerServer { handle, address })
+        Ok(WorkerServer {
+            handle,
+            address,
+            http_port,
+        })
     }
 
     pub fn start(&self) -> Result<()> {
@@ -221,5 +320,11 @@ impl WorkerServer {
 
     pub fn port(&self) -> u16 {
         self.handle.port()
+    }
+
+    /// The admin HTTP endpoint's port (`/metrics`, `/healthz`, `/readyz`),
+    /// if `http_port` was set.
+    pub fn http_port(&self) -> Option<u16> {
+        self.http_port
     }
 }

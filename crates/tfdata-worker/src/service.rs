@@ -2,7 +2,7 @@
 //! completion reports, and the `WorkerService` RPCs (spec §5.2, §5.5).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +20,8 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::config::WorkerConfig;
+use crate::metrics::WorkerMetrics;
+use crate::observe::Pace;
 use crate::producer::BufferLimits;
 use crate::snapshot::{ChunkPolicy, DispatcherEnv, SnapshotWriters, WriterEnv};
 use crate::strategy::Next;
@@ -39,6 +41,11 @@ pub struct Worker {
     /// Tasks the dispatcher deleted: `GetElement` answers end of sequence.
     finished_tasks: Mutex<HashSet<TaskId>>,
     registered: AtomicBool,
+    /// When the dispatcher last answered a heartbeat
+    /// (`tfdata_rpc::metrics::monotonic_nanos`): readiness follows it.
+    last_heartbeat_answered: AtomicU64,
+    /// Metrics, and the pace figures heartbeats carry.
+    pace: Pace,
     shutdown: CancellationToken,
     completions: mpsc::UnboundedSender<TaskId>,
     /// Random per worker (process): a dispatcher seeing a new uid at a known
@@ -75,10 +82,12 @@ impl Worker {
             &config.security.client()?,
         )?;
         let (completions, rx) = mpsc::unbounded_channel();
+        let metrics = Arc::new(WorkerMetrics::new());
         let snapshots = SnapshotWriters::new(
             ChunkPolicy {
                 max_chunk_bytes: config.snapshot_max_chunk_size_bytes,
                 commit_interval: config.snapshot_commit_interval,
+                commits: metrics.snapshot.clone(),
             },
             shutdown.clone(),
         );
@@ -90,6 +99,8 @@ impl Worker {
                 tasks: Mutex::new(HashMap::new()),
                 finished_tasks: Mutex::new(HashSet::new()),
                 registered: AtomicBool::new(false),
+                last_heartbeat_answered: AtomicU64::new(0),
+                pace: Pace::new(metrics),
                 shutdown,
                 completions,
                 uid: new_worker_uid(),
@@ -110,8 +121,39 @@ impl Worker {
         lock(&self.tasks).len()
     }
 
+    /// The tasks held now.
+    fn task_list(&self) -> Vec<Arc<TaskRunner>> {
+        lock(&self.tasks).values().cloned().collect()
+    }
+
+    /// This worker's metrics, gauges set from its tasks, in `format`.
+    pub fn encode_metrics(&self, format: tfdata_rpc::metrics::Format) -> String {
+        self.pace.encode(&self.task_list(), format)
+    }
+
+    pub fn metrics(&self) -> &Arc<WorkerMetrics> {
+        &self.pace.metrics
+    }
+
+    /// Whether it has registered with the dispatcher.
+    pub fn is_registered(&self) -> bool {
+        self.registered.load(Ordering::SeqCst)
+    }
+
+    /// How long since the dispatcher last answered a heartbeat.
+    pub fn since_heartbeat_answered(&self) -> Duration {
+        let last = self.last_heartbeat_answered.load(Ordering::SeqCst);
+        Duration::from_nanos(tfdata_rpc::metrics::monotonic_nanos().saturating_sub(last))
+    }
+
+    fn heartbeat_answered(&self) {
+        self.last_heartbeat_answered
+            .store(tfdata_rpc::metrics::monotonic_nanos(), Ordering::SeqCst);
+    }
+
     fn heartbeat_request(&self) -> wire::WorkerHeartbeatRequest {
-        let current: Vec<i64> = lock(&self.tasks).keys().map(|id| id.0).collect();
+        let tasks = self.task_list();
+        let current: Vec<i64> = tasks.iter().map(|t| t.task_id().0).collect();
         wire::WorkerHeartbeatRequest {
             worker_address: self.address.clone(),
             transfer_servers: vec![wire::DataTransferServerInfo {
@@ -121,13 +163,7 @@ impl Worker {
             }],
             worker_tags: self.config.worker_tags.clone(),
             worker_uid: self.uid,
-            active_tasks: current
-                .iter()
-                .map(|&task_id| wire::ActiveTask {
-                    task_id,
-                    processing_time_nsec: 0.0,
-                })
-                .collect(),
+            active_tasks: self.pace.active_tasks(&tasks),
             current_tasks: current,
             snapshot_task_progress: self
                 .snapshots
@@ -145,6 +181,7 @@ impl Worker {
             tfdata_stopping: false,
             tfdata_runs_pipelines: true,
             tfdata_draining: self.draining.is_cancelled(),
+            tfdata_stats: Some(self.pace.stats(&tasks)),
         }
     }
 
@@ -201,6 +238,7 @@ impl Worker {
         })
         .await?;
         self.apply_heartbeat_response(response);
+        self.heartbeat_answered();
         self.registered.store(true, Ordering::SeqCst);
         tracing::info!(worker = %self.address, dispatcher = %self.dispatcher.address(), "registered with dispatcher");
         Ok(())
@@ -221,7 +259,10 @@ impl Worker {
                 .worker_heartbeat(self.heartbeat_request())
                 .await
             {
-                Ok(response) => self.apply_heartbeat_response(response),
+                Ok(response) => {
+                    self.heartbeat_answered();
+                    self.apply_heartbeat_response(response);
+                }
                 Err(e) => {
                     tracing::warn!(worker = %self.address, error = %e, "heartbeat to dispatcher failed")
                 }
@@ -235,6 +276,7 @@ impl Worker {
                 // Readers still holding the task (a stream, a waiting
                 // GetElement) see the end; its pipeline stops.
                 task.cancel();
+                self.pace.retire(&task);
                 tracing::debug!(task = id.0, "task deleted by dispatcher");
             }
             lock(&self.finished_tasks).insert(id);
@@ -444,6 +486,7 @@ impl Worker {
                     delivered: Default::default(),
                     ledger: Arc::clone(&runner.ledger),
                     exhausted: Default::default(),
+                    get_split_duration: self.metrics().get_split_duration.clone(),
                 });
                 runner.ledger.add_provider(Arc::clone(&provider));
                 ctx.split_providers.insert(source.op_key(), provider);
@@ -554,12 +597,19 @@ impl Worker {
             () = self.shutdown.cancelled() => return Err(Error::Cancelled("Worker is shutting down".into())),
         };
         Ok(match next {
-            Next::Element { payload, index } => wire::GetElementResponse {
-                element: Some(payload),
-                element_index: index,
-                end_of_sequence: false,
-                skip_task: false,
-            },
+            Next::Element { payload, index } => {
+                let response = wire::GetElementResponse {
+                    element: Some(payload),
+                    element_index: index,
+                    end_of_sequence: false,
+                    skip_task: false,
+                };
+                let sent = &self.metrics().get_element;
+                sent.elements.inc();
+                sent.bytes
+                    .inc_by(prost::Message::encoded_len(&response) as u64);
+                response
+            }
             Next::Skip => wire::GetElementResponse {
                 skip_task: true,
                 ..Default::default()

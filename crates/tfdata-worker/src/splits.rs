@@ -134,6 +134,8 @@ pub struct RemoteSplitProvider {
     pub ledger: Arc<SplitLedger>,
     /// The dispatcher answered "no more splits" for the current repetition.
     pub exhausted: AtomicBool,
+    /// `tfdata_worker_get_split_duration_seconds`.
+    pub get_split_duration: tfdata_rpc::metrics::Histogram,
 }
 
 impl RemoteSplitProvider {
@@ -153,12 +155,14 @@ impl RemoteSplitProvider {
             tfdata_delivered: self.take_reports(DELIVERY_REPORT_DELAY),
             tfdata_task_id: self.task_id.0,
         };
+        let started = Instant::now();
         let result = self.runtime.block_on(retry(
             &self.dispatcher.target(),
             Some(self.timeout),
             &self.cancel,
             || self.dispatcher.get_split(request.clone()),
         ));
+        self.get_split_duration.observe(started.elapsed());
         let response = match result {
             Ok(r) => r,
             Err(e) => {

@@ -249,22 +249,36 @@ async fn serve(
     let mut compressor = Compressor::new(mode);
     // Whether the reader may still grant credit (it has not half-closed).
     let mut granting = true;
+    let metrics = Arc::clone(worker.metrics());
     loop {
         if !credit.can_send() {
             if !granting {
                 return; // everything granted was sent
             }
-            tokio::select! {
+            // Stalled on the reader's credit: the reader (or the network
+            // to it) is slower than this worker.
+            let stalled = std::time::Instant::now();
+            let granted = tokio::select! {
                 m = requests.message() => match m {
-                    Ok(Some(m)) => credit.add(&m),
-                    Ok(None) => granting = false,
-                    Err(_) => return, // the reader is gone
+                    Ok(Some(m)) => {
+                        credit.add(&m);
+                        true
+                    }
+                    Ok(None) => {
+                        granting = false;
+                        true
+                    }
+                    Err(_) => false, // the reader is gone
                 },
-                () = tx.closed() => return,
+                () = tx.closed() => false,
                 () = shutdown.cancelled() => {
                     let _ = tx.send(Err(Status::cancelled("Worker is shutting down"))).await;
-                    return;
+                    false
                 }
+            };
+            metrics.credit_wait.inc_by(stalled.elapsed().as_secs_f64());
+            if !granted {
+                return;
             }
             continue;
         }
@@ -330,7 +344,14 @@ async fn serve(
         if batch.num_elements == 0 {
             continue;
         }
-        if tx.send(Ok(encode(batch))).await.is_err() {
+        let elements = u64::from(batch.num_elements);
+        let parts = encode(batch);
+        metrics.stream.elements.inc_by(elements);
+        metrics
+            .stream
+            .bytes
+            .inc_by(parts.iter().map(|p| p.len() as u64).sum());
+        if tx.send(Ok(parts)).await.is_err() {
             return; // the reader is gone; like a lost GetElement response
         }
     }

@@ -10,6 +10,7 @@ use tfdata_core::{Error, Result, TaskId};
 use tfdata_dataset::{Dataset, IterContext};
 use tfdata_proto::data::TaskDef;
 
+use crate::producer::buffer::PipelineTimes;
 use crate::producer::{BufferLimits, Producer};
 use crate::splits::SplitLedger;
 use crate::strategy::Next;
@@ -141,6 +142,16 @@ impl TaskRunner {
     /// nor a cross-trainer cache): the kind element streams serve.
     pub fn first_come_first_served(&self) -> bool {
         self.round_robin.is_none() && self.cache.is_none()
+    }
+
+    /// How the task's pipeline has spent its time so far.
+    pub fn pipeline_times(&self) -> PipelineTimes {
+        self.producer.times()
+    }
+
+    /// Elements and bytes waiting in the task's buffer.
+    pub fn buffered(&self) -> (usize, usize) {
+        self.producer.buffered()
     }
 
     /// Lets the buffer prefetch up to `elements` for a streaming reader.

@@ -42,5 +42,11 @@ pub mod security {
     };
 }
 
+/// This process's reader metrics (`tfdata_reader_*`) as OpenMetrics text,
+/// for a trainer's own metrics endpoint (docs/operations.md).
+pub fn reader_metrics() -> String {
+    tfdata_client::metrics::encode()
+}
+
 /// The tf.data service protocol version spoken (TensorFlow 2.21's).
 pub const PROTOCOL_VERSION: i64 = tfdata_proto::DATA_SERVICE_VERSION;

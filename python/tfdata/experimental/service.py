@@ -113,6 +113,20 @@ def _security_settings(tls_cert, tls_key, tls_ca, tls_require_client_cert, tls_c
     return settings or None
 
 
+def _http_port(config) -> Optional[int]:
+    """The config's ``http_port`` (a TensorFlow config has none)."""
+    port = getattr(config, "http_port", None)
+    return None if port is None else int(port)
+
+
+def reader_metrics() -> str:
+    """This process's reader metrics (``tfdata_reader_*``: time the trainer
+    waited in ``next()`` against the iterators' lifetime, elements and bytes
+    received, ``next()`` latency) as Prometheus/OpenMetrics text, for the
+    trainer's own metrics endpoint. docs/operations.md lists them."""
+    return _native.reader_metrics()
+
+
 class DispatcherConfig(
     collections.namedtuple(
         "DispatcherConfig",
@@ -126,6 +140,7 @@ class DispatcherConfig(
             "job_gc_timeout_ms",
             "worker_timeout_ms",
             "worker_max_concurrent_snapshots",
+            "http_port",
         ],
     )
 ):
@@ -149,6 +164,10 @@ class DispatcherConfig(
         considered lost; ``None`` for the default (10 minutes).
       worker_max_concurrent_snapshots: Snapshot streams one worker writes at
         once; 0 for the default.
+      http_port: tfdata's own, last so TensorFlow's positional order holds:
+        serve ``/metrics``, ``/healthz`` and ``/readyz`` over HTTP on this
+        port (0 picks a free one; ``DispatchServer.http_port`` tells which);
+        ``None`` (the default) serves none.
 
     tfdata's own settings are keyword-only:
       client_timeout_ms: How long a silent reader is waited for before its
@@ -167,6 +186,7 @@ class DispatcherConfig(
         job_gc_timeout_ms=None,
         worker_timeout_ms=None,
         worker_max_concurrent_snapshots=0,
+        http_port=None,
         *,
         client_timeout_ms=None,
         gc_dynamic_sharding_jobs=False,
@@ -194,6 +214,7 @@ class DispatcherConfig(
             job_gc_timeout_ms,
             worker_timeout_ms,
             worker_max_concurrent_snapshots,
+            http_port,
         )
         self._client_timeout_ms = client_timeout_ms
         self._gc_dynamic_sharding_jobs = gc_dynamic_sharding_jobs
@@ -252,6 +273,12 @@ class _Server:
     def _address(self) -> str:
         return f"localhost:{self._server.port}"
 
+    @property
+    def http_port(self) -> Optional[int]:
+        """The port of the admin HTTP endpoint (``/metrics``, ``/healthz``,
+        ``/readyz``), or ``None`` when the config's ``http_port`` is unset."""
+        return self._server.http_port
+
 
 class DispatchServer(_Server):
     """An in-process tf.data service dispatcher (TensorFlow's ``DispatchServer``).
@@ -275,7 +302,7 @@ class DispatchServer(_Server):
                 "`DispatcherServer`."
             )
         for name in ("port", "job_gc_check_interval_ms", "job_gc_timeout_ms", "worker_timeout_ms",
-                     "worker_max_concurrent_snapshots"):
+                     "worker_max_concurrent_snapshots", "http_port"):
             _check_int(name, getattr(config, name))
         self._config = config
         self._server = None
@@ -293,6 +320,7 @@ class DispatchServer(_Server):
                 worker_max_concurrent_snapshots=int(config.worker_max_concurrent_snapshots or 0),
                 client_timeout_ms=int(getattr(config, "client_timeout_ms", None) or 0),
                 gc_dynamic_sharding_jobs=bool(getattr(config, "gc_dynamic_sharding_jobs", False)),
+                http_port=_http_port(config),
                 security=getattr(config, "_security", None),
             )
         except errors.UnavailableError as e:
@@ -319,6 +347,7 @@ class WorkerConfig(
             "dispatcher_timeout_ms",
             "data_transfer_protocol",
             "data_transfer_address",
+            "http_port",
         ],
     )
 ):
@@ -336,6 +365,10 @@ class WorkerConfig(
         ``None`` for the default (1 hour).
       data_transfer_protocol: Only gRPC (``None``) is served.
       data_transfer_address: Unused with gRPC.
+      http_port: tfdata's own, last so TensorFlow's positional order holds:
+        serve ``/metrics``, ``/healthz`` and ``/readyz`` over HTTP on this
+        port (0 picks a free one; ``WorkerServer.http_port`` tells which);
+        ``None`` (the default) serves none.
 
     tfdata's own settings are keyword-only:
       worker_tags: Tags for the dispatcher (``"COLOCATED"`` matters to readers).
@@ -353,6 +386,7 @@ class WorkerConfig(
         dispatcher_timeout_ms=None,
         data_transfer_protocol=None,
         data_transfer_address=None,
+        http_port=None,
         *,
         worker_tags=None,
         element_stream=True,
@@ -383,6 +417,7 @@ class WorkerConfig(
             dispatcher_timeout_ms,
             data_transfer_protocol,
             data_transfer_address,
+            http_port,
         )
         self._worker_tags = list(worker_tags or [])
         self._element_stream = bool(element_stream)
@@ -422,7 +457,7 @@ class WorkerServer(_Server):
                 "`dispatcher_address` must be a string, but was of type "
                 f"{type(config.dispatcher_address)}"
             )
-        for name in ("port", "heartbeat_interval_ms", "dispatcher_timeout_ms"):
+        for name in ("port", "heartbeat_interval_ms", "dispatcher_timeout_ms", "http_port"):
             _check_int(name, getattr(config, name))
         self._config = config
         self._server = None
@@ -439,6 +474,7 @@ class WorkerServer(_Server):
                 data_transfer_address=config.data_transfer_address or "",
                 worker_tags=list(getattr(config, "worker_tags", None) or []),
                 element_stream=bool(getattr(config, "element_stream", True)),
+                http_port=_http_port(config),
                 security=getattr(config, "_security", None),
             )
         except errors.UnavailableError as e:
@@ -737,6 +773,7 @@ def from_dataset_id(
 
 
 __all__ = [
+    "reader_metrics",
     "CrossTrainerCache",
     "DispatchServer",
     "DispatcherConfig",

@@ -13,6 +13,8 @@ use tfdata_rpc::retry::backoff;
 use tfdata_rpc::security::{ClientSecurity, RpcChannel};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
+use crate::metrics::ReaderStats;
+
 /// Elements a reader lets each task's stream send ahead of it: two of the
 /// worker's largest batches, so one is decoded and read while the next is
 /// on its way.
@@ -175,6 +177,8 @@ pub(crate) struct FetchParams {
     pub stream_window: StreamWindow,
     /// How workers are reached.
     pub security: ClientSecurity,
+    /// The iterator's figures, counted as elements arrive.
+    pub stats: Arc<ReaderStats>,
 }
 
 /// A worker's connection, shared by its tasks' fetchers.
@@ -196,6 +200,7 @@ pub(crate) struct FetchContext {
     pub compression: StreamCompression,
     pub stream_window: StreamWindow,
     security: ClientSecurity,
+    pub stats: Arc<ReaderStats>,
 }
 
 impl FetchContext {
@@ -215,6 +220,7 @@ impl FetchContext {
             compression: params.compression,
             stream_window: params.stream_window,
             security: params.security,
+            stats: params.stats,
         };
         (Arc::new(ctx), rx)
     }
@@ -226,6 +232,12 @@ impl FetchContext {
             p = Arc::clone(&self.permits).acquire_owned() => p.ok(),
             () = self.cancel.cancelled() => None,
         }
+    }
+
+    /// Counts elements received from a worker (`stream`: over the element
+    /// stream, else `GetElement`).
+    pub(crate) fn received(&self, stream: bool, elements: u64, bytes: u64) {
+        crate::metrics::received(stream).add(&self.stats, elements, bytes);
     }
 
     /// Hands `item` to the reader; `false` if the reader is gone.

@@ -82,6 +82,8 @@ pub(crate) async fn get_elements(ctx: Arc<FetchContext>, task: TaskEndpoint) -> 
             tokio::time::sleep(backoff(0)).await;
             continue;
         }
+        let bytes = prost::Message::encoded_len(&response) as u64;
+        ctx.received(false, 1, bytes);
         let element = match decode_off_runtime(&task, response.element).await {
             Ok(element) => element,
             Err(e) => return ctx.fail(e).await,

@@ -110,9 +110,13 @@ pub(crate) async fn stream_task(
                 }
                 () = ctx.cancel.cancelled() => return Streamed::Ended(FetchEnd::Stopped),
             };
+            let mut message_bytes = 0;
             let batch = match message.and_then(|m| {
-                m.map(tfdata_rpc::raw_grpc::decode::<ElementBatch>)
-                    .transpose()
+                m.map(|rope| {
+                    message_bytes = bytes::Buf::remaining(&rope) as u64;
+                    tfdata_rpc::raw_grpc::decode::<ElementBatch>(rope)
+                })
+                .transpose()
             }) {
                 Ok(Some(batch)) => batch,
                 // A worker ends a stream only after the end of sequence; an
@@ -141,6 +145,7 @@ pub(crate) async fn stream_task(
             };
             if !elements.is_empty() {
                 let count = elements.len() as u64;
+                ctx.received(true, count, message_bytes);
                 {
                     let mut st = lock(&pool.state);
                     st.held_elements += count;

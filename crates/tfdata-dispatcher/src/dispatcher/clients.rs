@@ -20,6 +20,7 @@ impl Dispatcher {
             .ok_or_else(|| unknown_client(client))?;
         let now = self.clock.now_micros();
         txn.liveness.client_heard(client, now);
+        txn.load.reader_heard(client, iteration_id, &req);
         if let Some(round) = req.current_round {
             let max = txn.rounds.entry(iteration_id).or_insert(round);
             *max = (*max).max(round);
@@ -74,6 +75,7 @@ impl Dispatcher {
             },
         ))?;
         txn.liveness.forget_client(client);
+        txn.load.forget_reader(client);
         txn.commit().await?;
         Ok(wire::ReleaseIterationClientResponse {})
     }

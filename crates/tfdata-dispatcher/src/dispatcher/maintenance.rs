@@ -48,6 +48,7 @@ impl Dispatcher {
                 },
             ))?;
             txn.liveness.forget_client(client);
+            txn.load.forget_reader(client);
         }
         // Beyond TensorFlow: a silent worker is declared lost, so its
         // iterations can finish and readers stop waiting for it.

@@ -20,11 +20,15 @@
 //! * [`splits`]: split providers and `GetSplit`;
 //! * [`distributed_snapshots`]: `Snapshot`, `GetSnapshotSplit`,
 //!   `GetSnapshotStreams`, the snapshot part of heartbeats, recovery;
-//! * [`maintenance`]: liveness checks and garbage collection.
+//! * [`maintenance`]: liveness checks and garbage collection;
+//! * [`load`]: what workers and readers report of their pace, and the
+//!   demand estimate;
+//! * [`overview`]: the numbers operators see: the state gauges of
+//!   `/metrics` and [`Overview`] (for a status page).
 //!
 //! Dependencies between them point one way:
-//! `maintenance → workers → distributed_snapshots → splits`, `jobs → {workers, splits}`,
-//! `clients → coordinated_reads`, and everything `→ {txn, liveness, errors}`.
+//! `overview → maintenance → workers → distributed_snapshots → splits`, `jobs → {workers, splits}`,
+//! `clients → coordinated_reads`, and everything `→ {txn, liveness, load, errors}`.
 
 mod clients;
 mod coordinated_reads;
@@ -33,7 +37,9 @@ mod distributed_snapshots;
 mod errors;
 mod jobs;
 mod liveness;
+pub mod load;
 mod maintenance;
+pub mod overview;
 mod splits;
 mod txn;
 mod worker_addresses;
@@ -57,10 +63,12 @@ use tfdata_rpc::security::{ClientSecurity, RpcChannel};
 
 use crate::config::DispatcherConfig;
 use crate::journal;
+use crate::metrics::DispatcherMetrics;
 use crate::state::DispatcherState;
 use crate::store::DatasetStore;
 use crate::work_dir::WorkDir;
 
+pub use overview::{IterationProgress, Overview, ReaderOverview, WorkerOverview};
 pub use txn::MAX_GROUP_UPDATES;
 
 /// Time as the dispatcher sees it; injected so timeouts are testable.
@@ -183,14 +191,16 @@ impl Dispatcher {
         let guarded = txn::Guarded {
             state,
             liveness,
+            load: load::Load::default(),
             split_providers: HashMap::new(),
             rounds: HashMap::new(),
         };
+        let metrics = Arc::new(DispatcherMetrics::new());
         Ok(Dispatcher {
             config,
             store,
             clock,
-            ledger: txn::Ledger::new(guarded, journal, compact_after)?,
+            ledger: txn::Ledger::new(guarded, journal, compact_after, metrics)?,
             registration: Default::default(),
             worker_clients: Default::default(),
             client_security,
@@ -202,6 +212,17 @@ impl Dispatcher {
 
     pub fn config(&self) -> &DispatcherConfig {
         &self.config
+    }
+
+    /// This dispatcher's metrics (its own registry).
+    pub fn metrics(&self) -> &Arc<DispatcherMetrics> {
+        self.ledger.metrics()
+    }
+
+    /// Whether a journal write failed: every state change is refused until
+    /// a restart recovers from the journal.
+    pub fn journal_failed(&self) -> bool {
+        self.ledger.journal_failed()
     }
 
     /// A copy of the current state (for introspection and tests).

@@ -153,6 +153,7 @@ impl Dispatcher {
                 tfdata_task_id: req.tfdata_task_id,
             }))?;
             txn.commit().await?;
+            self.metrics().split_handed_out(true);
             return Ok(split_response(Some(split)));
         }
         let current = it.split_repetitions[p];
@@ -193,6 +194,9 @@ impl Dispatcher {
             tfdata_task_id: req.tfdata_task_id,
         }))?;
         txn.commit().await?;
+        if split.is_some() {
+            self.metrics().split_handed_out(false);
+        }
         Ok(split_response(split))
     }
 }

@@ -448,3 +448,110 @@ async fn a_draining_worker_gets_no_new_tasks() {
         .unwrap();
     assert_eq!(back.new_tasks.len(), 2, "{:?}", back.new_tasks);
 }
+
+/// The demand estimate and the rates follow what heartbeats report:
+/// nothing without readers, the live workers while unmeasured, then
+/// consumption over production, bounded to a ×4 step; rates over the
+/// interval between two reports.
+#[tokio::test]
+async fn demand_and_rates_follow_heartbeats() {
+    let (d, clock) = dispatcher();
+    let worker = |tasks: Vec<wire::ActiveTask>, stats| wire::WorkerHeartbeatRequest {
+        worker_address: "w:1".into(),
+        tfdata_runs_pipelines: true,
+        current_tasks: tasks.iter().map(|t| t.task_id).collect(),
+        active_tasks: tasks,
+        tfdata_stats: Some(stats),
+        ..Default::default()
+    };
+    let stats = |elements, busy, full| wire::TfdataWorkerStats {
+        elements_sent: elements,
+        bytes_sent: elements * 8,
+        pipeline_busy_seconds: busy,
+        buffer_full_seconds: full,
+        credit_wait_seconds: 0.0,
+    };
+    d.worker_heartbeat(worker(vec![], stats(0, 0.0, 0.0)))
+        .await
+        .unwrap();
+    let overview = d.overview().await;
+    assert_eq!(
+        (overview.demand.optimal_workers, overview.demand.measured),
+        (0, false)
+    );
+
+    let client = iteration_of_range(&d, 1000, 0).await;
+    let task = d.snapshot_state().await.tasks().next().unwrap().id.0;
+    let reader = |target: f64, elements, wait, lifetime| wire::ClientHeartbeatRequest {
+        iteration_client_id: client,
+        target_processing_time_nsec: target,
+        tfdata_stats: Some(wire::TfdataReaderStats {
+            elements_consumed: elements,
+            wait_seconds: wait,
+            lifetime_seconds: lifetime,
+            bytes_received: elements * 8,
+        }),
+        ..Default::default()
+    };
+    // A reader, nothing measured: hold at the live workers.
+    d.client_heartbeat(reader(0.0, 0, 0.0, 0.0)).await.unwrap();
+    assert_eq!(d.overview().await.demand.optimal_workers, 1);
+
+    // The trainer wants an element every 1 ms (1000/s); the worker makes
+    // one every 5 ms (200/s): 5 workers, bounded to 4 from the one there is.
+    d.client_heartbeat(reader(1e6, 1000, 0.25, 1.0))
+        .await
+        .unwrap();
+    let active = vec![wire::ActiveTask {
+        task_id: task,
+        processing_time_nsec: 5e6,
+    }];
+    clock.0.fetch_add(1_000_000, Ordering::SeqCst);
+    d.worker_heartbeat(worker(active.clone(), stats(500, 0.6, 0.2)))
+        .await
+        .unwrap();
+    let overview = d.overview().await;
+    assert!(overview.demand.measured);
+    let part = &overview.demand.iterations[0];
+    assert_eq!((part.workers, part.reporting_workers), (5, 1));
+    assert!(
+        (part.consumption_per_second - 1000.0).abs() < 1e-6,
+        "{part:?}"
+    );
+    assert!(
+        (part.worker_throughput_per_second - 200.0).abs() < 1e-6,
+        "{part:?}"
+    );
+    assert_eq!(overview.demand.optimal_workers, 4);
+
+    // Rates: the second report of each, over the interval between them.
+    d.client_heartbeat(reader(1e6, 2000, 0.75, 2.0))
+        .await
+        .unwrap();
+    clock.0.fetch_add(2_000_000, Ordering::SeqCst);
+    d.worker_heartbeat(worker(active, stats(1500, 1.2, 1.0)))
+        .await
+        .unwrap();
+    let overview = d.overview().await;
+    let r = overview.readers[0].rates.unwrap();
+    assert!((r.starvation_ratio - 0.5).abs() < 1e-9, "{r:?}");
+    assert!((r.elements_per_second - 1000.0).abs() < 1e-6, "{r:?}");
+    let w = overview.workers[0].rates.unwrap();
+    assert!((w.elements_per_second - 500.0).abs() < 1e-6, "{w:?}");
+    assert!((w.buffer_full_ratio - 0.8 / 1.4).abs() < 1e-9, "{w:?}");
+    assert_eq!(overview.iterations[0].elements_consumed, 2000);
+    assert_eq!(overview.workers[0].processing_time_nsec, Some(5e6));
+
+    // The reader leaves: no demand.
+    d.release_iteration_client(wire::ReleaseIterationClientRequest {
+        iteration_client_id: client,
+    })
+    .await
+    .unwrap();
+    assert_eq!(d.overview().await.demand.optimal_workers, 0);
+    let text = d.encode_metrics().await;
+    assert!(
+        text.contains("tfdata_dispatcher_optimal_workers 0"),
+        "{text}"
+    );
+}

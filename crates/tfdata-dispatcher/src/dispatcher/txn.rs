@@ -40,7 +40,9 @@ use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
 use tokio::sync::{Mutex, MutexGuard, watch};
 
 use super::liveness::Liveness;
+use super::load::Load;
 use crate::journal::JournalWriter;
+use crate::metrics::DispatcherMetrics;
 use crate::state::DispatcherState;
 
 /// Updates written in one journal write at most. Groups are never split,
@@ -55,6 +57,8 @@ pub(crate) struct Guarded {
     pub state: DispatcherState,
     /// When workers and clients were last heard from (not journaled).
     pub liveness: Liveness,
+    /// What workers and readers report of their pace (not journaled).
+    pub load: Load,
     /// Live split providers of distributed_epoch iterations, one per source.
     /// Not state: rebuilt from the dataset and the journaled cursors.
     pub split_providers: HashMap<IterationId, Vec<Box<dyn SplitProvider>>>,
@@ -72,6 +76,7 @@ pub(crate) struct Ledger {
     /// The journal is compacted when this many updates were queued since
     /// the last compaction.
     pub compact_after_records: u64,
+    metrics: Arc<DispatcherMetrics>,
 }
 
 impl Ledger {
@@ -79,17 +84,29 @@ impl Ledger {
         guarded: Guarded,
         journal: Option<JournalWriter>,
         compact_after: u64,
+        metrics: Arc<DispatcherMetrics>,
     ) -> Result<Self> {
         let failed = Arc::new(AtomicBool::new(false));
         let journal = journal
-            .map(|writer| GroupCommit::start(writer, Arc::clone(&failed)))
+            .map(|writer| GroupCommit::start(writer, Arc::clone(&failed), Arc::clone(&metrics)))
             .transpose()?;
         Ok(Ledger {
             guarded: Mutex::new(guarded),
             journal,
             failed,
             compact_after_records: compact_after,
+            metrics,
         })
+    }
+
+    pub fn metrics(&self) -> &Arc<DispatcherMetrics> {
+        &self.metrics
+    }
+
+    /// Whether a journal write failed: state changes are refused until a
+    /// restart recovers from the journal.
+    pub fn journal_failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
     }
 
     /// Starts a transaction: waits for the state lock.
@@ -147,6 +164,10 @@ impl DerefMut for Txn<'_> {
 }
 
 impl Txn<'_> {
+    pub fn metrics(&self) -> &DispatcherMetrics {
+        &self.ledger.metrics
+    }
+
     /// Applies one update to the state (the only way state changes). An
     /// inconsistent update is an error and changes nothing; earlier updates
     /// of the transaction stay applied and are journaled.
@@ -231,14 +252,18 @@ struct GroupCommit {
 }
 
 impl GroupCommit {
-    fn start(writer: JournalWriter, failed: Arc<AtomicBool>) -> Result<Self> {
+    fn start(
+        writer: JournalWriter,
+        failed: Arc<AtomicBool>,
+        metrics: Arc<DispatcherMetrics>,
+    ) -> Result<Self> {
         let queue: Arc<(SyncMutex<Queue>, Condvar)> = Arc::default();
         let (durable, _) = watch::channel(Durable::default());
         let thread = {
             let (queue, durable) = (Arc::clone(&queue), durable.clone());
             std::thread::Builder::new()
                 .name("tfdata-journal".into())
-                .spawn(move || write_loop(&writer, &queue, &durable, &failed))
+                .spawn(move || write_loop(&writer, &queue, &durable, &failed, &metrics))
                 .map_err(|e| Error::io("starting the journal thread", e))?
         };
         Ok(GroupCommit {
@@ -311,6 +336,7 @@ fn write_loop(
     queue: &(SyncMutex<Queue>, Condvar),
     durable: &watch::Sender<Durable>,
     failed: &AtomicBool,
+    metrics: &DispatcherMetrics,
 ) {
     let (lock, wake) = queue;
     loop {
@@ -338,7 +364,7 @@ fn write_loop(
             batch
         };
         let entries = batch.len() as u64;
-        if let Err(e) = write_batch(writer, batch) {
+        if let Err(e) = write_batch(writer, batch, metrics) {
             failed.store(true, Ordering::SeqCst);
             durable.send_modify(|d| d.failed = true);
             tracing::error!(error = %e, "journal write failed; refusing further state changes");
@@ -348,18 +374,42 @@ fn write_loop(
     }
 }
 
-fn write_batch(writer: &JournalWriter, batch: Vec<Entry>) -> Result<()> {
+fn write_batch(
+    writer: &JournalWriter,
+    batch: Vec<Entry>,
+    metrics: &DispatcherMetrics,
+) -> Result<()> {
     let mut pending: Vec<Update> = Vec::new();
     for entry in batch {
         match entry {
             Entry::Group(group) => pending.extend(group),
             Entry::Compact(snapshot) => {
-                writer.write_group(&pending)?;
+                write_group(writer, &pending, metrics)?;
                 pending.clear();
-                writer.compact(&snapshot)?;
+                let started = std::time::Instant::now();
+                let bytes = writer.compact(&snapshot)?;
+                metrics.journal_write_duration.observe(started.elapsed());
+                metrics.journal_written_bytes.inc_by(bytes);
+                metrics.journal_compactions.inc();
             }
         }
     }
-    writer.write_group(&pending)?;
+    write_group(writer, &pending, metrics)
+}
+
+/// One group write, measured (an empty group writes nothing).
+fn write_group(
+    writer: &JournalWriter,
+    updates: &[Update],
+    metrics: &DispatcherMetrics,
+) -> Result<()> {
+    if updates.is_empty() {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    let bytes = writer.write_group_bytes(updates)?;
+    metrics.journal_write_duration.observe(started.elapsed());
+    metrics.journal_written_bytes.inc_by(bytes);
+    metrics.journal_updates.inc_by(updates.len() as u64);
     Ok(())
 }

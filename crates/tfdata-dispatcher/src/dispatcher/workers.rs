@@ -108,6 +108,7 @@ impl Dispatcher {
         }
         let now = self.clock.now_micros();
         txn.liveness.worker_heard(&address, now);
+        txn.load.worker_heard(&req, now);
 
         let current: HashSet<i64> = req.current_tasks.iter().copied().collect();
         let tasks_to_delete = req
@@ -254,9 +255,21 @@ fn iterations_to_join(txn: &Txn<'_>, worker: &str, round_robin: bool) -> Vec<Ite
 /// undelivered splits return to the pool) and sees that someone will
 /// produce those splits.
 pub(super) fn lose_worker(txn: &mut Txn<'_>, worker: &str) -> Result<()> {
+    let returned = |state: &DispatcherState| -> usize {
+        state
+            .iterations()
+            .flat_map(|it| it.returned_splits.values())
+            .map(|q| q.len())
+            .sum()
+    };
+    let before = returned(&txn.state);
     txn.apply(UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
         worker_address: worker.to_string(),
     }))?;
+    let after = returned(&txn.state);
+    txn.metrics()
+        .splits_returned
+        .inc_by(after.saturating_sub(before) as u64);
     reassign_returned_splits(txn)
 }
 

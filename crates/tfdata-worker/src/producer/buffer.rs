@@ -10,6 +10,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use tfdata_core::{Element, Error};
 use tokio::sync::Notify;
@@ -36,6 +37,25 @@ struct State {
     /// No consumer will take again (the task is gone): the producer stops.
     closed: bool,
     producer_waiting: bool,
+    /// The pipeline's clock (see [`PipelineTimes`]): kept here because the
+    /// push path holds this lock anyway; read only when a full buffer
+    /// blocks the pipeline, never per element otherwise.
+    produced: u64,
+    started: Option<Instant>,
+    stopped: Option<Instant>,
+    full: Duration,
+    full_since: Option<Instant>,
+}
+
+/// How a task's pipeline has spent its time since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PipelineTimes {
+    /// Elements pushed into the buffer.
+    pub produced: u64,
+    /// Producing: the pipeline's running time less `full`.
+    pub busy: Duration,
+    /// Blocked on a full buffer (readers slower than the pipeline).
+    pub full: Duration,
 }
 
 pub struct ElementBuffer {
@@ -58,6 +78,11 @@ impl ElementBuffer {
                 error: None,
                 closed: false,
                 producer_waiting: false,
+                produced: 0,
+                started: None,
+                stopped: None,
+                full: Duration::ZERO,
+                full_since: None,
             }),
             readable: Notify::new(),
             writable: Condvar::new(),
@@ -77,6 +102,7 @@ impl ElementBuffer {
         let mut st = self.lock();
         loop {
             if st.closed {
+                end_full_wait(&mut st);
                 return false;
             }
             let full = st.queue.len() >= st.capacity
@@ -84,9 +110,14 @@ impl ElementBuffer {
             if !full {
                 break;
             }
+            if st.full_since.is_none() {
+                st.full_since = Some(Instant::now());
+            }
             st.producer_waiting = true;
             st = self.writable.wait(st).unwrap_or_else(|p| p.into_inner());
         }
+        end_full_wait(&mut st);
+        st.produced += 1;
         st.producer_waiting = false;
         let was_empty = st.queue.is_empty();
         st.queue.push_back((element, size));
@@ -99,9 +130,34 @@ impl ElementBuffer {
         true
     }
 
+    /// The pipeline starts now (its busy time counts from here).
+    pub fn start_clock(&self) {
+        let mut st = self.lock();
+        st.started.get_or_insert_with(Instant::now);
+    }
+
+    /// How the pipeline has spent its time so far.
+    pub fn times(&self) -> PipelineTimes {
+        let st = self.lock();
+        let now = Instant::now();
+        let full = st.full + st.full_since.map_or(Duration::ZERO, |s| now - s);
+        let end = st.stopped.unwrap_or(now);
+        let running = st
+            .started
+            .map_or(Duration::ZERO, |s| end.saturating_duration_since(s));
+        PipelineTimes {
+            produced: st.produced,
+            busy: running.saturating_sub(full),
+            full,
+        }
+    }
+
     /// Producer: no more elements; `error` (if any) follows those buffered.
     pub fn finish(&self, error: Option<Error>) {
         let mut st = self.lock();
+        if st.stopped.is_none() {
+            st.stopped = Some(Instant::now());
+        }
         if !st.ended {
             st.ended = true;
             st.error = error;
@@ -113,6 +169,9 @@ impl ElementBuffer {
     /// The task is gone: consumers see the end, the producer stops.
     pub fn close(&self) {
         let mut st = self.lock();
+        if st.stopped.is_none() {
+            st.stopped = Some(Instant::now());
+        }
         st.closed = true;
         st.ended = true;
         st.queue.clear();
@@ -198,6 +257,13 @@ impl ElementBuffer {
     }
 }
 
+/// Ends a blocked push's wait, adding it to the full time.
+fn end_full_wait(st: &mut State) {
+    if let Some(since) = st.full_since.take() {
+        st.full += since.elapsed();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,5 +336,29 @@ mod tests {
         }
         assert_eq!(buffer.len_and_bytes().0, 5);
         assert!(matches!(buffer.try_take(3, usize::MAX), Taken::Elements(v) if v.len() == 3));
+    }
+
+    #[test]
+    fn a_blocked_pipeline_counts_full_time_not_busy_time() {
+        let buffer = Arc::new(ElementBuffer::new(1, 1, 1 << 20));
+        buffer.start_clock();
+        assert!(buffer.push(element(1)));
+        let producer = {
+            let buffer = Arc::clone(&buffer);
+            std::thread::spawn(move || buffer.push(element(1)))
+        };
+        // The second push blocks until a take makes room.
+        while buffer.times().full.is_zero() {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(matches!(buffer.try_take(1, usize::MAX), Taken::Elements(_)));
+        assert!(producer.join().unwrap());
+        buffer.finish(None);
+        let t = buffer.times();
+        assert_eq!(t.produced, 2);
+        assert!(t.full >= Duration::from_millis(50), "{t:?}");
+        // The clock stopped with the pipeline.
+        assert_eq!(buffer.times(), t);
     }
 }

@@ -24,7 +24,7 @@ use tfdata_core::{Element, Error, Result, TaskId, element};
 use tfdata_dataset::{Dataset, IterContext};
 use tfdata_proto::data::get_element_response::Element as Payload;
 
-use buffer::{ElementBuffer, Taken};
+use buffer::{ElementBuffer, PipelineTimes, Taken};
 
 /// Elements at least this large are encoded for `GetElement` on a blocking
 /// thread: Snappy over megabytes would stall the RPC runtime.
@@ -116,6 +116,7 @@ impl Producer {
             return;
         }
         self.compress.store(compress, Ordering::SeqCst);
+        self.buffer.start_clock();
         let task_id = self.task_id;
         let buffer = Arc::clone(&self.buffer);
         let span = tracing::Span::current();
@@ -128,6 +129,16 @@ impl Producer {
                 "cannot start the pipeline thread of task {task_id}: {e}"
             ))));
         }
+    }
+
+    /// How the pipeline has spent its time so far.
+    pub fn times(&self) -> PipelineTimes {
+        self.buffer.times()
+    }
+
+    /// Elements and bytes buffered now.
+    pub fn buffered(&self) -> (usize, usize) {
+        self.buffer.len_and_bytes()
     }
 
     /// Lets the buffer prefetch up to `elements` for a streaming reader.

@@ -93,11 +93,13 @@ struct Running {
     thread: JoinHandle<()>,
 }
 
-/// Sizes and schedule of the chunks every writer makes.
-#[derive(Debug, Clone, Copy)]
+/// Sizes and schedule of the chunks every writer makes, and where their
+/// commits are counted.
+#[derive(Debug, Clone)]
 pub struct ChunkPolicy {
     pub max_chunk_bytes: u64,
     pub commit_interval: Option<Duration>,
+    pub commits: crate::metrics::SnapshotCommits,
 }
 
 /// The worker's stream writers.
@@ -162,7 +164,7 @@ impl SnapshotWriters {
         let cancel = self.shutdown.child_token();
         let progress = Arc::new(Mutex::new(Progress::Running));
         let (thread_cancel, thread_progress) = (cancel.clone(), Arc::clone(&progress));
-        let policy = self.policy;
+        let policy = self.policy.clone();
         // The writer's logs carry the snapshot and the stream.
         let span = tracing::info_span!(
             "snapshot_stream",
@@ -255,7 +257,13 @@ fn run_with_restarts(
 ) -> Outcome {
     let mut pause = FIRST_RESTART_PAUSE;
     for attempt in 1..=MAX_ATTEMPTS {
-        match run_writer(task, policy, env, cancel.clone(), attempt == MAX_ATTEMPTS) {
+        match run_writer(
+            task,
+            policy.clone(),
+            env,
+            cancel.clone(),
+            attempt == MAX_ATTEMPTS,
+        ) {
             Outcome::Transient(_) => {
                 // Sleeps in steps so a cancellation is seen at once.
                 let until = std::time::Instant::now() + pause;
@@ -307,6 +315,7 @@ fn run_writer(
             fs: env.file_system(&task.base_path)?,
             splits: env.split_source(task, &cancel)?,
             cancel,
+            commits: policy.commits.clone(),
         })
     })();
     match prepared {
@@ -436,6 +445,7 @@ mod tests {
         ChunkPolicy {
             max_chunk_bytes: 1 << 20,
             commit_interval: None,
+            commits: Default::default(),
         }
     }
 

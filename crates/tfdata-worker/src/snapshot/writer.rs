@@ -90,6 +90,8 @@ pub struct StreamWriter {
     pub fs: Arc<dyn FileSystem>,
     pub splits: Arc<dyn SplitSource>,
     pub cancel: CancellationToken,
+    /// Where committed chunks are counted (the worker's metrics).
+    pub commits: crate::metrics::SnapshotCommits,
 }
 
 impl StreamWriter {
@@ -323,6 +325,9 @@ impl StreamWriter {
             &layout::chunk_name(stream, chunk, num_elements as i64),
         );
         self.fs.rename(&path, &committed)?;
+        self.commits.chunks.inc();
+        self.commits.elements.inc_by(num_elements);
+        self.commits.bytes.inc_by(bytes);
         tracing::debug!(
             snapshot = base,
             stream,
@@ -511,6 +516,7 @@ mod tests {
                 cancel: cancel.clone(),
             }),
             cancel,
+            commits: Default::default(),
         }
     }
 

@@ -1,0 +1,340 @@
+//! What workers and readers report about their pace, and the demand
+//! estimate made from it. Like liveness, this is not state: it lives beside
+//! the journaled state (behind the same lock), is not replayed, and fills
+//! again from heartbeats after a restart.
+//!
+//! * Workers report each active task's processing time per element
+//!   (`ActiveTask.processing_time_nsec`, as TensorFlow's workers do) and,
+//!   tfdata workers, cumulative figures (`tfdata_stats`) turned here into
+//!   rates over the interval between two heartbeats.
+//! * Readers report the time their trainer spends per element outside
+//!   `next()` (`target_processing_time_nsec`, as TensorFlow's do) and,
+//!   tfdata readers, cumulative figures (`tfdata_stats`): their starvation
+//!   (the fraction of time spent waiting in `next()`) and consumption rate.
+//!
+//! The demand estimate follows TensorFlow's auto-scaler: per iteration, the
+//! readers' summed consumption rate (1 / target processing time) over the
+//! mean worker production rate (1 / processing time), outliers (beyond one
+//! standard deviation) replaced by the median; the largest estimate over
+//! iterations, limited to a 4× (at most +500) step from the live workers
+//! and to 100,000.
+
+use std::collections::HashMap;
+
+use tfdata_core::{IterationClientId, IterationId, TaskId};
+use tfdata_proto::data::{self as wire, TfdataReaderStats, TfdataWorkerStats};
+
+use crate::state::DispatcherState;
+
+/// Rates are computed over at least this long (µs) between two reports:
+/// readers also heartbeat every few milliseconds near an iteration's end.
+const MIN_WINDOW_MICROS: i64 = 500_000;
+/// The estimate moves at most this factor (and this many workers) above
+/// the live workers in one step, and never past [`MAX_OPTIMAL_WORKERS`].
+const MAX_SCALE_FACTOR: i64 = 4;
+const MAX_SCALE_STEP: i64 = 500;
+pub const MAX_OPTIMAL_WORKERS: i64 = 100_000;
+
+/// A tfdata worker's pace over its last heartbeat interval.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct WorkerRates {
+    /// Elements and bytes sent to readers per second.
+    pub elements_per_second: f64,
+    pub bytes_per_second: f64,
+    /// Fraction of its pipelines' time spent blocked on a full buffer
+    /// (readers not taking elements as fast as they are made).
+    pub buffer_full_ratio: f64,
+    /// Seconds per second its element streams waited for readers' credit
+    /// (summed over streams, so it can pass 1).
+    pub credit_wait_per_second: f64,
+}
+
+/// A tfdata reader's pace over its last heartbeat interval.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ReaderRates {
+    /// Fraction of the time its trainer waited in `next()`.
+    pub starvation_ratio: f64,
+    pub elements_per_second: f64,
+    pub bytes_per_second: f64,
+}
+
+/// What a worker last reported.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerLoad {
+    /// Per active task: its pipeline's time per element (ns), if known.
+    pub processing_time_nsec: HashMap<TaskId, f64>,
+    /// Cumulative figures (tfdata workers).
+    pub totals: Option<TfdataWorkerStats>,
+    pub rates: Option<WorkerRates>,
+    /// The sample rates are computed from, and when (µs).
+    sample: Option<(i64, TfdataWorkerStats)>,
+}
+
+/// What a reader last reported.
+#[derive(Debug, Clone)]
+pub struct ReaderLoad {
+    pub iteration: IterationId,
+    /// The trainer's time per element outside `next()` (ns), if known.
+    pub target_processing_time_nsec: f64,
+    pub totals: Option<TfdataReaderStats>,
+    pub rates: Option<ReaderRates>,
+    sample: Option<TfdataReaderStats>,
+}
+
+/// One iteration's part of the demand estimate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IterationDemand {
+    pub iteration: IterationId,
+    /// Readers' summed consumption rate (elements/s), outliers replaced.
+    pub consumption_per_second: f64,
+    /// Mean production rate of one worker (elements/s), outliers replaced.
+    pub worker_throughput_per_second: f64,
+    /// Workers reporting a processing time for this iteration.
+    pub reporting_workers: usize,
+    /// `ceil(consumption / throughput)`, at least 1.
+    pub workers: i64,
+}
+
+/// The dispatcher's demand estimate.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Demand {
+    /// What `tfdata_dispatcher_optimal_workers` exports: the bounded
+    /// estimate; the live workers when readers read but nothing is measured
+    /// yet; 0 when no reader reads.
+    pub optimal_workers: i64,
+    /// Whether `optimal_workers` comes from measurements.
+    pub measured: bool,
+    pub iterations: Vec<IterationDemand>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Load {
+    workers: HashMap<String, WorkerLoad>,
+    readers: HashMap<IterationClientId, ReaderLoad>,
+}
+
+impl Load {
+    pub fn worker_heard(&mut self, req: &wire::WorkerHeartbeatRequest, now: i64) {
+        let load = self.workers.entry(req.worker_address.clone()).or_default();
+        load.processing_time_nsec = req
+            .active_tasks
+            .iter()
+            .filter(|t| t.processing_time_nsec.is_finite() && t.processing_time_nsec > 0.0)
+            .map(|t| (TaskId(t.task_id), t.processing_time_nsec))
+            .collect();
+        let Some(stats) = req.tfdata_stats else {
+            return;
+        };
+        load.totals = Some(stats);
+        match load.sample {
+            Some((then, before)) if now - then >= MIN_WINDOW_MICROS => {
+                let seconds = (now - then) as f64 / 1e6;
+                let busy = (stats.pipeline_busy_seconds - before.pipeline_busy_seconds).max(0.0);
+                let full = (stats.buffer_full_seconds - before.buffer_full_seconds).max(0.0);
+                load.rates = Some(WorkerRates {
+                    elements_per_second: delta(stats.elements_sent, before.elements_sent) / seconds,
+                    bytes_per_second: delta(stats.bytes_sent, before.bytes_sent) / seconds,
+                    buffer_full_ratio: ratio(full, busy + full),
+                    credit_wait_per_second: (stats.credit_wait_seconds
+                        - before.credit_wait_seconds)
+                        .max(0.0)
+                        / seconds,
+                });
+                load.sample = Some((now, stats));
+            }
+            Some(_) => {}
+            None => load.sample = Some((now, stats)),
+        }
+    }
+
+    pub fn reader_heard(
+        &mut self,
+        client: IterationClientId,
+        iteration: IterationId,
+        req: &wire::ClientHeartbeatRequest,
+    ) {
+        let load = self.readers.entry(client).or_insert_with(|| ReaderLoad {
+            iteration,
+            target_processing_time_nsec: 0.0,
+            totals: None,
+            rates: None,
+            sample: None,
+        });
+        let target = req.target_processing_time_nsec;
+        if target.is_finite() && target > 0.0 {
+            load.target_processing_time_nsec = target;
+        }
+        let Some(stats) = req.tfdata_stats else {
+            return;
+        };
+        load.totals = Some(stats);
+        match load.sample {
+            // The reader's own clock (its lifetime) measures the window.
+            Some(before)
+                if (stats.lifetime_seconds - before.lifetime_seconds) * 1e6
+                    >= MIN_WINDOW_MICROS as f64 =>
+            {
+                let seconds = stats.lifetime_seconds - before.lifetime_seconds;
+                load.rates = Some(ReaderRates {
+                    starvation_ratio: ratio(
+                        (stats.wait_seconds - before.wait_seconds).max(0.0),
+                        seconds,
+                    )
+                    .min(1.0),
+                    elements_per_second: delta(stats.elements_consumed, before.elements_consumed)
+                        / seconds,
+                    bytes_per_second: delta(stats.bytes_received, before.bytes_received) / seconds,
+                });
+                load.sample = Some(stats);
+            }
+            Some(_) => {}
+            None => load.sample = Some(stats),
+        }
+    }
+
+    pub fn forget_reader(&mut self, client: IterationClientId) {
+        self.readers.remove(&client);
+    }
+
+    pub fn workers(&self) -> &HashMap<String, WorkerLoad> {
+        &self.workers
+    }
+
+    pub fn readers(&self) -> &HashMap<IterationClientId, ReaderLoad> {
+        &self.readers
+    }
+
+    /// The demand estimate for `state` (see the module docs).
+    pub fn demand(&self, state: &DispatcherState) -> Demand {
+        let live_workers = state.workers().iter().filter(|w| !w.lost).count() as i64;
+        let mut consumption: HashMap<IterationId, Vec<f64>> = HashMap::new();
+        for reader in self.readers.values() {
+            if reader.target_processing_time_nsec > 0.0 {
+                consumption
+                    .entry(reader.iteration)
+                    .or_default()
+                    .push(1e9 / reader.target_processing_time_nsec);
+            }
+        }
+        // Per iteration, per live worker: its mean time per element.
+        let mut throughput: HashMap<IterationId, Vec<f64>> = HashMap::new();
+        for (address, load) in &self.workers {
+            if state.worker(address).is_none_or(|w| w.lost) {
+                continue;
+            }
+            let mut per_iteration: HashMap<IterationId, (f64, f64)> = HashMap::new();
+            for (task, nanos) in &load.processing_time_nsec {
+                if let Some(task) = state.task(*task) {
+                    let entry = per_iteration.entry(task.iteration_id).or_default();
+                    entry.0 += nanos;
+                    entry.1 += 1.0;
+                }
+            }
+            for (iteration, (sum, n)) in per_iteration {
+                throughput
+                    .entry(iteration)
+                    .or_default()
+                    .push(1e9 / (sum / n));
+            }
+        }
+        let mut iterations: Vec<IterationDemand> = consumption
+            .iter()
+            .filter_map(|(iteration, rates)| {
+                let workers = throughput.get(iteration)?;
+                let consumption_per_second: f64 = without_outliers(rates).iter().sum();
+                let kept = without_outliers(workers);
+                let worker_throughput_per_second = kept.iter().sum::<f64>() / kept.len() as f64;
+                if worker_throughput_per_second <= 0.0 {
+                    return None;
+                }
+                let estimate = (consumption_per_second / worker_throughput_per_second).ceil();
+                Some(IterationDemand {
+                    iteration: *iteration,
+                    consumption_per_second,
+                    worker_throughput_per_second,
+                    reporting_workers: workers.len(),
+                    workers: (estimate.min(MAX_OPTIMAL_WORKERS as f64) as i64).max(1),
+                })
+            })
+            .collect();
+        iterations.sort_by_key(|d| d.iteration);
+        let reading = !self.readers.is_empty();
+        match iterations.iter().map(|d| d.workers).max() {
+            Some(estimate) => Demand {
+                optimal_workers: bounded(estimate, live_workers),
+                measured: true,
+                iterations,
+            },
+            None => Demand {
+                optimal_workers: if reading { live_workers } else { 0 },
+                measured: false,
+                iterations,
+            },
+        }
+    }
+}
+
+/// `estimate`, moving at most ×4 (and +500) from `current` live workers.
+fn bounded(estimate: i64, current: i64) -> i64 {
+    let current = current.max(1);
+    let ceiling = current
+        .saturating_mul(MAX_SCALE_FACTOR)
+        .min(current.saturating_add(MAX_SCALE_STEP));
+    estimate.min(ceiling).min(MAX_OPTIMAL_WORKERS)
+}
+
+fn delta(now: u64, before: u64) -> f64 {
+    now.saturating_sub(before) as f64
+}
+
+fn ratio(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 { part / whole } else { 0.0 }
+}
+
+/// `rates` with every value further than one standard deviation from the
+/// mean replaced by the median: one worker stalled on a slow disk (or one
+/// reader in a burst) should not swing the estimate.
+fn without_outliers(rates: &[f64]) -> Vec<f64> {
+    let n = rates.len() as f64;
+    if rates.len() < 3 {
+        return rates.to_vec();
+    }
+    let mean = rates.iter().sum::<f64>() / n;
+    let variance = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    let deviation = variance.sqrt();
+    let mut sorted = rates.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    rates
+        .iter()
+        .map(|&r| {
+            if (r - mean).abs() <= deviation {
+                r
+            } else {
+                median
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outliers_are_replaced_by_the_median() {
+        assert_eq!(without_outliers(&[1.0, 100.0]), vec![1.0, 100.0]);
+        let kept = without_outliers(&[10.0, 11.0, 9.0, 10.0, 1000.0]);
+        assert_eq!(kept, vec![10.0, 11.0, 9.0, 10.0, 10.0]);
+    }
+
+    #[test]
+    fn the_estimate_moves_in_bounded_steps() {
+        assert_eq!(bounded(3, 1), 3);
+        assert_eq!(bounded(50, 1), 4);
+        assert_eq!(bounded(50, 0), 4);
+        assert_eq!(bounded(5_000, 1_000), 1_500);
+        assert_eq!(bounded(1_000_000, 90_000), 90_500);
+        assert_eq!(bounded(1_000_000, 99_800), MAX_OPTIMAL_WORKERS);
+    }
+}
