@@ -155,6 +155,9 @@ pub trait NativeType: Copy + fmt::Debug + Send + Sync + 'static {
     const DTYPE: DType;
     const SIZE: usize;
     fn write_le(self, out: &mut Vec<u8>);
+    /// Writes the value over the first [`SIZE`](Self::SIZE) bytes of `out`
+    /// (nothing if it is shorter).
+    fn put_le(self, out: &mut [u8]);
     fn read_le(bytes: &[u8]) -> Self;
 }
 
@@ -165,6 +168,12 @@ macro_rules! native {
             const SIZE: usize = std::mem::size_of::<$t>();
             fn write_le(self, out: &mut Vec<u8>) {
                 out.extend_from_slice(&self.to_le_bytes());
+            }
+            #[inline(always)]
+            fn put_le(self, out: &mut [u8]) {
+                if let Some(dst) = out.first_chunk_mut::<{ std::mem::size_of::<$t>() }>() {
+                    *dst = self.to_le_bytes();
+                }
             }
             fn read_le(bytes: &[u8]) -> Self {
                 let mut buf = [0u8; std::mem::size_of::<$t>()];
@@ -190,6 +199,11 @@ impl NativeType for bool {
     const SIZE: usize = 1;
     fn write_le(self, out: &mut Vec<u8>) {
         out.push(self as u8);
+    }
+    fn put_le(self, out: &mut [u8]) {
+        if let Some(dst) = out.first_mut() {
+            *dst = self as u8;
+        }
     }
     fn read_le(bytes: &[u8]) -> Self {
         bytes[0] != 0
@@ -256,9 +270,11 @@ impl Tensor {
 
     /// A tensor of the given shape from row-major values.
     pub fn from_slice<T: NativeType>(values: &[T], shape: Vec<i64>) -> Result<Tensor> {
-        let mut buf = Vec::with_capacity(values.len() * T::SIZE);
-        for v in values {
-            v.write_le(&mut buf);
+        // Written in fixed-size chunks of a zeroed buffer (vectorized), not
+        // appended one value at a time.
+        let mut buf = vec![0u8; values.len() * T::SIZE];
+        for (slot, v) in buf.chunks_exact_mut(T::SIZE).zip(values) {
+            v.put_le(slot);
         }
         Tensor::new(T::DTYPE, shape, TensorData::Buffer(buf.into()))
     }

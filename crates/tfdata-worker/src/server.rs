@@ -209,13 +209,12 @@ pub async fn serve_with_http(
 async fn follow_readiness(worker: Arc<Worker>, health: Health, heartbeat_interval: Duration) {
     let allowed = (heartbeat_interval * UNREADY_AFTER_INTERVALS).max(MIN_SILENCE);
     let period = heartbeat_interval.min(Duration::from_secs(1));
+    worker.registered().await;
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // The first tick is immediate: ready as soon as registered.
         tick.tick().await;
-        if !worker.is_registered() {
-            continue;
-        }
         let silent = worker.since_heartbeat_answered();
         if silent > allowed {
             health.set_not_ready(format!(

@@ -41,6 +41,9 @@ pub struct Worker {
     /// Tasks the dispatcher deleted: `GetElement` answers end of sequence.
     finished_tasks: Mutex<HashSet<TaskId>>,
     registered: AtomicBool,
+    /// Fired once registration succeeds, so readiness does not wait for its
+    /// next tick (a probe right after registration would otherwise see 503).
+    registration: tokio::sync::Notify,
     /// When the dispatcher last answered a heartbeat
     /// (`tfdata_rpc::metrics::monotonic_nanos`): readiness follows it.
     last_heartbeat_answered: AtomicU64,
@@ -99,6 +102,7 @@ impl Worker {
                 tasks: Mutex::new(HashMap::new()),
                 finished_tasks: Mutex::new(HashSet::new()),
                 registered: AtomicBool::new(false),
+                registration: tokio::sync::Notify::new(),
                 last_heartbeat_answered: AtomicU64::new(0),
                 pace: Pace::new(metrics),
                 shutdown,
@@ -138,6 +142,15 @@ impl Worker {
     /// Whether it has registered with the dispatcher.
     pub fn is_registered(&self) -> bool {
         self.registered.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the worker has registered (at once if it has).
+    pub async fn registered(&self) {
+        // `notify_one` stores a permit, so a registration between the check
+        // and the wait is not missed.
+        while !self.is_registered() {
+            self.registration.notified().await;
+        }
     }
 
     /// How long since the dispatcher last answered a heartbeat.
@@ -240,6 +253,7 @@ impl Worker {
         self.apply_heartbeat_response(response);
         self.heartbeat_answered();
         self.registered.store(true, Ordering::SeqCst);
+        self.registration.notify_one();
         tracing::info!(worker = %self.address, dispatcher = %self.dispatcher.address(), "registered with dispatcher");
         Ok(())
     }

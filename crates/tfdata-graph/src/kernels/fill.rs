@@ -242,9 +242,12 @@ macro_rules! range_ints {
                 let size = ((l - s).abs() + d.abs() - 1) / d.abs();
                 let size = u64::try_from(size).map_err(|_| err("Range", "the output is too large"))?;
                 check_size("Range", DType::$dt, size)?;
-                let values = (0..size as i128)
-                    .map(|i| <$t>::try_from(s + i * d).map_err(|_| err("Range", "value overflow")))
-                    .collect::<Result<Vec<$t>>>()?;
+                // Every value lies between start and limit, so it fits the
+                // dtype, and the dtype's wrapping arithmetic computes it
+                // exactly even where `i * delta` alone would overflow.
+                let values: Vec<$t> = (0..size)
+                    .map(|i| start.wrapping_add((i as $t).wrapping_mul(delta)))
+                    .collect();
                 return Tensor::from_slice(&values, vec![size as i64]);
             })*
             _ => {}

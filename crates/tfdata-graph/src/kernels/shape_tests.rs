@@ -1639,6 +1639,27 @@ fn tf_fill_range() {
         ],
         vec![Tensor::from_slice(&[10i64, 6i64, 2i64, -2i64], vec![4]).unwrap()],
     );
+    // `i * delta` overflows int8 (4 * 50) where the value does not.
+    check(
+        "Range",
+        &[],
+        vec![
+            Tensor::scalar(-100i8),
+            Tensor::scalar(127i8),
+            Tensor::scalar(50i8),
+        ],
+        vec![Tensor::from_slice(&[-100i8, -50, 0, 50, 100], vec![5]).unwrap()],
+    );
+    check(
+        "Range",
+        &[],
+        vec![
+            Tensor::scalar(127i8),
+            Tensor::scalar(-128i8),
+            Tensor::scalar(-85i8),
+        ],
+        vec![Tensor::from_slice(&[127i8, 42, -43], vec![3]).unwrap()],
+    );
     check(
         "Range",
         &[],
