@@ -10,6 +10,7 @@ use tfdata_rpc::CancellationToken;
 use tfdata_rpc::admin;
 use tfdata_rpc::channel::MAX_MESSAGE_BYTES;
 use tfdata_rpc::health::Health;
+use tfdata_rpc::security::TransportSecurity;
 use tfdata_rpc::server::{ServerHandle, bind};
 use tonic::server::NamedService;
 
@@ -43,24 +44,27 @@ pub async fn serve_with_http(
     shutdown: CancellationToken,
 ) -> Result<()> {
     config.validate()?;
-    serve_recovering(listener, http, shutdown, move || {
+    let security = config.security.clone();
+    serve_recovering(listener, http, &security, shutdown, move || {
         Dispatcher::new(config, Arc::new(SystemClock))
     })
     .await
 }
 
-/// Serves the admin endpoint while `recover` builds the dispatcher
-/// (replaying its journal, in fault-tolerant mode: `/healthz` answers,
-/// `/readyz` is 503 until it is done), then serves the dispatcher.
+/// Serves the admin endpoint (with `security`, the dispatcher's) while
+/// `recover` builds the dispatcher (replaying its journal, in
+/// fault-tolerant mode: `/healthz` answers, `/readyz` is 503 until it is
+/// done), then serves the dispatcher.
 pub async fn serve_recovering(
     listener: tokio::net::TcpListener,
     http: Option<StdTcpListener>,
+    security: &TransportSecurity,
     shutdown: CancellationToken,
     recover: impl FnOnce() -> Result<Dispatcher> + Send + 'static,
 ) -> Result<()> {
     let health = new_health("replaying the journal");
     let slot = DispatcherSlot::default();
-    let http = start_http(http, &slot, &health, &shutdown);
+    let http = start_http(http, security, &slot, &health, &shutdown)?;
     // Recovery reads the journal from disk: keep it off the async threads.
     let recovered = tokio::task::spawn_blocking(recover)
         .await
@@ -90,7 +94,13 @@ pub async fn serve_dispatcher(
 ) -> Result<()> {
     let health = new_health("starting");
     let slot = DispatcherSlot::with(Arc::clone(&dispatcher));
-    let http = start_http(http, &slot, &health, &shutdown);
+    let http = start_http(
+        http,
+        &dispatcher.config().security,
+        &slot,
+        &health,
+        &shutdown,
+    )?;
     serve_grpc(listener, dispatcher, health, http, shutdown).await
 }
 
@@ -104,16 +114,26 @@ fn new_health(reason: &str) -> Health {
 
 type HttpTask = Option<tokio::task::JoinHandle<Result<()>>>;
 
+/// Starts the admin endpoint on `http`, if given: HTTPS when `security`
+/// has TLS, the token on all but the probes.
 fn start_http(
     http: Option<StdTcpListener>,
+    security: &TransportSecurity,
     slot: &DispatcherSlot,
     health: &Health,
     shutdown: &CancellationToken,
-) -> HttpTask {
-    http.map(|listener| {
-        let router = crate::http::router(slot.clone(), health.clone());
-        tokio::spawn(admin::serve(listener, router, shutdown.clone()))
-    })
+) -> Result<HttpTask> {
+    let Some(listener) = http else {
+        return Ok(None);
+    };
+    let security = security.admin_server()?;
+    let router = crate::http::router(slot.clone(), health.clone());
+    Ok(Some(tokio::spawn(admin::serve(
+        listener,
+        router,
+        shutdown.clone(),
+        security,
+    ))))
 }
 
 /// Waits for the admin endpoint to stop (`shutdown` must be cancelled or

@@ -13,20 +13,41 @@
 //!
 //! A server adds its own routes by merging an `axum::Router` into it (the
 //! dispatcher's status page does), then runs it with [`serve`].
+//!
+//! Security follows the server's gRPC settings
+//! ([`TransportSecurity::admin_server`]): HTTPS with the same certificate
+//! when TLS is on (nothing is served in plaintext then), and the bearer
+//! token on every path but the probes' ([`is_open_path`]).
 
-use std::net::TcpListener as StdTcpListener;
+use std::net::{SocketAddr, TcpListener as StdTcpListener};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::future::BoxFuture;
+use futures::{Stream, StreamExt};
 use tfdata_core::{Error, Result};
 use tokio_util::sync::CancellationToken;
 
 use crate::health::Health;
 use crate::metrics::Format;
+#[cfg(doc)]
+use crate::security::TransportSecurity;
+use crate::security::{ServerIo, ServerSecurity};
+
+/// The paths served without the bearer token: liveness and readiness,
+/// which kubelet probes call and which tell nothing but a state.
+pub fn is_open_path(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz")
+}
+
+/// After a failed accept (out of file descriptors, say), the pause before
+/// the next, so the loop does not spin.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
 /// Produces a scrape's text in a format: servers refresh gauges that are
 /// computed from their state (under its async lock) before encoding.
@@ -117,20 +138,71 @@ pub async fn stopped(task: tokio::task::JoinHandle<Result<()>>) -> Result<()> {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` fires.
+/// Serves `router` on `listener` until `shutdown` fires, with `security`
+/// (from [`TransportSecurity::admin_server`]): TLS handshakes and plaintext
+/// refusals as on the gRPC port, the token on every path but
+/// [`is_open_path`]'s.
 pub async fn serve(
     listener: StdTcpListener,
     router: Router,
     shutdown: CancellationToken,
+    security: ServerSecurity,
 ) -> Result<()> {
     let listener = tokio::net::TcpListener::from_std(listener)
         .map_err(|e| Error::io("registering the HTTP listener", e))?;
-    let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-    tracing::info!(port, "admin HTTP endpoint serving");
+    let local = listener
+        .local_addr()
+        .map_err(|e| Error::io("reading the HTTP port", e))?;
+    tracing::info!(
+        port = local.port(),
+        tls = security.is_tls(),
+        auth_token = security.requires_token(),
+        "admin HTTP endpoint serving"
+    );
+    let router = router.layer(security.auth_layer_with_open_paths(is_open_path));
+    let listener = Accepted {
+        connections: Box::pin(security.incoming(listener)),
+        local,
+    };
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
         .map_err(|e| Error::io("serving the HTTP endpoint", e))
+}
+
+/// The connections [`ServerSecurity::incoming`] accepts (TLS already
+/// handshaken), as axum's listener.
+struct Accepted {
+    connections: Pin<Box<dyn Stream<Item = std::io::Result<ServerIo>> + Send>>,
+    local: SocketAddr,
+}
+
+impl axum::serve::Listener for Accepted {
+    type Io = ServerIo;
+    /// The peer's address, when the socket still knows it.
+    type Addr = Option<SocketAddr>;
+
+    async fn accept(&mut self) -> (ServerIo, Option<SocketAddr>) {
+        loop {
+            match self.connections.next().await {
+                Some(Ok(io)) => {
+                    use tonic::transport::server::Connected;
+                    let peer = io.connect_info().remote_addr();
+                    return (io, peer);
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "accepting an HTTP connection failed");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                }
+                // The listener's stream never ends; were it to, accept no more.
+                None => std::future::pending::<()>().await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Option<SocketAddr>> {
+        Ok(Some(self.local))
+    }
 }
 
 #[cfg(test)]
@@ -171,6 +243,7 @@ mod tests {
             listener,
             router(health.clone(), metrics),
             stop.clone(),
+            ServerSecurity::plaintext(),
         ));
 
         let (code, head, body) = get(port, "/metrics").await;
@@ -208,6 +281,7 @@ mod tests {
             listener,
             router(Health::new(&[], "x"), metrics),
             stop.clone(),
+            ServerSecurity::plaintext(),
         ));
         let mut stalled = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
@@ -222,6 +296,52 @@ mod tests {
         stopped(server).await.unwrap();
         assert!(started.elapsed() < STOP_GRACE + std::time::Duration::from_secs(1));
         drop(stalled);
+    }
+
+    /// A raw GET with an `authorization` header.
+    async fn get_with(port: u16, path: &str, authorization: &str) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: {authorization}\r\n\
+             Connection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response.split(' ').nth(1).unwrap().parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_token_guards_every_path_but_the_probes() {
+        let security = crate::security::TransportSecurity {
+            tls: None,
+            auth_token: Some(crate::security::Secret::new("t0ken").unwrap()),
+        };
+        let metrics: MetricsFn = Arc::new(|_| Box::pin(async { "# EOF\n".to_string() }));
+        let listener = bind(0).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = CancellationToken::new();
+        let health = Health::new(&[], "x");
+        health.set_ready();
+        let server = tokio::spawn(serve(
+            listener,
+            router(health, metrics),
+            stop.clone(),
+            security.admin_server().unwrap(),
+        ));
+        assert_eq!(get(port, "/healthz").await.0, 200);
+        assert_eq!(get(port, "/readyz").await.0, 200);
+        let (code, head, _) = get(port, "/metrics").await;
+        assert_eq!(code, 401);
+        assert!(head.contains("www-authenticate: Bearer"), "{head}");
+        assert_eq!(get(port, "/healthz/more").await.0, 401);
+        assert_eq!(get_with(port, "/metrics", "Bearer wrong").await, 401);
+        assert_eq!(get_with(port, "/metrics", "Bearer t0ken").await, 200);
+        stop.cancel();
+        server.await.unwrap().unwrap();
     }
 
     #[test]

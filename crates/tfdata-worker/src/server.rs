@@ -75,6 +75,7 @@ pub async fn serve_with_http(
     let address = config.resolved_worker_address(port);
     let quiet_period = config.shutdown_quiet_period;
     let security = config.security.server()?;
+    let admin_security = config.security.admin_server()?;
     let heartbeat_interval = config.heartbeat_interval;
     let (worker, completions) = Worker::new(config, address.clone(), shutdown.clone())?;
     tracing::info!(
@@ -104,7 +105,12 @@ pub async fn serve_with_http(
             })
         };
         let router = admin::router(health.clone(), metrics);
-        tokio::spawn(admin::serve(listener, router, http_stop.clone()))
+        tokio::spawn(admin::serve(
+            listener,
+            router,
+            http_stop.clone(),
+            admin_security.clone(),
+        ))
     });
     let service = WorkerServiceServer::new(WorkerGrpc(Arc::clone(&worker)))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)

@@ -371,15 +371,25 @@ fn dispatcher_readiness_follows_journal_replay() {
     let http_port = http.local_addr().unwrap().port();
     let (open_gate, gate) = std::sync::mpsc::channel::<()>();
     let config = common::fault_tolerant(&work_dir, grpc_port);
+    let security = config.security.clone();
     let shutdown = tfdata_rpc::CancellationToken::new();
     let server = {
         let shutdown = shutdown.clone();
         rt.spawn(async move {
             let grpc = tokio::net::TcpListener::from_std(grpc).unwrap();
-            tfdata_dispatcher::server::serve_recovering(grpc, Some(http), shutdown, move || {
-                gate.recv().unwrap();
-                tfdata_dispatcher::Dispatcher::new(config, Arc::new(tfdata_dispatcher::SystemClock))
-            })
+            tfdata_dispatcher::server::serve_recovering(
+                grpc,
+                Some(http),
+                &security,
+                shutdown,
+                move || {
+                    gate.recv().unwrap();
+                    tfdata_dispatcher::Dispatcher::new(
+                        config,
+                        Arc::new(tfdata_dispatcher::SystemClock),
+                    )
+                },
+            )
             .await
         })
     };

@@ -516,3 +516,142 @@ fn unusable_certificate_files_are_config_errors_naming_the_file() {
     let err = start(pki.tls(None, false)).to_string();
     assert!(err.contains("--tls-cert"), "{err}");
 }
+
+/// A GET over HTTPS trusting `ca`, with `token` if given: the status code
+/// and body, or why the connection failed.
+fn https_get(
+    port: u16,
+    ca: &std::path::Path,
+    token: Option<&str>,
+    path: &str,
+) -> Result<(u16, String), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+    use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{}\r\n",
+        token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"))
+    );
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut tls = connector
+                .connect(ServerName::try_from("localhost").unwrap(), tcp)
+                .await
+                .map_err(|e| e.to_string())?;
+            tls.write_all(request.as_bytes())
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut response = Vec::new();
+            tls.read_to_end(&mut response)
+                .await
+                .map_err(|e| e.to_string())?;
+            let response = String::from_utf8_lossy(&response).into_owned();
+            let (head, body) = response
+                .split_once("\r\n\r\n")
+                .ok_or_else(|| format!("not an HTTP response: {response:?}"))?;
+            let code = head
+                .split(' ')
+                .nth(1)
+                .and_then(|c| c.parse().ok())
+                .ok_or_else(|| format!("no status in {head:?}"))?;
+            Ok((code, body.to_string()))
+        })
+}
+
+/// What a plaintext HTTP/1.1 GET gets back: every byte the server sent
+/// before closing (nothing, from a TLS port).
+fn plaintext_http_get(port: u16, path: &str) -> Vec<u8> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut received = Vec::new();
+    let _ = stream.read_to_end(&mut received);
+    received
+}
+
+/// With TLS configured, the admin endpoint is HTTPS with the server's own
+/// certificate (and never plaintext); the token guards everything but the
+/// probes' paths; client certificates are not required there even with
+/// mutual TLS on gRPC, since kubelet probes cannot present one.
+#[test]
+fn the_admin_endpoint_is_https_and_checks_the_token_but_not_on_probes() {
+    let pki = Pki::new("tfdata test CA");
+    let dispatcher = DispatchServer::new(DispatcherConfig {
+        security: pki.server("dispatcher", true, Some(TOKEN)),
+        http_port: Some(0),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut config = WorkerConfig::new(dispatcher.address());
+    config.security = pki.server("worker", true, Some(TOKEN));
+    config.http_port = Some(0);
+    let worker = WorkerServer::new(config).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while dispatcher.num_workers() < 1 {
+        assert!(Instant::now() < deadline, "the worker did not register");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for (role, port) in [
+        ("dispatcher", dispatcher.http_port().unwrap()),
+        ("worker", worker.http_port().unwrap()),
+    ] {
+        // Probes: no token, no client certificate.
+        assert_eq!(
+            https_get(port, pki.ca(), None, "/healthz"),
+            Ok((200, "ok\n".to_string())),
+            "{role}"
+        );
+        let (code, _) = https_get(port, pki.ca(), None, "/readyz").unwrap();
+        assert!(code == 200 || code == 503, "{role}: {code}");
+        // The data: only with the token.
+        assert_eq!(
+            https_get(port, pki.ca(), None, "/metrics").unwrap().0,
+            401,
+            "{role}"
+        );
+        assert_eq!(
+            https_get(port, pki.ca(), Some("not-the-token"), "/metrics")
+                .unwrap()
+                .0,
+            401,
+            "{role}"
+        );
+        let (code, body) = https_get(port, pki.ca(), Some(TOKEN), "/metrics").unwrap();
+        assert_eq!(code, 200, "{role}: {body}");
+        assert!(body.contains(&format!("tfdata_{role}_")), "{role}: {body}");
+        // A client trusting another CA does not get through the handshake.
+        let other = Pki::new("another CA");
+        let err = https_get(port, other.ca(), Some(TOKEN), "/healthz").unwrap_err();
+        assert!(err.to_lowercase().contains("certificate"), "{role}: {err}");
+        // Nothing in plaintext, not even the probes.
+        let answer = plaintext_http_get(port, "/healthz");
+        assert!(
+            !String::from_utf8_lossy(&answer).contains("HTTP/1.1"),
+            "{role} answered plaintext HTTP: {:?}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
+}

@@ -43,6 +43,8 @@ const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// ALPN of gRPC.
 pub const ALPN_H2: &[u8] = b"h2";
+/// ALPN of the admin HTTP endpoint.
+pub const ALPN_HTTP1: &[u8] = b"http/1.1";
 
 /// A server's security, loaded (files read and checked): clone it freely.
 #[derive(Clone, Default)]
@@ -64,6 +66,19 @@ impl TransportSecurity {
     /// This security loaded for a gRPC server (ALPN `h2`).
     pub fn server(&self) -> Result<ServerSecurity> {
         ServerSecurity::load(self, &[ALPN_H2])
+    }
+
+    /// This security loaded for the admin HTTP endpoint (ALPN `http/1.1`):
+    /// HTTPS with the server's certificate when TLS is on, but client
+    /// certificates are never required there, since kubelet probes and
+    /// most scrapers cannot present one. The token (checked by the admin
+    /// router on everything but `/healthz` and `/readyz`) guards the data.
+    pub fn admin_server(&self) -> Result<ServerSecurity> {
+        let mut admin = self.clone();
+        if let Some(tls) = &mut admin.tls {
+            tls.require_client_cert = false;
+        }
+        ServerSecurity::load(&admin, &[ALPN_HTTP1])
     }
 }
 
@@ -98,6 +113,11 @@ impl ServerSecurity {
     /// The token check to put in front of every service of the server.
     pub fn auth_layer(&self) -> RequireBearerTokenLayer {
         RequireBearerTokenLayer::new(self.auth_token.clone())
+    }
+
+    /// The token check for requests whose path `is_open` refuses.
+    pub fn auth_layer_with_open_paths(&self, is_open: fn(&str) -> bool) -> RequireBearerTokenLayer {
+        RequireBearerTokenLayer::with_open_paths(self.auth_token.clone(), is_open)
     }
 
     /// The rustls configuration, for a server that runs its own accept

@@ -15,6 +15,13 @@ use super::config::{Secret, constant_time_eq};
 /// but "serving".
 pub const UNAUTHENTICATED_PATH_PREFIXES: &[&str] = &["/grpc.health.v1.Health/"];
 
+/// Whether a gRPC server serves `path` without a token.
+fn grpc_path_is_open(path: &str) -> bool {
+    UNAUTHENTICATED_PATH_PREFIXES
+        .iter()
+        .any(|prefix| path.starts_with(prefix))
+}
+
 /// Why a request is refused, as its caller will read it.
 fn refusal(request_token: Option<&HeaderValue>, token: &Secret) -> Option<&'static str> {
     let Some(value) = request_token else {
@@ -39,12 +46,19 @@ fn refusal(request_token: Option<&HeaderValue>, token: &Secret) -> Option<&'stat
 #[derive(Clone, Debug)]
 pub struct RequireBearerTokenLayer {
     token: Option<Secret>,
+    is_open: fn(&str) -> bool,
 }
 
 impl RequireBearerTokenLayer {
-    /// Checks `token` on every call; `None` lets every call through.
+    /// Checks `token` on every call but gRPC health checks
+    /// ([`UNAUTHENTICATED_PATH_PREFIXES`]); `None` lets every call through.
     pub fn new(token: Option<Secret>) -> Self {
-        RequireBearerTokenLayer { token }
+        Self::with_open_paths(token, grpc_path_is_open)
+    }
+
+    /// Checks `token` on every request whose path `is_open` refuses.
+    pub fn with_open_paths(token: Option<Secret>, is_open: fn(&str) -> bool) -> Self {
+        RequireBearerTokenLayer { token, is_open }
     }
 }
 
@@ -54,6 +68,7 @@ impl<S> tower_layer::Layer<S> for RequireBearerTokenLayer {
         RequireBearerToken {
             inner,
             token: self.token.clone(),
+            is_open: self.is_open,
         }
     }
 }
@@ -65,6 +80,7 @@ impl<S> tower_layer::Layer<S> for RequireBearerTokenLayer {
 pub struct RequireBearerToken<S> {
     inner: S,
     token: Option<Secret>,
+    is_open: fn(&str) -> bool,
 }
 
 impl<S, B, ResBody> Service<Request<B>> for RequireBearerToken<S>
@@ -85,10 +101,7 @@ where
             return Either::Right(self.inner.call(request));
         };
         let path = request.uri().path();
-        if UNAUTHENTICATED_PATH_PREFIXES
-            .iter()
-            .any(|prefix| path.starts_with(prefix))
-        {
+        if (self.is_open)(path) {
             return Either::Right(self.inner.call(request));
         }
         match refusal(request.headers().get(header::AUTHORIZATION), token) {
