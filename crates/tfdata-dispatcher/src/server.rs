@@ -237,6 +237,10 @@ const JOURNAL_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_se
 /// every `job_gc_check_interval` (not at all when `job_gc_timeout` is unset,
 /// TensorFlow's -1): noticing a dead worker or client follows its own
 /// timeout, not the garbage collector's schedule.
+/// How often finished snapshots whose `DONE`/`ERROR` file could not be
+/// written try again.
+const SNAPSHOT_FILE_RETRY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 async fn maintenance_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken) {
     let ticker = |period| {
         let mut t = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -246,10 +250,12 @@ async fn maintenance_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationTok
     let mut liveness = ticker(dispatcher.liveness_check_interval());
     let gc_enabled = dispatcher.config().job_gc_timeout.is_some();
     let mut gc = ticker(dispatcher.config().job_gc_check_interval);
+    let mut snapshot_files = ticker(SNAPSHOT_FILE_RETRY_INTERVAL);
     loop {
         let result = tokio::select! {
             _ = liveness.tick() => dispatcher.check_liveness().await,
             _ = gc.tick(), if gc_enabled => dispatcher.collect_garbage().await,
+            _ = snapshot_files.tick() => dispatcher.retry_snapshot_final_files().await,
             () = shutdown.cancelled() => return,
         };
         if let Err(e) = result {

@@ -23,7 +23,7 @@ pub fn write_atomically(fs: &dyn FileSystem, path: &str, data: &[u8]) -> Result<
     let written = out
         .write_all(data)
         .and_then(|()| out.flush())
-        .map_err(|e| Error::Unavailable(format!("writing {target}: {e}")));
+        .map_err(|e| write_error(&target, e));
     drop(out);
     if let Err(e) = written {
         if local {
@@ -35,6 +35,23 @@ pub fn write_atomically(fs: &dyn FileSystem, path: &str, data: &[u8]) -> Result<
         fs.rename(&target, path)?;
     }
     Ok(())
+}
+
+/// The error of a failed write. The object-store writer's `io::Error`
+/// carries tfdata's error, which names the URL and says whether a retry
+/// may help (a 5xx outlasting the client's retries: UNAVAILABLE; a missing
+/// bucket or refused credentials: not): that error as it is. Anything else
+/// (a local disk full) is an I/O error naming the file, which no retry
+/// fixes: the snapshot fails with it rather than retrying for ever.
+fn write_error(target: &str, e: std::io::Error) -> Error {
+    if !e.get_ref().is_some_and(|inner| inner.is::<Error>()) {
+        return Error::io(format!("writing {target}"), e);
+    }
+    match e.into_inner().map(|inner| inner.downcast::<Error>()) {
+        Some(Ok(err)) => *err,
+        // Not reached: checked above.
+        _ => Error::Internal(format!("writing {target} failed")),
+    }
 }
 
 /// A name next to `path` no other writer in any process uses.

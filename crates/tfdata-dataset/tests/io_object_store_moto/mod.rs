@@ -127,6 +127,17 @@ wait "$pid""#;
         );
     }
 
+    /// Wipes every bucket and object (moto's `POST /moto-api/reset`): the
+    /// store's data gone at once, as when a bucket is deleted under a
+    /// running job.
+    pub fn reset(&self) {
+        let reply = http(self.port, "POST", "/moto-api/reset").expect("reset moto");
+        assert!(
+            reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200"),
+            "resetting moto: {reply}"
+        );
+    }
+
     /// The `object_store` options pointing at this server.
     pub fn options(&self) -> Vec<(&'static str, String)> {
         vec![

@@ -124,6 +124,34 @@ impl Dispatcher {
         .map_err(|e| task_failed("snapshot heartbeat", e))
     }
 
+    /// Retries the `DONE`/`ERROR` files finished snapshots could not write
+    /// (a store outage when they finished), off the async threads.
+    pub async fn retry_snapshot_final_files(&self) -> Result<()> {
+        let pending = self.snapshots.with_final_file_pending();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        tokio::task::spawn_blocking(move || {
+            for manager in pending {
+                match manager.retry_final_file() {
+                    None => {}
+                    Some(Ok(())) => tracing::info!(
+                        snapshot = %manager.path(),
+                        state = manager.mode().describe(),
+                        "wrote the snapshot's final file after an earlier failure"
+                    ),
+                    Some(Err(e)) => tracing::warn!(
+                        snapshot = %manager.path(),
+                        error = %e,
+                        "still cannot write the snapshot's DONE or ERROR file; will retry"
+                    ),
+                }
+            }
+        })
+        .await
+        .map_err(|e| task_failed("retrying snapshot files", e))
+    }
+
     /// The dispatcher lost a worker: its snapshot streams wait for another.
     pub(super) fn snapshot_worker_lost(&self, worker: &str, runs_pipelines: bool) {
         self.snapshots.worker_lost(worker, runs_pipelines);

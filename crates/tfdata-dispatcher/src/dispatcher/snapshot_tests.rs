@@ -387,6 +387,66 @@ async fn a_failed_stream_fails_the_snapshot_with_its_status() {
         .unwrap();
 }
 
+/// Makes `path` unwritable (a file where its directory was) until
+/// [`store_back`]: a store outage, for the files under it.
+fn store_away(path: &str) {
+    std::fs::rename(path, format!("{path}.away")).unwrap();
+    std::fs::write(path, b"not a directory").unwrap();
+}
+
+fn store_back(path: &str) {
+    std::fs::remove_file(path).unwrap();
+    std::fs::rename(format!("{path}.away"), path).unwrap();
+}
+
+/// The heartbeat that finishes a snapshot cannot write its `DONE` or
+/// `ERROR` file: the outcome is kept and written once the store is back,
+/// instead of leaving readers waiting for a file that never comes.
+#[tokio::test]
+async fn a_final_file_that_cannot_be_written_is_written_once_the_store_is_back() {
+    let s = setup(3);
+    let d = s.dispatcher();
+    let failing = s.path("failing");
+    let finishing = s.path("finishing");
+    for path in [&failing, &finishing] {
+        d.snapshot(request(&Dataset::range(5), path, ""))
+            .await
+            .unwrap();
+    }
+    // One new snapshot per heartbeat.
+    assert_eq!(streams_of(&d, "w0:1").await.len(), 1);
+    assert_eq!(streams_of(&d, "w0:1").await.len(), 2);
+    store_away(&failing);
+    store_away(&finishing);
+    d.worker_heartbeat(heartbeat(
+        "w0:1",
+        &[
+            (failing.clone(), 0, false, Some((13, "disk full"))),
+            (finishing.clone(), 0, true, None),
+        ],
+    ))
+    .await
+    .unwrap();
+    assert_eq!(d.distributed_snapshots().with_final_file_pending().len(), 2);
+    // Still away: the retry fails and keeps them pending.
+    d.retry_snapshot_final_files().await.unwrap();
+    assert_eq!(d.distributed_snapshots().with_final_file_pending().len(), 2);
+    store_back(&failing);
+    store_back(&finishing);
+    assert!(!Path::new(&layout::error_file(&failing)).exists());
+    assert!(!Path::new(&layout::done_file(&finishing)).exists());
+    d.retry_snapshot_final_files().await.unwrap();
+    let text = std::fs::read(layout::error_file(&failing)).unwrap();
+    let status = metadata::status_from_text("ERROR", &text).unwrap();
+    assert_eq!((status.code, status.message.as_str()), (13, "disk full"));
+    assert!(Path::new(&layout::done_file(&finishing)).exists());
+    assert!(
+        d.distributed_snapshots()
+            .with_final_file_pending()
+            .is_empty()
+    );
+}
+
 #[tokio::test]
 async fn a_worker_writes_at_most_its_limit_of_streams_across_snapshots() {
     let s = setup(2);

@@ -94,6 +94,11 @@ pub(super) struct Inner {
     pub sources: Vec<Source>,
     pub num_assigned_splits: i64,
     pub num_total_splits: i64,
+    /// The snapshot finished (`Done` or `Error`) but its `DONE` or `ERROR`
+    /// file is not written yet: the heartbeat that finished it could not
+    /// write it (a store outage, say). [`SnapshotManager::retry_final_file`]
+    /// tries again, so the outcome reaches the files readers watch.
+    pub final_file_pending: bool,
 }
 
 /// I/O a heartbeat's decision needs before it is answered.
@@ -246,6 +251,7 @@ impl SnapshotManager {
                 sources,
                 num_assigned_splits: 0,
                 num_total_splits,
+                final_file_pending: false,
             },
         ))
     }
@@ -276,6 +282,7 @@ impl SnapshotManager {
                 sources: Vec::new(),
                 num_assigned_splits: 0,
                 num_total_splits: 0,
+                final_file_pending: false,
             },
         )
     }
@@ -344,6 +351,7 @@ impl SnapshotManager {
                 if !matches!(inner.mode, Mode::Error(_)) {
                     tracing::error!(snapshot = %self.path, worker, code = status.code, message = %status.message, "distributed snapshot failed");
                     inner.mode = Mode::Error(status.clone());
+                    inner.final_file_pending = true;
                     out.io.push(Io::WriteError(status.clone()));
                     out.finished = true;
                 }
@@ -403,6 +411,7 @@ impl SnapshotManager {
         tracing::info!(snapshot = %self.path, stream, worker, "snapshot stream done");
         if inner.orphans.is_empty() && inner.streams.values().all(|s| s.done) {
             inner.mode = Mode::Done;
+            inner.final_file_pending = true;
             out.io.push(Io::WriteDone);
             out.finished = true;
             tracing::info!(snapshot = %self.path, "finished writing tf.data distributed snapshot");
@@ -468,13 +477,38 @@ impl SnapshotManager {
         self.write(io)?;
         let mut inner = lock(&self.inner);
         for op in io {
-            if let Io::InitStream { stream, .. } = op
-                && let Some(s) = inner.streams.get_mut(stream)
-            {
-                s.initialized = true;
+            match op {
+                Io::InitStream { stream, .. } => {
+                    if let Some(s) = inner.streams.get_mut(stream) {
+                        s.initialized = true;
+                    }
+                }
+                Io::WriteDone | Io::WriteError(_) => inner.final_file_pending = false,
             }
         }
         Ok(())
+    }
+
+    pub fn final_file_pending(&self) -> bool {
+        lock(&self.inner).final_file_pending
+    }
+
+    /// Writes the `DONE` or `ERROR` file of a finished snapshot whose
+    /// finishing heartbeat could not (blocking I/O): `None` when there is
+    /// nothing to write, else whether it was written now.
+    pub fn retry_final_file(&self) -> Option<Result<()>> {
+        let io = {
+            let inner = lock(&self.inner);
+            if !inner.final_file_pending {
+                return None;
+            }
+            match &inner.mode {
+                Mode::Done => Io::WriteDone,
+                Mode::Error(status) => Io::WriteError(status.clone()),
+                Mode::Active | Mode::WindingDown => return None,
+            }
+        };
+        Some(self.run_io(&[io]))
     }
 
     fn write(&self, io: &[Io]) -> Result<()> {

@@ -101,6 +101,16 @@ impl Snapshots {
         }
     }
 
+    /// The finished snapshots whose `DONE`/`ERROR` file is still to be
+    /// written ([`SnapshotManager::retry_final_file`]).
+    pub fn with_final_file_pending(&self) -> Vec<Arc<SnapshotManager>> {
+        lock(&self.managers)
+            .values()
+            .filter(|m| m.final_file_pending())
+            .cloned()
+            .collect()
+    }
+
     /// Every snapshot's progress, by path.
     pub fn progress(&self) -> Vec<(String, Progress)> {
         let managers: Vec<_> = lock(&self.managers).values().cloned().collect();

@@ -50,6 +50,7 @@ pub fn resume(
                 sources: Vec::new(),
                 num_assigned_splits: 0,
                 num_total_splits: 0,
+                final_file_pending: false,
             },
         )
     };
@@ -211,6 +212,8 @@ pub fn resume(
             sources,
             num_assigned_splits: num_assigned,
             num_total_splits,
+            // Written below, before the manager is returned.
+            final_file_pending: false,
         },
     )
     .with_runners(runners);
