@@ -3,7 +3,12 @@
 //! and restarted from its journal; every element must arrive exactly once.
 //! Exactly-once relies on the journaled split cursor and on tfdata workers'
 //! idempotent `GetSplit` (a split journaled but not delivered is delivered on
-//! the retry).
+//! the retry), and on replay after a kill at any point of a start, its
+//! compaction included.
+//!
+//! To investigate a failure, keep every process's log and the dispatcher's
+//! work_dirs: `TFDATA_TEST_LOG_DIR=/tmp/chaos-logs TFDATA_LOG=debug cargo test
+//! -p tfdata-cli --test chaos`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
@@ -45,7 +50,15 @@ fn dispatcher_killed_at_random_moments_loses_and_duplicates_nothing() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(0xc4a05);
     for round in 0..3 {
         let dir = tempfile::tempdir().unwrap();
-        let work_dir = dir.path().to_str().unwrap().to_string();
+        let work_dir = match std::env::var_os(common::process::LOG_DIR_VAR) {
+            // Kept with the logs, for reading the journal after a failure.
+            Some(logs) => std::path::Path::new(&logs)
+                .join(format!("round{round}-work_dir"))
+                .to_str()
+                .unwrap()
+                .to_string(),
+            None => dir.path().to_str().unwrap().to_string(),
+        };
         let port = free_port();
         let address = format!("localhost:{port}");
         let mut current = Some(dispatcher(port, &work_dir));
@@ -85,7 +98,8 @@ fn dispatcher_killed_at_random_moments_loses_and_duplicates_nothing() {
             })
             .collect();
         // Kill and restart the dispatcher at random moments while they read.
-        let deadline = Instant::now() + Duration::from_secs(120);
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(120);
         let mut kills = 0;
         while !consumers.iter().all(|c| c.is_finished()) {
             assert!(
@@ -96,14 +110,25 @@ fn dispatcher_killed_at_random_moments_loses_and_duplicates_nothing() {
             if kills < 4 && !consumers.iter().all(|c| c.is_finished()) {
                 drop(current.take()); // SIGKILL
                 kills += 1;
+                eprintln!(
+                    "round {round}: dispatcher killed at {:?}",
+                    started.elapsed()
+                );
                 std::thread::sleep(Duration::from_millis(rng.random_range(0..200)));
                 current = Some(dispatcher(port, &work_dir));
+                eprintln!(
+                    "round {round}: dispatcher restarted at {:?}",
+                    started.elapsed()
+                );
             }
         }
         let mut counts = BTreeMap::new();
-        for c in consumers {
-            for v in c.join().unwrap() {
+        // Which consumer read each element, and as its how-manieth.
+        let mut readers: BTreeMap<i64, Vec<(usize, usize)>> = BTreeMap::new();
+        for (c, consumer) in consumers.into_iter().enumerate() {
+            for (i, v) in consumer.join().unwrap().into_iter().enumerate() {
                 *counts.entry(v).or_insert(0usize) += 1;
+                readers.entry(v).or_default().push((c, i));
             }
         }
         let wrong: Vec<_> = counts.iter().filter(|(_, c)| **c != 1).collect();
@@ -112,9 +137,16 @@ fn dispatcher_killed_at_random_moments_loses_and_duplicates_nothing() {
             n,
             "round {round} after {kills} kills: missing elements"
         );
+        // The first few are enough to find them in the logs.
+        let read_by: Vec<_> = wrong
+            .iter()
+            .take(20)
+            .map(|(v, _)| (**v, &readers[*v]))
+            .collect();
         assert!(
             wrong.is_empty(),
-            "round {round} after {kills} kills: duplicated {wrong:?}"
+            "round {round} after {kills} kills: duplicated {wrong:?}; \
+             (element, [(consumer, position)]) of the first 20: {read_by:?}"
         );
         eprintln!("round {round}: {kills} dispatcher kills, {n} elements exactly once");
     }

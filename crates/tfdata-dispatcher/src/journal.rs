@@ -8,9 +8,10 @@
 //!
 //! Updates are appended to `journal_<n>`; each group (the updates of the
 //! RPCs committed together, see `dispatcher::txn`) is one `write` and one
-//! `fdatasync`. Each start
-//! replays all files in order and then writes a new file, `journal_<largest n
-//! + 1>`.
+//! `fdatasync`. Each start replays all files in order and then writes a new
+//! file, `journal_<largest n + 1>` (snapshots counted). The numbers are
+//! consecutive but for the one gap a crash during a compaction can leave
+//! (see `journals_to_replay`).
 //!
 //! Replay is strict: a record that fails its CRC or does not parse refuses
 //! the start with an error naming the file and offset. The one exception is a
@@ -207,15 +208,9 @@ fn open_local(work_dir: &Path) -> Result<Recovered> {
         }
     };
     let mut updates = Vec::new();
-    // TensorFlow reads journal_0, journal_1, ... until one is missing; after
-    // a compaction, from the snapshot's number.
-    let mut n = snapshot_number.unwrap_or(0);
     let newest_journal = journals.last().copied();
-    loop {
+    for n in journals_to_replay(&dir, &journals, snapshot_number)? {
         let path = dir.join(format!("journal_{n}"));
-        if !path.exists() {
-            break;
-        }
         let bytes = std::fs::read(&path)
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
         let name = path.display().to_string();
@@ -235,7 +230,6 @@ fn open_local(work_dir: &Path) -> Result<Recovered> {
             }
         }
         decode_updates(&name, records, &mut updates)?;
-        n += 1;
     }
     let next = newest.map_or(0, |n| n + 1);
     let journal = LocalJournal::create(&dir, next)?;
@@ -244,6 +238,45 @@ fn open_local(work_dir: &Path) -> Result<Recovered> {
         updates,
         writer: JournalWriter::new(Backend::Local(journal)),
     })
+}
+
+/// The numbers of the journal files holding the history after the newest
+/// snapshot (`journals` sorted), in replay order: `journal_<m>` on from
+/// `snapshot_<m>`, or from `journal_0` without a snapshot. Files before the
+/// snapshot are history it replaces (leftovers of an interrupted
+/// compaction).
+///
+/// Every number is used once, by a start (`journal_<newest + 1>`) or a
+/// compaction (`snapshot_<m>` then `journal_<m>`), so the files are
+/// consecutive with one exception: a crash after a compaction renamed
+/// `snapshot_<m>` into place and before it created `journal_<m>` leaves no
+/// `journal_<m>`, and the next start writes `journal_<m + 1>`. Replay goes on
+/// past that one gap (stopping at it would drop every update written after
+/// it, and the split cursors with them: splits handed out twice). Any other
+/// gap is acknowledged history that is gone: the start is refused.
+fn journals_to_replay(dir: &Path, journals: &[u64], snapshot: Option<u64>) -> Result<Vec<u64>> {
+    let first = snapshot.unwrap_or(0);
+    let live: Vec<u64> = journals.iter().copied().filter(|&n| n >= first).collect();
+    let mut expected = first;
+    for (i, &n) in live.iter().enumerate() {
+        if i == 0 && snapshot.is_some() && n > first {
+            expected = first + 1;
+        }
+        if n != expected {
+            return Err(Error::DataLoss {
+                location: dir
+                    .join(format!("journal_{expected}"))
+                    .display()
+                    .to_string(),
+                reason: format!("missing while journal_{n} exists: acknowledged updates were lost"),
+            });
+        }
+        if n == first + 1 && i == 0 && snapshot.is_some() {
+            tracing::info!(dir = %dir.display(), "journal_{first} was never created (a crash during compaction): replaying from journal_{n}");
+        }
+        expected = n + 1;
+    }
+    Ok(live)
 }
 
 /// Shortens `path` to `len` bytes, durably.
@@ -284,6 +317,9 @@ impl LocalJournal {
         Ok(self.records)
     }
 
+    /// A crash between the rename and the creation of `journal_<m>` leaves
+    /// `snapshot_<m>` without its journal file; replay allows for it
+    /// (`journals_to_replay`).
     fn compact(&mut self, record: &[u8]) -> Result<()> {
         let m = self.number + 1;
         let path = self.dir.join(format!("snapshot_{m}"));
@@ -729,6 +765,57 @@ mod tests {
             .unwrap()
             .count();
         assert_eq!(files, 3, "snapshot_3, journal_3 and the new journal_4");
+    }
+
+    fn snapshot(next_dataset_id: i64) -> DispatcherSnapshot {
+        DispatcherSnapshot {
+            format_version: 1,
+            next_dataset_id,
+            ..Default::default()
+        }
+    }
+
+    /// A crash after a compaction renamed `snapshot_<m>` into place and
+    /// before it created `journal_<m>`: the next start writes
+    /// `journal_<m + 1>`, and later starts replay it (they stopped at the
+    /// missing `journal_<m>` and lost what it held). A gap anywhere else is
+    /// lost history and refuses the start.
+    #[test]
+    fn a_crash_between_a_snapshot_and_its_journal_file_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal_dir = dir.path().join(JOURNAL_DIR);
+        let r = open(&dir.path().into()).unwrap();
+        r.writer.write(&dataset("a")).unwrap();
+        drop(r);
+        let r = open(&dir.path().into()).unwrap();
+        assert!(r.writer.path().ends_with("journal_1"));
+        // Something in journal_2's place fails its creation right after
+        // the snapshot's rename: where a crash would stop.
+        std::fs::create_dir(journal_dir.join("journal_2")).unwrap();
+        assert!(r.writer.compact(&snapshot(7)).is_err());
+        drop(r);
+        std::fs::remove_dir(journal_dir.join("journal_2")).unwrap();
+        assert!(journal_dir.join("snapshot_2").exists());
+
+        let r = open(&dir.path().into()).unwrap();
+        assert_eq!(r.snapshot.as_ref().unwrap().1.next_dataset_id, 7);
+        assert!(r.updates.is_empty());
+        assert!(r.writer.path().ends_with("journal_3"));
+        r.writer.write(&dataset("b")).unwrap();
+        drop(r);
+        for _ in 0..2 {
+            let r = open(&dir.path().into()).unwrap();
+            assert_eq!(r.snapshot.as_ref().unwrap().1.next_dataset_id, 7);
+            assert_eq!(r.updates, vec![dataset("b")]);
+        }
+
+        // journal_3 gone while journal_4 and journal_5 exist: refused.
+        std::fs::remove_file(journal_dir.join("journal_3")).unwrap();
+        let err = open(&dir.path().into()).err().unwrap().to_string();
+        assert!(
+            err.contains("journal_3") && err.contains("acknowledged updates were lost"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,9 +1,14 @@
 //! Child processes for the process-level tests: killed when dropped (so a
 //! failing test leaves nothing behind), their stdout kept line by line and the
 //! tail of their stderr (the logs) kept for failure messages.
+//!
+//! With `TFDATA_TEST_LOG_DIR` set, every process's whole stderr is also
+//! written to `<dir>/<name>-<pid>.log`: a flaky failure's full history (run
+//! it with `TFDATA_LOG=debug`, which the processes inherit) outlives the
+//! 400-line tail.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -19,6 +24,16 @@ const STDOUT_LINES_KEPT: usize = 4_000_000;
 const LINE_BYTES_KEPT: usize = 1024;
 /// How long a process may take to print its first line (its port).
 pub const START_LIMIT: Duration = Duration::from_secs(30);
+/// Where to write every process's whole stderr, if set.
+pub const LOG_DIR_VAR: &str = "TFDATA_TEST_LOG_DIR";
+
+/// The file `<$TFDATA_TEST_LOG_DIR>/<name>-<pid>.log`, if the variable is set.
+fn log_file(name: &str, pid: u32) -> Option<std::fs::File> {
+    let dir = std::path::PathBuf::from(std::env::var_os(LOG_DIR_VAR)?);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}-{pid}.log"));
+    Some(std::fs::File::create(&path).unwrap_or_else(|e| panic!("cannot create {path:?}: {e}")))
+}
 
 #[derive(Default)]
 struct Output {
@@ -94,8 +109,13 @@ impl Process {
             out.changed.notify_all();
         });
         let err = Arc::clone(&shared);
+        let mut file = log_file(name, child.id()).map(std::io::LineWriter::new);
         std::thread::spawn(move || {
             for line in lines(stderr) {
+                if let Some(f) = &mut file {
+                    // Best effort, line by line: a failing test exits at once.
+                    let _ = writeln!(f, "{line}");
+                }
                 let mut o = err.lock();
                 if o.logs.len() == LOG_LINES_KEPT {
                     o.logs.pop_front();

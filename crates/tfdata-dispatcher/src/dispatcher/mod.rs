@@ -163,6 +163,7 @@ impl Dispatcher {
                     })?;
                 }
                 tracing::info!(
+                    snapshot = snapshot.as_ref().map_or("none", |(location, _)| location.as_str()),
                     updates = updates.len(),
                     datasets = state.datasets().count(),
                     workers = state.workers().len(),

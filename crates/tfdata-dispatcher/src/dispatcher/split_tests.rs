@@ -79,6 +79,60 @@ async fn a_retried_get_split_gets_the_same_split_even_after_a_restart() {
     assert_eq!(value(&d.get_split(tf).await.unwrap()), Some(0));
 }
 
+/// The chaos test's duplicates (`tests/chaos.rs`): a dispatcher killed
+/// during its start-up compaction, after `snapshot_<m>` was renamed into
+/// place and before `journal_<m>` was created. The next start wrote
+/// `journal_<m + 1>`, and every start after it stopped replaying at the
+/// missing `journal_<m>`: the splits journaled in `journal_<m + 1>` were
+/// forgotten and handed out again (once per such restart).
+#[tokio::test]
+async fn a_crash_between_a_compaction_snapshot_and_its_journal_file_duplicates_no_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal_dir = dir.path().join(journal::JOURNAL_DIR);
+    let config = DispatcherConfig {
+        work_dir: Some(dir.path().display().to_string()),
+        fault_tolerant_mode: true,
+        ..Default::default()
+    };
+    let clock = Arc::new(FixedClock(AtomicI64::new(1)));
+    let ask = |seq: i64, worker: &str| wire::GetSplitRequest {
+        iteration_id: IterationId::FIRST,
+        repetition: 0,
+        split_provider_index: 0,
+        tfdata_worker_address: worker.into(),
+        tfdata_split_sequence: Some(seq),
+        ..Default::default()
+    };
+    // First run (journal_0): splits 0 and 1.
+    let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
+    dynamic_iteration(&d).await;
+    assert_eq!(value(&d.get_split(ask(0, "w1")).await.unwrap()), Some(0));
+    assert_eq!(value(&d.get_split(ask(1, "w1")).await.unwrap()), Some(1));
+    drop(d);
+    // Second start: replays journal_0, opens journal_1 and compacts into
+    // snapshot_2 and (still empty) journal_2. Without journal_2 the
+    // directory is as the SIGKILL left it (the files before snapshot_2 it
+    // also left are ignored by a start).
+    drop(Dispatcher::new(config.clone(), clock.clone()).unwrap());
+    let journal_2 = journal_dir.join("journal_2");
+    assert!(journal_dir.join("snapshot_2").exists());
+    assert_eq!(std::fs::metadata(&journal_2).unwrap().len(), 0);
+    std::fs::remove_file(&journal_2).unwrap();
+    // Third start: the snapshot, nothing to replay; writes journal_3.
+    let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
+    assert_eq!(value(&d.get_split(ask(2, "w1")).await.unwrap()), Some(2));
+    drop(d);
+    // Fourth start: split 2 is journaled in journal_3: the next worker
+    // gets split 3, and w1's retry (its answer lost) split 2 again.
+    let d = Dispatcher::new(config, clock).unwrap();
+    assert_eq!(
+        value(&d.get_split(ask(0, "w2")).await.unwrap()),
+        Some(3),
+        "split 2 handed out twice"
+    );
+    assert_eq!(value(&d.get_split(ask(2, "w1")).await.unwrap()), Some(2));
+}
+
 /// A worker silent for worker_timeout is lost: its task leaves the
 /// iteration and the split it held goes to the next worker that asks.
 #[tokio::test]

@@ -129,6 +129,14 @@ impl Dispatcher {
             && last.sequence == sequence
         {
             let answer = split_response(last.split.clone());
+            tracing::debug!(
+                task = req.tfdata_task_id,
+                worker = %req.tfdata_worker_address,
+                provider = p,
+                repetition = req.repetition,
+                sequence,
+                "GetSplit repeated: the same answer again"
+            );
             txn.commit().await?;
             return Ok(answer);
         }
@@ -153,6 +161,14 @@ impl Dispatcher {
                 tfdata_task_id: req.tfdata_task_id,
             }))?;
             txn.commit().await?;
+            tracing::debug!(
+                task = req.tfdata_task_id,
+                worker = %req.tfdata_worker_address,
+                provider = p,
+                repetition = req.repetition,
+                sequence = ?req.tfdata_split_sequence,
+                "GetSplit: a lost worker's split handed out again"
+            );
             self.metrics().split_handed_out(true);
             return Ok(split_response(Some(split)));
         }
@@ -172,6 +188,8 @@ impl Dispatcher {
         if req.repetition > current {
             provider.reset()?;
         }
+        // For the log: which split of the repetition this is.
+        let index = it.split_indices[p];
         let split = provider.get_next()?;
         let finished = split.is_none();
         if finished {
@@ -194,6 +212,17 @@ impl Dispatcher {
             tfdata_task_id: req.tfdata_task_id,
         }))?;
         txn.commit().await?;
+        tracing::debug!(
+            task = req.tfdata_task_id,
+            worker = %req.tfdata_worker_address,
+            provider = p,
+            repetition = req.repetition,
+            sequence = ?req.tfdata_split_sequence,
+            index,
+            finished,
+            delivered = req.tfdata_delivered.len(),
+            "GetSplit answered"
+        );
         if split.is_some() {
             self.metrics().split_handed_out(false);
         }
