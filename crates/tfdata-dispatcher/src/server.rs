@@ -111,7 +111,8 @@ fn start_http(
     shutdown: &CancellationToken,
 ) -> HttpTask {
     http.map(|listener| {
-        let router = crate::http::router(slot.clone(), health.clone());
+        let router = crate::http::router(slot.clone(), health.clone())
+            .merge(crate::status_page::routes(slot.clone()));
         tokio::spawn(admin::serve(listener, router, shutdown.clone()))
     })
 }
