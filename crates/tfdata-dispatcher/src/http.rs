@@ -1,8 +1,9 @@
 //! The dispatcher's admin HTTP endpoint (on `http_port`, beside the gRPC
 //! port): `/metrics`, `/healthz` and `/readyz` from
-//! [`tfdata_rpc::admin::router`]. A status page adds its routes by merging
-//! a router of its own built on the same [`DispatcherSlot`]:
-//! `http::router(slot.clone(), health).merge(status_page::routes(slot))`,
+//! [`tfdata_rpc::admin::router`]. The status page (`/`, `/api/status`)
+//! adds its routes by merging a router of its own built on the same
+//! [`DispatcherSlot`] (`server::start_http` does:
+//! `http::router(slot.clone(), health).merge(status_page::routes(slot))`),
 //! and reads its numbers from [`Dispatcher::overview`].
 
 use std::sync::{Arc, OnceLock};

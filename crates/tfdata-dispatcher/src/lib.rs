@@ -21,7 +21,9 @@
 //! * [`metrics`]: every metric the dispatcher exports, in one registry per
 //!   dispatcher;
 //! * [`http`]: the admin HTTP endpoint's routes (`/metrics`, `/healthz`,
-//!   `/readyz`), to which a status page adds its own;
+//!   `/readyz`);
+//! * [`status_page`]: the status page (`/`) and its JSON (`/api/status`)
+//!   merged into them, with the bottleneck verdict;
 //! * [`server`]: [`serve`] (the library function the CLI and tests call) and the
 //!   in-process [`DispatchServer`].
 
@@ -38,6 +40,7 @@ pub mod server;
 pub mod snapshot;
 pub mod state;
 pub mod status;
+pub mod status_page;
 pub mod store;
 pub mod tf_graph;
 pub mod work_dir;

@@ -127,7 +127,8 @@ fn start_http(
         return Ok(None);
     };
     let security = security.admin_server()?;
-    let router = crate::http::router(slot.clone(), health.clone());
+    let router = crate::http::router(slot.clone(), health.clone())
+        .merge(crate::status_page::routes(slot.clone()));
     Ok(Some(tokio::spawn(admin::serve(
         listener,
         router,

@@ -400,6 +400,17 @@ fn dispatcher_readiness_follows_journal_replay() {
     let (status, body) = http_get(http_port, "/readyz");
     assert_eq!((status, body.as_str()), (503, "replaying the journal\n"));
     assert_eq!(metrics(http_port), "# EOF\n");
+    // The status page and its JSON say why they have nothing yet.
+    let (status, page) = http_get(http_port, "/");
+    assert_eq!(status, 503);
+    assert!(page.contains("replaying its journal"), "{page}");
+    assert_eq!(
+        http_get(http_port, "/api/status"),
+        (
+            503,
+            r#"{"ready":false,"reason":"replaying the journal"}"#.into()
+        )
+    );
 
     open_gate.send(()).unwrap();
     wait_for(
@@ -414,6 +425,12 @@ fn dispatcher_readiness_follows_journal_replay() {
     );
     let text = metrics(http_port);
     assert_eq!(sample(&text, "tfdata_dispatcher_datasets"), 1.0, "{text}");
+    let (status, json) = http_get(http_port, "/api/status");
+    assert_eq!(status, 200);
+    assert!(
+        json.contains(&format!(r#""dataset_id":"{dataset_id}""#)),
+        "{json}"
+    );
     // The replayed state serves the dataset registered before the restart.
     let ds = tfdata::from_dataset_id(
         ProcessingMode::ParallelEpochs,

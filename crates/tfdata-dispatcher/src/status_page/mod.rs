@@ -1,0 +1,134 @@
+//! The dispatcher's status page, on its admin HTTP endpoint beside
+//! `/metrics`, `/healthz` and `/readyz`:
+//!
+//! * `GET /`: a page for people. Workers, readers, jobs and iterations,
+//!   datasets and snapshots, and a verdict on where the bottleneck is. It
+//!   refreshes itself (a small inline script fetches `/?part=main` every
+//!   few seconds; a `<noscript>` meta refresh without JavaScript) and loads
+//!   nothing from anywhere else, so it works offline and on air-gapped
+//!   clusters. Its Content-Security-Policy allows its own script only.
+//! * `GET /api/status`: the same figures as JSON, every row.
+//!
+//! * [`verdict`]: the bottleneck rules, apart from any rendering;
+//! * [`report`]: the rows and summary taken from one
+//!   [`Overview`](crate::dispatcher::Overview);
+//! * [`html`] and [`json`]: the two renderings of a report;
+//! * [`format`]: numbers, times and HTML escaping.
+//!
+//! Each request takes one overview (a copy of the state under its lock,
+//! the same as `tfdata status`); rendering is bounded by the row caps.
+
+pub mod format;
+pub mod html;
+pub mod json;
+pub mod report;
+pub mod verdict;
+
+#[cfg(test)]
+mod fixtures;
+
+use axum::Router;
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::http::DispatcherSlot;
+use report::StatusReport;
+
+/// `/` and `/api/status` for the dispatcher in `slot` (before it exists,
+/// while its journal is replayed, both answer 503 and say so). Merged into
+/// [`crate::http::router`].
+pub fn routes(slot: DispatcherSlot) -> Router {
+    let page_slot = slot.clone();
+    Router::new()
+        .route(
+            "/",
+            get(move |uri: Uri| {
+                let slot = page_slot.clone();
+                async move { page(&slot, &uri).await }
+            }),
+        )
+        .route(
+            "/api/status",
+            get(move || {
+                let slot = slot.clone();
+                async move { api_status(&slot).await }
+            }),
+        )
+}
+
+/// The report of the dispatcher in `slot`, if it serves yet.
+async fn report(slot: &DispatcherSlot) -> Option<StatusReport> {
+    let dispatcher = slot.get()?;
+    let overview = dispatcher.overview().await;
+    Some(StatusReport::new(&overview, dispatcher.config()))
+}
+
+async fn page(slot: &DispatcherSlot, uri: &Uri) -> Response {
+    let content_only = uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|pair| pair == "part=main"));
+    let (status, title, body) = match report(slot).await {
+        Some(report) => (StatusCode::OK, html::title(&report), html::content(&report)),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "starting · tfdata dispatcher".to_string(),
+            html::replaying(),
+        ),
+    };
+    if content_only {
+        return html_response(status, body, "script-src 'none'");
+    }
+    let nonce = format!("{:032x}", rand::random::<u128>());
+    html_response(
+        status,
+        html::page(&title, &body, &nonce),
+        &format!("script-src 'nonce-{nonce}'"),
+    )
+}
+
+/// An HTML response that may load nothing from elsewhere: only its own
+/// styles, its one script (`script`), and fetches from this endpoint.
+fn html_response(status: StatusCode, body: String, script: &str) -> Response {
+    let policy = format!(
+        "default-src 'none'; {script}; style-src 'unsafe-inline'; connect-src 'self'; \
+         img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    );
+    let mut response = (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        body,
+    )
+        .into_response();
+    if let Ok(value) = HeaderValue::from_str(&policy) {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_SECURITY_POLICY, value);
+    }
+    response
+}
+
+async fn api_status(slot: &DispatcherSlot) -> Response {
+    let (status, value) = match report(slot).await {
+        Some(report) => (StatusCode::OK, json::status(&report)),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            serde_json::json!({ "ready": false, "reason": "replaying the journal" }),
+        ),
+    };
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        value.to_string(),
+    )
+        .into_response()
+}
