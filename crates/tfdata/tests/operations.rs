@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -20,29 +19,17 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-/// A plain HTTP/1.1 GET, as Prometheus or kubelet sends it: status and body.
+/// [`common::http_get`]'s status and body; a scrape's content type is
+/// checked on the way.
 fn http_get(port: u16, path: &str) -> (u16, String) {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let (status, head, body) = common::http_get(port, path);
     if path == "/metrics" {
         assert!(
-            head.to_ascii_lowercase()
-                .contains("content-type: application/openmetrics-text; version=1.0.0"),
+            head.contains("content-type: application/openmetrics-text; version=1.0.0"),
             "{head}"
         );
     }
-    (status, body.to_string())
+    (status, body)
 }
 
 /// The value of the sample `series` (name and labels exactly as exported;

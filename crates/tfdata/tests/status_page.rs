@@ -9,7 +9,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 
-use std::io::{Read, Write};
+mod common;
+
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -96,26 +98,8 @@ fn run_chromium(chromium: &Path, profile: &Path, args: &[String], url: &str) -> 
     reader.join().unwrap()
 }
 
-/// A plain HTTP/1.1 GET: status, head (lowercased) and body.
-fn http_get(port: u16, path: &str) -> (u16, String, String) {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, head.to_ascii_lowercase(), body.into())
-}
-
 fn api_status(port: u16) -> serde_json::Value {
-    let (status, _, body) = http_get(port, "/api/status");
+    let (status, _, body) = common::http_get(port, "/api/status");
     assert_eq!(status, 200, "{body}");
     serde_json::from_str(&body).unwrap()
 }
@@ -303,7 +287,7 @@ fn the_page_is_served_self_contained_with_its_json() {
     .unwrap();
     let port = dispatcher.http_port().unwrap();
 
-    let (status, head, page) = http_get(port, "/");
+    let (status, head, page) = common::http_get(port, "/");
     assert_eq!(status, 200, "{head}");
     assert!(
         head.contains("content-type: text/html; charset=utf-8"),
@@ -330,11 +314,11 @@ fn the_page_is_served_self_contained_with_its_json() {
         assert!(!page.contains(external), "{external} in {page}");
     }
     // Each request gets a fresh nonce.
-    let (_, again, _) = http_get(port, "/");
+    let (_, again, _) = common::http_get(port, "/");
     assert!(!again.contains(nonce), "{again}");
 
     // What the script fetches: the content alone, allowed no script.
-    let (status, head, part) = http_get(port, "/?part=main");
+    let (status, head, part) = common::http_get(port, "/?part=main");
     assert_eq!(status, 200);
     assert!(head.contains("script-src 'none'"), "{head}");
     assert!(part.starts_with("<div data-title="), "{part}");
@@ -343,7 +327,7 @@ fn the_page_is_served_self_contained_with_its_json() {
         "{part}"
     );
 
-    let (status, head, body) = http_get(port, "/api/status");
+    let (status, head, body) = common::http_get(port, "/api/status");
     assert_eq!(status, 200);
     assert!(head.contains("content-type: application/json"), "{head}");
     let status: serde_json::Value = serde_json::from_str(&body).unwrap();

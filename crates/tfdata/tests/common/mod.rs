@@ -68,3 +68,23 @@ pub fn read_in_progress(
         .collect();
     (worker, it, values)
 }
+
+/// A plain HTTP/1.1 GET, as Prometheus, kubelet or a browser sends it:
+/// the status, the head (lowercased) and the body.
+pub fn http_get(port: u16, path: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, head.to_ascii_lowercase(), body.into())
+}
