@@ -5,50 +5,23 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use common::process::Process;
+
+use std::io::{Read, Write};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tfdata");
 
-/// A child killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `tfdata <args>`; returns it with the gRPC and HTTP ports it printed.
+/// Starts `tfdata <args>`; returns it with the gRPC and HTTP ports it
+/// printed (the second line is `... http listening on port N`).
 fn start(args: &[&str]) -> (Process, u16, u16) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start tfdata");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().take(2) {
-            let _ = tx.send(line.unwrap_or_default());
-        }
-    });
-    let port_of = |line: &str| -> u16 {
-        line.split_whitespace()
-            .skip_while(|w| *w != "port")
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {line:?}"))
-    };
-    let first = rx.recv_timeout(Duration::from_secs(30)).unwrap();
-    let second = rx.recv_timeout(Duration::from_secs(30)).unwrap();
-    assert!(first.contains(" listening on port "), "{first}");
-    assert!(second.contains(" http listening on port "), "{second}");
-    (Process(child), port_of(&first), port_of(&second))
+    let (process, port) = Process::start(args);
+    let http = process.port_on_line(1);
+    let lines = process.stdout_lines();
+    assert!(lines[0].contains(" listening on port "), "{lines:?}");
+    assert!(lines[1].contains(" http listening on port "), "{lines:?}");
+    (process, port, http)
 }
 
 fn http_get(port: u16, path: &str) -> (u16, String) {

@@ -5,15 +5,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
+mod common;
 #[path = "../../tfdata/tests/common/pki.rs"]
 mod pki;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use common::process::Process;
 use pki::Pki;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tfdata");
@@ -40,67 +40,6 @@ fn tfdata(args: &[&str], env: &[(&str, &str)]) -> Command {
     }
     command.envs(env.iter().copied());
     command
-}
-
-/// A child process killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Process {
-    /// Starts `command` and returns it with the port from its first stdout line.
-    fn start(mut command: Command) -> (Process, u16) {
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start tfdata");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("tfdata printed its port");
-        let port = line
-            .split_whitespace()
-            .skip_while(|w| *w != "port")
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {line:?}"));
-        (Process(child), port)
-    }
-
-    /// Sends SIGTERM and waits (bounded) for a clean exit.
-    fn terminate(mut self) -> bool {
-        let pid = self.0.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status.success();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "tfdata did not exit after SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
 }
 
 fn text(out: &Output) -> (String, String) {
@@ -139,36 +78,42 @@ fn a_mutual_tls_cluster_with_a_token_through_the_binaries() {
     let ca = path(pki.ca());
 
     // The dispatcher by flags.
-    let (dispatcher, port) = Process::start(tfdata(
-        &[
-            "dispatcher",
-            "--port",
-            "0",
-            "--tls-cert",
-            path(&dispatcher_id.cert),
-            "--tls-key",
-            path(&dispatcher_id.key),
-            "--tls-ca",
-            ca,
-            "--tls-require-client-cert",
-            "--auth-token-file",
-            path(&token_file),
-        ],
-        &[],
-    ));
+    let (dispatcher, port) = Process::start_command(
+        "tfdata",
+        tfdata(
+            &[
+                "dispatcher",
+                "--port",
+                "0",
+                "--tls-cert",
+                path(&dispatcher_id.cert),
+                "--tls-key",
+                path(&dispatcher_id.key),
+                "--tls-ca",
+                ca,
+                "--tls-require-client-cert",
+                "--auth-token-file",
+                path(&token_file),
+            ],
+            &[],
+        ),
+    );
     let address = format!("localhost:{port}");
     let service = format!("grpc://{address}");
     // The worker by environment variables, the token itself included.
-    let (worker, _) = Process::start(tfdata(
-        &["worker", "--dispatcher-address", &address],
-        &[
-            ("TFDATA_TLS_CERT", path(&worker_id.cert)),
-            ("TFDATA_TLS_KEY", path(&worker_id.key)),
-            ("TFDATA_TLS_CA", ca),
-            ("TFDATA_TLS_REQUIRE_CLIENT_CERT", "1"),
-            ("TFDATA_AUTH_TOKEN", TOKEN),
-        ],
-    ));
+    let (worker, _) = Process::start_command(
+        "tfdata",
+        tfdata(
+            &["worker", "--dispatcher-address", &address],
+            &[
+                ("TFDATA_TLS_CERT", path(&worker_id.cert)),
+                ("TFDATA_TLS_KEY", path(&worker_id.key)),
+                ("TFDATA_TLS_CA", ca),
+                ("TFDATA_TLS_REQUIRE_CLIENT_CERT", "1"),
+                ("TFDATA_AUTH_TOKEN", TOKEN),
+            ],
+        ),
+    );
 
     let client_flags = [
         "--tls-ca",
@@ -269,8 +214,8 @@ fn a_mutual_tls_cluster_with_a_token_through_the_binaries() {
     let stderr = refused(&read_args, &[("TFDATA_AUTH_TOKEN", TOKEN)]);
     assert!(stderr.contains("requires TLS"), "{stderr}");
 
-    assert!(worker.terminate());
-    assert!(dispatcher.terminate());
+    assert!(worker.terminate().success());
+    assert!(dispatcher.terminate().success());
 }
 
 #[test]

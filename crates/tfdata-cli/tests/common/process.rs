@@ -76,7 +76,12 @@ impl Process {
     pub fn start(args: &[&str]) -> (Process, u16) {
         let mut command = Command::new(BIN);
         command.args(args);
-        let process = Process::spawn(args.first().copied().unwrap_or("tfdata"), command);
+        Process::start_command(args.first().copied().unwrap_or("tfdata"), command)
+    }
+
+    /// [`Process::spawn`], then waits for the port on its first stdout line.
+    pub fn start_command(name: &str, command: Command) -> (Process, u16) {
+        let process = Process::spawn(name, command);
         let port = process.port();
         (process, port)
     }
@@ -134,8 +139,15 @@ impl Process {
     /// Waits (at most [`START_LIMIT`]) for the first stdout line and returns
     /// the number after its word "port".
     pub fn port(&self) -> u16 {
-        self.wait_for_stdout(1, START_LIMIT);
-        let line = self.shared.lock().stdout[0].clone();
+        self.port_on_line(0)
+    }
+
+    /// Waits (at most [`START_LIMIT`]) for stdout line `index` (from 0) and
+    /// returns the number after its word "port" (`--http-port`'s is the
+    /// second line).
+    pub fn port_on_line(&self, index: usize) -> u16 {
+        self.wait_for_stdout(index + 1, START_LIMIT);
+        let line = self.shared.lock().stdout[index].clone();
         line.split_whitespace()
             .skip_while(|w| *w != "port")
             .nth(1)
