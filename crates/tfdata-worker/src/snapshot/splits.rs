@@ -10,8 +10,16 @@
 //! before answering, so we read them from there, as TensorFlow's
 //! `SnapshotSplitProvider` does. A file of a later repetition than the
 //! current one ends the current repetition.
+//!
+//! A round trip per split would leave the pipeline waiting on the network
+//! for every `range` element, so the provider keeps up to
+//! [`SPLIT_PREFETCH`] requests in flight and orders their answers by the
+//! local index the dispatcher gave each. Prefetching changes nothing on
+//! disk: every split answered was written to its file before the answer, so
+//! a split prefetched by a writer that then crashed is replayed from its
+//! file by the restarted writer, like any other answer lost in flight.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,6 +41,16 @@ use tfdata_rpc::retry::retry;
 pub const MAX_SPLIT_FILES: usize = 1 << 24;
 /// Largest split file read (a split is a scalar or a file name).
 pub const MAX_SPLIT_FILE_BYTES: u64 = 16 << 20;
+/// `GetSnapshotSplit` requests a stream's source keeps in flight while its
+/// pipeline works (splits are scalars or file names, so this holds a few
+/// hundred bytes). Four round trips cover a split that takes the pipeline a
+/// quarter of a round trip; the dispatcher serves them one at a time.
+pub const SPLIT_PREFETCH: usize = 4;
+
+/// A split, or the end of the repetition's splits (`None`), with the local
+/// index the dispatcher gave it (at the end: the number of splits the stream
+/// has from this source).
+pub type SplitAnswer = (Option<Tensor>, i64);
 
 /// Where splits come from once the files are replayed: the dispatcher's
 /// `GetSnapshotSplit`, or a fake in tests.
@@ -40,7 +58,37 @@ pub trait SplitSource: Send + Sync {
     /// The next split of `source` in `repetition` (`None`: end of splits)
     /// and the local index the dispatcher gave it (at the end: the number
     /// of splits the stream got from this source).
-    fn next_split(&self, source: i64, repetition: i64) -> Result<(Option<Tensor>, i64)>;
+    fn next_split(&self, source: i64, repetition: i64) -> Result<SplitAnswer>;
+
+    /// Starts the same request, to be waited for later. By default it is
+    /// made now (test fakes); the dispatcher's runs on the worker's runtime.
+    fn start_split(&self, source: i64, repetition: i64) -> PendingSplit {
+        PendingSplit(Pending::Answered(self.next_split(source, repetition)))
+    }
+}
+
+/// A `GetSnapshotSplit` in flight, or already answered.
+pub struct PendingSplit(Pending);
+
+enum Pending {
+    Answered(Result<SplitAnswer>),
+    Running {
+        runtime: tokio::runtime::Handle,
+        task: tokio::task::JoinHandle<Result<SplitAnswer>>,
+    },
+}
+
+impl PendingSplit {
+    /// Blocks until the answer is there (called from a writer thread, never
+    /// from the runtime).
+    fn wait(self) -> Result<SplitAnswer> {
+        match self.0 {
+            Pending::Answered(answer) => answer,
+            Pending::Running { runtime, task } => runtime
+                .block_on(task)
+                .map_err(|e| Error::Internal(format!("a GetSnapshotSplit request failed: {e}")))?,
+        }
+    }
 }
 
 /// `GetSnapshotSplit` for one stream, retried within `timeout`. Called
@@ -56,34 +104,65 @@ pub struct DispatcherSplits {
     pub cancel: CancellationToken,
 }
 
-impl SplitSource for DispatcherSplits {
-    fn next_split(&self, source: i64, repetition: i64) -> Result<(Option<Tensor>, i64)> {
-        let request = wire::GetSnapshotSplitRequest {
+impl DispatcherSplits {
+    fn request(&self, source: i64, repetition: i64) -> wire::GetSnapshotSplitRequest {
+        wire::GetSnapshotSplitRequest {
             worker_address: self.worker_address.clone(),
             base_path: self.base_path.clone(),
             stream_index: self.stream_index,
             source_index: source,
             repetition_index: repetition,
-        };
-        let response = self.runtime.block_on(retry(
-            &self.dispatcher.target(),
-            Some(self.timeout),
-            &self.cancel,
-            || self.dispatcher.get_snapshot_split(request.clone()),
-        ))?;
-        let local = response.local_split_index;
-        match response.response {
-            Some(Response::Split(split)) => Ok((
-                Some(tfdata_core::element::tensor_from_proto(&split)?),
-                local,
-            )),
-            Some(Response::EndOfSplits(true)) => Ok((None, local)),
-            Some(Response::EndOfSplits(false)) | None => Err(Error::Internal(format!(
-                "the dispatcher answered GetSnapshotSplit for {} stream {} source {source} with \
-                 neither a split nor end_of_splits",
-                self.base_path, self.stream_index
-            ))),
         }
+    }
+}
+
+impl SplitSource for DispatcherSplits {
+    fn next_split(&self, source: i64, repetition: i64) -> Result<SplitAnswer> {
+        self.runtime.block_on(fetch_split(
+            self.dispatcher.clone(),
+            self.request(source, repetition),
+            self.timeout,
+            self.cancel.clone(),
+        ))
+    }
+
+    fn start_split(&self, source: i64, repetition: i64) -> PendingSplit {
+        let task = self.runtime.spawn(fetch_split(
+            self.dispatcher.clone(),
+            self.request(source, repetition),
+            self.timeout,
+            self.cancel.clone(),
+        ));
+        PendingSplit(Pending::Running {
+            runtime: self.runtime.clone(),
+            task,
+        })
+    }
+}
+
+/// One `GetSnapshotSplit`, retried within `timeout`.
+async fn fetch_split(
+    dispatcher: DispatcherClient,
+    request: wire::GetSnapshotSplitRequest,
+    timeout: Duration,
+    cancel: CancellationToken,
+) -> Result<SplitAnswer> {
+    let response = retry(&dispatcher.target(), Some(timeout), &cancel, || {
+        dispatcher.get_snapshot_split(request.clone())
+    })
+    .await?;
+    let local = response.local_split_index;
+    match response.response {
+        Some(Response::Split(split)) => Ok((
+            Some(tfdata_core::element::tensor_from_proto(&split)?),
+            local,
+        )),
+        Some(Response::EndOfSplits(true)) => Ok((None, local)),
+        Some(Response::EndOfSplits(false)) | None => Err(Error::Internal(format!(
+            "the dispatcher answered GetSnapshotSplit for {} stream {} source {} with neither a \
+             split nor end_of_splits",
+            request.base_path, request.stream_index, request.source_index
+        ))),
     }
 }
 
@@ -101,6 +180,13 @@ struct Cursor {
     repetition: i64,
     /// Split files from `next` on, by local index.
     files: BTreeMap<i64, SplitFile>,
+    /// Requests for this repetition's splits, oldest first.
+    in_flight: VecDeque<PendingSplit>,
+    /// Splits answered but not handed out yet, by local index.
+    answered: BTreeMap<i64, Tensor>,
+    /// The lowest local index an end-of-splits answer for this repetition
+    /// carried: no request is made after it.
+    end: Option<i64>,
 }
 
 /// One source's splits for one snapshot stream.
@@ -110,6 +196,9 @@ pub struct SnapshotSplitProvider {
     stream_index: i64,
     source_index: i64,
     source: Arc<dyn SplitSource>,
+    /// Requests kept in flight ahead of the pipeline (0: one at a time,
+    /// when the pipeline asks).
+    prefetch: usize,
     /// Held while a split is fetched: the order of the splits is the
     /// stream's position, so two fetches of one source must not overlap.
     /// Only this source's consumers ever wait on it.
@@ -133,12 +222,22 @@ impl SnapshotSplitProvider {
             stream_index,
             source_index,
             source,
+            prefetch: SPLIT_PREFETCH,
             cursor: Mutex::new(Cursor {
                 next: 0,
                 repetition: 0,
                 files,
+                in_flight: VecDeque::new(),
+                answered: BTreeMap::new(),
+                end: None,
             }),
         })
+    }
+
+    /// Keeps `prefetch` requests in flight instead of [`SPLIT_PREFETCH`].
+    pub fn with_prefetch(mut self, prefetch: usize) -> Self {
+        self.prefetch = prefetch;
+        self
     }
 
     /// How many split files this provider will replay before it asks the
@@ -165,36 +264,51 @@ impl SnapshotSplitProvider {
         }
         let split = read_split_file(&*self.fs, &file.path)?;
         cursor.files.remove(&cursor.next);
+        cursor.answered.remove(&cursor.next);
         cursor.next += 1;
         Ok(Some(Some(split)))
     }
-}
 
-impl SplitProvider for SnapshotSplitProvider {
-    fn get_next(&self) -> Result<Option<Tensor>> {
-        let mut cursor = lock(&self.cursor);
-        if let Some(replayed) = self.replay_file(&mut cursor)? {
-            return Ok(replayed);
+    /// Tops the requests in flight up to `prefetch`, unless the files are
+    /// still being replayed or the repetition's end has been seen.
+    fn prefetch(&self, cursor: &mut Cursor) {
+        if !cursor.files.is_empty() || cursor.end.is_some() {
+            return;
         }
-        let (split, local) = self
-            .source
-            .next_split(self.source_index, cursor.repetition)?;
-        if local == cursor.next {
-            if split.is_some() {
-                cursor.next += 1;
-            }
-            return Ok(split);
+        while cursor.in_flight.len() < self.prefetch {
+            let pending = self
+                .source
+                .start_split(self.source_index, cursor.repetition);
+            cursor.in_flight.push_back(pending);
         }
-        if local < cursor.next {
-            return Err(Error::Internal(format!(
+    }
+
+    /// Waits for the oldest request in flight and files its answer.
+    fn receive(&self, cursor: &mut Cursor) -> Result<()> {
+        let Some(pending) = cursor.in_flight.pop_front() else {
+            return Ok(());
+        };
+        match pending.wait()? {
+            (_, local) if local < cursor.next => Err(Error::Internal(format!(
                 "{}: expected split {} but the dispatcher gave split {local}",
                 self.what(),
                 cursor.next
-            )));
+            ))),
+            (Some(split), local) => {
+                cursor.answered.insert(local, split);
+                Ok(())
+            }
+            (None, local) => {
+                cursor.end = Some(cursor.end.map_or(local, |end| end.min(local)));
+                Ok(())
+            }
         }
-        // The dispatcher assigned splits next..local before (their answers
-        // were lost); they are in files now.
-        let last = if split.is_some() { local } else { local - 1 };
+    }
+
+    /// The dispatcher assigned splits `next..=last` whose answers never
+    /// arrived (lost to a crash or a timeout): it wrote them to files before
+    /// answering, so they are read from there.
+    fn replay_missed(&self, cursor: &mut Cursor, last: i64) -> Result<Option<Tensor>> {
         let files = split_files(
             &*self.fs,
             &self.base_path,
@@ -213,7 +327,7 @@ impl SplitProvider for SnapshotSplitProvider {
             });
         }
         cursor.files = files;
-        match self.replay_file(&mut cursor)? {
+        match self.replay_file(cursor)? {
             Some(split) => Ok(split),
             None => Err(Error::Internal(format!(
                 "{}: split file {} vanished",
@@ -222,9 +336,80 @@ impl SplitProvider for SnapshotSplitProvider {
             ))),
         }
     }
+}
+
+impl SplitProvider for SnapshotSplitProvider {
+    fn get_next(&self) -> Result<Option<Tensor>> {
+        let mut guard = lock(&self.cursor);
+        let cursor = &mut *guard;
+        if let Some(replayed) = self.replay_file(cursor)? {
+            return Ok(replayed);
+        }
+        if cursor.in_flight.is_empty() && cursor.answered.is_empty() && cursor.end.is_none() {
+            let pending = self
+                .source
+                .start_split(self.source_index, cursor.repetition);
+            cursor.in_flight.push_back(pending);
+            self.prefetch(cursor);
+        }
+        // Bounded by the requests in flight: none is made in this loop.
+        while !cursor.answered.contains_key(&cursor.next) && !cursor.in_flight.is_empty() {
+            self.receive(cursor)?;
+        }
+        if let Some(split) = cursor.answered.remove(&cursor.next) {
+            cursor.next += 1;
+            self.prefetch(cursor);
+            return Ok(Some(split));
+        }
+        // Every request has been answered, and none with the next split.
+        if let Some(end) = cursor.end
+            && end <= cursor.next
+        {
+            if cursor.answered.is_empty() {
+                if end < cursor.next {
+                    return Err(Error::Internal(format!(
+                        "{}: expected split {} but the dispatcher ended the splits at {end}",
+                        self.what(),
+                        cursor.next
+                    )));
+                }
+                return Ok(None);
+            }
+            // A split was assigned after that end (one whose file failed
+            // to write is handed out again): the end was not the last word.
+            cursor.end = None;
+        }
+        let lowest = match (cursor.answered.first_key_value(), cursor.end) {
+            (Some((&local, _)), Some(end)) => local.min(end),
+            (Some((&local, _)), None) => local,
+            (None, Some(end)) => end,
+            (None, None) => {
+                return Err(Error::Internal(format!(
+                    "{}: no answer to a GetSnapshotSplit",
+                    self.what()
+                )));
+            }
+        };
+        self.replay_missed(cursor, lowest - 1)
+    }
 
     fn reset(&self) -> Result<()> {
-        lock(&self.cursor).repetition += 1;
+        let mut guard = lock(&self.cursor);
+        let cursor = &mut *guard;
+        while !cursor.in_flight.is_empty() {
+            self.receive(cursor)?;
+        }
+        if let Some((&local, _)) = cursor.answered.first_key_value() {
+            // Assigned to this stream and not written: dropping it would
+            // lose it from the snapshot.
+            return Err(Error::FailedPrecondition(format!(
+                "{}: reset before split {local} of repetition {} was read",
+                self.what(),
+                cursor.repetition
+            )));
+        }
+        cursor.end = None;
+        cursor.repetition += 1;
         Ok(())
     }
 
@@ -478,7 +663,9 @@ pub(crate) mod tests {
             vec![vec![values.clone(), vec![7, 8, 9]]],
         ));
         {
-            let first = SnapshotSplitProvider::open(local_fs(), base, 3, 0, fake.clone()).unwrap();
+            let first = SnapshotSplitProvider::open(local_fs(), base, 3, 0, fake.clone())
+                .unwrap()
+                .with_prefetch(0);
             assert_eq!(drain(&first), values);
             first.reset().unwrap();
             assert_eq!(
@@ -509,7 +696,9 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().to_str().unwrap();
         let fake = Arc::new(FakeDispatcher::new(base, 0, vec![vec![vec![1, 2, 3, 4]]]));
-        let p = SnapshotSplitProvider::open(local_fs(), base, 0, 0, fake.clone()).unwrap();
+        let p = SnapshotSplitProvider::open(local_fs(), base, 0, 0, fake.clone())
+            .unwrap()
+            .with_prefetch(0);
         assert_eq!(
             p.get_next().unwrap().unwrap().to_scalar::<i64>().unwrap(),
             1
@@ -518,6 +707,96 @@ pub(crate) mod tests {
         assert!(p.get_next().is_err());
         assert!(p.get_next().is_err());
         assert_eq!(drain(&p), [2, 3, 4]);
+    }
+
+    /// Prefetching keeps several requests in flight and loses one answer
+    /// in the middle: the splits still come out once each, in local order,
+    /// the lost one read from its file; the error surfaces once.
+    #[test]
+    fn prefetched_answers_lost_in_flight_are_read_from_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().to_str().unwrap();
+        let values: Vec<i64> = (0..20).collect();
+        let fake = Arc::new(FakeDispatcher::new(base, 0, vec![vec![values.clone()]]));
+        let p = SnapshotSplitProvider::open(local_fs(), base, 0, 0, fake.clone()).unwrap();
+        let mut out = Vec::new();
+        let mut errors = 0;
+        for i in 0..100 {
+            if i == 3 {
+                fake.lose_next_answers(1);
+            }
+            match p.get_next() {
+                Ok(Some(t)) => out.push(t.to_scalar::<i64>().unwrap()),
+                Ok(None) => break,
+                Err(_) => errors += 1,
+            }
+        }
+        assert_eq!(out, values);
+        assert_eq!(errors, 1);
+    }
+
+    /// A dispatcher that serves a stream's concurrent requests in another
+    /// order than they were sent: each odd request takes two splits and
+    /// answers with the second; the next request gets the first.
+    struct Swapping {
+        inner: Arc<FakeDispatcher>,
+        stash: Mutex<Option<SplitAnswer>>,
+    }
+
+    impl SplitSource for Swapping {
+        fn next_split(&self, source: i64, repetition: i64) -> Result<SplitAnswer> {
+            if let Some(stashed) = lock(&self.stash).take() {
+                return Ok(stashed);
+            }
+            let first = self.inner.next_split(source, repetition)?;
+            if first.0.is_none() {
+                return Ok(first);
+            }
+            let second = self.inner.next_split(source, repetition)?;
+            *lock(&self.stash) = Some(first);
+            Ok(second)
+        }
+    }
+
+    #[test]
+    fn prefetched_answers_out_of_order_come_out_in_local_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().to_str().unwrap();
+        let first: Vec<i64> = (10..21).collect();
+        let fake = Arc::new(FakeDispatcher::new(
+            base,
+            0,
+            vec![vec![first.clone(), vec![1, 2, 3]]],
+        ));
+        let swapping = Arc::new(Swapping {
+            inner: fake,
+            stash: Mutex::new(None),
+        });
+        let p = SnapshotSplitProvider::open(local_fs(), base, 0, 0, swapping).unwrap();
+        assert_eq!(drain(&p), first);
+        p.reset().unwrap();
+        assert_eq!(drain(&p), [1, 2, 3]);
+    }
+
+    /// A writer that dies with prefetched splits in hand: the restarted one
+    /// replays every split assigned to the stream, the prefetched ones
+    /// included, so none is lost from the snapshot.
+    #[test]
+    fn splits_prefetched_before_a_crash_are_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().to_str().unwrap();
+        let values: Vec<i64> = (0..10).collect();
+        let fake = Arc::new(FakeDispatcher::new(base, 0, vec![vec![values.clone()]]));
+        {
+            let first = SnapshotSplitProvider::open(local_fs(), base, 0, 0, fake.clone()).unwrap();
+            for want in 0..3 {
+                let got = first.get_next().unwrap().unwrap();
+                assert_eq!(got.to_scalar::<i64>().unwrap(), want);
+            }
+        }
+        let again = SnapshotSplitProvider::open(local_fs(), base, 0, 0, fake).unwrap();
+        assert_eq!(again.num_replayable(), 3 + SPLIT_PREFETCH);
+        assert_eq!(drain(&again), values);
     }
 
     #[test]
