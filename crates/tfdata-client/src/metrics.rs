@@ -244,6 +244,10 @@ impl ReaderStats {
     }
 }
 
+/// Instant `next()` calls an iterator counts before it adds them to the
+/// shared histogram (one atomic update per this many calls).
+pub(crate) const INSTANT_CALLS_FLUSH: u64 = 64;
+
 /// Times an iterator's `next()` calls (owned by the iterator).
 #[derive(Debug)]
 pub(crate) struct NextClock {
@@ -267,6 +271,11 @@ impl NextClock {
     pub(crate) fn served_at_once(&mut self) {
         self.instant_calls += 1;
         self.stats.elements.fetch_add(1, Ordering::Relaxed);
+        // A reader that never waits would otherwise add nothing until it
+        // waits or ends: a scrape lags at most this many calls.
+        if self.instant_calls >= INSTANT_CALLS_FLUSH {
+            self.flush();
+        }
     }
 
     /// A `next()` found nothing received: the trainer waits from now (or

@@ -265,6 +265,9 @@ mod tests {
                     })
                     .collect(),
                 tfdata_task_id: 10_000 + rng.random_range(0..4),
+                tfdata_more_splits: (0..rng.random_range(0..3))
+                    .map(|_| prost::Message::encode_to_vec(&split(rng)).into())
+                    .collect(),
             }),
             6 => UpdateType::AcquireIterationClient(wire::AcquireIterationClientUpdate {
                 iteration_id: 2000 + rng.random_range(0..4),

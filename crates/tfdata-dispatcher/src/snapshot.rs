@@ -253,6 +253,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                 repetition: l.repetition,
                 sequence: l.sequence,
                 split: l.split.clone(),
+                more_splits: l.more_splits.clone(),
             })
             .collect(),
         returned_splits: it
@@ -262,7 +263,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                 q.iter().map(move |r| wire::ReturnedSplit {
                     provider: *provider,
                     repetition: r.repetition,
-                    split: Some(r.split.clone()),
+                    split: r.split.clone(),
                 })
             })
             .collect(),
@@ -275,7 +276,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                 repetition: key.repetition,
                 sequence: key.sequence,
                 split_repetition: held.produced_in,
-                split: Some(held.split.clone()),
+                split: held.split.clone(),
             })
             .collect(),
     }
@@ -289,7 +290,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
             .or_default()
             .push_back(ReturnedSplit {
                 repetition: r.repetition,
-                split: r.split.clone().unwrap_or_default(),
+                split: r.split.clone(),
             });
     }
     Iteration {
@@ -331,6 +332,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
                         repetition: l.repetition,
                         sequence: l.sequence,
                         split: l.split.clone(),
+                        more_splits: l.more_splits.clone(),
                     },
                 )
             })
@@ -349,7 +351,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
                     },
                     HeldSplit {
                         produced_in: h.split_repetition,
-                        split: h.split.clone().unwrap_or_default(),
+                        split: h.split.clone(),
                     },
                 )
             })

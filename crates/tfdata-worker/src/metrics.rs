@@ -131,7 +131,7 @@ impl WorkerMetrics {
         );
         r.register(
             "tfdata_worker_get_split_duration_seconds",
-            "Time a distributed_epoch pipeline waited for a GetSplit answer (retries included)",
+            "Time from sending a distributed_epoch GetSplit (one lease of splits) to its answer (retries included); its count is the number of GetSplit requests",
             m.get_split_duration.clone(),
         );
         r.register(

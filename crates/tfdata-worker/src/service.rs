@@ -501,6 +501,7 @@ impl Worker {
                     ledger: Arc::clone(&runner.ledger),
                     exhausted: Default::default(),
                     get_split_duration: self.metrics().get_split_duration.clone(),
+                    leases: Default::default(),
                 });
                 runner.ledger.add_provider(Arc::clone(&provider));
                 ctx.split_providers.insert(source.op_key(), provider);

@@ -8,19 +8,32 @@
 //! the provider's next request, and the dispatcher stops holding it for this
 //! worker. If the worker dies, the splits it still held go back to the pool.
 //!
+//! Splits that the pipeline goes through quickly (a `range`'s values) are
+//! leased several per round trip (`tfdata_max_splits`): each lease is sized
+//! to last the pipeline [`LEASE_TARGET`] at its measured pace, up to
+//! [`MAX_LEASE_SPLITS`], and the next lease is fetched in the background
+//! once half of the current one is handed out. Slow splits (files) stay one
+//! per request with nothing fetched ahead, as TensorFlow's workers ask,
+//! so a worker never sits on a file another worker could be reading.
+//! Every split of a lease is named by its own sequence number and held by
+//! the dispatcher until reported delivered, exactly like a single split.
+//!
 //! A task's [`SplitLedger`] counts the leases still out and lets a draining
 //! worker (`crate::drain`) stop taking splits: its providers answer "no more
 //! splits" themselves, the pipeline finishes the splits in hand, and the
 //! ledger tells when every one of them has been delivered.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use prost::Message;
 use tfdata_client::DispatcherClient;
 use tfdata_core::{IterationId, Lineage, Result, SplitLease, TaskId, Tensor};
 use tfdata_dataset::splits::SplitProvider;
-use tfdata_proto::data::{GetSplitRequest, TfdataDeliveredSplit};
+use tfdata_proto::data::{GetSplitRequest, GetSplitResponse, TfdataDeliveredSplit};
+use tfdata_proto::tensorflow::TensorProto;
 use tfdata_rpc::CancellationToken;
 use tfdata_rpc::retry::retry;
 use tokio::sync::Notify;
@@ -34,6 +47,38 @@ pub const DELIVERY_REPORT_DELAY: Duration = Duration::from_millis(100);
 
 /// Splits whose last element was handed out, and when.
 pub type DeliveredSplits = Arc<Mutex<Vec<(Instant, TfdataDeliveredSplit)>>>;
+
+/// Most splits a worker asks for in one lease (the dispatcher caps leases
+/// at `MAX_SPLITS_PER_LEASE` too).
+pub const MAX_LEASE_SPLITS: i64 = 1024;
+
+/// How much of the pipeline's time one lease should cover, at the pace it
+/// took the last splits. It bounds how unevenly an epoch's last splits can
+/// be spread over workers.
+pub const LEASE_TARGET: Duration = Duration::from_millis(20);
+
+/// A task's leased splits not yet handed to its pipeline, and the next
+/// lease while it is fetched.
+#[derive(Default)]
+pub struct Leases {
+    queue: VecDeque<(Tensor, TfdataDeliveredSplit)>,
+    in_flight: Option<InFlight>,
+    /// Splits the next request asks for (0 until the first answer: 1).
+    size: i64,
+    /// The dispatcher answered "no more splits" for this repetition.
+    end: bool,
+    /// When the last lease arrived, and splits handed out since: the
+    /// pipeline's pace, which sizes the next lease.
+    last_arrival: Option<Instant>,
+    handed_out: u64,
+}
+
+/// A `GetSplit` running on the worker's runtime.
+struct InFlight {
+    name: TfdataDeliveredSplit,
+    task: tokio::task::JoinHandle<(Result<GetSplitResponse>, Vec<TfdataDeliveredSplit>)>,
+    started: Instant,
+}
 
 /// One task's dynamic-sharding state as a drain sees it. Shared by the
 /// task's runner, its remote split providers and its pipeline thread.
@@ -136,12 +181,45 @@ pub struct RemoteSplitProvider {
     pub exhausted: AtomicBool,
     /// `tfdata_worker_get_split_duration_seconds`.
     pub get_split_duration: tfdata_rpc::metrics::Histogram,
+    /// Splits leased ahead of the pipeline (only its thread, and a drain's
+    /// flush once the pipeline has ended, take this lock).
+    pub leases: Mutex<Leases>,
 }
 
 impl RemoteSplitProvider {
-    /// Fetches the next split; also returns the (repetition, sequence) that
-    /// names it.
-    fn fetch(&self) -> Result<Option<(Tensor, TfdataDeliveredSplit)>> {
+    /// The next split and the (repetition, sequence) that names it, from
+    /// the current lease or, when it is used up, the next one.
+    fn next_split(&self) -> Result<Option<(Tensor, TfdataDeliveredSplit)>> {
+        let mut leases = lock(&self.leases);
+        if leases.queue.is_empty() {
+            if leases.end {
+                return Ok(None);
+            }
+            let in_flight = match leases.in_flight.take() {
+                Some(in_flight) => in_flight,
+                None => self.start_lease(&leases),
+            };
+            self.receive_lease(&mut leases, in_flight)?;
+        }
+        let Some(next) = leases.queue.pop_front() else {
+            return Ok(None);
+        };
+        leases.handed_out += 1;
+        // Half the lease handed out: fetch the next one meanwhile (not for
+        // one-split leases: a slow split is not worth holding two of).
+        if leases.size > 1
+            && !leases.end
+            && leases.in_flight.is_none()
+            && (leases.queue.len() as i64) <= leases.size / 2
+        {
+            leases.in_flight = Some(self.start_lease(&leases));
+        }
+        Ok(Some(next))
+    }
+
+    /// Sends the next `GetSplit` (named by the splits received so far) on
+    /// the worker's runtime.
+    fn start_lease(&self, leases: &Leases) -> InFlight {
         let name = TfdataDeliveredSplit {
             repetition: self.repetition.load(Ordering::SeqCst),
             sequence: self.received.load(Ordering::SeqCst),
@@ -154,15 +232,33 @@ impl RemoteSplitProvider {
             tfdata_split_sequence: Some(name.sequence),
             tfdata_delivered: self.take_reports(DELIVERY_REPORT_DELAY),
             tfdata_task_id: self.task_id.0,
+            tfdata_max_splits: Some(leases.size.max(1)),
         };
-        let started = Instant::now();
-        let result = self.runtime.block_on(retry(
-            &self.dispatcher.target(),
-            Some(self.timeout),
-            &self.cancel,
-            || self.dispatcher.get_split(request.clone()),
-        ));
-        self.get_split_duration.observe(started.elapsed());
+        let dispatcher = self.dispatcher.clone();
+        let timeout = self.timeout;
+        let cancel = self.cancel.clone();
+        let task = self.runtime.spawn(async move {
+            let result = retry(&dispatcher.target(), Some(timeout), &cancel, || {
+                dispatcher.get_split(request.clone())
+            })
+            .await;
+            (result, request.tfdata_delivered)
+        });
+        InFlight {
+            name,
+            task,
+            started: Instant::now(),
+        }
+    }
+
+    /// Waits for a lease and queues its splits (or notes the end of
+    /// splits), and sizes the next one by the pipeline's pace.
+    fn receive_lease(&self, leases: &mut Leases, in_flight: InFlight) -> Result<()> {
+        let (result, reported) = self
+            .runtime
+            .block_on(in_flight.task)
+            .map_err(|e| tfdata_core::Error::Internal(format!("a GetSplit request failed: {e}")))?;
+        self.get_split_duration.observe(in_flight.started.elapsed());
         let response = match result {
             Ok(r) => r,
             Err(e) => {
@@ -172,24 +268,61 @@ impl RemoteSplitProvider {
                     .checked_sub(DELIVERY_REPORT_DELAY)
                     .unwrap_or_else(Instant::now);
                 let mut delivered = lock(&self.delivered);
-                delivered.extend(request.tfdata_delivered.into_iter().map(|d| (at, d)));
+                delivered.extend(reported.into_iter().map(|d| (at, d)));
                 return Err(e);
             }
         };
-        self.received.fetch_add(1, Ordering::SeqCst);
         if response.end_of_splits {
+            self.received.fetch_add(1, Ordering::SeqCst);
             self.exhausted.store(true, Ordering::SeqCst);
-            return Ok(None);
+            leases.end = true;
+            return Ok(());
         }
-        match &response.split {
-            Some(split) => Ok(Some((
-                tfdata_core::element::tensor_from_proto(split)?,
-                name,
-            ))),
-            None => Err(tfdata_core::Error::Internal(
+        let Some(first) = &response.split else {
+            return Err(tfdata_core::Error::Internal(
                 "dispatcher answered GetSplit with neither a split nor end_of_splits".into(),
-            )),
+            ));
+        };
+        let count = 1 + response.tfdata_more_splits.len() as i64;
+        let name = |i: usize| TfdataDeliveredSplit {
+            repetition: in_flight.name.repetition,
+            sequence: in_flight.name.sequence + i as i64,
+        };
+        leases
+            .queue
+            .push_back((tfdata_core::element::tensor_from_proto(first)?, name(0)));
+        for (i, encoded) in response.tfdata_more_splits.iter().enumerate() {
+            let proto = TensorProto::decode(encoded.clone()).map_err(|e| {
+                tfdata_core::Error::Internal(format!(
+                    "the dispatcher leased a split that is not a TensorProto: {e}"
+                ))
+            })?;
+            leases.queue.push_back((
+                tfdata_core::element::tensor_from_proto(&proto)?,
+                name(i + 1),
+            ));
         }
+        self.received.fetch_add(count, Ordering::SeqCst);
+        let now = Instant::now();
+        if let Some(last) = leases.last_arrival {
+            let elapsed = now.saturating_duration_since(last).as_secs_f64();
+            let pace = leases.handed_out as f64 / elapsed.max(1e-6);
+            let wanted = (pace * LEASE_TARGET.as_secs_f64()) as i64;
+            // Up to the pace at once (a fast source reaches full leases in
+            // two or three round trips); down by halves, so one slow split
+            // does not undo the lease size.
+            let size = leases.size.max(1);
+            leases.size = if wanted > size {
+                wanted.min(MAX_LEASE_SPLITS)
+            } else {
+                (size / 2).max(wanted).max(1)
+            };
+        } else {
+            leases.size = 1;
+        }
+        leases.last_arrival = Some(now);
+        leases.handed_out = 0;
+        Ok(())
     }
 
     /// The delivered splits at least `age` old.
@@ -219,6 +352,15 @@ impl RemoteSplitProvider {
     /// stops it goes back to the pool whole and another worker produces it
     /// once. Nothing to report, no request.
     pub fn flush(&self) -> Result<()> {
+        // A lease fetched ahead carries reports and uses the next sequence
+        // number: it is settled first, or this request would repeat its
+        // number and the dispatcher would take it for a retry.
+        {
+            let mut leases = lock(&self.leases);
+            if let Some(in_flight) = leases.in_flight.take() {
+                self.receive_lease(&mut leases, in_flight)?;
+            }
+        }
         if lock(&self.delivered).is_empty() {
             return Ok(());
         }
@@ -230,6 +372,7 @@ impl RemoteSplitProvider {
             tfdata_split_sequence: Some(self.received.load(Ordering::SeqCst)),
             tfdata_delivered: self.take_reports(Duration::ZERO),
             tfdata_task_id: self.task_id.0,
+            tfdata_max_splits: None,
         };
         self.runtime.block_on(retry(
             &self.dispatcher.target(),
@@ -253,7 +396,7 @@ impl SplitProvider for RemoteSplitProvider {
             self.ledger.cut.store(true, Ordering::SeqCst);
             return Ok(None);
         }
-        let Some((split, name)) = self.fetch()? else {
+        let Some((split, name)) = self.next_split()? else {
             return Ok(None);
         };
         let delivered = Arc::clone(&self.delivered);
@@ -272,6 +415,16 @@ impl SplitProvider for RemoteSplitProvider {
         if self.ledger.draining.is_cancelled() && !self.exhausted.load(Ordering::SeqCst) {
             return Ok(());
         }
+        // A source may move on before it saw the end (`from_tensors` knows
+        // it has one split). A lease fetched ahead is settled under the old
+        // repetition's name; splits it brought are leased to this task, so
+        // they stay queued and are produced first in the next pass (as a
+        // lost worker's split is produced in whichever pass asks).
+        let mut leases = lock(&self.leases);
+        if let Some(in_flight) = leases.in_flight.take() {
+            self.receive_lease(&mut leases, in_flight)?;
+        }
+        leases.end = false;
         self.exhausted.store(false, Ordering::SeqCst);
         self.repetition.fetch_add(1, Ordering::SeqCst);
         self.received.store(0, Ordering::SeqCst);

@@ -176,6 +176,7 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
                 sequence,
             })
             .collect(),
+        tfdata_max_splits: None,
     };
     // w1 gets splits 0, 1, 2 and reports the first delivered.
     for seq in 0..3 {
@@ -469,7 +470,7 @@ async fn replaying_any_journal_gives_the_live_state() {
         let mut d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
         d.set_compact_after_records(rng.random_range(5..200));
         let mut clients = Vec::new();
-        let mut splits_seq: HashMap<(i64, String), i64> = HashMap::new();
+        let mut splits_seq: HashMap<(i64, String), (i64, Option<i64>)> = HashMap::new();
         let workers = ["w0:1", "w1:1", "w2:1"];
         for _ in 0..rng.random_range(20..70) {
             match rng.random_range(0..9) {
@@ -524,9 +525,15 @@ async fn replaying_any_journal_gives_the_live_state() {
                             .tasks_for_worker(&w)
                             .find(|t| t.iteration_id == IterationId(iteration))
                             .map_or(0, |t| t.id.0);
-                        let seq = splits_seq.entry((iteration, w.clone())).or_insert(0);
-                        let retry = rng.random_bool(0.2) && *seq > 0;
-                        let asked = if retry { *seq - 1 } else { *seq };
+                        // (next sequence number, the last request's).
+                        let seq = splits_seq
+                            .entry((iteration, w.clone()))
+                            .or_insert((0, None));
+                        let retry = rng.random_bool(0.2) && seq.1.is_some();
+                        let asked = match seq.1 {
+                            Some(last) if retry => last,
+                            _ => seq.0,
+                        };
                         // Report some earlier splits delivered.
                         let delivered = (0..rng.random_range(0..3))
                             .map(|_| wire::TfdataDeliveredSplit {
@@ -534,7 +541,7 @@ async fn replaying_any_journal_gives_the_live_state() {
                                 sequence: rng.random_range(0..asked.max(1)),
                             })
                             .collect();
-                        let _ = d
+                        let answer = d
                             .get_split(wire::GetSplitRequest {
                                 iteration_id: iteration,
                                 repetition: 0,
@@ -543,10 +550,17 @@ async fn replaying_any_journal_gives_the_live_state() {
                                 tfdata_split_sequence: Some(asked),
                                 tfdata_task_id: task,
                                 tfdata_delivered: delivered,
+                                // Sometimes a lease of several splits.
+                                tfdata_max_splits: rng
+                                    .random_bool(0.5)
+                                    .then(|| rng.random_range(1..5)),
                             })
                             .await;
-                        if !retry {
-                            *seq += 1;
+                        if !retry && let Ok(answer) = answer {
+                            let received = i64::from(answer.split.is_some())
+                                + answer.tfdata_more_splits.len() as i64;
+                            seq.1 = Some(seq.0);
+                            seq.0 += received.max(1);
                         }
                     }
                 }
@@ -636,4 +650,141 @@ async fn a_get_split_for_a_task_of_no_iteration_takes_no_split() {
     assert!(err.to_string().contains("task 424242"), "{err}");
     let first = d.get_split(request(0)).await.unwrap();
     assert_eq!(value(&first), Some(0));
+}
+
+/// Every split a lease carries, `split` first.
+fn lease_values(r: &wire::GetSplitResponse) -> Vec<i64> {
+    let more = r.tfdata_more_splits.iter().map(|b| {
+        <tfdata_proto::tensorflow::TensorProto as prost::Message>::decode(b.clone()).unwrap()
+    });
+    r.split
+        .iter()
+        .cloned()
+        .chain(more)
+        .map(|t| {
+            tfdata_core::element::tensor_from_proto(&t)
+                .unwrap()
+                .to_scalar::<i64>()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// A tfdata worker's task leases several splits per `GetSplit`: the lease
+/// is journaled as one record, a retry (its answer lost) gets the whole
+/// lease again, also after a restart; the repetition's end comes as the
+/// answer to the next request, never inside a lease; a lost worker's
+/// undelivered splits of a lease go to the next worker; TensorFlow's
+/// one-split requests are unchanged.
+#[tokio::test]
+async fn leases_of_splits_are_exactly_once_across_retries_restarts_and_lost_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = DispatcherConfig {
+        work_dir: Some(dir.path().display().to_string()),
+        fault_tolerant_mode: true,
+        worker_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let clock = Arc::new(FixedClock(AtomicI64::new(1_000_000)));
+    let heartbeat = |w: &'static str| wire::WorkerHeartbeatRequest {
+        worker_address: w.into(),
+        tfdata_runs_pipelines: true,
+        worker_uid: 7,
+        ..Default::default()
+    };
+    let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
+    for w in ["w1:1", "w2:1"] {
+        d.worker_heartbeat(heartbeat(w)).await.unwrap();
+    }
+    iteration_of_range(&d, 12, 1).await;
+    let iteration = IterationId::FIRST;
+    let state = d.snapshot_state().await;
+    let task_of = |state: &DispatcherState, w: &str| {
+        state
+            .tasks_for_worker(w)
+            .find(|t| t.iteration_id == IterationId(iteration))
+            .map(|t| t.id.0)
+            .unwrap()
+    };
+    let (t1, t2) = (task_of(&state, "w1:1"), task_of(&state, "w2:1"));
+    let lease =
+        |seq: i64, worker: &str, task: i64, max: i64, delivered: &[i64]| wire::GetSplitRequest {
+            iteration_id: iteration,
+            repetition: 0,
+            split_provider_index: 0,
+            tfdata_worker_address: worker.into(),
+            tfdata_split_sequence: Some(seq),
+            tfdata_task_id: task,
+            tfdata_max_splits: Some(max),
+            tfdata_delivered: delivered
+                .iter()
+                .map(|&sequence| wire::TfdataDeliveredSplit {
+                    repetition: 0,
+                    sequence,
+                })
+                .collect(),
+        };
+    let journal_records = |dir: &std::path::Path| {
+        std::fs::read_dir(dir.join(journal::JOURNAL_DIR))
+            .unwrap()
+            .map(|e| std::fs::metadata(e.unwrap().path()).unwrap().len())
+            .sum::<u64>()
+    };
+    let before = journal_records(dir.path());
+    let got = d.get_split(lease(0, "w1:1", t1, 4, &[])).await.unwrap();
+    assert_eq!(lease_values(&got), [0, 1, 2, 3]);
+    assert!(!got.end_of_splits);
+    assert!(
+        journal_records(dir.path()) > before,
+        "the lease is journaled"
+    );
+    // The answer was lost: the retry gets the same lease.
+    let again = d.get_split(lease(0, "w1:1", t1, 4, &[])).await.unwrap();
+    assert_eq!(lease_values(&again), [0, 1, 2, 3]);
+    // w2 takes a lease of 3; its sequence numbers are its own.
+    let got = d.get_split(lease(0, "w2:1", t2, 3, &[])).await.unwrap();
+    assert_eq!(lease_values(&got), [4, 5, 6]);
+    // A huge request is capped; the dispatcher restarts from its journal.
+    drop(d);
+    let d = Dispatcher::new(config, clock.clone()).unwrap();
+    let again = d.get_split(lease(0, "w2:1", t2, 3, &[])).await.unwrap();
+    assert_eq!(lease_values(&again), [4, 5, 6], "retry after a restart");
+    // w1 delivered its lease, asks for many: the rest of the repetition,
+    // without its end.
+    let got = d
+        .get_split(lease(4, "w1:1", t1, i64::MAX, &[0, 1, 2, 3]))
+        .await
+        .unwrap();
+    assert_eq!(lease_values(&got), [7, 8, 9, 10, 11]);
+    assert!(!got.end_of_splits);
+    let end = d.get_split(lease(9, "w1:1", t1, 4, &[])).await.unwrap();
+    assert!(end.end_of_splits && lease_values(&end).is_empty());
+    let state = d.snapshot_state().await;
+    let it = state.iteration(IterationId(iteration)).unwrap();
+    assert_eq!(
+        it.held_splits.len(),
+        3 + 5,
+        "w2's lease and w1's second one"
+    );
+
+    // w1 goes silent and is lost: its undelivered splits (7..=11) go to
+    // w2's next requests, one per request, as returned splits.
+    clock.0.fetch_add(900_000, Ordering::SeqCst);
+    d.worker_heartbeat(heartbeat("w2:1")).await.unwrap();
+    clock.0.fetch_add(900_000, Ordering::SeqCst);
+    d.run_maintenance().await.unwrap();
+    let state = d.snapshot_state().await;
+    assert!(state.worker("w1:1").unwrap().lost);
+    let mut seq = 3;
+    let mut returned = Vec::new();
+    for _ in 0..20 {
+        let got = d.get_split(lease(seq, "w2:1", t2, 4, &[])).await.unwrap();
+        if got.end_of_splits {
+            break;
+        }
+        let values = lease_values(&got);
+        seq += values.len() as i64;
+        returned.extend(values);
+    }
+    assert_eq!(returned, [7, 8, 9, 10, 11]);
 }

@@ -12,6 +12,12 @@ use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy, upda
 use super::Dispatcher;
 use super::errors::task_failed;
 
+/// Most splits one `GetSplit` leases to a tfdata worker
+/// (`tfdata_max_splits`). Each costs the provider's step and a `TensorProto`
+/// under the state lock and ~20 bytes of journal record: 1,024 keep a lease
+/// under a millisecond of lock time.
+pub const MAX_SPLITS_PER_LEASE: i64 = 1024;
+
 impl Dispatcher {
     /// Fresh split providers for a dataset's sources (in depth-first order,
     /// the order of `split_provider_index`). Blocking work (reading the
@@ -128,7 +134,7 @@ impl Dispatcher {
             && last.repetition == req.repetition
             && last.sequence == sequence
         {
-            let answer = split_response(last.split.clone());
+            let answer = lease_response(last.split.clone(), last.more_splits.clone());
             tracing::debug!(
                 task = req.tfdata_task_id,
                 worker = %req.tfdata_worker_address,
@@ -147,7 +153,8 @@ impl Dispatcher {
             .get(&req.split_provider_index)
             .and_then(|q| q.front())
             .map(|r| r.split.clone());
-        if let Some(split) = returned {
+        if let Some(encoded) = returned {
+            let split = decode_split(&encoded)?;
             txn.apply(UpdateType::ProduceSplit(wire::ProduceSplitUpdate {
                 iteration_id: req.iteration_id,
                 repetition: req.repetition,
@@ -159,6 +166,7 @@ impl Dispatcher {
                 tfdata_from_returned: true,
                 tfdata_delivered: req.tfdata_delivered.clone(),
                 tfdata_task_id: req.tfdata_task_id,
+                tfdata_more_splits: Vec::new(),
             }))?;
             txn.commit().await?;
             tracing::debug!(
@@ -190,13 +198,12 @@ impl Dispatcher {
         }
         // For the log: which split of the repetition this is.
         let index = it.split_indices[p];
-        let split = provider.get_next()?;
-        let finished = split.is_none();
+        let (split, more_splits, finished) = take_lease(provider.as_ref(), lease_size(&req))?;
         if finished {
             // Ready for the next repetition.
             provider.reset()?;
         }
-        let split = split.map(|t| tfdata_core::element::tensor_to_proto(&t));
+        let leased = more_splits.len();
         txn.apply(UpdateType::ProduceSplit(wire::ProduceSplitUpdate {
             iteration_id: req.iteration_id,
             repetition: req.repetition,
@@ -210,6 +217,7 @@ impl Dispatcher {
             tfdata_from_returned: false,
             tfdata_delivered: req.tfdata_delivered.clone(),
             tfdata_task_id: req.tfdata_task_id,
+            tfdata_more_splits: more_splits.clone(),
         }))?;
         txn.commit().await?;
         tracing::debug!(
@@ -219,15 +227,74 @@ impl Dispatcher {
             repetition = req.repetition,
             sequence = ?req.tfdata_split_sequence,
             index,
+            leased = leased + usize::from(split.is_some()),
             finished,
             delivered = req.tfdata_delivered.len(),
             "GetSplit answered"
         );
         if split.is_some() {
-            self.metrics().split_handed_out(false);
+            for _ in 0..=leased {
+                self.metrics().split_handed_out(false);
+            }
         }
-        Ok(split_response(split))
+        Ok(lease_response(split, more_splits))
     }
+}
+
+/// A split kept encoded in the state (a held or returned split).
+fn decode_split(encoded: &[u8]) -> Result<tfdata_proto::tensorflow::TensorProto> {
+    prost::Message::decode(encoded).map_err(|e| Error::DataLoss {
+        location: "the dispatcher's state".into(),
+        reason: format!("a returned split is not a TensorProto: {e}"),
+    })
+}
+
+/// How many splits a request may lease: one, unless a tfdata worker's task
+/// asks for more with sequence numbers to name them (TensorFlow's workers
+/// never do).
+fn lease_size(req: &wire::GetSplitRequest) -> usize {
+    match (req.tfdata_max_splits, req.tfdata_split_sequence) {
+        (Some(max), Some(_)) if req.tfdata_task_id != 0 => {
+            max.clamp(1, MAX_SPLITS_PER_LEASE) as usize
+        }
+        _ => 1,
+    }
+}
+
+/// Up to `n` splits from `provider`: the first, the rest of the lease, and
+/// whether the repetition ended (then there may be fewer). A provider that
+/// fails after some splits keeps its error for the next request: the splits
+/// already taken go out rather than vanish.
+fn take_lease(
+    provider: &dyn SplitProvider,
+    n: usize,
+) -> Result<(
+    Option<tfdata_proto::tensorflow::TensorProto>,
+    Vec<bytes::Bytes>,
+    bool,
+)> {
+    let Some(first) = provider.get_next()? else {
+        return Ok((None, Vec::new(), true));
+    };
+    let first = tfdata_core::element::tensor_to_proto(&first);
+    let mut more = Vec::with_capacity(n.saturating_sub(1).min(64));
+    let mut finished = false;
+    while more.len() + 1 < n {
+        match provider.get_next() {
+            Ok(Some(split)) => more.push(bytes::Bytes::from(prost::Message::encode_to_vec(
+                &tfdata_core::element::tensor_to_proto(&split),
+            ))),
+            Ok(None) => {
+                finished = true;
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, leased = more.len() + 1, "a split provider failed within a lease; the lease ends here");
+                break;
+            }
+        }
+    }
+    Ok((Some(first), more, finished))
 }
 
 /// Fresh split providers for the sources of `def` (a tfdata pipeline or a
@@ -255,8 +322,17 @@ pub(crate) fn split_providers_for(def: &wire::DatasetDef) -> Result<Vec<Box<dyn 
 
 /// A split, or the end of splits.
 fn split_response(split: Option<tfdata_proto::tensorflow::TensorProto>) -> wire::GetSplitResponse {
+    lease_response(split, Vec::new())
+}
+
+/// A lease's splits (`split` first), or the end of splits.
+fn lease_response(
+    split: Option<tfdata_proto::tensorflow::TensorProto>,
+    more_splits: Vec<bytes::Bytes>,
+) -> wire::GetSplitResponse {
     wire::GetSplitResponse {
         end_of_splits: split.is_none(),
         split,
+        tfdata_more_splits: more_splits,
     }
 }

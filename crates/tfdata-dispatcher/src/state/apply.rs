@@ -190,6 +190,20 @@ impl DispatcherState {
                 {
                     return Err(bad("produce_split", "no returned split to re-issue".into()));
                 }
+                // A lease is fresh splits after a first one, named by a
+                // sequence number; a returned split goes out alone.
+                if !u.tfdata_more_splits.is_empty()
+                    && (u.tfdata_from_returned
+                        || u.tfdata_split.is_none()
+                        || u.tfdata_split_sequence.is_none())
+                {
+                    return Err(bad(
+                        "produce_split",
+                        "a lease of splits without a first split and sequence number, or of \
+                         returned splits"
+                            .into(),
+                    ));
+                }
                 let task = TaskId(u.tfdata_task_id);
                 // Held splits belong to a task of this iteration; one of
                 // an unknown task would never be returned.
@@ -231,18 +245,25 @@ impl DispatcherState {
                 if let (Some(sequence), Some(split)) = (u.tfdata_split_sequence, &u.tfdata_split)
                     && u.tfdata_task_id != 0
                 {
-                    it.held_splits.insert(
-                        HeldSplitKey {
-                            task,
-                            provider: u.split_provider_index,
-                            repetition: u.repetition,
-                            sequence,
-                        },
-                        HeldSplit {
-                            produced_in: split_repetition,
-                            split: split.clone(),
-                        },
-                    );
+                    // A lease's splits have consecutive sequence numbers.
+                    let first = bytes::Bytes::from(prost::Message::encode_to_vec(split));
+                    for (i, split) in std::iter::once(&first)
+                        .chain(&u.tfdata_more_splits)
+                        .enumerate()
+                    {
+                        it.held_splits.insert(
+                            HeldSplitKey {
+                                task,
+                                provider: u.split_provider_index,
+                                repetition: u.repetition,
+                                sequence: sequence.saturating_add(i as i64),
+                            },
+                            HeldSplit {
+                                produced_in: split_repetition,
+                                split: split.clone(),
+                            },
+                        );
+                    }
                 }
                 if let Some(sequence) = u.tfdata_split_sequence {
                     it.last_splits.insert(
@@ -254,6 +275,7 @@ impl DispatcherState {
                             repetition: u.repetition,
                             sequence,
                             split: u.tfdata_split.clone(),
+                            more_splits: u.tfdata_more_splits.clone(),
                         },
                     );
                 }
@@ -267,7 +289,8 @@ impl DispatcherState {
                     it.split_repetitions[p] += 1;
                     it.split_indices[p] = 0;
                 } else {
-                    it.split_indices[p] += 1;
+                    let produced = 1 + u.tfdata_more_splits.len() as i64;
+                    it.split_indices[p] = it.split_indices[p].saturating_add(produced);
                 }
             }
             UpdateType::AcquireIterationClient(u) => {

@@ -137,7 +137,11 @@ impl HeldSplitKey {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldSplit {
     pub produced_in: i64,
-    pub split: tfdata_proto::tensorflow::TensorProto,
+    /// The encoded `TensorProto`. Not decoded: a lease holds up to a
+    /// thousand splits, and a `TensorProto` is ~400 bytes of `Vec` headers
+    /// that the map would move on every insert and removal. Decoded only if
+    /// the split is handed out again.
+    pub split: bytes::Bytes,
 }
 
 /// A lost worker's split waiting to be handed out again, with the
@@ -145,7 +149,8 @@ pub struct HeldSplit {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReturnedSplit {
     pub repetition: i64,
-    pub split: tfdata_proto::tensorflow::TensorProto,
+    /// The encoded `TensorProto` (see [`HeldSplit::split`]).
+    pub split: bytes::Bytes,
 }
 
 impl Iteration {
@@ -185,6 +190,8 @@ pub struct LastSplit {
     pub repetition: i64,
     pub sequence: i64,
     pub split: Option<tfdata_proto::tensorflow::TensorProto>,
+    /// The rest of the lease that answer carried (encoded `TensorProto`s).
+    pub more_splits: Vec<bytes::Bytes>,
 }
 
 /// A task of a round-robin iteration that joins once every consumer agreed
