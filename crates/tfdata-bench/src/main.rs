@@ -168,6 +168,9 @@ pub enum Scenario {
     FirstElement,
     /// `range(--elements)` in distributed_epoch over two workers: elements/s.
     Dynamic,
+    /// `dynamic` read by two readers sharing the job: elements/s of both.
+    #[value(name = "dynamic-2-readers")]
+    Dynamic2Readers,
     /// A plain copy through one loopback TCP stream: MB/s, the data plane's ceiling.
     TcpLoopback,
     /// `GetSplit`/s and p99 latency of a fault-tolerant dispatcher with concurrent callers.
@@ -189,6 +192,7 @@ impl Scenario {
             Scenario::Large => "large",
             Scenario::FirstElement => "first-element",
             Scenario::Dynamic => "dynamic",
+            Scenario::Dynamic2Readers => "dynamic-2-readers",
             Scenario::TcpLoopback => "tcp-loopback",
             Scenario::DispatcherCommit => "dispatcher-commit",
             Scenario::Snapshot => "snapshot",
@@ -209,7 +213,7 @@ struct Cli {
     /// the data-plane scenarios of issue 7.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [
         Scenario::TcpLoopback, Scenario::Small, Scenario::Batched, Scenario::Large,
-        Scenario::FirstElement, Scenario::Dynamic,
+        Scenario::FirstElement, Scenario::Dynamic, Scenario::Dynamic2Readers,
     ])]
     scenario: Vec<Scenario>,
     /// Internal: run a worker for this dispatcher until stdin closes (the
@@ -355,9 +359,16 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
         | Scenario::Batched
         | Scenario::Large
         | Scenario::FirstElement
-        | Scenario::Dynamic => {
+        | Scenario::Dynamic
+        | Scenario::Dynamic2Readers => {
             let n = match (scenario, cli.elements) {
-                (Scenario::Small | Scenario::FirstElement | Scenario::Dynamic, n) => n,
+                (
+                    Scenario::Small
+                    | Scenario::FirstElement
+                    | Scenario::Dynamic
+                    | Scenario::Dynamic2Readers,
+                    n,
+                ) => n,
                 // Batches and 1 MiB tensors: far fewer elements for a similar run time.
                 (_, n) => (n / 20).max(2),
             };
@@ -538,7 +549,8 @@ mod tests {
                 Scenario::Batched,
                 Scenario::Large,
                 Scenario::FirstElement,
-                Scenario::Dynamic
+                Scenario::Dynamic,
+                Scenario::Dynamic2Readers
             ]
         );
     }

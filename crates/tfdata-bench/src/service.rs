@@ -46,7 +46,7 @@ struct Measured {
 fn scenario_dataset(scenario: &str, n: u64) -> Result<Dataset> {
     let n = i64::try_from(n)?;
     Ok(match scenario {
-        "small" | "first-element" | "dynamic" => Dataset::range(n),
+        "small" | "first-element" | "dynamic" | "dynamic-2-readers" => Dataset::range(n),
         "batched" => Dataset::range(n * BATCH).batch(BATCH, false),
         "large" => {
             // One 1 MiB tensor of random float32 (incompressible), repeated.
@@ -145,7 +145,7 @@ impl Cluster {
             child = Some(ChildWorker::start(&dispatcher)?);
         } else {
             in_process.push(WorkerServer::new(WorkerConfig::new(dispatcher.address()))?);
-            if scenario == "dynamic" {
+            if scenario.starts_with("dynamic") {
                 in_process.push(WorkerServer::new(WorkerConfig::new(dispatcher.address()))?);
             }
         }
@@ -164,11 +164,20 @@ fn measure_tfdata(scenario: &str, n: u64) -> Result<Measured> {
     let cluster = Cluster::start(scenario)?;
     let dispatcher = &cluster.dispatcher;
     let child = cluster.child.as_ref();
-    let mode = if scenario == "dynamic" {
+    let mode = if scenario.starts_with("dynamic") {
         ProcessingMode::DistributedEpoch
     } else {
         ProcessingMode::ParallelEpochs
     };
+    if scenario == "dynamic-2-readers" {
+        let value = read_shared(&dispatcher.target(), &scenario_dataset(scenario, n)?, n, 2)?;
+        return Ok(Measured {
+            value,
+            unit: "elements/s",
+            client_peak_rss_bytes: None,
+            worker_peak_rss_bytes: None,
+        });
+    }
     let read = |dataset: &Dataset| -> Result<(u64, f64)> {
         let start = Instant::now();
         let distributed = distribute(mode, &dispatcher.target()).apply(dataset)?;
@@ -224,6 +233,56 @@ fn measure_tfdata(scenario: &str, n: u64) -> Result<Measured> {
         client_peak_rss_bytes: child.is_some().then_some(client_peak_rss_bytes).flatten(),
         worker_peak_rss_bytes,
     })
+}
+
+/// `readers` readers sharing one distributed_epoch job over `dataset` (`n`
+/// elements), each on its own thread: elements/s of all of them together,
+/// from the moment every reader has its first element. Checks that the
+/// readers together saw every element once.
+fn read_shared(target: &str, dataset: &Dataset, n: u64, readers: usize) -> Result<f64> {
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(readers + 1));
+    let threads: Vec<_> = (0..readers)
+        .map(|_| {
+            let distributed = distribute(ProcessingMode::DistributedEpoch, target)
+                .job_name("dynamic-shared")
+                .apply(dataset)?;
+            let barrier = std::sync::Arc::clone(&barrier);
+            Ok(std::thread::spawn(move || -> Result<Vec<i64>> {
+                let mut iter = distributed.iter();
+                // A reader may find the epoch already gone (tiny `n`).
+                let first = match &mut iter {
+                    Ok(iter) => iter.next().transpose(),
+                    Err(_) => Ok(None),
+                };
+                // Always reached: the measuring thread waits for everyone.
+                barrier.wait();
+                let iter = iter?;
+                let mut values = Vec::new();
+                if let Some(first) = first? {
+                    values.push(first.components[0].to_scalar::<i64>()?);
+                }
+                for element in iter {
+                    values.push(element?.components[0].to_scalar::<i64>()?);
+                }
+                Ok(values)
+            }))
+        })
+        .collect::<Result<_>>()?;
+    barrier.wait();
+    let start = Instant::now();
+    let mut all = Vec::new();
+    for thread in threads {
+        let values = thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("a reader thread panicked"))??;
+        all.extend(values);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    all.sort_unstable();
+    if all.len() as u64 != n || all.iter().zip(0..).any(|(&v, i)| v != i) {
+        bail!("the readers saw {} elements, not each of range({n}) once", all.len());
+    }
+    Ok((n as f64 - readers as f64) / seconds)
 }
 
 /// The same scenario in TensorFlow 2.21 (`scripts/tf_service.py`).
@@ -427,7 +486,14 @@ mod tests {
 
     #[test]
     fn every_service_scenario_reads_every_element_through_a_real_service() {
-        for scenario in ["small", "batched", "large", "first-element", "dynamic"] {
+        for scenario in [
+            "small",
+            "batched",
+            "large",
+            "first-element",
+            "dynamic",
+            "dynamic-2-readers",
+        ] {
             let (report, _) = run(scenario, 20, None, None).unwrap();
             assert!(report["value"].as_f64().unwrap() > 0.0, "{scenario}");
         }
