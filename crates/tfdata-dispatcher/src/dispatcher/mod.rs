@@ -68,6 +68,7 @@ use crate::state::DispatcherState;
 use crate::store::DatasetStore;
 use crate::work_dir::WorkDir;
 
+pub use clients::EncodedHeartbeat;
 pub use overview::{IterationProgress, Overview, ReaderOverview, WorkerOverview};
 pub use txn::MAX_GROUP_UPDATES;
 
@@ -195,6 +196,7 @@ impl Dispatcher {
             load: load::Load::default(),
             split_providers: HashMap::new(),
             rounds: HashMap::new(),
+            task_lists: HashMap::new(),
         };
         let metrics = Arc::new(DispatcherMetrics::new());
         Ok(Dispatcher {

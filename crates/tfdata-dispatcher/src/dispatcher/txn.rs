@@ -64,6 +64,8 @@ pub(crate) struct Guarded {
     pub split_providers: HashMap<IterationId, Vec<Box<dyn SplitProvider>>>,
     /// Coordinated reads: the highest round any client of an iteration reported.
     pub rounds: HashMap<IterationId, i64>,
+    /// Each iteration's task list, encoded for client heartbeats.
+    pub task_lists: HashMap<IterationId, super::clients::EncodedTaskList>,
 }
 
 /// The state lock and the journal behind it.
