@@ -154,7 +154,7 @@ impl Dispatcher {
             deployment_mode: self.config.deployment_mode as i32,
         };
         let task_info = task_list(&mut txn, iteration_id)?;
-        txn.commit().await?;
+        txn.commit_heartbeat().await?;
         Ok(EncodedHeartbeat { task_info, rest })
     }
 
