@@ -224,11 +224,7 @@ mod tests {
                 iteration_client_id: reader,
                 ..Default::default()
             };
-            let over_grpc = client
-                .client_heartbeat(request.clone())
-                .await
-                .unwrap()
-                .into_inner();
+            let over_grpc = client.client_heartbeat(request).await.unwrap().into_inner();
             let meant = server.dispatcher().client_heartbeat(request).await.unwrap();
             assert_eq!(over_grpc, meant);
             assert_eq!(over_grpc.task_info.len(), 3);
