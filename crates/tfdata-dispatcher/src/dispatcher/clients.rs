@@ -4,30 +4,20 @@
 //! worker: with 1,000 workers and 10,000 readers beating once a second,
 //! building those lists (a `TaskInfo` of three strings per task, under the
 //! state lock) was most of the dispatcher's work. Each iteration's list is
-//! therefore kept encoded ([`EncodedTaskList`]), rebuilt only when the
+//! therefore kept encoded (`task_lists`), rebuilt only when the
 //! iteration's tasks change, and a heartbeat answers with those shared
 //! bytes ([`EncodedHeartbeat`], written out by `crate::grpc_heartbeat`).
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use prost::Message;
-use tfdata_core::{Error, IterationClientId, IterationId, Result, TaskId};
+use tfdata_core::{Error, IterationClientId, IterationId, Result};
 use tfdata_proto::data::{self as wire, update::UpdateType};
 
 use super::Dispatcher;
 use super::coordinated_reads::negotiate_pending_task;
 use super::errors::unknown_client;
+use super::task_lists::{EncodedTaskList, encode_task_list};
 use super::txn::Guarded;
-use crate::state::{DispatcherState, Iteration};
-
-/// An iteration's task list as a heartbeat answers it: the `TaskInfo`s of
-/// `tasks`, in order, encoded as `ClientHeartbeatResponse.task_info`
-/// entries (field 1). Tasks never change once created, so the list is
-/// current while the iteration's task ids are the same.
-#[derive(Debug, Clone)]
-pub(crate) struct EncodedTaskList {
-    tasks: Vec<TaskId>,
-    encoded: Bytes,
-}
 
 /// A `ClientHeartbeatResponse` with its task list already encoded.
 #[derive(Debug, Clone)]
@@ -67,27 +57,6 @@ impl EncodedHeartbeat {
     }
 }
 
-/// Encodes `it`'s task list (see [`EncodedTaskList`]).
-fn encode_task_list(state: &DispatcherState, it: &Iteration) -> EncodedTaskList {
-    let mut buf = BytesMut::new();
-    for t in it.tasks.iter().filter_map(|t| state.task(*t)) {
-        let info = wire::TaskInfo {
-            worker_address: t.worker_address.clone(),
-            transfer_servers: t.transfer_servers.clone(),
-            worker_tags: t.worker_tags.clone(),
-            task_id: t.id.0,
-            iteration_id: t.iteration_id.0,
-            worker_uid: t.worker_uid,
-            starting_round: t.starting_round,
-        };
-        prost::encoding::message::encode(1, &info, &mut buf);
-    }
-    EncodedTaskList {
-        tasks: it.tasks.clone(),
-        encoded: buf.freeze(),
-    }
-}
-
 /// `iteration`'s encoded task list, re-encoded if its tasks changed.
 /// Entries of iterations that no reader can ask about any more are dropped
 /// whenever one is re-encoded, so the cache holds at most one entry per
@@ -98,12 +67,12 @@ fn task_list(g: &mut Guarded, iteration: IterationId) -> Result<Bytes> {
         .iteration(iteration)
         .ok_or_else(|| Error::Internal(format!("iteration {iteration} vanished")))?;
     if let Some(list) = g.task_lists.get(&iteration)
-        && list.tasks == it.tasks
+        && list.is_current(it)
     {
-        return Ok(list.encoded.clone());
+        return Ok(list.encoded().clone());
     }
-    let list = encode_task_list(&g.state, it);
-    let encoded = list.encoded.clone();
+    let list: EncodedTaskList = encode_task_list(&g.state, it);
+    let encoded = list.encoded().clone();
     let state = &g.state;
     g.task_lists
         .retain(|id, _| state.iteration(*id).is_some_and(|it| !it.garbage_collected));

@@ -67,7 +67,7 @@ pub(crate) struct Guarded {
     /// Coordinated reads: the highest round any client of an iteration reported.
     pub rounds: HashMap<IterationId, i64>,
     /// Each iteration's task list, encoded for client heartbeats.
-    pub task_lists: HashMap<IterationId, super::clients::EncodedTaskList>,
+    pub task_lists: HashMap<IterationId, super::task_lists::EncodedTaskList>,
 }
 
 /// The state lock and the journal behind it.
