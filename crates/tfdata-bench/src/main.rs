@@ -59,6 +59,11 @@
 //!   p50/p99 latency against a fault-tolerant dispatcher (and an in-memory
 //!   one, the ceiling) with `--commit-callers` concurrent callers; see
 //!   [`commit`].
+//! * `dispatcher-capacity` (issue 16): the most simulated workers (with 10
+//!   readers each, `GetSplit` callers, TensorFlow's default intervals) one
+//!   dispatcher serves with every RPC's p99 under 50 ms, ours and
+//!   TensorFlow's (each in its own process), fault tolerant and not; see
+//!   [`capacity`].
 //! * `graph-pipeline` (issue 13): the same pipeline written in tf.data and
 //!   read by TensorFlow's client through `distribute` from our dispatcher,
 //!   served by a tfdata worker running the graph TensorFlow registered and,
@@ -126,6 +131,8 @@
 //! (`--python` to change it); it is needed for `--compare-tensorflow` and
 //! to write the data.
 
+mod capacity;
+mod child;
 mod commit;
 mod data;
 mod graph_pipeline;
@@ -175,6 +182,9 @@ pub enum Scenario {
     TcpLoopback,
     /// `GetSplit`/s and p99 latency of a fault-tolerant dispatcher with concurrent callers.
     DispatcherCommit,
+    /// The most workers (and 10× as many readers) one dispatcher serves at
+    /// TensorFlow's default intervals with p99 < 50 ms, ours and TensorFlow's.
+    DispatcherCapacity,
     /// `distributed_save` by our dispatcher + worker and by TensorFlow's, then
     /// `load` by both engines: MB/s.
     Snapshot,
@@ -195,6 +205,7 @@ impl Scenario {
             Scenario::Dynamic2Readers => "dynamic-2-readers",
             Scenario::TcpLoopback => "tcp-loopback",
             Scenario::DispatcherCommit => "dispatcher-commit",
+            Scenario::DispatcherCapacity => "dispatcher-capacity",
             Scenario::Snapshot => "snapshot",
         }
     }
@@ -223,6 +234,13 @@ struct Cli {
     /// Internal: the `--serve-worker` worker's heartbeat interval (ms).
     #[arg(long = "serve-worker-heartbeat-ms", hide = true)]
     serve_worker_heartbeat_ms: Option<u64>,
+    /// Internal: serve our dispatcher until stdin closes (the
+    /// `dispatcher-capacity` scenario's dispatcher process).
+    #[arg(long = "serve-dispatcher", hide = true)]
+    serve_dispatcher: bool,
+    /// Internal: the `--serve-dispatcher` dispatcher's journal (fault tolerant).
+    #[arg(long = "serve-dispatcher-work-dir", hide = true)]
+    serve_dispatcher_work_dir: Option<PathBuf>,
     /// Internal: read this distributed snapshot with `Dataset::load` and
     /// print what it took (the `snapshot` scenario's reader process).
     #[arg(long = "load-snapshot", hide = true)]
@@ -307,6 +325,37 @@ struct Cli {
     /// For `dispatcher-commit`: concurrent callers, one run per value.
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 8, 64])]
     commit_callers: Vec<usize>,
+    /// For `dispatcher-capacity`: the ladder of simulated workers, in order.
+    #[arg(long, value_delimiter = ',', default_values_t = [10usize, 25, 50, 100, 250, 500, 1000, 2000])]
+    capacity_workers: Vec<usize>,
+    /// For `dispatcher-capacity`: simulated readers per simulated worker.
+    #[arg(long, default_value_t = 10)]
+    capacity_readers_per_worker: usize,
+    /// For `dispatcher-capacity`: the workers' heartbeat interval (ms;
+    /// TensorFlow's default `heartbeat_interval_ms`).
+    #[arg(long, default_value_t = 30_000)]
+    capacity_worker_heartbeat_ms: u64,
+    /// For `dispatcher-capacity`: the readers' heartbeat interval (ms;
+    /// TensorFlow's default task refresh interval).
+    #[arg(long, default_value_t = 1_000)]
+    capacity_client_heartbeat_ms: u64,
+    /// For `dispatcher-capacity`: each worker's `GetSplit` interval (ms; 0: none).
+    #[arg(long, default_value_t = 1_000)]
+    capacity_split_interval_ms: u64,
+    /// For `dispatcher-capacity`: seconds between growing the load and measuring it.
+    #[arg(long, default_value_t = 3.0)]
+    capacity_warmup_seconds: f64,
+    /// For `dispatcher-capacity`: the p99 latency a sustained load stays under (ms).
+    #[arg(long, default_value_t = 50.0)]
+    capacity_p99_ms: f64,
+    /// For `dispatcher-capacity`: `fault-tolerant`, `in-memory` or both.
+    #[arg(long, value_delimiter = ',', default_values_t = ["fault-tolerant".to_string(), "in-memory".to_string()],
+          value_parser = ["fault-tolerant", "in-memory"])]
+    capacity_mode: Vec<String>,
+    /// For `dispatcher-capacity`: where the journals go (deleted after);
+    /// default `target/bench-data/capacity`.
+    #[arg(long)]
+    capacity_dir: Option<PathBuf>,
     /// For `tcp-loopback`: bytes copied.
     #[arg(long, default_value_t = 4 << 30)]
     tcp_bytes: u64,
@@ -395,6 +444,34 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
                 .unwrap_or_else(|| PathBuf::from("target/bench-data/commit"));
             commit::run(&cli.commit_callers, cli.min_seconds, &dir, &mut emit)
         }
+        Scenario::DispatcherCapacity => {
+            let ms = std::time::Duration::from_millis;
+            let options = capacity::CapacityOptions {
+                python,
+                dir: cli
+                    .capacity_dir
+                    .clone()
+                    .unwrap_or_else(|| data::target_dir().join("bench-data").join("capacity")),
+                workers: cli.capacity_workers.clone(),
+                readers_per_worker: cli.capacity_readers_per_worker,
+                intervals: capacity::Intervals {
+                    worker_heartbeat: ms(cli.capacity_worker_heartbeat_ms),
+                    client_heartbeat: ms(cli.capacity_client_heartbeat_ms),
+                    split: (cli.capacity_split_interval_ms > 0)
+                        .then(|| ms(cli.capacity_split_interval_ms)),
+                },
+                warmup: std::time::Duration::from_secs_f64(cli.capacity_warmup_seconds),
+                window: std::time::Duration::from_secs_f64(cli.min_seconds),
+                p99_limit_ms: cli.capacity_p99_ms,
+                tensorflow: cli.compare_tensorflow,
+                fault_tolerant: cli
+                    .capacity_mode
+                    .iter()
+                    .map(|m| m == "fault-tolerant")
+                    .collect(),
+            };
+            capacity::run(&options, &mut emit)
+        }
         Scenario::Snapshot => {
             let options = snapshot::SnapshotOptions {
                 python,
@@ -476,6 +553,9 @@ fn main() -> Result<()> {
             .map(std::time::Duration::from_millis);
         return service::serve_worker(dispatcher, heartbeat);
     }
+    if cli.serve_dispatcher {
+        return capacity::serve_dispatcher(cli.serve_dispatcher_work_dir.as_deref());
+    }
     if let Some(path) = &cli.load_snapshot {
         return snapshot::serve_load(path);
     }
@@ -502,6 +582,18 @@ fn main() -> Result<()> {
     }
     if !(cli.min_seconds.is_finite() && cli.min_seconds >= 0.0) {
         bail!("--min-seconds must be a non-negative number");
+    }
+    if cli.capacity_workers.is_empty() || cli.capacity_workers.contains(&0) {
+        bail!("--capacity-workers must be positive counts");
+    }
+    if cli.capacity_readers_per_worker == 0 {
+        bail!("--capacity-readers-per-worker must be at least 1");
+    }
+    if cli.capacity_worker_heartbeat_ms == 0 || cli.capacity_client_heartbeat_ms == 0 {
+        bail!("heartbeat intervals must be positive");
+    }
+    if !(cli.capacity_warmup_seconds.is_finite() && cli.capacity_warmup_seconds >= 0.0) {
+        bail!("--capacity-warmup-seconds must be a non-negative number");
     }
     let mut out = Output { json: cli.json };
     for &scenario in &cli.scenario {

@@ -119,7 +119,12 @@ const USER_HZ: f64 = 100.0;
 
 /// User + system CPU time of this process (all threads), from `/proc/self/stat`.
 pub fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    cpu_seconds_of("self")
+}
+
+/// User + system CPU time of process `pid` (all threads; `"self"` for this one).
+pub fn cpu_seconds_of(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may contain spaces: fields start after its ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -127,6 +132,25 @@ pub fn process_cpu_seconds() -> Option<f64> {
     let utime: f64 = fields.get(11)?.parse().ok()?;
     let stime: f64 = fields.get(12)?.parse().ok()?;
     Some((utime + stime) / USER_HZ)
+}
+
+/// CPU time all processes of the machine spent busy (user, nice, system,
+/// interrupts; not idle or I/O wait), from `/proc/stat`: with the CPU time
+/// of the processes measured, what else kept the cores busy.
+pub fn machine_busy_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal ...
+    let busy: f64 = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .filter_map(|&i| ticks.get(i))
+        .sum();
+    Some(busy / USER_HZ)
 }
 
 /// The peak resident set size of this process (`VmHWM`), in bytes.

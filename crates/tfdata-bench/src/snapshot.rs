@@ -25,16 +25,16 @@
 //! cache. Reported: MB/s of element bytes, elements/s, each reader's peak
 //! RSS and its RSS before reading.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 use tfdata::{DispatchServer, DispatcherConfig};
 use tfdata_dataset::Dataset;
 
+use crate::child::Server;
 use crate::data::{run_python_script, scripts_dir};
 
 const SCRIPT: &str = "tf_snapshot.py";
@@ -61,78 +61,6 @@ impl SnapshotOptions {
     fn element_bytes(&self) -> u64 {
         self.elements * self.values * 4
     }
-}
-
-/// A server child process: stdin closed and waited for on drop.
-struct Server {
-    child: Child,
-    /// Drained on a thread after the first line, so the child never blocks.
-    first_line: String,
-}
-
-impl Server {
-    /// Starts `command` and reads its first stdout line (its readiness).
-    fn start(mut command: Command, what: &str) -> Result<Self> {
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .env("TF_CPP_MIN_LOG_LEVEL", "2")
-            .spawn()
-            .with_context(|| format!("starting {what}"))?;
-        let mut reader = BufReader::new(child.stdout.take().context("no stdout")?);
-        let mut server = Server {
-            child,
-            first_line: String::new(),
-        };
-        reader.read_line(&mut server.first_line)?;
-        drain(reader);
-        if server.first_line.trim().is_empty() {
-            bail!("{what} exited before it was ready");
-        }
-        Ok(server)
-    }
-
-    /// Starts a server that prints nothing; ready when `ready` says so.
-    fn start_quiet(mut command: Command, what: &str, ready: impl Fn() -> bool) -> Result<Self> {
-        let child = command
-            .stdin(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("starting {what}"))?;
-        let mut server = Server {
-            child,
-            first_line: String::new(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !ready() {
-            if Instant::now() > deadline {
-                bail!("{what} was not ready within 60 s");
-            }
-            if let Some(status) = server.child.try_wait()? {
-                bail!("{what} exited ({status})");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Ok(server)
-    }
-
-    fn status_bytes(&self, key: &str) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        crate::measure::status_kib(&status, key).map(|kib| kib * 1024)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
-fn drain(mut reader: BufReader<ChildStdout>) {
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = reader.read_to_end(&mut sink);
-    });
 }
 
 /// One save.

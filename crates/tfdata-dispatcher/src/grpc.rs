@@ -17,7 +17,7 @@ pub struct DispatcherGrpc(pub Arc<Dispatcher>);
 
 impl DispatcherGrpc {
     /// `result` as tonic's answer, counted in the RPC metrics.
-    fn respond<T>(
+    pub(crate) fn respond<T>(
         &self,
         method: &'static str,
         started: Instant,

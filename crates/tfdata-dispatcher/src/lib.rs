@@ -18,6 +18,8 @@
 //!   over the state journaled with group commit;
 //! * [`grpc`]: the tonic adapter of TensorFlow's `DispatcherService`, each
 //!   call in a span with the ids its request names (`request_span`);
+//! * [`grpc_heartbeat`]: `ClientHeartbeat` answered in front of it, from the
+//!   iterations' task lists kept encoded;
 //! * [`metrics`]: every metric the dispatcher exports, in one registry per
 //!   dispatcher;
 //! * [`http`]: the admin HTTP endpoint's routes (`/metrics`, `/healthz`,
@@ -31,6 +33,7 @@ pub mod config;
 pub mod dispatcher;
 pub mod distributed_snapshot;
 pub mod grpc;
+pub mod grpc_heartbeat;
 pub mod http;
 pub mod invariants;
 pub mod journal;

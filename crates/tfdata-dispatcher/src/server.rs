@@ -17,6 +17,7 @@ use tonic::server::NamedService;
 use crate::config::DispatcherConfig;
 use crate::dispatcher::{Dispatcher, SystemClock};
 use crate::grpc::DispatcherGrpc;
+use crate::grpc_heartbeat::HeartbeatFastPath;
 use crate::http::DispatcherSlot;
 use crate::state::DispatcherState;
 use crate::status::StatusGrpc;
@@ -172,9 +173,11 @@ async fn serve_grpc(
     ));
     let status = StatusServiceServer::new(StatusGrpc(Arc::clone(&dispatcher)));
     let grpc_health = health.grpc_service().await;
-    let service = DispatcherServiceServer::new(DispatcherGrpc(dispatcher))
+    let service = DispatcherServiceServer::new(DispatcherGrpc(Arc::clone(&dispatcher)))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    // ClientHeartbeat from the encoded task lists (crate::grpc_heartbeat).
+    let service = HeartbeatFastPath::new(service, dispatcher, MAX_MESSAGE_BYTES);
     let stopping = {
         let (health, shutdown) = (health.clone(), shutdown.clone());
         async move {

@@ -1,17 +1,98 @@
 //! Iteration clients (readers): heartbeats and releases.
+//!
+//! A heartbeat's answer lists every task of the reader's iteration, one per
+//! worker: with 1,000 workers and 10,000 readers beating once a second,
+//! building those lists (a `TaskInfo` of three strings per task, under the
+//! state lock) was most of the dispatcher's work. Each iteration's list is
+//! therefore kept encoded (`task_lists`), rebuilt only when the
+//! iteration's tasks change, and a heartbeat answers with those shared
+//! bytes ([`EncodedHeartbeat`], written out by `crate::grpc_heartbeat`).
 
-use tfdata_core::{Error, IterationClientId, Result};
+use bytes::Bytes;
+use prost::Message;
+use tfdata_core::{Error, IterationClientId, IterationId, Result};
 use tfdata_proto::data::{self as wire, update::UpdateType};
 
 use super::Dispatcher;
 use super::coordinated_reads::negotiate_pending_task;
 use super::errors::unknown_client;
+use super::task_lists::{EncodedTaskList, encode_task_list};
+use super::txn::Guarded;
+
+/// A `ClientHeartbeatResponse` with its task list already encoded.
+#[derive(Debug, Clone)]
+pub struct EncodedHeartbeat {
+    /// Encoded `task_info` entries (field 1), shared by the iteration's readers.
+    pub task_info: Bytes,
+    /// The other fields (`task_info` empty).
+    pub rest: wire::ClientHeartbeatResponse,
+}
+
+impl EncodedHeartbeat {
+    /// Bytes of the whole encoded response.
+    pub fn encoded_len(&self) -> usize {
+        self.task_info.len() + self.rest.encoded_len()
+    }
+
+    /// Writes the response: the task list's bytes, then the other fields
+    /// (protobuf fields may come in any order).
+    pub fn encode(&self, dst: &mut impl bytes::BufMut) -> Result<()> {
+        if dst.remaining_mut() < self.encoded_len() {
+            return Err(Error::Internal("no room for the heartbeat answer".into()));
+        }
+        dst.put_slice(&self.task_info);
+        self.rest
+            .encode(dst)
+            .map_err(|e| Error::Internal(format!("encoding a heartbeat answer: {e}")))
+    }
+
+    /// The response as a message.
+    pub fn decode(self) -> Result<wire::ClientHeartbeatResponse> {
+        let tasks = wire::ClientHeartbeatResponse::decode(self.task_info)
+            .map_err(|e| Error::Internal(format!("an encoded task list does not decode: {e}")))?;
+        Ok(wire::ClientHeartbeatResponse {
+            task_info: tasks.task_info,
+            ..self.rest
+        })
+    }
+}
+
+/// `iteration`'s encoded task list, re-encoded if its tasks changed.
+/// Entries of iterations that no reader can ask about any more are dropped
+/// whenever one is re-encoded, so the cache holds at most one entry per
+/// live iteration.
+fn task_list(g: &mut Guarded, iteration: IterationId) -> Result<Bytes> {
+    let it = g
+        .state
+        .iteration(iteration)
+        .ok_or_else(|| Error::Internal(format!("iteration {iteration} vanished")))?;
+    if let Some(list) = g.task_lists.get(&iteration)
+        && list.is_current(it)
+    {
+        return Ok(list.encoded().clone());
+    }
+    let list: EncodedTaskList = encode_task_list(&g.state, it);
+    let encoded = list.encoded().clone();
+    let state = &g.state;
+    g.task_lists
+        .retain(|id, _| state.iteration(*id).is_some_and(|it| !it.garbage_collected));
+    g.task_lists.insert(iteration, list);
+    Ok(encoded)
+}
 
 impl Dispatcher {
     pub(crate) async fn client_heartbeat(
         &self,
         req: wire::ClientHeartbeatRequest,
     ) -> Result<wire::ClientHeartbeatResponse> {
+        self.client_heartbeat_encoded(req).await?.decode()
+    }
+
+    /// `ClientHeartbeat`, answered with the iteration's encoded task list.
+    pub async fn client_heartbeat_encoded(
+        &self,
+        req: wire::ClientHeartbeatRequest,
+    ) -> Result<EncodedHeartbeat> {
         let client = IterationClientId(req.iteration_client_id);
         let mut txn = self.ledger.begin().await;
         let iteration_id = txn
@@ -35,28 +116,15 @@ impl Dispatcher {
                 "iteration {iteration_id} has been garbage collected (it had no clients for longer than job_gc_timeout)"
             )));
         }
-        let task_info = it
-            .tasks
-            .iter()
-            .filter_map(|t| txn.state.task(*t))
-            .map(|t| wire::TaskInfo {
-                worker_address: t.worker_address.clone(),
-                transfer_servers: t.transfer_servers.clone(),
-                worker_tags: t.worker_tags.clone(),
-                task_id: t.id.0,
-                iteration_id: t.iteration_id.0,
-                worker_uid: t.worker_uid,
-                starting_round: t.starting_round,
-            })
-            .collect();
-        let response = wire::ClientHeartbeatResponse {
-            task_info,
+        let rest = wire::ClientHeartbeatResponse {
+            task_info: Vec::new(),
             block_round: it.pending_tasks.front().map(|p| p.target_round),
             iteration_finished: it.finished,
             deployment_mode: self.config.deployment_mode as i32,
         };
-        txn.commit().await?;
-        Ok(response)
+        let task_info = task_list(&mut txn, iteration_id)?;
+        txn.commit_heartbeat().await?;
+        Ok(EncodedHeartbeat { task_info, rest })
     }
 
     pub(crate) async fn release_iteration_client(

@@ -254,3 +254,69 @@ async fn a_failed_journal_write_hands_out_nothing_unjournaled() {
         "the split lost with the failed write is handed out again"
     );
 }
+
+/// Heartbeats do not queue behind a split's journal write (no heartbeat
+/// answer reflects a split handout), but still wait for a group that
+/// changes what they answer: a reader never sees a task that is not durable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_wait_only_for_the_writes_they_answer_from() {
+    let store = Arc::new(TestStore::default());
+    let d = Arc::new(dispatcher(&store));
+    let client = iteration_of_range(&d, 100, 1).await;
+    let iteration = IterationId::FIRST;
+    let heartbeat = wire::ClientHeartbeatRequest {
+        iteration_client_id: client,
+        ..Default::default()
+    };
+    store.close_gate();
+    let split = {
+        let d = Arc::clone(&d);
+        tokio::spawn(async move { d.get_split(get_split(iteration)).await })
+    };
+    for _ in 0..500 {
+        if splits_applied(&d, iteration).await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(splits_applied(&d, iteration).await, 1);
+    let answer = tokio::time::timeout(Duration::from_secs(10), d.client_heartbeat(heartbeat))
+        .await
+        .expect("a reader's heartbeat does not wait for the split's write")
+        .unwrap();
+    assert!(answer.task_info.is_empty());
+    assert!(!split.is_finished(), "the split waits for its own write");
+
+    // A worker registers: its task is in memory, not yet durable.
+    let registration = {
+        let d = Arc::clone(&d);
+        tokio::spawn(async move {
+            d.worker_heartbeat(wire::WorkerHeartbeatRequest {
+                worker_address: "w:1".into(),
+                tfdata_runs_pipelines: true,
+                ..Default::default()
+            })
+            .await
+        })
+    };
+    for _ in 0..500 {
+        if d.snapshot_state().await.worker("w:1").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let reader = {
+        let d = Arc::clone(&d);
+        tokio::spawn(async move { d.client_heartbeat(heartbeat).await })
+    };
+    // Nothing to wait for but time: the reader must still be waiting.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !reader.is_finished() && !registration.is_finished(),
+        "an answer listing the new task waits until it is durable"
+    );
+    store.open_gate();
+    split.await.unwrap().unwrap();
+    assert_eq!(registration.await.unwrap().unwrap().new_tasks.len(), 1);
+    assert_eq!(reader.await.unwrap().unwrap().task_info.len(), 1);
+}

@@ -21,6 +21,7 @@
 //! * [`distributed_snapshots`]: `Snapshot`, `GetSnapshotSplit`,
 //!   `GetSnapshotStreams`, the snapshot part of heartbeats, recovery;
 //! * [`maintenance`]: liveness checks and garbage collection;
+//! * [`task_lists`]: each iteration's task list kept encoded for heartbeats;
 //! * [`load`]: what workers and readers report of their pace, and the
 //!   demand estimate;
 //! * [`overview`]: the numbers operators see: the state gauges of
@@ -28,7 +29,8 @@
 //!
 //! Dependencies between them point one way:
 //! `overview → maintenance → workers → distributed_snapshots → splits`, `jobs → {workers, splits}`,
-//! `clients → coordinated_reads`, and everything `→ {txn, liveness, load, errors}`.
+//! `clients → {coordinated_reads, task_lists}`, `txn → task_lists`, and everything
+//! `→ {txn, liveness, load, errors}`.
 
 mod clients;
 mod coordinated_reads;
@@ -41,6 +43,7 @@ pub mod load;
 mod maintenance;
 pub mod overview;
 mod splits;
+mod task_lists;
 mod txn;
 mod worker_addresses;
 mod workers;
@@ -68,6 +71,7 @@ use crate::state::DispatcherState;
 use crate::store::DatasetStore;
 use crate::work_dir::WorkDir;
 
+pub use clients::EncodedHeartbeat;
 pub use overview::{IterationProgress, Overview, ReaderOverview, WorkerOverview};
 pub use txn::MAX_GROUP_UPDATES;
 
@@ -195,6 +199,7 @@ impl Dispatcher {
             load: load::Load::default(),
             split_providers: HashMap::new(),
             rounds: HashMap::new(),
+            task_lists: HashMap::new(),
         };
         let metrics = Arc::new(DispatcherMetrics::new());
         Ok(Dispatcher {

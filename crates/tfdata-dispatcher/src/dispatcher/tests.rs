@@ -555,3 +555,96 @@ async fn demand_and_rates_follow_heartbeats() {
         "{text}"
     );
 }
+
+/// The task list a heartbeat answers, built from the state as TensorFlow
+/// describes it (spec §4.4 `TaskInfo`), in the iteration's task order.
+fn task_infos_in_state(state: &crate::state::DispatcherState) -> Vec<wire::TaskInfo> {
+    let it = state.iterations().next().unwrap();
+    it.tasks
+        .iter()
+        .map(|id| {
+            let t = state.task(*id).unwrap();
+            wire::TaskInfo {
+                worker_address: t.worker_address.clone(),
+                transfer_servers: t.transfer_servers.clone(),
+                worker_tags: t.worker_tags.clone(),
+                task_id: t.id.0,
+                iteration_id: t.iteration_id.0,
+                worker_uid: t.worker_uid,
+                starting_round: t.starting_round,
+            }
+        })
+        .collect()
+}
+
+/// A reader's heartbeat lists its iteration's tasks as they are now: the
+/// encoded list kept between heartbeats follows workers joining and
+/// leaving, and the encoded answer is the message field for field.
+#[tokio::test]
+async fn heartbeats_list_the_iterations_tasks_as_they_change() {
+    let (d, _clock) = dispatcher();
+    let join = |address: &str, stopping: bool| wire::WorkerHeartbeatRequest {
+        worker_address: address.into(),
+        transfer_servers: vec![wire::DataTransferServerInfo {
+            protocol: "grpc".into(),
+            address: address.into(),
+            ..Default::default()
+        }],
+        worker_tags: vec![format!("tag-of-{address}")],
+        worker_uid: 7,
+        tfdata_runs_pipelines: true,
+        tfdata_stopping: stopping,
+        ..Default::default()
+    };
+    d.worker_heartbeat(join("a:1", false)).await.unwrap();
+    let client = iteration_with_client(&d).await;
+    let beat = || async {
+        let encoded = d
+            .client_heartbeat_encoded(wire::ClientHeartbeatRequest {
+                iteration_client_id: client,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut bytes = Vec::new();
+        encoded.encode(&mut bytes).unwrap();
+        assert_eq!(bytes.len(), encoded.encoded_len());
+        let on_the_wire = <wire::ClientHeartbeatResponse as prost::Message>::decode(&bytes[..]);
+        let decoded = encoded.decode().unwrap();
+        assert_eq!(on_the_wire.unwrap(), decoded);
+        decoded
+    };
+    let first = beat().await;
+    assert_eq!(
+        first.task_info,
+        task_infos_in_state(&d.snapshot_state().await)
+    );
+    assert_eq!(first.task_info.len(), 1);
+    assert_eq!(first.task_info[0].worker_tags, vec!["tag-of-a:1"]);
+    assert_eq!(beat().await, first, "unchanged tasks, same answer");
+
+    d.worker_heartbeat(join("b:1", false)).await.unwrap();
+    let second = beat().await;
+    assert_eq!(second.task_info.len(), 2);
+    assert_eq!(
+        second.task_info,
+        task_infos_in_state(&d.snapshot_state().await)
+    );
+
+    d.worker_heartbeat(join("a:1", true)).await.unwrap();
+    let third = beat().await;
+    assert_eq!(
+        third.task_info,
+        task_infos_in_state(&d.snapshot_state().await)
+    );
+    assert_eq!(
+        third
+            .task_info
+            .iter()
+            .map(|t| t.worker_address.as_str())
+            .collect::<Vec<_>>(),
+        vec!["b:1"],
+        "the stopped worker's task left the list"
+    );
+    assert!(!third.iteration_finished);
+}

@@ -20,7 +20,9 @@
 //!   groups it includes, and written by the journal thread in that order.
 //! * No answer is given from state that is not durable: a transaction
 //!   waits for the newest group queued when it released the lock, its own
-//!   or an earlier one it may have read, even when it changed nothing.
+//!   or an earlier one it may have read, even when it changed nothing. (A
+//!   heartbeat that changed nothing waits for the newest group that can
+//!   change its answer: split handouts cannot, [`Txn::commit_heartbeat`].)
 //! * After a failed journal write memory may be ahead of disk. Every later
 //!   update and every transaction that saw unwritten state fails; a restart
 //!   recovers from the journal.
@@ -64,6 +66,8 @@ pub(crate) struct Guarded {
     pub split_providers: HashMap<IterationId, Vec<Box<dyn SplitProvider>>>,
     /// Coordinated reads: the highest round any client of an iteration reported.
     pub rounds: HashMap<IterationId, i64>,
+    /// Each iteration's task list, encoded for client heartbeats.
+    pub task_lists: HashMap<IterationId, super::task_lists::EncodedTaskList>,
 }
 
 /// The state lock and the journal behind it.
@@ -195,6 +199,29 @@ impl Txn<'_> {
         }
     }
 
+    /// [`commit`](Self::commit) for a heartbeat (a reader's or a worker's).
+    /// One that applied no update waits only for the groups a heartbeat's
+    /// answer can reflect: all but split handouts (`ProduceSplit` changes
+    /// an iteration's split cursors and held splits, which no heartbeat
+    /// reads). So readers and workers do not queue behind every `GetSplit`'s
+    /// fsync, and still never see a task, a worker or an iteration's end
+    /// before it is durable. After a failed journal write it fails, as every
+    /// transaction does.
+    pub async fn commit_heartbeat(self) -> Result<()> {
+        if !self.updates.is_empty() {
+            return self.commit().await;
+        }
+        let Some(journal) = self.ledger.journal.as_ref() else {
+            return Ok(());
+        };
+        self.ledger.refuse_if_failed()?;
+        // Read under the state lock, so it covers every group this
+        // transaction could have seen.
+        let awaited = journal.heartbeat_horizon();
+        drop(self);
+        journal.wait_durable(awaited).await
+    }
+
     /// Queues the updates applied so far (under the lock, so groups are
     /// queued in lock order) and, past the bound, a compaction snapshot of
     /// the state they lead to. Returns the group number to wait for.
@@ -233,6 +260,9 @@ struct Queue {
     queued: u64,
     /// Updates queued since the last compaction.
     since_compaction: u64,
+    /// The newest group with an update other than a split handout: what a
+    /// heartbeat that changed nothing waits for (`Txn::commit_heartbeat`).
+    heartbeat_horizon: u64,
     stopping: bool,
 }
 
@@ -285,8 +315,16 @@ impl GroupCommit {
             return q.queued;
         }
         q.since_compaction += updates.len() as u64;
+        // Anything but a split handout may change a heartbeat's answer (an
+        // update type added later counts too, until shown otherwise).
+        let seen_by_heartbeats = updates
+            .iter()
+            .any(|u| !matches!(u.update_type, Some(UpdateType::ProduceSplit(_))));
         q.entries.push_back(Entry::Group(updates));
         q.queued += 1;
+        if seen_by_heartbeats {
+            q.heartbeat_horizon = q.queued;
+        }
         if q.since_compaction >= compact_after {
             q.entries.push_back(Entry::Compact(Box::new(snapshot())));
             q.queued += 1;
@@ -294,6 +332,14 @@ impl GroupCommit {
         }
         wake.notify_one();
         q.queued
+    }
+
+    /// The newest group a heartbeat's answer can reflect (see [`Queue`]).
+    fn heartbeat_horizon(&self) -> u64 {
+        let (lock, _) = &*self.queue;
+        lock.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .heartbeat_horizon
     }
 
     async fn wait_durable(&self, entry: u64) -> Result<()> {

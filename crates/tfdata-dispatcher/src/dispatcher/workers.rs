@@ -125,7 +125,7 @@ impl Dispatcher {
         {
             new_tasks.push(self.task_def(&txn.state, task)?);
         }
-        txn.commit().await?;
+        txn.commit_heartbeat().await?;
         // After the tasks' transaction, as TensorFlow does: snapshot
         // streams are not journaled state.
         let snapshot_tasks = self.snapshot_tasks(&req).await?;

@@ -1,0 +1,242 @@
+//! `ClientHeartbeat` on the wire from pre-encoded task lists.
+//!
+//! The generated `DispatcherServiceServer` answers with a
+//! `ClientHeartbeatResponse` that prost encodes field by field: for a
+//! reader of an iteration with N tasks, N `TaskInfo`s built and encoded per
+//! heartbeat. [`HeartbeatFastPath`] sits in front of it and serves that one
+//! method itself, with a codec that writes the iteration's task list as the
+//! bytes the dispatcher keeps encoded ([`EncodedHeartbeat`]); every other
+//! method goes to the generated server unchanged. The bytes on the wire are
+//! the same protobuf message (a repeated field's entries, then the other
+//! fields), so TensorFlow's clients read it as before.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use prost::Message;
+use tfdata_proto::data as wire;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codegen::{Body, BoxFuture, Service, StdError, http};
+use tonic::server::{NamedService, UnaryService};
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+
+use crate::dispatcher::{Dispatcher, EncodedHeartbeat};
+use crate::grpc::DispatcherGrpc;
+use crate::request_span::{RequestIds, rpc_span};
+
+const CLIENT_HEARTBEAT_PATH: &str = "/tensorflow.data.DispatcherService/ClientHeartbeat";
+
+/// The dispatcher service `S` (the generated server), with `ClientHeartbeat`
+/// answered here (see the module docs).
+#[derive(Clone)]
+pub struct HeartbeatFastPath<S> {
+    inner: S,
+    dispatcher: Arc<Dispatcher>,
+    max_message_bytes: usize,
+}
+
+impl<S> HeartbeatFastPath<S> {
+    pub fn new(inner: S, dispatcher: Arc<Dispatcher>, max_message_bytes: usize) -> Self {
+        HeartbeatFastPath {
+            inner,
+            dispatcher,
+            max_message_bytes,
+        }
+    }
+}
+
+impl<S: NamedService> NamedService for HeartbeatFastPath<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S, B> Service<http::Request<B>> for HeartbeatFastPath<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<tonic::body::Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Error: Into<StdError> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Infallible>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if req.uri().path() != CLIENT_HEARTBEAT_PATH {
+            return Box::pin(self.inner.call(req));
+        }
+        let handler = Handler(Arc::clone(&self.dispatcher));
+        let max = self.max_message_bytes;
+        Box::pin(async move {
+            let mut grpc = tonic::server::Grpc::new(HeartbeatCodec)
+                .apply_max_message_size_config(Some(max), Some(max));
+            Ok(grpc.unary(handler, req).await)
+        })
+    }
+}
+
+/// The method itself: the dispatcher's answer, with the span and metrics
+/// every other method gets from `crate::grpc`.
+struct Handler(Arc<Dispatcher>);
+
+impl UnaryService<wire::ClientHeartbeatRequest> for Handler {
+    type Response = EncodedHeartbeat;
+    type Future = BoxFuture<Response<EncodedHeartbeat>, Status>;
+
+    fn call(&mut self, r: Request<wire::ClientHeartbeatRequest>) -> Self::Future {
+        let dispatcher = Arc::clone(&self.0);
+        Box::pin(async move {
+            let started = Instant::now();
+            let request = r.into_inner();
+            let span = rpc_span("ClientHeartbeat");
+            request.record(&span);
+            let result = dispatcher
+                .client_heartbeat_encoded(request)
+                .instrument(span)
+                .await;
+            DispatcherGrpc(dispatcher).respond("ClientHeartbeat", started, result)
+        })
+    }
+}
+
+/// prost for the request; [`EncodedHeartbeat::encode`] for the answer.
+struct HeartbeatCodec;
+
+struct AnswerEncoder;
+struct RequestDecoder;
+
+impl Codec for HeartbeatCodec {
+    type Encode = EncodedHeartbeat;
+    type Decode = wire::ClientHeartbeatRequest;
+    type Encoder = AnswerEncoder;
+    type Decoder = RequestDecoder;
+
+    fn encoder(&mut self) -> AnswerEncoder {
+        AnswerEncoder
+    }
+
+    fn decoder(&mut self) -> RequestDecoder {
+        RequestDecoder
+    }
+}
+
+impl Encoder for AnswerEncoder {
+    type Item = EncodedHeartbeat;
+    type Error = Status;
+
+    fn encode(&mut self, item: EncodedHeartbeat, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.reserve(item.encoded_len());
+        item.encode(dst).map_err(Status::from)
+    }
+}
+
+impl Decoder for RequestDecoder {
+    type Item = wire::ClientHeartbeatRequest;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
+        wire::ClientHeartbeatRequest::decode(src)
+            .map(Some)
+            .map_err(|e| Status::invalid_argument(format!("malformed ClientHeartbeatRequest: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DispatcherConfig;
+    use crate::server::DispatchServer;
+
+    /// Over real gRPC, a generated client decodes the answer to the same
+    /// message the dispatcher means, and the other methods still reach the
+    /// generated server behind the fast path.
+    #[test]
+    fn a_generated_client_reads_the_encoded_answer() {
+        let server = DispatchServer::new(DispatcherConfig::default()).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let channel =
+                tfdata_rpc::channel::channel(&server.address(), &Default::default()).unwrap();
+            let mut client = tfdata_rpc::channel::dispatcher_client(channel);
+            for address in ["w0:1", "w1:1", "w2:1"] {
+                client
+                    .worker_heartbeat(wire::WorkerHeartbeatRequest {
+                        worker_address: address.into(),
+                        tfdata_runs_pipelines: true,
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+            }
+            let pipeline = tfdata_dataset::pipeline::to_pipeline_def(
+                &tfdata_dataset::Dataset::range(10),
+                false,
+            )
+            .unwrap();
+            let dataset_id = client
+                .get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
+                    dataset: Some(wire::DatasetDef {
+                        tfdata_pipeline: Some(pipeline),
+                        ..Default::default()
+                    }),
+                    metadata: Some(wire::DataServiceMetadata {
+                        compression: 1,
+                        ..Default::default()
+                    }),
+                    dataset_id: None,
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .dataset_id;
+            let job_id = client
+                .get_or_create_job(wire::GetOrCreateJobRequest {
+                    dataset_id,
+                    processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .job_id;
+            let reader = client
+                .get_or_create_iteration(wire::GetOrCreateIterationRequest {
+                    job_id,
+                    repetition: 0,
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .iteration_client_id;
+            let request = wire::ClientHeartbeatRequest {
+                iteration_client_id: reader,
+                ..Default::default()
+            };
+            let over_grpc = client.client_heartbeat(request).await.unwrap().into_inner();
+            let meant = server.dispatcher().client_heartbeat(request).await.unwrap();
+            assert_eq!(over_grpc, meant);
+            assert_eq!(over_grpc.task_info.len(), 3);
+            let unknown = client
+                .client_heartbeat(wire::ClientHeartbeatRequest {
+                    iteration_client_id: reader + 100,
+                    ..Default::default()
+                })
+                .await
+                .unwrap_err();
+            assert_eq!(unknown.code(), tonic::Code::NotFound);
+        });
+        server.stop();
+    }
+}
