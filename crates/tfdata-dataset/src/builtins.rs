@@ -8,7 +8,8 @@
 //! | name | arguments | does |
 //! |---|---|---|
 //! | `parse_example` | `features: {name: {dtype, shape?, default?, var_len?}}` | `tf.io.parse_single_example`; the element becomes the features dictionary |
-//! | `decode_jpeg`, `decode_png`, `decode_image` | `channels` (0) | to `uint8 [h, w, c]` |
+//! | `decode_jpeg`, `decode_png`, `decode_image` | `channels` (0); `decode_jpeg`: `dct_method` ("", "INTEGER_FAST", "INTEGER_ACCURATE") | to `uint8 [h, w, c]` |
+//! | `decode_and_crop_jpeg` | `crop_window: [y, x, h, w]`, `channels` (0), `dct_method` ("") | the window of a JPEG, decoding stopped after its last row |
 //! | `resize` | `size: [h, w]`, `method` ("bilinear") | `tf.image.resize` |
 //! | `central_crop` | `fraction` | |
 //! | `crop_to_bounding_box` | `offset_height`, `offset_width`, `target_height`, `target_width` | |
@@ -57,18 +58,40 @@ pub fn map(f: &FunctionRef, input: Option<&Structure>) -> Option<Result<Resolved
                 Ok(c) => c,
                 Err(e) => return Some(Err(e)),
             };
+            // `dct_method` is `decode_jpeg`'s alone, as in TensorFlow.
+            let dct = match args.str_or(name, "dct_method", "") {
+                Ok(m) if name == "decode_jpeg" => kernels::DctMethod::from_tf(m),
+                Ok(_) => Ok(kernels::DctMethod::default()),
+                Err(e) => Err(e),
+            };
+            let dct = match dct {
+                Ok(d) => d,
+                Err(e) => return Some(Err(e)),
+            };
             let kernel = match name {
                 "decode_jpeg" => kernels::decode_jpeg,
                 "decode_png" => kernels::decode_png,
                 _ => kernels::decode_image,
             };
+            let known: &[&str] = if name == "decode_jpeg" {
+                &["channels", "dct_method"]
+            } else {
+                &["channels"]
+            };
             let c = (channels > 0).then_some(i64::from(channels));
+            let jpeg_op = name == "decode_jpeg";
             elementwise(
                 name,
                 args,
-                &["channels"],
+                known,
                 input,
-                move |t| kernel(t, channels),
+                move |t| {
+                    if jpeg_op {
+                        kernels::decode_jpeg_with(t, channels, dct)
+                    } else {
+                        kernel(t, channels)
+                    }
+                },
                 move |_| {
                     Ok(TensorSpec::new(
                         DType::UInt8,
@@ -77,6 +100,24 @@ pub fn map(f: &FunctionRef, input: Option<&Structure>) -> Option<Result<Resolved
                 },
             )
         }
+        "decode_and_crop_jpeg" => (|| {
+            let channels = channels(name, args)?;
+            let dct = kernels::DctMethod::from_tf(args.str_or(name, "dct_method", "")?)?;
+            let window = args.ints(name, "crop_window")?;
+            let c = (channels > 0).then_some(i64::from(channels));
+            let (h, w) = match window.as_slice() {
+                [_, _, h, w] => (Some(*h), Some(*w)),
+                _ => (None, None),
+            };
+            elementwise(
+                name,
+                args,
+                &["crop_window", "channels", "dct_method"],
+                input,
+                move |t| kernels::decode_and_crop_jpeg(t, &window, channels, dct),
+                move |_| Ok(TensorSpec::new(DType::UInt8, Shape(Some(vec![h, w, c])))),
+            )
+        })(),
         "resize" => (|| {
             let size = size(name, args)?;
             let method = match args.str_or(name, "method", "bilinear")? {

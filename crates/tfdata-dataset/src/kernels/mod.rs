@@ -8,8 +8,9 @@
 //! against real TensorFlow; where tfdata cannot match TensorFlow bit for bit
 //! the kernel's rustdoc says so and by how much.
 //!
-//! * [`decode_jpeg`], [`decode_png`], [`decode_image`]: image bytes to a
-//!   `uint8` `[height, width, channels]` tensor;
+//! * [`decode_jpeg`] (and [`decode_jpeg_with`] a [`DctMethod`]),
+//!   [`decode_and_crop_jpeg`], [`decode_png`], [`decode_image`]: image
+//!   bytes to a `uint8` `[height, width, channels]` tensor;
 //! * [`resize`] (bilinear and nearest, `tf.image.resize` semantics),
 //!   [`central_crop`], [`crop_to_bounding_box`], [`random_crop`],
 //!   [`flip_left_right`], [`flip_up_down`], [`random_flip_left_right`],
@@ -36,14 +37,16 @@
 
 mod decode;
 mod image;
+mod jpeg;
 mod math;
 mod text;
 
-pub use decode::{decode_image, decode_jpeg, decode_png};
+pub use decode::{decode_and_crop_jpeg, decode_image, decode_jpeg, decode_jpeg_with, decode_png};
 pub use image::{
     ResizeMethod, central_crop, crop_to_bounding_box, flip_left_right, flip_up_down, random_crop,
     random_flip_left_right, random_flip_up_down, resize,
 };
+pub use jpeg::DctMethod;
 pub use math::{cast, normalize, one_hot, per_image_standardization, scale};
 pub use text::{Vocabulary, lookup, lower, string_split};
 
