@@ -11,6 +11,7 @@
 //! | `decode_jpeg`, `decode_png`, `decode_image` | `channels` (0); `decode_jpeg`: `dct_method` ("", "INTEGER_FAST", "INTEGER_ACCURATE") | to `uint8 [h, w, c]` |
 //! | `decode_and_crop_jpeg` | `crop_window: [y, x, h, w]`, `channels` (0), `dct_method` ("") | the window of a JPEG, decoding stopped after its last row |
 //! | `resize` | `size: [h, w]`, `method` ("bilinear") | `tf.image.resize` |
+//! | `resize_normalize` | `size`, `mean`, `std` | bilinear `resize` then `normalize`, one pass, same bits (map fusion makes it from the two) |
 //! | `central_crop` | `fraction` | |
 //! | `crop_to_bounding_box` | `offset_height`, `offset_width`, `target_height`, `target_width` | |
 //! | `random_crop` | `size: [h, w]`, `seed` | |
@@ -143,6 +144,36 @@ pub fn map(f: &FunctionRef, input: Option<&Structure>) -> Option<Result<Resolved
                     };
                     Ok(TensorSpec::new(
                         dtype,
+                        replace_hw(&s.shape, Some(size[0]), Some(size[1])),
+                    ))
+                },
+            )
+        })(),
+        "resize_normalize" => (|| {
+            let size = size(name, args)?;
+            let floats = |key| -> Result<Vec<f32>> {
+                Ok(args
+                    .floats(name, key)?
+                    .into_iter()
+                    .map(|v| v as f32)
+                    .collect())
+            };
+            let (mean, std) = (floats("mean")?, floats("std")?);
+            if mean.len() != std.len() || std.contains(&0.0) {
+                return Err(Error::InvalidArgument(
+                    "resize_normalize: mean and std must have the same length and std no zeros"
+                        .into(),
+                ));
+            }
+            elementwise(
+                name,
+                args,
+                &["size", "mean", "std"],
+                input,
+                move |t| kernels::resize_normalize(t, size[0], size[1], &mean, &std),
+                move |s| {
+                    Ok(TensorSpec::new(
+                        DType::Float,
                         replace_hw(&s.shape, Some(size[0]), Some(size[1])),
                     ))
                 },
@@ -412,6 +443,57 @@ fn replace_hw(shape: &Shape, h: Option<i64>, w: Option<i64>) -> Shape {
         }
         _ => Shape(None),
     }
+}
+
+/// Consecutive map functions that run as one: a bilinear `resize` followed
+/// by a `normalize` of the same component becomes one `resize_normalize`
+/// (bit-identical, one pass, no resized image in between). Used by map
+/// fusion (`ops::map`), which already runs consecutive parallel maps as one
+/// stage; anything else is left as it is.
+pub fn fuse(functions: Vec<FunctionRef>) -> Vec<FunctionRef> {
+    let mut out: Vec<FunctionRef> = Vec::with_capacity(functions.len());
+    for f in functions {
+        if let Some(prev) = out.last()
+            && let Some(fused) = resize_then_normalize(prev, &f)
+        {
+            out.pop();
+            out.push(fused);
+            continue;
+        }
+        out.push(f);
+    }
+    out
+}
+
+fn resize_then_normalize(resize: &FunctionRef, normalize: &FunctionRef) -> Option<FunctionRef> {
+    let bilinear = resize
+        .args
+        .get("method")
+        .is_none_or(|m| matches!(m, Attr::Str(s) if s == "bilinear"));
+    let component = |f: &FunctionRef| f.args.get("component").cloned();
+    if resize.name != "resize"
+        || normalize.name != "normalize"
+        || resize.inline.is_some()
+        || normalize.inline.is_some()
+        || !bilinear
+        || component(resize) != component(normalize)
+    {
+        return None;
+    }
+    let mut args = Attrs::new();
+    for key in ["size", "component"] {
+        if let Some(v) = resize.args.get(key) {
+            args = args.with(key, v.clone());
+        }
+    }
+    for key in ["mean", "std"] {
+        args = args.with(key, normalize.args.get(key)?.clone());
+    }
+    Some(FunctionRef {
+        name: "resize_normalize".into(),
+        args,
+        inline: None,
+    })
 }
 
 /// Largest output image of `resize` / `random_crop`, in pixels, so a

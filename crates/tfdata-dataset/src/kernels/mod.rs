@@ -12,6 +12,7 @@
 //!   [`decode_and_crop_jpeg`], [`decode_png`], [`decode_image`]: image
 //!   bytes to a `uint8` `[height, width, channels]` tensor;
 //! * [`resize`] (bilinear and nearest, `tf.image.resize` semantics),
+//!   [`resize_normalize`] (bilinear resize and [`normalize`] in one pass),
 //!   [`central_crop`], [`crop_to_bounding_box`], [`random_crop`],
 //!   [`flip_left_right`], [`flip_up_down`], [`random_flip_left_right`],
 //!   [`random_flip_up_down`];
@@ -44,7 +45,7 @@ mod text;
 pub use decode::{decode_and_crop_jpeg, decode_image, decode_jpeg, decode_jpeg_with, decode_png};
 pub use image::{
     ResizeMethod, central_crop, crop_to_bounding_box, flip_left_right, flip_up_down, random_crop,
-    random_flip_left_right, random_flip_up_down, resize,
+    random_flip_left_right, random_flip_up_down, resize, resize_normalize,
 };
 pub use jpeg::DctMethod;
 pub use math::{cast, normalize, one_hot, per_image_standardization, scale};
