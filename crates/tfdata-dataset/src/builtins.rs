@@ -12,6 +12,7 @@
 //! | `decode_and_crop_jpeg` | `crop_window: [y, x, h, w]`, `channels` (0), `dct_method` ("") | the window of a JPEG, decoding stopped after its last row |
 //! | `resize` | `size: [h, w]`, `method` ("bilinear") | `tf.image.resize` |
 //! | `resize_normalize` | `size`, `mean`, `std` | bilinear `resize` then `normalize`, one pass, same bits (map fusion makes it from the two) |
+//! | `decode_jpeg_resize` | `size`, `channels` (0), `dct_method` (""), `mean`, `std` (optional) | `decode_jpeg` then bilinear `resize` (then `normalize`), resized as decoded, same bits (map fusion makes it) |
 //! | `central_crop` | `fraction` | |
 //! | `crop_to_bounding_box` | `offset_height`, `offset_width`, `target_height`, `target_width` | |
 //! | `random_crop` | `size: [h, w]`, `seed` | |
@@ -175,6 +176,43 @@ pub fn map(f: &FunctionRef, input: Option<&Structure>) -> Option<Result<Resolved
                     Ok(TensorSpec::new(
                         DType::Float,
                         replace_hw(&s.shape, Some(size[0]), Some(size[1])),
+                    ))
+                },
+            )
+        })(),
+        "decode_jpeg_resize" => (|| {
+            let size = size(name, args)?;
+            let channels = channels(name, args)?;
+            let dct = kernels::DctMethod::from_tf(args.str_or(name, "dct_method", "")?)?;
+            let normalize = match (args.get("mean"), args.get("std")) {
+                (None, None) => None,
+                _ => {
+                    let floats = |key| -> Result<Vec<f32>> {
+                        Ok(args
+                            .floats(name, key)?
+                            .into_iter()
+                            .map(|v| v as f32)
+                            .collect())
+                    };
+                    Some((floats("mean")?, floats("std")?))
+                }
+            };
+            let c = (channels > 0).then_some(i64::from(channels));
+            elementwise(
+                name,
+                args,
+                &["size", "channels", "dct_method", "mean", "std"],
+                input,
+                move |t| {
+                    let ms = normalize
+                        .as_ref()
+                        .map(|(m, s)| (m.as_slice(), s.as_slice()));
+                    kernels::decode_jpeg_resize(t, channels, dct, size[0], size[1], ms)
+                },
+                move |_| {
+                    Ok(TensorSpec::new(
+                        DType::Float,
+                        Shape(Some(vec![Some(size[0]), Some(size[1]), c])),
                     ))
                 },
             )
@@ -445,16 +483,18 @@ fn replace_hw(shape: &Shape, h: Option<i64>, w: Option<i64>) -> Shape {
     }
 }
 
-/// Consecutive map functions that run as one: a bilinear `resize` followed
-/// by a `normalize` of the same component becomes one `resize_normalize`
-/// (bit-identical, one pass, no resized image in between). Used by map
-/// fusion (`ops::map`), which already runs consecutive parallel maps as one
-/// stage; anything else is left as it is.
+/// Consecutive map functions that run as one, with the same bits: a
+/// bilinear `resize` then `normalize` becomes `resize_normalize` (one pass,
+/// no resized image in between); `decode_jpeg` then either becomes
+/// `decode_jpeg_resize` (no decoded image in between), which absorbs a
+/// following `normalize` too. Only functions of the same component fuse.
+/// Used by map fusion (`ops::map`), which already runs consecutive parallel
+/// maps as one stage; anything else is left as it is.
 pub fn fuse(functions: Vec<FunctionRef>) -> Vec<FunctionRef> {
     let mut out: Vec<FunctionRef> = Vec::with_capacity(functions.len());
     for f in functions {
         if let Some(prev) = out.last()
-            && let Some(fused) = resize_then_normalize(prev, &f)
+            && let Some(fused) = fuse_pair(prev, &f)
         {
             out.pop();
             out.push(fused);
@@ -465,32 +505,51 @@ pub fn fuse(functions: Vec<FunctionRef>) -> Vec<FunctionRef> {
     out
 }
 
-fn resize_then_normalize(resize: &FunctionRef, normalize: &FunctionRef) -> Option<FunctionRef> {
-    let bilinear = resize
-        .args
-        .get("method")
-        .is_none_or(|m| matches!(m, Attr::Str(s) if s == "bilinear"));
+/// The one function doing `first` then `second`, if there is one.
+fn fuse_pair(first: &FunctionRef, second: &FunctionRef) -> Option<FunctionRef> {
     let component = |f: &FunctionRef| f.args.get("component").cloned();
-    if resize.name != "resize"
-        || normalize.name != "normalize"
-        || resize.inline.is_some()
-        || normalize.inline.is_some()
-        || !bilinear
-        || component(resize) != component(normalize)
-    {
+    if first.inline.is_some() || second.inline.is_some() || component(first) != component(second) {
         return None;
     }
+    let bilinear = |f: &FunctionRef| {
+        f.args
+            .get("method")
+            .is_none_or(|m| matches!(m, Attr::Str(s) if s == "bilinear"))
+    };
+    let normalized = |f: &FunctionRef| f.args.get("mean").is_some();
+    let (name, from_first, from_second): (&str, &[&str], &[&str]) =
+        match (first.name.as_str(), second.name.as_str()) {
+            ("resize", "normalize") if bilinear(first) => {
+                ("resize_normalize", &["size"], &["mean", "std"])
+            }
+            ("decode_jpeg", "resize") if bilinear(second) => {
+                ("decode_jpeg_resize", &["channels", "dct_method"], &["size"])
+            }
+            ("decode_jpeg", "resize_normalize") => (
+                "decode_jpeg_resize",
+                &["channels", "dct_method"],
+                &["size", "mean", "std"],
+            ),
+            ("decode_jpeg_resize", "normalize") if !normalized(first) => (
+                "decode_jpeg_resize",
+                &["channels", "dct_method", "size"],
+                &["mean", "std"],
+            ),
+            _ => return None,
+        };
     let mut args = Attrs::new();
-    for key in ["size", "component"] {
-        if let Some(v) = resize.args.get(key) {
-            args = args.with(key, v.clone());
+    if let Some(c) = component(first) {
+        args = args.with("component", c);
+    }
+    for (f, keys) in [(first, from_first), (second, from_second)] {
+        for &key in keys {
+            if let Some(v) = f.args.get(key) {
+                args = args.with(key, v.clone());
+            }
         }
     }
-    for key in ["mean", "std"] {
-        args = args.with(key, normalize.args.get(key)?.clone());
-    }
     Some(FunctionRef {
-        name: "resize_normalize".into(),
+        name: name.into(),
         args,
         inline: None,
     })

@@ -551,3 +551,57 @@ fn text_kernels_match_tensorflow() {
         "lookup 2-D with a default",
     );
 }
+
+#[test]
+fn decode_jpeg_resize_is_the_separate_kernels_bit_for_bit() {
+    let accurate = kernels::DctMethod::from_tf("INTEGER_ACCURATE").unwrap();
+    let mean_std: (&[f32], &[f32]) = (&[127.5], &[127.5]);
+    for image in [
+        "jpeg_rgb420.jpg",
+        "jpeg_odd.jpg",
+        "jpeg_noise.jpg",
+        "jpeg_gray.jpg",
+        "jpeg_progressive.jpg",
+        "jpeg_ycck.jpg",
+        "png_rgb.png",
+    ] {
+        let contents = raw(image);
+        for (channels, dct) in [(0, kernels::DctMethod::default()), (3, accurate)] {
+            // Shrinking, enlarging, one axis each way, and the same size.
+            let whole = kernels::decode_jpeg_with(&contents, channels, dct).unwrap();
+            let (h, w) = (whole.shape()[0], whole.shape()[1]);
+            for (oh, ow) in [(7, 9), (50, 61), (h / 2, w * 2), (h, w)] {
+                let what = format!("{image} c{channels} {dct:?} -> {oh}x{ow}");
+                let resized = kernels::resize(&whole, oh, ow, ResizeMethod::Bilinear).unwrap();
+                let fused =
+                    kernels::decode_jpeg_resize(&contents, channels, dct, oh, ow, None).unwrap();
+                assert_same(&fused, &resized, &what);
+                let normalized = kernels::normalize(&resized, mean_std.0, mean_std.1).unwrap();
+                let fused =
+                    kernels::decode_jpeg_resize(&contents, channels, dct, oh, ow, Some(mean_std))
+                        .unwrap();
+                assert_same(&fused, &normalized, &what);
+            }
+        }
+    }
+    // Errors are the separate kernels'.
+    let bad = raw("bad_jpeg_truncated.bin");
+    let m = message(kernels::decode_jpeg_resize(
+        &bad,
+        3,
+        kernels::DctMethod::default(),
+        4,
+        4,
+        None,
+    ));
+    assert!(m.starts_with("decode_jpeg: "), "{m}");
+    let m = message(kernels::decode_jpeg_resize(
+        &raw("jpeg_rgb420.jpg"),
+        3,
+        kernels::DctMethod::default(),
+        4,
+        4,
+        Some((&[1.0, 2.0], &[1.0, 1.0])),
+    ));
+    assert!(m.starts_with("normalize: "), "{m}");
+}

@@ -176,44 +176,12 @@ pub fn resize_normalize(
     let shape = ImageShape::of(KERNEL, image)?;
     let out_h = positive(KERNEL, "height", height)?;
     let out_w = positive(KERNEL, "width", width)?;
-    let per_channel = |name: &str, v: &[f32]| match v.len() {
-        1 => Ok(vec![v[0]; shape.channels]),
-        n if n == shape.channels => Ok(v.to_vec()),
-        n => Err(invalid(
-            KERNEL,
-            format!(
-                "`{name}` has {n} values but the image has {} channels",
-                shape.channels
-            ),
-        )),
-    };
-    let (mean, std) = (per_channel("mean", mean)?, per_channel("std", std)?);
-    if mean.iter().any(|m| !m.is_finite()) || std.iter().any(|s| !s.is_finite() || *s == 0.0) {
-        return Err(invalid(
-            KERNEL,
-            "`mean` must be finite and `std` finite and non-zero",
-        ));
-    }
+    let post = Normalization::new(KERNEL, mean, std, shape.channels, out_w)?;
     if (out_h == shape.height && out_w == shape.width) || !math::is_real(image.dtype()) {
         // A same-size resize is a cast: the two kernels are the fast path.
         let resized = resize(image, height, width, ResizeMethod::Bilinear)?;
-        return math::normalize(&resized, &mean, &std);
+        return math::normalize(&resized, mean, std);
     }
-    // Per output value of a row: its channel's mean and std.
-    let post = Normalization {
-        mean: mean
-            .iter()
-            .copied()
-            .cycle()
-            .take(out_w * shape.channels)
-            .collect(),
-        std: std
-            .iter()
-            .copied()
-            .cycle()
-            .take(out_w * shape.channels)
-            .collect(),
-    };
     let values = match math::values(KERNEL, image)? {
         Values::U8(v) => resize_bilinear(v, shape, out_h, out_w, Some(&post)),
         Values::F32(v) => resize_bilinear(&v, shape, out_h, out_w, Some(&post)),
@@ -223,9 +191,43 @@ pub fn resize_normalize(
 
 /// A normalisation applied to each output row of [`resize_bilinear`]:
 /// `(v - mean[i]) / std[i]` for the row's `i`-th value.
-struct Normalization {
+pub(super) struct Normalization {
     mean: Vec<f32>,
     std: Vec<f32>,
+}
+
+impl Normalization {
+    /// `mean` and `std` (one value per channel, or one for all) repeated
+    /// over an output row of `width` pixels, checked as `normalize` checks
+    /// them.
+    pub(super) fn new(
+        kernel: &str,
+        mean: &[f32],
+        std: &[f32],
+        channels: usize,
+        width: usize,
+    ) -> Result<Normalization> {
+        let per_channel = |name: &str, v: &[f32]| match v.len() {
+            1 => Ok(vec![v[0]; channels]),
+            n if n == channels => Ok(v.to_vec()),
+            n => Err(invalid(
+                kernel,
+                format!("`{name}` has {n} values but the image has {channels} channels"),
+            )),
+        };
+        let (mean, std) = (per_channel("mean", mean)?, per_channel("std", std)?);
+        if mean.iter().any(|m| !m.is_finite()) || std.iter().any(|s| !s.is_finite() || *s == 0.0) {
+            return Err(invalid(
+                kernel,
+                "`mean` must be finite and `std` finite and non-zero",
+            ));
+        }
+        let row = |v: &[f32]| v.iter().copied().cycle().take(width * channels).collect();
+        Ok(Normalization {
+            mean: row(&mean),
+            std: row(&std),
+        })
+    }
 }
 
 /// TensorFlow's `CalculateResizeScale` without `align_corners`.
@@ -234,13 +236,13 @@ fn resize_scale(in_size: usize, out_size: usize) -> f32 {
 }
 
 /// TensorFlow's `CachedInterpolation`, computed with its `HalfPixelScaler`.
-struct Interpolation {
+pub(super) struct Interpolation {
     lower: usize,
     upper: usize,
     lerp: f32,
 }
 
-fn interpolation_weights(in_size: usize, out_size: usize) -> Vec<Interpolation> {
+pub(super) fn interpolation_weights(in_size: usize, out_size: usize) -> Vec<Interpolation> {
     let scale = resize_scale(in_size, out_size);
     (0..out_size)
         .map(|i| {
@@ -257,7 +259,7 @@ fn interpolation_weights(in_size: usize, out_size: usize) -> Vec<Interpolation> 
 
 /// A pixel sample that converts to `float32` as TensorFlow's
 /// `static_cast<float>` does.
-trait Sample: Copy {
+pub(super) trait Sample: Copy {
     fn f(self) -> f32;
 }
 
@@ -277,7 +279,12 @@ impl Sample for f32 {
 
 /// One input row interpolated horizontally: TensorFlow's `top` (or
 /// `bottom`) for every output column, `left + (right - left) * x_lerp`.
-fn interpolate_row<T: Sample>(row: &[T], xs: &[Interpolation], c: usize, out: &mut [f32]) {
+pub(super) fn interpolate_row<T: Sample>(
+    row: &[T],
+    xs: &[Interpolation],
+    c: usize,
+    out: &mut [f32],
+) {
     if c == 3 {
         for (o, x) in out.chunks_exact_mut(3).zip(xs) {
             let l = &row[x.lower * 3..][..3];
@@ -297,16 +304,8 @@ fn interpolate_row<T: Sample>(row: &[T], xs: &[Interpolation], c: usize, out: &m
     }
 }
 
-/// Bilinear resize in TensorFlow's float32 arithmetic. TensorFlow computes
-/// `top` and `bottom` from the two input rows for each output pixel; they
-/// depend only on the input row and the output column, so each input row is
-/// interpolated horizontally once (two rows cached) and every output row is
-/// `top + (bottom - top) * y_lerp` over whole rows: the same operations on
-/// the same values, hence the same bits, with less work.
-///
-/// The output is appended row by row to a buffer that is never zero-filled
-/// (a 224 x 224 x 3 float32 image is 600 KB of writes saved), with
-/// `normalize`'s arithmetic applied on the way if asked.
+/// Bilinear resize in TensorFlow's float32 arithmetic ([`resize_rows`] per
+/// image), `normalize`'s arithmetic applied on the way if asked.
 fn resize_bilinear<T: Sample>(
     input: &[T],
     shape: ImageShape,
@@ -315,57 +314,87 @@ fn resize_bilinear<T: Sample>(
     normalize: Option<&Normalization>,
 ) -> Vec<u8> {
     let c = shape.channels;
-    let ys = interpolation_weights(shape.height, out_h);
     let xs = interpolation_weights(shape.width, out_w);
     let in_row = shape.width * c;
     let in_image = shape.height * in_row;
-    let out_row = out_w * c;
-    // float32 little-endian, one array per value, flattened at the end.
-    let mut out: Vec<[u8; 4]> = Vec::with_capacity(shape.batch * out_h * out_row);
+    let mut out = Vec::with_capacity(shape.batch * out_h * out_w * c);
+    for image in input.chunks_exact(in_image).take(shape.batch) {
+        let interpolate = |y: usize, row: &mut [f32]| {
+            interpolate_row(&image[y * in_row..(y + 1) * in_row], &xs, c, row);
+            Ok(())
+        };
+        // Rows come from memory: nothing can fail.
+        let _ = resize_rows(
+            shape.height,
+            out_h,
+            out_w * c,
+            interpolate,
+            normalize,
+            &mut out,
+        );
+    }
+    out.into_flattened()
+}
+
+/// One image's bilinear resize, row by row: `interpolate(y, row)` fills
+/// `row` with input row `y` interpolated horizontally (asked for in
+/// non-decreasing `y`, each at most once, so rows may be decoded as they
+/// are needed); each output row, normalised if asked, is appended to `out`
+/// as float32 little-endian, never zero-filled first.
+///
+/// TensorFlow computes `top` and `bottom` from the two input rows for each
+/// output pixel; they depend only on the input row and the output column,
+/// so each input row is interpolated horizontally once (two rows cached)
+/// and every output row is `top + (bottom - top) * y_lerp` over whole rows:
+/// the same operations on the same values, hence the same bits, with less
+/// work.
+pub(super) fn resize_rows(
+    in_h: usize,
+    out_h: usize,
+    out_row: usize,
+    mut interpolate: impl FnMut(usize, &mut [f32]) -> Result<()>,
+    normalize: Option<&Normalization>,
+    out: &mut Vec<[u8; 4]>,
+) -> Result<()> {
+    let ys = interpolation_weights(in_h, out_h);
     // (input row index, that row interpolated): rows[0] holds the `lower`
     // row of the current output row, rows[1] the `upper` one.
     let mut rows = [
         (usize::MAX, vec![0f32; out_row]),
         (usize::MAX, vec![0f32; out_row]),
     ];
-    for b in 0..shape.batch {
-        let image = &input[b * in_image..(b + 1) * in_image];
-        let source = |y: usize| &image[y * in_row..(y + 1) * in_row];
-        rows[0].0 = usize::MAX;
-        rows[1].0 = usize::MAX;
-        for y in &ys {
-            if rows[0].0 != y.lower {
-                if rows[1].0 == y.lower {
-                    rows.swap(0, 1);
-                } else {
-                    interpolate_row(source(y.lower), &xs, c, &mut rows[0].1);
-                    rows[0].0 = y.lower;
-                }
-            }
-            if rows[1].0 != y.upper {
-                interpolate_row(source(y.upper), &xs, c, &mut rows[1].1);
-                rows[1].0 = y.upper;
-            }
-            let (top, bottom, lerp) = (&rows[0].1, &rows[1].1, y.lerp);
-            // Exact-size iterators: `extend` writes without per-value
-            // capacity checks, and the loops vectorise.
-            match normalize {
-                None => out.extend(
-                    top.iter()
-                        .zip(bottom)
-                        .map(|(&t, &b)| (t + (b - t) * lerp).to_le_bytes()),
-                ),
-                Some(n) => {
-                    out.extend(
-                        top.iter().zip(bottom).zip(&n.mean).zip(&n.std).map(
-                            |(((&t, &b), &m), &d)| (((t + (b - t) * lerp) - m) / d).to_le_bytes(),
-                        ),
-                    )
-                }
+    for y in &ys {
+        if rows[0].0 != y.lower {
+            if rows[1].0 == y.lower {
+                rows.swap(0, 1);
+            } else {
+                interpolate(y.lower, &mut rows[0].1)?;
+                rows[0].0 = y.lower;
             }
         }
+        if rows[1].0 != y.upper {
+            interpolate(y.upper, &mut rows[1].1)?;
+            rows[1].0 = y.upper;
+        }
+        let (top, bottom, lerp) = (&rows[0].1, &rows[1].1, y.lerp);
+        // Exact-size iterators: `extend` writes without per-value capacity
+        // checks, and the loops vectorise.
+        match normalize {
+            None => out.extend(
+                top.iter()
+                    .zip(bottom)
+                    .map(|(&t, &b)| (t + (b - t) * lerp).to_le_bytes()),
+            ),
+            Some(n) => out.extend(
+                top.iter()
+                    .zip(bottom)
+                    .zip(&n.mean)
+                    .zip(&n.std)
+                    .map(|(((&t, &b), &m), &d)| (((t + (b - t) * lerp) - m) / d).to_le_bytes()),
+            ),
+        }
     }
-    out.into_flattened()
+    Ok(())
 }
 
 /// TensorFlow's `compute_indices` with `HalfPixelScalerForNN`.

@@ -5,14 +5,16 @@
 //! What TensorFlow does around libjpeg is reproduced here: the output
 //! colour space chosen from `channels`, CMYK/YCCK decoded as CMYK and
 //! converted to RGB with TensorFlow's formula, the size limit, and refusing
-//! truncated streams (`try_recover_truncated=False`). The crop window of
-//! `decode_and_crop_jpeg` stops decoding after its last row; rows above it
-//! are decoded and dropped (the safe `mozjpeg` API has no
-//! `jpeg_skip_scanlines`/`jpeg_crop_scanline`), so a crop costs what
-//! decoding down to its bottom row costs.
+//! truncated streams (`try_recover_truncated=False`). Rows come out one at
+//! a time ([`JpegRows`]), so a consumer (the fused decode-resize kernel)
+//! needs no full-size image. The crop window of `decode_and_crop_jpeg`
+//! stops decoding after its last row; rows above it are decoded and dropped
+//! (the safe `mozjpeg` API has no `jpeg_skip_scanlines`/`jpeg_crop_scanline`),
+//! so a crop costs what decoding down to its bottom row costs.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use mozjpeg::decompress::DecompressStarted;
 use mozjpeg::{ColorSpace, ColorSpaceExt, Decompress};
 use tfdata_core::Result;
 
@@ -80,14 +82,47 @@ pub(super) fn decode(
     window: Option<Window>,
     out: &mut Vec<u8>,
 ) -> Result<Decoded> {
-    if channels == 4 {
-        return Err(invalid(kernel, "JPEG does not support 4 channels"));
-    }
-    // libjpeg reports a fatal error by unwinding out of its error handler
-    // (the `mozjpeg` crate's design) with the message as the payload.
-    match catch_unwind(AssertUnwindSafe(|| {
-        decode_unguarded(kernel, data, channels, dct, window, out)
-    })) {
+    guarded(kernel, || {
+        let mut rows = JpegRows::open(kernel, data, channels, dct)?;
+        let full = rows.decoded();
+        let window = window.unwrap_or(Window {
+            y: 0,
+            x: 0,
+            height: full.height,
+            width: full.width,
+        });
+        if window.y + window.height > full.height || window.x + window.width > full.width {
+            return Err(invalid(kernel, "Invalid JPEG data or crop window."));
+        }
+        let c = full.channels;
+        out.clear();
+        out.reserve(window.height * window.width * c);
+        let columns = window.x * c..(window.x + window.width) * c;
+        for y in 0..window.y + window.height {
+            let row = rows.next_row()?;
+            if y >= window.y {
+                out.extend_from_slice(&row[columns.clone()]);
+            }
+        }
+        // A whole decode is finished (libjpeg reads to the EOI marker); a
+        // cropped one abandoned after its last row, as TensorFlow abandons
+        // it: dropping the decompressor releases it.
+        if window.y + window.height == full.height {
+            rows.finish()?;
+        }
+        Ok(Decoded {
+            height: window.height,
+            width: window.width,
+            channels: c,
+        })
+    })
+}
+
+/// Runs `f`, which calls libjpeg: libjpeg reports a fatal error by
+/// unwinding out of its error handler (the `mozjpeg` crate's design) with
+/// the message as the payload, made here an `InvalidArgument`.
+pub(super) fn guarded<T>(kernel: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result,
         Err(payload) => {
             let message = payload
@@ -103,116 +138,144 @@ pub(super) fn decode(
     }
 }
 
-fn decode_unguarded(
-    kernel: &str,
-    data: &[u8],
-    channels: u8,
-    dct: DctMethod,
-    window: Option<Window>,
-    out: &mut Vec<u8>,
-) -> Result<Decoded> {
-    let corrupt = |e: std::io::Error| {
-        invalid(
-            kernel,
-            format!("jpeg::Uncompress failed. Invalid JPEG data: {e}"),
-        )
-    };
-    let mut decoder = Decompress::builder().from_mem(data).map_err(corrupt)?;
-    let (width, height) = decoder.size();
-    let components = decoder.components().len();
-    if height == 0 || width == 0 {
-        return Err(invalid(
-            kernel,
-            format!("Invalid JPEG image size {width} x {height}"),
-        ));
-    }
-    // TensorFlow refuses outputs of 2^29 samples or more, before decoding.
-    if (height * width * components) as u64 >= 1 << 29 {
-        return Err(invalid(
-            kernel,
-            format!("JPEG image too large: {width} x {height} x {components}"),
-        ));
-    }
-    if !jpeg_complete(data) {
-        return Err(invalid(
-            kernel,
-            "jpeg::Uncompress failed. Invalid JPEG data: premature end of JPEG data",
-        ));
-    }
-    if let Some(w) = window
-        && (w.y + w.height > height || w.x + w.width > width)
-    {
-        return Err(invalid(kernel, "Invalid JPEG data or crop window."));
-    }
-    // TensorFlow: channels 0 means min(components, 3); 1 is libjpeg's
-    // grayscale (luma alone, or its RGB-to-gray); CMYK and YCCK decode to
-    // CMYK, which TensorFlow converts itself.
-    let want = if channels == 0 {
-        components.min(3)
-    } else {
-        usize::from(channels)
-    };
-    let four = matches!(
-        decoder.color_space(),
-        ColorSpace::JCS_CMYK | ColorSpace::JCS_YCCK
-    );
-    let out_space = match want {
-        1 => ColorSpace::JCS_GRAYSCALE,
-        _ if four => ColorSpace::JCS_CMYK,
-        _ => ColorSpace::JCS_RGB,
-    };
-    decoder.dct_method(match dct {
-        DctMethod::IntegerFast => mozjpeg::DctMethod::IntegerFast,
-        DctMethod::IntegerAccurate => mozjpeg::DctMethod::IntegerSlow,
-    });
-    decoder.do_fancy_upsampling(true);
-    let mut started = decoder.to_colorspace(out_space).map_err(corrupt)?;
-    let decoded_channels = started.color_space().num_components();
-    let row = width * decoded_channels;
-    let window = window.unwrap_or(Window {
-        y: 0,
-        x: 0,
-        height,
-        width,
-    });
-    out.clear();
-    if window.height == height && window.width == width && decoded_channels == want {
-        // The whole image, straight into `out` (reused capacity is
-        // already initialised; only growth is zeroed).
-        out.resize(height * row, 0);
-        started.read_scanlines_into(&mut out[..]).map_err(corrupt)?;
-        started.finish().map_err(corrupt)?;
-    } else {
-        // Row by row through one scanline, keeping the window's columns;
-        // decoding stops after the window's last row.
-        let mut line = vec![0u8; row];
-        let (left, right) = (
-            window.x * decoded_channels,
-            (window.x + window.width) * decoded_channels,
+/// A JPEG being decoded, one output row at a time, top to bottom. Calls
+/// into libjpeg: use inside [`guarded`].
+pub(super) struct JpegRows<'a> {
+    kernel: &'a str,
+    started: DecompressStarted<&'a [u8]>,
+    size: Decoded,
+    /// The last scanline as libjpeg wrote it (CMYK for four-component
+    /// images).
+    scanline: Vec<u8>,
+    /// The last row with TensorFlow's channels (CMYK converted to RGB).
+    converted: Vec<u8>,
+    /// CMYK decode of an image with an Adobe marker (inverted CMYK).
+    cmyk: Option<bool>,
+}
+
+impl<'a> JpegRows<'a> {
+    /// Reads the headers and starts decoding with TensorFlow's settings;
+    /// `channels` is 0, 1 or 3.
+    pub(super) fn open(
+        kernel: &'a str,
+        data: &'a [u8],
+        channels: u8,
+        dct: DctMethod,
+    ) -> Result<JpegRows<'a>> {
+        if channels == 4 {
+            return Err(invalid(kernel, "JPEG does not support 4 channels"));
+        }
+        let corrupt = |e: std::io::Error| {
+            invalid(
+                kernel,
+                format!("jpeg::Uncompress failed. Invalid JPEG data: {e}"),
+            )
+        };
+        let mut decoder = Decompress::builder().from_mem(data).map_err(corrupt)?;
+        let (width, height) = decoder.size();
+        let components = decoder.components().len();
+        if height == 0 || width == 0 {
+            return Err(invalid(
+                kernel,
+                format!("Invalid JPEG image size {width} x {height}"),
+            ));
+        }
+        // TensorFlow refuses outputs of 2^29 samples or more, before decoding.
+        if (height * width * components) as u64 >= 1 << 29 {
+            return Err(invalid(
+                kernel,
+                format!("JPEG image too large: {width} x {height} x {components}"),
+            ));
+        }
+        if !jpeg_complete(data) {
+            return Err(invalid(
+                kernel,
+                "jpeg::Uncompress failed. Invalid JPEG data: premature end of JPEG data",
+            ));
+        }
+        // TensorFlow: channels 0 means min(components, 3); 1 is libjpeg's
+        // grayscale (luma alone, or its RGB-to-gray); CMYK and YCCK decode
+        // to CMYK, which TensorFlow converts itself.
+        let want = if channels == 0 {
+            components.min(3)
+        } else {
+            usize::from(channels)
+        };
+        let four = matches!(
+            decoder.color_space(),
+            ColorSpace::JCS_CMYK | ColorSpace::JCS_YCCK
         );
-        out.reserve(window.height * window.width * want);
-        for y in 0..window.y + window.height {
-            started
-                .read_scanlines_into(&mut line[..])
-                .map_err(corrupt)?;
-            if y < window.y {
-                continue;
-            }
-            let kept = &line[left..right];
-            if decoded_channels == want {
-                out.extend_from_slice(kept);
-            } else {
-                cmyk_to_rgb(kept, saw_adobe_marker(data), out);
+        let out_space = match want {
+            1 => ColorSpace::JCS_GRAYSCALE,
+            _ if four => ColorSpace::JCS_CMYK,
+            _ => ColorSpace::JCS_RGB,
+        };
+        decoder.dct_method(match dct {
+            DctMethod::IntegerFast => mozjpeg::DctMethod::IntegerFast,
+            DctMethod::IntegerAccurate => mozjpeg::DctMethod::IntegerSlow,
+        });
+        decoder.do_fancy_upsampling(true);
+        let started = decoder.to_colorspace(out_space).map_err(corrupt)?;
+        let decoded_channels = started.color_space().num_components();
+        let cmyk = (decoded_channels != want).then(|| saw_adobe_marker(data));
+        Ok(JpegRows {
+            kernel,
+            started,
+            size: Decoded {
+                height,
+                width,
+                channels: want,
+            },
+            scanline: vec![0; width * decoded_channels],
+            converted: Vec::with_capacity(width * want),
+            cmyk,
+        })
+    }
+
+    /// The output's size: the whole image, TensorFlow's channels.
+    pub(super) fn decoded(&self) -> Decoded {
+        self.size
+    }
+
+    /// The row last returned by [`JpegRows::next_row`] (empty before).
+    pub(super) fn row(&self) -> &[u8] {
+        match self.cmyk {
+            None => &self.scanline,
+            Some(_) => &self.converted,
+        }
+    }
+
+    /// The next row, `width * channels` samples.
+    pub(super) fn next_row(&mut self) -> Result<&[u8]> {
+        let kernel = self.kernel;
+        self.started
+            .read_scanlines_into(&mut self.scanline[..])
+            .map_err(|e| {
+                invalid(
+                    kernel,
+                    format!("jpeg::Uncompress failed. Invalid JPEG data: {e}"),
+                )
+            })?;
+        match self.cmyk {
+            None => Ok(&self.scanline),
+            Some(adobe) => {
+                self.converted.clear();
+                cmyk_to_rgb(&self.scanline, adobe, &mut self.converted);
+                Ok(&self.converted)
             }
         }
-        // Abandoned, as TensorFlow abandons a cropped decode: dropping the
-        // decompressor releases it without reading the rest.
     }
-    Ok(Decoded {
-        height: window.height,
-        width: window.width,
-        channels: want,
-    })
+
+    /// Ends a decode whose rows have all been read.
+    pub(super) fn finish(self) -> Result<()> {
+        let kernel = self.kernel;
+        self.started.finish().map_err(|e| {
+            invalid(
+                kernel,
+                format!("jpeg::Uncompress failed. Invalid JPEG data: {e}"),
+            )
+        })
+    }
 }
 
 /// Whether the stream ends its last scan with an EOI marker, as libjpeg

@@ -13,6 +13,8 @@
 //!   bytes to a `uint8` `[height, width, channels]` tensor;
 //! * [`resize`] (bilinear and nearest, `tf.image.resize` semantics),
 //!   [`resize_normalize`] (bilinear resize and [`normalize`] in one pass),
+//!   [`decode_jpeg_resize`] (a JPEG resized, and normalised, as it is
+//!   decoded),
 //!   [`central_crop`], [`crop_to_bounding_box`], [`random_crop`],
 //!   [`flip_left_right`], [`flip_up_down`], [`random_flip_left_right`],
 //!   [`random_flip_up_down`];
@@ -37,12 +39,14 @@
 //! the element's index) so that elements get different crops and flips.
 
 mod decode;
+mod fused;
 mod image;
 mod jpeg;
 mod math;
 mod text;
 
 pub use decode::{decode_and_crop_jpeg, decode_image, decode_jpeg, decode_jpeg_with, decode_png};
+pub use fused::decode_jpeg_resize;
 pub use image::{
     ResizeMethod, central_crop, crop_to_bounding_box, flip_left_right, flip_up_down, random_crop,
     random_flip_left_right, random_flip_up_down, resize, resize_normalize,

@@ -571,6 +571,17 @@ fn parallel_resize_then_normalize_runs_fused_with_the_same_bits() {
         crate::builtins::fuse(vec![resize.clone(), elsewhere]).len(),
         2
     );
+    // decode_jpeg absorbs a following resize and normalize.
+    let decode = FunctionRef::with_args("decode_jpeg", Attrs::new().with("channels", Attr::Int(3)));
+    let fused = crate::builtins::fuse(vec![decode.clone(), resize.clone(), normalize.clone()]);
+    assert_eq!(fused.len(), 1);
+    assert_eq!(fused[0].name, "decode_jpeg_resize");
+    for key in ["channels", "size", "mean", "std"] {
+        assert!(fused[0].args.get(key).is_some(), "{key}");
+    }
+    let fused = crate::builtins::fuse(vec![decode, resize.clone()]);
+    assert_eq!(fused.len(), 1);
+    assert!(fused[0].args.get("mean").is_none());
     // And the pipeline's output is what the unfused maps give.
     let source = Dataset::from_tensor_slices(vec![images]);
     let parallel = source

@@ -118,7 +118,7 @@ fn decode(attrs: &NodeAttrs, op: &'static str) -> Result<Compute> {
     // DecodeJpeg and DecodeAndCropJpeg have `dct_method`; TensorFlow
     // refuses values other than "", INTEGER_FAST and INTEGER_ACCURATE.
     let dct = if attrs.has("dct_method") {
-        engine::DctMethod::from_tf(&attrs.string_or("dct_method", "")?)
+        engine::DctMethod::from_tf(attrs.string_or("dct_method", "")?)
             .map_err(|e| renamed(op, e))?
     } else {
         engine::DctMethod::default()
