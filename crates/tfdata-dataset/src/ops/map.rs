@@ -135,9 +135,9 @@ impl DatasetOp for Map {
         let source = &chain[chain.len() - 1].input;
         // Each function resolved against its input's structure (the first
         // map's input, then each output), with built-ins that have a joint
-        // kernel fused (`builtins::fuse`).
+        // kernel fused (`fusion::fuse`).
         let functions =
-            crate::builtins::fuse(chain.iter().rev().map(|m| m.function.clone()).collect());
+            crate::fusion::fuse(chain.iter().rev().map(|m| m.function.clone()).collect());
         let mut steps = Vec::with_capacity(functions.len());
         let mut spec = source.element_spec()?;
         for function in functions {

@@ -545,7 +545,7 @@ fn parallel_resize_then_normalize_runs_fused_with_the_same_bits() {
             .with("std", floats(127.5)),
     );
     // The two are one function in a chain of parallel maps ...
-    let fused = crate::builtins::fuse(vec![resize.clone(), normalize.clone()]);
+    let fused = crate::fusion::fuse(vec![resize.clone(), normalize.clone()]);
     assert_eq!(fused.len(), 1);
     assert_eq!(fused[0].name, "resize_normalize");
     // ... but not with another method or across components.
@@ -557,7 +557,7 @@ fn parallel_resize_then_normalize_runs_fused_with_the_same_bits() {
             .with("method", Attr::Str("nearest".into())),
     );
     assert_eq!(
-        crate::builtins::fuse(vec![nearest, normalize.clone()]).len(),
+        crate::fusion::fuse(vec![nearest, normalize.clone()]).len(),
         2
     );
     let elsewhere = FunctionRef::with_args(
@@ -568,18 +568,18 @@ fn parallel_resize_then_normalize_runs_fused_with_the_same_bits() {
             .with("component", Attr::Str("other".into())),
     );
     assert_eq!(
-        crate::builtins::fuse(vec![resize.clone(), elsewhere]).len(),
+        crate::fusion::fuse(vec![resize.clone(), elsewhere]).len(),
         2
     );
     // decode_jpeg absorbs a following resize and normalize.
     let decode = FunctionRef::with_args("decode_jpeg", Attrs::new().with("channels", Attr::Int(3)));
-    let fused = crate::builtins::fuse(vec![decode.clone(), resize.clone(), normalize.clone()]);
+    let fused = crate::fusion::fuse(vec![decode.clone(), resize.clone(), normalize.clone()]);
     assert_eq!(fused.len(), 1);
     assert_eq!(fused[0].name, "decode_jpeg_resize");
     for key in ["channels", "size", "mean", "std"] {
         assert!(fused[0].args.get(key).is_some(), "{key}");
     }
-    let fused = crate::builtins::fuse(vec![decode, resize.clone()]);
+    let fused = crate::fusion::fuse(vec![decode, resize.clone()]);
     assert_eq!(fused.len(), 1);
     assert!(fused[0].args.get("mean").is_none());
     // And the pipeline's output is what the unfused maps give.
