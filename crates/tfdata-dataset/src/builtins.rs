@@ -11,6 +11,7 @@
 //! | `decode_jpeg`, `decode_png`, `decode_image` | `channels` (0); `decode_jpeg`: `dct_method` ("", "INTEGER_FAST", "INTEGER_ACCURATE") | to `uint8 [h, w, c]` |
 //! | `decode_and_crop_jpeg` | `crop_window: [y, x, h, w]`, `channels` (0), `dct_method` ("") | the window of a JPEG, decoding stopped after its last row |
 //! | `resize` | `size: [h, w]`, `method` ("bilinear") | `tf.image.resize` |
+//! | `decode_random_crop_jpeg` | `channels` (0), `dct_method` (""), `area_range` ([0.08, 1]), `aspect_ratio_range` ([3/4, 4/3]), `min_object_covered` (0.1), `max_attempts` (10), `seed` | an ImageNet-style random window (`sample_distorted_bounding_box` + `decode_and_crop_jpeg`) |
 //! | `resize_normalize` | `size`, `mean`, `std` | bilinear `resize` then `normalize`, one pass, same bits (map fusion makes it from the two) |
 //! | `decode_jpeg_resize` | `size`, `channels` (0), `dct_method` (""), `mean`, `std` (optional) | `decode_jpeg` then bilinear `resize` (then `normalize`), resized as decoded, same bits (map fusion makes it) |
 //! | `central_crop` | `fraction` | |
@@ -176,6 +177,62 @@ pub fn map(f: &FunctionRef, input: Option<&Structure>) -> Option<Result<Resolved
                     Ok(TensorSpec::new(
                         DType::Float,
                         replace_hw(&s.shape, Some(size[0]), Some(size[1])),
+                    ))
+                },
+            )
+        })(),
+        "decode_random_crop_jpeg" => (|| {
+            let channels = channels(name, args)?;
+            let dct = kernels::DctMethod::from_tf(args.str_or(name, "dct_method", "")?)?;
+            let defaults = kernels::CropSampling::default();
+            let pair = |key, default: [f32; 2]| -> Result<[f32; 2]> {
+                if args.get(key).is_none() {
+                    return Ok(default);
+                }
+                match args.floats(name, key)?.as_slice() {
+                    [a, b] => Ok([*a as f32, *b as f32]),
+                    other => Err(Error::InvalidArgument(format!(
+                        "{name}: {key} must be [min, max], got {other:?}"
+                    ))),
+                }
+            };
+            let sampling = kernels::CropSampling {
+                area_range: pair("area_range", defaults.area_range)?,
+                aspect_ratio_range: pair("aspect_ratio_range", defaults.aspect_ratio_range)?,
+                min_object_covered: match args.get("min_object_covered") {
+                    None => defaults.min_object_covered,
+                    Some(_) => args.float(name, "min_object_covered")? as f32,
+                },
+                max_attempts: u32::try_from(args.int_or(
+                    name,
+                    "max_attempts",
+                    i64::from(defaults.max_attempts),
+                )?)
+                .unwrap_or(0),
+            };
+            sampling.validate(name)?;
+            let seeds = Seeds::new(name, args)?;
+            let c = (channels > 0).then_some(i64::from(channels));
+            elementwise(
+                name,
+                args,
+                &[
+                    "channels",
+                    "dct_method",
+                    "area_range",
+                    "aspect_ratio_range",
+                    "min_object_covered",
+                    "max_attempts",
+                    "seed",
+                ],
+                input,
+                move |t| {
+                    kernels::decode_random_crop_jpeg(t, channels, dct, &sampling, seeds.next())
+                },
+                move |_| {
+                    Ok(TensorSpec::new(
+                        DType::UInt8,
+                        Shape(Some(vec![None, None, c])),
                     ))
                 },
             )

@@ -605,3 +605,29 @@ fn decode_jpeg_resize_is_the_separate_kernels_bit_for_bit() {
     ));
     assert!(m.starts_with("normalize: "), "{m}");
 }
+
+#[test]
+fn decode_random_crop_jpeg_is_decode_and_crop_of_a_sampled_window() {
+    let fast = kernels::DctMethod::default();
+    let sampling = kernels::CropSampling::default();
+    let jpeg = raw("jpeg_noise.jpg");
+    let mut sizes = std::collections::BTreeSet::new();
+    for seed in 0..20 {
+        let crop = kernels::decode_random_crop_jpeg(&jpeg, 3, fast, &sampling, seed).unwrap();
+        let [y, x, h, w] = kernels::sample_crop_window(48, 64, &sampling, seed);
+        let window = [y, x, h, w].map(|v| v as i64);
+        let expected = kernels::decode_and_crop_jpeg(&jpeg, &window, 3, fast).unwrap();
+        assert_same(&crop, &expected, &format!("seed {seed}"));
+        sizes.insert(crop.shape().to_vec());
+    }
+    // Different seeds, different windows.
+    assert!(sizes.len() > 10, "{sizes:?}");
+    let m = message(kernels::decode_random_crop_jpeg(
+        &raw("png_rgb.png"),
+        3,
+        fast,
+        &sampling,
+        0,
+    ));
+    assert!(m.contains("not a JPEG"), "{m}");
+}

@@ -304,7 +304,7 @@ fn decode_jpeg_bytes(kernel: &str, data: &[u8], options: &JpegOptions) -> Result
         data,
         options.channels,
         options.dct_method,
-        options.crop,
+        |_| options.crop,
         &mut pixels,
     )?;
     image(d.height, d.width, d.channels, pixels)

@@ -72,20 +72,21 @@ pub(super) struct Decoded {
 
 /// Decodes `data` (a stream starting with a JPEG SOI marker) into `out`
 /// (cleared first; its capacity is reused), `[height, width, channels]`
-/// `uint8`, cropped to `window` if given (out of the image: the
-/// `InvalidArgument` TensorFlow gives). `channels` is 0, 1 or 3.
+/// `uint8`, cropped to the window `window(size)` chooses once the headers
+/// are read, if any (out of the image: the `InvalidArgument` TensorFlow
+/// gives). `channels` is 0, 1 or 3.
 pub(super) fn decode(
     kernel: &str,
     data: &[u8],
     channels: u8,
     dct: DctMethod,
-    window: Option<Window>,
+    window: impl FnOnce(&Decoded) -> Option<Window>,
     out: &mut Vec<u8>,
 ) -> Result<Decoded> {
     guarded(kernel, || {
         let mut rows = JpegRows::open(kernel, data, channels, dct)?;
         let full = rows.decoded();
-        let window = window.unwrap_or(Window {
+        let window = window(&full).unwrap_or(Window {
             y: 0,
             x: 0,
             height: full.height,

@@ -9,8 +9,10 @@
 //! the kernel's rustdoc says so and by how much.
 //!
 //! * [`decode_jpeg`] (and [`decode_jpeg_with`] a [`DctMethod`]),
-//!   [`decode_and_crop_jpeg`], [`decode_png`], [`decode_image`]: image
-//!   bytes to a `uint8` `[height, width, channels]` tensor;
+//!   [`decode_and_crop_jpeg`], [`decode_random_crop_jpeg`] (an
+//!   ImageNet-style random window, [`sample_crop_window`]), [`decode_png`],
+//!   [`decode_image`]: image bytes to a `uint8` `[height, width, channels]`
+//!   tensor;
 //! * [`resize`] (bilinear and nearest, `tf.image.resize` semantics),
 //!   [`resize_normalize`] (bilinear resize and [`normalize`] in one pass),
 //!   [`decode_jpeg_resize`] (a JPEG resized, and normalised, as it is
@@ -43,6 +45,7 @@ mod fused;
 mod image;
 mod jpeg;
 mod math;
+mod random_crop;
 mod text;
 
 pub use decode::{decode_and_crop_jpeg, decode_image, decode_jpeg, decode_jpeg_with, decode_png};
@@ -53,6 +56,7 @@ pub use image::{
 };
 pub use jpeg::DctMethod;
 pub use math::{cast, normalize, one_hot, per_image_standardization, scale};
+pub use random_crop::{CropSampling, decode_random_crop_jpeg, sample_crop_window};
 pub use text::{Vocabulary, lookup, lower, string_split};
 
 use bytes::Bytes;
