@@ -6,7 +6,8 @@
 #   docker run --rm tfdata:0.1.0 dispatcher --port 5050
 #
 # Stage 1 builds with the Rust toolchain the workspace asks for (protoc is
-# vendored; aws-lc, object_store's TLS, compiles with the image's gcc).
+# vendored; aws-lc, object_store's TLS, and libjpeg-turbo compile with the
+# image's gcc, libjpeg-turbo's SIMD with nasm).
 # Stage 2 is Debian slim with CA certificates (object stores over HTTPS) and
 # the binary, run as an unprivileged user. deploy/kubernetes uses it; see
 # docs/deploy.md.
@@ -15,6 +16,10 @@ ARG RUST_VERSION=1.90
 ARG DEBIAN_RELEASE=bookworm
 
 FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS builder
+# nasm: libjpeg-turbo's SIMD code, which mozjpeg-sys assembles.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends nasm \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only what the build reads (.dockerignore keeps the rest out of the context).
 COPY Cargo.toml Cargo.lock clippy.toml ./

@@ -20,6 +20,13 @@ Pipeline (stage names in brackets; each truncation is followed by
     .map((x - 127.5) / 127.5, AUTOTUNE)                                        [normalize]
     .map(-> (image, label))
 
+With `--random-crop` (the `pipeline-crop` scenario), [decode] decodes an
+ImageNet-style random window instead (Inception's preprocessing, as in
+TensorFlow's official ResNet input pipeline):
+`sample_distorted_bounding_box(extract_jpeg_shape(image), whole-image box,
+min_object_covered=0.1, aspect_ratio_range=(3/4, 4/3), area_range=(0.08, 1),
+max_attempts=10)` then `decode_and_crop_jpeg(image, window, channels=3)`.
+
 Measurement: two warm-up batches are taken and not counted; then the clock
 runs until at least `--min-seconds` have passed and the examples taken
 (warm-up included) reach the next multiple of the data set's size.
@@ -40,7 +47,23 @@ import tensorflow as tf  # noqa: E402
 STAGES = ["read", "parse", "decode", "resize", "normalize"]
 
 
-def build(data_dir: str, stage: str, batch_size: int) -> tf.data.Dataset:
+def random_crop_decode(contents):
+    """An ImageNet-style random window of a JPEG, decoded."""
+    begin, size, _ = tf.image.sample_distorted_bounding_box(
+        tf.io.extract_jpeg_shape(contents),
+        bounding_boxes=tf.constant([0.0, 0.0, 1.0, 1.0], shape=[1, 1, 4]),
+        min_object_covered=0.1,
+        aspect_ratio_range=(3 / 4, 4 / 3),
+        area_range=(0.08, 1.0),
+        max_attempts=10,
+        use_image_if_no_bounding_boxes=True,
+    )
+    y, x, _ = tf.unstack(begin)
+    h, w, _ = tf.unstack(size)
+    return tf.io.decode_and_crop_jpeg(contents, tf.stack([y, x, h, w]), channels=3)
+
+
+def build(data_dir: str, stage: str, batch_size: int, random_crop: bool = False) -> tf.data.Dataset:
     autotune = tf.data.AUTOTUNE
     depth = STAGES.index(stage)
     files = tf.data.Dataset.list_files(
@@ -58,7 +81,12 @@ def build(data_dir: str, stage: str, batch_size: int) -> tf.data.Dataset:
             lambda r: tf.io.parse_single_example(r, features),
             num_parallel_calls=autotune,
         )
-    if depth >= 2:
+    if depth >= 2 and random_crop:
+        ds = ds.map(
+            lambda e: {**e, "image": random_crop_decode(e["image"])},
+            num_parallel_calls=autotune,
+        )
+    elif depth >= 2:
         ds = ds.map(
             lambda e: {**e, "image": tf.io.decode_jpeg(e["image"], channels=3)},
             num_parallel_calls=autotune,
@@ -122,9 +150,11 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--min-seconds", type=float, default=5.0)
     parser.add_argument("--warmup-batches", type=int, default=2)
+    parser.add_argument("--random-crop", action="store_true",
+                        help="decode a random window of each image (pipeline-crop)")
     args = parser.parse_args()
 
-    ds = build(args.data_dir, args.stage, args.batch_size)
+    ds = build(args.data_dir, args.stage, args.batch_size, args.random_crop)
     examples, seconds, batches, startup, cpu = measure(
         ds, args.examples, args.min_seconds, args.warmup_batches
     )

@@ -160,6 +160,9 @@ pub enum Scenario {
     Pipeline,
     /// `pipeline` truncated after each stage, to see where the time goes.
     PipelineStages,
+    /// `pipeline` decoding an ImageNet-style random window of each image
+    /// (RandomResizedCrop: area 8-100%, aspect 3/4-4/3) instead of all of it.
+    PipelineCrop,
     /// The pipeline's kernels timed one at a time on one thread.
     Kernels,
     /// The pipeline written in tf.data, read by TensorFlow's client from a
@@ -195,6 +198,7 @@ impl Scenario {
         match self {
             Scenario::Pipeline => "pipeline",
             Scenario::PipelineStages => "pipeline-stages",
+            Scenario::PipelineCrop => "pipeline-crop",
             Scenario::Kernels => "kernels",
             Scenario::GraphPipeline => "graph-pipeline",
             Scenario::Small => "small",
@@ -392,6 +396,7 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
         },
         tensorflow_python: cli.compare_tensorflow.then(|| python.clone()),
         repeats: cli.repeats,
+        random_crop: false,
     };
     let images = || {
         let dir = cli
@@ -503,6 +508,16 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
             &images()?,
             &options,
             &cli.graph_compression,
+            &mut emit,
+        ),
+        Scenario::PipelineCrop => pipeline::run_stages(
+            &images()?,
+            &[Stage::Normalize],
+            &PipelineOptions {
+                random_crop: true,
+                ..options
+            },
+            |_| "pipeline-crop".to_string(),
             &mut emit,
         ),
         Scenario::Pipeline | Scenario::PipelineStages => {

@@ -1,6 +1,9 @@
-//! The `pipeline` and `pipeline-stages` scenarios: an image classification
-//! input pipeline over TFRecord files of JPEG `tf.train.Example`s, run
-//! locally by tfdata and by TensorFlow.
+//! The `pipeline`, `pipeline-stages` and `pipeline-crop` scenarios: an
+//! image classification input pipeline over TFRecord files of JPEG
+//! `tf.train.Example`s, run locally by tfdata and by TensorFlow.
+//! `pipeline-crop` decodes an ImageNet-style random window of each image
+//! (`sample_distorted_bounding_box` + `decode_and_crop_jpeg` in TensorFlow,
+//! `decode_random_crop_jpeg` in tfdata) instead of the whole image.
 
 use std::fmt;
 use std::path::Path;
@@ -64,11 +67,14 @@ pub struct PipelineOptions {
     pub tensorflow_python: Option<std::path::PathBuf>,
     /// Runs per engine; the median is reported.
     pub repeats: usize,
+    /// Decode a random window (area 8-100%, aspect 3/4-4/3) instead of the
+    /// whole image (`pipeline-crop`).
+    pub random_crop: bool,
 }
 
 /// The pipeline in tfdata's JSON text form (`docs/pipelines.md`),
 /// truncated after `stage`, repeated forever.
-pub fn pipeline_json(pattern: &str, stage: Stage, batch_size: i64) -> Value {
+pub fn pipeline_json(pattern: &str, stage: Stage, batch_size: i64, random_crop: bool) -> Value {
     let on_image = |function: &str, mut args: Value| {
         if let Some(obj) = args.as_object_mut() {
             obj.insert("component".into(), json!("image"));
@@ -93,7 +99,12 @@ pub fn pipeline_json(pattern: &str, stage: Stage, batch_size: i64) -> Value {
             }}}),
         );
     }
-    if stage >= Stage::Decode {
+    if stage >= Stage::Decode && random_crop {
+        op = map(
+            op,
+            on_image("decode_random_crop_jpeg", json!({"channels": 3, "seed": 1})),
+        );
+    } else if stage >= Stage::Decode {
         op = map(op, on_image("decode_jpeg", json!({"channels": 3})));
     }
     if stage >= Stage::Resize {
@@ -122,8 +133,14 @@ pub fn pipeline_json(pattern: &str, stage: Stage, batch_size: i64) -> Value {
 }
 
 /// The pipeline as a tfdata dataset.
-pub fn build(data: &ImageData, stage: Stage, batch_size: i64) -> Result<Dataset> {
-    let text = pipeline_json(&data.pattern(), stage, batch_size).to_string();
+pub fn build(data: &ImageData, stage: Stage, options: &PipelineOptions) -> Result<Dataset> {
+    let text = pipeline_json(
+        &data.pattern(),
+        stage,
+        options.batch_size,
+        options.random_crop,
+    )
+    .to_string();
     let pipeline = tfdata_dataset::json::from_json(&text)
         .map_err(|e| anyhow::anyhow!("the benchmark pipeline is invalid: {e}"))?;
     Ok(pipeline.dataset)
@@ -140,7 +157,7 @@ pub struct SideResult {
 
 /// Runs the pipeline truncated after `stage` with tfdata, in this process.
 pub fn run_ours(data: &ImageData, stage: Stage, options: &PipelineOptions) -> Result<SideResult> {
-    let dataset = build(data, stage, options.batch_size)?;
+    let dataset = build(data, stage, options)?;
     measure::reset_peak_rss();
     let measurement = measure::measure(
         &options.measure,
@@ -199,7 +216,7 @@ pub fn run_tensorflow(
     stage: Stage,
     options: &PipelineOptions,
 ) -> Result<SideResult> {
-    let args = [
+    let mut args = vec![
         "--data-dir".to_string(),
         data.dir.display().to_string(),
         "--stage".into(),
@@ -213,6 +230,9 @@ pub fn run_tensorflow(
         "--warmup-batches".into(),
         options.measure.warmup_batches.to_string(),
     ];
+    if options.random_crop {
+        args.push("--random-crop".into());
+    }
     let line = data::run_python_script(python, "tf_pipeline.py", &args)?;
     parse_tensorflow_result(&line)
 }
@@ -402,16 +422,19 @@ mod tests {
     #[test]
     fn every_truncation_is_a_valid_pipeline() {
         for stage in Stage::ALL {
-            let text = pipeline_json("/nonexistent/train-*.tfrecord", stage, 64).to_string();
-            let pipeline =
-                tfdata_dataset::json::from_json(&text).unwrap_or_else(|e| panic!("{stage}: {e}"));
-            assert!(pipeline.dataset.validate().is_ok());
+            for crop in [false, true] {
+                let text =
+                    pipeline_json("/nonexistent/train-*.tfrecord", stage, 64, crop).to_string();
+                let pipeline = tfdata_dataset::json::from_json(&text)
+                    .unwrap_or_else(|e| panic!("{stage}: {e}"));
+                assert!(pipeline.dataset.validate().is_ok());
+            }
         }
     }
 
     #[test]
     fn the_full_pipeline_is_the_documented_one() {
-        let v = pipeline_json("/d/train-*.tfrecord", Stage::Normalize, 64);
+        let v = pipeline_json("/d/train-*.tfrecord", Stage::Normalize, 64, false);
         let text = v.to_string();
         for op in [
             "decode_jpeg",

@@ -8,8 +8,12 @@
 //! | name | arguments | does |
 //! |---|---|---|
 //! | `parse_example` | `features: {name: {dtype, shape?, default?, var_len?}}` | `tf.io.parse_single_example`; the element becomes the features dictionary |
-//! | `decode_jpeg`, `decode_png`, `decode_image` | `channels` (0) | to `uint8 [h, w, c]` |
+//! | `decode_jpeg`, `decode_png`, `decode_image` | `channels` (0); `decode_jpeg`: `dct_method` ("", "INTEGER_FAST", "INTEGER_ACCURATE") | to `uint8 [h, w, c]` |
+//! | `decode_and_crop_jpeg` | `crop_window: [y, x, h, w]`, `channels` (0), `dct_method` ("") | the window of a JPEG, decoding stopped after its last row |
 //! | `resize` | `size: [h, w]`, `method` ("bilinear") | `tf.image.resize` |
+//! | `decode_random_crop_jpeg` | `channels` (0), `dct_method` (""), `area_range` ([0.08, 1]), `aspect_ratio_range` ([3/4, 4/3]), `min_object_covered` (0.1), `max_attempts` (10), `seed` | an ImageNet-style random window (`sample_distorted_bounding_box` + `decode_and_crop_jpeg`) |
+//! | `resize_normalize` | `size`, `mean`, `std` | bilinear `resize` then `normalize`, one pass, same bits (map fusion makes it from the two) |
+//! | `decode_jpeg_resize` | `size`, `channels` (0), `dct_method` (""), `mean`, `std` (optional) | `decode_jpeg` then bilinear `resize` (then `normalize`), resized as decoded, same bits (map fusion makes it) |
 //! | `central_crop` | `fraction` | |
 //! | `crop_to_bounding_box` | `offset_height`, `offset_width`, `target_height`, `target_width` | |
 //! | `random_crop` | `size: [h, w]`, `seed` | |
@@ -57,18 +61,40 @@ pub fn map(f: &FunctionRef, input: Option<&Structure>) -> Option<Result<Resolved
                 Ok(c) => c,
                 Err(e) => return Some(Err(e)),
             };
+            // `dct_method` is `decode_jpeg`'s alone, as in TensorFlow.
+            let dct = match args.str_or(name, "dct_method", "") {
+                Ok(m) if name == "decode_jpeg" => kernels::DctMethod::from_tf(m),
+                Ok(_) => Ok(kernels::DctMethod::default()),
+                Err(e) => Err(e),
+            };
+            let dct = match dct {
+                Ok(d) => d,
+                Err(e) => return Some(Err(e)),
+            };
             let kernel = match name {
                 "decode_jpeg" => kernels::decode_jpeg,
                 "decode_png" => kernels::decode_png,
                 _ => kernels::decode_image,
             };
+            let known: &[&str] = if name == "decode_jpeg" {
+                &["channels", "dct_method"]
+            } else {
+                &["channels"]
+            };
             let c = (channels > 0).then_some(i64::from(channels));
+            let jpeg_op = name == "decode_jpeg";
             elementwise(
                 name,
                 args,
-                &["channels"],
+                known,
                 input,
-                move |t| kernel(t, channels),
+                move |t| {
+                    if jpeg_op {
+                        kernels::decode_jpeg_with(t, channels, dct)
+                    } else {
+                        kernel(t, channels)
+                    }
+                },
                 move |_| {
                     Ok(TensorSpec::new(
                         DType::UInt8,
@@ -77,6 +103,24 @@ pub fn map(f: &FunctionRef, input: Option<&Structure>) -> Option<Result<Resolved
                 },
             )
         }
+        "decode_and_crop_jpeg" => (|| {
+            let channels = channels(name, args)?;
+            let dct = kernels::DctMethod::from_tf(args.str_or(name, "dct_method", "")?)?;
+            let window = args.ints(name, "crop_window")?;
+            let c = (channels > 0).then_some(i64::from(channels));
+            let (h, w) = match window.as_slice() {
+                [_, _, h, w] => (Some(*h), Some(*w)),
+                _ => (None, None),
+            };
+            elementwise(
+                name,
+                args,
+                &["crop_window", "channels", "dct_method"],
+                input,
+                move |t| kernels::decode_and_crop_jpeg(t, &window, channels, dct),
+                move |_| Ok(TensorSpec::new(DType::UInt8, Shape(Some(vec![h, w, c])))),
+            )
+        })(),
         "resize" => (|| {
             let size = size(name, args)?;
             let method = match args.str_or(name, "method", "bilinear")? {
@@ -103,6 +147,129 @@ pub fn map(f: &FunctionRef, input: Option<&Structure>) -> Option<Result<Resolved
                     Ok(TensorSpec::new(
                         dtype,
                         replace_hw(&s.shape, Some(size[0]), Some(size[1])),
+                    ))
+                },
+            )
+        })(),
+        "resize_normalize" => (|| {
+            let size = size(name, args)?;
+            let floats = |key| -> Result<Vec<f32>> {
+                Ok(args
+                    .floats(name, key)?
+                    .into_iter()
+                    .map(|v| v as f32)
+                    .collect())
+            };
+            let (mean, std) = (floats("mean")?, floats("std")?);
+            if mean.len() != std.len() || std.contains(&0.0) {
+                return Err(Error::InvalidArgument(
+                    "resize_normalize: mean and std must have the same length and std no zeros"
+                        .into(),
+                ));
+            }
+            elementwise(
+                name,
+                args,
+                &["size", "mean", "std"],
+                input,
+                move |t| kernels::resize_normalize(t, size[0], size[1], &mean, &std),
+                move |s| {
+                    Ok(TensorSpec::new(
+                        DType::Float,
+                        replace_hw(&s.shape, Some(size[0]), Some(size[1])),
+                    ))
+                },
+            )
+        })(),
+        "decode_random_crop_jpeg" => (|| {
+            let channels = channels(name, args)?;
+            let dct = kernels::DctMethod::from_tf(args.str_or(name, "dct_method", "")?)?;
+            let defaults = kernels::CropSampling::default();
+            let pair = |key, default: [f32; 2]| -> Result<[f32; 2]> {
+                if args.get(key).is_none() {
+                    return Ok(default);
+                }
+                match args.floats(name, key)?.as_slice() {
+                    [a, b] => Ok([*a as f32, *b as f32]),
+                    other => Err(Error::InvalidArgument(format!(
+                        "{name}: {key} must be [min, max], got {other:?}"
+                    ))),
+                }
+            };
+            let sampling = kernels::CropSampling {
+                area_range: pair("area_range", defaults.area_range)?,
+                aspect_ratio_range: pair("aspect_ratio_range", defaults.aspect_ratio_range)?,
+                min_object_covered: match args.get("min_object_covered") {
+                    None => defaults.min_object_covered,
+                    Some(_) => args.float(name, "min_object_covered")? as f32,
+                },
+                max_attempts: u32::try_from(args.int_or(
+                    name,
+                    "max_attempts",
+                    i64::from(defaults.max_attempts),
+                )?)
+                .unwrap_or(0),
+            };
+            sampling.validate(name)?;
+            let seeds = Seeds::new(name, args)?;
+            let c = (channels > 0).then_some(i64::from(channels));
+            elementwise(
+                name,
+                args,
+                &[
+                    "channels",
+                    "dct_method",
+                    "area_range",
+                    "aspect_ratio_range",
+                    "min_object_covered",
+                    "max_attempts",
+                    "seed",
+                ],
+                input,
+                move |t| {
+                    kernels::decode_random_crop_jpeg(t, channels, dct, &sampling, seeds.next())
+                },
+                move |_| {
+                    Ok(TensorSpec::new(
+                        DType::UInt8,
+                        Shape(Some(vec![None, None, c])),
+                    ))
+                },
+            )
+        })(),
+        "decode_jpeg_resize" => (|| {
+            let size = size(name, args)?;
+            let channels = channels(name, args)?;
+            let dct = kernels::DctMethod::from_tf(args.str_or(name, "dct_method", "")?)?;
+            let normalize = match (args.get("mean"), args.get("std")) {
+                (None, None) => None,
+                _ => {
+                    let floats = |key| -> Result<Vec<f32>> {
+                        Ok(args
+                            .floats(name, key)?
+                            .into_iter()
+                            .map(|v| v as f32)
+                            .collect())
+                    };
+                    Some((floats("mean")?, floats("std")?))
+                }
+            };
+            let c = (channels > 0).then_some(i64::from(channels));
+            elementwise(
+                name,
+                args,
+                &["size", "channels", "dct_method", "mean", "std"],
+                input,
+                move |t| {
+                    let ms = normalize
+                        .as_ref()
+                        .map(|(m, s)| (m.as_slice(), s.as_slice()));
+                    kernels::decode_jpeg_resize(t, channels, dct, size[0], size[1], ms)
+                },
+                move |_| {
+                    Ok(TensorSpec::new(
+                        DType::Float,
+                        Shape(Some(vec![Some(size[0]), Some(size[1]), c])),
                     ))
                 },
             )

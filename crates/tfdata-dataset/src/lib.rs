@@ -16,6 +16,7 @@ pub mod builtins;
 pub mod dataset;
 pub mod example;
 pub mod functions;
+pub mod fusion;
 pub mod io;
 mod iterators;
 pub mod json;

@@ -155,15 +155,15 @@ fn text_kernels_validate_inputs() {
 
 #[test]
 fn hostile_image_headers_are_refused_before_decoding() {
-    // A JPEG whose frame header claims 65535 x 65535 pixels: TensorFlow
-    // refuses outputs of 2^29 samples or more, and so does tfdata, before
-    // allocating them.
+    // A JPEG whose frame header claims 65280 x 65280 pixels (libjpeg's
+    // limit is 65500): TensorFlow refuses outputs of 2^29 samples or more,
+    // and so does tfdata, before allocating them.
     let mut jpeg = fixture("jpeg_rgb420.jpg");
     let sof = jpeg
         .windows(2)
         .position(|w| w == [0xFF, 0xC0])
         .expect("a baseline frame header");
-    jpeg[sof + 5..sof + 9].copy_from_slice(&[0xFF, 0xFF, 0xFF, 0xFF]);
+    jpeg[sof + 5..sof + 9].copy_from_slice(&[0xFF, 0x00, 0xFF, 0x00]);
     let m = refused(
         kernels::decode_jpeg(&Tensor::scalar_string(Bytes::from(jpeg)), 0),
         "decode_jpeg",

@@ -6,33 +6,42 @@
 //! decodes JPEGs; only `decode_image` decodes BMPs. GIF and WebP are
 //! recognised but not decoded (`Unimplemented`).
 //!
-//! JPEG goes through `zune-jpeg`, PNG through `png`, BMP through a port of
-//! TensorFlow's own BMP reader. What TensorFlow does around its codecs
-//! (libjpeg-turbo and libpng) is reproduced here: channel selection and
-//! conversion, CMYK handling, libpng's RGB-to-gray weights and gamma
-//! handling, alpha filling, 16-to-8-bit reduction and the size limits.
+//! JPEG goes through libjpeg-turbo's decoder ([`super::jpeg`]), PNG through
+//! `png`, BMP through a port of TensorFlow's own BMP reader. What TensorFlow
+//! does around its codecs (libjpeg-turbo and libpng) is reproduced: channel
+//! selection and conversion, CMYK handling, libpng's RGB-to-gray weights
+//! and gamma handling, alpha filling, 16-to-8-bit reduction and the size
+//! limits.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use tfdata_core::{DType, Error, Result, Tensor};
-use zune_jpeg::JpegDecoder;
-use zune_jpeg::zune_core::colorspace::ColorSpace;
-use zune_jpeg::zune_core::options::DecoderOptions;
 
+use super::jpeg::{self, DctMethod, Window};
 use super::{from_buffer, invalid};
 
 /// Which TensorFlow op is decoding: they differ only in what they accept.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Op {
     Jpeg,
+    JpegCrop,
     Png,
     Image,
+}
+
+/// What the JPEG decoder is asked for.
+#[derive(Debug, Clone, Copy)]
+struct JpegOptions {
+    channels: u8,
+    dct_method: DctMethod,
+    crop: Option<Window>,
 }
 
 impl Op {
     fn kernel(self) -> &'static str {
         match self {
             Op::Jpeg => "decode_jpeg",
+            Op::JpegCrop => "decode_and_crop_jpeg",
             Op::Png => "decode_png",
             Op::Image => "decode_image",
         }
@@ -41,6 +50,7 @@ impl Op {
     fn tf_name(self) -> &'static str {
         match self {
             Op::Jpeg => "DecodeJpeg",
+            Op::JpegCrop => "DecodeAndCropJpeg",
             Op::Png => "DecodePng",
             Op::Image => "DecodeImage",
         }
@@ -55,23 +65,78 @@ impl Op {
 /// ("JPEG does not support 4 channels"). PNG input is decoded as by
 /// [`decode_png`], as TensorFlow does; BMP, GIF and WebP are errors.
 ///
-/// JPEG output is not bit-identical to TensorFlow's: TensorFlow decodes with
-/// libjpeg-turbo's fast integer IDCT (`dct_method=""` means `INTEGER_FAST`),
-/// tfdata with zune-jpeg's accurate integer IDCT and its own YCbCr
-/// conversion and chroma upsampling, so pixels differ by a few levels:
-/// on the golden fixtures at most 6 (4:2:0 chroma, near the right edge) and
-/// 0.4 to 1.03 on average, about as much as TensorFlow's own `INTEGER_FAST`
-/// and `INTEGER_ACCURATE` decodes differ (up to 4, mean 0.95); with 4:4:4
-/// chroma tfdata is within 1 level of `INTEGER_ACCURATE`. Shapes, channel handling, CMYK/YCCK
-/// conversion (TensorFlow's formula, Adobe-inverted or not) and errors
-/// match. Truncated data is an error, as in TensorFlow
+/// JPEG output is bit-identical to TensorFlow's: both decode with
+/// libjpeg-turbo, TensorFlow's default fast integer IDCT (`dct_method=""`,
+/// see [`decode_jpeg_with`] for the other) and fancy upsampling. Channel
+/// handling, CMYK/YCCK conversion (TensorFlow's formula, Adobe-inverted or
+/// not) and errors match. Truncated data is an error, as in TensorFlow
 /// (`try_recover_truncated=False`): the stream must reach an EOI marker
 /// after its last scan. Corrupt entropy-coded data inside an otherwise
 /// complete stream is decoded leniently, as libjpeg does with a warning.
-/// Arithmetic-coded and 12-bit JPEGs, which zune-jpeg does not read, are
-/// errors.
+/// Arithmetic-coded and 12-bit JPEGs are errors.
 pub fn decode_jpeg(contents: &Tensor, channels: u8) -> Result<Tensor> {
-    decode(Op::Jpeg, contents, channels)
+    decode_jpeg_with(contents, channels, DctMethod::default())
+}
+
+/// `tf.io.decode_jpeg(contents, channels, dct_method=...)`: [`decode_jpeg`]
+/// with libjpeg's IDCT chosen as TensorFlow chooses it
+/// ([`DctMethod::from_tf`]); either way the pixels are TensorFlow's.
+pub fn decode_jpeg_with(contents: &Tensor, channels: u8, dct_method: DctMethod) -> Result<Tensor> {
+    decode(
+        Op::Jpeg,
+        contents,
+        JpegOptions {
+            channels,
+            dct_method,
+            crop: None,
+        },
+    )
+}
+
+/// `tf.io.decode_and_crop_jpeg(contents, crop_window, channels,
+/// dct_method)`: the window `crop_window = [y, x, height, width]` of the
+/// JPEG, the same pixels as decoding it whole and cropping (TensorFlow's
+/// own tests assert as much for its decoder, and tfdata's are TensorFlow's).
+///
+/// Decoding stops after the window's last row, so a window near the top
+/// costs a fraction of a full decode. A window that is not four
+/// non-negative numbers with positive size inside the image is the
+/// `InvalidArgument` TensorFlow gives ("Invalid JPEG data or crop
+/// window."); only JPEG input is accepted, as in TensorFlow.
+pub fn decode_and_crop_jpeg(
+    contents: &Tensor,
+    crop_window: &[i64],
+    channels: u8,
+    dct_method: DctMethod,
+) -> Result<Tensor> {
+    const KERNEL: &str = "decode_and_crop_jpeg";
+    let [y, x, height, width] = crop_window else {
+        return Err(invalid(
+            KERNEL,
+            format!("crop_window must be 4 values [y, x, height, width], got {crop_window:?}"),
+        ));
+    };
+    let positive = |v: i64| usize::try_from(v).ok().filter(|v| *v > 0);
+    let offset = |v: i64| usize::try_from(v).ok();
+    let (Some(y), Some(x), Some(height), Some(width)) =
+        (offset(*y), offset(*x), positive(*height), positive(*width))
+    else {
+        return Err(invalid(KERNEL, "Invalid JPEG data or crop window."));
+    };
+    decode(
+        Op::JpegCrop,
+        contents,
+        JpegOptions {
+            channels,
+            dct_method,
+            crop: Some(Window {
+                y,
+                x,
+                height,
+                width,
+            }),
+        },
+    )
 }
 
 /// `tf.io.decode_png(contents, channels)` with `dtype=uint8`: a scalar
@@ -95,7 +160,7 @@ pub fn decode_jpeg(contents: &Tensor, channels: u8) -> Result<Tensor> {
 ///   decoded with 4 channels has alpha 1 and a 4-bit palette image alpha 15;
 /// * `tRNS` becomes alpha only when an alpha channel is wanted.
 pub fn decode_png(contents: &Tensor, channels: u8) -> Result<Tensor> {
-    decode(Op::Png, contents, channels)
+    decode(Op::Png, contents, plain(channels))
 }
 
 /// `tf.io.decode_image(contents, channels, expand_animations=...)` with
@@ -104,7 +169,16 @@ pub fn decode_png(contents: &Tensor, channels: u8) -> Result<Tensor> {
 /// (uncompressed 8/24/32-bit BMPs; `channels` 1 is refused for BMP, as in
 /// TensorFlow). GIF and WebP are recognised and refused as `Unimplemented`.
 pub fn decode_image(contents: &Tensor, channels: u8) -> Result<Tensor> {
-    decode(Op::Image, contents, channels)
+    decode(Op::Image, contents, plain(channels))
+}
+
+/// The options of a decode op without JPEG arguments.
+fn plain(channels: u8) -> JpegOptions {
+    JpegOptions {
+        channels,
+        dct_method: DctMethod::default(),
+        crop: None,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +189,19 @@ enum Format {
     Bmp,
     Webp,
     Unknown,
+}
+
+impl Format {
+    fn name(self) -> &'static str {
+        match self {
+            Format::Jpeg => "JPEG",
+            Format::Png => "PNG",
+            Format::Gif => "GIF",
+            Format::Bmp => "BMP",
+            Format::Webp => "WebP",
+            Format::Unknown => "unknown",
+        }
+    }
 }
 
 /// TensorFlow's `ClassifyFileFormat`.
@@ -134,8 +221,9 @@ fn classify(data: &[u8]) -> Format {
     }
 }
 
-fn decode(op: Op, contents: &Tensor, channels: u8) -> Result<Tensor> {
+fn decode(op: Op, contents: &Tensor, options: JpegOptions) -> Result<Tensor> {
     let kernel = op.kernel();
+    let channels = options.channels;
     if !matches!(channels, 0 | 1 | 3 | 4) {
         return Err(invalid(
             kernel,
@@ -159,7 +247,18 @@ fn decode(op: Op, contents: &Tensor, channels: u8) -> Result<Tensor> {
     // The codecs are not expected to panic on corrupt input, but a decoder
     // bug must not take a worker down: report it as corrupt data instead.
     let result = catch_unwind(AssertUnwindSafe(|| match classify(data) {
-        Format::Jpeg => decode_jpeg_bytes(kernel, data, channels),
+        Format::Jpeg => decode_jpeg_bytes(kernel, data, &options),
+        Format::Png | Format::Bmp | Format::Gif | Format::Webp if op == Op::JpegCrop => {
+            Err(invalid(
+                kernel,
+                format!(
+                    "Trying to decode {} format using a wrong op. Use `decode_png` or \
+                     `decode_image` instead. Op used: {}",
+                    classify(data).name(),
+                    op.tf_name()
+                ),
+            ))
+        }
         Format::Png => decode_png_bytes(kernel, data, channels),
         Format::Bmp if op == Op::Image => decode_bmp_bytes(kernel, data, channels),
         Format::Bmp => Err(invalid(
@@ -198,222 +297,17 @@ fn image(height: usize, width: usize, channels: usize, data: Vec<u8>) -> Result<
 // ---------------------------------------------------------------------------
 // JPEG
 
-/// libjpeg's fixed-point constants (`jdcolor.c`), 16 fractional bits.
-const SCALEBITS: i32 = 16;
-const ONE_HALF: i32 = 1 << (SCALEBITS - 1);
-
-const fn fix(x: f64) -> i32 {
-    (x * (1 << SCALEBITS) as f64 + 0.5) as i32
-}
-
-fn decode_jpeg_bytes(kernel: &str, data: &[u8], channels: u8) -> Result<Tensor> {
-    if channels == 4 {
-        return Err(invalid(kernel, "JPEG does not support 4 channels"));
-    }
-    let corrupt = |e: zune_jpeg::errors::DecodeErrors| {
-        invalid(
-            kernel,
-            format!("jpeg::Uncompress failed. Invalid JPEG data: {e}"),
-        )
-    };
-    // libjpeg accepts anything JPEG can describe (65535 x 65535); TensorFlow
-    // then refuses outputs of 2^29 samples or more, checked below before
-    // any pixel is decoded.
-    let options = |out: ColorSpace| {
-        DecoderOptions::default()
-            .set_strict_mode(false)
-            .set_max_width(usize::from(u16::MAX))
-            .set_max_height(usize::from(u16::MAX))
-            .jpeg_set_out_colorspace(out)
-    };
-    let first_choice = if channels == 1 {
-        ColorSpace::Luma
-    } else {
-        ColorSpace::RGB
-    };
-    let mut decoder = JpegDecoder::new_with_options(data, options(first_choice));
-    decoder.decode_headers().map_err(corrupt)?;
-    let info = decoder
-        .info()
-        .ok_or_else(|| invalid(kernel, "JPEG headers could not be read"))?;
-    let input = decoder
-        .get_input_colorspace()
-        .ok_or_else(|| invalid(kernel, "JPEG headers could not be read"))?;
-    let (height, width) = (usize::from(info.height), usize::from(info.width));
-    let components = usize::from(info.components);
-    if height == 0 || width == 0 {
-        return Err(invalid(
-            kernel,
-            format!("Invalid JPEG image size {width} x {height}"),
-        ));
-    }
-    if (height * width * components) as u64 >= 1 << 29 {
-        return Err(invalid(
-            kernel,
-            format!("JPEG image too large: {width} x {height} x {components}"),
-        ));
-    }
-    if !jpeg_complete(data) {
-        return Err(invalid(
-            kernel,
-            "jpeg::Uncompress failed. Invalid JPEG data: premature end of JPEG data",
-        ));
-    }
-    // TensorFlow: channels 0 means min(components, 3), CMYK becoming RGB.
-    let want = if channels == 0 {
-        components.min(3)
-    } else {
-        usize::from(channels)
-    };
-    let four = matches!(input, ColorSpace::CMYK | ColorSpace::YCCK);
-    let out = match (want, input) {
-        (1, ColorSpace::Luma | ColorSpace::YCbCr) => ColorSpace::Luma,
-        (1, ColorSpace::RGB) => ColorSpace::RGB,
-        (1, _) => {
-            return Err(invalid(
-                kernel,
-                format!("jpeg::Uncompress failed: cannot convert {input:?} to grayscale"),
-            ));
-        }
-        (_, ColorSpace::Luma) => ColorSpace::Luma,
-        (_, ColorSpace::CMYK) => ColorSpace::CMYK,
-        (_, ColorSpace::YCCK) => ColorSpace::YCCK,
-        _ => ColorSpace::RGB,
-    };
-    // zune-jpeg picks its conversion when it reads the headers (and already
-    // decodes one-component images as Luma): start over for another output.
-    if decoder.get_output_colorspace() != Some(out) {
-        decoder = JpegDecoder::new_with_options(data, options(out));
-        decoder.decode_headers().map_err(corrupt)?;
-    }
-    let decoded_channels = out.num_components();
-    let size = decoder
-        .output_buffer_size()
-        .ok_or_else(|| invalid(kernel, "JPEG image too large"))?;
-    if size != height * width * decoded_channels {
-        return Err(invalid(kernel, "JPEG headers changed between passes"));
-    }
-    let mut pixels = vec![0u8; size];
-    decoder.decode_into(&mut pixels).map_err(corrupt)?;
-
-    let pixels = match (want, out) {
-        (1, ColorSpace::RGB) => rgb_to_gray_jpeg(&pixels),
-        (1, _) | (3, ColorSpace::RGB) => pixels,
-        (3, ColorSpace::Luma) => replicate_gray(&pixels),
-        (3, _) if four => {
-            let adobe = saw_adobe_marker(data);
-            cmyk_to_rgb(&pixels, out == ColorSpace::YCCK, adobe)
-        }
-        _ => {
-            return Err(Error::Internal(format!(
-                "{kernel}: unexpected JPEG conversion to {want} channels from {out:?}"
-            )));
-        }
-    };
-    image(height, width, want, pixels)
-}
-
-/// Whether the stream ends its last scan with an EOI marker, as libjpeg
-/// requires when TensorFlow does not ask it to recover truncated files:
-/// the last of the SOS (`FFDA`) and EOI (`FFD9`) markers must be an EOI.
-/// Entropy-coded data never contains either byte pair (0xFF is stuffed).
-fn jpeg_complete(data: &[u8]) -> bool {
-    let Some(eoi) = data.windows(2).rposition(|w| w == [0xFF, 0xD9]) else {
-        return false;
-    };
-    !data[eoi..].windows(2).any(|w| w == [0xFF, 0xDA])
-}
-
-/// Whether the markers before the first scan include an Adobe APP14
-/// segment (libjpeg's `saw_Adobe_marker`), which says CMYK is inverted.
-fn saw_adobe_marker(data: &[u8]) -> bool {
-    let mut pos = 2;
-    while pos + 1 < data.len() {
-        if data[pos] != 0xFF {
-            pos += 1;
-            continue;
-        }
-        let marker = data[pos + 1];
-        match marker {
-            0xFF => pos += 1,
-            0x00 | 0x01 | 0xD0..=0xD7 => pos += 2,
-            0xDA | 0xD9 => return false,
-            _ => {
-                let Some(len) = data.get(pos + 2..pos + 4) else {
-                    return false;
-                };
-                let len = usize::from(u16::from_be_bytes([len[0], len[1]]));
-                if marker == 0xEE && len >= 2 + 12 && data[pos + 4..].starts_with(b"Adobe") {
-                    return true;
-                }
-                pos += 2 + len;
-            }
-        }
-    }
-    false
-}
-
-/// libjpeg's `rgb_gray_convert` (an RGB-coded JPEG asked for one channel).
-fn rgb_to_gray_jpeg(rgb: &[u8]) -> Vec<u8> {
-    const R: i32 = fix(0.29900);
-    const G: i32 = fix(0.58700);
-    const B: i32 = fix(0.11400);
-    rgb.chunks_exact(3)
-        .map(|p| {
-            ((R * i32::from(p[0]) + G * i32::from(p[1]) + B * i32::from(p[2]) + ONE_HALF)
-                >> SCALEBITS) as u8
-        })
-        .collect()
-}
-
-fn replicate_gray(gray: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(gray.len() * 3);
-    for &g in gray {
-        out.extend_from_slice(&[g, g, g]);
-    }
-    out
-}
-
-/// CMYK (or YCCK, converted to CMYK as libjpeg's `ycck_cmyk_convert` does)
-/// to RGB with TensorFlow's formula from `jpeg_mem.cc`.
-fn cmyk_to_rgb(pixels: &[u8], ycck: bool, adobe: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(pixels.len() / 4 * 3);
-    for p in pixels.chunks_exact(4) {
-        let (c, m, y, k) = if ycck {
-            let (luma, cb, cr) = (
-                i32::from(p[0]),
-                i32::from(p[1]) - 128,
-                i32::from(p[2]) - 128,
-            );
-            let r = luma + ((fix(1.40200) * cr + ONE_HALF) >> SCALEBITS);
-            let g = luma + ((-fix(0.34414) * cb + ONE_HALF - fix(0.71414) * cr) >> SCALEBITS);
-            let b = luma + ((fix(1.77200) * cb + ONE_HALF) >> SCALEBITS);
-            (
-                (255 - r).clamp(0, 255),
-                (255 - g).clamp(0, 255),
-                (255 - b).clamp(0, 255),
-                i32::from(p[3]),
-            )
-        } else {
-            (
-                i32::from(p[0]),
-                i32::from(p[1]),
-                i32::from(p[2]),
-                i32::from(p[3]),
-            )
-        };
-        let rgb = if adobe {
-            [k * c / 255, k * m / 255, k * y / 255]
-        } else {
-            [
-                (255 - k) * (255 - c) / 255,
-                (255 - k) * (255 - m) / 255,
-                (255 - k) * (255 - y) / 255,
-            ]
-        };
-        out.extend(rgb.map(|v| v as u8));
-    }
-    out
+fn decode_jpeg_bytes(kernel: &str, data: &[u8], options: &JpegOptions) -> Result<Tensor> {
+    let mut pixels = Vec::new();
+    let d = jpeg::decode(
+        kernel,
+        data,
+        options.channels,
+        options.dct_method,
+        |_| options.crop,
+        &mut pixels,
+    )?;
+    image(d.height, d.width, d.channels, pixels)
 }
 
 // ---------------------------------------------------------------------------
@@ -736,45 +630,5 @@ mod tests {
     #[test]
     fn libpng_gray_coefficients() {
         assert_eq!((RED, GREEN, BLUE), (9797, 19234, 3737));
-    }
-
-    #[test]
-    fn libjpeg_constants() {
-        assert_eq!(
-            (fix(1.402), fix(1.772), fix(0.71414), fix(0.34414)),
-            (91881, 116130, 46802, 22554)
-        );
-    }
-
-    #[test]
-    fn cmyk_conversion_follows_tensorflow() {
-        // Adobe-inverted: r = k * c / 255.
-        assert_eq!(cmyk_to_rgb(&[255, 128, 0, 200], false, true), [200, 100, 0]);
-        // Plain CMYK: r = (255 - k) * (255 - c) / 255.
-        assert_eq!(cmyk_to_rgb(&[0, 127, 255, 55], false, false), [200, 100, 0]);
-        // YCCK gray (Cb = Cr = 128) is inverted luma, then Adobe CMYK.
-        assert_eq!(
-            cmyk_to_rgb(&[55, 128, 128, 255], true, true),
-            [200, 200, 200]
-        );
-    }
-
-    #[test]
-    fn completeness_needs_eoi_after_last_scan() {
-        assert!(jpeg_complete(b"\xff\xd8\xff\xda..\xff\xd9"));
-        assert!(jpeg_complete(b"\xff\xd8\xff\xda..\xff\xd9trailing"));
-        assert!(!jpeg_complete(b"\xff\xd8\xff\xda.."));
-        assert!(!jpeg_complete(b"\xff\xd8\xff\xd9\xff\xda.."));
-    }
-
-    #[test]
-    fn adobe_marker_is_found_before_the_scan() {
-        let mut jpeg = b"\xff\xd8\xff\xe0\x00\x04ab".to_vec();
-        jpeg.extend_from_slice(b"\xff\xee\x00\x0eAdobe\x00\x64\x00\x00\x00\x00\x02");
-        jpeg.extend_from_slice(b"\xff\xda\x00\x02");
-        assert!(saw_adobe_marker(&jpeg));
-        assert!(!saw_adobe_marker(
-            b"\xff\xd8\xff\xda\x00\x02\xff\xee\x00\x0eAdobe"
-        ));
     }
 }

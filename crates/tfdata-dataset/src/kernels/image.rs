@@ -150,11 +150,83 @@ pub fn resize(image: &Tensor, height: i64, width: i64, method: ResizeMethod) -> 
                 return math::cast(image, DType::Float);
             }
             let values = match math::values(KERNEL, image)? {
-                Values::U8(v) => resize_bilinear(v, shape, out_h, out_w),
-                Values::F32(v) => resize_bilinear(&v, shape, out_h, out_w),
+                Values::U8(v) => resize_bilinear(v, shape, out_h, out_w, None),
+                Values::F32(v) => resize_bilinear(&v, shape, out_h, out_w, None),
             };
             from_buffer(DType::Float, out_shape, values)
         }
+    }
+}
+
+/// `normalize(resize(image, [height, width]), mean, std)` in one pass:
+/// bilinear [`resize`] then [`super::normalize`] without the resized image
+/// in between. Each output value is computed with the same float32
+/// operations in the same order (`(v - mean[c]) / std[c]` on the resized
+/// `v`), so the result is bit-identical to the two kernels, and so to
+/// TensorFlow's `(tf.image.resize(...) - mean) / std`. `mean` and `std`
+/// hold one value per channel or one for all; `std` non-zero and finite.
+pub fn resize_normalize(
+    image: &Tensor,
+    height: i64,
+    width: i64,
+    mean: &[f32],
+    std: &[f32],
+) -> Result<Tensor> {
+    const KERNEL: &str = "resize_normalize";
+    let shape = ImageShape::of(KERNEL, image)?;
+    let out_h = positive(KERNEL, "height", height)?;
+    let out_w = positive(KERNEL, "width", width)?;
+    let post = Normalization::new(KERNEL, mean, std, shape.channels, out_w)?;
+    if (out_h == shape.height && out_w == shape.width) || !math::is_real(image.dtype()) {
+        // A same-size resize is a cast: the two kernels are the fast path.
+        let resized = resize(image, height, width, ResizeMethod::Bilinear)?;
+        return math::normalize(&resized, mean, std);
+    }
+    let values = match math::values(KERNEL, image)? {
+        Values::U8(v) => resize_bilinear(v, shape, out_h, out_w, Some(&post)),
+        Values::F32(v) => resize_bilinear(&v, shape, out_h, out_w, Some(&post)),
+    };
+    from_buffer(DType::Float, shape.with(out_h, out_w), values)
+}
+
+/// A normalisation applied to each output row of [`resize_bilinear`]:
+/// `(v - mean[i]) / std[i]` for the row's `i`-th value.
+pub(super) struct Normalization {
+    mean: Vec<f32>,
+    std: Vec<f32>,
+}
+
+impl Normalization {
+    /// `mean` and `std` (one value per channel, or one for all) repeated
+    /// over an output row of `width` pixels, checked as `normalize` checks
+    /// them.
+    pub(super) fn new(
+        kernel: &str,
+        mean: &[f32],
+        std: &[f32],
+        channels: usize,
+        width: usize,
+    ) -> Result<Normalization> {
+        let per_channel = |name: &str, v: &[f32]| match v.len() {
+            1 => Ok(vec![v[0]; channels]),
+            n if n == channels => Ok(v.to_vec()),
+            n => Err(invalid(
+                kernel,
+                format!("`{name}` has {n} values but the image has {channels} channels"),
+            )),
+        };
+        let (mean, std) = (per_channel("mean", mean)?, per_channel("std", std)?);
+        if mean.iter().any(|m| !m.is_finite()) || std.iter().any(|s| !s.is_finite() || *s == 0.0) {
+            return Err(invalid(
+                kernel,
+                "`mean` must be finite and `std` finite and non-zero",
+            ));
+        }
+        let row = |v: &[f32]| v.iter().copied().cycle().take(width * channels).collect();
+        Ok(Normalization {
+            mean: row(&mean),
+            std: row(&std),
+        })
     }
 }
 
@@ -164,13 +236,13 @@ fn resize_scale(in_size: usize, out_size: usize) -> f32 {
 }
 
 /// TensorFlow's `CachedInterpolation`, computed with its `HalfPixelScaler`.
-struct Interpolation {
+pub(super) struct Interpolation {
     lower: usize,
     upper: usize,
     lerp: f32,
 }
 
-fn interpolation_weights(in_size: usize, out_size: usize) -> Vec<Interpolation> {
+pub(super) fn interpolation_weights(in_size: usize, out_size: usize) -> Vec<Interpolation> {
     let scale = resize_scale(in_size, out_size);
     (0..out_size)
         .map(|i| {
@@ -187,7 +259,7 @@ fn interpolation_weights(in_size: usize, out_size: usize) -> Vec<Interpolation> 
 
 /// A pixel sample that converts to `float32` as TensorFlow's
 /// `static_cast<float>` does.
-trait Sample: Copy {
+pub(super) trait Sample: Copy {
     fn f(self) -> f32;
 }
 
@@ -207,7 +279,12 @@ impl Sample for f32 {
 
 /// One input row interpolated horizontally: TensorFlow's `top` (or
 /// `bottom`) for every output column, `left + (right - left) * x_lerp`.
-fn interpolate_row<T: Sample>(row: &[T], xs: &[Interpolation], c: usize, out: &mut [f32]) {
+pub(super) fn interpolate_row<T: Sample>(
+    row: &[T],
+    xs: &[Interpolation],
+    c: usize,
+    out: &mut [f32],
+) {
     if c == 3 {
         for (o, x) in out.chunks_exact_mut(3).zip(xs) {
             let l = &row[x.lower * 3..][..3];
@@ -227,58 +304,97 @@ fn interpolate_row<T: Sample>(row: &[T], xs: &[Interpolation], c: usize, out: &m
     }
 }
 
-/// Bilinear resize in TensorFlow's float32 arithmetic. TensorFlow computes
-/// `top` and `bottom` from the two input rows for each output pixel; they
-/// depend only on the input row and the output column, so each input row is
-/// interpolated horizontally once (two rows cached) and every output row is
-/// `top + (bottom - top) * y_lerp` over whole rows: the same operations on
-/// the same values, hence the same bits, with less work.
+/// Bilinear resize in TensorFlow's float32 arithmetic ([`resize_rows`] per
+/// image), `normalize`'s arithmetic applied on the way if asked.
 fn resize_bilinear<T: Sample>(
     input: &[T],
     shape: ImageShape,
     out_h: usize,
     out_w: usize,
+    normalize: Option<&Normalization>,
 ) -> Vec<u8> {
     let c = shape.channels;
-    let ys = interpolation_weights(shape.height, out_h);
     let xs = interpolation_weights(shape.width, out_w);
     let in_row = shape.width * c;
     let in_image = shape.height * in_row;
-    let out_row = out_w * c;
-    // float32 little-endian, written in place.
-    let mut out = vec![0u8; shape.batch * out_h * out_row * 4];
+    let mut out = Vec::with_capacity(shape.batch * out_h * out_w * c);
+    for image in input.chunks_exact(in_image).take(shape.batch) {
+        let interpolate = |y: usize, row: &mut [f32]| {
+            interpolate_row(&image[y * in_row..(y + 1) * in_row], &xs, c, row);
+            Ok(())
+        };
+        // Rows come from memory: nothing can fail.
+        let _ = resize_rows(
+            shape.height,
+            out_h,
+            out_w * c,
+            interpolate,
+            normalize,
+            &mut out,
+        );
+    }
+    out.into_flattened()
+}
+
+/// One image's bilinear resize, row by row: `interpolate(y, row)` fills
+/// `row` with input row `y` interpolated horizontally (asked for in
+/// non-decreasing `y`, each at most once, so rows may be decoded as they
+/// are needed); each output row, normalised if asked, is appended to `out`
+/// as float32 little-endian, never zero-filled first.
+///
+/// TensorFlow computes `top` and `bottom` from the two input rows for each
+/// output pixel; they depend only on the input row and the output column,
+/// so each input row is interpolated horizontally once (two rows cached)
+/// and every output row is `top + (bottom - top) * y_lerp` over whole rows:
+/// the same operations on the same values, hence the same bits, with less
+/// work.
+pub(super) fn resize_rows(
+    in_h: usize,
+    out_h: usize,
+    out_row: usize,
+    mut interpolate: impl FnMut(usize, &mut [f32]) -> Result<()>,
+    normalize: Option<&Normalization>,
+    out: &mut Vec<[u8; 4]>,
+) -> Result<()> {
+    let ys = interpolation_weights(in_h, out_h);
     // (input row index, that row interpolated): rows[0] holds the `lower`
     // row of the current output row, rows[1] the `upper` one.
     let mut rows = [
         (usize::MAX, vec![0f32; out_row]),
         (usize::MAX, vec![0f32; out_row]),
     ];
-    for (b, out_image) in out.chunks_exact_mut(out_h * out_row * 4).enumerate() {
-        let image = &input[b * in_image..(b + 1) * in_image];
-        let source = |y: usize| &image[y * in_row..(y + 1) * in_row];
-        rows[0].0 = usize::MAX;
-        rows[1].0 = usize::MAX;
-        for (y, line) in ys.iter().zip(out_image.chunks_exact_mut(out_row * 4)) {
-            if rows[0].0 != y.lower {
-                if rows[1].0 == y.lower {
-                    rows.swap(0, 1);
-                } else {
-                    interpolate_row(source(y.lower), &xs, c, &mut rows[0].1);
-                    rows[0].0 = y.lower;
-                }
-            }
-            if rows[1].0 != y.upper {
-                interpolate_row(source(y.upper), &xs, c, &mut rows[1].1);
-                rows[1].0 = y.upper;
-            }
-            let (top, bottom) = (&rows[0].1, &rows[1].1);
-            let (line, _) = line.as_chunks_mut::<4>();
-            for ((o, &t), &b) in line.iter_mut().zip(top).zip(bottom) {
-                *o = (t + (b - t) * y.lerp).to_le_bytes();
+    for y in &ys {
+        if rows[0].0 != y.lower {
+            if rows[1].0 == y.lower {
+                rows.swap(0, 1);
+            } else {
+                interpolate(y.lower, &mut rows[0].1)?;
+                rows[0].0 = y.lower;
             }
         }
+        if rows[1].0 != y.upper {
+            interpolate(y.upper, &mut rows[1].1)?;
+            rows[1].0 = y.upper;
+        }
+        let (top, bottom, lerp) = (&rows[0].1, &rows[1].1, y.lerp);
+        // Exact-size iterators: `extend` writes without per-value capacity
+        // checks, and the loops vectorise.
+        match normalize {
+            None => out.extend(
+                top.iter()
+                    .zip(bottom)
+                    .map(|(&t, &b)| (t + (b - t) * lerp).to_le_bytes()),
+            ),
+            Some(n) => out.extend(
+                top.iter()
+                    .zip(bottom)
+                    .zip(&n.mean)
+                    .zip(&n.std)
+                    .map(|(((&t, &b), &m), &d)| (((t + (b - t) * lerp) - m) / d).to_le_bytes()),
+            ),
+        }
     }
-    out
+    Ok(())
 }
 
 /// TensorFlow's `compute_indices` with `HalfPixelScalerForNN`.
@@ -550,6 +666,40 @@ mod tests {
         assert_eq!((w[3].lower, w[3].upper), (1, 1));
         assert_eq!(nearest_indices(4, 2), [1, 3]);
         assert_eq!(nearest_indices(2, 4), [0, 0, 1, 1]);
+    }
+
+    #[test]
+    fn resize_normalize_is_resize_then_normalize_bit_for_bit() {
+        // A noisy uint8 image and a float32 batch, shrunk and enlarged.
+        let mut rng = SplitMix64::new(5, 6);
+        let bytes: Vec<u8> = (0..37 * 53 * 3).map(|_| rng.below(256) as u8).collect();
+        let u8_image = Tensor::from_slice(&bytes, vec![37, 53, 3]).unwrap();
+        let floats: Vec<f32> = (0..2 * 9 * 11 * 2)
+            .map(|i| (i as f32 * 0.37).sin() * 300.0)
+            .collect();
+        let f32_batch = Tensor::from_slice(&floats, vec![2, 9, 11, 2]).unwrap();
+        for (image, mean, std) in [
+            (&u8_image, vec![127.5f32], vec![127.5f32]),
+            (
+                &u8_image,
+                vec![123.68, 116.78, 103.94],
+                vec![58.4, 57.1, 57.4],
+            ),
+            (&f32_batch, vec![0.5, -3.0], vec![0.25, 7.0]),
+        ] {
+            for (h, w) in [(24, 24), (5, 70), (40, 7), (1, 1)] {
+                let fused = resize_normalize(image, h, w, &mean, &std).unwrap();
+                let resized = resize(image, h, w, ResizeMethod::Bilinear).unwrap();
+                let separate = math::normalize(&resized, &mean, &std).unwrap();
+                assert_eq!(fused, separate, "{:?} -> {h}x{w}", image.shape());
+            }
+        }
+        // Same size: the cast path.
+        let same = resize_normalize(&u8_image, 37, 53, &[1.0], &[2.0]).unwrap();
+        let cast = math::cast(&u8_image, DType::Float).unwrap();
+        assert_eq!(same, math::normalize(&cast, &[1.0], &[2.0]).unwrap());
+        assert!(resize_normalize(&u8_image, 4, 4, &[1.0, 2.0], &[1.0, 1.0]).is_err());
+        assert!(resize_normalize(&u8_image, 4, 4, &[1.0], &[0.0]).is_err());
     }
 
     #[test]

@@ -8,9 +8,15 @@
 //! against real TensorFlow; where tfdata cannot match TensorFlow bit for bit
 //! the kernel's rustdoc says so and by how much.
 //!
-//! * [`decode_jpeg`], [`decode_png`], [`decode_image`]: image bytes to a
-//!   `uint8` `[height, width, channels]` tensor;
+//! * [`decode_jpeg`] (and [`decode_jpeg_with`] a [`DctMethod`]),
+//!   [`decode_and_crop_jpeg`], [`decode_random_crop_jpeg`] (an
+//!   ImageNet-style random window, [`sample_crop_window`]), [`decode_png`],
+//!   [`decode_image`]: image bytes to a `uint8` `[height, width, channels]`
+//!   tensor;
 //! * [`resize`] (bilinear and nearest, `tf.image.resize` semantics),
+//!   [`resize_normalize`] (bilinear resize and [`normalize`] in one pass),
+//!   [`decode_jpeg_resize`] (a JPEG resized, and normalised, as it is
+//!   decoded),
 //!   [`central_crop`], [`crop_to_bounding_box`], [`random_crop`],
 //!   [`flip_left_right`], [`flip_up_down`], [`random_flip_left_right`],
 //!   [`random_flip_up_down`];
@@ -35,16 +41,22 @@
 //! the element's index) so that elements get different crops and flips.
 
 mod decode;
+mod fused;
 mod image;
+mod jpeg;
 mod math;
+mod random_crop;
 mod text;
 
-pub use decode::{decode_image, decode_jpeg, decode_png};
+pub use decode::{decode_and_crop_jpeg, decode_image, decode_jpeg, decode_jpeg_with, decode_png};
+pub use fused::decode_jpeg_resize;
 pub use image::{
     ResizeMethod, central_crop, crop_to_bounding_box, flip_left_right, flip_up_down, random_crop,
-    random_flip_left_right, random_flip_up_down, resize,
+    random_flip_left_right, random_flip_up_down, resize, resize_normalize,
 };
+pub use jpeg::DctMethod;
 pub use math::{cast, normalize, one_hot, per_image_standardization, scale};
+pub use random_crop::{CropSampling, decode_random_crop_jpeg, sample_crop_window};
 pub use text::{Vocabulary, lookup, lower, string_split};
 
 use bytes::Bytes;

@@ -133,12 +133,19 @@ impl DatasetOp for Map {
             }
         }
         let source = &chain[chain.len() - 1].input;
-        let mut steps = Vec::with_capacity(chain.len());
-        for map in chain.iter().rev() {
-            let spec = map.input.element_spec()?;
+        // Each function resolved against its input's structure (the first
+        // map's input, then each output), with built-ins that have a joint
+        // kernel fused (`fusion::fuse`).
+        let functions =
+            crate::fusion::fuse(chain.iter().rev().map(|m| m.function.clone()).collect());
+        let mut steps = Vec::with_capacity(functions.len());
+        let mut spec = source.element_spec()?;
+        for function in functions {
+            let resolved = resolve_map(&function, spec.as_ref())?;
+            spec = resolved.output.clone();
             steps.push(FusedStep {
-                name: map.function.name.clone(),
-                f: resolve_map(&map.function, spec.as_ref())?.f,
+                name: function.name,
+                f: resolved.f,
             });
         }
         let input = source.op.make_iterator(ctx)?;

@@ -525,3 +525,75 @@ fn a_split_is_released_only_after_every_element_made_from_it_is_gone() {
         );
     }
 }
+
+#[test]
+fn parallel_resize_then_normalize_runs_fused_with_the_same_bits() {
+    use crate::attrs::{Attr, Attrs};
+    let images: Vec<u8> = (0..4 * 30 * 40 * 3)
+        .map(|i| (i * 7919 % 251) as u8)
+        .collect();
+    let images = Tensor::from_slice(&images, vec![4, 30, 40, 3]).unwrap();
+    let resize = FunctionRef::with_args(
+        "resize",
+        Attrs::new().with("size", Attr::List(vec![Attr::Int(17), Attr::Int(23)])),
+    );
+    let floats = |v: f64| Attr::List(vec![Attr::Float(v)]);
+    let normalize = FunctionRef::with_args(
+        "normalize",
+        Attrs::new()
+            .with("mean", floats(127.5))
+            .with("std", floats(127.5)),
+    );
+    // The two are one function in a chain of parallel maps ...
+    let fused = crate::fusion::fuse(vec![resize.clone(), normalize.clone()]);
+    assert_eq!(fused.len(), 1);
+    assert_eq!(fused[0].name, "resize_normalize");
+    // ... but not with another method or across components.
+    let nearest = FunctionRef::with_args(
+        "resize",
+        resize
+            .args
+            .clone()
+            .with("method", Attr::Str("nearest".into())),
+    );
+    assert_eq!(
+        crate::fusion::fuse(vec![nearest, normalize.clone()]).len(),
+        2
+    );
+    let elsewhere = FunctionRef::with_args(
+        "normalize",
+        normalize
+            .args
+            .clone()
+            .with("component", Attr::Str("other".into())),
+    );
+    assert_eq!(
+        crate::fusion::fuse(vec![resize.clone(), elsewhere]).len(),
+        2
+    );
+    // decode_jpeg absorbs a following resize and normalize.
+    let decode = FunctionRef::with_args("decode_jpeg", Attrs::new().with("channels", Attr::Int(3)));
+    let fused = crate::fusion::fuse(vec![decode.clone(), resize.clone(), normalize.clone()]);
+    assert_eq!(fused.len(), 1);
+    assert_eq!(fused[0].name, "decode_jpeg_resize");
+    for key in ["channels", "size", "mean", "std"] {
+        assert!(fused[0].args.get(key).is_some(), "{key}");
+    }
+    let fused = crate::fusion::fuse(vec![decode, resize.clone()]);
+    assert_eq!(fused.len(), 1);
+    assert!(fused[0].args.get("mean").is_none());
+    // And the pipeline's output is what the unfused maps give.
+    let source = Dataset::from_tensor_slices(vec![images]);
+    let parallel = source
+        .clone()
+        .map_with(resize.clone(), Some(2), true)
+        .map_with(normalize.clone(), Some(2), true);
+    let sequential = source
+        .map_with(resize, None, true)
+        .map_with(normalize, None, true);
+    let (a, b) = (collect(&parallel).unwrap(), collect(&sequential).unwrap());
+    assert_eq!(a.len(), 4);
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.components, y.components);
+    }
+}

@@ -1,0 +1,97 @@
+//! Kernels that run several ops as one, for map fusion: a JPEG decoded
+//! straight into a bilinear resize (and normalisation), without the
+//! full-size decoded image in between.
+//!
+//! Results are bit-identical to the ops one after the other: the decoder
+//! hands out the same rows, and the resize does the same float32
+//! operations on them in the same order.
+
+use tfdata_core::{DType, Result, Tensor};
+
+use super::image::{Normalization, interpolate_row, interpolation_weights, resize_rows};
+use super::jpeg::{self, DctMethod, JpegRows};
+use super::{ResizeMethod, decode_jpeg_with, from_buffer, invalid, math, resize};
+
+/// `resize(decode_jpeg(contents, channels, dct_method), [height, width])`
+/// (bilinear), then `(x - mean) / std` per channel if `normalize` is given:
+/// float32 `[height, width, channels]`.
+///
+/// A JPEG is resized as its rows come out of the decoder, so only a few
+/// rows are held, never the decoded image. Anything else `decode_jpeg`
+/// accepts (a PNG), and a resize to the image's own size, go through the
+/// separate kernels. Errors are those of the separate kernels (named
+/// `decode_jpeg`, `resize`, `normalize`).
+pub fn decode_jpeg_resize(
+    contents: &Tensor,
+    channels: u8,
+    dct_method: DctMethod,
+    height: i64,
+    width: i64,
+    normalize: Option<(&[f32], &[f32])>,
+) -> Result<Tensor> {
+    let separate = || {
+        let image = decode_jpeg_with(contents, channels, dct_method)?;
+        let resized = resize(&image, height, width, ResizeMethod::Bilinear)?;
+        match normalize {
+            Some((mean, std)) => math::normalize(&resized, mean, std),
+            None => Ok(resized),
+        }
+    };
+    let jpeg = contents.dtype() == DType::String
+        && contents.shape().is_empty()
+        && contents
+            .string_values()
+            .is_ok_and(|s| s[0].starts_with(b"\xff\xd8\xff"));
+    if !jpeg || !matches!(channels, 0 | 1 | 3) || height <= 0 || width <= 0 {
+        return separate();
+    }
+    let values = contents.string_values()?;
+    let data: &[u8] = &values[0];
+    let (out_h, out_w) = (height as usize, width as usize);
+    let decoded = jpeg::guarded("decode_jpeg", || {
+        let mut rows = JpegRows::open("decode_jpeg", data, channels, dct_method)?;
+        let size = rows.decoded();
+        if (size.height, size.width) == (out_h, out_w) {
+            return Ok(None);
+        }
+        let c = size.channels;
+        let post = match normalize {
+            Some((mean, std)) => Some(Normalization::new("normalize", mean, std, c, out_w)?),
+            None => None,
+        };
+        let xs = interpolation_weights(size.width, out_w);
+        let mut out = Vec::with_capacity(out_h * out_w * c);
+        // The index of the row `rows` holds; `resize_rows` asks for rows in
+        // non-decreasing order, so decoding only moves forward.
+        let mut current: Option<usize> = None;
+        let interpolate = |y: usize, row: &mut [f32]| {
+            while current.is_none_or(|r| r < y) {
+                rows.next_row()?;
+                current = Some(current.map_or(0, |r| r + 1));
+            }
+            if current != Some(y) {
+                return Err(invalid("resize", "rows asked for out of order"));
+            }
+            interpolate_row(rows.row(), &xs, c, row);
+            Ok(())
+        };
+        resize_rows(
+            size.height,
+            out_h,
+            out_w * c,
+            interpolate,
+            post.as_ref(),
+            &mut out,
+        )?;
+        // Rows below the last one the resize needed are not decoded.
+        Ok(Some((c, out)))
+    })?;
+    match decoded {
+        None => separate(),
+        Some((c, out)) => from_buffer(
+            DType::Float,
+            vec![height, width, c as i64],
+            out.into_flattened(),
+        ),
+    }
+}
