@@ -280,7 +280,10 @@ fn read_shared(target: &str, dataset: &Dataset, n: u64, readers: usize) -> Resul
     let seconds = start.elapsed().as_secs_f64();
     all.sort_unstable();
     if all.len() as u64 != n || all.iter().zip(0..).any(|(&v, i)| v != i) {
-        bail!("the readers saw {} elements, not each of range({n}) once", all.len());
+        bail!(
+            "the readers saw {} elements, not each of range({n}) once",
+            all.len()
+        );
     }
     Ok((n as f64 - readers as f64) / seconds)
 }
