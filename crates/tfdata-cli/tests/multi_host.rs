@@ -82,7 +82,9 @@ fn worker_cut_off_mid_epoch() {
         dispatcher_args: &["--worker-timeout-ms", "2000"],
         delay_proxy: None,
     });
-    let n = 6000; // every element is a split
+    // Every element is a split; workers lease them by the thousand, so the
+    // epoch must be long enough to still be running at the cut.
+    let n = 200_000;
     let id = cluster.register(&format!(r#"{{"op": "range", "stop": {n}}}"#));
     let mut reader = cluster.read(&id, "distributed_epoch");
     wait_for_elements(&cluster, &reader, 300, Duration::from_secs(60));
@@ -146,7 +148,7 @@ fn dispatcher_cut_off_from_the_workers() {
         delay_proxy: None,
     });
     let workers: Vec<&netns::network::Host> = cluster.worker_hosts.iter().collect();
-    let n = 4000;
+    let n = 200_000; // long enough to be mid-read at the cut (splits are leased)
     let id = cluster.register(&format!(r#"{{"op": "range", "stop": {n}}}"#));
 
     // Shorter than worker_timeout.
@@ -275,7 +277,7 @@ fn reader_cut_off() {
         dispatcher_args: &[],
         delay_proxy: None,
     });
-    let n = 4000;
+    let n = 200_000; // long enough to be mid-read at the cut (splits are leased)
     let id = cluster.register(&format!(r#"{{"op": "range", "stop": {n}}}"#));
     let mut reader = cluster.read(&id, "distributed_epoch");
     wait_for_elements(&cluster, &reader, 300, Duration::from_secs(60));
