@@ -22,13 +22,9 @@ async fn dynamic_iteration(d: &Dispatcher) -> i64 {
     IterationId::FIRST
 }
 
+/// The (first) split an answer carries.
 fn value(r: &wire::GetSplitResponse) -> Option<i64> {
-    r.split.as_ref().map(|t| {
-        tfdata_core::element::tensor_from_proto(t)
-            .unwrap()
-            .to_scalar::<i64>()
-            .unwrap()
-    })
+    lease_values(r).first().copied()
 }
 
 /// A split journaled but never delivered is delivered on the retry, even
