@@ -562,18 +562,7 @@ fn task_infos_in_state(state: &crate::state::DispatcherState) -> Vec<wire::TaskI
     let it = state.iterations().next().unwrap();
     it.tasks
         .iter()
-        .map(|id| {
-            let t = state.task(*id).unwrap();
-            wire::TaskInfo {
-                worker_address: t.worker_address.clone(),
-                transfer_servers: t.transfer_servers.clone(),
-                worker_tags: t.worker_tags.clone(),
-                task_id: t.id.0,
-                iteration_id: t.iteration_id.0,
-                worker_uid: t.worker_uid,
-                starting_round: t.starting_round,
-            }
-        })
+        .map(|id| super::task_lists::task_info(state.task(*id).unwrap()))
         .collect()
 }
 
