@@ -230,11 +230,11 @@ impl DispatcherMetrics {
 
     /// A split handed out, from a provider (`returned`: from a lost
     /// worker's pool).
-    pub fn split_handed_out(&self, returned: bool) {
+    pub fn splits_handed_out(&self, returned: bool, count: u64) {
         let source = if returned { "returned" } else { "provider" };
         self.splits_handed_out
             .get_or_create(&SourceLabel { source })
-            .inc();
+            .inc_by(count);
     }
 
     /// The metrics in `format` (gauges as last set).

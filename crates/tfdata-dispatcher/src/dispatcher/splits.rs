@@ -177,7 +177,7 @@ impl Dispatcher {
                 sequence = ?req.tfdata_split_sequence,
                 "GetSplit: a lost worker's split handed out again"
             );
-            self.metrics().split_handed_out(true);
+            self.metrics().splits_handed_out(true, 1);
             return Ok(split_response(Some(split)));
         }
         let current = it.split_repetitions[p];
@@ -233,9 +233,7 @@ impl Dispatcher {
             "GetSplit answered"
         );
         if split.is_some() {
-            for _ in 0..=leased {
-                self.metrics().split_handed_out(false);
-            }
+            self.metrics().splits_handed_out(false, 1 + leased as u64);
         }
         Ok(lease_response(split, more_splits))
     }
