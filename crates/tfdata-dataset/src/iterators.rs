@@ -7,6 +7,29 @@ use tfdata_core::{Element, Result};
 /// error).
 pub trait ElementIterator: Send {
     fn next_element(&mut self) -> Result<Option<Element>>;
+
+    /// Up to `max` next elements already stacked into one batch, for
+    /// `batch`, from iterators that make their rows in bulk (`range`
+    /// writes its values straight into the batch's buffer; unsplit
+    /// `from_tensor_slices` hands out a slice of its tensors). Stacking
+    /// element by element costs a tensor and an element per row, which is
+    /// most of the time of `range(N).batch(1024)`. Everything else answers
+    /// [`StackedRows::NotStackable`] and is read with `next_element`.
+    fn next_stacked(&mut self, _max: usize) -> Result<StackedRows> {
+        Ok(StackedRows::NotStackable)
+    }
+}
+
+/// [`ElementIterator::next_stacked`]'s answer.
+pub enum StackedRows {
+    /// This iterator makes elements one at a time.
+    NotStackable,
+    /// `rows` consecutive elements (1 ≤ rows ≤ max) stacked along a new
+    /// first dimension, with their lineage; fewer than `max` only when the
+    /// input ends after them.
+    Rows { batch: Element, rows: usize },
+    /// The input has ended.
+    End,
 }
 
 impl Iterator for dyn ElementIterator {

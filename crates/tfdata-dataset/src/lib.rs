@@ -36,5 +36,5 @@ pub use functions::{
     register_dataset_function, register_function, register_function_with_spec,
     register_map_factory, register_predicate, register_predicate_factory,
 };
-pub use iterators::ElementIterator;
+pub use iterators::{ElementIterator, StackedRows};
 pub use spec::{Shape, Structure, TensorSpec};

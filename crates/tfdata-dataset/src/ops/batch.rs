@@ -7,7 +7,7 @@ use tfdata_core::{Element, Error, Result, Tensor};
 use super::tensor_util::{pad_to, slice, stack_elements, zero_of};
 use crate::attrs::Attrs;
 use crate::dataset::{Dataset, DatasetOp, IterContext};
-use crate::iterators::ElementIterator;
+use crate::iterators::{ElementIterator, StackedRows};
 use crate::spec::{Shape, Structure, TensorSpec};
 
 /// Batching.
@@ -147,6 +147,15 @@ struct BatchIter {
 
 impl ElementIterator for BatchIter {
     fn next_element(&mut self) -> Result<Option<Element>> {
+        match self.input.next_stacked(self.batch_size)? {
+            StackedRows::NotStackable => {}
+            StackedRows::End => return Ok(None),
+            StackedRows::Rows { batch, rows } => {
+                // Fewer rows than asked for only at the input's end.
+                let partial = rows < self.batch_size;
+                return Ok((!partial || !self.drop_remainder).then_some(batch));
+            }
+        }
         let rows = read_rows(&mut *self.input, self.batch_size)?;
         if rows.is_empty() || (self.drop_remainder && rows.len() < self.batch_size) {
             return Ok(None);

@@ -3,12 +3,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use tfdata_core::tensor::TensorData;
 use tfdata_core::{DType, Element, Error, Result, Tensor};
 
-use super::tensor_util::slice;
+use super::tensor_util::{slice, slice_rows};
 use crate::attrs::Attrs;
 use crate::dataset::{Dataset, DatasetOp, IterContext};
-use crate::iterators::ElementIterator;
+use crate::iterators::{ElementIterator, StackedRows};
 use crate::spec::{Shape, Structure, TensorSpec};
 use crate::splits::{IndexSplitProvider, RangeSplitProvider, SplitProvider, range_len};
 
@@ -143,6 +144,33 @@ impl ElementIterator for RangeIter {
             .wrapping_add((self.next as i64).wrapping_mul(self.step));
         self.next += 1;
         Ok(Some(Element::single(Tensor::scalar(value))))
+    }
+
+    /// The values written straight into one int64 buffer: no tensor or
+    /// element per value.
+    fn next_stacked(&mut self, max: usize) -> Result<StackedRows> {
+        let rows = (self.count - self.next).min(max as u64) as usize;
+        if rows == 0 {
+            return Ok(StackedRows::End);
+        }
+        let mut buf = vec![0u8; rows * 8];
+        let mut value = self
+            .start
+            .wrapping_add((self.next as i64).wrapping_mul(self.step));
+        for slot in buf.chunks_exact_mut(8) {
+            slot.copy_from_slice(&value.to_le_bytes());
+            value = value.wrapping_add(self.step);
+        }
+        self.next += rows as u64;
+        let values = Tensor::new(
+            DType::Int64,
+            vec![rows as i64],
+            TensorData::Buffer(buf.into()),
+        )?;
+        Ok(StackedRows::Rows {
+            batch: Element::single(values),
+            rows,
+        })
     }
 }
 
@@ -396,6 +424,29 @@ impl ElementIterator for SliceIter {
             }
         };
         Ok(Some(self.source.element(index)?.with_lineage(lineage)))
+    }
+
+    /// Without splits, the next rows are one slice of each component
+    /// (shared, not copied).
+    fn next_stacked(&mut self, max: usize) -> Result<StackedRows> {
+        if self.splits.is_some() {
+            return Ok(StackedRows::NotStackable);
+        }
+        let rows = (self.rows - self.next).min(max);
+        if rows == 0 {
+            return Ok(StackedRows::End);
+        }
+        let components = self
+            .source
+            .components
+            .iter()
+            .map(|t| slice_rows(t, self.next..self.next + rows))
+            .collect::<Result<Vec<_>>>()?;
+        self.next += rows;
+        Ok(StackedRows::Rows {
+            batch: Element::new(components),
+            rows,
+        })
     }
 }
 

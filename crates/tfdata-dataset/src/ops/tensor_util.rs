@@ -7,26 +7,39 @@ use tfdata_core::{DType, Element, Error, Result, Tensor};
 
 /// Row `index` of `t` (shape `t.shape()[1..]`).
 pub fn slice(t: &Tensor, index: usize) -> Result<Tensor> {
-    let Some((&rows, rest)) = t.shape().split_first() else {
+    let data = row_data(t, index..index + 1)?;
+    Tensor::new(t.dtype(), t.shape()[1..].to_vec(), data)
+}
+
+/// Rows `rows` of `t` (along its first dimension), sharing its buffer.
+pub fn slice_rows(t: &Tensor, rows: std::ops::Range<usize>) -> Result<Tensor> {
+    let data = row_data(t, rows.clone())?;
+    let mut shape = t.shape().to_vec();
+    shape[0] = rows.len() as i64;
+    Tensor::new(t.dtype(), shape, data)
+}
+
+/// The values of rows `rows` of `t`: a slice of its buffer, or a copy of
+/// its strings.
+fn row_data(t: &Tensor, rows: std::ops::Range<usize>) -> Result<TensorData> {
+    let Some((&count, rest)) = t.shape().split_first() else {
         return Err(Error::InvalidArgument("cannot slice a scalar".into()));
     };
-    if index as i64 >= rows {
+    if rows.start >= rows.end || rows.end as i64 > count {
         return Err(Error::InvalidArgument(format!(
-            "slice {index} out of range for {rows} rows"
+            "slice {rows:?} out of range for {count} rows"
         )));
     }
     let row_elems: usize = rest.iter().map(|&d| d as usize).product();
-    let data = match t.data() {
+    Ok(match t.data() {
         TensorData::Buffer(b) => {
             let size = t.dtype().size().unwrap_or(1);
-            let start = index * row_elems * size;
-            TensorData::Buffer(b.slice(start..start + row_elems * size))
+            TensorData::Buffer(b.slice(rows.start * row_elems * size..rows.end * row_elems * size))
         }
         TensorData::Strings(s) => {
-            TensorData::Strings(s[index * row_elems..(index + 1) * row_elems].to_vec())
+            TensorData::Strings(s[rows.start * row_elems..rows.end * row_elems].to_vec())
         }
-    };
-    Tensor::new(t.dtype(), rest.to_vec(), data)
+    })
 }
 
 /// Stacks same-dtype, same-shape tensors into one with a new first dimension.

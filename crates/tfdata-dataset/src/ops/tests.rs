@@ -56,6 +56,43 @@ fn range_take_skip_batch() {
     assert_eq!(batch.components[0].shape(), &[4]);
 }
 
+/// `range` and `from_tensor_slices` stack their rows in bulk for `batch`
+/// (`next_stacked`); `take` makes the same input row by row, so both
+/// paths must give identical batches, partial ones and dropped remainders
+/// included.
+#[test]
+fn batches_stacked_in_bulk_equal_batches_stacked_row_by_row() {
+    let row_by_row = |ds: Dataset| ds.take(i64::MAX);
+    for (start, stop, step) in [
+        (0, 10, 1),
+        (5, -6, -2),
+        (i64::MAX - 4, i64::MAX, 1),
+        (0, 0, 1),
+    ] {
+        for (size, drop) in [(1, false), (3, false), (3, true), (4, true), (64, false)] {
+            let range = || Dataset::range_with_step(start, stop, step);
+            let bulk = collect(&range().batch(size, drop)).unwrap();
+            let rows = collect(&row_by_row(range()).batch(size, drop)).unwrap();
+            assert_eq!(
+                bulk, rows,
+                "range({start}, {stop}, {step}).batch({size}, {drop})"
+            );
+        }
+    }
+    let matrix =
+        Tensor::from_slice(&(0..14).map(|v| v as f32).collect::<Vec<_>>(), vec![7, 2]).unwrap();
+    let names = Tensor::strings((0..7).map(|i| format!("r{i}").into()).collect(), vec![7]).unwrap();
+    for (size, drop) in [(2, false), (2, true), (7, true), (9, false)] {
+        let slices = || Dataset::from_tensor_slices(vec![matrix.clone(), names.clone()]);
+        let bulk = collect(&slices().batch(size, drop)).unwrap();
+        let rows = collect(&row_by_row(slices()).batch(size, drop)).unwrap();
+        assert_eq!(bulk, rows, "from_tensor_slices(..).batch({size}, {drop})");
+    }
+    let first = &collect(&Dataset::range(10).batch(4, false)).unwrap()[2];
+    assert_eq!(first.components[0].shape(), &[2]);
+    assert_eq!(first.components[0].to_vec::<i64>().unwrap(), vec![8, 9]);
+}
+
 #[test]
 fn map_sequential_and_parallel_keep_order() {
     square();
