@@ -151,6 +151,32 @@ impl BatchEncoder {
         Self::default()
     }
 
+    /// An encoder holding `elements`, its shared chunk allocated once at
+    /// the size their small pieces need (at most [`PACKED_CHUNK_BYTES`])
+    /// rather than grown by doubling: a batch of 8 KiB tensors otherwise
+    /// reallocates and copies its chunk six times.
+    pub fn with_elements(elements: &[Element]) -> Self {
+        let small_bytes: usize = elements
+            .iter()
+            .flat_map(|e| &e.components)
+            .map(|t| match t.data() {
+                TensorData::Buffer(b) if b.len() < LARGE_PIECE_BYTES => b.len(),
+                TensorData::Buffer(_) => 0,
+                TensorData::Strings(s) => s
+                    .iter()
+                    .map(Bytes::len)
+                    .filter(|&n| n < LARGE_PIECE_BYTES)
+                    .sum(),
+            })
+            .sum();
+        let mut encoder = Self::default();
+        encoder.packed.reserve(small_bytes.min(PACKED_CHUNK_BYTES));
+        for e in elements {
+            encoder.push(e);
+        }
+        encoder
+    }
+
     pub fn num_elements(&self) -> u32 {
         self.num_elements
     }

@@ -26,6 +26,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 use tonic::codegen::{BoxFuture, Service, http};
+use tonic::transport::server::TcpConnectInfo;
 
 use crate::service::{Lookup, Worker};
 use crate::strategy::fcfs::Batch;
@@ -76,11 +77,15 @@ impl Service<http::Request<tonic::body::Body>> for ElementStreamServer {
                 ));
                 return Ok(status.into_http());
             }
+            let same_host = request
+                .extensions()
+                .get::<TcpConnectInfo>()
+                .is_some_and(on_same_host);
             let requests = Requests(MessageReader::requests(
                 request.into_body(),
                 MAX_REQUEST_BYTES,
             ));
-            match stream_elements(worker, requests).await {
+            match stream_elements(worker, requests, same_host).await {
                 Ok(batches) => {
                     let body = tonic::body::Body::new(RopeBody::new(batches));
                     Ok(raw_grpc::response_headers()
@@ -108,7 +113,41 @@ impl Requests {
 type Batches = ReceiverStream<Result<Vec<Bytes>, Status>>;
 type BatchSender = mpsc::Sender<Result<Vec<Bytes>, Status>>;
 
-async fn stream_elements(worker: Arc<Worker>, mut requests: Requests) -> Result<Batches, Status> {
+/// Whether the reader is on this host: connected over loopback, or from
+/// the address it connected to.
+fn on_same_host(info: &TcpConnectInfo) -> bool {
+    match (info.remote_addr(), info.local_addr()) {
+        (Some(remote), Some(local)) => remote.ip().is_loopback() || remote.ip() == local.ip(),
+        _ => false,
+    }
+}
+
+/// How a stream's chunks are compressed. The dataset's setting wins; the
+/// reader then chooses. Under `Auto`, a reader on the worker's own host
+/// gets raw chunks: its "network" is a memory copy, far faster than Snappy
+/// (about 0.5 GB/s per core) and both ends would spend this host's CPU on
+/// it. TensorFlow likewise skips compression for workers it reads locally.
+fn stream_compression(
+    dataset_compresses: bool,
+    requested: i32,
+    same_host: bool,
+) -> ChunkCompression {
+    if !dataset_compresses {
+        return ChunkCompression::Never;
+    }
+    match Compression::try_from(requested) {
+        Ok(Compression::Always) => ChunkCompression::Always,
+        Ok(Compression::Never) => ChunkCompression::Never,
+        Ok(Compression::Auto) | Err(_) if same_host => ChunkCompression::Never,
+        Ok(Compression::Auto) | Err(_) => ChunkCompression::Auto,
+    }
+}
+
+async fn stream_elements(
+    worker: Arc<Worker>,
+    mut requests: Requests,
+    same_host: bool,
+) -> Result<Batches, Status> {
     let Some(open) = requests.message().await? else {
         return Err(Status::invalid_argument(
             "the element stream closed before its opening request",
@@ -129,16 +168,7 @@ async fn stream_elements(worker: Arc<Worker>, mut requests: Requests) -> Result<
         ))
         .into());
     }
-    // The dataset's setting wins; the reader only chooses how.
-    let mode = if !task.compress() {
-        ChunkCompression::Never
-    } else {
-        match Compression::try_from(open.compression) {
-            Ok(Compression::Always) => ChunkCompression::Always,
-            Ok(Compression::Never) => ChunkCompression::Never,
-            Ok(Compression::Auto) | Err(_) => ChunkCompression::Auto,
-        }
-    };
+    let mode = stream_compression(task.compress(), open.compression, same_host);
     tokio::spawn(serve(worker, task, open, requests, tx, mode));
     Ok(ReceiverStream::new(rx))
 }
@@ -318,10 +348,7 @@ async fn serve(
                 return;
             }
             Ok(Batch::Elements { elements, index }) => {
-                let mut encoder = BatchEncoder::new();
-                for e in &elements {
-                    encoder.push(e);
-                }
+                let encoder = BatchEncoder::with_elements(&elements);
                 credit.elements = credit
                     .elements
                     .saturating_sub(u64::from(encoder.num_elements()));

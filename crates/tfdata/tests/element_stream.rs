@@ -168,7 +168,21 @@ fn a_worker_stopping_mid_stream_leaves_the_read_to_the_others() {
 /// Registers `dataset`, creates a job and iteration, and returns the task
 /// id on the single worker, as a reader would learn it.
 async fn one_task(dispatcher: &tfdata::DispatcherClient, dataset: &Dataset) -> i64 {
-    let pipeline = tfdata_dataset::pipeline::to_pipeline_def(dataset, false).unwrap();
+    one_task_compressed(dispatcher, dataset, false).await
+}
+
+/// [`one_task`] of `dataset` registered with Snappy compression or none.
+async fn one_task_compressed(
+    dispatcher: &tfdata::DispatcherClient,
+    dataset: &Dataset,
+    compress: bool,
+) -> i64 {
+    let pipeline = tfdata_dataset::pipeline::to_pipeline_def(dataset, compress).unwrap();
+    let compression = if compress {
+        wire::data_service_metadata::Compression::Snappy
+    } else {
+        wire::data_service_metadata::Compression::Off
+    };
     let dataset_id = dispatcher
         .get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
             dataset: Some(wire::DatasetDef {
@@ -177,7 +191,7 @@ async fn one_task(dispatcher: &tfdata::DispatcherClient, dataset: &Dataset) -> i
             }),
             metadata: Some(wire::DataServiceMetadata {
                 element_spec: None,
-                compression: wire::data_service_metadata::Compression::Off as i32,
+                compression: compression as i32,
                 cardinality: dataset.cardinality(),
             }),
             dataset_id: None,
@@ -231,12 +245,32 @@ async fn read_with_credit(
     elements: u64,
     bytes: u64,
 ) -> (Vec<i64>, bool) {
+    let (values, end, _) = read_with(
+        worker,
+        task_id,
+        stream_wire::Compression::Auto,
+        elements,
+        bytes,
+    )
+    .await;
+    (values, end)
+}
+
+/// [`read_with_credit`] asking for `compression`; also returns how many of
+/// the chunks came Snappy-compressed.
+async fn read_with(
+    worker: &str,
+    task_id: i64,
+    compression: stream_wire::Compression,
+    elements: u64,
+    bytes: u64,
+) -> (Vec<i64>, bool, usize) {
     let channel = tfdata_rpc::channel::channel(worker, &Default::default()).unwrap();
     // tonic's generated client: the hand-framed server speaks plain gRPC.
     let mut client = stream_wire::element_stream_client::ElementStreamClient::new(channel);
     let open = StreamRequest {
         task_id,
-        compression: stream_wire::Compression::Auto as i32,
+        compression: compression as i32,
         credit_elements: elements,
         credit_bytes: bytes,
     };
@@ -255,14 +289,54 @@ async fn read_with_credit(
     };
     let mut values = Vec::new();
     let mut end = false;
+    let mut compressed = 0;
     while let Some(batch) = batches.message().await.unwrap() {
         assert!(!end, "nothing follows the end of sequence");
         end = batch.end_of_sequence;
+        compressed += batch
+            .chunks
+            .iter()
+            .filter(|c| c.snappy_uncompressed_size > 0)
+            .count();
         for e in tfdata_core::batch::decode_batch(batch).unwrap() {
             values.push(e.components[0].to_scalar::<i64>().unwrap());
         }
     }
-    (values, end)
+    (values, end, compressed)
+}
+
+/// A reader on the worker's host (here: loopback) gets raw chunks under
+/// `Auto`, even for data Snappy would shrink; forced Snappy still
+/// compresses. Either way the values arrive whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_compression_sends_raw_chunks_to_a_reader_on_the_same_host() {
+    let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
+    let worker = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dispatcher.num_workers() < 1 {
+        assert!(Instant::now() < deadline, "worker did not register");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let client = tfdata::DispatcherClient::new(&dispatcher.address()).unwrap();
+    let address = worker.address().to_string();
+    // Small int64 values: Snappy shrinks their chunks by far more than the
+    // eighth `Auto` asks for across the network.
+    let n = 20_000;
+    for (compression, expect_compressed) in [
+        (stream_wire::Compression::Auto, false),
+        (stream_wire::Compression::Always, true),
+    ] {
+        let task_id = one_task_compressed(&client, &Dataset::range(n), true).await;
+        let (values, end, compressed) =
+            read_with(&address, task_id, compression, 1 << 20, 1 << 30).await;
+        assert_eq!(values, (0..n).collect::<Vec<_>>(), "{compression:?}");
+        assert!(end);
+        assert_eq!(
+            compressed > 0,
+            expect_compressed,
+            "{compression:?}: {compressed} compressed chunks"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
