@@ -8,6 +8,7 @@ import itertools
 import json
 import pickle
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -215,9 +216,20 @@ def test_to_tensors_false_yields_numpy(cluster):
 # ---- Sharing among DataLoader workers ----
 
 
+@tfdata.register_function("torch_test_slow_identity")
+def _slow_identity(x):
+    time.sleep(0.005)
+    return x
+
+
 def test_distributed_epoch_reads_each_element_once_across_workers(cluster):
+    # Produced slower than the DataLoader reads (5 ms an element, on the
+    # in-process worker): a fast job's splits are leased in bulk and produced
+    # at once, and the first reader to connect could hold all of it before
+    # the second asks.
     n = 200
-    dataset_id = service.register_dataset(cluster.target, tfdata.Dataset.range(n))
+    slow = tfdata.Dataset.range(n).map("torch_test_slow_identity")
+    dataset_id = service.register_dataset(cluster.target, slow)
     ds = Tagged(dataset_id, cluster.target, "distributed_epoch", job_name="shared")
     read = by_worker(loader(ds))
     assert sorted(x for xs in read.values() for x in xs) == list(range(n))
