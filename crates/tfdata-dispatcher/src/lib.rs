@@ -10,6 +10,9 @@
 //!   prefix;
 //! * [`journal`]: the fault-tolerant mode's journal in `work_dir` (appended
 //!   files locally, immutable segments on object stores);
+//! * [`leader_lease`]: the leader lease over the work_dir (conditional
+//!   writes on object stores, a file lock locally) and the generation
+//!   fence a deposed leader's writes fail on (issue 17; not used yet);
 //! * [`store`]: where registered dataset definitions live (memory, or
 //!   `<work_dir>/datasets/<id>` TFRecord files or objects);
 //! * [`distributed_snapshot`]: `distributed_save` snapshots being written,
@@ -37,6 +40,7 @@ pub mod grpc_heartbeat;
 pub mod http;
 pub mod invariants;
 pub mod journal;
+pub mod leader_lease;
 pub mod metrics;
 mod request_span;
 pub mod server;

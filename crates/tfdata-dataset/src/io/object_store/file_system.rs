@@ -183,6 +183,18 @@ impl ObjectStoreFileSystem {
         Ok(store)
     }
 
+    /// The `object_store` client serving `url`'s bucket, and the object's
+    /// key in it: for requests the [`FileSystem`] trait does not offer,
+    /// such as the conditional writes of the dispatcher's leader lease.
+    pub fn object_store(
+        &self,
+        url: &str,
+    ) -> Result<(Arc<dyn ObjectStore>, ::object_store::path::Path)> {
+        let Target { location, store } = self.resolve(url)?;
+        let key = location.object_path(url)?;
+        Ok((store, key))
+    }
+
     /// Parses `url` and finds its bucket's client.
     fn resolve<'a>(&self, url: &'a str) -> Result<Target<'a>> {
         let location = Location::parse(url)?;
