@@ -73,6 +73,16 @@
 //!   graph dataset by our dispatcher and worker and by TensorFlow's, then
 //!   `load` of both snapshots by TensorFlow and by our engine: MB/s, peak
 //!   RSS; see [`snapshot`]. Always runs both (it needs TensorFlow).
+//! * `scaling` (issue 16 item 5): aggregate throughput of `small`, `large`
+//!   and the image pipeline (run by the workers) with 1, 2 and 4 worker
+//!   processes (`--scaling-workers`) and 1, 2 and 4 reader processes
+//!   (`--scaling-readers`) sharing one parallel_epochs job, our dispatcher
+//!   in this process; `scaling/<workload>` per cell with the CPU per item
+//!   of the workers, readers and dispatcher; `scaling/dispatcher`, our
+//!   dispatcher's CPU under the `dispatcher-capacity` load at
+//!   `--scaling-dispatcher-workers` sizes; and `scaling/model`, what 100 and
+//!   1,000 workers would need (readers, network, dispatcher cores),
+//!   computed from those figures. tfdata only; see [`scaling`].
 //! * `kernels`: the pipeline's per-example operations (`parse_example`,
 //!   `decode_jpeg`, `resize`, `normalize`, and `batch`'s copy) timed one at
 //!   a time on one thread over `--kernel-images` (128) of the images, by
@@ -271,6 +281,14 @@ struct Cli {
     /// For `scaling`: `large`'s 1 MiB tensors per cell, shared by its workers.
     #[arg(long, default_value_t = 4096)]
     scaling_large_elements: u64,
+    /// For `scaling` with `--compare-tensorflow`: TensorFlow's `small`
+    /// elements per cell (it reads some 3,000 a second).
+    #[arg(long, default_value_t = 20_000)]
+    scaling_tensorflow_small_elements: u64,
+    /// For `scaling` with `--compare-tensorflow`: TensorFlow's `large`
+    /// tensors per cell.
+    #[arg(long, default_value_t = 1024)]
+    scaling_tensorflow_large_elements: u64,
     /// For `scaling`: the pipeline's batches (of `--batch-size`) per cell,
     /// shared by its workers.
     #[arg(long, default_value_t = 64)]
@@ -557,9 +575,19 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
                 workers: cli.scaling_workers.clone(),
                 readers: cli.scaling_readers.clone(),
                 workloads: workloads.clone(),
-                small_elements: cli.scaling_small_elements,
-                large_elements: cli.scaling_large_elements,
-                pipeline_batches: cli.scaling_pipeline_batches,
+                sizes: scaling::Sizes {
+                    small: cli.scaling_small_elements,
+                    large: cli.scaling_large_elements,
+                    pipeline: cli.scaling_pipeline_batches,
+                },
+                tensorflow: cli.compare_tensorflow.then(|| {
+                    let sizes = scaling::Sizes {
+                        small: cli.scaling_tensorflow_small_elements,
+                        large: cli.scaling_tensorflow_large_elements,
+                        pipeline: cli.scaling_pipeline_batches,
+                    };
+                    (python.clone(), sizes)
+                }),
                 images: if workloads.contains(&scaling::Workload::Pipeline) {
                     Some(images()?)
                 } else {
@@ -576,9 +604,6 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
                     readers_per_worker: cli.capacity_readers_per_worker,
                 },
             };
-            if cli.compare_tensorflow {
-                eprintln!("tfdata-bench: scaling: TensorFlow's side is not measured (tfdata only)");
-            }
             scaling::run(&options, &mut emit)
         }
         Scenario::Snapshot => {
@@ -734,6 +759,16 @@ fn main() -> Result<()> {
         least("--scaling-small-elements", cli.scaling_small_elements)?;
         least("--scaling-large-elements", cli.scaling_large_elements)?;
         least("--scaling-pipeline-batches", cli.scaling_pipeline_batches)?;
+        if cli.compare_tensorflow {
+            least(
+                "--scaling-tensorflow-small-elements",
+                cli.scaling_tensorflow_small_elements,
+            )?;
+            least(
+                "--scaling-tensorflow-large-elements",
+                cli.scaling_tensorflow_large_elements,
+            )?;
+        }
     }
     let positive = |v: f64| v.is_finite() && v > 0.0;
     if cli.scaling_model_workers.contains(&0)

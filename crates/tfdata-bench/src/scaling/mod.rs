@@ -26,23 +26,29 @@
 //! against our dispatcher in a process of its own at
 //! `--scaling-dispatcher-workers` sizes, for its CPU per heartbeat and the
 //! size of a reader's heartbeat answer.
+//!
+//! With `--compare-tensorflow`, each row of cells is run again on
+//! TensorFlow's cluster ([`cluster`]: its dispatcher, workers and readers
+//! each in a process of their own), with TensorFlow's own sizes
+//! (`--scaling-tensorflow-*-elements`: its `small` is hundreds of times
+//! slower), measured the same way; its figures join ours in each line
+//! (`tensorflow`, `ratio`, `tensorflow_*`). The model uses ours only.
 
+mod cluster;
 mod model;
 mod reader;
 mod workload;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
-use tfdata::{Compression, DispatchServer, DispatcherConfig, register_dataset};
 
 use crate::capacity::{self, CapacityOptions};
-use crate::child::Server;
 use crate::data::ImageData;
 use crate::measure;
 use crate::pipeline::PipelineOptions;
+use cluster::{Cluster, DispatcherClock, Side};
 pub use model::ModelOptions;
 use model::{CellCosts, DispatcherCosts, WorkloadCosts};
 pub use reader::serve_reader;
@@ -50,26 +56,43 @@ use reader::{ReaderProcess, ReaderSpec, steady_rate};
 use workload::Share;
 pub use workload::Workload;
 
-/// How long reader processes may take to connect.
-const READY_LIMIT: Duration = Duration::from_secs(60);
+/// How long reader processes may take to connect (TensorFlow's import it first).
+const READY_LIMIT: Duration = Duration::from_secs(120);
 /// How long one cell's read may take.
 const CELL_LIMIT: Duration = Duration::from_secs(600);
 /// The share of the items the aggregate rate is measured between.
 const STEADY_FROM: f64 = 0.1;
 const STEADY_TO: f64 = 0.9;
 
+/// Elements per cell, shared by its workers (`pipeline`: batches).
+#[derive(Debug, Clone, Copy)]
+pub struct Sizes {
+    pub small: u64,
+    pub large: u64,
+    pub pipeline: u64,
+}
+
+impl Sizes {
+    fn of(&self, workload: Workload) -> u64 {
+        match workload {
+            Workload::Small => self.small,
+            Workload::Large => self.large,
+            Workload::Pipeline => self.pipeline,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ScalingOptions {
     pub workers: Vec<usize>,
     pub readers: Vec<usize>,
     pub workloads: Vec<Workload>,
-    /// Elements per cell, shared by its workers.
-    pub small_elements: u64,
-    pub large_elements: u64,
-    /// Batches of `pipeline.batch_size` examples per cell.
-    pub pipeline_batches: u64,
+    pub sizes: Sizes,
     pub pipeline: PipelineOptions,
     pub images: Option<ImageData>,
+    /// TensorFlow's side too, through this Python, with these sizes
+    /// (its `small` is some 700 times slower than ours).
+    pub tensorflow: Option<(std::path::PathBuf, Sizes)>,
     /// The dispatcher calibration (its `workers` ladder); `None`: none,
     /// and the model has no dispatcher figures.
     pub calibration: Option<CapacityOptions>,
@@ -78,46 +101,11 @@ pub struct ScalingOptions {
 
 type Emit<'a> = &'a mut dyn FnMut(Map<String, Value>, String) -> Result<()>;
 
-/// Our dispatcher in this process and `workers` worker processes; the
-/// workers stop (stdin closed, waited for) before the dispatcher.
-struct Cluster {
-    workers: Vec<Server>,
-    dispatcher: DispatchServer,
-}
-
-impl Cluster {
-    fn start(workers: usize) -> Result<Self> {
-        let dispatcher = DispatchServer::new(DispatcherConfig::default())?;
-        let mut cluster = Cluster {
-            workers: Vec::new(),
-            dispatcher,
-        };
-        for k in 1..=workers {
-            let mut command = Command::new(std::env::current_exe()?);
-            command
-                .arg(crate::service::SERVE_WORKER_FLAG)
-                .arg(cluster.dispatcher.address())
-                .stdout(Stdio::null());
-            let dispatcher = &cluster.dispatcher;
-            let server = Server::start_quiet(command, "a worker process", || {
-                dispatcher.num_workers() >= k
-            })?;
-            cluster.workers.push(server);
-        }
-        Ok(cluster)
-    }
-
-    fn worker_cpu_seconds(&self) -> Option<f64> {
-        self.workers
-            .iter()
-            .map(|w| measure::cpu_seconds_of(&w.child.id().to_string()))
-            .sum()
-    }
-}
-
 /// What one cell measured.
+#[derive(Clone)]
 struct Cell {
     costs: CellCosts,
+    share: Share,
     value: f64,
     steady_seconds: Option<f64>,
     per_reader_items: Vec<u64>,
@@ -130,7 +118,7 @@ struct Cell {
 struct Sample {
     at: Instant,
     workers: Option<f64>,
-    bench_threads: Option<std::collections::BTreeMap<u64, f64>>,
+    dispatcher: DispatcherClock,
     machine: Option<f64>,
 }
 
@@ -139,45 +127,64 @@ impl Sample {
         Sample {
             at: Instant::now(),
             workers: cluster.worker_cpu_seconds(),
-            bench_threads: measure::thread_cpu_seconds("self"),
+            dispatcher: cluster.dispatcher_clock(),
             machine: measure::machine_busy_seconds(),
         }
     }
 }
 
+/// Every cell of one side with `workers` workers, in the order of
+/// `o.workloads` then `o.readers`.
+fn run_row(o: &ScalingOptions, side: &Side, sizes: &Sizes, workers: usize) -> Result<Vec<Cell>> {
+    let who = match side {
+        Side::Ours => "tfdata",
+        Side::TensorFlow(_) => "TensorFlow",
+    };
+    let cluster = Cluster::start(side, workers)?;
+    let mut cells = Vec::new();
+    for &workload in &o.workloads {
+        let items_per_element = match workload {
+            Workload::Pipeline => u64::try_from(o.pipeline.batch_size)?,
+            Workload::Small | Workload::Large => 1,
+        };
+        let share = Share::new(sizes.of(workload), workers as u64, items_per_element)
+            .with_context(|| format!("scaling/{}", workload.name()))?;
+        let dataset_id = cluster.register(workload, &share, o.images.as_ref(), &o.pipeline)?;
+        for &readers in &o.readers {
+            let spec = ReaderSpec {
+                target: cluster.target(),
+                dataset_id: dataset_id.clone(),
+                job_name: format!("scaling-{}-{workers}w-{readers}r", workload.name()),
+                workload,
+                batch_size: o.pipeline.batch_size,
+            };
+            eprintln!(
+                "tfdata-bench: scaling/{}: {who}, {workers} workers, {readers} readers ...",
+                workload.name()
+            );
+            let cell = measure_cell(&cluster, &spec, share, readers)
+                .with_context(|| format!("{who}, {workers} workers, {readers} readers"))?;
+            cells.push(cell);
+        }
+    }
+    Ok(cells)
+}
+
 pub fn run(o: &ScalingOptions, emit: Emit) -> Result<()> {
     let mut cells = Vec::new();
     for &workers in &o.workers {
-        let cluster = Cluster::start(workers)?;
-        for &workload in &o.workloads {
-            let (total, items_per_element) = match workload {
-                Workload::Small => (o.small_elements, 1),
-                Workload::Large => (o.large_elements, 1),
-                Workload::Pipeline => (o.pipeline_batches, u64::try_from(o.pipeline.batch_size)?),
-            };
-            let share = Share::new(total, workers as u64, items_per_element)
-                .with_context(|| format!("scaling/{}", workload.name()))?;
-            let dataset = workload::dataset(workload, &share, o.images.as_ref(), &o.pipeline)?;
-            let target = cluster.dispatcher.target();
-            let dataset_id = register_dataset(&target, &dataset, Compression::Auto, None)?;
-            for &readers in &o.readers {
-                let spec = ReaderSpec {
-                    target: target.clone(),
-                    dataset_id: dataset_id.clone(),
-                    job_name: format!("scaling-{}-{workers}w-{readers}r", workload.name()),
-                    workload,
-                    batch_size: o.pipeline.batch_size,
-                };
-                eprintln!(
-                    "tfdata-bench: scaling/{}: {workers} workers, {readers} readers ...",
-                    workload.name()
-                );
-                let cell = measure_cell(&cluster, &spec, &share, readers)
-                    .with_context(|| format!("{workers} workers, {readers} readers"))?;
-                let (report, summary) = cell_report(&cell, &share);
-                emit(report, summary)?;
-                cells.push(cell);
-            }
+        let ours = run_row(o, &Side::Ours, &o.sizes, workers)?;
+        let theirs = match &o.tensorflow {
+            Some((python, sizes)) => run_row(o, &Side::TensorFlow(python.clone()), sizes, workers)?
+                .into_iter()
+                .map(Some)
+                .collect(),
+            None => vec![None; ours.len()],
+        };
+        for (cell, tf) in ours.into_iter().zip(theirs) {
+            let (report, summary) = cell_report(&cell, tf.as_ref());
+            emit(report, summary)?;
+            cells.push(cell);
         }
     }
     let dispatcher = match &o.calibration {
@@ -207,11 +214,11 @@ pub fn run(o: &ScalingOptions, emit: Emit) -> Result<()> {
 fn measure_cell(
     cluster: &Cluster,
     spec: &ReaderSpec,
-    share: &Share,
+    share: Share,
     readers: usize,
 ) -> Result<Cell> {
     let mut processes = (0..readers)
-        .map(|_| ReaderProcess::start(spec))
+        .map(|_| ReaderProcess::start(cluster.reader_command(&spec.to_json())?))
         .collect::<Result<Vec<_>>>()?;
     for p in &mut processes {
         p.wait_ready(READY_LIMIT)?;
@@ -252,17 +259,12 @@ fn measure_cell(
     let timelines: Vec<&[(u64, u64)]> = results.iter().map(|r| r.checkpoints.as_slice()).collect();
     let steady = steady_rate(&timelines, items, STEADY_FROM, STEADY_TO);
     let whole_rate = items as f64 / seconds;
-    let delta = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| b - a);
-    let worker_cpu = delta(before.workers, after.workers);
-    let dispatcher_cpu = before
-        .bench_threads
-        .as_ref()
-        .zip(after.bench_threads.as_ref())
-        .map(|(a, b)| measure::thread_cpu_delta(a, b));
+    let worker_cpu = before.workers.zip(after.workers).map(|(a, b)| b - a);
+    let dispatcher_cpu = after.dispatcher.seconds_since(&before.dispatcher);
     let reader_cpu: f64 = results.iter().map(|r| r.cpu_seconds).sum();
-    let other_cores = delta(before.machine, after.machine).map(|busy| {
+    let other_cores = before.machine.zip(after.machine).map(|(a, b)| {
         let ours = worker_cpu.unwrap_or(0.0) + reader_cpu + dispatcher_cpu.unwrap_or(0.0);
-        ((busy - ours) / seconds).max(0.0)
+        ((b - a - ours) / seconds).max(0.0)
     });
     Ok(Cell {
         costs: CellCosts {
@@ -275,6 +277,7 @@ fn measure_cell(
             worker_cpu_seconds: worker_cpu,
             reader_cpu_seconds: reader_cpu,
         },
+        share,
         value: spec
             .workload
             .value(steady.map_or(whole_rate, |(rate, _)| rate)),
@@ -286,84 +289,108 @@ fn measure_cell(
     })
 }
 
-fn cell_report(cell: &Cell, share: &Share) -> (Map<String, Value>, String) {
+/// The fields of one side's cell, each name with `prefix`.
+fn side_fields(r: &mut Map<String, Value>, prefix: &str, cell: &Cell) {
     let c = &cell.costs;
     let w = c.workload;
     let per_item = |cpu: Option<f64>| cpu.map(|s| s * 1e6 / c.items as f64);
     let cores = |cpu: Option<f64>| cpu.map(|s| s / c.seconds);
-    let mut r = Map::new();
-    r.insert("scenario".into(), json!(format!("scaling/{}", w.name())));
-    r.insert("workers".into(), json!(c.workers));
-    r.insert("readers".into(), json!(c.readers));
-    r.insert("value".into(), json!(cell.value));
-    r.insert("unit".into(), json!(w.unit()));
-    r.insert(
-        "window".into(),
+    let mut put = |key: &str, value: Value| {
+        r.insert(format!("{prefix}{key}"), value);
+    };
+    put(
+        "window",
         json!(if cell.steady_seconds.is_some() {
             "10-90% of the items"
         } else {
             "whole read (too few checkpoints for 10-90%)"
         }),
     );
-    r.insert("window_seconds".into(), json!(cell.steady_seconds));
-    r.insert(
-        "whole_read_value".into(),
+    put("window_seconds", json!(cell.steady_seconds));
+    put(
+        "whole_read_value",
         json!(w.value(c.items as f64 / c.seconds)),
     );
-    r.insert("seconds".into(), json!(c.seconds));
-    r.insert("item".into(), json!(w.item()));
-    r.insert("items".into(), json!(c.items));
-    r.insert("elements".into(), json!(share.elements()));
-    r.insert(
-        "elements_per_worker".into(),
-        json!(share.elements_per_worker),
-    );
-    r.insert("items_per_reader".into(), json!(cell.per_reader_items));
-    r.insert("payload_bytes".into(), json!(c.payload_bytes));
-    r.insert(
-        "worker_cpu_us_per_item".into(),
+    put("seconds", json!(c.seconds));
+    put("items", json!(c.items));
+    put("elements", json!(cell.share.elements()));
+    put("elements_per_worker", json!(cell.share.elements_per_worker));
+    put("items_per_reader", json!(cell.per_reader_items));
+    put("payload_bytes", json!(c.payload_bytes));
+    put(
+        "worker_cpu_us_per_item",
         json!(per_item(c.worker_cpu_seconds)),
     );
-    r.insert(
-        "reader_cpu_us_per_item".into(),
+    put(
+        "reader_cpu_us_per_item",
         json!(per_item(Some(c.reader_cpu_seconds))),
     );
-    r.insert(
-        "dispatcher_cpu_us_per_item".into(),
+    put(
+        "dispatcher_cpu_us_per_item",
         json!(per_item(cell.dispatcher_cpu_seconds)),
     );
-    r.insert(
-        "worker_cpu_cores".into(),
-        json!(cores(c.worker_cpu_seconds)),
-    );
-    r.insert(
-        "reader_cpu_cores".into(),
-        json!(cores(Some(c.reader_cpu_seconds))),
-    );
-    r.insert(
-        "dispatcher_cpu_cores".into(),
+    put("worker_cpu_cores", json!(cores(c.worker_cpu_seconds)));
+    put("reader_cpu_cores", json!(cores(Some(c.reader_cpu_seconds))));
+    put(
+        "dispatcher_cpu_cores",
         json!(cores(cell.dispatcher_cpu_seconds)),
     );
-    r.insert("other_processes_cpu_cores".into(), json!(cell.other_cores));
-    r.insert("load_average_1m".into(), json!(cell.load_average));
-    r.insert(
-        "cores".into(),
-        json!(std::thread::available_parallelism().map_or(1, |n| n.get())),
-    );
-    let summary = format!(
-        "scaling/{:<8} {} workers {} readers: {:>10.1} {} (whole read {:.1}); CPU µs/{}: workers {:.2}, readers {:.2}, dispatcher {:.4}; others {:.2} cores, load {:.1}",
-        w.name(),
-        c.workers,
-        c.readers,
+    put("other_processes_cpu_cores", json!(cell.other_cores));
+    put("load_average_1m", json!(cell.load_average));
+}
+
+fn side_summary(who: &str, cell: &Cell) -> String {
+    let c = &cell.costs;
+    let w = c.workload;
+    let per_item = |cpu: Option<f64>| cpu.map_or(f64::NAN, |s| s * 1e6 / c.items as f64);
+    format!(
+        "{who:<10} {:>10.1} {} (whole read {:.1}); CPU µs/{}: workers {:.2}, readers {:.2}, dispatcher {:.4}; others {:.2} cores, load {:.1}",
         cell.value,
         w.unit(),
         w.value(c.items as f64 / c.seconds),
         w.item(),
-        per_item(c.worker_cpu_seconds).unwrap_or(f64::NAN),
-        per_item(Some(c.reader_cpu_seconds)).unwrap_or(f64::NAN),
-        per_item(cell.dispatcher_cpu_seconds).unwrap_or(f64::NAN),
+        per_item(c.worker_cpu_seconds),
+        per_item(Some(c.reader_cpu_seconds)),
+        per_item(cell.dispatcher_cpu_seconds),
         cell.other_cores.unwrap_or(f64::NAN),
         cell.load_average.unwrap_or(f64::NAN),
+    )
+}
+
+/// One cell's line: ours, and TensorFlow's in the same cell if measured.
+fn cell_report(cell: &Cell, tensorflow: Option<&Cell>) -> (Map<String, Value>, String) {
+    let c = &cell.costs;
+    let w = c.workload;
+    let mut r = Map::new();
+    r.insert("scenario".into(), json!(format!("scaling/{}", w.name())));
+    r.insert("workers".into(), json!(c.workers));
+    r.insert("readers".into(), json!(c.readers));
+    r.insert("value".into(), json!(cell.value));
+    r.insert("unit".into(), json!(w.unit()));
+    r.insert("item".into(), json!(w.item()));
+    side_fields(&mut r, "", cell);
+    r.insert(
+        "cores".into(),
+        json!(std::thread::available_parallelism().map_or(1, |n| n.get())),
     );
+    let mut summary = format!(
+        "scaling/{:<8} {} workers {} readers: {}",
+        w.name(),
+        c.workers,
+        c.readers,
+        side_summary("tfdata", cell)
+    );
+    if let Some(tf) = tensorflow {
+        r.insert("tensorflow".into(), json!(tf.value));
+        let ratio = (tf.value > 0.0).then(|| cell.value / tf.value);
+        r.insert("ratio".into(), json!(ratio));
+        side_fields(&mut r, "tensorflow_", tf);
+        summary += &format!(
+            "\n{:34}{}, ratio {:.1}",
+            "",
+            side_summary("TensorFlow", tf),
+            ratio.unwrap_or(f64::NAN)
+        );
+    }
     (r, summary)
 }

@@ -9,7 +9,8 @@
 //! `{"ready": true}`; on `go` from stdin it starts its iteration, reads to
 //! the end and prints what it received (counts, `small`'s sum, payload
 //! bytes, its CPU seconds, and a timeline of its count). The bench merges
-//! the timelines into one aggregate rate ([`steady_rate`]).
+//! the timelines into one aggregate rate ([`steady_rate`]). TensorFlow's
+//! reader (`scripts/tf_scaling.py read`) follows the same exchange.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -203,10 +204,9 @@ pub struct ReaderProcess {
 }
 
 impl ReaderProcess {
-    pub fn start(spec: &ReaderSpec) -> Result<Self> {
-        let mut child = Command::new(std::env::current_exe()?)
-            .arg(SCALING_READER_FLAG)
-            .arg(spec.to_json())
+    /// Starts `command`, a reader of ours or TensorFlow's (`tf_scaling.py read`).
+    pub fn start(mut command: Command) -> Result<Self> {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -294,12 +294,17 @@ impl Drop for ReaderProcess {
     }
 }
 
+/// The fewest checkpoints a window is measured over.
+pub const MIN_WINDOW_CHECKPOINTS: usize = 8;
+
 /// The aggregate rate of several readers' timelines, in items per second,
 /// between the moments the readers together had received `from` and `to`
 /// (fractions) of `total` items; and those moments' distance in seconds.
 /// The ends are left out: the start holds the iteration's setup and the
 /// first fill of the buffers, the end the last reader's tail. `None` when
-/// the timelines are too coarse to tell the two moments apart.
+/// the timelines are too coarse for it: fewer than [`MIN_WINDOW_CHECKPOINTS`]
+/// checkpoints in the window (two readers' single checkpoints a moment
+/// apart would give any rate at all).
 pub fn steady_rate(
     timelines: &[&[(u64, u64)]],
     total: u64,
@@ -322,13 +327,15 @@ pub fn steady_rate(
     let (low, high) = (from * total as f64, to * total as f64);
     let mut received = 0u64;
     let mut start = None;
-    for (t, added) in increments {
+    for (i, (t, added)) in increments.into_iter().enumerate() {
         received += added;
         match start {
-            None if received as f64 >= low => start = Some((t, received)),
-            Some((t0, r0)) if received as f64 >= high => {
+            None if received as f64 >= low => start = Some((i, t, received)),
+            Some((i0, t0, r0)) if received as f64 >= high => {
                 let seconds = t.saturating_sub(t0) as f64 / 1e6;
-                return (seconds > 0.0).then(|| ((received - r0) as f64 / seconds, seconds));
+                let enough = i - i0 >= MIN_WINDOW_CHECKPOINTS;
+                return (enough && seconds > 0.0)
+                    .then(|| ((received - r0) as f64 / seconds, seconds));
             }
             _ => {}
         }
@@ -375,8 +382,12 @@ mod tests {
         // 10 % (2 items) at t = 2 s, 90 % (18 items) at t = 10 s: 16 in 8 s.
         assert_eq!(seconds, 8.0);
         assert_eq!(rate, 2.0);
-        // One coarse checkpoint cannot give a rate.
+        // Coarse timelines cannot give a rate: one checkpoint, or two
+        // readers' few a moment apart.
         assert!(steady_rate(&[&[(5, 20)]], 20, 0.1, 0.9).is_none());
+        let a = [(1_000_000, 1024), (1_000_010, 1100)];
+        let b = [(1_000_005, 900)];
+        assert!(steady_rate(&[&a, &b], 2000, 0.1, 0.9).is_none());
         assert!(steady_rate(&[], 20, 0.1, 0.9).is_none());
     }
 }
