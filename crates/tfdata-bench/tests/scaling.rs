@@ -95,6 +95,8 @@ fn a_tiny_grid_reports_every_cell_with_every_element_and_a_model() {
     assert!(!steps.is_empty());
     assert_eq!(steps[0]["workers"], 2);
     assert_eq!(steps[0]["readers"], 20);
+    // Each reader's answer lists the 2 workers' tasks.
+    assert!(steps[0]["client_heartbeat_answer_bytes"].as_f64().unwrap() > 0.0);
 
     let model = lines(&all, "scaling/model");
     let shape: Vec<(&str, u64)> = model

@@ -526,6 +526,13 @@ fn step_report(
     let mut line = String::new();
     if let Some(w) = &step.window {
         r.insert("generator_lag_p99_ms".into(), json!(w.lag_p99_ms));
+        let answers = &w.rpcs[Rpc::ClientHeartbeat as usize];
+        if answers.calls > answers.errors {
+            r.insert(
+                "client_heartbeat_answer_bytes".into(),
+                json!(w.client_answer_bytes as f64 / (answers.calls - answers.errors) as f64),
+            );
+        }
         let mut rpcs = Map::new();
         for rpc in Rpc::ALL {
             let f = &w.rpcs[rpc as usize];

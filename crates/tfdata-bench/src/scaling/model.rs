@@ -234,6 +234,10 @@ pub fn line(
     r.insert("item".into(), json!(w.item()));
     r.insert("items_per_second".into(), json!(items_per_second));
     r.insert("data_plane_mb_per_second".into(), json!(data_bytes / 1e6));
+    r.insert(
+        "data_plane_mb_per_second_per_worker".into(),
+        json!(data_bytes / workers as f64 / 1e6),
+    );
     r.insert("reader_cores".into(), json!(reader_cores));
     r.insert("readers".into(), json!(readers));
     r.insert(
@@ -366,6 +370,7 @@ mod tests {
         // 1 µs of worker CPU per element: 1 M elements/s per worker core.
         assert_eq!(r["items_per_second"], json!(100e6));
         assert_eq!(r["data_plane_mb_per_second"], json!(800.0));
+        assert_eq!(r["data_plane_mb_per_second_per_worker"], json!(8.0));
         // 0.5 µs of reader CPU per element, readers of 0.5 cores: 100.
         assert_eq!(r["reader_cores"], json!(50.0));
         assert_eq!(r["readers"], json!(100.0));
