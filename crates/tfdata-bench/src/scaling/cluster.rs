@@ -74,27 +74,23 @@ impl Cluster {
         match side {
             Side::Ours => {
                 let dispatcher = DispatchServer::new(DispatcherConfig::default())?;
-                let address = dispatcher.address().to_string();
-                let mut cluster = Cluster {
-                    workers: Vec::new(),
-                    dispatcher: Dispatcher::InProcess(dispatcher),
-                    side: side.clone(),
-                };
+                // Declared after the dispatcher: on an error they stop first.
+                let mut servers = Vec::new();
                 for k in 1..=workers {
                     let mut command = Command::new(std::env::current_exe()?);
                     command
                         .arg(crate::service::SERVE_WORKER_FLAG)
-                        .arg(&address)
+                        .arg(dispatcher.address())
                         .stdout(Stdio::null());
-                    let Dispatcher::InProcess(dispatcher) = &cluster.dispatcher else {
-                        unreachable!("ours is in process");
-                    };
-                    let server = Server::start_quiet(command, "a worker process", || {
+                    servers.push(Server::start_quiet(command, "a worker process", || {
                         dispatcher.num_workers() >= k
-                    })?;
-                    cluster.workers.push(server);
+                    })?);
                 }
-                Ok(cluster)
+                Ok(Cluster {
+                    workers: servers,
+                    dispatcher: Dispatcher::InProcess(dispatcher),
+                    side: side.clone(),
+                })
             }
             Side::TensorFlow(python) => start_tensorflow(side, python, workers),
         }
