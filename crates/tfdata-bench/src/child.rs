@@ -37,6 +37,19 @@ impl Server {
         Ok(server)
     }
 
+    /// Starts a server and does not wait for it (the caller knows when
+    /// it is ready).
+    pub fn spawn(mut command: Command, what: &str) -> Result<Self> {
+        let child = command
+            .stdin(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {what}"))?;
+        Ok(Server {
+            child,
+            first_line: String::new(),
+        })
+    }
+
     /// Starts a server that prints nothing; ready when `ready` says so.
     pub fn start_quiet(mut command: Command, what: &str, ready: impl Fn() -> bool) -> Result<Self> {
         let child = command

@@ -73,6 +73,16 @@
 //!   graph dataset by our dispatcher and worker and by TensorFlow's, then
 //!   `load` of both snapshots by TensorFlow and by our engine: MB/s, peak
 //!   RSS; see [`snapshot`]. Always runs both (it needs TensorFlow).
+//! * `scaling` (issue 16 item 5): aggregate throughput of `small`, `large`
+//!   and the image pipeline (run by the workers) with 1, 2 and 4 worker
+//!   processes (`--scaling-workers`) and 1, 2 and 4 reader processes
+//!   (`--scaling-readers`) sharing one parallel_epochs job, our dispatcher
+//!   in this process; `scaling/<workload>` per cell with the CPU per item
+//!   of the workers, readers and dispatcher; `scaling/dispatcher`, our
+//!   dispatcher's CPU under the `dispatcher-capacity` load at
+//!   `--scaling-dispatcher-workers` sizes; and `scaling/model`, what 100 and
+//!   1,000 workers would need (readers, network, dispatcher cores),
+//!   computed from those figures. tfdata only; see [`scaling`].
 //! * `kernels`: the pipeline's per-example operations (`parse_example`,
 //!   `decode_jpeg`, `resize`, `normalize`, and `batch`'s copy) timed one at
 //!   a time on one thread over `--kernel-images` (128) of the images, by
@@ -139,6 +149,7 @@ mod graph_pipeline;
 mod kernels;
 mod measure;
 mod pipeline;
+mod scaling;
 mod service;
 mod snapshot;
 
@@ -191,6 +202,10 @@ pub enum Scenario {
     /// `distributed_save` by our dispatcher + worker and by TensorFlow's, then
     /// `load` by both engines: MB/s.
     Snapshot,
+    /// Aggregate throughput of `small`, `large` and the image pipeline with
+    /// 1, 2, 4 worker processes and 1, 2, 4 reader processes sharing a job,
+    /// and a model of what 100 and 1,000 workers need.
+    Scaling,
 }
 
 impl Scenario {
@@ -211,6 +226,7 @@ impl Scenario {
             Scenario::DispatcherCommit => "dispatcher-commit",
             Scenario::DispatcherCapacity => "dispatcher-capacity",
             Scenario::Snapshot => "snapshot",
+            Scenario::Scaling => "scaling",
         }
     }
 }
@@ -245,6 +261,55 @@ struct Cli {
     /// Internal: the `--serve-dispatcher` dispatcher's journal (fault tolerant).
     #[arg(long = "serve-dispatcher-work-dir", hide = true)]
     serve_dispatcher_work_dir: Option<PathBuf>,
+    /// Internal: read a shared job as one of the `scaling` scenario's
+    /// readers (a JSON spec).
+    #[arg(long = "scaling-reader", hide = true)]
+    scaling_reader: Option<String>,
+    /// For `scaling`: worker process counts, one row of cells each.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2, 4])]
+    scaling_workers: Vec<usize>,
+    /// For `scaling`: reader process counts, one cell each.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2, 4])]
+    scaling_readers: Vec<usize>,
+    /// For `scaling`: the workloads, in order.
+    #[arg(long, value_enum, value_delimiter = ',',
+          default_values_t = [scaling::Workload::Small, scaling::Workload::Large, scaling::Workload::Pipeline])]
+    scaling_workloads: Vec<scaling::Workload>,
+    /// For `scaling`: `small`'s int64 scalars per cell, shared by its workers.
+    #[arg(long, default_value_t = 4_000_000)]
+    scaling_small_elements: u64,
+    /// For `scaling`: `large`'s 1 MiB tensors per cell, shared by its workers.
+    #[arg(long, default_value_t = 4096)]
+    scaling_large_elements: u64,
+    /// For `scaling` with `--compare-tensorflow`: TensorFlow's `small`
+    /// elements per cell (it reads some 3,000 a second).
+    #[arg(long, default_value_t = 20_000)]
+    scaling_tensorflow_small_elements: u64,
+    /// For `scaling` with `--compare-tensorflow`: TensorFlow's `large`
+    /// tensors per cell.
+    #[arg(long, default_value_t = 1024)]
+    scaling_tensorflow_large_elements: u64,
+    /// For `scaling`: the pipeline's batches (of `--batch-size`) per cell,
+    /// shared by its workers.
+    #[arg(long, default_value_t = 64)]
+    scaling_pipeline_batches: u64,
+    /// For `scaling`: simulated worker counts (10 readers each, see
+    /// `--capacity-readers-per-worker`) at which our dispatcher's CPU per
+    /// heartbeat is measured for the model, each for `--min-seconds` after
+    /// `--capacity-warmup-seconds`; `0` skips it.
+    #[arg(long, value_delimiter = ',', default_values_t = [50usize, 200])]
+    scaling_dispatcher_workers: Vec<usize>,
+    /// For `scaling`: the worker counts the model sizes.
+    #[arg(long, value_delimiter = ',', default_values_t = [100usize, 1000])]
+    scaling_model_workers: Vec<usize>,
+    /// For `scaling`: cores each modelled worker has (its throughput is
+    /// the measured CPU per item times this).
+    #[arg(long, default_value_t = 1.0)]
+    scaling_model_worker_cores: f64,
+    /// For `scaling`: cores each modelled reader process has (the readers
+    /// needed are the reader CPU the workers' output takes over this).
+    #[arg(long, default_value_t = 1.0)]
+    scaling_model_reader_cores: f64,
     /// Internal: read this distributed snapshot with `Dataset::load` and
     /// print what it took (the `snapshot` scenario's reader process).
     #[arg(long = "load-snapshot", hide = true)]
@@ -482,6 +547,65 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
             };
             capacity::run(&options, &mut emit)
         }
+        Scenario::Scaling => {
+            let ms = std::time::Duration::from_millis;
+            let intervals = capacity::Intervals {
+                worker_heartbeat: ms(cli.capacity_worker_heartbeat_ms),
+                client_heartbeat: ms(cli.capacity_client_heartbeat_ms),
+                // parallel_epochs: no splits.
+                split: None,
+            };
+            let calibration =
+                (!cli.scaling_dispatcher_workers.contains(&0)).then(|| capacity::CapacityOptions {
+                    python: python.clone(),
+                    dir: data::target_dir()
+                        .join("bench-data")
+                        .join("scaling-dispatcher"),
+                    workers: cli.scaling_dispatcher_workers.clone(),
+                    readers_per_worker: cli.capacity_readers_per_worker,
+                    intervals,
+                    warmup: std::time::Duration::from_secs_f64(cli.capacity_warmup_seconds),
+                    window: std::time::Duration::from_secs_f64(cli.min_seconds),
+                    p99_limit_ms: cli.capacity_p99_ms,
+                    tensorflow: false,
+                    fault_tolerant: vec![false],
+                });
+            let workloads = &cli.scaling_workloads;
+            let options = scaling::ScalingOptions {
+                workers: cli.scaling_workers.clone(),
+                readers: cli.scaling_readers.clone(),
+                workloads: workloads.clone(),
+                sizes: scaling::Sizes {
+                    small: cli.scaling_small_elements,
+                    large: cli.scaling_large_elements,
+                    pipeline: cli.scaling_pipeline_batches,
+                },
+                tensorflow: cli.compare_tensorflow.then(|| {
+                    let sizes = scaling::Sizes {
+                        small: cli.scaling_tensorflow_small_elements,
+                        large: cli.scaling_tensorflow_large_elements,
+                        pipeline: cli.scaling_pipeline_batches,
+                    };
+                    (python.clone(), sizes)
+                }),
+                images: if workloads.contains(&scaling::Workload::Pipeline) {
+                    Some(images()?)
+                } else {
+                    None
+                },
+                pipeline: options,
+                calibration,
+                model: scaling::ModelOptions {
+                    workers: cli.scaling_model_workers.clone(),
+                    worker_cores: cli.scaling_model_worker_cores,
+                    reader_cores: cli.scaling_model_reader_cores,
+                    client_heartbeat: intervals.client_heartbeat,
+                    worker_heartbeat: intervals.worker_heartbeat,
+                    readers_per_worker: cli.capacity_readers_per_worker,
+                },
+            };
+            scaling::run(&options, &mut emit)
+        }
         Scenario::Snapshot => {
             let options = snapshot::SnapshotOptions {
                 python,
@@ -579,6 +703,9 @@ fn main() -> Result<()> {
     if let Some(path) = &cli.load_snapshot {
         return snapshot::serve_load(path);
     }
+    if let Some(spec) = &cli.scaling_reader {
+        return scaling::serve_reader(spec);
+    }
     if cli.batch_size <= 0 {
         bail!("--batch-size must be positive");
     }
@@ -614,6 +741,43 @@ fn main() -> Result<()> {
     }
     if !(cli.capacity_warmup_seconds.is_finite() && cli.capacity_warmup_seconds >= 0.0) {
         bail!("--capacity-warmup-seconds must be a non-negative number");
+    }
+    if cli.scaling_workers.is_empty()
+        || cli.scaling_workers.contains(&0)
+        || cli.scaling_readers.is_empty()
+        || cli.scaling_readers.contains(&0)
+    {
+        bail!("--scaling-workers and --scaling-readers must be positive counts");
+    }
+    if let Some(&workers) = cli.scaling_workers.iter().max() {
+        let least = |flag: &str, n: u64| {
+            if n < workers as u64 {
+                bail!("{flag} must be at least the largest --scaling-workers ({workers})");
+            }
+            Ok(())
+        };
+        least("--scaling-small-elements", cli.scaling_small_elements)?;
+        least("--scaling-large-elements", cli.scaling_large_elements)?;
+        least("--scaling-pipeline-batches", cli.scaling_pipeline_batches)?;
+        if cli.compare_tensorflow {
+            least(
+                "--scaling-tensorflow-small-elements",
+                cli.scaling_tensorflow_small_elements,
+            )?;
+            least(
+                "--scaling-tensorflow-large-elements",
+                cli.scaling_tensorflow_large_elements,
+            )?;
+        }
+    }
+    let positive = |v: f64| v.is_finite() && v > 0.0;
+    if cli.scaling_model_workers.contains(&0)
+        || !positive(cli.scaling_model_worker_cores)
+        || !positive(cli.scaling_model_reader_cores)
+    {
+        bail!(
+            "--scaling-model-workers, --scaling-model-worker-cores and --scaling-model-reader-cores must be positive"
+        );
     }
     let mut out = Output { json: cli.json };
     for &scenario in &cli.scenario {

@@ -134,6 +134,50 @@ pub fn cpu_seconds_of(pid: &str) -> Option<f64> {
     Some((utime + stime) / USER_HZ)
 }
 
+/// CPU seconds of each thread of process `pid` alive now, by thread id,
+/// from `/proc/<pid>/task/*/schedstat` (nanoseconds, where `stat` counts
+/// 10 ms ticks: a dispatcher that works a few milliseconds in a run shows).
+/// A thread that exits between two readings is missed by their difference.
+pub fn thread_cpu_seconds(pid: &str) -> Option<std::collections::BTreeMap<u64, f64>> {
+    let mut threads = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(entry) = entry else { continue };
+        let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        // The thread may have exited since the directory was listed.
+        let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+            continue;
+        };
+        if let Some(ns) = text
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+        {
+            threads.insert(tid, ns / 1e9);
+        }
+    }
+    Some(threads)
+}
+
+/// CPU seconds the threads of `after` spent since `before` (threads new
+/// since `before` count from zero).
+pub fn thread_cpu_delta(
+    before: &std::collections::BTreeMap<u64, f64>,
+    after: &std::collections::BTreeMap<u64, f64>,
+) -> f64 {
+    after
+        .iter()
+        .map(|(tid, &t)| (t - before.get(tid).copied().unwrap_or(0.0)).max(0.0))
+        .sum()
+}
+
+/// The 1-minute load average (`/proc/loadavg`): how busy the machine was.
+pub fn load_average_1m() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
 /// CPU time all processes of the machine spent busy (user, nice, system,
 /// interrupts; not idle or I/O wait), from `/proc/stat`: with the CPU time
 /// of the processes measured, what else kept the cores busy.
@@ -200,6 +244,18 @@ mod tests {
     fn process_statistics_are_available_on_linux() {
         assert!(process_cpu_seconds().is_some());
         assert!(peak_rss_bytes().is_some_and(|b| b > 0));
+        assert!(load_average_1m().is_some());
+        let before = thread_cpu_seconds("self").unwrap();
+        assert!(!before.is_empty());
+        // Spin until this thread's schedstat moves (nanoseconds: soon).
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < std::time::Duration::from_millis(20) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        std::hint::black_box(x);
+        let after = thread_cpu_seconds("self").unwrap();
+        assert!(thread_cpu_delta(&before, &after) > 0.0);
     }
 
     #[test]

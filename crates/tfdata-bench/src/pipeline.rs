@@ -184,7 +184,11 @@ pub fn run_ours(data: &ImageData, stage: Stage, options: &PipelineOptions) -> Re
 
 /// Checks that a batch is what the (truncated) pipeline should produce, so
 /// the benchmark measures the intended work.
-fn check_batch(stage: Stage, batch_size: i64, batch: &tfdata_core::Element) -> Result<()> {
+pub(crate) fn check_batch(
+    stage: Stage,
+    batch_size: i64,
+    batch: &tfdata_core::Element,
+) -> Result<()> {
     use tfdata_core::DType;
     let expected: (usize, DType, Option<Vec<i64>>) = match stage {
         Stage::Read => (1, DType::String, Some(vec![batch_size])),

@@ -43,7 +43,7 @@ struct Measured {
 }
 
 /// The datasets of the scenarios; `n` is the element count of the stream.
-fn scenario_dataset(scenario: &str, n: u64) -> Result<Dataset> {
+pub(crate) fn scenario_dataset(scenario: &str, n: u64) -> Result<Dataset> {
     let n = i64::try_from(n)?;
     Ok(match scenario {
         "small" | "first-element" | "dynamic" | "dynamic-2-readers" => Dataset::range(n),

@@ -73,11 +73,42 @@ impl Rpc {
     }
 }
 
-/// A dataset as TensorFlow's client registers it.
+/// The dataset the load registers: a graph as TensorFlow's client
+/// registers it (both dispatchers serve it), or a tfdata pipeline (ours only,
+/// and no TensorFlow needed to make it).
 #[derive(Debug, Clone)]
-pub struct RegisteredGraph {
-    pub graph: bytes::Bytes,
-    pub element_spec: bytes::Bytes,
+pub struct RegisteredDataset {
+    pub definition: DatasetDef,
+    pub element_spec: Option<bytes::Bytes>,
+}
+
+impl RegisteredDataset {
+    pub fn tensorflow_graph(graph: bytes::Bytes, element_spec: bytes::Bytes) -> Self {
+        RegisteredDataset {
+            definition: DatasetDef {
+                graph,
+                ..Default::default()
+            },
+            element_spec: Some(element_spec),
+        }
+    }
+
+    /// `range(2**62)` as tfdata's client registers it.
+    pub fn tfdata_range() -> Result<Self> {
+        let dataset = tfdata_dataset::Dataset::range(1 << 62);
+        let pipeline = tfdata_dataset::pipeline::to_pipeline_def(&dataset, false)?;
+        let element_spec = dataset.element_spec()?.map(|s| {
+            prost::Message::encode_to_vec(&tfdata_dataset::spec_coder::to_structured_value(&s))
+                .into()
+        });
+        Ok(RegisteredDataset {
+            definition: DatasetDef {
+                tfdata_pipeline: Some(pipeline),
+                ..Default::default()
+            },
+            element_spec,
+        })
+    }
 }
 
 #[derive(Default)]
@@ -95,6 +126,8 @@ pub struct Stats {
     /// How late periodic calls were sent against their schedule (the
     /// generator's own delay).
     lag_us: Mutex<Vec<u32>>,
+    /// Bytes of the readers' `ClientHeartbeat` answers.
+    answer_bytes: AtomicU64,
 }
 
 /// One RPC type's figures over a window.
@@ -113,6 +146,8 @@ pub struct RpcFigures {
 pub struct Window {
     pub rpcs: [RpcFigures; 3],
     pub lag_p99_ms: f64,
+    /// Bytes of all `ClientHeartbeat` answers received in the window.
+    pub client_answer_bytes: u64,
 }
 
 fn quantile_ms(sorted: &[u32], q: f64) -> f64 {
@@ -126,6 +161,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Stats {
+    fn record_answer_bytes(&self, bytes: u64) {
+        if self.recording.load(Ordering::Relaxed) {
+            self.answer_bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
     fn record(&self, rpc: Rpc, sent: Instant, scheduled: Instant, result: Result<(), String>) {
         if !self.recording.load(Ordering::Relaxed) {
             return;
@@ -148,6 +189,7 @@ impl Stats {
             *lock(s) = Series::default();
         }
         lock(&self.lag_us).clear();
+        self.answer_bytes.store(0, Ordering::SeqCst);
         self.recording.store(true, Ordering::SeqCst);
     }
 
@@ -170,6 +212,7 @@ impl Stats {
         Window {
             rpcs,
             lag_p99_ms: quantile_ms(&lag, 0.99),
+            client_answer_bytes: self.answer_bytes.load(Ordering::SeqCst),
         }
     }
 }
@@ -203,6 +246,9 @@ pub struct Load {
     readers: usize,
     /// Tasks a reader's answer must list: one per registered worker.
     expected_tasks: Arc<AtomicU64>,
+    /// The simulated workers say they run tfdata pipelines (as ours do):
+    /// only then are they given a tfdata pipeline's tasks.
+    tfdata_workers: bool,
 }
 
 fn call<T>(message: T) -> tonic::Request<T> {
@@ -212,13 +258,13 @@ fn call<T>(message: T) -> tonic::Request<T> {
 }
 
 impl Load {
-    /// Connects, registers `graph` and creates the two jobs: the readers'
+    /// Connects, registers `dataset` and creates the two jobs: the readers'
     /// (parallel_epochs) and the split callers' (distributed_epoch, whose
     /// iteration is created here by a client that then heartbeats).
     pub async fn connect(
         address: &str,
         intervals: Intervals,
-        graph: &RegisteredGraph,
+        dataset: &RegisteredDataset,
     ) -> Result<Self> {
         let channels: Vec<RpcChannel> = (0..CHANNELS)
             .map(|_| tfdata_rpc::channel::channel(address, &Default::default()))
@@ -232,12 +278,9 @@ impl Load {
         let mut client = clients[0].clone();
         let dataset_id = client
             .get_or_register_dataset(call(GetOrRegisterDatasetRequest {
-                dataset: Some(DatasetDef {
-                    graph: graph.graph.clone(),
-                    ..Default::default()
-                }),
+                dataset: Some(dataset.definition.clone()),
                 metadata: Some(DataServiceMetadata {
-                    element_spec: Some(graph.element_spec.clone()),
+                    element_spec: dataset.element_spec.clone(),
                     compression: wire::data_service_metadata::Compression::Off as i32,
                     cardinality: -1,
                 }),
@@ -287,6 +330,7 @@ impl Load {
             workers: 0,
             readers: 0,
             expected_tasks: Arc::new(AtomicU64::new(0)),
+            tfdata_workers: dataset.definition.tfdata_pipeline.is_some(),
         };
         // The split job's client beats like any reader (not measured), so
         // its iteration is never released for silence.
@@ -347,10 +391,11 @@ impl Load {
             futures::stream::iter(self.workers..workers)
                 .map(|k| {
                     let mut client = self.clients[k % CHANNELS].clone();
+                    let tfdata = self.tfdata_workers;
                     async move {
                         let mut tasks = Vec::new();
                         let response = client
-                            .worker_heartbeat(call(heartbeat_request(k, &tasks)))
+                            .worker_heartbeat(call(heartbeat_request(k, &tasks, tfdata)))
                             .await
                             .with_context(|| format!("worker {k}: registration"))?
                             .into_inner();
@@ -374,7 +419,7 @@ impl Load {
             let interval = self.intervals.worker_heartbeat;
             tokio::spawn(worker_loop(
                 client.clone(),
-                k,
+                (k, self.tfdata_workers),
                 tasks,
                 interval,
                 phase(k, interval),
@@ -399,8 +444,9 @@ impl Load {
     }
 }
 
-/// A heartbeat as TensorFlow 2.21's worker sends it.
-fn heartbeat_request(k: usize, tasks: &[i64]) -> WorkerHeartbeatRequest {
+/// A heartbeat as TensorFlow 2.21's worker sends it (with `tfdata`, as
+/// ours does: it adds that it runs tfdata pipelines).
+fn heartbeat_request(k: usize, tasks: &[i64], tfdata: bool) -> WorkerHeartbeatRequest {
     let address = worker_address(k);
     WorkerHeartbeatRequest {
         transfer_servers: vec![wire::DataTransferServerInfo {
@@ -418,6 +464,7 @@ fn heartbeat_request(k: usize, tasks: &[i64]) -> WorkerHeartbeatRequest {
                 processing_time_nsec: 0.0,
             })
             .collect(),
+        tfdata_runs_pipelines: tfdata,
         ..Default::default()
     }
 }
@@ -443,7 +490,7 @@ fn apply_answer(tasks: &mut Vec<i64>, response: &wire::WorkerHeartbeatResponse) 
 
 async fn worker_loop(
     mut client: DispatcherServiceClient<RpcChannel>,
-    k: usize,
+    (k, tfdata): (usize, bool),
     mut tasks: Vec<i64>,
     interval: Duration,
     first: Instant,
@@ -454,7 +501,7 @@ async fn worker_loop(
         tokio::time::sleep_until(next.into()).await;
         let sent = Instant::now();
         let result = client
-            .worker_heartbeat(call(heartbeat_request(k, &tasks)))
+            .worker_heartbeat(call(heartbeat_request(k, &tasks, tfdata)))
             .await
             .map(|r| {
                 apply_answer(&mut tasks, r.get_ref());
@@ -509,6 +556,7 @@ async fn reader_loop(
         tokio::time::sleep_until(next.into()).await;
         let sent = Instant::now();
         let result = client_heartbeat(&mut grpc, client_id).await.and_then(|s| {
+            stats.record_answer_bytes(s.bytes);
             let expected = expected_tasks.as_ref().map(|e| e.load(Ordering::Relaxed));
             match expected {
                 Some(expected) if s.tasks != expected => Err(format!(

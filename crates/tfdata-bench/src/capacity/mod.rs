@@ -47,7 +47,7 @@ use tfdata::{DispatchServer, DispatcherConfig};
 use crate::child::Server;
 use crate::data::run_python_script;
 pub use generator::Intervals;
-use generator::{Load, RegisteredGraph, Rpc, Window};
+use generator::{Load, RegisteredDataset, Rpc, Window};
 
 const SCRIPT: &str = "tf_dispatcher.py";
 
@@ -136,17 +136,17 @@ pub fn serve_dispatcher(work_dir: Option<&Path>) -> Result<()> {
 }
 
 /// The dataset TensorFlow's client registers for `range(2**62)`.
-fn range_graph(python: &Path) -> Result<RegisteredGraph> {
+fn range_graph(python: &Path) -> Result<RegisteredDataset> {
     let line = run_python_script(python, SCRIPT, &["graph".into()])?;
     let v: Value = serde_json::from_str(&line).with_context(|| format!("bad result {line}"))?;
     let hex = |key: &str| -> Result<bytes::Bytes> {
         let text = v[key].as_str().with_context(|| format!("no {key}"))?;
         decode_hex(text).with_context(|| format!("{key} is not hex"))
     };
-    Ok(RegisteredGraph {
-        graph: hex("graph_hex")?,
-        element_spec: hex("element_spec_hex")?,
-    })
+    Ok(RegisteredDataset::tensorflow_graph(
+        hex("graph_hex")?,
+        hex("element_spec_hex")?,
+    ))
 }
 
 fn decode_hex(text: &str) -> Option<bytes::Bytes> {
@@ -176,6 +176,56 @@ pub fn run(
         emit(report, summary)?;
     }
     Ok(())
+}
+
+/// One step of our dispatcher's ladder as another scenario uses it
+/// (`scaling`'s model): what the dispatcher spent on the calls it served.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatcherLoad {
+    pub workers: usize,
+    pub readers: usize,
+    pub sustained: bool,
+    pub dispatcher_cores: f64,
+    pub worker_heartbeats_per_second: f64,
+    pub client_heartbeats_per_second: f64,
+    pub get_splits_per_second: f64,
+    /// Mean bytes of a reader's heartbeat answer (it lists every worker's task).
+    pub answer_bytes: f64,
+}
+
+/// Our dispatcher (in memory, in its own process) through `o.workers`'
+/// ladder, the load registering tfdata's `range(2**62)` (no TensorFlow
+/// needed): each step is emitted as in `dispatcher-capacity`, and returned
+/// (the steps that were measured).
+pub fn measure_ours_in_memory(
+    o: &CapacityOptions,
+    emit: &mut dyn FnMut(Map<String, Value>, String) -> Result<()>,
+) -> Result<Vec<DispatcherLoad>> {
+    let dataset = RegisteredDataset::tfdata_range()?;
+    let steps = run_side(o, Side::Ours, false, &dataset, emit)?;
+    Ok(steps
+        .iter()
+        .filter_map(|step| {
+            let window = step.window.as_ref()?;
+            let rate = |rpc: Rpc| {
+                let f = &window.rpcs[rpc as usize];
+                (f.calls - f.errors) as f64 / step.seconds
+            };
+            let answers = window.rpcs[Rpc::ClientHeartbeat as usize].calls
+                - window.rpcs[Rpc::ClientHeartbeat as usize].errors;
+            Some(DispatcherLoad {
+                workers: step.workers,
+                readers: step.readers,
+                sustained: step.sustained,
+                dispatcher_cores: step.dispatcher_cores?,
+                worker_heartbeats_per_second: rate(Rpc::WorkerHeartbeat),
+                client_heartbeats_per_second: rate(Rpc::ClientHeartbeat),
+                get_splits_per_second: rate(Rpc::GetSplit),
+                answer_bytes: (answers > 0)
+                    .then(|| window.client_answer_bytes as f64 / answers as f64)?,
+            })
+        })
+        .collect())
 }
 
 /// The largest sustained step.
@@ -305,7 +355,7 @@ fn run_side(
     o: &CapacityOptions,
     side: Side,
     fault_tolerant: bool,
-    graph: &RegisteredGraph,
+    graph: &RegisteredDataset,
     emit: &mut dyn FnMut(Map<String, Value>, String) -> Result<()>,
 ) -> Result<Vec<Step>> {
     let dir = o
@@ -476,6 +526,13 @@ fn step_report(
     let mut line = String::new();
     if let Some(w) = &step.window {
         r.insert("generator_lag_p99_ms".into(), json!(w.lag_p99_ms));
+        let answers = &w.rpcs[Rpc::ClientHeartbeat as usize];
+        if answers.calls > answers.errors {
+            r.insert(
+                "client_heartbeat_answer_bytes".into(),
+                json!(w.client_answer_bytes as f64 / (answers.calls - answers.errors) as f64),
+            );
+        }
         let mut rpcs = Map::new();
         for rpc in Rpc::ALL {
             let f = &w.rpcs[rpc as usize];
