@@ -6,7 +6,13 @@ Times the pipeline's per-example ops one at a time on one thread
 examples of a TFRecord file, and prints one JSON object on stdout:
 
     {"us_per_example": {"parse_example": ..., "decode_jpeg": ..., "resize": ...,
-                        "normalize": ..., "batch": ...}, "tensorflow": "2.21.0"}
+                        "normalize": ..., "batch": ...},
+     "cpu_us_per_example": {...the same keys...}, "tensorflow": "2.21.0"}
+
+`us_per_example` is elapsed time, `cpu_us_per_example` the process's CPU
+time (`time.process_time`, every thread: the op runs on TensorFlow's own
+threads), which on a machine shared with other work leaves out the time
+the scheduler gave to others.
 
 Each op runs in a `tf.function` loop over all the inputs (stacked into one
 tensor; a slice along the first axis shares its buffer), as tf.data runs
@@ -38,8 +44,23 @@ def first_value(y):
     return tf.cast(tf.reshape(y, [-1])[0], tf.float32)
 
 
+def timed(run, inputs, calls_per_pass, seconds):
+    """(elapsed, CPU) microseconds per call: `run(inputs)` in passes until
+    `seconds` have passed."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    passes = 0
+    while True:
+        run(inputs).numpy()
+        passes += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            calls = passes * calls_per_pass
+            cpu = time.process_time() - cpu_start
+            return elapsed * 1e6 / calls, cpu * 1e6 / calls
+
+
 def loop_time(inputs, f, seconds):
-    """Microseconds per call of `f` on each row of `inputs`."""
+    """(elapsed, CPU) microseconds per call of `f` on each row of `inputs`."""
     n = int(inputs.shape[0])
 
     @tf.function
@@ -50,18 +71,12 @@ def loop_time(inputs, f, seconds):
         return acc
 
     run(inputs)  # trace and warm up
-    start = time.perf_counter()
-    passes = 0
-    while True:
-        run(inputs).numpy()
-        passes += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return elapsed * 1e6 / (passes * n)
+    return timed(run, inputs, n, seconds)
 
 
 def batch_time(images, batch_size, seconds):
-    """Microseconds per example of `tf.stack` of `batch_size` images."""
+    """(elapsed, CPU) microseconds per example of `tf.stack` of
+    `batch_size` images."""
     batches = int(images.shape[0]) // batch_size
 
     @tf.function
@@ -73,14 +88,7 @@ def batch_time(images, batch_size, seconds):
         return acc
 
     run(images)
-    start = time.perf_counter()
-    passes = 0
-    while True:
-        run(images).numpy()
-        passes += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return elapsed * 1e6 / (passes * batches * batch_size)
+    return timed(run, images, batches * batch_size, seconds)
 
 
 def main() -> int:
@@ -110,7 +118,12 @@ def main() -> int:
         "normalize": loop_time(resized, lambda x: (x - 127.5) / 127.5, s),
         "batch": batch_time(normalized, args.batch_size, s),
     }
-    print(json.dumps({"us_per_example": times, "tensorflow": tf.__version__}), flush=True)
+    report = {
+        "us_per_example": {k: t[0] for k, t in times.items()},
+        "cpu_us_per_example": {k: t[1] for k, t in times.items()},
+        "tensorflow": tf.__version__,
+    }
+    print(json.dumps(report), flush=True)
     return 0
 
 

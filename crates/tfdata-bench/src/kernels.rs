@@ -18,6 +18,7 @@ use tfdata_dataset::kernels::{self, ResizeMethod};
 use tfdata_dataset::ops::tensor_util;
 
 use crate::data::{self, ImageData};
+use crate::measure::process_cpu_seconds;
 
 /// The kernels, in pipeline order, with the names both sides report.
 pub const KERNELS: [&str; 5] = [
@@ -27,6 +28,11 @@ pub const KERNELS: [&str; 5] = [
     "normalize",
     "batch",
 ];
+
+/// tfdata's fused kernel (what map fusion runs for decode → resize →
+/// normalise) and the separate kernels it replaces, whose times on
+/// TensorFlow's side add up to its counterpart.
+pub const FUSED: (&str, [&str; 3]) = ("decode_jpeg_resize", ["decode_jpeg", "resize", "normalize"]);
 
 /// Options of the `kernels` scenario.
 #[derive(Debug, Clone)]
@@ -39,16 +45,47 @@ pub struct KernelOptions {
     pub tensorflow_python: Option<std::path::PathBuf>,
 }
 
-/// Microseconds per example for each kernel.
-pub type KernelTimes = BTreeMap<String, f64>;
+/// One kernel's time per example: elapsed, and CPU time of the process
+/// (on a machine shared with other work, elapsed time includes the time
+/// the scheduler gave to others; CPU time does not).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    pub us: f64,
+    pub cpu_us: Option<f64>,
+}
 
-/// Calls `f` on every input, in passes, until `seconds` have passed;
-/// microseconds per call.
+impl std::ops::Add for Timing {
+    type Output = Timing;
+
+    fn add(self, other: Timing) -> Timing {
+        Timing {
+            us: self.us + other.us,
+            cpu_us: self.cpu_us.zip(other.cpu_us).map(|(a, b)| a + b),
+        }
+    }
+}
+
+impl std::ops::Div<f64> for Timing {
+    type Output = Timing;
+
+    fn div(self, n: f64) -> Timing {
+        Timing {
+            us: self.us / n,
+            cpu_us: self.cpu_us.map(|c| c / n),
+        }
+    }
+}
+
+/// The time per example of each kernel.
+pub type KernelTimes = BTreeMap<String, Timing>;
+
+/// Calls `f` on every input, in passes, until `seconds` have passed; the
+/// time per call.
 fn time_per_call<T, O>(
     inputs: &[T],
     seconds: f64,
     mut f: impl FnMut(&T) -> Result<O>,
-) -> Result<f64> {
+) -> Result<Timing> {
     if inputs.is_empty() {
         bail!("no inputs to time");
     }
@@ -57,6 +94,7 @@ fn time_per_call<T, O>(
         black_box(f(x)?);
     }
     let start = Instant::now();
+    let cpu_start = process_cpu_seconds();
     let mut calls = 0u64;
     loop {
         for x in inputs {
@@ -65,7 +103,11 @@ fn time_per_call<T, O>(
         calls += inputs.len() as u64;
         let elapsed = start.elapsed().as_secs_f64();
         if elapsed >= seconds {
-            return Ok(elapsed * 1e6 / calls as f64);
+            let cpu = cpu_start.zip(process_cpu_seconds()).map(|(a, b)| b - a);
+            return Ok(Timing {
+                us: elapsed * 1e6 / calls as f64,
+                cpu_us: cpu.map(|c| c * 1e6 / calls as f64),
+            });
         }
     }
 }
@@ -121,8 +163,15 @@ pub fn run_ours(data: &ImageData, options: &KernelOptions) -> Result<KernelTimes
     };
     times.insert("resize".into(), time_per_call(&decoded, s, resize)?);
 
-    let resized: Vec<Tensor> = decoded.iter().map(resize).collect::<Result<_>>()?;
     let (mean, std) = ([127.5f32; 3], [127.5f32; 3]);
+    let fused = |t: &Tensor| {
+        let normalize = Some((&mean[..], &std[..]));
+        kernels::decode_jpeg_resize(t, 3, kernels::DctMethod::default(), 224, 224, normalize)
+            .map_err(kernel_err(FUSED.0))
+    };
+    times.insert(FUSED.0.into(), time_per_call(&jpegs, s, fused)?);
+
+    let resized: Vec<Tensor> = decoded.iter().map(resize).collect::<Result<_>>()?;
     let normalize =
         |t: &Tensor| kernels::normalize(t, &mean, &std).map_err(kernel_err("normalize"));
     times.insert("normalize".into(), time_per_call(&resized, s, normalize)?);
@@ -168,12 +217,16 @@ fn parse_tensorflow_times(line: &str) -> Result<(KernelTimes, Option<String>)> {
         .get("us_per_example")
         .and_then(Value::as_object)
         .context("tf_kernels.py: no \"us_per_example\"")?;
+    // CPU time per example, from scripts that report it.
+    let cpu = v.get("cpu_us_per_example").and_then(Value::as_object);
     let times = us
         .iter()
         .map(|(k, t)| {
-            t.as_f64()
-                .map(|t| (k.clone(), t))
-                .with_context(|| format!("tf_kernels.py: {k} is not a number"))
+            let us = t
+                .as_f64()
+                .with_context(|| format!("tf_kernels.py: {k} is not a number"))?;
+            let cpu_us = cpu.and_then(|c| c.get(k)).and_then(Value::as_f64);
+            Ok((k.clone(), Timing { us, cpu_us }))
         })
         .collect::<Result<_>>()?;
     let version = v
@@ -183,8 +236,26 @@ fn parse_tensorflow_times(line: &str) -> Result<(KernelTimes, Option<String>)> {
     Ok((times, version))
 }
 
+/// The sum of the times of `names`, if all were timed.
+fn sum_of(times: &KernelTimes, names: &[&str]) -> Option<Timing> {
+    names
+        .iter()
+        .map(|k| times.get(*k).copied())
+        .reduce(|a, b| Some(a? + b?))
+        .flatten()
+}
+
+/// `µs/example` with the CPU time after it, when known.
+fn describe(t: Timing) -> String {
+    match t.cpu_us {
+        Some(cpu) => format!("{:8.1} µs/example ({cpu:8.1} CPU)", t.us),
+        None => format!("{:8.1} µs/example", t.us),
+    }
+}
+
 /// Runs the scenario: one report per kernel (`kernels/<name>`), plus
-/// `kernels/total`, the sum.
+/// `kernels/total`, the sum, and `kernels/decode_jpeg_resize`, the fused
+/// kernel (TensorFlow's side: its three ops).
 pub fn run(
     data: &ImageData,
     options: &KernelOptions,
@@ -199,38 +270,39 @@ pub fn run(
         }
         None => None,
     };
-    let total = |t: &KernelTimes| KERNELS.iter().filter_map(|k| t.get(*k)).sum::<f64>();
+    let timing = |t: &KernelTimes, name: &str| match name {
+        "total" => sum_of(t, &KERNELS),
+        n if n == FUSED.0 && !t.contains_key(n) => sum_of(t, &FUSED.1),
+        n => t.get(n).copied(),
+    };
     let mut names: Vec<&str> = KERNELS.to_vec();
     names.push("total");
+    names.push(FUSED.0);
     for name in names {
-        let our_us = if name == "total" {
-            total(&ours)
-        } else {
-            ours.get(name)
-                .copied()
-                .with_context(|| format!("{name} not timed"))?
-        };
+        let ours = timing(&ours, name).with_context(|| format!("{name} not timed"))?;
         let mut r = Map::new();
         r.insert("scenario".into(), json!(format!("kernels/{name}")));
-        r.insert("value".into(), json!(1e6 / our_us));
+        r.insert("value".into(), json!(1e6 / ours.us));
         r.insert("unit".into(), json!("examples/s"));
-        r.insert("us_per_example".into(), json!(our_us));
+        r.insert("us_per_example".into(), json!(ours.us));
+        if let Some(cpu) = ours.cpu_us {
+            r.insert("cpu_us_per_example".into(), json!(cpu));
+        }
         r.insert("threads".into(), json!(1));
         r.insert("images".into(), json!(options.images));
-        let mut line = format!("kernels/{name:<14} tfdata {our_us:8.1} µs/example");
+        let mut line = format!("kernels/{name:<18} tfdata {}", describe(ours));
         if let Some((tf, version)) = &tensorflow {
-            let tf_us = if name == "total" {
-                Some(total(tf))
-            } else {
-                tf.get(name).copied()
-            };
-            if let Some(tf_us) = tf_us {
-                r.insert("tensorflow".into(), json!(1e6 / tf_us));
-                r.insert("tensorflow_us_per_example".into(), json!(tf_us));
-                r.insert("ratio".into(), json!(tf_us / our_us));
+            if let Some(theirs) = timing(tf, name) {
+                r.insert("tensorflow".into(), json!(1e6 / theirs.us));
+                r.insert("tensorflow_us_per_example".into(), json!(theirs.us));
+                if let Some(cpu) = theirs.cpu_us {
+                    r.insert("tensorflow_cpu_us_per_example".into(), json!(cpu));
+                }
+                r.insert("ratio".into(), json!(theirs.us / ours.us));
                 line.push_str(&format!(
-                    " | TF {tf_us:8.1} µs/example | ratio {:.3}",
-                    tf_us / our_us
+                    " | TF {} | ratio {:.3}",
+                    describe(theirs),
+                    theirs.us / ours.us
                 ));
             }
             if let Some(version) = version {
@@ -248,19 +320,27 @@ mod tests {
 
     #[test]
     fn times_calls() {
-        let us = time_per_call(&[1, 2, 3], 0.01, |x| Ok(x * 2)).unwrap();
-        assert!(us > 0.0);
+        let t = time_per_call(&[1, 2, 3], 0.01, |x| Ok(x * 2)).unwrap();
+        assert!(t.us > 0.0);
+        assert!(t.cpu_us.is_some_and(|c| c >= 0.0));
         assert!(time_per_call::<u8, u8>(&[], 0.01, |x| Ok(*x)).is_err());
     }
 
     #[test]
     fn reads_tensorflow_times() {
         let (t, v) = parse_tensorflow_times(
-            r#"{"us_per_example": {"decode_jpeg": 700.5, "resize": 200}, "tensorflow": "2.21.0"}"#,
+            r#"{"us_per_example": {"decode_jpeg": 700.5, "resize": 200, "normalize": 50},
+                "cpu_us_per_example": {"decode_jpeg": 690, "resize": 198, "normalize": 49},
+                "tensorflow": "2.21.0"}"#,
         )
         .unwrap();
-        assert_eq!(t["decode_jpeg"], 700.5);
-        assert_eq!(t["resize"], 200.0);
+        assert_eq!(t["decode_jpeg"].us, 700.5);
+        assert_eq!(t["resize"].us, 200.0);
+        assert_eq!(t["resize"].cpu_us, Some(198.0));
+        // The fused kernel's counterpart: TensorFlow's three ops.
+        let fused = sum_of(&t, &FUSED.1).unwrap();
+        assert_eq!((fused.us, fused.cpu_us), (950.5, Some(937.0)));
+        assert!(sum_of(&t, &KERNELS).is_none());
         assert_eq!(v.as_deref(), Some("2.21.0"));
         assert!(parse_tensorflow_times(r#"{"us_per_example": {"x": "y"}}"#).is_err());
     }

@@ -88,9 +88,11 @@
 //!   a time on one thread over `--kernel-images` (128) of the images, by
 //!   tfdata's kernels and by TensorFlow's ops in a `tf.function` loop with
 //!   one intra-op and one inter-op thread (`scripts/tf_kernels.py`); reported as
-//!   `kernels/<name>` (and `kernels/total`) with `us_per_example`. `ratio`
-//!   is again tfdata's throughput over TensorFlow's. It separates the
-//!   kernels' cost from the pipeline machinery's.
+//!   `kernels/<name>` (and `kernels/total`) with `us_per_example`, plus
+//!   `kernels/decode_jpeg_resize`, the fused kernel map fusion runs for
+//!   decode → resize → normalise, against the sum of TensorFlow's three
+//!   ops. `ratio` is again tfdata's throughput over TensorFlow's. It
+//!   separates the kernels' cost from the pipeline machinery's.
 //!
 //! With `--python-client [PYTHON]`, `small`, `batched` and `large` are also
 //! read through tfdata's Python client (`scripts/python_client.py`, in its

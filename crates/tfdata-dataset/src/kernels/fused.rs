@@ -8,7 +8,7 @@
 
 use tfdata_core::{DType, Result, Tensor};
 
-use super::image::{Normalization, interpolate_row, interpolation_weights, resize_rows};
+use super::bilinear::{Horizontal, Normalization, resize_rows};
 use super::jpeg::{self, DctMethod, JpegRows};
 use super::{ResizeMethod, decode_jpeg_with, from_buffer, invalid, math, resize};
 
@@ -59,26 +59,32 @@ pub fn decode_jpeg_resize(
             Some((mean, std)) => Some(Normalization::new("normalize", mean, std, c, out_w)?),
             None => None,
         };
-        let xs = interpolation_weights(size.width, out_w);
+        let horizontal = Horizontal::new(size.width, out_w, c);
         let mut out = Vec::with_capacity(out_h * out_w * c);
         // The index of the row `rows` holds; `resize_rows` asks for rows in
-        // non-decreasing order, so decoding only moves forward.
+        // increasing order, so decoding only moves forward.
         let mut current: Option<usize> = None;
-        let interpolate = |y: usize, row: &mut [f32]| {
-            while current.is_none_or(|r| r < y) {
-                rows.next_row()?;
-                current = Some(current.map_or(0, |r| r + 1));
+        // The first of two rows interpolated together, kept while the
+        // decoder writes the second.
+        let mut held: Vec<u8> = Vec::with_capacity(size.width * c);
+        let interpolate = |y: usize, first: &mut [f32], second: Option<&mut [f32]>| {
+            advance(&mut rows, &mut current, y)?;
+            match second {
+                None => horizontal.row(rows.row(), first),
+                Some(second) => {
+                    held.clear();
+                    held.extend_from_slice(rows.row());
+                    advance(&mut rows, &mut current, y + 1)?;
+                    horizontal.rows2(&held, rows.row(), first, second);
+                }
             }
-            if current != Some(y) {
-                return Err(invalid("resize", "rows asked for out of order"));
-            }
-            interpolate_row(rows.row(), &xs, c, row);
             Ok(())
         };
         resize_rows(
             size.height,
             out_h,
             out_w * c,
+            horizontal.buffer_len(),
             interpolate,
             post.as_ref(),
             &mut out,
@@ -94,4 +100,16 @@ pub fn decode_jpeg_resize(
             out.into_flattened(),
         ),
     }
+}
+
+/// Decodes rows until `rows` holds row `y` (`current` is the row it holds).
+fn advance(rows: &mut JpegRows<'_>, current: &mut Option<usize>, y: usize) -> Result<()> {
+    while current.is_none_or(|r| r < y) {
+        rows.next_row()?;
+        *current = Some(current.map_or(0, |r| r + 1));
+    }
+    if *current != Some(y) {
+        return Err(invalid("resize", "rows asked for out of order"));
+    }
+    Ok(())
 }

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use tfdata_core::tensor::TensorData;
 use tfdata_core::{DType, Result, Tensor};
 
+use super::bilinear::{Horizontal, Normalization, Sample, resize_rows};
 use super::math::{self, Values};
 use super::{SplitMix64, dims, from_buffer, invalid};
 
@@ -189,119 +190,9 @@ pub fn resize_normalize(
     from_buffer(DType::Float, shape.with(out_h, out_w), values)
 }
 
-/// A normalisation applied to each output row of [`resize_bilinear`]:
-/// `(v - mean[i]) / std[i]` for the row's `i`-th value.
-pub(super) struct Normalization {
-    mean: Vec<f32>,
-    std: Vec<f32>,
-}
-
-impl Normalization {
-    /// `mean` and `std` (one value per channel, or one for all) repeated
-    /// over an output row of `width` pixels, checked as `normalize` checks
-    /// them.
-    pub(super) fn new(
-        kernel: &str,
-        mean: &[f32],
-        std: &[f32],
-        channels: usize,
-        width: usize,
-    ) -> Result<Normalization> {
-        let per_channel = |name: &str, v: &[f32]| match v.len() {
-            1 => Ok(vec![v[0]; channels]),
-            n if n == channels => Ok(v.to_vec()),
-            n => Err(invalid(
-                kernel,
-                format!("`{name}` has {n} values but the image has {channels} channels"),
-            )),
-        };
-        let (mean, std) = (per_channel("mean", mean)?, per_channel("std", std)?);
-        if mean.iter().any(|m| !m.is_finite()) || std.iter().any(|s| !s.is_finite() || *s == 0.0) {
-            return Err(invalid(
-                kernel,
-                "`mean` must be finite and `std` finite and non-zero",
-            ));
-        }
-        let row = |v: &[f32]| v.iter().copied().cycle().take(width * channels).collect();
-        Ok(Normalization {
-            mean: row(&mean),
-            std: row(&std),
-        })
-    }
-}
-
 /// TensorFlow's `CalculateResizeScale` without `align_corners`.
 fn resize_scale(in_size: usize, out_size: usize) -> f32 {
     in_size as f32 / out_size as f32
-}
-
-/// TensorFlow's `CachedInterpolation`, computed with its `HalfPixelScaler`.
-pub(super) struct Interpolation {
-    lower: usize,
-    upper: usize,
-    lerp: f32,
-}
-
-pub(super) fn interpolation_weights(in_size: usize, out_size: usize) -> Vec<Interpolation> {
-    let scale = resize_scale(in_size, out_size);
-    (0..out_size)
-        .map(|i| {
-            let x = (i as f32 + 0.5) * scale - 0.5;
-            let floor = x.floor();
-            Interpolation {
-                lower: (floor as i64).max(0) as usize,
-                upper: (x.ceil() as i64).min(in_size as i64 - 1) as usize,
-                lerp: x - floor,
-            }
-        })
-        .collect()
-}
-
-/// A pixel sample that converts to `float32` as TensorFlow's
-/// `static_cast<float>` does.
-pub(super) trait Sample: Copy {
-    fn f(self) -> f32;
-}
-
-impl Sample for u8 {
-    #[inline]
-    fn f(self) -> f32 {
-        f32::from(self)
-    }
-}
-
-impl Sample for f32 {
-    #[inline]
-    fn f(self) -> f32 {
-        self
-    }
-}
-
-/// One input row interpolated horizontally: TensorFlow's `top` (or
-/// `bottom`) for every output column, `left + (right - left) * x_lerp`.
-pub(super) fn interpolate_row<T: Sample>(
-    row: &[T],
-    xs: &[Interpolation],
-    c: usize,
-    out: &mut [f32],
-) {
-    if c == 3 {
-        for (o, x) in out.chunks_exact_mut(3).zip(xs) {
-            let l = &row[x.lower * 3..][..3];
-            let r = &row[x.upper * 3..][..3];
-            for k in 0..3 {
-                o[k] = l[k].f() + (r[k].f() - l[k].f()) * x.lerp;
-            }
-        }
-    } else {
-        for (o, x) in out.chunks_exact_mut(c).zip(xs) {
-            let l = &row[x.lower * c..][..c];
-            let r = &row[x.upper * c..][..c];
-            for ((o, l), r) in o.iter_mut().zip(l).zip(r) {
-                *o = l.f() + (r.f() - l.f()) * x.lerp;
-            }
-        }
-    }
 }
 
 /// Bilinear resize in TensorFlow's float32 arithmetic ([`resize_rows`] per
@@ -314,13 +205,17 @@ fn resize_bilinear<T: Sample>(
     normalize: Option<&Normalization>,
 ) -> Vec<u8> {
     let c = shape.channels;
-    let xs = interpolation_weights(shape.width, out_w);
+    let horizontal = Horizontal::new(shape.width, out_w, c);
     let in_row = shape.width * c;
     let in_image = shape.height * in_row;
     let mut out = Vec::with_capacity(shape.batch * out_h * out_w * c);
     for image in input.chunks_exact(in_image).take(shape.batch) {
-        let interpolate = |y: usize, row: &mut [f32]| {
-            interpolate_row(&image[y * in_row..(y + 1) * in_row], &xs, c, row);
+        let row = |y: usize| &image[y * in_row..(y + 1) * in_row];
+        let interpolate = |y: usize, first: &mut [f32], second: Option<&mut [f32]>| {
+            match second {
+                None => horizontal.row(row(y), first),
+                Some(second) => horizontal.rows2(row(y), row(y + 1), first, second),
+            }
             Ok(())
         };
         // Rows come from memory: nothing can fail.
@@ -328,73 +223,13 @@ fn resize_bilinear<T: Sample>(
             shape.height,
             out_h,
             out_w * c,
+            horizontal.buffer_len(),
             interpolate,
             normalize,
             &mut out,
         );
     }
     out.into_flattened()
-}
-
-/// One image's bilinear resize, row by row: `interpolate(y, row)` fills
-/// `row` with input row `y` interpolated horizontally (asked for in
-/// non-decreasing `y`, each at most once, so rows may be decoded as they
-/// are needed); each output row, normalised if asked, is appended to `out`
-/// as float32 little-endian, never zero-filled first.
-///
-/// TensorFlow computes `top` and `bottom` from the two input rows for each
-/// output pixel; they depend only on the input row and the output column,
-/// so each input row is interpolated horizontally once (two rows cached)
-/// and every output row is `top + (bottom - top) * y_lerp` over whole rows:
-/// the same operations on the same values, hence the same bits, with less
-/// work.
-pub(super) fn resize_rows(
-    in_h: usize,
-    out_h: usize,
-    out_row: usize,
-    mut interpolate: impl FnMut(usize, &mut [f32]) -> Result<()>,
-    normalize: Option<&Normalization>,
-    out: &mut Vec<[u8; 4]>,
-) -> Result<()> {
-    let ys = interpolation_weights(in_h, out_h);
-    // (input row index, that row interpolated): rows[0] holds the `lower`
-    // row of the current output row, rows[1] the `upper` one.
-    let mut rows = [
-        (usize::MAX, vec![0f32; out_row]),
-        (usize::MAX, vec![0f32; out_row]),
-    ];
-    for y in &ys {
-        if rows[0].0 != y.lower {
-            if rows[1].0 == y.lower {
-                rows.swap(0, 1);
-            } else {
-                interpolate(y.lower, &mut rows[0].1)?;
-                rows[0].0 = y.lower;
-            }
-        }
-        if rows[1].0 != y.upper {
-            interpolate(y.upper, &mut rows[1].1)?;
-            rows[1].0 = y.upper;
-        }
-        let (top, bottom, lerp) = (&rows[0].1, &rows[1].1, y.lerp);
-        // Exact-size iterators: `extend` writes without per-value capacity
-        // checks, and the loops vectorise.
-        match normalize {
-            None => out.extend(
-                top.iter()
-                    .zip(bottom)
-                    .map(|(&t, &b)| (t + (b - t) * lerp).to_le_bytes()),
-            ),
-            Some(n) => out.extend(
-                top.iter()
-                    .zip(bottom)
-                    .zip(&n.mean)
-                    .zip(&n.std)
-                    .map(|(((&t, &b), &m), &d)| (((t + (b - t) * lerp) - m) / d).to_le_bytes()),
-            ),
-        }
-    }
-    Ok(())
 }
 
 /// TensorFlow's `compute_indices` with `HalfPixelScalerForNN`.
@@ -656,14 +491,7 @@ mod tests {
     }
 
     #[test]
-    fn weights_follow_half_pixel_centers() {
-        let w = interpolation_weights(4, 2);
-        assert_eq!((w[0].lower, w[0].upper, w[0].lerp), (0, 1, 0.5));
-        assert_eq!((w[1].lower, w[1].upper, w[1].lerp), (2, 3, 0.5));
-        // Upsampling clamps at the edges.
-        let w = interpolation_weights(2, 4);
-        assert_eq!((w[0].lower, w[0].upper), (0, 0));
-        assert_eq!((w[3].lower, w[3].upper), (1, 1));
+    fn nearest_follows_half_pixel_centers() {
         assert_eq!(nearest_indices(4, 2), [1, 3]);
         assert_eq!(nearest_indices(2, 4), [0, 0, 1, 1]);
     }

@@ -146,8 +146,9 @@ pub(super) struct JpegRows<'a> {
     started: DecompressStarted<&'a [u8]>,
     size: Decoded,
     /// The last scanline as libjpeg wrote it (CMYK for four-component
-    /// images).
+    /// images), at `scanline[row]` (see [`unaligned_row`]).
     scanline: Vec<u8>,
+    row: std::ops::Range<usize>,
     /// The last row with TensorFlow's channels (CMYK converted to RGB).
     converted: Vec<u8>,
     /// CMYK decode of an image with an Adobe marker (inverted CMYK).
@@ -219,6 +220,7 @@ impl<'a> JpegRows<'a> {
         let started = decoder.to_colorspace(out_space).map_err(corrupt)?;
         let decoded_channels = started.color_space().num_components();
         let cmyk = (decoded_channels != want).then(|| saw_adobe_marker(data));
+        let scanline = vec![0; width * decoded_channels + ROW_SLACK];
         Ok(JpegRows {
             kernel,
             started,
@@ -227,7 +229,8 @@ impl<'a> JpegRows<'a> {
                 width,
                 channels: want,
             },
-            scanline: vec![0; width * decoded_channels],
+            row: unaligned_row(&scanline, width * decoded_channels),
+            scanline,
             converted: Vec::with_capacity(width * want),
             cmyk,
         })
@@ -238,10 +241,10 @@ impl<'a> JpegRows<'a> {
         self.size
     }
 
-    /// The row last returned by [`JpegRows::next_row`] (empty before).
+    /// The row last returned by [`JpegRows::next_row`].
     pub(super) fn row(&self) -> &[u8] {
         match self.cmyk {
-            None => &self.scanline,
+            None => &self.scanline[self.row.clone()],
             Some(_) => &self.converted,
         }
     }
@@ -250,7 +253,7 @@ impl<'a> JpegRows<'a> {
     pub(super) fn next_row(&mut self) -> Result<&[u8]> {
         let kernel = self.kernel;
         self.started
-            .read_scanlines_into(&mut self.scanline[..])
+            .read_scanlines_into(&mut self.scanline[self.row.clone()])
             .map_err(|e| {
                 invalid(
                     kernel,
@@ -258,10 +261,10 @@ impl<'a> JpegRows<'a> {
                 )
             })?;
         match self.cmyk {
-            None => Ok(&self.scanline),
+            None => Ok(&self.scanline[self.row.clone()]),
             Some(adobe) => {
                 self.converted.clear();
-                cmyk_to_rgb(&self.scanline, adobe, &mut self.converted);
+                cmyk_to_rgb(&self.scanline[self.row.clone()], adobe, &mut self.converted);
                 Ok(&self.converted)
             }
         }
@@ -277,6 +280,26 @@ impl<'a> JpegRows<'a> {
             )
         })
     }
+}
+
+/// Bytes a row buffer has beyond its row, so the row can be placed.
+const ROW_SLACK: usize = 16;
+
+/// Where in `buffer` (`ROW_SLACK` bytes longer than `len`) libjpeg is to
+/// write a row of `len` bytes: at an address 8 past a multiple of 16.
+///
+/// libjpeg-turbo's SIMD colour conversion (`jdcolext-sse2/avx2.asm`, also
+/// the merged upsampler) writes an output row whose address is a multiple
+/// of its vector size with non-temporal stores, which bypass the cache, so
+/// the reader of the row (the resize, or the copy into the decoded image)
+/// then loads every line of it from memory. Measured on the benchmark's
+/// images, that was over half of `decode_jpeg_resize`'s time. At an address
+/// that is a multiple of neither 16 nor 32 it uses ordinary stores.
+fn unaligned_row(buffer: &[u8], len: usize) -> std::ops::Range<usize> {
+    // Only the address is looked at, never dereferenced.
+    let address = buffer.as_ptr() as usize;
+    let start = (8 + 16 - address % 16) % 16;
+    start..start + len
 }
 
 /// Whether the stream ends its last scan with an EOI marker, as libjpeg
@@ -372,6 +395,18 @@ fn ycck_to_cmyk(p: [u8; 4]) -> [u8; 4] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_are_not_vector_aligned() {
+        for extra in 0..32 {
+            let buffer = vec![0u8; 100 + extra + ROW_SLACK];
+            let row = unaligned_row(&buffer, 100 + extra);
+            let address = buffer[row.clone()].as_ptr() as usize;
+            assert_eq!(address % 16, 8);
+            assert_eq!(row.len(), 100 + extra);
+            assert!(row.end <= buffer.len());
+        }
+    }
 
     #[test]
     fn libjpeg_constants() {

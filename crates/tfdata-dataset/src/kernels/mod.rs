@@ -40,6 +40,7 @@
 //! caller derives one seed per element (for example from a pipeline seed and
 //! the element's index) so that elements get different crops and flips.
 
+mod bilinear;
 mod decode;
 mod fused;
 mod image;
