@@ -215,19 +215,30 @@ mod tests {
     use crate::config::DispatcherConfig;
     use crate::server::DispatchServer;
 
-    /// Over real gRPC, a generated client decodes the answer to the same
-    /// message the dispatcher means, and the other methods still reach the
-    /// generated server behind the fast path.
-    #[test]
-    fn a_generated_client_reads_the_encoded_answer() {
+    /// A dispatcher, a one-thread runtime, and a channel to the dispatcher.
+    fn server_and_channel() -> (
+        DispatchServer,
+        tokio::runtime::Runtime,
+        tfdata_rpc::security::RpcChannel,
+    ) {
         let server = DispatchServer::new(DispatcherConfig::default()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
+        let channel = runtime.block_on(async {
+            tfdata_rpc::channel::channel(&server.address(), &Default::default()).unwrap()
+        });
+        (server, runtime, channel)
+    }
+
+    /// Over real gRPC, a generated client decodes the answer to the same
+    /// message the dispatcher means, and the other methods still reach the
+    /// generated server behind the fast path.
+    #[test]
+    fn a_generated_client_reads_the_encoded_answer() {
+        let (server, runtime, channel) = server_and_channel();
         runtime.block_on(async {
-            let channel =
-                tfdata_rpc::channel::channel(&server.address(), &Default::default()).unwrap();
             let mut client = tfdata_rpc::channel::dispatcher_client(channel);
             for address in ["w0:1", "w1:1", "w2:1"] {
                 client
@@ -303,14 +314,8 @@ mod tests {
     /// dispatcher keeps answering well-formed ones on the same connection.
     #[test]
     fn malformed_and_missing_requests_are_refused_and_serving_goes_on() {
-        let server = DispatchServer::new(DispatcherConfig::default()).unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let (server, runtime, channel) = server_and_channel();
         runtime.block_on(async {
-            let channel =
-                tfdata_rpc::channel::channel(&server.address(), &Default::default()).unwrap();
             let call = |messages: Vec<Vec<bytes::Bytes>>| {
                 let channel = channel.clone();
                 async move {

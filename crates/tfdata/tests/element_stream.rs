@@ -165,6 +165,18 @@ fn a_worker_stopping_mid_stream_leaves_the_read_to_the_others() {
     drop(stays);
 }
 
+/// A dispatcher with one registered worker (awaited, not slept for).
+async fn one_worker() -> (DispatchServer, WorkerServer) {
+    let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
+    let worker = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dispatcher.num_workers() < 1 {
+        assert!(Instant::now() < deadline, "worker did not register");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    (dispatcher, worker)
+}
+
 /// Registers `dataset`, creates a job and iteration, and returns the task
 /// id on the single worker, as a reader would learn it.
 async fn one_task(dispatcher: &tfdata::DispatcherClient, dataset: &Dataset) -> i64 {
@@ -310,13 +322,7 @@ async fn read_with(
 /// compresses. Either way the values arrive whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_compression_sends_raw_chunks_to_a_reader_on_the_same_host() {
-    let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
-    let worker = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dispatcher.num_workers() < 1 {
-        assert!(Instant::now() < deadline, "worker did not register");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let (dispatcher, worker) = one_worker().await;
     let client = tfdata::DispatcherClient::new(&dispatcher.address()).unwrap();
     let address = worker.address().to_string();
     // Small int64 values: Snappy shrinks their chunks by far more than the
@@ -341,13 +347,7 @@ async fn auto_compression_sends_raw_chunks_to_a_reader_on_the_same_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_send_no_more_than_the_credit_and_lose_nothing_between_streams() {
-    let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
-    let worker = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dispatcher.num_workers() < 1 {
-        assert!(Instant::now() < deadline, "worker did not register");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let (dispatcher, worker) = one_worker().await;
     let client = tfdata::DispatcherClient::new(&dispatcher.address()).unwrap();
     let task_id = one_task(&client, &Dataset::range(100)).await;
     let address = worker.address().to_string();
