@@ -89,6 +89,7 @@ pub(super) struct Horizontal {
 }
 
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 struct Tap {
     offset: usize,
     lerp: f32,
@@ -96,6 +97,7 @@ struct Tap {
 
 /// Bytes each tap of the vector path reads from `offset`: two pixels of up
 /// to 4 channels.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const WINDOW: usize = 8;
 
 impl Horizontal {
