@@ -15,21 +15,37 @@
 
 use tfdata_core::Result;
 
-/// TensorFlow's `CachedInterpolation`, computed with its `HalfPixelScaler`.
-pub(super) struct Interpolation {
-    pub(super) lower: usize,
-    pub(super) upper: usize,
-    pub(super) lerp: f32,
+/// TensorFlow's `CachedInterpolation`: the two input indices an output
+/// index reads, and the weight of the upper one.
+pub struct Interpolation {
+    pub lower: usize,
+    pub upper: usize,
+    pub lerp: f32,
 }
 
 /// TensorFlow's `compute_interpolation_weights` with half-pixel centers
 /// (scale `in / out` in float32, as `CalculateResizeScale` without
 /// `align_corners`).
 pub(super) fn interpolation_weights(in_size: usize, out_size: usize) -> Vec<Interpolation> {
-    let scale = in_size as f32 / out_size as f32;
+    interpolation_weights_with(in_size, out_size, in_size as f32 / out_size as f32, true)
+}
+
+/// TensorFlow's `compute_interpolation_weights` for any `scale`, with its
+/// `HalfPixelScaler` (`half_pixel`) or its legacy scaler (graph kernels'
+/// `ResizeBilinear` with `half_pixel_centers=False`).
+pub fn interpolation_weights_with(
+    in_size: usize,
+    out_size: usize,
+    scale: f32,
+    half_pixel: bool,
+) -> Vec<Interpolation> {
     (0..out_size)
         .map(|i| {
-            let x = (i as f32 + 0.5) * scale - 0.5;
+            let x = if half_pixel {
+                (i as f32 + 0.5) * scale - 0.5
+            } else {
+                i as f32 * scale
+            };
             let floor = x.floor();
             Interpolation {
                 lower: (floor as i64).max(0) as usize,

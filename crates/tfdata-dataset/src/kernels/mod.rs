@@ -49,6 +49,7 @@ mod math;
 mod random_crop;
 mod text;
 
+pub use bilinear::{Interpolation, interpolation_weights_with};
 pub use decode::{decode_and_crop_jpeg, decode_image, decode_jpeg, decode_jpeg_with, decode_png};
 pub use fused::decode_jpeg_resize;
 pub use image::{

@@ -20,7 +20,7 @@
 
 use tfdata_core::tensor::TensorData;
 use tfdata_core::{DType, Error, Result, Tensor};
-use tfdata_dataset::kernels::{self as engine, ResizeMethod};
+use tfdata_dataset::kernels::{self as engine, ResizeMethod, interpolation_weights_with};
 
 use super::strings::shape_string;
 use super::{Compute, KernelDef, check_size, expect_inputs};
@@ -256,8 +256,8 @@ fn resize(attrs: &NodeAttrs, method: Method) -> Result<Compute> {
             }
             Method::Bilinear => {
                 let v = floats(op, image)?;
-                let ys = linear_weights(h, oh, sy, half);
-                let xs = linear_weights(w, ow, sx, half);
+                let ys = interpolation_weights_with(h, oh, sy, half);
+                let xs = interpolation_weights_with(w, ow, sx, half);
                 let mut out = Vec::with_capacity(b * oh * ow * c);
                 for n in 0..b {
                     let img = &v[n * h * w * c..(n + 1) * h * w * c];
@@ -318,32 +318,6 @@ fn resize(attrs: &NodeAttrs, method: Method) -> Result<Compute> {
             }
         }
     }))
-}
-
-struct Linear {
-    lower: usize,
-    upper: usize,
-    lerp: f32,
-}
-
-/// TensorFlow's `compute_interpolation_weights` with its half-pixel or
-/// legacy scaler.
-fn linear_weights(in_size: usize, out_size: usize, scale: f32, half: bool) -> Vec<Linear> {
-    (0..out_size)
-        .map(|i| {
-            let x = if half {
-                (i as f32 + 0.5) * scale - 0.5
-            } else {
-                i as f32 * scale
-            };
-            let floor = x.floor();
-            Linear {
-                lower: (floor as i64).max(0) as usize,
-                upper: (x.ceil() as i64).min(in_size as i64 - 1) as usize,
-                lerp: x - floor,
-            }
-        })
-        .collect()
 }
 
 /// TensorFlow's nearest-neighbour source index (`HalfPixelScalerForNN`:
