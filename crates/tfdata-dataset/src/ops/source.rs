@@ -153,12 +153,13 @@ impl ElementIterator for RangeIter {
         if rows == 0 {
             return Ok(StackedRows::End);
         }
-        let mut buf = vec![0u8; rows * 8];
+        // Appended, not written over a zero-filled buffer: no memset.
+        let mut buf = Vec::with_capacity(rows * 8);
         let mut value = self
             .start
             .wrapping_add((self.next as i64).wrapping_mul(self.step));
-        for slot in buf.chunks_exact_mut(8) {
-            slot.copy_from_slice(&value.to_le_bytes());
+        for _ in 0..rows {
+            buf.extend_from_slice(&value.to_le_bytes());
             value = value.wrapping_add(self.step);
         }
         self.next += rows as u64;
