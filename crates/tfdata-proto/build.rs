@@ -12,6 +12,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tfdata/status.proto",
         "tfdata/snapshot.proto",
         "tfdata/stream.proto",
+        "tfdata/checkpoint.proto",
         "tensorflow/data/common.proto",
         "tensorflow/data/dispatcher.proto",
         "tensorflow/data/worker.proto",
@@ -27,8 +28,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         // Payloads are zero-copy `Bytes` from the socket to the reader.
         .bytes(".")
-        // Sorted map entries, so our encoding is deterministic.
+        // Sorted map entries, so our encoding is deterministic (a pipeline
+        // encodes to the same bytes every time: reader checkpoints
+        // fingerprint it).
         .btree_map(".tensorflow.DictValue.fields")
+        .btree_map(".tfdata.pipeline")
         // Unimplemented methods answer UNIMPLEMENTED; lets tests fake a peer.
         .generate_default_stubs(true)
         .compile_with_config(config, &paths, &[root])?;

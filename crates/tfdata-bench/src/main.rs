@@ -151,6 +151,7 @@ mod graph_pipeline;
 mod kernels;
 mod measure;
 mod pipeline;
+mod resume;
 mod scaling;
 mod service;
 mod snapshot;
@@ -208,6 +209,9 @@ pub enum Scenario {
     /// 1, 2, 4 worker processes and 1, 2, 4 reader processes sharing a job,
     /// and a model of what 100 and 1,000 workers need.
     Scaling,
+    /// A reader restored from a checkpoint at 90% of `range(--elements)`
+    /// in batches of 64: time to its first element against the epoch's.
+    Resume,
 }
 
 impl Scenario {
@@ -229,6 +233,7 @@ impl Scenario {
             Scenario::DispatcherCapacity => "dispatcher-capacity",
             Scenario::Snapshot => "snapshot",
             Scenario::Scaling => "scaling",
+            Scenario::Resume => "resume",
         }
     }
 }
@@ -514,6 +519,7 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
             let (report, summary) = service::tcp_loopback(cli.tcp_bytes)?;
             emit(report, summary)
         }
+        Scenario::Resume => resume::run(cli.elements, &mut emit),
         Scenario::DispatcherCommit => {
             let dir = cli
                 .data_dir

@@ -53,6 +53,8 @@ enum Command {
         #[arg(long)]
         take: Option<usize>,
         #[command(flatten)]
+        checkpoints: ReadCheckpoints,
+        #[command(flatten)]
         tuning: ReadTuning,
 
         #[command(flatten)]
@@ -90,6 +92,52 @@ struct RegisterArgs {
     security: security::ClientSecurityArgs,
 }
 
+/// Reader checkpoints for `tfdata read` (issue 17): a read that is killed
+/// and started again with the same file continues where the last
+/// checkpoint left off.
+#[derive(Args)]
+struct ReadCheckpoints {
+    /// Restore from this file if it exists, and write a checkpoint to it
+    /// (atomically) every `--checkpoint-every` elements. The file holds the
+    /// number of elements this run had printed when it was written (8 bytes,
+    /// little-endian), then the reader's checkpoint.
+    #[arg(long)]
+    checkpoint_file: Option<std::path::PathBuf>,
+    /// Elements between checkpoints.
+    #[arg(long, default_value_t = 100)]
+    checkpoint_every: usize,
+}
+
+impl ReadCheckpoints {
+    /// The reader checkpoint in the file, if there is one.
+    fn load(&self) -> anyhow::Result<Option<Vec<u8>>> {
+        let Some(path) = &self.checkpoint_file else {
+            return Ok(None);
+        };
+        match std::fs::read(path) {
+            Ok(bytes) if bytes.len() >= 8 => Ok(Some(bytes[8..].to_vec())),
+            Ok(_) => anyhow::bail!("{} is not a checkpoint file (too short)", path.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(anyhow::anyhow!("reading {}: {e}", path.display())),
+        }
+    }
+
+    /// Writes `checkpoint`, taken after `printed` elements of this run.
+    fn save(&self, printed: usize, checkpoint: &[u8]) -> anyhow::Result<()> {
+        use std::io::Write;
+        let Some(path) = &self.checkpoint_file else {
+            return Ok(());
+        };
+        let tmp = path.with_extension("tmp");
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&(printed as u64).to_le_bytes())?;
+        f.write_all(checkpoint)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    }
+}
+
 /// How `tfdata read` talks to the service, and what it reports.
 #[derive(Args)]
 struct ReadTuning {
@@ -111,6 +159,7 @@ async fn read(
     job_name: Option<&str>,
     consumers: Option<(i64, i64)>,
     take: Option<usize>,
+    checkpoints: ReadCheckpoints,
     tuning: ReadTuning,
 ) -> anyhow::Result<()> {
     use futures::StreamExt;
@@ -130,13 +179,20 @@ async fn read(
     }
     let ds = reader.build_async().await?;
     let mut stream = ds.stream().await?;
+    if let Some(state) = checkpoints.load()? {
+        stream.restore(&state).await?;
+    }
     let mut stats = ReadStats::default();
+    let every = checkpoints.checkpoint_every.max(1);
     while let Some(element) = stream.next().await {
         let element = element?;
         stats.add(&element, started.elapsed());
         println!("{element}");
         if take.is_some_and(|t| stats.elements >= t) {
             break;
+        }
+        if checkpoints.checkpoint_file.is_some() && stats.elements % every == 0 {
+            checkpoints.save(stats.elements, &stream.checkpoint().await?)?;
         }
     }
     if tuning.stats {
@@ -502,6 +558,7 @@ async fn main() -> anyhow::Result<()> {
             consumer_index,
             num_consumers,
             take,
+            checkpoints,
             tuning,
             security,
         } => {
@@ -519,6 +576,7 @@ async fn main() -> anyhow::Result<()> {
                 job,
                 consumers,
                 take,
+                checkpoints,
                 tuning,
             )
             .await?

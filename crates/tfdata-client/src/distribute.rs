@@ -11,6 +11,7 @@ use tfdata_rpc::CancellationToken;
 use tfdata_rpc::retry::retry;
 use tfdata_rpc::security::{ClientSecurity, TransportSecurity};
 
+use crate::checkpoint::Positions;
 use crate::dispatcher::DispatcherClient;
 use crate::fetch::StreamWindow;
 use crate::iteration::{self, Iteration, IterationParams};
@@ -417,6 +418,9 @@ struct Inner {
     metadata: wire::DataServiceMetadata,
     options: ReadOptions,
     next_repetition: AtomicI64,
+    /// The fingerprint of the dataset's definition, fetched from the
+    /// dispatcher for the first reader checkpoint or restore.
+    fingerprint: tokio::sync::OnceCell<u64>,
 }
 
 impl DistributedDataset {
@@ -481,6 +485,7 @@ impl DistributedDataset {
                 metadata,
                 options,
                 next_repetition: AtomicI64::new(0),
+                fingerprint: tokio::sync::OnceCell::new(),
             }),
         })
     }
@@ -520,8 +525,17 @@ impl DistributedDataset {
     /// runtime: use [`stream`](Self::stream) there).
     pub fn iter(&self) -> Result<ElementIterator> {
         let handle = runtime::handle()?;
-        let iteration = runtime::block_on("DistributedDataset::iter", self.start(handle.clone()))??;
-        Ok(ElementIterator { iteration, handle })
+        let repetition = self.next_repetition();
+        let iteration = runtime::block_on(
+            "DistributedDataset::iter",
+            self.start(handle.clone(), repetition, Positions::default()),
+        )??;
+        Ok(ElementIterator {
+            iteration,
+            handle,
+            dataset: self.clone(),
+            repetition,
+        })
     }
 
     /// [`iter`](Self::iter) from async code: the iterator's driver runs on the
@@ -530,19 +544,104 @@ impl DistributedDataset {
     /// must then be used outside any runtime.
     pub async fn iter_async(&self) -> Result<ElementIterator> {
         let handle = runtime::handle()?;
-        let iteration = self.start(handle.clone()).await?;
-        Ok(ElementIterator { iteration, handle })
+        let repetition = self.next_repetition();
+        let iteration = self
+            .start(handle.clone(), repetition, Positions::default())
+            .await?;
+        Ok(ElementIterator {
+            iteration,
+            handle,
+            dataset: self.clone(),
+            repetition,
+        })
     }
 
     /// An async stream of the elements, driven on the current runtime.
     pub async fn stream(&self) -> Result<ElementStream> {
-        let iteration = self.start(tokio::runtime::Handle::current()).await?;
-        Ok(ElementStream { iteration })
+        let repetition = self.next_repetition();
+        let iteration = self
+            .start(
+                tokio::runtime::Handle::current(),
+                repetition,
+                Positions::default(),
+            )
+            .await?;
+        Ok(ElementStream {
+            iteration,
+            dataset: self.clone(),
+            repetition,
+        })
     }
 
-    async fn start(&self, handle: tokio::runtime::Handle) -> Result<Iteration> {
+    /// This dataset as reader checkpoints name it: its definition's
+    /// fingerprint (one `GetDatasetDef` call, then cached).
+    async fn identity(&self) -> Result<crate::checkpoint::DatasetIdentity<'_>> {
         let inner = &self.inner;
-        let repetition = inner.next_repetition.fetch_add(1, Ordering::SeqCst);
+        let fingerprint = inner
+            .fingerprint
+            .get_or_try_init(|| async {
+                let request = wire::GetDatasetDefRequest {
+                    dataset_id: inner.dataset_id.0.clone(),
+                };
+                let def = retry(
+                    &inner.dispatcher.target(),
+                    Some(inner.options.dispatcher_timeout),
+                    &CancellationToken::new(),
+                    || inner.dispatcher.get_dataset_def(request.clone()),
+                )
+                .await?
+                .dataset_def
+                .unwrap_or_default();
+                Ok::<_, Error>(crate::checkpoint::fingerprint(
+                    &prost::Message::encode_to_vec(&def),
+                ))
+            })
+            .await?;
+        Ok(crate::checkpoint::DatasetIdentity {
+            id: &inner.dataset_id.0,
+            fingerprint: *fingerprint,
+            mode: inner.mode,
+        })
+    }
+
+    /// A new read of repetition `repetition` starting at `checkpoint`'s
+    /// positions, to replace `current` (which must not have started).
+    async fn restored(
+        &self,
+        current: &Iteration,
+        repetition: i64,
+        checkpoint: &[u8],
+        handle: tokio::runtime::Handle,
+    ) -> Result<Iteration> {
+        if current.started() {
+            return Err(Error::FailedPrecondition(
+                "restore() must come before the iterator's first element".into(),
+            ));
+        }
+        let inner = &self.inner;
+        if let Some(reason) = crate::checkpoint::unresumable_read(
+            inner.mode,
+            inner.options.job_name.as_deref(),
+            inner.options.consumer_index.is_some(),
+            inner.options.trainer_id.is_some(),
+        ) {
+            return Err(Error::FailedPrecondition(reason));
+        }
+        let start = Positions::decode(checkpoint, self.identity().await?)?;
+        self.start(handle, repetition, start).await
+    }
+
+    fn next_repetition(&self) -> i64 {
+        self.inner.next_repetition.fetch_add(1, Ordering::SeqCst)
+    }
+
+    async fn start(
+        &self,
+        handle: tokio::runtime::Handle,
+        repetition: i64,
+        start: Positions,
+    ) -> Result<Iteration> {
+        let inner = &self.inner;
         let params = IterationParams {
             dataset_id: inner.dataset_id.clone(),
             mode: inner.mode,
@@ -562,6 +661,7 @@ impl DistributedDataset {
             compression: stream_compression(inner.metadata.compression),
             stream_window: inner.options.stream_window,
             security: inner.security.clone(),
+            start,
         };
         iteration::start(inner.dispatcher.clone(), params, handle).await
     }
@@ -572,9 +672,40 @@ impl DistributedDataset {
 pub struct ElementIterator {
     iteration: Iteration,
     handle: tokio::runtime::Handle,
+    /// What a restore starts again from.
+    dataset: DistributedDataset,
+    repetition: i64,
 }
 
 impl ElementIterator {
+    /// Where this reader is, as opaque bytes to store with the trainer's
+    /// checkpoint: restoring them into a fresh iterator of the same
+    /// dataset continues after the last element taken from this one (see
+    /// [`crate::checkpoint`] for what is covered). A read that is not
+    /// covered fails here, saying why, instead of resuming wrongly.
+    pub fn checkpoint(&self) -> Result<Vec<u8>> {
+        let identity = runtime::block_on("ElementIterator::checkpoint", self.dataset.identity())??;
+        self.iteration.checkpoint(identity)
+    }
+
+    /// Continues the epoch from `checkpoint` (bytes from
+    /// [`checkpoint`](Self::checkpoint), in this process or another) before
+    /// the first element is taken, like TensorFlow's iterator restore. The
+    /// read this iterator began is released and a new one starts at the
+    /// checkpoint's position on every worker.
+    pub fn restore(&mut self, checkpoint: &[u8]) -> Result<()> {
+        let restored = self.dataset.restored(
+            &self.iteration,
+            self.repetition,
+            checkpoint,
+            self.handle.clone(),
+        );
+        let iteration = runtime::block_on("ElementIterator::restore", restored)??;
+        // The read begun by `iter()` is released as it is dropped here.
+        self.iteration = iteration;
+        Ok(())
+    }
+
     /// The next element if one has already arrived; `Pending` otherwise.
     pub fn try_next(&mut self) -> std::task::Poll<Option<Result<Element>>> {
         self.iteration.try_next()
@@ -599,6 +730,27 @@ impl Iterator for ElementIterator {
 /// iteration at the dispatcher.
 pub struct ElementStream {
     iteration: Iteration,
+    dataset: DistributedDataset,
+    repetition: i64,
+}
+
+impl ElementStream {
+    /// [`ElementIterator::checkpoint`] for async code.
+    pub async fn checkpoint(&self) -> Result<Vec<u8>> {
+        let identity = self.dataset.identity().await?;
+        self.iteration.checkpoint(identity)
+    }
+
+    /// [`ElementIterator::restore`] for async code; the new read is driven
+    /// on the current runtime.
+    pub async fn restore(&mut self, checkpoint: &[u8]) -> Result<()> {
+        let handle = tokio::runtime::Handle::current();
+        self.iteration = self
+            .dataset
+            .restored(&self.iteration, self.repetition, checkpoint, handle)
+            .await?;
+        Ok(())
+    }
 }
 
 impl futures::Stream for ElementStream {

@@ -24,8 +24,11 @@ use tokio::time::Instant;
 use tokio_util::sync::DropGuard;
 use tracing::Instrument;
 
+use crate::checkpoint::Positions;
 use crate::dispatcher::DispatcherClient;
-use crate::fetch::{self, Delivery, FetchContext, FetchEnd, FetchParams, Item, StreamWindow};
+use crate::fetch::{
+    self, Delivery, FetchContext, FetchEnd, FetchParams, Item, Origin, StreamWindow,
+};
 use crate::metrics::{NextClock, ReaderStats, TargetTime};
 use crate::options::{ProcessingMode, TargetWorkers};
 
@@ -52,6 +55,8 @@ pub(crate) struct IterationParams {
     pub stream_window: StreamWindow,
     /// How workers are reached.
     pub security: tfdata_rpc::security::ClientSecurity,
+    /// Per worker, where to start its task (a restored reader checkpoint).
+    pub start: Positions,
 }
 
 /// The reader's end of a running iteration.
@@ -62,6 +67,13 @@ pub(crate) struct Iteration {
     failed: bool,
     /// Times `next()` (the reader's starvation, `crate::metrics`).
     clock: NextClock,
+    /// Where the reader is in each worker's sequence (deliveries fully
+    /// read; the current one is added when a checkpoint is taken).
+    positions: Positions,
+    /// Why this read cannot be checkpointed, if it cannot.
+    unresumable: Option<String>,
+    /// Whether any element was taken (a restore must come first).
+    taken_any: bool,
     _stop_driver: DropGuard,
 }
 
@@ -71,10 +83,37 @@ impl Iteration {
     fn take_buffered(&mut self) -> Option<Element> {
         let delivery = self.current.as_mut()?;
         let element = delivery.next();
-        if delivery.is_read() {
-            self.current = None;
+        self.taken_any |= element.is_some();
+        if delivery.is_read()
+            && let Some(done) = self.current.take()
+        {
+            record(&mut self.positions, &done);
         }
         element
+    }
+
+    /// The reader's position as checkpoint bytes (`crate::checkpoint`).
+    pub fn checkpoint(&self, dataset: crate::checkpoint::DatasetIdentity<'_>) -> Result<Vec<u8>> {
+        if let Some(reason) = &self.unresumable {
+            return Err(Error::FailedPrecondition(reason.clone()));
+        }
+        if self.failed {
+            return Err(Error::FailedPrecondition(
+                "this read failed; checkpoint the reader before an error, or restore an \
+                 earlier checkpoint"
+                    .into(),
+            ));
+        }
+        let mut positions = self.positions.clone();
+        if let Some(current) = &self.current {
+            record(&mut positions, current);
+        }
+        positions.encode(dataset)
+    }
+
+    /// Whether an element was taken already.
+    pub fn started(&self) -> bool {
+        self.taken_any
     }
 
     /// The buffered element, counted as a `next()` answered at once.
@@ -163,6 +202,18 @@ impl Iteration {
     }
 }
 
+/// Adds what was taken of `delivery` to `positions`.
+fn record(positions: &mut Positions, delivery: &Delivery) {
+    match &delivery.origin {
+        Origin::Numbered { worker, first } => positions.consumed(worker, *first, delivery.taken),
+        Origin::Unnumbered { worker } => {
+            if delivery.taken > 0 {
+                positions.consumed_unnumbered(worker);
+            }
+        }
+    }
+}
+
 /// Creates (or joins) the job and iteration, then starts the driver on `handle`.
 pub(crate) async fn start(
     dispatcher: DispatcherClient,
@@ -226,6 +277,12 @@ pub(crate) async fn start(
         "reading iteration"
     );
 
+    let unresumable = crate::checkpoint::unresumable_read(
+        params.mode,
+        params.job_name.as_deref(),
+        params.consumer_index.is_some(),
+        params.trainer_id.is_some(),
+    );
     let stats = ReaderStats::new();
     let (fetch, rx) = FetchContext::new(
         FetchParams {
@@ -235,6 +292,8 @@ pub(crate) async fn start(
             stream_window: params.stream_window,
             security: params.security.clone(),
             stats: Arc::clone(&stats),
+            positioned: unresumable.is_none(),
+            start: params.start.clone(),
         },
         cancel.clone(),
     );
@@ -246,6 +305,7 @@ pub(crate) async fn start(
         client = client_id.0,
         repetition = params.repetition,
     );
+    let positions = params.start.clone();
     match params.consumer_index {
         Some(consumer_index) => {
             handle.spawn(
@@ -268,6 +328,9 @@ pub(crate) async fn start(
         current: None,
         failed: false,
         clock: NextClock::new(stats),
+        positions,
+        unresumable,
+        taken_any: false,
         _stop_driver: cancel.drop_guard(),
     })
 }

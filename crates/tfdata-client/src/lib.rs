@@ -10,6 +10,7 @@
 //! * [`metrics`]: the reader's metrics (process-wide, [`metrics::encode`])
 //!   and each iterator's starvation figures, which its heartbeats carry.
 
+pub mod checkpoint;
 pub mod dispatcher;
 pub mod distribute;
 mod fetch;

@@ -126,7 +126,14 @@ pub(crate) async fn drive(
             match result {
                 Ok(Slot::Element(e)) => {
                     skipped_previous.insert(task_id, false);
-                    if !fetch.send(Ok(Delivery::element(e, permit))).await {
+                    if !fetch
+                        .send(Ok(Delivery::element(
+                            e,
+                            permit,
+                            std::sync::Arc::from(task.worker_address.as_str()),
+                        )))
+                        .await
+                    {
                         break 'rounds;
                     }
                 }

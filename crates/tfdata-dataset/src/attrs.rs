@@ -374,7 +374,7 @@ pub fn attr_to_wire(a: &Attr) -> wire::AttrValue {
     wire::AttrValue { value: Some(value) }
 }
 
-pub fn attrs_to_wire(a: &Attrs) -> std::collections::HashMap<String, wire::AttrValue> {
+pub fn attrs_to_wire(a: &Attrs) -> std::collections::BTreeMap<String, wire::AttrValue> {
     a.0.iter()
         .map(|(k, v)| (k.clone(), attr_to_wire(v)))
         .collect()
@@ -413,7 +413,7 @@ pub fn attr_from_wire(a: &wire::AttrValue, depth: usize) -> Result<Attr> {
 }
 
 pub fn attrs_from_wire(
-    a: &std::collections::HashMap<String, wire::AttrValue>,
+    a: &std::collections::BTreeMap<String, wire::AttrValue>,
     depth: usize,
 ) -> Result<Attrs> {
     Ok(Attrs(

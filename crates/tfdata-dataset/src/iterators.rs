@@ -18,6 +18,24 @@ pub trait ElementIterator: Send {
     fn next_stacked(&mut self, _max: usize) -> Result<StackedRows> {
         Ok(StackedRows::NotStackable)
     }
+
+    /// Moves past up to `n` elements as if `next_element` had returned
+    /// them, and says how many there were (fewer than `n` only at the end).
+    /// A reader restored from a checkpoint starts a task here. By default
+    /// the elements are made and dropped: functions run (they may keep
+    /// state, and a filter decides what counts), but nothing is sent.
+    /// Sources seek instead (`range`, `from_tensor_slices`), and `batch`
+    /// skips its input's rows, so `range(N).batch(B)` skips in O(1).
+    fn skip_elements(&mut self, n: u64) -> Result<u64> {
+        let mut skipped = 0;
+        while skipped < n {
+            if self.next_element()?.is_none() {
+                break;
+            }
+            skipped += 1;
+        }
+        Ok(skipped)
+    }
 }
 
 /// [`ElementIterator::next_stacked`]'s answer.

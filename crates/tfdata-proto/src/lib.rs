@@ -38,6 +38,11 @@ pub mod tfdata {
         tonic::include_proto!("tfdata.stream");
     }
 
+    /// Package `tfdata.checkpoint`: a reader's checkpoint (its opaque bytes).
+    pub mod checkpoint {
+        tonic::include_proto!("tfdata.checkpoint");
+    }
+
     /// Package `tfdata.status`: the dispatcher's introspection service.
     pub mod status {
         tonic::include_proto!("tfdata.status");

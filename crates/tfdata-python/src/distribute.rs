@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use tfdata_client::{Compression, Distribute, FromDatasetId, TargetWorkers};
 use tfdata_core::Error;
 use tfdata_dataset::{Dataset, Structure};
@@ -242,6 +243,38 @@ impl DistributedIterator {
             }
             Some(Err(e)) => Err(errors::to_py(e)),
         }
+    }
+
+    /// Where this reader is, as bytes to store with the trainer's
+    /// checkpoint (`tfdata_client::checkpoint`). Raises
+    /// `FailedPreconditionError`, saying why, for reads a checkpoint does
+    /// not cover.
+    fn checkpoint<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        crate::check_same_process(self.pid, "iterator")?;
+        let state = py.detach(|| {
+            let guard = self.iterator.lock().unwrap_or_else(|p| p.into_inner());
+            match guard.as_ref() {
+                Some(it) => it.checkpoint(),
+                None => Err(Error::FailedPrecondition("the iterator is closed".into())),
+            }
+        });
+        let state = state.map_err(errors::to_py)?;
+        Ok(PyBytes::new(py, &state))
+    }
+
+    /// Continues the epoch from `state` (from `checkpoint()`, in any
+    /// process), before the first `next()`.
+    fn restore(&self, py: Python<'_>, state: &[u8]) -> PyResult<()> {
+        crate::check_same_process(self.pid, "iterator")?;
+        let state = state.to_vec();
+        py.detach(|| {
+            let mut guard = self.iterator.lock().unwrap_or_else(|p| p.into_inner());
+            match guard.as_mut() {
+                Some(it) => it.restore(&state),
+                None => Err(Error::FailedPrecondition("the iterator is closed".into())),
+            }
+        })
+        .map_err(errors::to_py)
     }
 
     /// Ends the iteration now (releases it at the dispatcher), as dropping

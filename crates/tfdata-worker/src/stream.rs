@@ -169,6 +169,9 @@ async fn stream_elements(
         .into());
     }
     let mode = stream_compression(task.compress(), open.compression, same_host);
+    if open.start_index > 0 {
+        task.skip_to(open.start_index).await;
+    }
     tokio::spawn(serve(worker, task, open, requests, tx, mode));
     Ok(ReceiverStream::new(rx))
 }

@@ -159,6 +159,14 @@ impl TaskRunner {
         self.producer.raise_capacity(elements);
     }
 
+    /// Moves the task on to element `index` if it is behind it (see
+    /// `FirstComeFirstServed::skip_to`).
+    pub async fn skip_to(&self, index: i64) {
+        self.first_come_first_served
+            .skip_to(&self.producer, index)
+            .await;
+    }
+
     /// Up to `max_elements` elements (at least one), the later ones only
     /// while their bytes stay within `max_bytes`, waiting for the first;
     /// or the end. Cancel-safe.

@@ -285,6 +285,7 @@ async fn read_with(
         compression: compression as i32,
         credit_elements: elements,
         credit_bytes: bytes,
+        start_index: 0,
     };
     let mut batches = loop {
         // The worker may not have received the task yet (UNAVAILABLE).

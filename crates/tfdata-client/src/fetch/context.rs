@@ -47,6 +47,11 @@ impl Default for StreamWindow {
 /// stream batch, and what it holds of the fetchers' budgets until it is read.
 pub(crate) struct Delivery {
     elements: std::vec::IntoIter<Element>,
+    /// Where the elements are in their worker's sequence (reader
+    /// checkpoints, `crate::checkpoint`).
+    pub origin: Origin,
+    /// Elements taken so far.
+    pub taken: i64,
     /// Held for their `Drop`, given back once the last element is taken: a
     /// `GetElement` permit (`max_outstanding_requests`), or a stream
     /// batch's credit (granted to the worker again).
@@ -54,20 +59,38 @@ pub(crate) struct Delivery {
     _credit: Option<CreditReturn>,
 }
 
+/// Which worker a delivery came from, and where its elements are in that
+/// worker's task.
+#[derive(Debug, Clone)]
+pub(crate) enum Origin {
+    /// A stream batch: its first element's index in the task.
+    Numbered { worker: Arc<str>, first: i64 },
+    /// `GetElement` answers carry no index.
+    Unnumbered { worker: Arc<str> },
+}
+
 impl Delivery {
     /// One element read with `GetElement`, holding its permit.
-    pub(crate) fn element(element: Element, permit: OwnedSemaphorePermit) -> Self {
+    pub(crate) fn element(
+        element: Element,
+        permit: OwnedSemaphorePermit,
+        worker: Arc<str>,
+    ) -> Self {
         Delivery {
             elements: vec![element].into_iter(),
+            origin: Origin::Unnumbered { worker },
+            taken: 0,
             _permit: Some(permit),
             _credit: None,
         }
     }
 
     /// A stream batch's elements, holding its credit.
-    pub(crate) fn batch(elements: Vec<Element>, credit: CreditReturn) -> Self {
+    pub(crate) fn batch(elements: Vec<Element>, credit: CreditReturn, origin: Origin) -> Self {
         Delivery {
             elements: elements.into_iter(),
+            origin,
+            taken: 0,
             _permit: None,
             _credit: Some(credit),
         }
@@ -75,7 +98,9 @@ impl Delivery {
 
     /// The next element; `None` once all are taken.
     pub(crate) fn next(&mut self) -> Option<Element> {
-        self.elements.next()
+        let element = self.elements.next()?;
+        self.taken += 1;
+        Some(element)
     }
 
     pub(crate) fn is_read(&self) -> bool {
@@ -136,6 +161,9 @@ pub(crate) enum FetchEnd {
 pub(crate) struct TaskEndpoint {
     pub task_id: TaskId,
     pub address: String,
+    /// The worker's address as the dispatcher lists it (what reader
+    /// checkpoints key positions by).
+    pub worker: Arc<str>,
 }
 
 impl TaskEndpoint {
@@ -150,6 +178,7 @@ impl TaskEndpoint {
         TaskEndpoint {
             task_id: TaskId(task.task_id),
             address,
+            worker: Arc::from(task.worker_address.as_str()),
         }
     }
 
@@ -179,6 +208,13 @@ pub(crate) struct FetchParams {
     pub security: ClientSecurity,
     /// The iterator's figures, counted as elements arrive.
     pub stats: Arc<ReaderStats>,
+    /// Whether this reader alone reads its tasks and their sequences are
+    /// the same on every run (parallel_epochs, own job): streams then open
+    /// at the next index the reader wants, so a reconnect or a restored
+    /// checkpoint skips what it already has.
+    pub positioned: bool,
+    /// Per worker, the index to start its task at (a restored checkpoint).
+    pub start: crate::checkpoint::Positions,
 }
 
 /// A worker's connection, shared by its tasks' fetchers.
@@ -201,6 +237,8 @@ pub(crate) struct FetchContext {
     pub stream_window: StreamWindow,
     security: ClientSecurity,
     pub stats: Arc<ReaderStats>,
+    pub positioned: bool,
+    pub start: crate::checkpoint::Positions,
 }
 
 impl FetchContext {
@@ -221,6 +259,8 @@ impl FetchContext {
             stream_window: params.stream_window,
             security: params.security,
             stats: params.stats,
+            positioned: params.positioned,
+            start: params.start,
         };
         (Arc::new(ctx), rx)
     }

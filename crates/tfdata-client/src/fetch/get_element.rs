@@ -88,7 +88,14 @@ pub(crate) async fn get_elements(ctx: Arc<FetchContext>, task: TaskEndpoint) -> 
             Ok(element) => element,
             Err(e) => return ctx.fail(e).await,
         };
-        if !ctx.send(Ok(Delivery::element(element, permit))).await {
+        if !ctx
+            .send(Ok(Delivery::element(
+                element,
+                permit,
+                Arc::clone(&task.worker),
+            )))
+            .await
+        {
             return FetchEnd::Stopped;
         }
     }

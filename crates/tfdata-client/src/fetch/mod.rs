@@ -18,7 +18,7 @@ use std::sync::Arc;
 use tfdata_proto::data as wire;
 
 pub(crate) use context::{
-    Delivery, FetchContext, FetchEnd, FetchParams, Item, StreamWindow, TaskEndpoint,
+    Delivery, FetchContext, FetchEnd, FetchParams, Item, Origin, StreamWindow, TaskEndpoint,
 };
 pub(crate) use get_element::decode_off_runtime;
 

@@ -13,7 +13,7 @@ use tfdata_rpc::security::RpcChannel;
 use tokio::sync::mpsc;
 
 use super::context::{
-    CreditPool, CreditReturn, DECODE_OFF_RUNTIME_BYTES, Delivery, FetchContext, FetchEnd,
+    CreditPool, CreditReturn, DECODE_OFF_RUNTIME_BYTES, Delivery, FetchContext, FetchEnd, Origin,
     TaskEndpoint, lock, retry_or_fail,
 };
 
@@ -39,8 +39,11 @@ async fn decode_batch_off_runtime(batch: ElementBatch) -> Result<Vec<Element>> {
 }
 
 /// Reads `task` over the element stream, reconnecting after transient
-/// failures (elements in flight when a stream breaks are lost, as a
-/// `GetElement` response in flight is).
+/// failures. Elements in flight when a stream breaks are lost, as a
+/// `GetElement` response in flight is, unless the read is positioned
+/// (`FetchContext::positioned`): then every stream opens at the index after
+/// the last element received, and a worker that restarted its task skips
+/// to it.
 pub(crate) async fn stream_task(
     ctx: &FetchContext,
     task: &TaskEndpoint,
@@ -50,6 +53,8 @@ pub(crate) async fn stream_task(
     let window = ctx.stream_window;
     let mut attempt = 0u32;
     let mut opened_once = false;
+    // The task's index of the next element this reader wants.
+    let mut next_index = ctx.start.start_of(&task.worker);
     loop {
         // A new stream may send the window minus what the reader still holds.
         let (credit_elements, credit_bytes) = {
@@ -67,6 +72,7 @@ pub(crate) async fn stream_task(
             compression: ctx.compression as i32,
             credit_elements,
             credit_bytes,
+            start_index: if ctx.positioned { next_index } else { 0 },
         };
         if requests.try_send(open).is_err() {
             return Streamed::Ended(FetchEnd::Stopped);
@@ -139,6 +145,7 @@ pub(crate) async fn stream_task(
             attempt = 0;
             let end = batch.end_of_sequence;
             let payload_bytes = batch.payload_bytes;
+            let first = batch.first_element_index;
             let elements = match decode_batch_off_runtime(batch).await {
                 Ok(elements) => elements,
                 Err(e) => return Streamed::Ended(ctx.fail(task.error(e)).await),
@@ -156,7 +163,15 @@ pub(crate) async fn stream_task(
                     elements: count,
                     bytes: payload_bytes,
                 };
-                if !ctx.send(Ok(Delivery::batch(elements, credit))).await {
+                next_index = first.saturating_add(count as i64);
+                let origin = Origin::Numbered {
+                    worker: Arc::clone(&task.worker),
+                    first,
+                };
+                if !ctx
+                    .send(Ok(Delivery::batch(elements, credit, origin)))
+                    .await
+                {
                     return Streamed::Ended(FetchEnd::Stopped);
                 }
             }

@@ -162,6 +162,15 @@ impl ElementIterator for BatchIter {
         }
         stack_elements("batch", &rows).map(Some)
     }
+
+    /// `n` batches are `n * batch_size` rows of the input; a short last
+    /// batch counts unless it would be dropped.
+    fn skip_elements(&mut self, n: u64) -> Result<u64> {
+        let size = self.batch_size as u64;
+        let rows = self.input.skip_elements(n.saturating_mul(size))?;
+        let partial = rows % size > 0 && !self.drop_remainder;
+        Ok(rows / size + u64::from(partial))
+    }
 }
 
 #[derive(Debug)]

@@ -283,10 +283,9 @@ struct SkipIter {
 
 impl ElementIterator for SkipIter {
     fn next_element(&mut self) -> Result<Option<Element>> {
-        while self.to_skip > 0 {
-            self.to_skip -= 1;
-            if self.input.next_element()?.is_none() {
-                self.to_skip = 0;
+        if self.to_skip > 0 {
+            let to_skip = std::mem::take(&mut self.to_skip);
+            if self.input.skip_elements(to_skip)? < to_skip {
                 return Ok(None);
             }
         }

@@ -173,6 +173,12 @@ impl ElementIterator for RangeIter {
             rows,
         })
     }
+
+    fn skip_elements(&mut self, n: u64) -> Result<u64> {
+        let skipped = n.min(self.count - self.next);
+        self.next += skipped;
+        Ok(skipped)
+    }
 }
 
 /// Emits each split as a one-component element.
@@ -448,6 +454,21 @@ impl ElementIterator for SliceIter {
             batch: Element::new(components),
             rows,
         })
+    }
+
+    /// Without splits, seeks; with them, every split is taken (and its
+    /// lease released) as reading would.
+    fn skip_elements(&mut self, n: u64) -> Result<u64> {
+        if self.splits.is_some() {
+            let mut skipped = 0;
+            while skipped < n && self.next_element()?.is_some() {
+                skipped += 1;
+            }
+            return Ok(skipped);
+        }
+        let skipped = n.min((self.rows - self.next) as u64);
+        self.next += skipped as usize;
+        Ok(skipped)
     }
 }
 

@@ -93,6 +93,44 @@ fn batches_stacked_in_bulk_equal_batches_stacked_row_by_row() {
     assert_eq!(first.components[0].to_vec::<i64>().unwrap(), vec![8, 9]);
 }
 
+/// `skip(n)` on an iterator leaves it where `n` calls of `next_element`
+/// would, whether the ops seek (range, slices, batch) or make and drop.
+#[test]
+fn skipping_an_iterator_equals_reading_past_the_elements() {
+    square();
+    let matrix =
+        Tensor::from_slice(&(0..14).map(|v| v as f32).collect::<Vec<_>>(), vec![7, 2]).unwrap();
+    let pipelines = [
+        Dataset::range_with_step(3, 40, 3),
+        Dataset::range(10).batch(3, false),
+        Dataset::range(10).batch(3, true),
+        Dataset::range(10).take(i64::MAX).batch(4, false),
+        Dataset::range(20).map("ops_test_square").batch(3, false),
+        Dataset::range(20).skip(5).batch(2, false).skip(1),
+        Dataset::from_tensor_slices(vec![matrix]).batch(2, false),
+        Dataset::range(12)
+            .shuffle(4, Some(7), false)
+            .batch(5, false),
+    ];
+    for ds in pipelines {
+        let all = collect(&ds).unwrap();
+        for n in [
+            0,
+            1,
+            2,
+            all.len() as u64 - 1,
+            all.len() as u64,
+            all.len() as u64 + 3,
+        ] {
+            let mut it = ds.iter().unwrap();
+            let skipped = it.skip_elements(n).unwrap();
+            assert_eq!(skipped, n.min(all.len() as u64), "{ds:?} skip({n})");
+            let rest: Vec<Element> = std::iter::from_fn(|| it.next_element().unwrap()).collect();
+            assert_eq!(rest, all[skipped as usize..], "{ds:?} skip({n})");
+        }
+    }
+}
+
 #[test]
 fn map_sequential_and_parallel_keep_order() {
     square();

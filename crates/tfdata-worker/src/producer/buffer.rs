@@ -37,6 +37,10 @@ struct State {
     /// No consumer will take again (the task is gone): the producer stops.
     closed: bool,
     producer_waiting: bool,
+    /// Elements the pipeline is to skip before it pushes again (a reader
+    /// restored from a checkpoint starts the task further on): the
+    /// pipeline thread takes the count and skips them in its iterator.
+    skip_pending: u64,
     /// The pipeline's clock (see [`PipelineTimes`]): kept here because the
     /// push path holds this lock anyway; read only when a full buffer
     /// blocks the pipeline, never per element otherwise.
@@ -78,6 +82,7 @@ impl ElementBuffer {
                 error: None,
                 closed: false,
                 producer_waiting: false,
+                skip_pending: 0,
                 produced: 0,
                 started: None,
                 stopped: None,
@@ -117,8 +122,13 @@ impl ElementBuffer {
             st = self.writable.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         end_full_wait(&mut st);
-        st.produced += 1;
         st.producer_waiting = false;
+        if st.skip_pending > 0 {
+            // Made before the skip was asked for: it is one of those skipped.
+            st.skip_pending -= 1;
+            return true;
+        }
+        st.produced += 1;
         let was_empty = st.queue.is_empty();
         st.queue.push_back((element, size));
         st.bytes += size;
@@ -128,6 +138,28 @@ impl ElementBuffer {
             self.readable.notify_waiters();
         }
         true
+    }
+
+    /// Consumers: the next `n` elements are not wanted. Those buffered are
+    /// dropped; the rest are left to the pipeline thread
+    /// ([`take_skip`](Self::take_skip)), which skips them without sending
+    /// them anywhere (sources seek).
+    pub fn skip(&self, n: u64) {
+        let mut st = self.lock();
+        let buffered = st.queue.len().min(usize::try_from(n).unwrap_or(usize::MAX));
+        let dropped: usize = st.queue.drain(..buffered).map(|(_, size)| size).sum();
+        st.bytes -= dropped;
+        st.skip_pending = st.skip_pending.saturating_add(n - buffered as u64);
+        let wake = st.producer_waiting;
+        drop(st);
+        if wake {
+            self.writable.notify_one();
+        }
+    }
+
+    /// Producer: the elements to skip before the next push (now 0).
+    pub fn take_skip(&self) -> u64 {
+        std::mem::take(&mut self.lock().skip_pending)
     }
 
     /// The pipeline starts now (its busy time counts from here).

@@ -141,6 +141,12 @@ impl Producer {
         self.buffer.len_and_bytes()
     }
 
+    /// Drops the next `n` elements: those buffered now, and the rest as the
+    /// pipeline skips them (see [`ElementBuffer::skip`]).
+    pub fn skip(&self, n: u64) {
+        self.buffer.skip(n);
+    }
+
     /// Lets the buffer prefetch up to `elements` for a streaming reader.
     pub fn raise_capacity(&self, elements: usize) {
         self.buffer.raise_capacity(elements);
@@ -265,13 +271,19 @@ fn produce(
     let mut produced: u64 = 0;
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
         let mut it = dataset.iter_with(&ctx)?;
-        while let Some(e) = it.next_element()? {
+        loop {
+            let skip = buffer.take_skip();
+            if skip > 0 && it.skip_elements(skip)? < skip {
+                return Ok(()); // skipped past the end
+            }
+            let Some(e) = it.next_element()? else {
+                return Ok(());
+            };
             if !buffer.push(e) {
                 return Ok(()); // task deleted
             }
             produced += 1;
         }
-        Ok(())
     }));
     // Nothing on this thread calls the split providers any more: from here a
     // drain may use them to report what was delivered.

@@ -50,6 +50,24 @@ impl FirstComeFirstServed {
         self.end_of_sequence.store(true, Ordering::SeqCst);
     }
 
+    /// Moves the task on to element `index` if it is not there yet: the
+    /// elements before it are dropped unsent (a reader restored from a
+    /// checkpoint, or reconnecting, already has them). Only for tasks one
+    /// reader reads: with job sharing another reader may want them.
+    pub async fn skip_to(&self, producer: &Producer, index: i64) {
+        let mut ahead = self.ahead.lock().await;
+        let next = self.next_index.load(Ordering::SeqCst);
+        if next >= index {
+            return;
+        }
+        // An element encoded ahead is `next - 1`: before `index`, unwanted.
+        if let Some(a) = ahead.take() {
+            a.encoding.abort();
+        }
+        producer.skip((index - next) as u64);
+        self.next_index.store(index, Ordering::SeqCst);
+    }
+
     /// Up to `max_elements` elements (at least one), the later ones only
     /// while their bytes stay within `max_bytes`, waiting for the first;
     /// or the end. Cancel-safe.

@@ -1,0 +1,168 @@
+//! Reader checkpoints with real processes (issue 17): a trainer (`tfdata
+//! read --checkpoint-file`) is SIGKILLed at random steps, many times in one
+//! epoch, and restarted from its last checkpoint; once the fault-tolerant
+//! dispatcher is SIGKILLed and restarted as well. What the trainer consumed
+//! up to each checkpoint, run after run, is exactly the epoch: every
+//! worker's whole sequence once.
+//!
+//! Each run's stdout is one element per line; the checkpoint file starts
+//! with how many lines that run had printed when it was written, so the
+//! lines after it (read but not checkpointed, as a trainer's steps after
+//! its last model checkpoint) are dropped, as the trainer's work would be.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::process::{BIN, Process};
+use rand::{Rng, SeedableRng};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn dispatcher(port: u16, work_dir: &str) -> Process {
+    Process::start(&[
+        "dispatcher",
+        "--port",
+        &port.to_string(),
+        "--work-dir",
+        work_dir,
+        "--fault-tolerant-mode",
+    ])
+    .0
+}
+
+/// The lines of `run` its checkpoint file covers: the count at the file's
+/// start, if this run wrote the file (it differs from `before`).
+fn checkpointed_lines(run: &Process, file: &std::path::Path, before: &[u8]) -> Vec<String> {
+    let now = std::fs::read(file).unwrap_or_default();
+    if now == before || now.len() < 8 {
+        return Vec::new();
+    }
+    let count = u64::from_le_bytes(now[..8].try_into().unwrap()) as usize;
+    let lines = run.stdout_lines();
+    assert!(
+        lines.len() >= count,
+        "the checkpoint covers {count} lines, the run printed {}",
+        lines.len()
+    );
+    lines[..count].to_vec()
+}
+
+#[test]
+fn a_trainer_killed_at_random_steps_resumes_exactly_from_its_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let work_dir = dir.path().join("work_dir");
+    let work_dir = work_dir.to_str().unwrap();
+    let port = free_port();
+    let address = format!("localhost:{port}");
+    let service = format!("grpc://{address}");
+    let mut current = Some(dispatcher(port, work_dir));
+    let _workers: Vec<Process> = (0..2)
+        .map(|_| {
+            Process::start(&[
+                "worker",
+                "--dispatcher-address",
+                &address,
+                "--heartbeat-interval-ms",
+                "200",
+            ])
+            .0
+        })
+        .collect();
+    common::wait_for_workers(&address, 2);
+    let n: i64 = 3000;
+    let dataset_id = tfdata::register_dataset(
+        &service,
+        &tfdata::Dataset::range(n),
+        tfdata::Compression::Auto,
+        None,
+    )
+    .unwrap();
+
+    let checkpoint = dir.path().join("reader.ckpt");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5e5);
+    let mut consumed: Vec<String> = Vec::new();
+    let started = Instant::now();
+    let mut kills = 0;
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "the epoch did not finish"
+        );
+        let before = std::fs::read(&checkpoint).unwrap_or_default();
+        let mut command = Command::new(BIN);
+        command.args([
+            "read",
+            "--service",
+            &service,
+            "--dataset-id",
+            &dataset_id,
+            "--task-refresh-interval-ms",
+            "100",
+            "--checkpoint-file",
+            checkpoint.to_str().unwrap(),
+            "--checkpoint-every",
+            "7",
+        ]);
+        let mut run = Process::spawn("trainer", command);
+        if kills < 8 {
+            // Killed after a random number of steps (or at its end).
+            let steps = rng.random_range(50..900);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while run.stdout_len() < steps && run.child.try_wait().unwrap().is_none() {
+                assert!(
+                    Instant::now() < deadline,
+                    "the trainer stalled\n{}",
+                    run.logs()
+                );
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let finished = run.child.try_wait().unwrap().is_some();
+            if !finished {
+                let _ = run.child.kill();
+                // Reaped, and its stdout read to the end.
+                let _ = run.wait_exit(Duration::from_secs(10));
+                kills += 1;
+                eprintln!("trainer killed after {steps} steps");
+                consumed.extend(checkpointed_lines(&run, &checkpoint, &before));
+                if kills == 4 {
+                    // The dispatcher dies too, and comes back from its journal.
+                    drop(current.take());
+                    current = Some(dispatcher(port, work_dir));
+                    eprintln!("dispatcher restarted");
+                }
+                continue;
+            }
+        }
+        let status = run
+            .wait_exit(Duration::from_secs(120))
+            .expect("the read ends");
+        assert!(status.success(), "the last run failed: {}", run.logs());
+        consumed.extend(run.stdout_lines());
+        break;
+    }
+    assert!(kills >= 6, "only {kills} kills landed before the end");
+    let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
+    for line in &consumed {
+        *counts.entry(line.trim().parse().unwrap()).or_default() += 1;
+    }
+    let wrong: Vec<_> = (0..n)
+        .filter(|v| counts.get(v) != Some(&2))
+        .map(|v| (v, counts.get(&v).copied().unwrap_or(0)))
+        .take(20)
+        .collect();
+    assert!(
+        wrong.is_empty() && counts.len() == n as usize,
+        "after {kills} kills, values not consumed exactly twice (one per worker): {wrong:?}"
+    );
+}

@@ -1,0 +1,228 @@
+//! Reader checkpoints (issue 17): where a reader is in its epoch, as opaque
+//! bytes a trainer stores with its model checkpoint, and the positions a
+//! restored reader starts its tasks at.
+//!
+//! What is covered: `parallel_epochs` reads that share their job with no
+//! other reader (no `job_name`, no coordinated reads, no cross-trainer
+//! cache) from tfdata workers (the element stream numbers each task's
+//! elements). Each worker produces the whole dataset in its own order, so a
+//! position is "the next element of that worker's sequence", kept per
+//! worker address. A restored reader opens each worker's stream at that
+//! index and the worker skips ahead (sources seek; see
+//! `tfdata_dataset::ElementIterator::skip_elements`). The guarantee holds for
+//! pipelines that are deterministic: the elements consumed before the
+//! checkpoint and those read after the restore are, per worker and in
+//! order, that worker's whole sequence. Everything else fails at
+//! `checkpoint()`, naming why, rather than resuming wrongly.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use prost::Message;
+use tfdata_core::{Error, Result};
+use tfdata_proto::tfdata::checkpoint::{ReaderCheckpoint, WorkerPosition};
+
+use crate::options::ProcessingMode;
+
+/// The checkpoint format this reader writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Largest checkpoint accepted by `restore` (a few bytes per worker).
+pub const MAX_CHECKPOINT_BYTES: usize = 16 << 20;
+
+/// Why a read cannot be checkpointed, decided when it starts; `None` if it
+/// can (so far: see [`Positions::unresumable`] for what is learned later).
+pub(crate) fn unresumable_read(
+    mode: ProcessingMode,
+    job_name: Option<&str>,
+    coordinated: bool,
+    cross_trainer_cache: bool,
+) -> Option<String> {
+    if mode != ProcessingMode::ParallelEpochs {
+        return Some(format!(
+            "reader checkpoints cover parallel_epochs reads so far; this read is {mode}"
+        ));
+    }
+    if job_name.is_some() {
+        return Some(
+            "reader checkpoints cover reads of their own job so far; this read shares a job \
+             (job_name is set)"
+                .into(),
+        );
+    }
+    if coordinated {
+        return Some("reader checkpoints do not cover coordinated reads yet".into());
+    }
+    if cross_trainer_cache {
+        return Some("reader checkpoints do not cover cross-trainer caches".into());
+    }
+    None
+}
+
+/// FNV-1a, 64 bits: a stable fingerprint of a dataset's definition, the
+/// same in every process and release (std's hashers promise neither).
+pub(crate) fn fingerprint(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The dataset a checkpoint belongs to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DatasetIdentity<'a> {
+    pub id: &'a str,
+    pub fingerprint: u64,
+    pub mode: ProcessingMode,
+}
+
+/// Where a reader is, per worker: the index of the next element it has not
+/// consumed in that worker's sequence.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Positions {
+    next: HashMap<Arc<str>, i64>,
+    /// Set once the read took an element that has no position (read with
+    /// `GetElement`: a TensorFlow worker).
+    unresumable: Option<String>,
+}
+
+impl Positions {
+    /// `count` elements of `worker`'s sequence from `first` were consumed.
+    pub(crate) fn consumed(&mut self, worker: &Arc<str>, first: i64, count: i64) {
+        let end = first.saturating_add(count);
+        let next = self.next.entry(Arc::clone(worker)).or_insert(0);
+        *next = (*next).max(end);
+    }
+
+    /// An element without a position was consumed.
+    pub(crate) fn consumed_unnumbered(&mut self, worker: &str) {
+        if self.unresumable.is_none() {
+            self.unresumable = Some(format!(
+                "worker {worker} does not number its elements (it does not serve tfdata's \
+                 element stream, e.g. a TensorFlow worker), so a reader checkpoint cannot say \
+                 where this read is"
+            ));
+        }
+    }
+
+    /// The start index for `worker`'s task (0 if nothing was consumed).
+    pub(crate) fn start_of(&self, worker: &str) -> i64 {
+        self.next.get(worker).copied().unwrap_or(0)
+    }
+
+    /// The checkpoint's bytes, or why there can be none.
+    pub(crate) fn encode(&self, dataset: DatasetIdentity<'_>) -> Result<Vec<u8>> {
+        if let Some(reason) = &self.unresumable {
+            return Err(Error::FailedPrecondition(reason.clone()));
+        }
+        let mut workers: Vec<WorkerPosition> = self
+            .next
+            .iter()
+            .map(|(address, next)| WorkerPosition {
+                worker_address: address.to_string(),
+                next_index: *next,
+            })
+            .collect();
+        workers.sort_by(|a, b| a.worker_address.cmp(&b.worker_address));
+        Ok(ReaderCheckpoint {
+            format_version: FORMAT_VERSION,
+            dataset_id: dataset.id.to_string(),
+            processing_mode: dataset.mode.to_string(),
+            workers,
+            dataset_fingerprint: dataset.fingerprint,
+        }
+        .encode_to_vec())
+    }
+
+    /// The positions in `bytes`, checked against the read restoring them.
+    pub(crate) fn decode(bytes: &[u8], dataset: DatasetIdentity<'_>) -> Result<Self> {
+        if bytes.len() > MAX_CHECKPOINT_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "reader checkpoint of {} bytes is over the {MAX_CHECKPOINT_BYTES}-byte limit",
+                bytes.len()
+            )));
+        }
+        let checkpoint = ReaderCheckpoint::decode(bytes)
+            .map_err(|e| Error::InvalidArgument(format!("not a tfdata reader checkpoint: {e}")))?;
+        if checkpoint.format_version != FORMAT_VERSION {
+            return Err(Error::InvalidArgument(format!(
+                "reader checkpoint format {} is not supported (this reader reads format \
+                 {FORMAT_VERSION})",
+                checkpoint.format_version
+            )));
+        }
+        if checkpoint.dataset_fingerprint != dataset.fingerprint {
+            return Err(Error::InvalidArgument(format!(
+                "the reader checkpoint is of another dataset (dataset {:?} when it was taken, \
+                 with a different definition from this read's dataset {:?})",
+                checkpoint.dataset_id, dataset.id
+            )));
+        }
+        if checkpoint.processing_mode != dataset.mode.to_string() {
+            return Err(Error::InvalidArgument(format!(
+                "the reader checkpoint is of a {} read, this read is {}",
+                checkpoint.processing_mode, dataset.mode
+            )));
+        }
+        let mut positions = Positions::default();
+        for w in checkpoint.workers {
+            if w.worker_address.is_empty() || w.next_index < 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "reader checkpoint has an invalid position {:?} for worker {:?}",
+                    w.next_index, w.worker_address
+                )));
+            }
+            positions.consumed(&Arc::from(w.worker_address.as_str()), 0, w.next_index);
+        }
+        Ok(positions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_round_trip_and_mismatches_are_refused() {
+        let mut p = Positions::default();
+        let a: Arc<str> = Arc::from("a:1");
+        p.consumed(&a, 0, 5);
+        p.consumed(&a, 5, 3);
+        p.consumed(&Arc::from("b:2"), 10, 1);
+        let ds = DatasetIdentity {
+            id: "ds",
+            fingerprint: fingerprint(b"pipeline"),
+            mode: ProcessingMode::ParallelEpochs,
+        };
+        let bytes = p.encode(ds).unwrap();
+        let back = Positions::decode(&bytes, ds).unwrap();
+        assert_eq!(back, p);
+        assert_eq!(back.start_of("a:1"), 8);
+        assert_eq!(back.start_of("b:2"), 11);
+        assert_eq!(back.start_of("c:3"), 0);
+        let err = |r: Result<Positions>| r.unwrap_err().to_string();
+        // Another id with the same definition is the same dataset.
+        let renamed = DatasetIdentity { id: "ds2", ..ds };
+        assert_eq!(Positions::decode(&bytes, renamed).unwrap(), p);
+        let other = DatasetIdentity {
+            fingerprint: fingerprint(b"pipelinf"),
+            ..ds
+        };
+        assert!(err(Positions::decode(&bytes, other)).contains("another dataset"));
+        let dynamic = DatasetIdentity {
+            mode: ProcessingMode::DistributedEpoch,
+            ..ds
+        };
+        assert!(err(Positions::decode(&bytes, dynamic)).contains("parallel_epochs"));
+        assert!(
+            err(Positions::decode(b"\xff\xff\xff", ds)).contains("not a tfdata reader checkpoint")
+        );
+        let future = ReaderCheckpoint {
+            format_version: 2,
+            ..Default::default()
+        }
+        .encode_to_vec();
+        assert!(err(Positions::decode(&future, ds)).contains("format 2"));
+        p.consumed_unnumbered("tf:3");
+        assert!(p.encode(ds).unwrap_err().to_string().contains("tf:3"));
+    }
+}

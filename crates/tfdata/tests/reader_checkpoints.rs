@@ -1,0 +1,201 @@
+//! Reader checkpoints (issue 17): `checkpoint()` on one iterator,
+//! `restore()` on a fresh one, and the epoch goes on with nothing skipped
+//! and nothing repeated; reads a checkpoint does not cover fail loudly.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use tfdata::{
+    Dataset, DispatchServer, DistributedDataset, ElementIterator, ProcessingMode, WorkerConfig,
+    WorkerServer, distribute,
+};
+
+mod common;
+use common::{cluster, fault_tolerant};
+
+fn value(e: tfdata::Result<tfdata::Element>) -> i64 {
+    e.unwrap().components[0].to_scalar::<i64>().unwrap()
+}
+
+fn take(it: &mut ElementIterator, n: usize) -> Vec<i64> {
+    it.take(n).map(value).collect()
+}
+
+fn counts(values: &[i64]) -> BTreeMap<i64, usize> {
+    let mut m = BTreeMap::new();
+    for v in values {
+        *m.entry(*v).or_default() += 1;
+    }
+    m
+}
+
+/// Each of `range` exactly `times` times.
+fn exactly(values: &[i64], range: std::ops::Range<i64>, times: usize) {
+    let c = counts(values);
+    let wrong: Vec<_> = range
+        .clone()
+        .filter(|v| c.get(v) != Some(&times))
+        .map(|v| (v, c.get(&v).copied().unwrap_or(0)))
+        .collect();
+    assert!(
+        wrong.is_empty() && c.len() == range.count(),
+        "values (value, times) not seen exactly {times} times: {wrong:?}"
+    );
+}
+
+/// A parallel_epochs read with a small stream window (so reads stay in
+/// progress and workers hold elements the reader has not taken).
+fn parallel(dispatcher: &DispatchServer, dataset: &Dataset) -> DistributedDataset {
+    distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .task_refresh_interval(Duration::from_millis(50))
+        .stream_window(8, 1 << 20)
+        .apply(dataset)
+        .unwrap()
+}
+
+fn wait_for_workers(dispatcher: &DispatchServer, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while dispatcher.num_workers() < n {
+        assert!(Instant::now() < deadline, "workers did not register");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A trainer that checkpoints at random steps, "crashes" (drops its
+/// iterator with elements in flight) and restores into a fresh iterator,
+/// several times in one epoch: every worker's sequence is consumed exactly
+/// once. Two workers, each producing the whole dataset.
+#[test]
+fn parallel_epochs_resume_where_the_checkpoint_left_off() {
+    let (dispatcher, _workers) = cluster(2);
+    let ds = parallel(&dispatcher, &Dataset::range(300));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    let mut consumed = Vec::new();
+    let mut state: Option<Vec<u8>> = None;
+    loop {
+        let mut it = ds.iter().unwrap();
+        if let Some(state) = &state {
+            it.restore(state).unwrap();
+        }
+        let step = rng.random_range(1..150);
+        let got = take(&mut it, step);
+        let ended = got.len() < step;
+        consumed.extend(got);
+        if ended {
+            break;
+        }
+        state = Some(it.checkpoint().unwrap());
+        // Read a little past the checkpoint, as a trainer does before it
+        // dies: those elements are not in the checkpoint and come again.
+        let lost = rng.random_range(0..20);
+        let _ = take(&mut it, lost);
+    }
+    exactly(&consumed, 0..300, 2);
+}
+
+/// The checkpoint survives a restart of the (fault-tolerant) dispatcher and
+/// of a worker at the same address: the restored reader starts each
+/// worker's new task at the checkpoint's position.
+#[test]
+fn a_checkpoint_restores_after_the_dispatcher_and_a_worker_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let work_dir = dir.path().to_str().unwrap().to_string();
+    let port = portpicker();
+    let worker_port = portpicker();
+    let worker_config = || {
+        let mut c = WorkerConfig::new(format!("localhost:{port}"));
+        c.port = worker_port;
+        c.heartbeat_interval = Duration::from_millis(100);
+        c
+    };
+    let dispatcher = DispatchServer::new(fault_tolerant(&work_dir, port)).unwrap();
+    let worker = WorkerServer::new(worker_config()).unwrap();
+    wait_for_workers(&dispatcher, 1);
+    let pipeline = Dataset::range(1000).batch(10, false);
+    let ds = parallel(&dispatcher, &pipeline);
+    let mut it = ds.iter().unwrap();
+    let before: Vec<i64> = it
+        .by_ref()
+        .take(37)
+        .flat_map(|e| e.unwrap().components[0].to_vec::<i64>().unwrap())
+        .collect();
+    let state = it.checkpoint().unwrap();
+    drop(it);
+    drop(ds);
+    worker.stop();
+    dispatcher.stop();
+    drop(worker);
+    drop(dispatcher);
+
+    let dispatcher = DispatchServer::new(fault_tolerant(&work_dir, port)).unwrap();
+    let _worker = WorkerServer::new(worker_config()).unwrap();
+    wait_for_workers(&dispatcher, 1);
+    let ds = parallel(&dispatcher, &pipeline);
+    let mut it = ds.iter().unwrap();
+    it.restore(&state).unwrap();
+    let after: Vec<i64> = it
+        .flat_map(|e| e.unwrap().components[0].to_vec::<i64>().unwrap())
+        .collect();
+    assert_eq!(before.len(), 370);
+    let mut all = before;
+    all.extend(after);
+    assert_eq!(all, (0..1000).collect::<Vec<_>>(), "in order, once each");
+}
+
+/// A free port for a server that must come back at the same address.
+fn portpicker() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Reads a checkpoint does not cover fail at `checkpoint()` or `restore()`
+/// with a reason; mismatched or damaged checkpoints are refused.
+#[test]
+fn uncovered_reads_and_bad_checkpoints_fail_loudly() {
+    let (dispatcher, _workers) = cluster(1);
+    let failed_precondition = |r: tfdata::Result<Vec<u8>>, needle: &str| {
+        let err = r.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err}");
+        assert!(err.to_string().contains(needle), "{err}");
+    };
+
+    let dynamic = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
+        .apply(&Dataset::range(10))
+        .unwrap();
+    let mut it = dynamic.iter().unwrap();
+    let _ = take(&mut it, 2);
+    failed_precondition(it.checkpoint(), "distributed_epoch");
+
+    let shared = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .job_name("shared")
+        .apply(&Dataset::range(10))
+        .unwrap();
+    let it = shared.iter().unwrap();
+    failed_precondition(it.checkpoint(), "job_name");
+
+    let ds = parallel(&dispatcher, &Dataset::range(10));
+    let mut it = ds.iter().unwrap();
+    let _ = take(&mut it, 3);
+    let state = it.checkpoint().unwrap();
+    let err = it.restore(&state).unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err}");
+    assert!(err.to_string().contains("before"), "{err}");
+
+    let other = parallel(&dispatcher, &Dataset::range(11));
+    let err = other.iter().unwrap().restore(&state).unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("dataset"), "{err}");
+    let err = ds.iter().unwrap().restore(b"\x08\x01\x12").unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+
+    // A good checkpoint still restores after the refusals.
+    let mut it = ds.iter().unwrap();
+    it.restore(&state).unwrap();
+    assert_eq!(take(&mut it, 100), (3..10).collect::<Vec<_>>());
+}

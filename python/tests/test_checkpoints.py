@@ -1,0 +1,101 @@
+"""Reader checkpoints (issue 17): ``state = it.checkpoint()`` on one
+iterator, ``it2.restore(state)`` on a fresh one (in this process or
+another), and the epoch goes on with nothing skipped and nothing repeated.
+Reads a checkpoint does not cover fail loudly."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import pytest
+
+import tfdata
+from tfdata.experimental import service
+
+from conftest import run_python
+
+
+@pytest.fixture
+def two_workers(dispatcher):
+    workers = [
+        service.WorkerServer(service.WorkerConfig(dispatcher_address=dispatcher._address))
+        for _ in range(2)
+    ]
+    yield dispatcher
+    for w in workers:
+        w.stop()
+
+
+def _take(it, n):
+    return [int(next(it)) for _ in range(n)]
+
+
+def test_a_fresh_iterator_restores_where_the_checkpoint_left_off(two_workers):
+    ds = tfdata.Dataset.range(200).apply(service.distribute("parallel_epochs", two_workers.target))
+    it = iter(ds)
+    consumed = _take(it, 37)
+    state = it.checkpoint()
+    assert isinstance(state, bytes) and state
+    _take(it, 5)  # read after the checkpoint: not covered, comes again
+    it2 = iter(ds)
+    it2.restore(state)
+    consumed += [int(x) for x in it2]
+    counts = collections.Counter(consumed)
+    assert counts == {v: 2 for v in range(200)}  # once per worker
+
+
+def test_a_checkpoint_restores_in_another_process(two_workers):
+    trainer = """
+        import json, sys
+        import tfdata
+        from tfdata.experimental import service
+        ds = tfdata.Dataset.range(300).batch(4).apply(
+            service.distribute("parallel_epochs", sys.argv[1]))
+        it = iter(ds)
+        state = bytes.fromhex(sys.argv[2]) if sys.argv[2] else None
+        if state:
+            it.restore(state)
+        n = int(sys.argv[3])
+        got = []
+        for batch in it:
+            got.extend(int(v) for v in batch)
+            n -= 1
+            if n == 0:
+                break
+        print(json.dumps({"got": got, "state": it.checkpoint().hex()}))
+    """
+    consumed, state = [], ""
+    for steps in (11, 40, 1000):
+        out = run_python(
+            "import sys; sys.argv = ['trainer', %r, %r, %r]\n" % (two_workers.target, state, steps)
+            + __import__("textwrap").dedent(trainer)
+        )
+        assert out.returncode == 0, out.stderr
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        consumed += result["got"]
+        state = result["state"]
+    assert collections.Counter(consumed) == {v: 2 for v in range(300)}
+
+
+def test_uncovered_reads_and_bad_checkpoints_raise(cluster):
+    dynamic = tfdata.Dataset.range(10).apply(service.distribute("distributed_epoch", cluster.target))
+    it = iter(dynamic)
+    next(it)
+    with pytest.raises(tfdata.errors.FailedPreconditionError, match="distributed_epoch"):
+        it.checkpoint()
+
+    ds = tfdata.Dataset.range(10).apply(service.distribute("parallel_epochs", cluster.target))
+    it = iter(ds)
+    _take(it, 3)
+    state = it.checkpoint()
+    with pytest.raises(tfdata.errors.FailedPreconditionError, match="before"):
+        it.restore(state)
+    with pytest.raises(tfdata.errors.InvalidArgumentError, match="checkpoint"):
+        iter(ds).restore(b"\x08\x01\x12")
+    other = tfdata.Dataset.range(11).apply(service.distribute("parallel_epochs", cluster.target))
+    with pytest.raises(tfdata.errors.InvalidArgumentError, match="another dataset"):
+        iter(other).restore(state)
+    it = iter(ds)
+    it.restore(state)
+    assert [int(x) for x in it] == list(range(3, 10))
