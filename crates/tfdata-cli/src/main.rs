@@ -152,18 +152,30 @@ struct ReadTuning {
     stats: bool,
 }
 
-async fn read(
-    service: &str,
-    dataset_id: &str,
-    mode: &str,
-    job_name: Option<&str>,
+/// What `tfdata read` reads, and how it shares the job.
+struct ReadTarget<'a> {
+    service: &'a str,
+    dataset_id: &'a str,
+    mode: &'a str,
+    job_name: Option<&'a str>,
     consumers: Option<(i64, i64)>,
+}
+
+async fn read(
+    target: ReadTarget<'_>,
     take: Option<usize>,
     checkpoints: ReadCheckpoints,
     tuning: ReadTuning,
 ) -> anyhow::Result<()> {
     use futures::StreamExt;
     let started = std::time::Instant::now();
+    let ReadTarget {
+        service,
+        dataset_id,
+        mode,
+        job_name,
+        consumers,
+    } = target;
     let mut reader = tfdata_client::from_dataset_id(mode, service, dataset_id);
     if let Some(name) = job_name {
         reader = reader.job_name(name);
@@ -569,17 +581,14 @@ async fn main() -> anyhow::Result<()> {
                 _ => anyhow::bail!("--consumer-index and --num-consumers go together"),
             };
             let job = job_name.as_deref();
-            read(
-                &service,
-                &dataset_id,
-                &processing_mode,
-                job,
+            let target = ReadTarget {
+                service: &service,
+                dataset_id: &dataset_id,
+                mode: &processing_mode,
+                job_name: job,
                 consumers,
-                take,
-                checkpoints,
-                tuning,
-            )
-            .await?
+            };
+            read(target, take, checkpoints, tuning).await?
         }
         Command::Worker(args) => {
             let (config, drain_timeout) = args.into_config()?;
