@@ -150,6 +150,10 @@ struct ReadTuning {
     /// At the end, print the elements and bytes read and their rates on stderr.
     #[arg(long)]
     stats: bool,
+    /// How many elements each worker's stream may send ahead of the reader
+    /// (default 16384).
+    #[arg(long)]
+    stream_window_elements: Option<u64>,
 }
 
 /// What `tfdata read` reads, and how it shares the job.
@@ -188,6 +192,9 @@ async fn read(
     }
     if let Some(ms) = tuning.dispatcher_timeout_ms {
         reader = reader.dispatcher_timeout(Duration::from_millis(ms));
+    }
+    if let Some(elements) = tuning.stream_window_elements {
+        reader = reader.stream_window(elements, 16 << 20);
     }
     let ds = reader.build_async().await?;
     let mut stream = ds.stream().await?;

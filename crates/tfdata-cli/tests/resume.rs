@@ -1,7 +1,8 @@
 //! Reader checkpoints with real processes (issue 17): a trainer (`tfdata
 //! read --checkpoint-file`) is SIGKILLed at random steps, many times in one
 //! epoch, and restarted from its last checkpoint; once the fault-tolerant
-//! dispatcher is SIGKILLed and restarted as well. What the trainer consumed
+//! dispatcher is SIGKILLed and restarted as well, and once a worker, in the
+//! middle of a run. What the trainer consumed
 //! up to each checkpoint, run after run, is exactly the epoch: every
 //! worker's whole sequence once.
 //!
@@ -67,18 +68,20 @@ fn a_trainer_killed_at_random_steps_resumes_exactly_from_its_checkpoints() {
     let address = format!("localhost:{port}");
     let service = format!("grpc://{address}");
     let mut current = Some(dispatcher(port, work_dir));
-    let _workers: Vec<Process> = (0..2)
-        .map(|_| {
-            Process::start(&[
-                "worker",
-                "--dispatcher-address",
-                &address,
-                "--heartbeat-interval-ms",
-                "200",
-            ])
-            .0
-        })
-        .collect();
+    let worker_ports = [free_port(), free_port()];
+    let worker = |port: u16| {
+        Process::start(&[
+            "worker",
+            "--dispatcher-address",
+            &address,
+            "--port",
+            &port.to_string(),
+            "--heartbeat-interval-ms",
+            "200",
+        ])
+        .0
+    };
+    let mut workers: Vec<Process> = worker_ports.iter().map(|&p| worker(p)).collect();
     common::wait_for_workers(&address, 2);
     let n: i64 = 3000;
     let dataset_id = tfdata::register_dataset(
@@ -113,8 +116,27 @@ fn a_trainer_killed_at_random_steps_resumes_exactly_from_its_checkpoints() {
             checkpoint.to_str().unwrap(),
             "--checkpoint-every",
             "7",
+            // Workers stay ahead of the trainer by little, so a worker
+            // restarted mid-read has elements still to send.
+            "--stream-window-elements",
+            "16",
         ]);
         let mut run = Process::spawn("trainer", command);
+        if kills == 6 {
+            // Mid-read, a worker dies and comes back at its address: the
+            // trainer reads its new task on from where it was.
+            while run.stdout_len() < 20 && run.child.try_wait().unwrap().is_none() {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let _ = workers[0].child.kill();
+            let _ = workers[0].wait_exit(Duration::from_secs(10));
+            workers[0] = worker(worker_ports[0]);
+            eprintln!("worker restarted mid-read");
+            // Long enough for the reader to read the restarted worker.
+            while run.stdout_len() < 1500 && run.child.try_wait().unwrap().is_none() {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
         if kills < 8 {
             // Killed after a random number of steps (or at its end).
             let steps = rng.random_range(50..900);

@@ -86,8 +86,8 @@ pub(crate) struct Positions {
 }
 
 impl Positions {
-    /// `count` elements of `worker`'s sequence from `first` were consumed.
-    pub(crate) fn consumed(&mut self, worker: &Arc<str>, first: i64, count: i64) {
+    /// `count` elements of `worker`'s sequence from `first` are behind the reader.
+    pub(crate) fn advance(&mut self, worker: &Arc<str>, first: i64, count: i64) {
         let end = first.saturating_add(count);
         let next = self.next.entry(Arc::clone(worker)).or_insert(0);
         *next = (*next).max(end);
@@ -171,7 +171,7 @@ impl Positions {
                     w.next_index, w.worker_address
                 )));
             }
-            positions.consumed(&Arc::from(w.worker_address.as_str()), 0, w.next_index);
+            positions.advance(&Arc::from(w.worker_address.as_str()), 0, w.next_index);
         }
         Ok(positions)
     }
@@ -185,9 +185,9 @@ mod tests {
     fn positions_round_trip_and_mismatches_are_refused() {
         let mut p = Positions::default();
         let a: Arc<str> = Arc::from("a:1");
-        p.consumed(&a, 0, 5);
-        p.consumed(&a, 5, 3);
-        p.consumed(&Arc::from("b:2"), 10, 1);
+        p.advance(&a, 0, 5);
+        p.advance(&a, 5, 3);
+        p.advance(&Arc::from("b:2"), 10, 1);
         let ds = DatasetIdentity {
             id: "ds",
             fingerprint: fingerprint(b"pipeline"),

@@ -205,7 +205,7 @@ impl Iteration {
 /// Adds what was taken of `delivery` to `positions`.
 fn record(positions: &mut Positions, delivery: &Delivery) {
     match &delivery.origin {
-        Origin::Numbered { worker, first } => positions.consumed(worker, *first, delivery.taken),
+        Origin::Numbered { worker, first } => positions.advance(worker, *first, delivery.taken),
         Origin::Unnumbered { worker } => {
             if delivery.taken > 0 {
                 positions.consumed_unnumbered(worker);

@@ -238,7 +238,10 @@ pub(crate) struct FetchContext {
     security: ClientSecurity,
     pub stats: Arc<ReaderStats>,
     pub positioned: bool,
-    pub start: crate::checkpoint::Positions,
+    /// Per worker, the next index wanted: the checkpoint's, then past what
+    /// the fetchers received. A task a restarted worker gets anew in this
+    /// read is the same sequence, so it starts here too.
+    received: Mutex<crate::checkpoint::Positions>,
 }
 
 impl FetchContext {
@@ -260,7 +263,7 @@ impl FetchContext {
             security: params.security,
             stats: params.stats,
             positioned: params.positioned,
-            start: params.start,
+            received: Mutex::new(params.start),
         };
         (Arc::new(ctx), rx)
     }
@@ -283,6 +286,18 @@ impl FetchContext {
     /// Hands `item` to the reader; `false` if the reader is gone.
     pub(crate) async fn send(&self, item: Item) -> bool {
         self.tx.send(item).await.is_ok()
+    }
+
+    /// The index of the next element wanted from `worker`'s task.
+    pub(crate) fn next_index(&self, worker: &str) -> i64 {
+        lock(&self.received).start_of(worker)
+    }
+
+    /// `count` elements of `worker`'s task from index `first` arrived.
+    pub(crate) fn arrived(&self, worker: &Arc<str>, first: i64, count: i64) {
+        if self.positioned {
+            lock(&self.received).advance(worker, first, count);
+        }
     }
 
     /// Reports `err` to the reader (which ends the iteration).

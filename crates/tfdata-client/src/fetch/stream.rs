@@ -53,8 +53,6 @@ pub(crate) async fn stream_task(
     let window = ctx.stream_window;
     let mut attempt = 0u32;
     let mut opened_once = false;
-    // The task's index of the next element this reader wants.
-    let mut next_index = ctx.start.start_of(&task.worker);
     loop {
         // A new stream may send the window minus what the reader still holds.
         let (credit_elements, credit_bytes) = {
@@ -72,7 +70,12 @@ pub(crate) async fn stream_task(
             compression: ctx.compression as i32,
             credit_elements,
             credit_bytes,
-            start_index: if ctx.positioned { next_index } else { 0 },
+            // The task's index of the next element this reader wants.
+            start_index: if ctx.positioned {
+                ctx.next_index(&task.worker)
+            } else {
+                0
+            },
         };
         if requests.try_send(open).is_err() {
             return Streamed::Ended(FetchEnd::Stopped);
@@ -163,7 +166,7 @@ pub(crate) async fn stream_task(
                     elements: count,
                     bytes: payload_bytes,
                 };
-                next_index = first.saturating_add(count as i64);
+                ctx.arrived(&task.worker, first, count as i64);
                 let origin = Origin::Numbered {
                     worker: Arc::clone(&task.worker),
                     first,
