@@ -9,6 +9,7 @@
 //! One element is always admitted into an empty buffer, whatever its size.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -64,6 +65,9 @@ pub struct PipelineTimes {
 
 pub struct ElementBuffer {
     state: Mutex<State>,
+    /// Set while `State::skip_pending` may be non-zero: the pipeline thread
+    /// looks here per element instead of taking the lock.
+    skip_asked: AtomicBool,
     readable: Notify,
     writable: Condvar,
     max_capacity: usize,
@@ -89,6 +93,7 @@ impl ElementBuffer {
                 full: Duration::ZERO,
                 full_since: None,
             }),
+            skip_asked: AtomicBool::new(false),
             readable: Notify::new(),
             writable: Condvar::new(),
             max_capacity: max_capacity.max(capacity),
@@ -150,6 +155,7 @@ impl ElementBuffer {
         let dropped: usize = st.queue.drain(..buffered).map(|(_, size)| size).sum();
         st.bytes -= dropped;
         st.skip_pending = st.skip_pending.saturating_add(n - buffered as u64);
+        self.skip_asked.store(true, Ordering::Release);
         let wake = st.producer_waiting;
         drop(st);
         if wake {
@@ -157,9 +163,16 @@ impl ElementBuffer {
         }
     }
 
-    /// Producer: the elements to skip before the next push (now 0).
+    /// Producer: the elements to skip before the next push (now 0). A
+    /// skip asked for while the next element is being made is still
+    /// honoured: `push` drops it.
     pub fn take_skip(&self) -> u64 {
-        std::mem::take(&mut self.lock().skip_pending)
+        if !self.skip_asked.load(Ordering::Acquire) {
+            return 0;
+        }
+        let mut st = self.lock();
+        self.skip_asked.store(false, Ordering::Release);
+        std::mem::take(&mut st.skip_pending)
     }
 
     /// The pipeline starts now (its busy time counts from here).
@@ -304,6 +317,43 @@ mod tests {
 
     fn element(bytes: usize) -> Element {
         Element::single(Tensor::from_slice(&vec![0u8; bytes], vec![bytes as i64]).unwrap())
+    }
+
+    fn scalar(v: i64) -> Element {
+        Element::single(Tensor::scalar(v))
+    }
+
+    fn values(taken: Taken) -> Vec<i64> {
+        match taken {
+            Taken::Elements(v) => v
+                .iter()
+                .map(|e| e.components[0].to_scalar::<i64>().unwrap())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A skip drops what is buffered first; the pipeline thread is handed
+    /// the rest, and an element it pushes meanwhile is dropped as one of
+    /// them.
+    #[test]
+    fn skips_drop_buffered_elements_then_hand_the_rest_to_the_pipeline() {
+        let buffer = ElementBuffer::new(8, 8, usize::MAX);
+        for v in 0..5 {
+            assert!(buffer.push(scalar(v)));
+        }
+        assert_eq!(buffer.take_skip(), 0);
+        buffer.skip(3);
+        assert_eq!(buffer.take_skip(), 0);
+        assert_eq!(values(buffer.try_take(10, usize::MAX)), vec![3, 4]);
+        buffer.skip(4);
+        // Made before the pipeline looked: dropped as the first skipped.
+        assert!(buffer.push(scalar(5)));
+        assert_eq!(buffer.take_skip(), 3);
+        assert_eq!(buffer.take_skip(), 0);
+        assert!(buffer.push(scalar(9)));
+        assert_eq!(values(buffer.try_take(10, usize::MAX)), vec![9]);
+        assert_eq!(buffer.len_and_bytes(), (0, 0));
     }
 
     #[tokio::test]
