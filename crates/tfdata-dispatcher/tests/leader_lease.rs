@@ -307,8 +307,13 @@ async fn bad_records_are_refused_and_kept(make: Contenders) {
 
 /// The compare-and-swap itself: create only when absent, replace only the
 /// version read; and of 8 contenders replacing the same version at once,
-/// exactly one succeeds, round after round.
-async fn swaps_are_conditional_and_atomic(make: Contenders) {
+/// exactly one succeeds, round after round — where the store is atomic
+/// (`atomic`). moto checks a condition and stores the object as two steps
+/// of a threaded server, so two racing replacements of one version can
+/// both pass its check (seen once in CI); S3 itself is atomic. On moto the
+/// race only checks that some replacement wins and that the record is one
+/// of the winners'.
+async fn swaps_are_conditional_and_atomic(make: Contenders, atomic: bool) {
     let storage = storage_of(&make);
     let a = Bytes::from_static(b"a");
     let Swap::Written(va) = storage.swap(None, a.clone()).await.unwrap() else {
@@ -359,8 +364,16 @@ async fn swaps_are_conditional_and_atomic(make: Contenders) {
                 winners.push(mine);
             }
         }
-        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
-        assert_eq!(storage.read().await.unwrap().unwrap().bytes, winners[0]);
+        if atomic {
+            assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        } else {
+            assert!(!winners.is_empty(), "round {round}: no contender won");
+        }
+        let stored = storage.read().await.unwrap().unwrap().bytes;
+        assert!(
+            winners.contains(&stored),
+            "round {round}: {stored:?} not in {winners:?}"
+        );
     }
 }
 
@@ -369,7 +382,7 @@ async fn swaps_are_conditional_and_atomic(make: Contenders) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn local_swaps_are_conditional_and_atomic() {
     let (_dir, make) = local();
-    swaps_are_conditional_and_atomic(make).await;
+    swaps_are_conditional_and_atomic(make, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -401,7 +414,7 @@ async fn local_bad_records_are_refused_and_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn s3_swaps_are_conditional_and_atomic() {
     let (_moto, make) = on_moto("cas");
-    swaps_are_conditional_and_atomic(make).await;
+    swaps_are_conditional_and_atomic(make, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
