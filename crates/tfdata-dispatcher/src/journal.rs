@@ -62,6 +62,7 @@ use tfdata_dataset::io::FileSystem;
 use tfdata_proto::data::Update;
 use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
 
+use crate::leader_lease::Fence;
 use crate::work_dir::{ObjectDir, WorkDir, put_object};
 
 /// The directory name TensorFlow uses (marked load-bearing in its sources).
@@ -75,6 +76,9 @@ const RECOVERY_READERS: usize = 8;
 #[derive(Clone)]
 pub struct JournalWriter {
     current: Arc<Mutex<Backend>>,
+    /// With several dispatchers on one `work_dir`: the leader lease's
+    /// fence, checked right before every write (see [`open_fenced`]).
+    fence: Option<Fence>,
 }
 
 enum Backend {
@@ -119,10 +123,34 @@ pub struct Recovered {
 /// after it) and opens the next run for writing. Blocking: call it off the
 /// async threads.
 pub fn open(work_dir: &WorkDir) -> Result<Recovered> {
-    match work_dir {
+    open_fenced(work_dir, None)
+}
+
+/// [`open`] for a dispatcher that leads under a leader lease: the writer
+/// calls [`Fence::check`] immediately before every group write and
+/// compaction (with the writer's lock held) and refuses the write with
+/// [`Error::Unavailable`] once the lease is lost, so a deposed leader adds
+/// nothing to the journal. (The check costs no I/O. It cannot stop a write
+/// already past its check when the process is paused: see
+/// docs/fault-tolerance.md.) Call it only after the lease is won: opening
+/// a local journal creates the run's file.
+pub fn open_fenced(work_dir: &WorkDir, fence: Option<Fence>) -> Result<Recovered> {
+    if let Some(fence) = &fence {
+        check_fence(fence)?;
+    }
+    let mut recovered = match work_dir {
         WorkDir::Local(dir) => open_local(dir),
         WorkDir::ObjectStore(dir) => open_objects(dir.subdir(JOURNAL_DIR)),
-    }
+    }?;
+    recovered.writer.fence = fence;
+    Ok(recovered)
+}
+
+/// The fence's verdict, as the retryable error a deposed leader answers.
+fn check_fence(fence: &Fence) -> Result<()> {
+    fence
+        .check()
+        .map_err(|e| Error::Unavailable(format!("journal write refused: {e}")))
 }
 
 fn decode_snapshot(location: &str, records: &[Bytes]) -> Result<DispatcherSnapshot> {
@@ -630,6 +658,7 @@ impl JournalWriter {
     fn new(backend: Backend) -> Self {
         JournalWriter {
             current: Arc::new(Mutex::new(backend)),
+            fence: None,
         }
     }
 
@@ -665,7 +694,13 @@ impl JournalWriter {
         }
         let count = updates.len() as u64;
         let bytes = if count > 0 { records.len() as u64 } else { 0 };
-        let total = match &mut *self.lock() {
+        let mut backend = self.lock();
+        if count > 0
+            && let Some(fence) = &self.fence
+        {
+            check_fence(fence)?;
+        }
+        let total = match &mut *backend {
             Backend::Local(journal) if count > 0 => journal.write(&records, count),
             Backend::Objects(journal) if count > 0 => journal.write(&records, count),
             Backend::Local(journal) => Ok(journal.records),
@@ -680,7 +715,11 @@ impl JournalWriter {
     /// write meanwhile. Returns the bytes of the snapshot written.
     pub fn compact(&self, snapshot: &DispatcherSnapshot) -> Result<u64> {
         let record = encode_record(&snapshot.encode_to_vec(), "a snapshot")?;
-        match &mut *self.lock() {
+        let mut backend = self.lock();
+        if let Some(fence) = &self.fence {
+            check_fence(fence)?;
+        }
+        match &mut *backend {
             Backend::Local(journal) => journal.compact(&record),
             Backend::Objects(journal) => journal.compact(&record),
         }?;
@@ -708,6 +747,12 @@ impl JournalWriter {
             Backend::Local(journal) => journal.path.display().to_string(),
             Backend::Objects(journal) => journal.dir.join(&segment_name(journal.run, journal.seq)),
         }
+    }
+
+    /// Whether this writer is fenced by a leader lease that is no longer
+    /// held (its writes are refused from now on).
+    pub fn fenced_out(&self) -> bool {
+        self.fence.as_ref().is_some_and(|f| f.check().is_err())
     }
 
     /// Records in the current file or run (the compaction trigger).

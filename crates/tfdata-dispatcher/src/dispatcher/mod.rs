@@ -139,6 +139,19 @@ impl Dispatcher {
         clock: Arc<dyn Clock>,
         work_dir: Option<WorkDir>,
     ) -> Result<Self> {
+        Self::with_work_dir_fenced(config, clock, work_dir, None)
+    }
+
+    /// [`with_work_dir`](Self::with_work_dir) for the leader of several
+    /// dispatchers sharing `work_dir`: every journal write, from the
+    /// compaction at start on, first checks `fence` and is refused once
+    /// the leader lease is lost ([`journal::open_fenced`]).
+    pub fn with_work_dir_fenced(
+        config: DispatcherConfig,
+        clock: Arc<dyn Clock>,
+        work_dir: Option<WorkDir>,
+        fence: Option<crate::leader_lease::Fence>,
+    ) -> Result<Self> {
         config.validate()?;
         let client_security = config.security.client()?;
         let store = match &work_dir {
@@ -152,7 +165,7 @@ impl Dispatcher {
                     snapshot,
                     updates,
                     writer,
-                } = journal::open(dir)?;
+                } = journal::open_fenced(dir, fence)?;
                 if let Some((location, snapshot)) = &snapshot {
                     state =
                         DispatcherState::from_snapshot(snapshot).map_err(|e| Error::DataLoss {
@@ -229,6 +242,12 @@ impl Dispatcher {
     /// a restart recovers from the journal.
     pub fn journal_failed(&self) -> bool {
         self.ledger.journal_failed()
+    }
+
+    /// Whether this dispatcher stopped writing its journal because it lost
+    /// its leader lease (high availability).
+    pub fn deposed(&self) -> bool {
+        self.ledger.deposed()
     }
 
     /// A copy of the current state (for introspection and tests).
