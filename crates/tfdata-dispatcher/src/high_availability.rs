@@ -17,7 +17,9 @@
 //!   handed to the journal writer; the lease keeps being renewed during
 //!   the replay. Then the gates open and readiness passes.
 //! * **Leader.** Renews the lease every `renew_interval`. The journal
-//!   writer checks the fence before every group write and compaction.
+//!   writer checks the fence before every group write and compaction, and
+//!   the gates check it before every call (no I/O), so a leader resumed
+//!   after a pause answers nothing from its stale state.
 //! * **Deposed.** When a renewal finds the lease replaced, or the fence
 //!   runs out (renewals failed for `duration - safety_margin`, or the
 //!   process was paused), the dispatcher closes its gates (`UNAVAILABLE`),
@@ -67,7 +69,8 @@ pub struct Gate<S> {
 
 enum GateState<S> {
     Closed(String),
-    Open(S),
+    /// Serving, while the fence holds (checked per call: no I/O).
+    Open(S, Fence),
 }
 
 impl<S> Clone for Gate<S> {
@@ -86,9 +89,12 @@ impl<S: Clone> Gate<S> {
         }
     }
 
-    /// Serves `service` from now on.
-    pub fn open(&self, service: S) {
-        *self.state.write().unwrap_or_else(PoisonError::into_inner) = GateState::Open(service);
+    /// Serves `service` from now on, each call only while `fence` holds:
+    /// a leader paused past its lease answers nothing from its stale state
+    /// when it resumes.
+    pub fn open(&self, service: S, fence: Fence) {
+        *self.state.write().unwrap_or_else(PoisonError::into_inner) =
+            GateState::Open(service, fence);
     }
 
     /// Answers `UNAVAILABLE: <why>` from now on.
@@ -106,7 +112,10 @@ impl<S: Clone> Gate<S> {
 
     fn current(&self) -> std::result::Result<S, String> {
         match &*self.state.read().unwrap_or_else(PoisonError::into_inner) {
-            GateState::Open(service) => Ok(service.clone()),
+            GateState::Open(service, fence) => match fence.check() {
+                Ok(()) => Ok(service.clone()),
+                Err(e) => Err(e.to_string()),
+            },
             GateState::Closed(why) => Err(why.clone()),
         }
     }
@@ -171,17 +180,18 @@ impl Gates {
         self.status.set_reason(why);
     }
 
-    fn open(&self, dispatcher: &Arc<Dispatcher>) {
+    fn open(&self, dispatcher: &Arc<Dispatcher>, fence: &Fence) {
         let service = DispatcherServiceServer::new(DispatcherGrpc(Arc::clone(dispatcher)))
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        self.dispatcher.open(HeartbeatFastPath::new(
-            service,
-            Arc::clone(dispatcher),
-            MAX_MESSAGE_BYTES,
-        ));
-        self.status
-            .open(StatusServiceServer::new(StatusGrpc(Arc::clone(dispatcher))));
+        self.dispatcher.open(
+            HeartbeatFastPath::new(service, Arc::clone(dispatcher), MAX_MESSAGE_BYTES),
+            fence.clone(),
+        );
+        self.status.open(
+            StatusServiceServer::new(StatusGrpc(Arc::clone(dispatcher))),
+            fence.clone(),
+        );
     }
 
     fn close(&self, why: &str) {
@@ -397,7 +407,7 @@ async fn lead_or_stand_by(
                 fence.check()?;
                 let dispatcher = Arc::new(dispatcher);
                 cx.slot.set(Arc::clone(&dispatcher));
-                cx.gates.open(&dispatcher);
+                cx.gates.open(&dispatcher, &fence);
                 cx.health.set_ready();
                 tracing::info!(
                     generation = fence.generation(),

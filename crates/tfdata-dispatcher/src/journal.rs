@@ -146,6 +146,22 @@ pub fn open_fenced(work_dir: &WorkDir, fence: Option<Fence>) -> Result<Recovered
     Ok(recovered)
 }
 
+/// After a write: if the fence no longer holds, the write may have landed
+/// after a successor took over (the process was paused inside it), and
+/// the successor's replay may not have seen it, so it must not be
+/// acknowledged. (A write acknowledged because the fence held after it
+/// landed before any takeover, so every successor replays it. One that is
+/// refused here lies in a run the successor's takeover compaction
+/// superseded, which no replay reads.)
+fn check_written(fence: &Fence) -> Result<()> {
+    fence.check().map_err(|e| {
+        Error::Unavailable(format!(
+            "journal write not acknowledged: the lease may have been lost while it was \
+             written: {e}"
+        ))
+    })
+}
+
 /// The fence's verdict, as the retryable error a deposed leader answers.
 fn check_fence(fence: &Fence) -> Result<()> {
     fence
@@ -706,6 +722,11 @@ impl JournalWriter {
             Backend::Local(journal) => Ok(journal.records),
             Backend::Objects(journal) => Ok(journal.records),
         }?;
+        if count > 0
+            && let Some(fence) = &self.fence
+        {
+            check_written(fence)?;
+        }
         Ok((total, bytes))
     }
 
@@ -723,6 +744,9 @@ impl JournalWriter {
             Backend::Local(journal) => journal.compact(&record),
             Backend::Objects(journal) => journal.compact(&record),
         }?;
+        if let Some(fence) = &self.fence {
+            check_written(fence)?;
+        }
         Ok(record.len() as u64)
     }
 
@@ -747,6 +771,11 @@ impl JournalWriter {
             Backend::Local(journal) => journal.path.display().to_string(),
             Backend::Objects(journal) => journal.dir.join(&segment_name(journal.run, journal.seq)),
         }
+    }
+
+    /// Whether this writer writes under a leader lease's fence.
+    pub fn fenced(&self) -> bool {
+        self.fence.is_some()
     }
 
     /// Whether this writer is fenced by a leader lease that is no longer

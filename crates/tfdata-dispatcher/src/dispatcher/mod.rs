@@ -166,6 +166,7 @@ impl Dispatcher {
                     updates,
                     writer,
                 } = journal::open_fenced(dir, fence)?;
+                let fence_held = writer.fenced();
                 if let Some((location, snapshot)) = &snapshot {
                     state =
                         DispatcherState::from_snapshot(snapshot).map_err(|e| Error::DataLoss {
@@ -188,8 +189,13 @@ impl Dispatcher {
                     journal = %writer.path(),
                     "dispatcher state recovered from the journal"
                 );
-                // Start the new run from a snapshot, so the next replay is short.
-                if !updates.is_empty() {
+                // Start the new run from a snapshot, so the next replay is
+                // short. A leader taking over always does: the snapshot
+                // supersedes the old leader's run, so a write of the old
+                // leader still in flight when it was replaced (never
+                // acknowledged: see `journal::open_fenced`) is read by no
+                // later replay.
+                if !updates.is_empty() || fence_held {
                     writer.compact(&state.to_snapshot())?;
                 }
                 Some(writer)
