@@ -361,3 +361,21 @@ async fn a_leader_that_cannot_renew_stops_writing_and_exits() {
     }
     standby.shutdown.cancel();
 }
+
+/// The in-process server is always the only dispatcher: it refuses the
+/// setting rather than serve without a lease.
+#[test]
+fn the_in_process_server_refuses_high_availability() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = DispatcherConfig {
+        work_dir: Some(dir.path().display().to_string()),
+        fault_tolerant_mode: true,
+        high_availability: Some(HighAvailability::with_lease_duration(LEASE)),
+        ..Default::default()
+    };
+    let err = tfdata_dispatcher::DispatchServer::new(config)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("high_availability"), "{err}");
+}
