@@ -29,9 +29,10 @@
 //!   in-memory state is never trusted again; writes it had queued are
 //!   refused by the fence, and RPCs waiting for them get `UNAVAILABLE`.
 //!
-//! A standby does not read the journal until it takes over: the replay
-//! at takeover is the one a restart does, bounded by compaction (a
-//! snapshot and at most `COMPACT_AFTER_RECORDS` updates).
+//! A standby tails the journal on object stores: every second it lists the
+//! journal and reads the objects written since ([`Prefetched`]), so the
+//! replay at takeover — the one a restart does, bounded by compaction —
+//! reads only the last second's objects from the store. A local journal is read from disk at takeover.
 
 use std::convert::Infallible;
 use std::net::TcpListener as StdTcpListener;
@@ -53,9 +54,15 @@ use crate::dispatcher::{Dispatcher, SystemClock};
 use crate::grpc::DispatcherGrpc;
 use crate::grpc_heartbeat::HeartbeatFastPath;
 use crate::http::DispatcherSlot;
+use crate::journal::Prefetched;
 use crate::leader_lease::{Fence, LEASE_NAME, LeaderLease, LeaseConfig, LeaseRecord, Role};
 use crate::status::StatusGrpc;
 use crate::work_dir::WorkDir;
+
+/// How often a standby reads the journal ahead (one listing, and the
+/// objects written since, per read): a takeover reads at most this much of
+/// the journal's tail from the store.
+const READ_AHEAD_INTERVAL: Duration = Duration::from_secs(5);
 
 /// How long a deposed dispatcher waits for its gRPC server to stop before
 /// returning anyway (its gates already refuse every call).
@@ -320,6 +327,7 @@ pub async fn serve(
             gates: gates.clone(),
             health: health.clone(),
             slot,
+            prefetched: Prefetched::default(),
         },
         &stop,
     )
@@ -356,6 +364,8 @@ struct LeaderContext {
     gates: Gates,
     health: tfdata_rpc::health::Health,
     slot: DispatcherSlot,
+    /// The journal objects read ahead while standing by.
+    prefetched: Prefetched,
 }
 
 /// The leader's background tasks, aborted when it stops.
@@ -387,6 +397,9 @@ async fn lead_or_stand_by(
         None;
     let mut leading: Option<Leading> = None;
     let mut last_leader: Option<(String, u64)> = None;
+    // A standby's read-ahead of the journal, one at a time.
+    let mut reading_ahead: Option<tokio::task::JoinHandle<Result<usize>>> = None;
+    let mut last_read_ahead: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -406,6 +419,7 @@ async fn lead_or_stand_by(
                 // only under a fence that still holds.
                 fence.check()?;
                 let dispatcher = Arc::new(dispatcher);
+                cx.prefetched.clear();
                 cx.slot.set(Arc::clone(&dispatcher));
                 cx.gates.open(&dispatcher, &fence);
                 cx.health.set_ready();
@@ -454,15 +468,27 @@ async fn lead_or_stand_by(
                     cx.gates.set_reason(
                         "this dispatcher is taking over as leader (replaying the journal); retry shortly",
                     );
-                    let (config, work_dir, task_fence) =
-                        (cx.config.clone(), cx.work_dir.clone(), fence.clone());
+                    let (config, work_dir, task_fence, prefetched) = (
+                        cx.config.clone(),
+                        cx.work_dir.clone(),
+                        fence.clone(),
+                        cx.prefetched.clone(),
+                    );
                     let task = tokio::task::spawn_blocking(move || {
-                        Dispatcher::with_work_dir_fenced(
+                        let dispatcher = Dispatcher::taking_over(
                             config,
                             Arc::new(SystemClock),
                             Some(work_dir),
                             Some(task_fence),
-                        )
+                            Some(&prefetched),
+                        );
+                        let (from_read_ahead, read_ahead) = prefetched.stats();
+                        tracing::info!(
+                            from_read_ahead,
+                            read_ahead,
+                            "journal objects taken from the standby's read-ahead"
+                        );
+                        dispatcher
                     });
                     recovering = Some((fence, Instant::now(), task));
                 }
@@ -493,6 +519,28 @@ async fn lead_or_stand_by(
                 let reason = standby_reason(leader.as_ref(), takeover_in);
                 cx.gates.set_reason(&reason);
                 cx.health.set_not_ready(reason);
+                // Tail the journal (object stores), so that a takeover reads
+                // only what was written since the last tick.
+                if reading_ahead.as_ref().is_none_or(|t| t.is_finished())
+                    && last_read_ahead.is_none_or(|t| t.elapsed() >= READ_AHEAD_INTERVAL)
+                {
+                    last_read_ahead = Some(Instant::now());
+                    if let Some(done) = reading_ahead.take() {
+                        match done.await {
+                            Ok(Ok(_)) => {}
+                            Ok(Err(e)) => {
+                                tracing::debug!(error = %e, "reading the journal ahead failed")
+                            }
+                            Err(e) => {
+                                tracing::debug!(error = %e, "the journal read-ahead task failed")
+                            }
+                        }
+                    }
+                    let (prefetched, work_dir) = (cx.prefetched.clone(), cx.work_dir.clone());
+                    reading_ahead = Some(tokio::task::spawn_blocking(move || {
+                        prefetched.refresh(&work_dir)
+                    }));
+                }
             }
             Err(e) => {
                 tracing::warn!(error = %e, "the leader lease could not be read or renewed");

@@ -135,12 +135,23 @@ pub fn open(work_dir: &WorkDir) -> Result<Recovered> {
 /// docs/fault-tolerance.md.) Call it only after the lease is won: opening
 /// a local journal creates the run's file.
 pub fn open_fenced(work_dir: &WorkDir, fence: Option<Fence>) -> Result<Recovered> {
+    open_prefetched(work_dir, fence, None)
+}
+
+/// [`open_fenced`], reading the objects `prefetched` holds from it rather
+/// than from the store: a standby's takeover then only reads the journal's
+/// tail (object stores; a local journal is read from disk).
+pub fn open_prefetched(
+    work_dir: &WorkDir,
+    fence: Option<Fence>,
+    prefetched: Option<&Prefetched>,
+) -> Result<Recovered> {
     if let Some(fence) = &fence {
         check_fence(fence)?;
     }
     let mut recovered = match work_dir {
         WorkDir::Local(dir) => open_local(dir),
-        WorkDir::ObjectStore(dir) => open_objects(dir.subdir(JOURNAL_DIR)),
+        WorkDir::ObjectStore(dir) => open_objects(dir.subdir(JOURNAL_DIR), prefetched),
     }?;
     recovered.writer.fence = fence;
     Ok(recovered)
@@ -512,8 +523,142 @@ fn read_objects(fs: &dyn FileSystem, urls: &[String]) -> Result<Vec<Bytes>> {
     })
 }
 
+/// Most bytes a [`Prefetched`] keeps; past it, the rest is read at
+/// takeover.
+pub const PREFETCH_MAX_BYTES: usize = 256 << 20;
+
+/// The journal objects a standby has read ahead (object stores), so that
+/// its takeover reads only what was written since: the newest snapshot and
+/// the segments after it, as the next start would read them. Objects are
+/// immutable once written (a segment name is never written twice), so a
+/// copy read earlier is the object. Clones share it.
+#[derive(Clone, Default)]
+pub struct Prefetched {
+    inner: Arc<Mutex<PrefetchState>>,
+}
+
+#[derive(Default)]
+struct PrefetchState {
+    objects: std::collections::HashMap<String, Bytes>,
+    bytes: usize,
+    /// Objects a recovery took from here, and objects read ahead.
+    hits: u64,
+    fetched: u64,
+}
+
+impl Prefetched {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PrefetchState> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads the objects of `work_dir`'s journal a start would read that
+    /// are not held yet (at most [`PREFETCH_MAX_BYTES`] in all) and drops
+    /// those a newer snapshot made redundant. Returns how many it read. A
+    /// local work_dir reads nothing. Blocking.
+    pub fn refresh(&self, work_dir: &WorkDir) -> Result<usize> {
+        let WorkDir::ObjectStore(dir) = work_dir else {
+            return Ok(0);
+        };
+        let dir = dir.subdir(JOURNAL_DIR);
+        let Listing {
+            segments,
+            snapshots,
+        } = list_objects(&dir)?;
+        let snapshot = snapshots.last().copied();
+        let first_run = snapshot.unwrap_or(0);
+        let wanted: Vec<String> = snapshot
+            .map(|m| dir.join(&format!("snapshot_{m}")))
+            .into_iter()
+            .chain(
+                segments
+                    .iter()
+                    .filter(|&&(run, _)| run >= first_run)
+                    .map(|&(run, seq)| dir.join(&segment_name(run, seq))),
+            )
+            .collect();
+        let missing: Vec<String> = {
+            let mut state = self.lock();
+            let keep: std::collections::HashSet<&String> = wanted.iter().collect();
+            state.objects.retain(|url, _| keep.contains(url));
+            state.bytes = state.objects.values().map(Bytes::len).sum();
+            wanted
+                .iter()
+                .filter(|url| !state.objects.contains_key(*url))
+                .cloned()
+                .collect()
+        };
+        if missing.is_empty() {
+            return Ok(0);
+        }
+        let read = read_objects(dir.fs(), &missing)?;
+        let mut state = self.lock();
+        let mut added = 0;
+        for (url, bytes) in missing.into_iter().zip(read) {
+            if state.bytes + bytes.len() > PREFETCH_MAX_BYTES {
+                break;
+            }
+            state.bytes += bytes.len();
+            state.objects.insert(url, bytes);
+            added += 1;
+        }
+        state.fetched += added as u64;
+        Ok(added)
+    }
+
+    /// Drops everything held (a leader needs none of it).
+    pub fn clear(&self) {
+        let mut state = self.lock();
+        state.objects.clear();
+        state.bytes = 0;
+    }
+
+    /// How many objects recoveries took from here, and how many were read
+    /// ahead.
+    pub fn stats(&self) -> (u64, u64) {
+        let state = self.lock();
+        (state.hits, state.fetched)
+    }
+
+    fn get(&self, url: &str) -> Option<Bytes> {
+        let mut state = self.lock();
+        let bytes = state.objects.get(url).cloned();
+        if bytes.is_some() {
+            state.hits += 1;
+        }
+        bytes
+    }
+}
+
+/// `urls`' contents, from `prefetched` where it holds them, the rest read
+/// from the store concurrently; in order.
+fn read_objects_prefetched(
+    fs: &dyn FileSystem,
+    urls: &[String],
+    prefetched: Option<&Prefetched>,
+) -> Result<Vec<Bytes>> {
+    let held: Vec<Option<Bytes>> = urls
+        .iter()
+        .map(|url| prefetched.and_then(|p| p.get(url)))
+        .collect();
+    let missing: Vec<String> = urls
+        .iter()
+        .zip(&held)
+        .filter(|(_, h)| h.is_none())
+        .map(|(url, _)| url.clone())
+        .collect();
+    let mut read = read_objects(fs, &missing)?.into_iter();
+    held.into_iter()
+        .map(|h| match h {
+            Some(bytes) => Ok(bytes),
+            None => read
+                .next()
+                .ok_or_else(|| Error::Internal("journal read: fewer objects than asked".into())),
+        })
+        .collect()
+}
+
 /// Reads an object-store journal and opens its next run.
-fn open_objects(dir: ObjectDir) -> Result<Recovered> {
+fn open_objects(dir: ObjectDir, prefetched: Option<&Prefetched>) -> Result<Recovered> {
     let Listing {
         segments,
         snapshots,
@@ -527,7 +672,10 @@ fn open_objects(dir: ObjectDir) -> Result<Recovered> {
         None => None,
         Some(m) => {
             let url = dir.join(&format!("snapshot_{m}"));
-            let bytes = dir.fs().read_all(&url)?;
+            let bytes = match prefetched.and_then(|p| p.get(&url)) {
+                Some(bytes) => bytes,
+                None => dir.fs().read_all(&url)?,
+            };
             let snapshot = decode_snapshot(&url, &object_records(&url, &bytes)?)?;
             Some((url, snapshot))
         }
@@ -574,7 +722,10 @@ fn open_objects(dir: ObjectDir) -> Result<Recovered> {
         .map(|&(run, seq)| dir.join(&segment_name(run, seq)))
         .collect();
     let mut updates = Vec::with_capacity(urls.len());
-    for (url, bytes) in urls.iter().zip(read_objects(dir.fs(), &urls)?) {
+    for (url, bytes) in urls
+        .iter()
+        .zip(read_objects_prefetched(dir.fs(), &urls, prefetched)?)
+    {
         decode_updates(url, object_records(url, &bytes)?, &mut updates)?;
     }
     let run = newest.map_or(0, |n| n + 1);

@@ -231,3 +231,45 @@ fn datasets_are_objects_in_the_work_dir() {
     assert!(matches!(err, Error::DataLoss { .. }), "{err}");
     assert!(err.to_string().contains("datasets/1002"), "{err}");
 }
+
+/// A standby's read-ahead: a recovery takes what it read from it and
+/// reads only the objects written since from the store, with the same
+/// result; after a compaction it keeps only what the next start reads.
+#[test]
+fn a_recovery_reads_only_the_objects_written_since_the_read_ahead() {
+    let (_moto, _fs, work_dir) = setup("prefetch");
+    let r = journal::open(&work_dir).unwrap();
+    let written: Vec<Update> = (0..20).map(|i| dataset(&format!("d{i}"))).collect();
+    for update in &written[..17] {
+        r.writer.write(update).unwrap();
+    }
+    let prefetched = journal::Prefetched::default();
+    assert_eq!(prefetched.refresh(&work_dir).unwrap(), 17);
+    assert_eq!(prefetched.refresh(&work_dir).unwrap(), 0, "nothing new");
+    for update in &written[17..] {
+        r.writer.write(update).unwrap();
+    }
+    let recovered = journal::open_prefetched(&work_dir, None, Some(&prefetched)).unwrap();
+    assert_eq!(recovered.updates, written, "the same history");
+    assert_eq!(prefetched.stats(), (17, 17), "17 from the read-ahead");
+
+    // A compaction: the read-ahead drops the superseded objects and holds
+    // the snapshot and the segments after it.
+    let snapshot = DispatcherSnapshot {
+        format_version: 1,
+        next_dataset_id: 77,
+        ..Default::default()
+    };
+    recovered.writer.compact(&snapshot).unwrap();
+    recovered.writer.write(&dataset("after")).unwrap();
+    recovered.writer.wait_for_cleanup();
+    assert_eq!(
+        prefetched.refresh(&work_dir).unwrap(),
+        2,
+        "snapshot and one segment"
+    );
+    let again = journal::open_prefetched(&work_dir, None, Some(&prefetched)).unwrap();
+    assert_eq!(again.snapshot.unwrap().1.next_dataset_id, 77);
+    assert_eq!(again.updates, vec![dataset("after")]);
+    assert_eq!(prefetched.stats(), (19, 19));
+}

@@ -152,6 +152,19 @@ impl Dispatcher {
         work_dir: Option<WorkDir>,
         fence: Option<crate::leader_lease::Fence>,
     ) -> Result<Self> {
+        Self::taking_over(config, clock, work_dir, fence, None)
+    }
+
+    /// [`with_work_dir_fenced`](Self::with_work_dir_fenced) reading the
+    /// journal objects a standby read ahead from `prefetched`
+    /// ([`journal::open_prefetched`]).
+    pub fn taking_over(
+        config: DispatcherConfig,
+        clock: Arc<dyn Clock>,
+        work_dir: Option<WorkDir>,
+        fence: Option<crate::leader_lease::Fence>,
+        prefetched: Option<&journal::Prefetched>,
+    ) -> Result<Self> {
         config.validate()?;
         let client_security = config.security.client()?;
         let store = match &work_dir {
@@ -165,7 +178,7 @@ impl Dispatcher {
                     snapshot,
                     updates,
                     writer,
-                } = journal::open_fenced(dir, fence)?;
+                } = journal::open_prefetched(dir, fence, prefetched)?;
                 let fence_held = writer.fenced();
                 if let Some((location, snapshot)) = &snapshot {
                     state =
