@@ -397,3 +397,40 @@ fn s3_work_dir_leader_stopped_three_times() {
         )),
     );
 }
+
+/// The high-availability flags are refused, with the reason, where they
+/// cannot work.
+#[test]
+fn high_availability_flags_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let work_dir = dir.path().to_str().unwrap();
+    for (args, needle) in [
+        (
+            vec!["--work-dir", work_dir, "--leader-lease-ms", "5000"],
+            "requires fault_tolerant_mode",
+        ),
+        (
+            vec![
+                "--work-dir",
+                work_dir,
+                "--fault-tolerant-mode",
+                "--leader-lease-ms",
+                "0",
+            ],
+            "must be positive",
+        ),
+        (
+            vec!["--advertised-address", "a:1"],
+            "only used with --leader-lease-ms",
+        ),
+    ] {
+        let out = Command::new(BIN)
+            .args(["dispatcher", "--port", "0"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
