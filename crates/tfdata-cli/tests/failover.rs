@@ -7,7 +7,8 @@
 //! once; each failover (leader gone → another dispatcher's `/readyz`
 //! passes) is measured and printed. After a SIGSTOP the resumed old
 //! leader must exit non-zero having written nothing: on S3 no journal
-//! object of its run appears after the takeover.
+//! object of its run appears after the takeover (the takeover created the
+//! run's next segment name; segments are created only if absent).
 //!
 //! To investigate a failure: `TFDATA_TEST_LOG_DIR=/tmp/failover-logs
 //! cargo test -p tfdata-cli --test failover -- --nocapture`.
@@ -280,13 +281,12 @@ fn scenario(
             );
             if let (Some((fs, url)), Some(before)) = (&journal, before) {
                 // Objects that appeared since the takeover in runs before
-                // the new leader's (the newest snapshot's number on) are
-                // the old leader's. At most one may appear: the group
-                // write it was inside of when stopped (checked before the
-                // PUT, completed after SIGCONT; never acknowledged, since
-                // the fence is checked again after the write, and in a run
-                // the takeover's snapshot superseded, so no replay reads
-                // it). No write may start after the resume.
+                // the new leader's (the newest snapshot's number on) would
+                // be the old leader's: none may, not even the group write
+                // it was inside of when stopped (its fence checked before
+                // the PUT): the new leader created that run's next segment
+                // name at takeover, and the old leader creates segments
+                // only if absent.
                 let after = journal_objects(*fs, url);
                 let first_new_run = newest_snapshot(&before).unwrap_or(0);
                 let stale: Vec<&String> = after
@@ -298,7 +298,7 @@ fn scenario(
                      {stale:?} (new runs from {first_new_run})"
                 );
                 assert!(
-                    stale.len() <= 1,
+                    stale.is_empty(),
                     "{label}: the resumed old leader wrote {stale:?} (new runs from {first_new_run}; \
                      before {before:?})"
                 );

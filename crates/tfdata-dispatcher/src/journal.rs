@@ -107,6 +107,9 @@ struct ObjectJournal {
     records: u64,
     /// Deleting what the last compaction made redundant.
     cleanup: Option<JoinHandle<()>>,
+    /// Under a leader lease: segments are created only if absent, so a
+    /// deposed leader's late write to a name its successor fenced fails.
+    exclusive: bool,
 }
 
 /// What a start finds in the journal directory.
@@ -151,7 +154,9 @@ pub fn open_prefetched(
     }
     let mut recovered = match work_dir {
         WorkDir::Local(dir) => open_local(dir),
-        WorkDir::ObjectStore(dir) => open_objects(dir.subdir(JOURNAL_DIR), prefetched),
+        WorkDir::ObjectStore(dir) => {
+            open_objects(dir.subdir(JOURNAL_DIR), prefetched, fence.is_some())
+        }
     }?;
     recovered.writer.fence = fence;
     Ok(recovered)
@@ -657,8 +662,50 @@ fn read_objects_prefetched(
         .collect()
 }
 
+/// Most names [`fence_previous_run`] tries.
+const FENCE_ATTEMPTS: u64 = 64;
+
+/// A leader taking over closes the previous leader's run (`run`, the
+/// newest number in the journal): it creates that run's next segment name
+/// as an empty segment, only if absent. The previous leader, if it still
+/// runs (paused, say, inside a write it had checked its fence for), writes
+/// its segments in order and only if absent, so its next write fails
+/// (`AlreadyExists`) instead of landing after the takeover. A name taken
+/// meanwhile is a write of its that landed after this replay's listing:
+/// never acknowledged (its fence was checked after it landed and failed),
+/// and superseded like the rest of the run by the takeover's compaction;
+/// the next name is tried.
+fn fence_previous_run(dir: &ObjectDir, run: u64, live: &[(u64, u64)]) -> Result<()> {
+    let first = live
+        .iter()
+        .filter(|&&(r, _)| r == run)
+        .map(|&(_, seq)| seq + 1)
+        .max()
+        .unwrap_or(0);
+    for seq in first..first + FENCE_ATTEMPTS {
+        let url = dir.join(&segment_name(run, seq));
+        match dir.fs().create_new(&url, Bytes::new()) {
+            Ok(()) => {
+                tracing::info!(marker = %url, "closed the previous leader's journal run");
+                return Ok(());
+            }
+            Err(Error::AlreadyExists(_)) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Unavailable(format!(
+        "could not close the previous leader's journal run {run}: {FENCE_ATTEMPTS} segment \
+         names after {} were taken while trying",
+        dir.join(&segment_name(run, first))
+    )))
+}
+
 /// Reads an object-store journal and opens its next run.
-fn open_objects(dir: ObjectDir, prefetched: Option<&Prefetched>) -> Result<Recovered> {
+fn open_objects(
+    dir: ObjectDir,
+    prefetched: Option<&Prefetched>,
+    taking_over: bool,
+) -> Result<Recovered> {
     let Listing {
         segments,
         snapshots,
@@ -728,6 +775,9 @@ fn open_objects(dir: ObjectDir, prefetched: Option<&Prefetched>) -> Result<Recov
     {
         decode_updates(url, object_records(url, &bytes)?, &mut updates)?;
     }
+    if taking_over && let Some(newest) = newest {
+        fence_previous_run(&dir, newest, &live)?;
+    }
     let run = newest.map_or(0, |n| n + 1);
     Ok(Recovered {
         snapshot,
@@ -738,6 +788,7 @@ fn open_objects(dir: ObjectDir, prefetched: Option<&Prefetched>) -> Result<Recov
             seq: 0,
             records: 0,
             cleanup: None,
+            exclusive: taking_over,
         })),
     })
 }
@@ -746,7 +797,20 @@ impl ObjectJournal {
     /// One object, one `PUT`, for the whole group.
     fn write(&mut self, records: &[u8], count: u64) -> Result<u64> {
         let url = self.dir.join(&segment_name(self.run, self.seq));
-        put_object(self.dir.fs(), &url, records)?;
+        if self.exclusive {
+            self.dir
+                .fs()
+                .create_new(&url, Bytes::copy_from_slice(records))
+                .map_err(|e| match e {
+                    Error::AlreadyExists(_) => Error::Unavailable(format!(
+                        "journal write refused: {url} exists, so another dispatcher took \
+                         over the journal (this one lost its leader lease)"
+                    )),
+                    other => other,
+                })?;
+        } else {
+            put_object(self.dir.fs(), &url, records)?;
+        }
         self.seq += 1;
         self.records += count;
         Ok(self.records)
