@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tfdata_dispatcher::DispatcherConfig;
+use tfdata_dispatcher::config::HighAvailability;
 use tfdata_rpc::CancellationToken;
 use tfdata_worker::WorkerConfig;
 
@@ -438,6 +439,18 @@ struct DispatcherArgs {
     /// a free one); none by default.
     #[arg(long)]
     http_port: Option<u16>,
+    /// High availability (tfdata's own): one of several dispatchers sharing
+    /// --work-dir, leading under a leader lease of this many milliseconds
+    /// (renewed every fifth of it) and otherwise standing by, answering
+    /// UNAVAILABLE. Exits non-zero when it loses the lease after leading.
+    /// Requires --fault-tolerant-mode.
+    #[arg(long)]
+    leader_lease_ms: Option<u64>,
+    /// With --leader-lease-ms: the host:port written into the lease while
+    /// this dispatcher leads, named by the standbys (default: this host's
+    /// name and --port).
+    #[arg(long)]
+    advertised_address: Option<String>,
 }
 
 impl DispatcherArgs {
@@ -462,6 +475,16 @@ impl DispatcherArgs {
             worker_max_concurrent_snapshots: self.worker_max_concurrent_snapshots,
             security: self.security.into_security()?,
             http_port: self.http_port,
+            high_availability: match (self.leader_lease_ms, self.advertised_address) {
+                (Some(ms), address) => Some(HighAvailability {
+                    advertised_address: address,
+                    ..HighAvailability::with_lease_duration(Duration::from_millis(ms))
+                }),
+                (None, Some(_)) => {
+                    anyhow::bail!("--advertised-address is only used with --leader-lease-ms")
+                }
+                (None, None) => None,
+            },
         };
         config.validate()?;
         security::check_files(&config.security)?;

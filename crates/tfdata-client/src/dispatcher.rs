@@ -1,8 +1,22 @@
 //! [`DispatcherClient`]: typed calls to a dispatcher. The first call on a
 //! client checks the dispatcher's protocol version (spec §5.10) and fails with
 //! [`Error::VersionMismatch`] if it is not ours.
+//!
+//! # Several dispatchers
+//!
+//! An address may list several dispatchers, comma-separated
+//! (`a:5050,b:5050,c:5050`, or as a service `grpc://a:5050,b:5050`; a
+//! tfdata extension: TensorFlow takes one), the members of a
+//! high-availability group sharing one `work_dir`, of which one leads and
+//! the others answer `UNAVAILABLE`. The client calls one of them at a time;
+//! when a call fails `UNAVAILABLE` (a standby's answer, or the dispatcher
+//! unreachable) the next call goes to the next address, round robin. The
+//! callers already retry `UNAVAILABLE` within their budgets (readers'
+//! task refreshes, workers' heartbeats, `dispatcher_timeout`), so those
+//! retries find the leader. One address behaves exactly as before.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tfdata_core::{Error, IterationClientId, Result};
@@ -15,10 +29,17 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bound on one `ClientHeartbeat`; a slower answer counts as a transient failure.
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Most dispatchers one address may list.
+pub const MAX_DISPATCHER_ADDRESSES: usize = 16;
+
 #[derive(Clone)]
 pub struct DispatcherClient {
+    /// As given: one `host:port`, or several comma-separated.
     address: String,
-    client: DispatcherServiceClient<RpcChannel>,
+    /// One client per address, in the order given.
+    clients: Arc<[(String, DispatcherServiceClient<RpcChannel>)]>,
+    /// The index of the address calls go to.
+    current: Arc<AtomicUsize>,
     version_checked: Arc<tokio::sync::OnceCell<()>>,
 }
 
@@ -27,14 +48,38 @@ macro_rules! rpc {
         $(#[$doc])*
         pub async fn $name(&self, request: $req) -> Result<$resp> {
             self.check_version().await?;
-            self.client
-                .clone()
+            let (i, mut client) = self.pick();
+            let result = client
                 .$name(request)
                 .await
                 .map(tonic::Response::into_inner)
-                .map_err(Error::from)
+                .map_err(Error::from);
+            self.follow(i, result)
         }
     };
+}
+
+/// The `host:port`s of an address that may list several, comma-separated.
+pub fn split_addresses(address: &str) -> Result<Vec<String>> {
+    let addresses: Vec<String> = address.split(',').map(|a| a.trim().to_string()).collect();
+    if let Some(i) = addresses.iter().position(String::is_empty) {
+        return Err(Error::InvalidArgument(format!(
+            "dispatcher address {address:?}: entry {i} is empty"
+        )));
+    }
+    if let Some(a) = addresses.iter().find(|a| a.contains("://")) {
+        return Err(Error::InvalidArgument(format!(
+            "dispatcher address {address:?}: {a:?} has a protocol; write it once, \
+             before the first address (grpc://a:5050,b:5050)"
+        )));
+    }
+    if addresses.len() > MAX_DISPATCHER_ADDRESSES {
+        return Err(Error::InvalidArgument(format!(
+            "dispatcher address {address:?} lists {} dispatchers, more than {MAX_DISPATCHER_ADDRESSES}",
+            addresses.len()
+        )));
+    }
+    Ok(addresses)
 }
 
 impl DispatcherClient {
@@ -47,19 +92,63 @@ impl DispatcherClient {
         Self::with_security(address, &TransportSecurity::process_default()?.client()?)
     }
 
-    /// A client for the dispatcher at `host:port`, secured by `security`.
+    /// A client for the dispatcher at `host:port` (or several,
+    /// comma-separated: see the module docs), secured by `security`.
     pub fn with_security(address: &str, security: &ClientSecurity) -> Result<Self> {
+        let clients = split_addresses(address)?
+            .into_iter()
+            .map(|a| {
+                let channel = tfdata_rpc::channel::channel(&a, security)?;
+                Ok((a, tfdata_rpc::channel::dispatcher_client(channel)))
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(DispatcherClient {
             address: address.to_string(),
-            client: tfdata_rpc::channel::dispatcher_client(tfdata_rpc::channel::channel(
-                address, security,
-            )?),
+            clients: clients.into(),
+            current: Default::default(),
             version_checked: Default::default(),
         })
     }
 
+    /// The address as given (all of them, when several).
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    /// The address calls go to now (the one that answered last, or the
+    /// next to try after an `UNAVAILABLE`).
+    pub fn current_address(&self) -> &str {
+        &self.clients[self.current.load(Ordering::Relaxed) % self.clients.len()].0
+    }
+
+    /// The client calls go to now, and its index.
+    fn pick(&self) -> (usize, DispatcherServiceClient<RpcChannel>) {
+        let i = self.current.load(Ordering::Relaxed) % self.clients.len();
+        (i, self.clients[i].1.clone())
+    }
+
+    /// After a call to address `i`: an `UNAVAILABLE` moves the next call to
+    /// the next address (unless another call moved it already).
+    fn follow<T>(&self, i: usize, result: Result<T>) -> Result<T> {
+        if self.clients.len() > 1
+            && let Err(e) = &result
+            && e.code() == tonic::Code::Unavailable
+        {
+            let next = (i + 1) % self.clients.len();
+            if self
+                .current
+                .compare_exchange(i, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                tracing::debug!(
+                    from = %self.clients[i].0,
+                    to = %self.clients[next].0,
+                    error = %e,
+                    "dispatcher unavailable; trying the next address"
+                );
+            }
+        }
+        result
     }
 
     /// The retry target naming this dispatcher, for error messages.
@@ -74,14 +163,12 @@ impl DispatcherClient {
     pub async fn check_version(&self) -> Result<()> {
         self.version_checked
             .get_or_try_init(|| async {
-                let version = self
-                    .client
-                    .clone()
+                let (i, mut client) = self.pick();
+                let answer = client
                     .get_version(wire::GetVersionRequest {})
                     .await
-                    .map_err(Error::from)?
-                    .into_inner()
-                    .version;
+                    .map_err(Error::from);
+                let version = self.follow(i, answer)?.into_inner().version;
                 if version == DATA_SERVICE_VERSION {
                     Ok(())
                 } else {
@@ -102,9 +189,11 @@ impl DispatcherClient {
         &self,
         request: wire::ClientHeartbeatRequest,
     ) -> Result<wire::ClientHeartbeatResponse> {
-        tokio::time::timeout(HEARTBEAT_TIMEOUT, self.client_heartbeat(request))
+        let (i, _) = self.pick();
+        let answer = tokio::time::timeout(HEARTBEAT_TIMEOUT, self.client_heartbeat(request))
             .await
-            .unwrap_or_else(|_| Err(Error::Unavailable("client heartbeat timed out".into())))
+            .unwrap_or_else(|_| Err(Error::Unavailable("client heartbeat timed out".into())));
+        self.follow(i, answer)
     }
 
     /// Releases a reader's iteration client when it goes away, bounded by
@@ -203,4 +292,27 @@ impl DispatcherClient {
         wire::DisableCompressionAtRuntimeRequest,
         wire::DisableCompressionAtRuntimeResponse
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_split_on_commas_and_bad_lists_are_refused() {
+        assert_eq!(split_addresses("a:1").unwrap(), vec!["a:1"]);
+        assert_eq!(
+            split_addresses("a:1, b:2,c:3").unwrap(),
+            vec!["a:1", "b:2", "c:3"]
+        );
+        for (bad, needle) in [
+            ("a:1,,b:2", "entry 1 is empty"),
+            ("a:1,", "entry 1 is empty"),
+            ("a:1,grpc://b:2", "has a protocol"),
+            (&["h:1"; 17].join(","), "more than 16"),
+        ] {
+            let err = split_addresses(bad).unwrap_err().to_string();
+            assert!(err.contains(needle), "{bad}: {err}");
+        }
+    }
 }

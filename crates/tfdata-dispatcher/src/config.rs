@@ -52,6 +52,41 @@ pub struct DispatcherConfig {
     /// the dispatcher's port and for its calls to workers. The default,
     /// plaintext without a token, is what TensorFlow peers need.
     pub security: TransportSecurity,
+
+    // --- High availability (tfdata's own; docs/fault-tolerance.md) ---
+    /// Several dispatchers share `work_dir`; one leads under a leader lease
+    /// and the others stand by (see [`HighAvailability`]). `None` (the
+    /// default): this dispatcher is the only one. Requires
+    /// `fault_tolerant_mode`.
+    pub high_availability: Option<HighAvailability>,
+}
+
+/// Settings of a dispatcher that is one of several sharing a `work_dir`
+/// (`crate::server`'s high-availability mode): the lease it contends for
+/// and the address it tells clients to find it at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HighAvailability {
+    /// The leader lease's duration, renewal interval and safety margin.
+    pub lease: crate::leader_lease::LeaseConfig,
+    /// `host:port` written into the lease record when this dispatcher
+    /// leads, and named by standbys' `UNAVAILABLE` answers. `None`: this
+    /// host's name and the gRPC port.
+    pub advertised_address: Option<String>,
+}
+
+impl HighAvailability {
+    /// A lease of `duration`, renewed every fifth of it, with a fifth as
+    /// the safety margin (the defaults: 5 s, 1 s, 1 s).
+    pub fn with_lease_duration(duration: Duration) -> Self {
+        HighAvailability {
+            lease: crate::leader_lease::LeaseConfig {
+                duration,
+                renew_interval: duration / 5,
+                safety_margin: duration / 5,
+            },
+            advertised_address: None,
+        }
+    }
 }
 
 pub const DEFAULT_JOB_GC_CHECK_INTERVAL: Duration = Duration::from_secs(10 * 60);
@@ -77,6 +112,7 @@ impl Default for DispatcherConfig {
             worker_max_concurrent_snapshots: DEFAULT_WORKER_MAX_CONCURRENT_SNAPSHOTS,
             http_port: None,
             security: TransportSecurity::default(),
+            high_availability: None,
         }
     }
 }
@@ -116,6 +152,32 @@ impl DispatcherConfig {
             }
         }
         self.security.validate_for_server()?;
+        if let Some(ha) = &self.high_availability {
+            let invalid = |reason: &str| Error::InvalidConfig {
+                field: "high_availability",
+                reason: reason.to_string(),
+            };
+            if !self.fault_tolerant_mode {
+                return Err(invalid(
+                    "requires fault_tolerant_mode (the standbys take over from the journal)",
+                ));
+            }
+            if self.work_dir.is_none() {
+                return Err(invalid(
+                    "requires work_dir (the dispatchers share it: the lease and the journal)",
+                ));
+            }
+            ha.lease.validate()?;
+            if ha
+                .advertised_address
+                .as_deref()
+                .is_some_and(|a| a.is_empty() || a.contains(',') || a.contains("://"))
+            {
+                return Err(invalid(
+                    "advertised_address must be one host:port, without a scheme",
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -172,6 +234,7 @@ impl DispatcherConfig {
             },
             http_port: None,
             security: TransportSecurity::default(),
+            high_availability: None,
         };
         config.validate()?;
         Ok(config)
@@ -253,6 +316,57 @@ mod tests {
             );
             assert!(err.to_string().contains(needle), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn high_availability_needs_fault_tolerance_a_work_dir_and_a_keepable_lease() {
+        let ha = HighAvailability::with_lease_duration(Duration::from_secs(5));
+        assert_eq!(ha.lease, crate::leader_lease::LeaseConfig::default());
+        let base = DispatcherConfig {
+            work_dir: Some("/tmp/ha".into()),
+            fault_tolerant_mode: true,
+            high_availability: Some(ha.clone()),
+            ..Default::default()
+        };
+        base.validate().unwrap();
+        let cases = [
+            (
+                DispatcherConfig {
+                    fault_tolerant_mode: false,
+                    ..base.clone()
+                },
+                "requires fault_tolerant_mode",
+            ),
+            (
+                DispatcherConfig {
+                    high_availability: Some(HighAvailability::with_lease_duration(Duration::ZERO)),
+                    ..base.clone()
+                },
+                "must be positive",
+            ),
+            (
+                DispatcherConfig {
+                    high_availability: Some(HighAvailability {
+                        advertised_address: Some("grpc://a:1".into()),
+                        ..ha.clone()
+                    }),
+                    ..base.clone()
+                },
+                "one host:port",
+            ),
+        ];
+        for (config, needle) in cases {
+            let err = config.validate().unwrap_err();
+            assert!(err.to_string().contains(needle), "{err}");
+        }
+        // fault_tolerant_mode without work_dir is refused before HA is looked at.
+        let err = DispatcherConfig {
+            work_dir: None,
+            ..base
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("requires work_dir"), "{err}");
     }
 
     #[test]

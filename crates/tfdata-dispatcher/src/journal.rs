@@ -62,6 +62,7 @@ use tfdata_dataset::io::FileSystem;
 use tfdata_proto::data::Update;
 use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
 
+use crate::leader_lease::Fence;
 use crate::work_dir::{ObjectDir, WorkDir, put_object};
 
 /// The directory name TensorFlow uses (marked load-bearing in its sources).
@@ -75,6 +76,9 @@ const RECOVERY_READERS: usize = 8;
 #[derive(Clone)]
 pub struct JournalWriter {
     current: Arc<Mutex<Backend>>,
+    /// With several dispatchers on one `work_dir`: the leader lease's
+    /// fence, checked right before every write (see [`open_fenced`]).
+    fence: Option<Fence>,
 }
 
 enum Backend {
@@ -103,6 +107,9 @@ struct ObjectJournal {
     records: u64,
     /// Deleting what the last compaction made redundant.
     cleanup: Option<JoinHandle<()>>,
+    /// Under a leader lease: segments are created only if absent, so a
+    /// deposed leader's late write to a name its successor fenced fails.
+    exclusive: bool,
 }
 
 /// What a start finds in the journal directory.
@@ -119,10 +126,63 @@ pub struct Recovered {
 /// after it) and opens the next run for writing. Blocking: call it off the
 /// async threads.
 pub fn open(work_dir: &WorkDir) -> Result<Recovered> {
-    match work_dir {
-        WorkDir::Local(dir) => open_local(dir),
-        WorkDir::ObjectStore(dir) => open_objects(dir.subdir(JOURNAL_DIR)),
+    open_fenced(work_dir, None)
+}
+
+/// [`open`] for a dispatcher that leads under a leader lease: the writer
+/// calls [`Fence::check`] immediately before every group write and
+/// compaction (with the writer's lock held) and refuses the write with
+/// [`Error::Unavailable`] once the lease is lost, so a deposed leader adds
+/// nothing to the journal. (The check costs no I/O. It cannot stop a write
+/// already past its check when the process is paused: see
+/// docs/fault-tolerance.md.) Call it only after the lease is won: opening
+/// a local journal creates the run's file.
+pub fn open_fenced(work_dir: &WorkDir, fence: Option<Fence>) -> Result<Recovered> {
+    open_prefetched(work_dir, fence, None)
+}
+
+/// [`open_fenced`], reading the objects `prefetched` holds from it rather
+/// than from the store: a standby's takeover then only reads the journal's
+/// tail (object stores; a local journal is read from disk).
+pub fn open_prefetched(
+    work_dir: &WorkDir,
+    fence: Option<Fence>,
+    prefetched: Option<&Prefetched>,
+) -> Result<Recovered> {
+    if let Some(fence) = &fence {
+        check_fence(fence)?;
     }
+    let mut recovered = match work_dir {
+        WorkDir::Local(dir) => open_local(dir),
+        WorkDir::ObjectStore(dir) => {
+            open_objects(dir.subdir(JOURNAL_DIR), prefetched, fence.is_some())
+        }
+    }?;
+    recovered.writer.fence = fence;
+    Ok(recovered)
+}
+
+/// After a write: if the fence no longer holds, the write may have landed
+/// after a successor took over (the process was paused inside it), and
+/// the successor's replay may not have seen it, so it must not be
+/// acknowledged. (A write acknowledged because the fence held after it
+/// landed before any takeover, so every successor replays it. One that is
+/// refused here lies in a run the successor's takeover compaction
+/// superseded, which no replay reads.)
+fn check_written(fence: &Fence) -> Result<()> {
+    fence.check().map_err(|e| {
+        Error::Unavailable(format!(
+            "journal write not acknowledged: the lease may have been lost while it was \
+             written: {e}"
+        ))
+    })
+}
+
+/// The fence's verdict, as the retryable error a deposed leader answers.
+fn check_fence(fence: &Fence) -> Result<()> {
+    fence
+        .check()
+        .map_err(|e| Error::Unavailable(format!("journal write refused: {e}")))
 }
 
 fn decode_snapshot(location: &str, records: &[Bytes]) -> Result<DispatcherSnapshot> {
@@ -468,8 +528,184 @@ fn read_objects(fs: &dyn FileSystem, urls: &[String]) -> Result<Vec<Bytes>> {
     })
 }
 
+/// Most bytes a [`Prefetched`] keeps; past it, the rest is read at
+/// takeover.
+pub const PREFETCH_MAX_BYTES: usize = 256 << 20;
+
+/// The journal objects a standby has read ahead (object stores), so that
+/// its takeover reads only what was written since: the newest snapshot and
+/// the segments after it, as the next start would read them. Objects are
+/// immutable once written (a segment name is never written twice), so a
+/// copy read earlier is the object. Clones share it.
+#[derive(Clone, Default)]
+pub struct Prefetched {
+    inner: Arc<Mutex<PrefetchState>>,
+}
+
+#[derive(Default)]
+struct PrefetchState {
+    objects: std::collections::HashMap<String, Bytes>,
+    bytes: usize,
+    /// Objects a recovery took from here, and objects read ahead.
+    hits: u64,
+    fetched: u64,
+}
+
+impl Prefetched {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PrefetchState> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads the objects of `work_dir`'s journal a start would read that
+    /// are not held yet (at most [`PREFETCH_MAX_BYTES`] in all) and drops
+    /// those a newer snapshot made redundant. Returns how many it read. A
+    /// local work_dir reads nothing. Blocking.
+    pub fn refresh(&self, work_dir: &WorkDir) -> Result<usize> {
+        let WorkDir::ObjectStore(dir) = work_dir else {
+            return Ok(0);
+        };
+        let dir = dir.subdir(JOURNAL_DIR);
+        let Listing {
+            segments,
+            snapshots,
+        } = list_objects(&dir)?;
+        let snapshot = snapshots.last().copied();
+        let first_run = snapshot.unwrap_or(0);
+        let wanted: Vec<String> = snapshot
+            .map(|m| dir.join(&format!("snapshot_{m}")))
+            .into_iter()
+            .chain(
+                segments
+                    .iter()
+                    .filter(|&&(run, _)| run >= first_run)
+                    .map(|&(run, seq)| dir.join(&segment_name(run, seq))),
+            )
+            .collect();
+        let missing: Vec<String> = {
+            let mut state = self.lock();
+            let keep: std::collections::HashSet<&String> = wanted.iter().collect();
+            state.objects.retain(|url, _| keep.contains(url));
+            state.bytes = state.objects.values().map(Bytes::len).sum();
+            wanted
+                .iter()
+                .filter(|url| !state.objects.contains_key(*url))
+                .cloned()
+                .collect()
+        };
+        if missing.is_empty() {
+            return Ok(0);
+        }
+        let read = read_objects(dir.fs(), &missing)?;
+        let mut state = self.lock();
+        let mut added = 0;
+        for (url, bytes) in missing.into_iter().zip(read) {
+            if state.bytes + bytes.len() > PREFETCH_MAX_BYTES {
+                break;
+            }
+            state.bytes += bytes.len();
+            state.objects.insert(url, bytes);
+            added += 1;
+        }
+        state.fetched += added as u64;
+        Ok(added)
+    }
+
+    /// Drops everything held (a leader needs none of it).
+    pub fn clear(&self) {
+        let mut state = self.lock();
+        state.objects.clear();
+        state.bytes = 0;
+    }
+
+    /// How many objects recoveries took from here, and how many were read
+    /// ahead.
+    pub fn stats(&self) -> (u64, u64) {
+        let state = self.lock();
+        (state.hits, state.fetched)
+    }
+
+    fn get(&self, url: &str) -> Option<Bytes> {
+        let mut state = self.lock();
+        let bytes = state.objects.get(url).cloned();
+        if bytes.is_some() {
+            state.hits += 1;
+        }
+        bytes
+    }
+}
+
+/// `urls`' contents, from `prefetched` where it holds them, the rest read
+/// from the store concurrently; in order.
+fn read_objects_prefetched(
+    fs: &dyn FileSystem,
+    urls: &[String],
+    prefetched: Option<&Prefetched>,
+) -> Result<Vec<Bytes>> {
+    let held: Vec<Option<Bytes>> = urls
+        .iter()
+        .map(|url| prefetched.and_then(|p| p.get(url)))
+        .collect();
+    let missing: Vec<String> = urls
+        .iter()
+        .zip(&held)
+        .filter(|(_, h)| h.is_none())
+        .map(|(url, _)| url.clone())
+        .collect();
+    let mut read = read_objects(fs, &missing)?.into_iter();
+    held.into_iter()
+        .map(|h| match h {
+            Some(bytes) => Ok(bytes),
+            None => read
+                .next()
+                .ok_or_else(|| Error::Internal("journal read: fewer objects than asked".into())),
+        })
+        .collect()
+}
+
+/// Most names [`fence_previous_run`] tries.
+const FENCE_ATTEMPTS: u64 = 64;
+
+/// A leader taking over closes the previous leader's run (`run`, the
+/// newest number in the journal): it creates that run's next segment name
+/// as an empty segment, only if absent. The previous leader, if it still
+/// runs (paused, say, inside a write it had checked its fence for), writes
+/// its segments in order and only if absent, so its next write fails
+/// (`AlreadyExists`) instead of landing after the takeover. A name taken
+/// meanwhile is a write of its that landed after this replay's listing:
+/// never acknowledged (its fence was checked after it landed and failed),
+/// and superseded like the rest of the run by the takeover's compaction;
+/// the next name is tried.
+fn fence_previous_run(dir: &ObjectDir, run: u64, live: &[(u64, u64)]) -> Result<()> {
+    let first = live
+        .iter()
+        .filter(|&&(r, _)| r == run)
+        .map(|&(_, seq)| seq + 1)
+        .max()
+        .unwrap_or(0);
+    for seq in first..first + FENCE_ATTEMPTS {
+        let url = dir.join(&segment_name(run, seq));
+        match dir.fs().create_new(&url, Bytes::new()) {
+            Ok(()) => {
+                tracing::info!(marker = %url, "closed the previous leader's journal run");
+                return Ok(());
+            }
+            Err(Error::AlreadyExists(_)) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Unavailable(format!(
+        "could not close the previous leader's journal run {run}: {FENCE_ATTEMPTS} segment \
+         names after {} were taken while trying",
+        dir.join(&segment_name(run, first))
+    )))
+}
+
 /// Reads an object-store journal and opens its next run.
-fn open_objects(dir: ObjectDir) -> Result<Recovered> {
+fn open_objects(
+    dir: ObjectDir,
+    prefetched: Option<&Prefetched>,
+    taking_over: bool,
+) -> Result<Recovered> {
     let Listing {
         segments,
         snapshots,
@@ -483,7 +719,10 @@ fn open_objects(dir: ObjectDir) -> Result<Recovered> {
         None => None,
         Some(m) => {
             let url = dir.join(&format!("snapshot_{m}"));
-            let bytes = dir.fs().read_all(&url)?;
+            let bytes = match prefetched.and_then(|p| p.get(&url)) {
+                Some(bytes) => bytes,
+                None => dir.fs().read_all(&url)?,
+            };
             let snapshot = decode_snapshot(&url, &object_records(&url, &bytes)?)?;
             Some((url, snapshot))
         }
@@ -530,8 +769,14 @@ fn open_objects(dir: ObjectDir) -> Result<Recovered> {
         .map(|&(run, seq)| dir.join(&segment_name(run, seq)))
         .collect();
     let mut updates = Vec::with_capacity(urls.len());
-    for (url, bytes) in urls.iter().zip(read_objects(dir.fs(), &urls)?) {
+    for (url, bytes) in urls
+        .iter()
+        .zip(read_objects_prefetched(dir.fs(), &urls, prefetched)?)
+    {
         decode_updates(url, object_records(url, &bytes)?, &mut updates)?;
+    }
+    if taking_over && let Some(newest) = newest {
+        fence_previous_run(&dir, newest, &live)?;
     }
     let run = newest.map_or(0, |n| n + 1);
     Ok(Recovered {
@@ -543,6 +788,7 @@ fn open_objects(dir: ObjectDir) -> Result<Recovered> {
             seq: 0,
             records: 0,
             cleanup: None,
+            exclusive: taking_over,
         })),
     })
 }
@@ -551,7 +797,20 @@ impl ObjectJournal {
     /// One object, one `PUT`, for the whole group.
     fn write(&mut self, records: &[u8], count: u64) -> Result<u64> {
         let url = self.dir.join(&segment_name(self.run, self.seq));
-        put_object(self.dir.fs(), &url, records)?;
+        if self.exclusive {
+            self.dir
+                .fs()
+                .create_new(&url, Bytes::copy_from_slice(records))
+                .map_err(|e| match e {
+                    Error::AlreadyExists(_) => Error::Unavailable(format!(
+                        "journal write refused: {url} exists, so another dispatcher took \
+                         over the journal (this one lost its leader lease)"
+                    )),
+                    other => other,
+                })?;
+        } else {
+            put_object(self.dir.fs(), &url, records)?;
+        }
         self.seq += 1;
         self.records += count;
         Ok(self.records)
@@ -630,6 +889,7 @@ impl JournalWriter {
     fn new(backend: Backend) -> Self {
         JournalWriter {
             current: Arc::new(Mutex::new(backend)),
+            fence: None,
         }
     }
 
@@ -665,12 +925,23 @@ impl JournalWriter {
         }
         let count = updates.len() as u64;
         let bytes = if count > 0 { records.len() as u64 } else { 0 };
-        let total = match &mut *self.lock() {
+        let mut backend = self.lock();
+        if count > 0
+            && let Some(fence) = &self.fence
+        {
+            check_fence(fence)?;
+        }
+        let total = match &mut *backend {
             Backend::Local(journal) if count > 0 => journal.write(&records, count),
             Backend::Objects(journal) if count > 0 => journal.write(&records, count),
             Backend::Local(journal) => Ok(journal.records),
             Backend::Objects(journal) => Ok(journal.records),
         }?;
+        if count > 0
+            && let Some(fence) = &self.fence
+        {
+            check_written(fence)?;
+        }
         Ok((total, bytes))
     }
 
@@ -680,10 +951,17 @@ impl JournalWriter {
     /// write meanwhile. Returns the bytes of the snapshot written.
     pub fn compact(&self, snapshot: &DispatcherSnapshot) -> Result<u64> {
         let record = encode_record(&snapshot.encode_to_vec(), "a snapshot")?;
-        match &mut *self.lock() {
+        let mut backend = self.lock();
+        if let Some(fence) = &self.fence {
+            check_fence(fence)?;
+        }
+        match &mut *backend {
             Backend::Local(journal) => journal.compact(&record),
             Backend::Objects(journal) => journal.compact(&record),
         }?;
+        if let Some(fence) = &self.fence {
+            check_written(fence)?;
+        }
         Ok(record.len() as u64)
     }
 
@@ -708,6 +986,17 @@ impl JournalWriter {
             Backend::Local(journal) => journal.path.display().to_string(),
             Backend::Objects(journal) => journal.dir.join(&segment_name(journal.run, journal.seq)),
         }
+    }
+
+    /// Whether this writer writes under a leader lease's fence.
+    pub fn fenced(&self) -> bool {
+        self.fence.is_some()
+    }
+
+    /// Whether this writer is fenced by a leader lease that is no longer
+    /// held (its writes are refused from now on).
+    pub fn fenced_out(&self) -> bool {
+        self.fence.as_ref().is_some_and(|f| f.check().is_err())
     }
 
     /// Records in the current file or run (the compaction trigger).

@@ -12,7 +12,10 @@
 //!   files locally, immutable segments on object stores);
 //! * [`leader_lease`]: the leader lease over the work_dir (conditional
 //!   writes on object stores, a file lock locally) and the generation
-//!   fence a deposed leader's writes fail on (issue 17; not used yet);
+//!   fence a deposed leader's writes fail on (issue 17);
+//! * [`high_availability`]: several dispatchers on one `work_dir`, the
+//!   lease's holder leading and the others answering `UNAVAILABLE`
+//!   behind gates until they take over;
 //! * [`store`]: where registered dataset definitions live (memory, or
 //!   `<work_dir>/datasets/<id>` TFRecord files or objects);
 //! * [`distributed_snapshot`]: `distributed_save` snapshots being written,
@@ -30,13 +33,15 @@
 //! * [`status_page`]: the status page (`/`) and its JSON (`/api/status`)
 //!   merged into them, with the bottleneck verdict;
 //! * [`server`]: [`serve`] (the library function the CLI and tests call) and the
-//!   in-process [`DispatchServer`].
+//!   in-process [`DispatchServer`], with what both modes serve alike in
+//!   `serving` (health, admin endpoint, maintenance).
 
 pub mod config;
 pub mod dispatcher;
 pub mod distributed_snapshot;
 pub mod grpc;
 pub mod grpc_heartbeat;
+pub mod high_availability;
 pub mod http;
 pub mod invariants;
 pub mod journal;
@@ -44,6 +49,7 @@ pub mod leader_lease;
 pub mod metrics;
 mod request_span;
 pub mod server;
+mod serving;
 pub mod snapshot;
 pub mod state;
 pub mod status;

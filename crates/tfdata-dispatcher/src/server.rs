@@ -12,21 +12,27 @@ use tfdata_rpc::channel::MAX_MESSAGE_BYTES;
 use tfdata_rpc::health::Health;
 use tfdata_rpc::security::TransportSecurity;
 use tfdata_rpc::server::{ServerHandle, bind};
-use tonic::server::NamedService;
 
 use crate::config::DispatcherConfig;
 use crate::dispatcher::{Dispatcher, SystemClock};
 use crate::grpc::DispatcherGrpc;
 use crate::grpc_heartbeat::HeartbeatFastPath;
 use crate::http::DispatcherSlot;
+use crate::serving::{
+    HttpTask, maintenance_loop, new_health, start_http, stop_http, warn_if_token_in_plaintext,
+    watch_journal,
+};
 use crate::state::DispatcherState;
 use crate::status::StatusGrpc;
 use tfdata_proto::tfdata::status::status_service_server::StatusServiceServer;
 
 /// Runs a dispatcher on `listener` until `shutdown` fires, with its admin
 /// HTTP endpoint on `config.http_port` if set (bound here; a port in use
-/// is an error). Callers that bind the HTTP port themselves (to print it)
-/// use [`serve_with_http`].
+/// is an error). With `config.high_availability`, as one of several
+/// dispatchers sharing the `work_dir` ([`crate::high_availability`]): it
+/// then also returns an error when it loses the leader lease. Callers
+/// that bind the HTTP port themselves (to print it) use
+/// [`serve_with_http`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: DispatcherConfig,
@@ -45,6 +51,9 @@ pub async fn serve_with_http(
     shutdown: CancellationToken,
 ) -> Result<()> {
     config.validate()?;
+    if config.high_availability.is_some() {
+        return crate::high_availability::serve(listener, http, config, shutdown).await;
+    }
     let security = config.security.clone();
     serve_recovering(listener, http, &security, shutdown, move || {
         Dispatcher::new(config, Arc::new(SystemClock))
@@ -105,49 +114,6 @@ pub async fn serve_dispatcher(
     serve_grpc(listener, dispatcher, health, http, shutdown).await
 }
 
-/// The health of a dispatcher not serving yet.
-fn new_health(reason: &str) -> Health {
-    Health::new(
-        &[<DispatcherServiceServer<DispatcherGrpc> as NamedService>::NAME],
-        reason,
-    )
-}
-
-type HttpTask = Option<tokio::task::JoinHandle<Result<()>>>;
-
-/// Starts the admin endpoint on `http`, if given: HTTPS when `security`
-/// has TLS, the token on all but the probes.
-fn start_http(
-    http: Option<StdTcpListener>,
-    security: &TransportSecurity,
-    slot: &DispatcherSlot,
-    health: &Health,
-    shutdown: &CancellationToken,
-) -> Result<HttpTask> {
-    let Some(listener) = http else {
-        return Ok(None);
-    };
-    let security = security.admin_server()?;
-    let router = crate::http::router(slot.clone(), health.clone())
-        .merge(crate::status_page::routes(slot.clone()));
-    Ok(Some(tokio::spawn(admin::serve(
-        listener,
-        router,
-        shutdown.clone(),
-        security,
-    ))))
-}
-
-/// Waits for the admin endpoint to stop (`shutdown` must be cancelled or
-/// about to be): its error, if it failed.
-async fn stop_http(http: HttpTask, shutdown: &CancellationToken) -> Result<()> {
-    shutdown.cancel();
-    match http {
-        Some(task) => admin::stopped(task).await,
-        None => Ok(()),
-    }
-}
-
 async fn serve_grpc(
     listener: tokio::net::TcpListener,
     dispatcher: Arc<Dispatcher>,
@@ -205,69 +171,6 @@ async fn serve_grpc(
     Ok(())
 }
 
-/// A token sent in plaintext can be read by anyone on the network path.
-pub(crate) fn warn_if_token_in_plaintext(security: &tfdata_rpc::security::ServerSecurity) {
-    if security.requires_token() && !security.is_tls() {
-        tracing::warn!(
-            "a bearer token is required but TLS is off: tokens cross the network in \
-             plaintext (set --tls-cert, --tls-key and --tls-ca)"
-        );
-    }
-}
-
-/// Declares the dispatcher unhealthy once a journal write has failed: it
-/// refuses every state change until restarted, and a restart recovers it.
-async fn watch_journal(dispatcher: Arc<Dispatcher>, health: Health, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(JOURNAL_CHECK_INTERVAL);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            () = shutdown.cancelled() => return,
-        }
-        if dispatcher.journal_failed() {
-            health.set_unhealthy(
-                "a journal write failed; restart the dispatcher to recover from its journal",
-            );
-            return;
-        }
-    }
-}
-
-/// How often the health follows the journal.
-const JOURNAL_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Runs [`Dispatcher::check_liveness`] every
-/// [`Dispatcher::liveness_check_interval`] and [`Dispatcher::collect_garbage`]
-/// every `job_gc_check_interval` (not at all when `job_gc_timeout` is unset,
-/// TensorFlow's -1): noticing a dead worker or client follows its own
-/// timeout, not the garbage collector's schedule.
-/// How often finished snapshots whose `DONE`/`ERROR` file could not be
-/// written try again.
-const SNAPSHOT_FILE_RETRY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
-
-async fn maintenance_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken) {
-    let ticker = |period| {
-        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        t
-    };
-    let mut liveness = ticker(dispatcher.liveness_check_interval());
-    let gc_enabled = dispatcher.config().job_gc_timeout.is_some();
-    let mut gc = ticker(dispatcher.config().job_gc_check_interval);
-    let mut snapshot_files = ticker(SNAPSHOT_FILE_RETRY_INTERVAL);
-    loop {
-        let result = tokio::select! {
-            _ = liveness.tick() => dispatcher.check_liveness().await,
-            _ = gc.tick(), if gc_enabled => dispatcher.collect_garbage().await,
-            _ = snapshot_files.tick() => dispatcher.retry_snapshot_final_files().await,
-            () = shutdown.cancelled() => return,
-        };
-        if let Err(e) = result {
-            tracing::error!(error = %e, "dispatcher maintenance failed");
-        }
-    }
-}
-
 /// An in-process dispatcher, like TensorFlow's
 /// `tf.data.experimental.service.DispatchServer`.
 ///
@@ -299,6 +202,15 @@ impl DispatchServer {
     /// from the constructor.
     pub fn new_stopped(config: DispatcherConfig) -> Result<Self> {
         config.validate()?;
+        if config.high_availability.is_some() {
+            return Err(tfdata_core::Error::InvalidConfig {
+                field: "high_availability",
+                reason: "an in-process DispatchServer is always the only dispatcher; run \
+                         several `tfdata dispatcher --leader-lease-ms` processes (or \
+                         tfdata_dispatcher::serve) for high availability"
+                    .into(),
+            });
+        }
         // Certificates and keys are read here too, so a bad file is an
         // error from the constructor rather than from `join()`.
         config.security.server()?;

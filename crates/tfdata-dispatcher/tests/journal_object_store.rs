@@ -231,3 +231,102 @@ fn datasets_are_objects_in_the_work_dir() {
     assert!(matches!(err, Error::DataLoss { .. }), "{err}");
     assert!(err.to_string().contains("datasets/1002"), "{err}");
 }
+
+/// A standby's read-ahead: a recovery takes what it read from it and
+/// reads only the objects written since from the store, with the same
+/// result; after a compaction it keeps only what the next start reads.
+#[test]
+fn a_recovery_reads_only_the_objects_written_since_the_read_ahead() {
+    let (_moto, _fs, work_dir) = setup("prefetch");
+    let r = journal::open(&work_dir).unwrap();
+    let written: Vec<Update> = (0..20).map(|i| dataset(&format!("d{i}"))).collect();
+    for update in &written[..17] {
+        r.writer.write(update).unwrap();
+    }
+    let prefetched = journal::Prefetched::default();
+    assert_eq!(prefetched.refresh(&work_dir).unwrap(), 17);
+    assert_eq!(prefetched.refresh(&work_dir).unwrap(), 0, "nothing new");
+    for update in &written[17..] {
+        r.writer.write(update).unwrap();
+    }
+    let recovered = journal::open_prefetched(&work_dir, None, Some(&prefetched)).unwrap();
+    assert_eq!(recovered.updates, written, "the same history");
+    assert_eq!(prefetched.stats(), (17, 17), "17 from the read-ahead");
+
+    // A compaction: the read-ahead drops the superseded objects and holds
+    // the snapshot and the segments after it.
+    let snapshot = DispatcherSnapshot {
+        format_version: 1,
+        next_dataset_id: 77,
+        ..Default::default()
+    };
+    recovered.writer.compact(&snapshot).unwrap();
+    recovered.writer.write(&dataset("after")).unwrap();
+    recovered.writer.wait_for_cleanup();
+    assert_eq!(
+        prefetched.refresh(&work_dir).unwrap(),
+        2,
+        "snapshot and one segment"
+    );
+    let again = journal::open_prefetched(&work_dir, None, Some(&prefetched)).unwrap();
+    assert_eq!(again.snapshot.unwrap().1.next_dataset_id, 77);
+    assert_eq!(again.updates, vec![dataset("after")]);
+    assert_eq!(prefetched.stats(), (19, 19));
+}
+
+/// A leader taking over closes the previous leader's run: it creates the
+/// run's next segment name (empty, only if absent), and a fenced writer
+/// creates its segments only if absent, so the previous leader's next
+/// write fails instead of landing after the takeover. Later starts replay
+/// the history with the marker in it.
+#[test]
+fn a_takeover_closes_the_previous_leaders_run() {
+    let (moto, fs, work_dir) = setup("takeover");
+    let url = "s3://takeover/dispatcher/leader_lease";
+    let object_fs = moto.file_system();
+    let (store, key) = object_fs.object_store(url).unwrap();
+    let mut lease = tfdata_dispatcher::leader_lease::LeaderLease::object_store(
+        store,
+        key,
+        url,
+        "test:1",
+        tfdata_dispatcher::leader_lease::LeaseConfig {
+            duration: std::time::Duration::from_secs(60),
+            renew_interval: std::time::Duration::from_secs(1),
+            safety_margin: std::time::Duration::from_secs(1),
+        },
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let fence = match rt.block_on(lease.tick()).unwrap() {
+        tfdata_dispatcher::leader_lease::Role::Leader(fence) => fence,
+        other => panic!("not the leader: {other:?}"),
+    };
+    // Both writers hold a valid fence: what stops the old one here is the
+    // storage, as it must for a writer paused between its check and its
+    // write.
+    let old = journal::open_fenced(&work_dir, Some(fence.clone())).unwrap();
+    for i in 0..3 {
+        old.writer.write(&dataset(&format!("old{i}"))).unwrap();
+    }
+    let new = journal::open_fenced(&work_dir, Some(fence)).unwrap();
+    assert_eq!(new.updates.len(), 3);
+    let names = fs.list(&journal_url("takeover")).unwrap();
+    assert!(names.contains(&"journal_0_3".to_string()), "{names:?}");
+    let err = old.writer.write(&dataset("late")).unwrap_err();
+    assert!(
+        matches!(&err, Error::Unavailable(m) if m.contains("journal_0_3")),
+        "{err}"
+    );
+    new.writer.write(&dataset("new")).unwrap();
+    drop((old, new));
+    let replayed = journal::open(&work_dir).unwrap().updates;
+    let expected: Vec<Update> = ["old0", "old1", "old2", "new"]
+        .iter()
+        .map(|id| dataset(id))
+        .collect();
+    assert_eq!(replayed, expected);
+}

@@ -54,6 +54,19 @@ pub trait FileSystem: Send + Sync {
     /// unflushed), so the file may not exist before.
     fn create(&self, path: &str) -> Result<Box<dyn Write + Send>>;
 
+    /// Writes `data` as the file `path` only if no file `path` exists, in
+    /// one atomic step ([`Error::AlreadyExists`] otherwise): an object
+    /// store's conditional `PUT` (`If-None-Match: *`). For writers that
+    /// several processes may race on, such as the journal segments of
+    /// dispatchers sharing a work_dir. File systems that cannot do it
+    /// return [`Error::Unimplemented`] (the default).
+    fn create_new(&self, path: &str, data: Bytes) -> Result<()> {
+        let _ = data;
+        Err(Error::Unimplemented(format!(
+            "creating {path} only if it does not exist is not supported by this file system"
+        )))
+    }
+
     /// The names (not paths) of the files directly in the directory `dir`,
     /// sorted bytewise; subdirectories are left out. `dir` may end in `/`.
     /// A directory that does not exist lists as empty, since an object store

@@ -139,6 +139,32 @@ impl Dispatcher {
         clock: Arc<dyn Clock>,
         work_dir: Option<WorkDir>,
     ) -> Result<Self> {
+        Self::with_work_dir_fenced(config, clock, work_dir, None)
+    }
+
+    /// [`with_work_dir`](Self::with_work_dir) for the leader of several
+    /// dispatchers sharing `work_dir`: every journal write, from the
+    /// compaction at start on, first checks `fence` and is refused once
+    /// the leader lease is lost ([`journal::open_fenced`]).
+    pub fn with_work_dir_fenced(
+        config: DispatcherConfig,
+        clock: Arc<dyn Clock>,
+        work_dir: Option<WorkDir>,
+        fence: Option<crate::leader_lease::Fence>,
+    ) -> Result<Self> {
+        Self::taking_over(config, clock, work_dir, fence, None)
+    }
+
+    /// [`with_work_dir_fenced`](Self::with_work_dir_fenced) reading the
+    /// journal objects a standby read ahead from `prefetched`
+    /// ([`journal::open_prefetched`]).
+    pub fn taking_over(
+        config: DispatcherConfig,
+        clock: Arc<dyn Clock>,
+        work_dir: Option<WorkDir>,
+        fence: Option<crate::leader_lease::Fence>,
+        prefetched: Option<&journal::Prefetched>,
+    ) -> Result<Self> {
         config.validate()?;
         let client_security = config.security.client()?;
         let store = match &work_dir {
@@ -152,7 +178,8 @@ impl Dispatcher {
                     snapshot,
                     updates,
                     writer,
-                } = journal::open(dir)?;
+                } = journal::open_prefetched(dir, fence, prefetched)?;
+                let fence_held = writer.fenced();
                 if let Some((location, snapshot)) = &snapshot {
                     state =
                         DispatcherState::from_snapshot(snapshot).map_err(|e| Error::DataLoss {
@@ -175,8 +202,13 @@ impl Dispatcher {
                     journal = %writer.path(),
                     "dispatcher state recovered from the journal"
                 );
-                // Start the new run from a snapshot, so the next replay is short.
-                if !updates.is_empty() {
+                // Start the new run from a snapshot, so the next replay is
+                // short. A leader taking over always does: the snapshot
+                // supersedes the old leader's run, so a write of the old
+                // leader still in flight when it was replaced (never
+                // acknowledged: see `journal::open_fenced`) is read by no
+                // later replay.
+                if !updates.is_empty() || fence_held {
                     writer.compact(&state.to_snapshot())?;
                 }
                 Some(writer)
@@ -229,6 +261,12 @@ impl Dispatcher {
     /// a restart recovers from the journal.
     pub fn journal_failed(&self) -> bool {
         self.ledger.journal_failed()
+    }
+
+    /// Whether this dispatcher stopped writing its journal because it lost
+    /// its leader lease (high availability).
+    pub fn deposed(&self) -> bool {
+        self.ledger.deposed()
     }
 
     /// A copy of the current state (for introspection and tests).

@@ -77,6 +77,10 @@ pub(crate) struct Ledger {
     journal: Option<GroupCommit>,
     /// Set when a journal write failed (see the module's invariants).
     failed: Arc<AtomicBool>,
+    /// Set with `failed` when the write failed because this dispatcher
+    /// lost its leader lease (high availability): the refusals are then
+    /// `Unavailable`, so clients retry and find the new leader.
+    deposed: Arc<AtomicBool>,
     /// The journal is compacted when this many updates were queued since
     /// the last compaction.
     pub compact_after_records: u64,
@@ -91,13 +95,22 @@ impl Ledger {
         metrics: Arc<DispatcherMetrics>,
     ) -> Result<Self> {
         let failed = Arc::new(AtomicBool::new(false));
+        let deposed = Arc::new(AtomicBool::new(false));
         let journal = journal
-            .map(|writer| GroupCommit::start(writer, Arc::clone(&failed), Arc::clone(&metrics)))
+            .map(|writer| {
+                GroupCommit::start(
+                    writer,
+                    Arc::clone(&failed),
+                    Arc::clone(&deposed),
+                    Arc::clone(&metrics),
+                )
+            })
             .transpose()?;
         Ok(Ledger {
             guarded: Mutex::new(guarded),
             journal,
             failed,
+            deposed,
             compact_after_records: compact_after,
             metrics,
         })
@@ -136,14 +149,35 @@ impl Ledger {
         self.guarded.blocking_lock().state.clone()
     }
 
+    /// Whether this dispatcher stopped writing because it lost its leader
+    /// lease (a journal write was refused by the lease's fence).
+    pub fn deposed(&self) -> bool {
+        self.deposed.load(Ordering::SeqCst)
+    }
+
     fn refuse_if_failed(&self) -> Result<()> {
         if self.failed.load(Ordering::SeqCst) {
-            return Err(Error::Internal(
-                "an earlier journal write failed; restart the dispatcher to recover from its journal"
-                    .into(),
+            return Err(failure(
+                self.deposed(),
+                "an earlier journal write failed; restart the dispatcher to recover from its journal",
             ));
         }
         Ok(())
+    }
+}
+
+/// Why a state change is refused after a failed journal write: retryable
+/// (`Unavailable`) when the dispatcher lost its leader lease, since
+/// another dispatcher leads now; otherwise `Internal` with `message`.
+fn failure(deposed: bool, message: &str) -> Error {
+    if deposed {
+        Error::Unavailable(
+            "this dispatcher lost its leader lease and no longer writes the journal; \
+             another dispatcher leads now"
+                .into(),
+        )
+    } else {
+        Error::Internal(message.into())
     }
 }
 
@@ -278,6 +312,7 @@ struct Durable {
 struct GroupCommit {
     queue: Arc<(SyncMutex<Queue>, Condvar)>,
     durable: watch::Sender<Durable>,
+    deposed: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -285,20 +320,23 @@ impl GroupCommit {
     fn start(
         writer: JournalWriter,
         failed: Arc<AtomicBool>,
+        deposed: Arc<AtomicBool>,
         metrics: Arc<DispatcherMetrics>,
     ) -> Result<Self> {
         let queue: Arc<(SyncMutex<Queue>, Condvar)> = Arc::default();
         let (durable, _) = watch::channel(Durable::default());
         let thread = {
             let (queue, durable) = (Arc::clone(&queue), durable.clone());
+            let deposed = Arc::clone(&deposed);
             std::thread::Builder::new()
                 .name("tfdata-journal".into())
-                .spawn(move || write_loop(&writer, &queue, &durable, &failed, &metrics))
+                .spawn(move || write_loop(&writer, &queue, &durable, (&failed, &deposed), &metrics))
                 .map_err(|e| Error::io("starting the journal thread", e))?
         };
         Ok(GroupCommit {
             queue,
             durable,
+            deposed,
             thread: Some(thread),
         })
     }
@@ -355,9 +393,9 @@ impl GroupCommit {
         if reached {
             Ok(())
         } else {
-            Err(Error::Internal(
-                "the journal write failed; restart the dispatcher to recover from its journal"
-                    .into(),
+            Err(failure(
+                self.deposed.load(Ordering::SeqCst),
+                "the journal write failed; restart the dispatcher to recover from its journal",
             ))
         }
     }
@@ -381,7 +419,7 @@ fn write_loop(
     writer: &JournalWriter,
     queue: &(SyncMutex<Queue>, Condvar),
     durable: &watch::Sender<Durable>,
-    failed: &AtomicBool,
+    (failed, deposed): (&AtomicBool, &AtomicBool),
     metrics: &DispatcherMetrics,
 ) {
     let (lock, wake) = queue;
@@ -411,6 +449,9 @@ fn write_loop(
         };
         let entries = batch.len() as u64;
         if let Err(e) = write_batch(writer, batch, metrics) {
+            if writer.fenced_out() {
+                deposed.store(true, Ordering::SeqCst);
+            }
             failed.store(true, Ordering::SeqCst);
             durable.send_modify(|d| d.failed = true);
             tracing::error!(error = %e, "journal write failed; refusing further state changes");

@@ -1,6 +1,6 @@
 //! The leader lease over a `work_dir`: which of several dispatchers sharing
 //! one `work_dir` leads, and the fence that stops a deposed leader from
-//! writing (issue 17, item 3; the foundation only — nothing calls it yet).
+//! writing (issue 17, item 3; used by [`crate::high_availability`]).
 //!
 //! # The record
 //!
@@ -44,29 +44,22 @@
 //!
 //! A check cannot close the race alone: a leader that passes the check and
 //! is then paused (SIGSTOP, a long GC-like stall, a slow network) past its
-//! expiry can still issue the write it already decided to make. What
-//! closes it — the **next step**, in the journal, not this module — is to
-//! make the storage itself refuse that write:
+//! expiry can still issue the write it already decided to make. The
+//! journal (`crate::journal`, not this module) makes the storage refuse
+//! that write on object stores, and makes it invisible locally:
 //!
-//! * Object stores: journal segments are written with
-//!   `PutMode::Create` and their names carry the generation
-//!   (`journal_<run>_<seq>` within a run the generation owns). A standby
-//!   that wins generation `g + 1` lists the journal and, before writing
-//!   anything, creates the **next segment name of the old leader's run**
-//!   as a fence marker (retrying with the following sequence number if
-//!   the old leader's write just won that name; bounded, since the old
-//!   leader's check fails from then on). The old leader writes sequence
-//!   numbers strictly in order, so its delayed write finds its name taken
-//!   (`AlreadyExists`) and is never acknowledged, and replay ends the old
-//!   run at the marker.
-//! * Local directories: the journal writer holds a shared `flock` on the
-//!   lease lock file while it writes a group, and a takeover takes the
-//!   exclusive one, so a writer paused mid-group delays the takeover
-//!   rather than racing it (bounded by [`storage`]'s lock wait).
-//!
-//! Until then, the window is the time between a passing check and the end
-//! of its write, which `safety_margin` covers for every pause shorter than
-//! itself.
+//! * Object stores: a fenced writer creates its segments only if absent
+//!   (`PutMode::Create`). A standby that wins the lease lists the journal
+//!   and, before writing anything, creates the **next segment name of the
+//!   old leader's run** as an empty marker (retrying with the following
+//!   sequence number if the old leader's write just won that name;
+//!   bounded). The old leader writes sequence numbers strictly in order,
+//!   so its delayed write finds its name taken (`AlreadyExists`) and is
+//!   never acknowledged; the takeover's compaction supersedes the run.
+//! * Local directories: the takeover's compaction deletes the old
+//!   leader's journal file, so a late append lands in an unlinked file no
+//!   replay reads; and the writer checks the fence again after each write,
+//!   so such a write is never acknowledged.
 //!
 //! # Limits
 //!

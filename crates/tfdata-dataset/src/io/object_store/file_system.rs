@@ -306,6 +306,26 @@ impl FileSystem for ObjectStoreFileSystem {
         )))
     }
 
+    fn create_new(&self, path: &str, data: Bytes) -> Result<()> {
+        let Target { location, store } = self.resolve(path)?;
+        let key = location.object_path(path)?;
+        let options = ::object_store::PutOptions {
+            mode: ::object_store::PutMode::Create,
+            ..Default::default()
+        };
+        match block_on(
+            async move { store.put_opts(&key, data.into(), options).await },
+            || format!("creating {path}"),
+        )? {
+            Ok(_) => Ok(()),
+            Err(::object_store::Error::AlreadyExists { .. })
+            | Err(::object_store::Error::Precondition { .. }) => {
+                Err(Error::AlreadyExists(format!("{path} exists already")))
+            }
+            Err(e) => Err(RequestError::new("creating", path, e).into()),
+        }
+    }
+
     fn list(&self, dir: &str) -> Result<Vec<String>> {
         let Target { location, store } = self.resolve(dir)?;
         let prefix = location.path(dir)?;

@@ -1,0 +1,128 @@
+//! What the single dispatcher ([`crate::server`]) and the dispatchers of a
+//! high-availability group ([`crate::high_availability`]) serve alike: the
+//! health, the admin endpoint, the maintenance loop and the journal watch.
+
+use std::net::TcpListener as StdTcpListener;
+use std::sync::Arc;
+
+use tfdata_core::Result;
+use tfdata_proto::data::dispatcher_service_server::DispatcherServiceServer;
+use tfdata_rpc::CancellationToken;
+use tfdata_rpc::admin;
+use tfdata_rpc::health::Health;
+use tfdata_rpc::security::TransportSecurity;
+use tonic::server::NamedService;
+
+use crate::dispatcher::Dispatcher;
+use crate::grpc::DispatcherGrpc;
+use crate::http::DispatcherSlot;
+
+/// The health of a dispatcher not serving yet.
+pub(crate) fn new_health(reason: &str) -> Health {
+    Health::new(
+        &[<DispatcherServiceServer<DispatcherGrpc> as NamedService>::NAME],
+        reason,
+    )
+}
+
+pub(crate) type HttpTask = Option<tokio::task::JoinHandle<Result<()>>>;
+
+/// Starts the admin endpoint on `http`, if given: HTTPS when `security`
+/// has TLS, the token on all but the probes.
+pub(crate) fn start_http(
+    http: Option<StdTcpListener>,
+    security: &TransportSecurity,
+    slot: &DispatcherSlot,
+    health: &Health,
+    shutdown: &CancellationToken,
+) -> Result<HttpTask> {
+    let Some(listener) = http else {
+        return Ok(None);
+    };
+    let security = security.admin_server()?;
+    let router = crate::http::router(slot.clone(), health.clone())
+        .merge(crate::status_page::routes(slot.clone()));
+    Ok(Some(tokio::spawn(admin::serve(
+        listener,
+        router,
+        shutdown.clone(),
+        security,
+    ))))
+}
+
+/// Waits for the admin endpoint to stop (`shutdown` must be cancelled or
+/// about to be): its error, if it failed.
+pub(crate) async fn stop_http(http: HttpTask, shutdown: &CancellationToken) -> Result<()> {
+    shutdown.cancel();
+    match http {
+        Some(task) => admin::stopped(task).await,
+        None => Ok(()),
+    }
+}
+
+/// A token sent in plaintext can be read by anyone on the network path.
+pub(crate) fn warn_if_token_in_plaintext(security: &tfdata_rpc::security::ServerSecurity) {
+    if security.requires_token() && !security.is_tls() {
+        tracing::warn!(
+            "a bearer token is required but TLS is off: tokens cross the network in \
+             plaintext (set --tls-cert, --tls-key and --tls-ca)"
+        );
+    }
+}
+
+/// Declares the dispatcher unhealthy once a journal write has failed: it
+/// refuses every state change until restarted, and a restart recovers it.
+pub(crate) async fn watch_journal(
+    dispatcher: Arc<Dispatcher>,
+    health: Health,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(JOURNAL_CHECK_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        if dispatcher.journal_failed() {
+            health.set_unhealthy(
+                "a journal write failed; restart the dispatcher to recover from its journal",
+            );
+            return;
+        }
+    }
+}
+
+/// How often the health follows the journal.
+const JOURNAL_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Runs [`Dispatcher::check_liveness`] every
+/// [`Dispatcher::liveness_check_interval`] and [`Dispatcher::collect_garbage`]
+/// every `job_gc_check_interval` (not at all when `job_gc_timeout` is unset,
+/// TensorFlow's -1): noticing a dead worker or client follows its own
+/// timeout, not the garbage collector's schedule.
+/// How often finished snapshots whose `DONE`/`ERROR` file could not be
+/// written try again.
+const SNAPSHOT_FILE_RETRY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+pub(crate) async fn maintenance_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken) {
+    let ticker = |period| {
+        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    };
+    let mut liveness = ticker(dispatcher.liveness_check_interval());
+    let gc_enabled = dispatcher.config().job_gc_timeout.is_some();
+    let mut gc = ticker(dispatcher.config().job_gc_check_interval);
+    let mut snapshot_files = ticker(SNAPSHOT_FILE_RETRY_INTERVAL);
+    loop {
+        let result = tokio::select! {
+            _ = liveness.tick() => dispatcher.check_liveness().await,
+            _ = gc.tick(), if gc_enabled => dispatcher.collect_garbage().await,
+            _ = snapshot_files.tick() => dispatcher.retry_snapshot_final_files().await,
+            () = shutdown.cancelled() => return,
+        };
+        if let Err(e) = result {
+            tracing::error!(error = %e, "dispatcher maintenance failed");
+        }
+    }
+}
