@@ -117,6 +117,7 @@ fn run_once(callers: usize, seconds: f64, work_dir: Option<&Path>) -> Result<Run
             .get_or_create_iteration(GetOrCreateIterationRequest {
                 job_id,
                 repetition: 0,
+                tfdata_reports_receipts: false,
             })
             .await?;
         // The first iteration's id (the dispatcher's first id); asked from

@@ -259,9 +259,15 @@ pub(crate) async fn start(
         .await?
         .job_id,
     );
+    // distributed_epoch readers report what they received whole from a
+    // lost worker (`fetch::Receipts`), so it is not produced again.
+    let reports_receipts = params.mode == ProcessingMode::DistributedEpoch
+        && params.consumer_index.is_none()
+        && params.trainer_id.is_none();
     let iteration_request = wire::GetOrCreateIterationRequest {
         job_id: job_id.0,
         repetition: params.repetition,
+        tfdata_reports_receipts: reports_receipts,
     };
     let client_id = IterationClientId(
         retry(&dispatcher.target(), timeout, &cancel, || {
@@ -294,6 +300,7 @@ pub(crate) async fn start(
             stats: Arc::clone(&stats),
             positioned: unresumable.is_none(),
             start: params.start.clone(),
+            reports_receipts,
         },
         cancel.clone(),
     );
@@ -363,6 +370,10 @@ async fn drive(
     let refresh = params.task_refresh_interval;
     let mut fetchers: JoinSet<FetchEnd> = JoinSet::new();
     let mut known_tasks: HashSet<TaskId> = HashSet::new();
+    // Tasks that left the iteration, and their receipts not yet sent.
+    let mut left: HashSet<TaskId> = HashSet::new();
+    let mut leaving: HashMap<tokio::task::Id, TaskId> = HashMap::new();
+    let mut receipts: Vec<wire::TfdataTaskReceipts> = Vec::new();
     let mut running: HashMap<TaskId, tokio::task::AbortHandle> = HashMap::new();
     let mut finished = false;
     // Skipping a task for targeting means the dispatcher's end of the
@@ -383,21 +394,29 @@ async fn drive(
                     iteration_client_id: client_id.0,
                     target_processing_time_nsec,
                     tfdata_stats: Some(stats),
+                    tfdata_receipts: receipts.clone(),
                     ..Default::default()
                 };
                 match dispatcher.reader_heartbeat(request).await {
                     Ok(response) => {
+                        receipts.clear();
                         // Tasks the dispatcher dropped (a lost worker's) are
                         // no longer read.
                         let listed: HashSet<TaskId> =
                             response.task_info.iter().map(|t| TaskId(t.task_id)).collect();
-                        running.retain(|task_id, handle: &mut tokio::task::AbortHandle| {
-                            let keep = listed.contains(task_id);
-                            if !keep {
-                                handle.abort();
+                        // Their receipts go to the dispatcher once their
+                        // fetchers have stopped (nothing more is delivered).
+                        let gone: Vec<TaskId> =
+                            known_tasks.difference(&listed).filter(|t| left.insert(**t)).copied().collect();
+                        for task_id in gone {
+                            match running.remove(&task_id) {
+                                Some(handle) => {
+                                    handle.abort();
+                                    leaving.insert(handle.id(), task_id);
+                                }
+                                None => receipts.extend(fetch.take_receipts(task_id).map(|s| task_receipts(task_id, s))),
                             }
-                            keep
-                        });
+                        }
                         for task in response.task_info {
                             let id = TaskId(task.task_id);
                             if known_tasks.insert(id) {
@@ -424,7 +443,10 @@ async fn drive(
                 // Once every known task is drained, poll the dispatcher quickly
                 // for the iteration's end instead of waiting a full period.
                 let drained = !known_tasks.is_empty() && fetchers.is_empty();
-                next_heartbeat = if !finished && drained {
+                next_heartbeat = if !receipts.is_empty() {
+                    // The dispatcher waits for them to hand splits out again.
+                    Instant::now()
+                } else if !finished && drained {
                     end_poll = (end_poll * 2).min(refresh);
                     Instant::now() + end_poll
                 } else {
@@ -432,13 +454,17 @@ async fn drive(
                 };
             }
             Some(joined) = fetchers.join_next_with_id(), if !fetchers.is_empty() => {
-                match joined {
-                    Ok((id, FetchEnd::Failed)) => {
-                        running.retain(|_, h| h.id() != id);
-                        break;
-                    }
-                    Ok((id, _)) => running.retain(|_, h| h.id() != id),
-                    Err(e) => running.retain(|_, h| h.id() != e.id()),
+                let id = match &joined {
+                    Ok((id, _)) => *id,
+                    Err(e) => e.id(),
+                };
+                running.retain(|_, h| h.id() != id);
+                if let Some(task_id) = leaving.remove(&id) {
+                    receipts.extend(fetch.take_receipts(task_id).map(|s| task_receipts(task_id, s)));
+                    next_heartbeat = Instant::now();
+                }
+                if matches!(joined, Ok((_, FetchEnd::Failed))) {
+                    break;
                 }
                 if fetchers.is_empty() && skipped_any {
                     finished = true;
@@ -452,5 +478,28 @@ async fn drive(
     fetchers.abort_all();
     drop(fetchers);
     drop(fetch);
+    if !receipts.is_empty() {
+        // Best effort: unreported, the splits are produced again.
+        let request = wire::ClientHeartbeatRequest {
+            iteration_client_id: client_id.0,
+            tfdata_receipts: receipts,
+            ..Default::default()
+        };
+        let _ = dispatcher.reader_heartbeat(request).await;
+    }
     dispatcher.release_reader(client_id).await;
+}
+
+fn task_receipts(task: TaskId, splits: Vec<tfdata_core::SplitName>) -> wire::TfdataTaskReceipts {
+    wire::TfdataTaskReceipts {
+        task_id: task.0,
+        splits: splits
+            .into_iter()
+            .map(|n| wire::TfdataSplitName {
+                provider: n.provider,
+                repetition: n.repetition,
+                sequence: n.sequence,
+            })
+            .collect(),
+    }
 }

@@ -288,6 +288,8 @@ async fn heartbeat_loop(
             blocked_round,
             target_processing_time_nsec,
             tfdata_stats: Some(stats),
+            // Coordinated reads report no receipts (not distributed_epoch).
+            tfdata_receipts: Vec::new(),
         };
         match dispatcher.reader_heartbeat(request).await {
             Ok(r) => {

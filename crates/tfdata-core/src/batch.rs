@@ -11,6 +11,7 @@
 use bytes::{Bytes, BytesMut};
 use tfdata_proto::tfdata::stream::{Chunk, ElementBatch};
 
+use crate::lineage::SplitName;
 use crate::tensor::{TensorData, num_elements};
 use crate::{DType, Element, Error, Result, Tensor};
 
@@ -144,6 +145,9 @@ pub struct BatchEncoder {
     scratch: Vec<u8>,
     num_elements: u32,
     payload_bytes: u64,
+    /// `ElementBatch.whole_splits`, begun at the first element naming one.
+    whole_splits: Vec<u8>,
+    names: Vec<SplitName>,
 }
 
 impl BatchEncoder {
@@ -212,8 +216,34 @@ impl BatchEncoder {
             self.headers.extend_from_slice(&self.scratch);
             std::mem::swap(&mut self.previous, &mut self.scratch);
         }
+        self.push_whole_splits(element);
         self.num_elements += 1;
         self.payload_bytes += element.byte_size() as u64;
+    }
+
+    /// Records the splits `element` holds whole (it is being sent).
+    fn push_whole_splits(&mut self, element: &Element) {
+        if element.lineage.is_empty() {
+            if !self.whole_splits.is_empty() {
+                self.whole_splits.push(0);
+            }
+            return;
+        }
+        self.names.clear();
+        element.lineage.whole_splits(&mut self.names);
+        if self.names.is_empty() && self.whole_splits.is_empty() {
+            return;
+        }
+        if self.whole_splits.is_empty() {
+            // The elements before named none.
+            self.whole_splits.resize(self.num_elements as usize, 0);
+        }
+        put_varint(&mut self.whole_splits, self.names.len() as u64);
+        for n in &self.names {
+            for v in [n.provider, n.repetition, n.sequence] {
+                put_varint(&mut self.whole_splits, v as u64);
+            }
+        }
     }
 
     fn piece(&mut self, bytes: &Bytes) {
@@ -249,8 +279,44 @@ impl BatchEncoder {
             payload_bytes: self.payload_bytes,
             first_element_index: 0,
             end_of_sequence: false,
+            whole_splits: self.whole_splits.into(),
         })
     }
+}
+
+/// Every split the elements of `batch` hold whole
+/// (`ElementBatch.whole_splits`), in order. Malformed input is an error.
+pub fn whole_splits(batch: &ElementBatch) -> Result<Vec<SplitName>> {
+    let mut h = Headers {
+        bytes: &batch.whole_splits,
+        pos: 0,
+    };
+    let mut names = Vec::new();
+    if h.remaining() == 0 {
+        return Ok(names);
+    }
+    for _ in 0..batch.num_elements {
+        let count = h.varint()?;
+        // Every name takes at least three bytes.
+        if count > (h.remaining() / 3) as u64 {
+            return Err(malformed(format!("{count} whole splits")));
+        }
+        for _ in 0..count {
+            let mut v = [0i64; 3];
+            for x in &mut v {
+                *x = i64::try_from(h.varint()?).map_err(|_| malformed("bad split name"))?;
+            }
+            names.push(SplitName {
+                provider: v[0],
+                repetition: v[1],
+                sequence: v[2],
+            });
+        }
+    }
+    if h.remaining() != 0 {
+        return Err(malformed("trailing whole-split bytes"));
+    }
+    Ok(names)
 }
 
 fn malformed(reason: impl Into<String>) -> Error {
@@ -517,6 +583,80 @@ mod tests {
         round_trip(ChunkCompression::Never);
         round_trip(ChunkCompression::Always);
         round_trip(ChunkCompression::Auto);
+    }
+
+    #[test]
+    fn whole_splits_travel_with_their_batch_and_garbage_is_refused() {
+        use crate::lineage::{Lineage, SplitLease};
+        let name = |sequence| SplitName {
+            provider: 1,
+            repetition: 2,
+            sequence,
+        };
+        let named = |sequence| {
+            Element::single(Tensor::scalar(sequence))
+                .with_lineage(Lineage::of(SplitLease::named(name(sequence), || {})))
+        };
+        // Unnamed elements first, then two named, one unnamed, one named
+        // (a batch of two splits).
+        let mut both = named(300);
+        both.lineage.extend(Lineage::of(SplitLease::named(
+            SplitName {
+                provider: 0,
+                repetition: 0,
+                sequence: i64::MAX,
+            },
+            || {},
+        )));
+        let elements = vec![
+            Element::single(Tensor::scalar(0i64)),
+            named(7),
+            named(8),
+            Element::single(Tensor::scalar(0i64)),
+            both,
+        ];
+        let mut encoder = BatchEncoder::with_elements(&elements);
+        let batch = encoder_finish(&mut encoder);
+        assert_eq!(
+            whole_splits(&batch).unwrap(),
+            vec![
+                name(7),
+                name(8),
+                name(300),
+                SplitName {
+                    provider: 0,
+                    repetition: 0,
+                    sequence: i64::MAX
+                }
+            ]
+        );
+        // No names, no bytes.
+        let plain = BatchEncoder::with_elements(&sample());
+        let batch = plain
+            .finish(&mut Compressor::new(ChunkCompression::Never))
+            .unwrap();
+        assert!(batch.whole_splits.is_empty());
+        assert_eq!(whole_splits(&batch).unwrap(), vec![]);
+        // Hostile counts and truncations are errors, not allocations.
+        for garbage in [
+            vec![0xff, 0xff, 0xff, 0xff, 0x0f],
+            vec![1, 1, 1],
+            vec![0, 0, 0, 0, 0, 9],
+            vec![0xff; 20],
+        ] {
+            let batch = ElementBatch {
+                num_elements: 5,
+                whole_splits: garbage.clone().into(),
+                ..Default::default()
+            };
+            assert!(whole_splits(&batch).is_err(), "{garbage:?}");
+        }
+    }
+
+    fn encoder_finish(encoder: &mut BatchEncoder) -> ElementBatch {
+        std::mem::take(encoder)
+            .finish(&mut Compressor::new(ChunkCompression::Never))
+            .unwrap()
     }
 
     #[test]

@@ -21,13 +21,37 @@
 //! (cache) only delay releases, which is safe (a lost worker's split is then
 //! produced twice, never lost). Outside distributed_epoch mode lineages are
 //! empty and cost nothing: an empty `Vec` does not allocate.
+//!
+//! A worker that dies before it reported a split delivered would have the
+//! split produced again, though its elements may have reached readers. So
+//! an element sent to a reader names the splits it holds *whole*
+//! ([`Lineage::whole_splits`]): those of which no element was sent before
+//! and nothing is left behind (the element holds the lease's last
+//! reference, so no other element of the split exists or can be made). A
+//! reader that received the element can vouch for those splits when the
+//! worker is lost, and they are not produced again. A split spread over
+//! several elements is never named: no single reader can vouch for it.
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A split as the task that received it names it: its split provider (the
+/// source's index), the repetition and the sequence number of the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SplitName {
+    pub provider: i64,
+    pub repetition: i64,
+    pub sequence: i64,
+}
 
 /// A split held by a worker until every element made from it is gone.
 pub struct SplitLease {
     release: Option<Box<dyn FnOnce() + Send + Sync>>,
+    name: Option<SplitName>,
+    /// An element made from the split was sent (or dropped unsent by a
+    /// send path that cannot name splits).
+    sent: AtomicBool,
 }
 
 impl SplitLease {
@@ -35,6 +59,20 @@ impl SplitLease {
     pub fn new(release: impl FnOnce() + Send + Sync + 'static) -> Arc<SplitLease> {
         Arc::new(SplitLease {
             release: Some(Box::new(release)),
+            name: None,
+            sent: AtomicBool::new(false),
+        })
+    }
+
+    /// A lease of the split `name`, which elements sent whole name.
+    pub fn named(
+        name: SplitName,
+        release: impl FnOnce() + Send + Sync + 'static,
+    ) -> Arc<SplitLease> {
+        Arc::new(SplitLease {
+            release: Some(Box::new(release)),
+            name: Some(name),
+            sent: AtomicBool::new(false),
         })
     }
 }
@@ -90,6 +128,29 @@ impl Lineage {
             self.extend(other.clone());
         }
     }
+
+    /// Called as the element goes to a reader that records split names:
+    /// the named splits this element holds whole (see the module docs),
+    /// appended to `out`. Every split is marked sent, so a later element of
+    /// a split is never taken for all of it.
+    pub fn whole_splits(&self, out: &mut Vec<SplitName>) {
+        for lease in &self.0 {
+            let first = !lease.sent.swap(true, Ordering::SeqCst);
+            // Our reference is the last: nothing else holds the split, and
+            // nothing can clone a reference nobody else has.
+            if first && Arc::strong_count(lease) == 1 {
+                out.extend(lease.name);
+            }
+        }
+    }
+
+    /// Called as the element goes to a reader that does not record split
+    /// names (`GetElement`): its splits are never named whole afterwards.
+    pub fn mark_sent(&self) {
+        for lease in &self.0 {
+            lease.sent.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 impl fmt::Debug for Lineage {
@@ -119,5 +180,48 @@ mod tests {
         assert_eq!(released.load(Ordering::SeqCst), 0, "b still holds it");
         drop(b);
         assert_eq!(released.load(Ordering::SeqCst), 1);
+    }
+
+    fn name(sequence: i64) -> SplitName {
+        SplitName {
+            provider: 0,
+            repetition: 0,
+            sequence,
+        }
+    }
+
+    #[test]
+    fn only_an_element_holding_all_that_is_left_of_a_split_names_it() {
+        let whole = |l: &Lineage| {
+            let mut out = Vec::new();
+            l.whole_splits(&mut out);
+            out
+        };
+        // One element, the source done with the split: named.
+        let a = Lineage::of(SplitLease::named(name(1), || {}));
+        assert_eq!(whole(&a), vec![name(1)]);
+        // Two elements of one split: neither names it, whichever goes first.
+        let lease = SplitLease::named(name(2), || {});
+        let first = Lineage::of(Arc::clone(&lease));
+        let second = Lineage::of(lease);
+        assert_eq!(whole(&first), vec![]);
+        drop(first);
+        assert_eq!(whole(&second), vec![], "an element of it was sent before");
+        // The source still reading the split holds a reference: not named.
+        let lease = SplitLease::named(name(3), || {});
+        let element = Lineage::of(Arc::clone(&lease));
+        assert_eq!(whole(&element), vec![]);
+        drop(lease);
+        // A batch of whole splits names each; an unnamed lease never.
+        let mut batch = Lineage::of(SplitLease::named(name(4), || {}));
+        batch.extend(Lineage::of(SplitLease::named(name(5), || {})));
+        batch.extend(Lineage::of(SplitLease::new(|| {})));
+        assert_eq!(whole(&batch), vec![name(4), name(5)]);
+        // An element sent where names are not recorded spoils its splits.
+        let lease = SplitLease::named(name(6), || {});
+        let sent = Lineage::of(Arc::clone(&lease));
+        sent.mark_sent();
+        drop(sent);
+        assert_eq!(whole(&Lineage::of(lease)), vec![]);
     }
 }

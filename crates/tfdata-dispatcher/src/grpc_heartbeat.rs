@@ -285,6 +285,7 @@ mod tests {
                 .get_or_create_iteration(wire::GetOrCreateIterationRequest {
                     job_id,
                     repetition: 0,
+                    tfdata_reports_receipts: false,
                 })
                 .await
                 .unwrap()
@@ -294,7 +295,11 @@ mod tests {
                 iteration_client_id: reader,
                 ..Default::default()
             };
-            let over_grpc = client.client_heartbeat(request).await.unwrap().into_inner();
+            let over_grpc = client
+                .client_heartbeat(request.clone())
+                .await
+                .unwrap()
+                .into_inner();
             let meant = server.dispatcher().client_heartbeat(request).await.unwrap();
             assert_eq!(over_grpc, meant);
             assert_eq!(over_grpc.task_info.len(), 3);

@@ -82,6 +82,13 @@ impl DispatcherState {
             }
             *clients.entry(*iteration).or_default() += 1;
         }
+        if let Some(c) = self
+            .receipt_clients
+            .iter()
+            .find(|c| !self.clients.contains_key(c))
+        {
+            return Err(format!("unknown client {c} reports receipts"));
+        }
         for ((name, repetition), id) in &self.iterations_by_key {
             let it = self.iterations.get(id).ok_or_else(|| {
                 format!("iteration key ({name}, {repetition}) names unknown {id}")
@@ -150,6 +157,16 @@ impl DispatcherState {
                     "iteration {id} has a last split of provider {}",
                     r.provider
                 ));
+            }
+            for (task, readers) in &it.awaited_receipts {
+                let bad_reader = readers
+                    .iter()
+                    .find(|c| self.clients.get(c) != Some(id) || !self.receipt_clients.contains(c));
+                if readers.is_empty() || bad_reader.is_some() || it.tasks.contains(task) {
+                    return Err(format!(
+                        "iteration {id} awaits receipts for task {task} from {readers:?}"
+                    ));
+                }
             }
             if let Some(key) = it
                 .held_splits
@@ -272,6 +289,7 @@ mod tests {
             6 => UpdateType::AcquireIterationClient(wire::AcquireIterationClientUpdate {
                 iteration_id: 2000 + rng.random_range(0..4),
                 iteration_client_id: 8000 + rng.random_range(0..4),
+                tfdata_reports_receipts: rng.random_bool(0.5),
             }),
             7 => UpdateType::ReleaseIterationClient(wire::ReleaseIterationClientUpdate {
                 iteration_client_id: 8000 + rng.random_range(0..4),
@@ -306,7 +324,18 @@ mod tests {
             14 => UpdateType::FinishTask(wire::FinishTaskUpdate {
                 task_id: 10_000 + rng.random_range(0..4),
             }),
-            _ => match rng.random_range(0..3) {
+            _ => match rng.random_range(0..4) {
+                3 => UpdateType::TfdataReceiveSplits(wire::ReceiveSplitsUpdate {
+                    iteration_client_id: 8000 + rng.random_range(0..4),
+                    task_id: 10_000 + rng.random_range(0..4),
+                    splits: (0..rng.random_range(0..3))
+                        .map(|_| wire::TfdataSplitName {
+                            provider: rng.random_range(-1..3),
+                            repetition: 0,
+                            sequence: rng.random_range(0..4),
+                        })
+                        .collect(),
+                }),
                 0 => UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
                     worker_address: worker(rng),
                 }),

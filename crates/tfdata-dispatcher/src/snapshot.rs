@@ -71,6 +71,7 @@ impl DispatcherState {
                 .map(|(c, i)| wire::Client {
                     id: c.0,
                     iteration_id: i.0,
+                    reports_receipts: self.receipt_clients.contains(c),
                 })
                 .collect(),
             next_client_id: self.next_client_id,
@@ -185,6 +186,9 @@ impl DispatcherState {
             state
                 .clients
                 .insert(IterationClientId(c.id), IterationId(c.iteration_id));
+            if c.reports_receipts {
+                state.receipt_clients.insert(IterationClientId(c.id));
+            }
         }
         state.next_client_id = s.next_client_id;
         for t in &s.tasks {
@@ -279,6 +283,14 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                 split: held.split.clone(),
             })
             .collect(),
+        awaited_receipts: it
+            .awaited_receipts
+            .iter()
+            .map(|(task, clients)| wire::AwaitedReceipts {
+                task_id: task.0,
+                clients: clients.iter().map(|c| c.0).collect(),
+            })
+            .collect(),
     }
 }
 
@@ -353,6 +365,16 @@ fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
                         produced_in: h.split_repetition,
                         split: h.split.clone(),
                     },
+                )
+            })
+            .collect(),
+        awaited_receipts: it
+            .awaited_receipts
+            .iter()
+            .map(|a| {
+                (
+                    TaskId(a.task_id),
+                    a.clients.iter().map(|c| IterationClientId(*c)).collect(),
                 )
             })
             .collect(),

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use prost::Message;
 use tfdata_client::DispatcherClient;
-use tfdata_core::{IterationId, Lineage, Result, SplitLease, TaskId, Tensor};
+use tfdata_core::{IterationId, Lineage, Result, SplitLease, SplitName, TaskId, Tensor};
 use tfdata_dataset::splits::SplitProvider;
 use tfdata_proto::data::{GetSplitRequest, GetSplitResponse, TfdataDeliveredSplit};
 use tfdata_proto::tensorflow::TensorProto;
@@ -402,7 +402,12 @@ impl SplitProvider for RemoteSplitProvider {
         let delivered = Arc::clone(&self.delivered);
         let ledger = Arc::clone(&self.ledger);
         ledger.outstanding.fetch_add(1, Ordering::SeqCst);
-        let lease = SplitLease::new(move || {
+        let split_name = SplitName {
+            provider: self.split_provider_index,
+            repetition: name.repetition,
+            sequence: name.sequence,
+        };
+        let lease = SplitLease::named(split_name, move || {
             lock(&delivered).push((Instant::now(), name));
             ledger.released();
         });

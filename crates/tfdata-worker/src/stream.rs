@@ -212,6 +212,7 @@ fn encode(batch: ElementBatch) -> Vec<Bytes> {
         payload_bytes,
         first_element_index,
         end_of_sequence,
+        whole_splits,
     } = batch;
     let mut w = RopeWriter::new();
     w.put_fields(&ElementBatch {
@@ -221,6 +222,7 @@ fn encode(batch: ElementBatch) -> Vec<Bytes> {
         payload_bytes,
         first_element_index,
         end_of_sequence,
+        whole_splits,
     });
     for chunk in chunks {
         use prost::Message;

@@ -227,6 +227,7 @@ async fn one_task_compressed(
         .get_or_create_iteration(wire::GetOrCreateIterationRequest {
             job_id,
             repetition: 0,
+            tfdata_reports_receipts: false,
         })
         .await
         .unwrap()

@@ -316,6 +316,7 @@ impl Load {
             .get_or_create_iteration(call(GetOrCreateIterationRequest {
                 job_id: split_job,
                 repetition: 0,
+                tfdata_reports_receipts: false,
             }))
             .await
             .context("GetOrCreateIteration of the split job")?
@@ -365,6 +366,7 @@ impl Load {
                         .get_or_create_iteration(call(GetOrCreateIterationRequest {
                             job_id,
                             repetition: 0,
+                            tfdata_reports_receipts: false,
                         }))
                         .await
                         .with_context(|| format!("reader {k}: GetOrCreateIteration"))?;

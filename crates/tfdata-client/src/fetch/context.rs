@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use tfdata_core::{Element, Error, Result, TaskId};
+use tfdata_core::{Element, Error, Result, SplitName, TaskId};
 use tfdata_proto::data::{self as wire, worker_service_client::WorkerServiceClient};
 use tfdata_proto::tfdata::stream::Compression as StreamCompression;
 use tfdata_rpc::CancellationToken;
@@ -21,6 +21,12 @@ use crate::metrics::ReaderStats;
 pub(crate) const STREAM_WINDOW_ELEMENTS: u64 = 16_384;
 /// Payload bytes a reader lets each task's stream send ahead of it.
 pub(crate) const STREAM_WINDOW_BYTES: u64 = 16 << 20;
+
+/// Split names a reader keeps per task for its receipts (see
+/// [`Receipts`]): far more than a worker holds unreported at once (its
+/// pipeline's buffers plus ~100 ms of deliveries); past it the oldest are
+/// forgotten, and if the worker is then lost they are produced again.
+pub(crate) const MAX_RECEIPTS_PER_TASK: usize = 1 << 16;
 
 /// Compressed payloads at least this large are decompressed on a blocking
 /// thread: Snappy over megabytes would stall the (one-thread) client runtime,
@@ -215,6 +221,39 @@ pub(crate) struct FetchParams {
     pub positioned: bool,
     /// Per worker, the index to start its task at (a restored checkpoint).
     pub start: crate::checkpoint::Positions,
+    /// Whether to record receipts for lost tasks ([`Receipts`]).
+    pub reports_receipts: bool,
+}
+
+/// distributed_epoch: the splits this reader received whole from each task
+/// (named by the worker on each stream batch), so that when a task leaves
+/// the iteration (its worker was lost) the reader can tell the dispatcher,
+/// which then hands out again only the splits nobody received. A batch is
+/// recorded once it was handed to the reader's channel (never before: a
+/// fetcher stopped while it waits to hand a batch over drops it), and a
+/// task's receipts are taken only after its fetcher has stopped, so they
+/// are exactly the batches delivered.
+#[derive(Default)]
+pub(crate) struct Receipts {
+    tasks: HashMap<TaskId, std::collections::VecDeque<SplitName>>,
+}
+
+impl Receipts {
+    /// Records the whole splits of a batch from `task` just delivered.
+    pub(crate) fn record(&mut self, task: TaskId, names: Vec<SplitName>) {
+        if names.is_empty() {
+            return;
+        }
+        let r = self.tasks.entry(task).or_default();
+        r.extend(names);
+        let excess = r.len().saturating_sub(MAX_RECEIPTS_PER_TASK);
+        r.drain(..excess);
+    }
+
+    /// What `task` delivered whole (its fetcher has stopped).
+    pub(crate) fn take(&mut self, task: TaskId) -> Vec<SplitName> {
+        self.tasks.remove(&task).map(Vec::from).unwrap_or_default()
+    }
 }
 
 /// A worker's connection, shared by its tasks' fetchers.
@@ -242,6 +281,8 @@ pub(crate) struct FetchContext {
     /// the fetchers received. A task a restarted worker gets anew in this
     /// read is the same sequence, so it starts here too.
     received: Mutex<crate::checkpoint::Positions>,
+    /// `Some` when this reader reports receipts (distributed_epoch).
+    receipts: Option<Mutex<Receipts>>,
 }
 
 impl FetchContext {
@@ -264,6 +305,9 @@ impl FetchContext {
             stats: params.stats,
             positioned: params.positioned,
             received: Mutex::new(params.start),
+            receipts: params
+                .reports_receipts
+                .then(|| Mutex::new(Receipts::default())),
         };
         (Arc::new(ctx), rx)
     }
@@ -286,6 +330,20 @@ impl FetchContext {
     /// Hands `item` to the reader; `false` if the reader is gone.
     pub(crate) async fn send(&self, item: Item) -> bool {
         self.tx.send(item).await.is_ok()
+    }
+
+    /// Records the whole splits of a batch from `task` just delivered.
+    pub(crate) fn record_receipts(&self, task: TaskId, names: Vec<SplitName>) {
+        if let Some(r) = &self.receipts {
+            lock(r).record(task, names);
+        }
+    }
+
+    /// What `task` delivered whole, for the report once it left the
+    /// iteration and its fetcher stopped; `None` if this reader reports no
+    /// receipts.
+    pub(crate) fn take_receipts(&self, task: TaskId) -> Option<Vec<SplitName>> {
+        self.receipts.as_ref().map(|r| lock(r).take(task))
     }
 
     /// The index of the next element wanted from `worker`'s task.

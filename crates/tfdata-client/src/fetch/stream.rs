@@ -149,6 +149,10 @@ pub(crate) async fn stream_task(
             let end = batch.end_of_sequence;
             let payload_bytes = batch.payload_bytes;
             let first = batch.first_element_index;
+            let whole_splits = match tfdata_core::batch::whole_splits(&batch) {
+                Ok(names) => names,
+                Err(e) => return Streamed::Ended(ctx.fail(task.error(e)).await),
+            };
             let elements = match decode_batch_off_runtime(batch).await {
                 Ok(elements) => elements,
                 Err(e) => return Streamed::Ended(ctx.fail(task.error(e)).await),
@@ -177,6 +181,9 @@ pub(crate) async fn stream_task(
                 {
                     return Streamed::Ended(FetchEnd::Stopped);
                 }
+                // Delivered: recorded with no await in between, so a fetcher
+                // aborted in the send records nothing it did not deliver.
+                ctx.record_receipts(task.task_id, whole_splits);
             }
             if end {
                 return Streamed::Ended(FetchEnd::EndOfSequence);

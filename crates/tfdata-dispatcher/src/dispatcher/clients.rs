@@ -18,6 +18,7 @@ use super::coordinated_reads::negotiate_pending_task;
 use super::errors::unknown_client;
 use super::task_lists::{EncodedTaskList, encode_task_list};
 use super::txn::Guarded;
+use super::workers::apply_and_return_splits;
 
 /// A `ClientHeartbeatResponse` with its task list already encoded.
 #[derive(Debug, Clone)]
@@ -80,6 +81,39 @@ fn task_list(g: &mut Guarded, iteration: IterationId) -> Result<Bytes> {
     Ok(encoded)
 }
 
+/// Applies a reader's receipts for lost tasks whose return waits for them
+/// (a report for any other task, a repeat or a finished one, changes
+/// nothing and is not journaled).
+fn receive_splits(
+    txn: &mut super::txn::Txn<'_>,
+    client: IterationClientId,
+    iteration_id: IterationId,
+    receipts: Vec<wire::TfdataTaskReceipts>,
+) -> Result<()> {
+    for r in receipts {
+        let awaited = txn
+            .state
+            .iteration(iteration_id)
+            .is_some_and(|it| it.awaits_receipts(tfdata_core::TaskId(r.task_id), client));
+        if !awaited {
+            continue;
+        }
+        tracing::debug!(
+            client = client.0,
+            task = r.task_id,
+            splits = r.splits.len(),
+            "a reader's receipts for a lost task"
+        );
+        let update = UpdateType::TfdataReceiveSplits(wire::ReceiveSplitsUpdate {
+            iteration_client_id: client.0,
+            task_id: r.task_id,
+            splits: r.splits,
+        });
+        apply_and_return_splits(txn, update)?;
+    }
+    Ok(())
+}
+
 impl Dispatcher {
     pub(crate) async fn client_heartbeat(
         &self,
@@ -107,6 +141,7 @@ impl Dispatcher {
             *max = (*max).max(round);
         }
         negotiate_pending_task(&mut txn, client, iteration_id, &req)?;
+        receive_splits(&mut txn, client, iteration_id, req.tfdata_receipts)?;
         let it = txn
             .state
             .iteration(iteration_id)
@@ -136,12 +171,12 @@ impl Dispatcher {
         if txn.state.client_iteration(client).is_none() {
             return Err(unknown_client(client));
         }
-        txn.apply(UpdateType::ReleaseIterationClient(
-            wire::ReleaseIterationClientUpdate {
-                iteration_client_id: client.0,
-                time_micros: self.clock.now_micros(),
-            },
-        ))?;
+        // Lost tasks waiting for its receipts wait no more.
+        let update = UpdateType::ReleaseIterationClient(wire::ReleaseIterationClientUpdate {
+            iteration_client_id: client.0,
+            time_micros: self.clock.now_micros(),
+        });
+        apply_and_return_splits(&mut txn, update)?;
         txn.liveness.forget_client(client);
         txn.load.forget_reader(client);
         txn.commit().await?;

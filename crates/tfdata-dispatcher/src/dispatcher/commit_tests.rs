@@ -280,10 +280,13 @@ async fn heartbeats_wait_only_for_the_writes_they_answer_from() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(splits_applied(&d, iteration).await, 1);
-    let answer = tokio::time::timeout(Duration::from_secs(10), d.client_heartbeat(heartbeat))
-        .await
-        .expect("a reader's heartbeat does not wait for the split's write")
-        .unwrap();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(10),
+        d.client_heartbeat(heartbeat.clone()),
+    )
+    .await
+    .expect("a reader's heartbeat does not wait for the split's write")
+    .unwrap();
     assert!(answer.task_info.is_empty());
     assert!(!split.is_finished(), "the split waits for its own write");
 

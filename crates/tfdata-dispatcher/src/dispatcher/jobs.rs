@@ -179,6 +179,7 @@ impl Dispatcher {
             wire::AcquireIterationClientUpdate {
                 iteration_id: iteration_id.0,
                 iteration_client_id: client_id.0,
+                tfdata_reports_receipts: req.tfdata_reports_receipts,
             },
         ))?;
         txn.liveness.client_acquired(client_id);

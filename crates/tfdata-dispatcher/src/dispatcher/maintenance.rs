@@ -41,12 +41,12 @@ impl Dispatcher {
         let mut txn = self.ledger.begin().await;
         for client in txn.liveness.silent_clients(now, client_timeout) {
             tracing::info!(client = %client, "releasing iteration client after client_timeout without heartbeats");
-            txn.apply(UpdateType::ReleaseIterationClient(
-                wire::ReleaseIterationClientUpdate {
-                    iteration_client_id: client.0,
-                    time_micros: now,
-                },
-            ))?;
+            // Lost tasks waiting for its receipts wait no more.
+            let update = UpdateType::ReleaseIterationClient(wire::ReleaseIterationClientUpdate {
+                iteration_client_id: client.0,
+                time_micros: now,
+            });
+            super::workers::apply_and_return_splits(&mut txn, update)?;
             txn.liveness.forget_client(client);
             txn.load.forget_reader(client);
         }

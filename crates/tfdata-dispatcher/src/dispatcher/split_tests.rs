@@ -784,3 +784,184 @@ async fn leases_of_splits_are_exactly_once_across_retries_restarts_and_lost_work
     }
     assert_eq!(returned, [7, 8, 9, 10, 11]);
 }
+
+/// Readers that report receipts (issue 17, item 2): a lost worker's held
+/// splits wait for every such reader of the iteration; the splits a reader
+/// received whole are not handed out again, the rest are, once all have
+/// reported (a released reader counts as having reported nothing). The
+/// state survives a restart from the journal.
+#[tokio::test]
+async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(FixedClock(AtomicI64::new(1_000_000)));
+    let config = DispatcherConfig {
+        work_dir: Some(dir.path().display().to_string()),
+        fault_tolerant_mode: true,
+        worker_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
+    let heartbeat = |w: &str| wire::WorkerHeartbeatRequest {
+        worker_address: w.into(),
+        tfdata_runs_pipelines: true,
+        worker_uid: 7,
+        ..Default::default()
+    };
+    for w in ["w1:1", "w2:1"] {
+        d.worker_heartbeat(heartbeat(w)).await.unwrap();
+    }
+    let dataset_id = super::tests::register(&d, &tfdata_dataset::Dataset::range(8), 8).await;
+    let job_id = d
+        .get_or_create_job(wire::GetOrCreateJobRequest {
+            dataset_id,
+            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 1 }),
+            job_name: Some("shared".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .job_id;
+    let client = |reports| wire::GetOrCreateIterationRequest {
+        job_id,
+        repetition: 0,
+        tfdata_reports_receipts: reports,
+    };
+    let c1 = d.get_or_create_iteration(client(true)).await.unwrap();
+    let c2 = d.get_or_create_iteration(client(true)).await.unwrap();
+    // A reader that does not report (a TensorFlow client) is not waited for.
+    let tf = d.get_or_create_iteration(client(false)).await.unwrap();
+    let state = d.snapshot_state().await;
+    let iteration = state
+        .client_iteration(tfdata_core::IterationClientId(c1.iteration_client_id))
+        .unwrap();
+    let task_of = |state: &DispatcherState, w: &str| {
+        state
+            .tasks_for_worker(w)
+            .find(|t| t.iteration_id == iteration)
+            .map(|t| t.id)
+            .unwrap()
+    };
+    let (t1, t2) = (task_of(&state, "w1:1"), task_of(&state, "w2:1"));
+    let ask = |seq: i64, worker: &str, task: tfdata_core::TaskId| wire::GetSplitRequest {
+        iteration_id: iteration.0,
+        split_provider_index: 0,
+        tfdata_worker_address: worker.into(),
+        tfdata_split_sequence: Some(seq),
+        tfdata_task_id: task.0,
+        ..Default::default()
+    };
+    // w1 holds splits 0..4 (none reported delivered), w2 the rest.
+    for seq in 0..4 {
+        assert_eq!(
+            value(&d.get_split(ask(seq, "w1:1", t1)).await.unwrap()),
+            Some(seq)
+        );
+    }
+    for seq in 0..4 {
+        assert_eq!(
+            value(&d.get_split(ask(seq, "w2:1", t2)).await.unwrap()),
+            Some(4 + seq)
+        );
+    }
+    // w2 reached the end: it will not ask for a returned split.
+    assert!(d.get_split(ask(4, "w2:1", t2)).await.unwrap().end_of_splits);
+    // w1 goes silent and is lost.
+    clock.0.fetch_add(900_000, Ordering::SeqCst);
+    d.worker_heartbeat(heartbeat("w2:1")).await.unwrap();
+    clock.0.fetch_add(900_000, Ordering::SeqCst);
+    d.run_maintenance().await.unwrap();
+    let it = d
+        .snapshot_state()
+        .await
+        .iteration(iteration)
+        .unwrap()
+        .clone();
+    assert!(it.returned_splits.is_empty(), "they wait for the receipts");
+    assert_eq!(it.awaited_receipts.get(&t1).map(|r| r.len()), Some(2));
+    assert!(!it.finished);
+
+    let receipts =
+        |client: &wire::GetOrCreateIterationResponse, task: tfdata_core::TaskId, seqs: &[i64]| {
+            wire::ClientHeartbeatRequest {
+                iteration_client_id: client.iteration_client_id,
+                tfdata_receipts: vec![wire::TfdataTaskReceipts {
+                    task_id: task.0,
+                    splits: seqs
+                        .iter()
+                        .map(|&sequence| wire::TfdataSplitName {
+                            provider: 0,
+                            repetition: 0,
+                            sequence,
+                        })
+                        .collect(),
+                }],
+                ..Default::default()
+            }
+        };
+    // c1 received splits 0 and 2 whole; receipts for a task that waits for
+    // nobody (w2's) or repeated change nothing.
+    d.client_heartbeat(receipts(&c1, t1, &[0, 2]))
+        .await
+        .unwrap();
+    d.client_heartbeat(receipts(&c1, t1, &[1])).await.unwrap();
+    d.client_heartbeat(receipts(&c2, t2, &[4])).await.unwrap();
+    let it = d
+        .snapshot_state()
+        .await
+        .iteration(iteration)
+        .unwrap()
+        .clone();
+    assert!(it.returned_splits.is_empty(), "c2 has not reported");
+    assert_eq!(
+        it.held_splits.len(),
+        2 + 4,
+        "splits 1, 3 of w1 and w2's four"
+    );
+    drop(d);
+
+    // Across a restart: c2 received split 3. Only split 1 comes back.
+    let d = Dispatcher::new(config, clock.clone()).unwrap();
+    d.client_heartbeat(receipts(&c2, t1, &[3])).await.unwrap();
+    let state = d.snapshot_state().await;
+    let it = state.iteration(iteration).unwrap();
+    assert!(it.awaited_receipts.is_empty());
+    let returned: Vec<usize> = it.returned_splits.values().map(|q| q.len()).collect();
+    assert_eq!(returned, vec![1]);
+    let recovery = state
+        .tasks_for_worker("w2:1")
+        .find(|t| t.iteration_id == iteration && t.id != t2)
+        .map(|t| t.id)
+        .expect("a task to produce the returned split");
+    assert_eq!(
+        value(&d.get_split(ask(0, "w2:1", recovery)).await.unwrap()),
+        Some(1)
+    );
+    assert!(
+        d.get_split(ask(1, "w2:1", recovery))
+            .await
+            .unwrap()
+            .end_of_splits
+    );
+
+    // Readers released before they reported count as reporting nothing:
+    // w2 is lost too, and its tasks' splits (4..8 and 1) come back once
+    // both are gone.
+    clock.0.fetch_add(1_800_000, Ordering::SeqCst);
+    d.run_maintenance().await.unwrap();
+    let waiting = |state: &DispatcherState| {
+        let it = state.iteration(iteration).unwrap();
+        (
+            it.awaited_receipts.len(),
+            it.returned_splits.values().map(|q| q.len()).sum::<usize>(),
+        )
+    };
+    assert_eq!(waiting(&d.snapshot_state().await), (2, 0));
+    for c in [&c1, &c2, &tf] {
+        d.release_iteration_client(wire::ReleaseIterationClientRequest {
+            iteration_client_id: c.iteration_client_id,
+        })
+        .await
+        .unwrap();
+    }
+    assert_eq!(waiting(&d.snapshot_state().await), (0, 5));
+}

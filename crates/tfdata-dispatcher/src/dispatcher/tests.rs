@@ -31,7 +31,11 @@ fn dispatcher() -> (Dispatcher, Arc<ManualClock>) {
 }
 
 /// Registers `dataset` (of `cardinality`); returns its id.
-async fn register(d: &Dispatcher, dataset: &tfdata_dataset::Dataset, cardinality: i64) -> String {
+pub(super) async fn register(
+    d: &Dispatcher,
+    dataset: &tfdata_dataset::Dataset,
+    cardinality: i64,
+) -> String {
     let pipeline = tfdata_dataset::pipeline::to_pipeline_def(dataset, false).unwrap();
     d.get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
         dataset: Some(wire::DatasetDef {
@@ -68,6 +72,7 @@ pub(super) async fn iteration_of_range(d: &Dispatcher, n: i64, policy: i32) -> i
     d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
         job_id,
         repetition: 0,
+        tfdata_reports_receipts: false,
     })
     .await
     .unwrap()
@@ -145,6 +150,7 @@ async fn maybe_remove_task_checks_the_consumer_index() {
     d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
         job_id,
         repetition: 0,
+        tfdata_reports_receipts: false,
     })
     .await
     .unwrap();
@@ -343,6 +349,7 @@ async fn job_for(d: &Dispatcher, dataset_id: &str) -> tfdata_core::Result<i64> {
     d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
         job_id,
         repetition: 0,
+        tfdata_reports_receipts: false,
     })
     .await?;
     Ok(job_id)

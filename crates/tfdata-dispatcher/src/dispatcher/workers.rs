@@ -255,6 +255,16 @@ fn iterations_to_join(txn: &Txn<'_>, worker: &str, round_robin: bool) -> Vec<Ite
 /// undelivered splits return to the pool) and sees that someone will
 /// produce those splits.
 pub(super) fn lose_worker(txn: &mut Txn<'_>, worker: &str) -> Result<()> {
+    let update = UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
+        worker_address: worker.to_string(),
+    });
+    apply_and_return_splits(txn, update)
+}
+
+/// Applies `update`, which may return splits to the pool (a worker lost,
+/// a reader's receipts in, a reader released): counts them, and sees that
+/// someone will produce them.
+pub(super) fn apply_and_return_splits(txn: &mut Txn<'_>, update: UpdateType) -> Result<()> {
     let returned = |state: &DispatcherState| -> usize {
         state
             .iterations()
@@ -263,9 +273,7 @@ pub(super) fn lose_worker(txn: &mut Txn<'_>, worker: &str) -> Result<()> {
             .sum()
     };
     let before = returned(&txn.state);
-    txn.apply(UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
-        worker_address: worker.to_string(),
-    }))?;
+    txn.apply(update)?;
     let after = returned(&txn.state);
     txn.metrics()
         .splits_returned

@@ -14,6 +14,7 @@ use super::{
 
 fn all_delivered(it: &Iteration, tasks: &BTreeMap<TaskId, Task>) -> bool {
     it.returned_splits.is_empty()
+        && it.awaited_receipts.is_empty()
         && it
             .tasks
             .iter()
@@ -160,6 +161,7 @@ impl DispatcherState {
                         garbage_collected: false,
                         tasks: Vec::new(),
                         pending_tasks: Default::default(),
+                        awaited_receipts: BTreeMap::new(),
                         last_splits: BTreeMap::new(),
                         returned_splits: BTreeMap::new(),
                         held_splits: BTreeMap::new(),
@@ -310,6 +312,9 @@ impl DispatcherState {
                 self.next_client_id = self
                     .next_client_id
                     .max(u.iteration_client_id.saturating_add(1));
+                if u.tfdata_reports_receipts {
+                    self.receipt_clients.insert(client);
+                }
                 self.clients.insert(client, it.id);
             }
             UpdateType::ReleaseIterationClient(u) => {
@@ -325,6 +330,17 @@ impl DispatcherState {
                 it.num_clients -= 1;
                 it.last_client_released_micros = Some(u.time_micros);
                 self.clients.remove(&client);
+                self.receipt_clients.remove(&client);
+                // A released reader reports nothing more: what it received
+                // whole and did not report is produced again.
+                let waiting: Vec<TaskId> = it.awaited_receipts.keys().copied().collect();
+                let mut returned = false;
+                for task in waiting {
+                    returned |= it.receipts_in(task, client);
+                }
+                if returned {
+                    it.finished = all_delivered(it, &self.tasks);
+                }
             }
             UpdateType::GarbageCollectIteration(u) => {
                 let id = IterationId(u.iteration_id);
@@ -349,6 +365,7 @@ impl DispatcherState {
                 if let Some(it) = self.iterations.get_mut(&task.iteration_id) {
                     it.tasks.retain(|t| *t != id);
                     it.pending_tasks.retain(|p| p.task_id != id);
+                    it.awaited_receipts.remove(&id);
                     it.return_held_splits(id);
                 }
                 if let Some(assigned) = self.tasks_by_worker.get_mut(&task.worker_address) {
@@ -449,6 +466,7 @@ impl DispatcherState {
                 }
             }
             UpdateType::TfdataLoseWorker(u) => self.lose_worker(&u.worker_address)?,
+            UpdateType::TfdataReceiveSplits(u) => self.receive_splits(u)?,
             UpdateType::TfdataReviveWorker(u) => {
                 let &i = self
                     .worker_positions
@@ -536,10 +554,47 @@ impl DispatcherState {
                 it.pending_tasks.retain(|p| p.task_id != task_id);
                 // The worker no longer answers for its splits.
                 it.last_splits.retain(|r, _| r.worker != address);
-                it.return_held_splits(task_id);
+                let readers = self
+                    .clients
+                    .iter()
+                    .filter(|(c, i)| **i == iteration_id && self.receipt_clients.contains(c))
+                    .map(|(c, _)| *c)
+                    .collect();
+                it.await_receipts_or_return(task_id, readers);
                 it.finished = all_delivered(it, &self.tasks);
             }
         }
+        Ok(())
+    }
+
+    /// `ReceiveSplitsUpdate`: the splits the client received whole from the
+    /// lost task stop being held; the rest go back to the pool once every
+    /// awaited reader has reported.
+    fn receive_splits(&mut self, u: &tfdata_proto::data::ReceiveSplitsUpdate) -> Result<()> {
+        let client = IterationClientId(u.iteration_client_id);
+        let task = TaskId(u.task_id);
+        let iteration = self
+            .clients
+            .get(&client)
+            .copied()
+            .ok_or_else(|| bad("receive_splits", format!("unknown client {client}")))?;
+        let it = iteration_mut(&mut self.iterations, "receive_splits", iteration)?;
+        if !it.awaits_receipts(task, client) {
+            return Err(bad(
+                "receive_splits",
+                format!("task {task} does not wait for client {client}'s receipts"),
+            ));
+        }
+        for name in &u.splits {
+            it.held_splits.remove(&HeldSplitKey {
+                task,
+                provider: name.provider,
+                repetition: name.repetition,
+                sequence: name.sequence,
+            });
+        }
+        it.receipts_in(task, client);
+        it.finished = all_delivered(it, &self.tasks);
         Ok(())
     }
 }
@@ -601,6 +656,7 @@ mod tests {
                 AcquireIterationClientUpdate {
                     iteration_id: 2000,
                     iteration_client_id: 3000,
+                    tfdata_reports_receipts: false,
                 },
             )),
         ]

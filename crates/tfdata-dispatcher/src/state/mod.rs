@@ -100,6 +100,10 @@ pub struct Iteration {
     pub held_splits: BTreeMap<HeldSplitKey, HeldSplit>,
     /// Coordinated reads: tasks waiting to join at an agreed round, in order.
     pub pending_tasks: std::collections::VecDeque<PendingTask>,
+    /// Lost tasks whose held splits wait for these readers' receipts before
+    /// they go back to the pool (`ReceiveSplitsUpdate`): a split a reader
+    /// received whole is not produced again.
+    pub awaited_receipts: BTreeMap<TaskId, BTreeSet<IterationClientId>>,
 }
 
 /// Who asked a split provider for splits: the key of
@@ -154,6 +158,45 @@ pub struct ReturnedSplit {
 }
 
 impl Iteration {
+    /// `task` was lost: its held splits go back to the pool once `readers`
+    /// (the iteration's readers that report receipts) have said which of
+    /// them they received whole, or at once if there is nobody to ask.
+    fn await_receipts_or_return(&mut self, task: TaskId, readers: BTreeSet<IterationClientId>) {
+        let holds = self
+            .held_splits
+            .range(HeldSplitKey::all_of(task))
+            .next()
+            .is_some();
+        if holds && !readers.is_empty() {
+            self.awaited_receipts.insert(task, readers);
+        } else {
+            self.return_held_splits(task);
+        }
+    }
+
+    /// `client` has reported on `task` (or will not: it was released).
+    /// Returns whether `task` was waiting for it.
+    fn receipts_in(&mut self, task: TaskId, client: IterationClientId) -> bool {
+        let Some(waiting) = self.awaited_receipts.get_mut(&task) else {
+            return false;
+        };
+        if !waiting.remove(&client) {
+            return false;
+        }
+        if waiting.is_empty() {
+            self.awaited_receipts.remove(&task);
+            self.return_held_splits(task);
+        }
+        true
+    }
+
+    /// Whether `task`'s return waits for `client`'s receipts.
+    pub fn awaits_receipts(&self, task: TaskId, client: IterationClientId) -> bool {
+        self.awaited_receipts
+            .get(&task)
+            .is_some_and(|w| w.contains(&client))
+    }
+
     /// The splits `task` held but had not fully delivered go back to the
     /// pool, in the order it received them.
     fn return_held_splits(&mut self, task: TaskId) {
@@ -231,6 +274,9 @@ pub struct DispatcherState {
     pub(crate) iterations_by_key: HashMap<(String, i64), IterationId>,
     pub(crate) next_iteration_id: i64,
     pub(crate) clients: BTreeMap<IterationClientId, IterationId>,
+    /// Clients that report receipts for lost tasks
+    /// (`GetOrCreateIterationRequest.tfdata_reports_receipts`).
+    pub(crate) receipt_clients: BTreeSet<IterationClientId>,
     pub(crate) next_client_id: i64,
     pub(crate) tasks: BTreeMap<TaskId, Task>,
     /// Each worker's assigned, unfinished tasks.
@@ -253,6 +299,7 @@ impl Default for DispatcherState {
             iterations_by_key: HashMap::new(),
             next_iteration_id: IterationId::FIRST,
             clients: BTreeMap::new(),
+            receipt_clients: BTreeSet::new(),
             next_client_id: IterationClientId::FIRST,
             tasks: BTreeMap::new(),
             tasks_by_worker: HashMap::new(),

@@ -210,6 +210,8 @@ impl Producer {
 
     /// `element` in TensorFlow's wire form.
     pub async fn encode(&self, element: Element) -> Result<Payload> {
+        // `GetElement` readers record no split names.
+        element.lineage.mark_sent();
         let compress = self.compress();
         let large = element.byte_size() >= ENCODE_OFF_RUNTIME_BYTES;
         let encode = move || -> Result<Payload> {

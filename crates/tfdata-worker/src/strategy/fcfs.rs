@@ -129,7 +129,9 @@ impl FirstComeFirstServed {
         let a = ahead.as_mut()?;
         let done = (&mut a.encoding).await;
         let a = ahead.take()?;
-        // Handed out: its splits count as delivered from here.
+        // Handed out (to a `GetElement` reader, which records no split
+        // names): its splits count as delivered from here.
+        a.lineage.mark_sent();
         drop(a.lineage);
         Some(match done {
             Ok(payload) => payload.map(|p| (p, a.index)),
