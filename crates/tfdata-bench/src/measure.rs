@@ -115,7 +115,7 @@ pub fn measure<I>(
 }
 
 /// Clock ticks per second of `/proc/*/stat` times (`USER_HZ`, 100 on Linux).
-const USER_HZ: f64 = 100.0;
+pub const USER_HZ: f64 = 100.0;
 
 /// User + system CPU time of this process (all threads), from `/proc/self/stat`.
 pub fn process_cpu_seconds() -> Option<f64> {

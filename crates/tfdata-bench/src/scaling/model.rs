@@ -79,9 +79,13 @@ impl WorkloadCosts {
             .filter(|c| c.workload == workload && c.items > 0 && c.seconds > 0.0)
             .collect();
         let per_item = |cpu: f64, c: &CellCosts| cpu * 1e6 / c.items as f64;
+        // Process CPU times come in clock ticks: a short cell may show none.
+        // One tick is then the bound (not zero, which would model a free
+        // worker and infinite throughput).
+        let tick = 1.0 / crate::measure::USER_HZ;
         let worker: Vec<f64> = cells
             .iter()
-            .filter_map(|c| c.worker_cpu_seconds.map(|cpu| per_item(cpu, c)))
+            .filter_map(|c| c.worker_cpu_seconds.map(|cpu| per_item(cpu.max(tick), c)))
             .collect();
         let range = (
             worker.iter().copied().fold(f64::INFINITY, f64::min),
