@@ -168,11 +168,10 @@ async fn stream_elements(
         ))
         .into());
     }
-    let mode = stream_compression(task.compress(), open.compression, same_host);
     if open.start_index > 0 {
         task.skip_to(open.start_index).await;
     }
-    tokio::spawn(serve(worker, task, open, requests, tx, mode));
+    tokio::spawn(serve(worker, task, open, requests, tx, same_host));
     Ok(ReceiverStream::new(rx))
 }
 
@@ -275,13 +274,16 @@ async fn serve(
     open: StreamRequest,
     mut requests: Requests,
     tx: BatchSender,
-    mode: ChunkCompression,
+    same_host: bool,
 ) {
     let shutdown = worker.shutdown_token().clone();
     let mut credit = Credit::default();
     credit.add(&open);
     task.raise_prefetch(usize::try_from(open.credit_elements).unwrap_or(usize::MAX));
-    let mut compressor = Compressor::new(mode);
+    // Decided at the first batch, not at the opening: a task whose pipeline
+    // has not started yet does not know whether it compresses (a stream
+    // opened that early would never compress).
+    let mut compressor: Option<Compressor> = None;
     // Whether the reader may still grant credit (it has not half-closed).
     let mut granting = true;
     let metrics = Arc::clone(worker.metrics());
@@ -360,7 +362,14 @@ async fn serve(
                 credit.bytes = credit
                     .bytes
                     .saturating_sub(i64::try_from(encoder.payload_bytes()).unwrap_or(i64::MAX));
-                let finished = finish_batch(encoder, &mut compressor).await;
+                let compressor = compressor.get_or_insert_with(|| {
+                    Compressor::new(stream_compression(
+                        task.compress(),
+                        open.compression,
+                        same_host,
+                    ))
+                });
+                let finished = finish_batch(encoder, compressor).await;
                 match finished {
                     Ok(mut batch) => {
                         batch.first_element_index = index;
@@ -424,7 +433,10 @@ mod tests {
                 flag.store(true, Ordering::SeqCst);
                 let _ = release.send(());
             });
-            let mut compressor = Compressor::new(mode);
+            // Decided at the first batch, not at the opening: a task whose pipeline
+            // has not started yet does not know whether it compresses (a stream
+            // opened that early would never compress).
+            let mut compressor: Option<Compressor> = None;
             finish_batch(encoder, &mut compressor).await.unwrap();
             other_ran.load(Ordering::SeqCst)
         })
