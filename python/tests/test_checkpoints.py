@@ -45,6 +45,26 @@ def test_a_fresh_iterator_restores_where_the_checkpoint_left_off(two_workers):
     assert counts == {v: 2 for v in range(200)}  # once per worker
 
 
+def test_a_distributed_epoch_read_restores_every_split_once(two_workers):
+    ds = tfdata.Dataset.range(400).shuffle(16, seed=5).batch(4).apply(
+        service.distribute("distributed_epoch", two_workers.target)
+    )
+    consumed, state = [], None
+    for steps in (9, 30, 17):
+        it = iter(ds)
+        if state is not None:
+            it.restore(state)
+        for _ in range(steps):
+            consumed.extend(int(v) for v in next(it))
+        state = it.checkpoint()
+        next(it)  # read after the checkpoint: not covered, comes again
+    it = iter(ds)
+    it.restore(state)
+    for batch in it:
+        consumed.extend(int(v) for v in batch)
+    assert collections.Counter(consumed) == {v: 1 for v in range(400)}
+
+
 def test_a_checkpoint_restores_in_another_process(two_workers):
     trainer = """
         import json, sys
@@ -79,10 +99,12 @@ def test_a_checkpoint_restores_in_another_process(two_workers):
 
 
 def test_uncovered_reads_and_bad_checkpoints_raise(cluster):
-    dynamic = tfdata.Dataset.range(10).apply(service.distribute("distributed_epoch", cluster.target))
-    it = iter(dynamic)
+    shared = tfdata.Dataset.range(10).apply(
+        service.distribute("distributed_epoch", cluster.target, job_name="shared")
+    )
+    it = iter(shared)
     next(it)
-    with pytest.raises(tfdata.errors.FailedPreconditionError, match="distributed_epoch"):
+    with pytest.raises(tfdata.errors.FailedPreconditionError, match="job_name"):
         it.checkpoint()
 
     ds = tfdata.Dataset.range(10).apply(service.distribute("parallel_epochs", cluster.target))

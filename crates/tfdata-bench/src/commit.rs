@@ -118,6 +118,7 @@ fn run_once(callers: usize, seconds: f64, work_dir: Option<&Path>) -> Result<Run
                 job_id,
                 repetition: 0,
                 tfdata_reports_receipts: false,
+                tfdata_consumed: Vec::new(),
             })
             .await?;
         // The first iteration's id (the dispatcher's first id); asked from

@@ -3,8 +3,9 @@
 //! epoch, and restarted from its last checkpoint; once the fault-tolerant
 //! dispatcher is SIGKILLed and restarted as well, and once a worker, in the
 //! middle of a run. What the trainer consumed
-//! up to each checkpoint, run after run, is exactly the epoch: every
-//! worker's whole sequence once.
+//! up to each checkpoint, run after run, is exactly the epoch: in
+//! parallel_epochs every worker's whole sequence once, in distributed_epoch
+//! every element once.
 //!
 //! Each run's stdout is one element per line; the checkpoint file starts
 //! with how many lines that run had printed when it was written, so the
@@ -61,6 +62,20 @@ fn checkpointed_lines(run: &Process, file: &std::path::Path, before: &[u8]) -> V
 
 #[test]
 fn a_trainer_killed_at_random_steps_resumes_exactly_from_its_checkpoints() {
+    // Two workers, each producing the whole dataset: every value twice.
+    resume_through_kills("parallel_epochs", 2);
+}
+
+#[test]
+fn a_distributed_epoch_trainer_killed_at_random_steps_resumes_exactly() {
+    // The workers share the splits: every value once.
+    resume_through_kills("distributed_epoch", 1);
+}
+
+/// The trainer of a `mode` read killed 8 times at random steps (the
+/// dispatcher once, a worker once mid-run): the lines it had checkpointed,
+/// run after run, hold each value `copies` times.
+fn resume_through_kills(mode: &str, copies: usize) {
     let dir = tempfile::tempdir().unwrap();
     let work_dir = dir.path().join("work_dir");
     let work_dir = work_dir.to_str().unwrap();
@@ -83,7 +98,8 @@ fn a_trainer_killed_at_random_steps_resumes_exactly_from_its_checkpoints() {
     };
     let mut workers: Vec<Process> = worker_ports.iter().map(|&p| worker(p)).collect();
     common::wait_for_workers(&address, 2);
-    let n: i64 = 3000;
+    // The same number of elements in the epoch in both modes.
+    let n: i64 = 6000 / copies as i64;
     let dataset_id = tfdata::register_dataset(
         &service,
         &tfdata::Dataset::range(n),
@@ -110,6 +126,8 @@ fn a_trainer_killed_at_random_steps_resumes_exactly_from_its_checkpoints() {
             &service,
             "--dataset-id",
             &dataset_id,
+            "--processing-mode",
+            mode,
             "--task-refresh-interval-ms",
             "100",
             "--checkpoint-file",
@@ -179,12 +197,12 @@ fn a_trainer_killed_at_random_steps_resumes_exactly_from_its_checkpoints() {
         *counts.entry(line.trim().parse().unwrap()).or_default() += 1;
     }
     let wrong: Vec<_> = (0..n)
-        .filter(|v| counts.get(v) != Some(&2))
+        .filter(|v| counts.get(v) != Some(&copies))
         .map(|v| (v, counts.get(&v).copied().unwrap_or(0)))
         .take(20)
         .collect();
     assert!(
         wrong.is_empty() && counts.len() == n as usize,
-        "after {kills} kills, values not consumed exactly twice (one per worker): {wrong:?}"
+        "{mode}, after {kills} kills: values not consumed exactly {copies} times: {wrong:?}"
     );
 }

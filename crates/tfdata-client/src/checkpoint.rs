@@ -2,25 +2,41 @@
 //! bytes a trainer stores with its model checkpoint, and the positions a
 //! restored reader starts its tasks at.
 //!
-//! What is covered: `parallel_epochs` reads that share their job with no
-//! other reader (no `job_name`, no coordinated reads, no cross-trainer
-//! cache) from tfdata workers (the element stream numbers each task's
-//! elements). Each worker produces the whole dataset in its own order, so a
-//! position is "the next element of that worker's sequence", kept per
-//! worker address. A restored reader opens each worker's stream at that
-//! index and the worker skips ahead (sources seek; see
-//! `tfdata_dataset::ElementIterator::skip_elements`). The guarantee holds for
-//! pipelines that are deterministic: the elements consumed before the
-//! checkpoint and those read after the restore are, per worker and in
-//! order, that worker's whole sequence. Everything else fails at
-//! `checkpoint()`, naming why, rather than resuming wrongly.
+//! What is covered: reads that share their job with no other reader (no
+//! `job_name`, no coordinated reads, no cross-trainer cache) from tfdata
+//! workers over the element stream.
+//!
+//! - `parallel_epochs`: each worker produces the whole dataset in its own
+//!   order, so a position is "the next element of that worker's sequence"
+//!   (the stream numbers each task's elements), kept per worker address. A
+//!   restored reader opens each worker's stream at that index and the worker
+//!   skips ahead (sources seek; see
+//!   `tfdata_dataset::ElementIterator::skip_elements`). For deterministic
+//!   pipelines, the elements consumed before the checkpoint and those read
+//!   after the restore are, per worker and in order, that worker's whole
+//!   sequence.
+//! - `distributed_epoch`: the position is the set of splits consumed, kept
+//!   as index ranges per split provider and pass (split providers are
+//!   deterministic, so an index names the same split in every iteration).
+//!   Workers name, with each element, the splits it holds whole
+//!   (`tfdata_core::lineage`); a restored reader's new iteration never hands
+//!   those splits out. For pipelines deterministic given their splits, the
+//!   elements consumed before the checkpoint and those read after the
+//!   restore are the epoch as a multiset. An element made from part of a
+//!   split (a file split read record by record, `flat_map`, `unbatch`) or
+//!   from no split cannot be accounted for by splits.
+//!
+//! Everything else fails at `checkpoint()`, naming why, rather than resuming
+//! wrongly.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use prost::Message;
-use tfdata_core::{Error, Result};
-use tfdata_proto::tfdata::checkpoint::{ReaderCheckpoint, WorkerPosition};
+use tfdata_core::ranges::IndexRanges;
+use tfdata_core::{Error, Result, SplitName};
+use tfdata_proto::data::TfdataSplitRanges;
+use tfdata_proto::tfdata::checkpoint::{ConsumedSplits, ReaderCheckpoint, WorkerPosition};
 
 use crate::options::ProcessingMode;
 
@@ -38,9 +54,13 @@ pub(crate) fn unresumable_read(
     coordinated: bool,
     cross_trainer_cache: bool,
 ) -> Option<String> {
-    if mode != ProcessingMode::ParallelEpochs {
+    if !matches!(
+        mode,
+        ProcessingMode::ParallelEpochs | ProcessingMode::DistributedEpoch
+    ) {
         return Some(format!(
-            "reader checkpoints cover parallel_epochs reads so far; this read is {mode}"
+            "reader checkpoints cover parallel_epochs and distributed_epoch reads; this read is \
+             {mode}"
         ));
     }
     if job_name.is_some() {
@@ -75,11 +95,14 @@ pub(crate) struct DatasetIdentity<'a> {
     pub mode: ProcessingMode,
 }
 
-/// Where a reader is, per worker: the index of the next element it has not
-/// consumed in that worker's sequence.
+/// Where a reader is: in parallel_epochs, per worker, the index of the next
+/// element it has not consumed in that worker's sequence; in
+/// distributed_epoch, the splits it consumed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Positions {
     next: HashMap<Arc<str>, i64>,
+    /// Per (split provider, pass): indices of the splits consumed.
+    consumed: BTreeMap<(i64, i64), IndexRanges>,
     /// Set once the read took an element that has no position (read with
     /// `GetElement`: a TensorFlow worker).
     unresumable: Option<String>,
@@ -104,6 +127,47 @@ impl Positions {
         }
     }
 
+    /// distributed_epoch: an element holding `names` whole was consumed
+    /// (`complete`: made from exactly those splits).
+    pub(crate) fn consumed_splits(&mut self, names: &[SplitName], complete: bool) {
+        if !complete {
+            if self.unresumable.is_none() {
+                self.unresumable = Some(
+                    "an element consumed was made from part of a split or from no split (a \
+                     file read record by record, flat_map, unbatch, or a source without \
+                     dynamic sharding), so a distributed_epoch checkpoint cannot say which \
+                     splits are consumed"
+                        .into(),
+                );
+            }
+            return;
+        }
+        for n in names {
+            self.consumed
+                .entry((n.provider, n.repetition))
+                .or_default()
+                .insert(n.index);
+        }
+    }
+
+    /// The splits consumed, as a restored iteration is told them.
+    pub(crate) fn consumed_ranges(&self) -> Vec<TfdataSplitRanges> {
+        self.consumed
+            .iter()
+            .map(|((provider, repetition), r)| TfdataSplitRanges {
+                provider: *provider,
+                repetition: *repetition,
+                bounds: r.bounds(),
+            })
+            .collect()
+    }
+
+    /// How many splits were consumed.
+    #[cfg(test)]
+    pub(crate) fn consumed_count(&self) -> u64 {
+        self.consumed.values().map(IndexRanges::count).sum()
+    }
+
     /// The start index for `worker`'s task (0 if nothing was consumed).
     pub(crate) fn start_of(&self, worker: &str) -> i64 {
         self.next.get(worker).copied().unwrap_or(0)
@@ -114,21 +178,35 @@ impl Positions {
         if let Some(reason) = &self.unresumable {
             return Err(Error::FailedPrecondition(reason.clone()));
         }
+        // distributed_epoch positions are splits; the streams' indices say
+        // nothing there.
+        let per_worker = dataset.mode == ProcessingMode::ParallelEpochs;
         let mut workers: Vec<WorkerPosition> = self
             .next
             .iter()
+            .filter(|_| per_worker)
             .map(|(address, next)| WorkerPosition {
                 worker_address: address.to_string(),
                 next_index: *next,
             })
             .collect();
         workers.sort_by(|a, b| a.worker_address.cmp(&b.worker_address));
+        let consumed = self
+            .consumed
+            .iter()
+            .map(|((provider, repetition), r)| ConsumedSplits {
+                provider: *provider,
+                repetition: *repetition,
+                bounds: r.bounds(),
+            })
+            .collect();
         Ok(ReaderCheckpoint {
             format_version: FORMAT_VERSION,
             dataset_id: dataset.id.to_string(),
             processing_mode: dataset.mode.to_string(),
             workers,
             dataset_fingerprint: dataset.fingerprint,
+            consumed,
         }
         .encode_to_vec())
     }
@@ -172,6 +250,18 @@ impl Positions {
                 )));
             }
             positions.advance(&Arc::from(w.worker_address.as_str()), 0, w.next_index);
+        }
+        for c in checkpoint.consumed {
+            if c.provider < 0 || c.repetition < 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "reader checkpoint has consumed splits of provider {} in pass {}",
+                    c.provider, c.repetition
+                )));
+            }
+            let ranges = IndexRanges::from_bounds(&c.bounds)?;
+            positions
+                .consumed
+                .insert((c.provider, c.repetition), ranges);
         }
         Ok(positions)
     }
@@ -224,5 +314,58 @@ mod tests {
         assert!(err(Positions::decode(&future, ds)).contains("format 2"));
         p.consumed_unnumbered("tf:3");
         assert!(p.encode(ds).unwrap_err().to_string().contains("tf:3"));
+    }
+
+    #[test]
+    fn consumed_splits_round_trip_and_a_partial_split_is_refused() {
+        let ds = DatasetIdentity {
+            id: "ds",
+            fingerprint: fingerprint(b"pipeline"),
+            mode: ProcessingMode::DistributedEpoch,
+        };
+        let name = |provider, index| SplitName {
+            provider,
+            repetition: 0,
+            index,
+        };
+        let mut p = Positions::default();
+        // Stream indices say nothing in distributed_epoch: not kept.
+        p.advance(&Arc::from("a:1"), 0, 5);
+        for i in [0, 1, 2, 5, 3] {
+            p.consumed_splits(&[name(0, i)], true);
+        }
+        p.consumed_splits(&[name(1, 7), name(1, 8)], true);
+        assert_eq!(p.consumed_count(), 7);
+        let back = Positions::decode(&p.encode(ds).unwrap(), ds).unwrap();
+        assert_eq!(back.consumed_ranges(), p.consumed_ranges());
+        assert_eq!(back.start_of("a:1"), 0);
+        assert_eq!(
+            back.consumed_ranges()
+                .iter()
+                .map(|r| (r.provider, r.bounds.clone()))
+                .collect::<Vec<_>>(),
+            vec![(0, vec![0, 4, 5, 6]), (1, vec![7, 9])]
+        );
+        // An element made from part of a split: no checkpoint, and why.
+        p.consumed_splits(&[name(0, 9)], false);
+        assert!(
+            p.encode(ds)
+                .unwrap_err()
+                .to_string()
+                .contains("part of a split")
+        );
+        // Garbage ranges are refused.
+        let bad = ReaderCheckpoint {
+            format_version: FORMAT_VERSION,
+            processing_mode: "distributed_epoch".into(),
+            dataset_fingerprint: ds.fingerprint,
+            consumed: vec![ConsumedSplits {
+                provider: 0,
+                repetition: 0,
+                bounds: vec![5, 3],
+            }],
+            ..Default::default()
+        };
+        assert!(Positions::decode(&bad.encode_to_vec(), ds).is_err());
     }
 }

@@ -204,6 +204,12 @@ impl Iteration {
 
 /// Adds what was taken of `delivery` to `positions`.
 fn record(positions: &mut Positions, delivery: &Delivery) {
+    if let Some(splits) = &delivery.splits {
+        for i in 0..delivery.taken.max(0) as usize {
+            let (names, complete) = splits.of(i);
+            positions.consumed_splits(names, complete);
+        }
+    }
     match &delivery.origin {
         Origin::Numbered { worker, first } => positions.advance(worker, *first, delivery.taken),
         Origin::Unnumbered { worker } => {
@@ -268,10 +274,17 @@ pub(crate) async fn start(
         job_id: job_id.0,
         repetition: params.repetition,
         tfdata_reports_receipts: reports_receipts,
+        // A restored distributed_epoch reader: its own new iteration skips
+        // the splits its checkpoint consumed.
+        tfdata_consumed: if params.mode == ProcessingMode::DistributedEpoch {
+            params.start.consumed_ranges()
+        } else {
+            Vec::new()
+        },
     };
     let client_id = IterationClientId(
         retry(&dispatcher.target(), timeout, &cancel, || {
-            dispatcher.get_or_create_iteration(iteration_request)
+            dispatcher.get_or_create_iteration(iteration_request.clone())
         })
         .await?
         .iteration_client_id,
@@ -298,7 +311,9 @@ pub(crate) async fn start(
             stream_window: params.stream_window,
             security: params.security.clone(),
             stats: Arc::clone(&stats),
-            positioned: unresumable.is_none(),
+            // Streams open at a reader's position only where positions are
+            // per worker.
+            positioned: unresumable.is_none() && params.mode == ProcessingMode::ParallelEpochs,
             start: params.start.clone(),
             reports_receipts,
         },
@@ -498,7 +513,7 @@ fn task_receipts(task: TaskId, splits: Vec<tfdata_core::SplitName>) -> wire::Tfd
             .map(|n| wire::TfdataSplitName {
                 provider: n.provider,
                 repetition: n.repetition,
-                sequence: n.sequence,
+                index: n.index,
             })
             .collect(),
     }

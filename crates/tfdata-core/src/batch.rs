@@ -230,7 +230,7 @@ impl BatchEncoder {
             return;
         }
         self.names.clear();
-        element.lineage.whole_splits(&mut self.names);
+        let complete = element.lineage.whole_splits(&mut self.names);
         if self.names.is_empty() && self.whole_splits.is_empty() {
             return;
         }
@@ -238,9 +238,12 @@ impl BatchEncoder {
             // The elements before named none.
             self.whole_splits.resize(self.num_elements as usize, 0);
         }
-        put_varint(&mut self.whole_splits, self.names.len() as u64);
+        put_varint(
+            &mut self.whole_splits,
+            (self.names.len() as u64) << 1 | u64::from(complete),
+        );
         for n in &self.names {
-            for v in [n.provider, n.repetition, n.sequence] {
+            for v in [n.provider, n.repetition, n.index] {
                 put_varint(&mut self.whole_splits, v as u64);
             }
         }
@@ -284,19 +287,54 @@ impl BatchEncoder {
     }
 }
 
-/// Every split the elements of `batch` hold whole
-/// (`ElementBatch.whole_splits`), in order. Malformed input is an error.
-pub fn whole_splits(batch: &ElementBatch) -> Result<Vec<SplitName>> {
+/// The splits a batch's elements hold whole (`ElementBatch.whole_splits`).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct BatchSplits {
+    /// Every element's names, in order.
+    pub names: Vec<SplitName>,
+    /// Per element: where its names end in `names`, and whether it is
+    /// complete (made from exactly those splits). Empty: no element named
+    /// any split.
+    pub elements: Vec<(u32, bool)>,
+}
+
+impl BatchSplits {
+    /// Element `i`'s names, and whether it is complete.
+    pub fn of(&self, i: usize) -> (&[SplitName], bool) {
+        let Some(&(end, complete)) = self.elements.get(i) else {
+            return (&[], false);
+        };
+        let start = i
+            .checked_sub(1)
+            .and_then(|p| self.elements.get(p))
+            .map_or(0, |&(e, _)| e as usize);
+        (&self.names[start..end as usize], complete)
+    }
+}
+
+/// The splits the elements of `batch` hold whole. Malformed input is an
+/// error.
+pub fn whole_splits(batch: &ElementBatch) -> Result<BatchSplits> {
     let mut h = Headers {
         bytes: &batch.whole_splits,
         pos: 0,
     };
-    let mut names = Vec::new();
+    let mut out = BatchSplits::default();
     if h.remaining() == 0 {
-        return Ok(names);
+        return Ok(out);
     }
+    // Every element takes at least one byte.
+    if batch.num_elements as usize > h.remaining() {
+        return Err(malformed(format!(
+            "{} elements in {} whole-split bytes",
+            batch.num_elements,
+            h.remaining()
+        )));
+    }
+    out.elements.reserve(batch.num_elements as usize);
     for _ in 0..batch.num_elements {
-        let count = h.varint()?;
+        let tag = h.varint()?;
+        let (count, complete) = (tag >> 1, tag & 1 == 1);
         // Every name takes at least three bytes.
         if count > (h.remaining() / 3) as u64 {
             return Err(malformed(format!("{count} whole splits")));
@@ -306,17 +344,19 @@ pub fn whole_splits(batch: &ElementBatch) -> Result<Vec<SplitName>> {
             for x in &mut v {
                 *x = i64::try_from(h.varint()?).map_err(|_| malformed("bad split name"))?;
             }
-            names.push(SplitName {
+            out.names.push(SplitName {
                 provider: v[0],
                 repetition: v[1],
-                sequence: v[2],
+                index: v[2],
             });
         }
+        let end = u32::try_from(out.names.len()).map_err(|_| malformed("too many names"))?;
+        out.elements.push((end, complete));
     }
     if h.remaining() != 0 {
         return Err(malformed("trailing whole-split bytes"));
     }
-    Ok(names)
+    Ok(out)
 }
 
 fn malformed(reason: impl Into<String>) -> Error {
@@ -588,61 +628,69 @@ mod tests {
     #[test]
     fn whole_splits_travel_with_their_batch_and_garbage_is_refused() {
         use crate::lineage::{Lineage, SplitLease};
-        let name = |sequence| SplitName {
+        let name = |index| SplitName {
             provider: 1,
             repetition: 2,
-            sequence,
+            index,
         };
-        let named = |sequence| {
-            Element::single(Tensor::scalar(sequence))
-                .with_lineage(Lineage::of(SplitLease::named(name(sequence), || {})))
+        let named = |index| {
+            Element::single(Tensor::scalar(index))
+                .with_lineage(Lineage::of(SplitLease::named(name(index), || {})))
         };
-        // Unnamed elements first, then two named, one unnamed, one named
-        // (a batch of two splits).
+        let far = SplitName {
+            provider: 0,
+            repetition: 0,
+            index: i64::MAX,
+        };
+        // Unnamed elements first, then two named, one unnamed, one of two
+        // named splits, one of a named and an unnamed split (incomplete).
         let mut both = named(300);
-        both.lineage.extend(Lineage::of(SplitLease::named(
-            SplitName {
-                provider: 0,
-                repetition: 0,
-                sequence: i64::MAX,
-            },
-            || {},
-        )));
+        both.lineage
+            .extend(Lineage::of(SplitLease::named(far, || {})));
+        let mut partly = named(9);
+        partly.lineage.extend(Lineage::of(SplitLease::new(|| {})));
         let elements = vec![
             Element::single(Tensor::scalar(0i64)),
             named(7),
             named(8),
             Element::single(Tensor::scalar(0i64)),
             both,
+            partly,
         ];
-        let mut encoder = BatchEncoder::with_elements(&elements);
-        let batch = encoder_finish(&mut encoder);
+        let batch = BatchEncoder::with_elements(&elements)
+            .finish(&mut Compressor::new(ChunkCompression::Never))
+            .unwrap();
+        let splits = whole_splits(&batch).unwrap();
+        let per_element: Vec<(Vec<SplitName>, bool)> = (0..6)
+            .map(|i| {
+                let (names, complete) = splits.of(i);
+                (names.to_vec(), complete)
+            })
+            .collect();
         assert_eq!(
-            whole_splits(&batch).unwrap(),
+            per_element,
             vec![
-                name(7),
-                name(8),
-                name(300),
-                SplitName {
-                    provider: 0,
-                    repetition: 0,
-                    sequence: i64::MAX
-                }
+                (vec![], false),
+                (vec![name(7)], true),
+                (vec![name(8)], true),
+                (vec![], false),
+                (vec![name(300), far], true),
+                (vec![name(9)], false),
             ]
         );
         // No names, no bytes.
-        let plain = BatchEncoder::with_elements(&sample());
-        let batch = plain
+        let batch = BatchEncoder::with_elements(&sample())
             .finish(&mut Compressor::new(ChunkCompression::Never))
             .unwrap();
         assert!(batch.whole_splits.is_empty());
-        assert_eq!(whole_splits(&batch).unwrap(), vec![]);
+        assert_eq!(whole_splits(&batch).unwrap(), BatchSplits::default());
         // Hostile counts and truncations are errors, not allocations.
         for garbage in [
             vec![0xff, 0xff, 0xff, 0xff, 0x0f],
-            vec![1, 1, 1],
+            vec![2, 1, 1],
             vec![0, 0, 0, 0, 0, 9],
             vec![0xff; 20],
+            vec![0, 0],
         ] {
             let batch = ElementBatch {
                 num_elements: 5,
@@ -651,12 +699,6 @@ mod tests {
             };
             assert!(whole_splits(&batch).is_err(), "{garbage:?}");
         }
-    }
-
-    fn encoder_finish(encoder: &mut BatchEncoder) -> ElementBatch {
-        std::mem::take(encoder)
-            .finish(&mut Compressor::new(ChunkCompression::Never))
-            .unwrap()
     }
 
     #[test]

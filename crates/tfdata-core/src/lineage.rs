@@ -36,13 +36,16 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// A split as the task that received it names it: its split provider (the
-/// source's index), the repetition and the sequence number of the request.
+/// A split of a distributed_epoch iteration: its split provider (the
+/// source's index), the provider's repetition (pass) it was produced in, and
+/// its index in that pass. Split providers are deterministic, so the name
+/// means the same split in every iteration of the pipeline (what reader
+/// checkpoints rely on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SplitName {
     pub provider: i64,
     pub repetition: i64,
-    pub sequence: i64,
+    pub index: i64,
 }
 
 /// A split held by a worker until every element made from it is gone.
@@ -132,16 +135,21 @@ impl Lineage {
     /// Called as the element goes to a reader that records split names:
     /// the named splits this element holds whole (see the module docs),
     /// appended to `out`. Every split is marked sent, so a later element of
-    /// a split is never taken for all of it.
-    pub fn whole_splits(&self, out: &mut Vec<SplitName>) {
+    /// a split is never taken for all of it. Returns whether the element is
+    /// *complete*: made from splits only, each named and held whole, so
+    /// consuming it consumes exactly those splits.
+    pub fn whole_splits(&self, out: &mut Vec<SplitName>) -> bool {
+        let mut complete = !self.0.is_empty();
         for lease in &self.0 {
             let first = !lease.sent.swap(true, Ordering::SeqCst);
             // Our reference is the last: nothing else holds the split, and
             // nothing can clone a reference nobody else has.
-            if first && Arc::strong_count(lease) == 1 {
-                out.extend(lease.name);
+            match lease.name {
+                Some(name) if first && Arc::strong_count(lease) == 1 => out.push(name),
+                _ => complete = false,
             }
         }
+        complete
     }
 
     /// Called as the element goes to a reader that does not record split
@@ -182,11 +190,11 @@ mod tests {
         assert_eq!(released.load(Ordering::SeqCst), 1);
     }
 
-    fn name(sequence: i64) -> SplitName {
+    fn name(index: i64) -> SplitName {
         SplitName {
             provider: 0,
             repetition: 0,
-            sequence,
+            index,
         }
     }
 
@@ -194,7 +202,8 @@ mod tests {
     fn only_an_element_holding_all_that_is_left_of_a_split_names_it() {
         let whole = |l: &Lineage| {
             let mut out = Vec::new();
-            l.whole_splits(&mut out);
+            let complete = l.whole_splits(&mut out);
+            assert_eq!(complete, !l.0.is_empty() && out.len() == l.len());
             out
         };
         // One element, the source done with the split: named.

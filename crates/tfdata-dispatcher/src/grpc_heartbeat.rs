@@ -286,6 +286,7 @@ mod tests {
                     job_id,
                     repetition: 0,
                     tfdata_reports_receipts: false,
+                    tfdata_consumed: Vec::new(),
                 })
                 .await
                 .unwrap()

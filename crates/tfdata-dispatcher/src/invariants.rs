@@ -158,6 +158,16 @@ impl DispatcherState {
                     r.provider
                 ));
             }
+            if let Some((provider, repetition)) = it
+                .consumed
+                .iter()
+                .find(|((p, r), ranges)| !in_range(*p) || *r < 0 || ranges.is_empty())
+                .map(|(k, _)| *k)
+            {
+                return Err(format!(
+                    "iteration {id} has consumed splits of provider {provider} in pass {repetition}"
+                ));
+            }
             for (task, readers) in &it.awaited_receipts {
                 let bad_reader = readers
                     .iter()
@@ -265,6 +275,15 @@ mod tests {
                 job_id: 5000 + rng.random_range(0..3),
                 repetition: rng.random_range(0..2),
                 num_split_providers: rng.random_range(-1..3),
+                tfdata_consumed: if rng.random_bool(0.3) {
+                    vec![wire::TfdataSplitRanges {
+                        provider: rng.random_range(-1..2),
+                        repetition: 0,
+                        bounds: vec![1, rng.random_range(0..4)],
+                    }]
+                } else {
+                    Vec::new()
+                },
             }),
             4 | 5 => UpdateType::ProduceSplit(wire::ProduceSplitUpdate {
                 iteration_id: 2000 + rng.random_range(0..4),
@@ -285,6 +304,7 @@ mod tests {
                 tfdata_more_splits: (0..rng.random_range(0..3))
                     .map(|_| prost::Message::encode_to_vec(&split(rng)).into())
                     .collect(),
+                tfdata_first_index: rng.random_bool(0.2).then(|| rng.random_range(0..6)),
             }),
             6 => UpdateType::AcquireIterationClient(wire::AcquireIterationClientUpdate {
                 iteration_id: 2000 + rng.random_range(0..4),
@@ -332,7 +352,7 @@ mod tests {
                         .map(|_| wire::TfdataSplitName {
                             provider: rng.random_range(-1..3),
                             repetition: 0,
-                            sequence: rng.random_range(0..4),
+                            index: rng.random_range(0..4),
                         })
                         .collect(),
                 }),

@@ -164,7 +164,7 @@ impl DispatcherState {
                     it.split_repetitions.len()
                 )));
             }
-            let iteration = iteration_from_wire(it);
+            let iteration = iteration_from_wire(it)?;
             let job = state.jobs.get(&iteration.job_id).ok_or_else(|| {
                 corrupt(format!("iteration {} of unknown job {}", it.id, it.job_id))
             })?;
@@ -258,6 +258,8 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                 sequence: l.sequence,
                 split: l.split.clone(),
                 more_splits: l.more_splits.clone(),
+                first_index: l.first_index,
+                split_repetition: l.split_repetition,
             })
             .collect(),
         returned_splits: it
@@ -268,6 +270,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                     provider: *provider,
                     repetition: r.repetition,
                     split: r.split.clone(),
+                    index: r.index,
                 })
             })
             .collect(),
@@ -281,6 +284,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                 sequence: key.sequence,
                 split_repetition: held.produced_in,
                 split: held.split.clone(),
+                index: held.index,
             })
             .collect(),
         awaited_receipts: it
@@ -291,10 +295,26 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                 clients: clients.iter().map(|c| c.0).collect(),
             })
             .collect(),
+        consumed: it
+            .consumed
+            .iter()
+            .map(
+                |((provider, repetition), ranges)| tfdata_proto::data::TfdataSplitRanges {
+                    provider: *provider,
+                    repetition: *repetition,
+                    bounds: ranges.bounds(),
+                },
+            )
+            .collect(),
     }
 }
 
-fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
+fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
+    let mut consumed = BTreeMap::new();
+    for c in &it.consumed {
+        let ranges = tfdata_core::ranges::IndexRanges::from_bounds(&c.bounds)?;
+        consumed.insert((c.provider, c.repetition), ranges);
+    }
     let mut returned: BTreeMap<i64, VecDeque<_>> = BTreeMap::new();
     for r in &it.returned_splits {
         returned
@@ -302,10 +322,11 @@ fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
             .or_default()
             .push_back(ReturnedSplit {
                 repetition: r.repetition,
+                index: r.index,
                 split: r.split.clone(),
             });
     }
-    Iteration {
+    Ok(Iteration {
         id: IterationId(it.id),
         job_id: JobId(it.job_id),
         repetition: it.repetition,
@@ -345,6 +366,8 @@ fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
                         sequence: l.sequence,
                         split: l.split.clone(),
                         more_splits: l.more_splits.clone(),
+                        first_index: l.first_index,
+                        split_repetition: l.split_repetition,
                     },
                 )
             })
@@ -363,6 +386,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
                     },
                     HeldSplit {
                         produced_in: h.split_repetition,
+                        index: h.index,
                         split: h.split.clone(),
                     },
                 )
@@ -378,7 +402,8 @@ fn iteration_from_wire(it: &wire::Iteration) -> Iteration {
                 )
             })
             .collect(),
-    }
+        consumed,
+    })
 }
 
 #[cfg(test)]
@@ -415,6 +440,7 @@ mod tests {
                 job_id: 5000,
                 repetition: 0,
                 num_split_providers: 2,
+                tfdata_consumed: Vec::new(),
             }),
         ] {
             state.apply(&up(u)).unwrap();

@@ -61,7 +61,9 @@ pub const LEASE_TARGET: Duration = Duration::from_millis(20);
 /// lease while it is fetched.
 #[derive(Default)]
 pub struct Leases {
-    queue: VecDeque<(Tensor, TfdataDeliveredSplit)>,
+    /// Each split with the name the task reports it delivered by, and its
+    /// name in the iteration (what readers record).
+    queue: VecDeque<(Tensor, TfdataDeliveredSplit, SplitName)>,
     in_flight: Option<InFlight>,
     /// Splits the next request asks for (0 until the first answer: 1).
     size: i64,
@@ -187,9 +189,10 @@ pub struct RemoteSplitProvider {
 }
 
 impl RemoteSplitProvider {
-    /// The next split and the (repetition, sequence) that names it, from
-    /// the current lease or, when it is used up, the next one.
-    fn next_split(&self) -> Result<Option<(Tensor, TfdataDeliveredSplit)>> {
+    /// The next split, the (repetition, sequence) that names it in delivery
+    /// reports and its name in the iteration, from the current lease or,
+    /// when it is used up, the next one.
+    fn next_split(&self) -> Result<Option<(Tensor, TfdataDeliveredSplit, SplitName)>> {
         let mut leases = lock(&self.leases);
         if leases.queue.is_empty() {
             if leases.end {
@@ -288,9 +291,16 @@ impl RemoteSplitProvider {
             repetition: in_flight.name.repetition,
             sequence: in_flight.name.sequence + i as i64,
         };
-        leases
-            .queue
-            .push_back((tfdata_core::element::tensor_from_proto(first)?, name(0)));
+        let split_name = |i: usize| SplitName {
+            provider: self.split_provider_index,
+            repetition: response.tfdata_split_repetition,
+            index: response.tfdata_first_index.saturating_add(i as i64),
+        };
+        leases.queue.push_back((
+            tfdata_core::element::tensor_from_proto(first)?,
+            name(0),
+            split_name(0),
+        ));
         for (i, encoded) in response.tfdata_more_splits.iter().enumerate() {
             let proto = TensorProto::decode(encoded.clone()).map_err(|e| {
                 tfdata_core::Error::Internal(format!(
@@ -300,6 +310,7 @@ impl RemoteSplitProvider {
             leases.queue.push_back((
                 tfdata_core::element::tensor_from_proto(&proto)?,
                 name(i + 1),
+                split_name(i + 1),
             ));
         }
         self.received.fetch_add(count, Ordering::SeqCst);
@@ -396,17 +407,12 @@ impl SplitProvider for RemoteSplitProvider {
             self.ledger.cut.store(true, Ordering::SeqCst);
             return Ok(None);
         }
-        let Some((split, name)) = self.next_split()? else {
+        let Some((split, name, split_name)) = self.next_split()? else {
             return Ok(None);
         };
         let delivered = Arc::clone(&self.delivered);
         let ledger = Arc::clone(&self.ledger);
         ledger.outstanding.fetch_add(1, Ordering::SeqCst);
-        let split_name = SplitName {
-            provider: self.split_provider_index,
-            repetition: name.repetition,
-            sequence: name.sequence,
-        };
         let lease = SplitLease::named(split_name, move || {
             lock(&delivered).push((Instant::now(), name));
             ledger.released();

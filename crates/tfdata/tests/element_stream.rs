@@ -228,6 +228,7 @@ async fn one_task_compressed(
             job_id,
             repetition: 0,
             tfdata_reports_receipts: false,
+            tfdata_consumed: Vec::new(),
         })
         .await
         .unwrap()

@@ -317,6 +317,7 @@ impl Load {
                 job_id: split_job,
                 repetition: 0,
                 tfdata_reports_receipts: false,
+                tfdata_consumed: Vec::new(),
             }))
             .await
             .context("GetOrCreateIteration of the split job")?
@@ -367,6 +368,7 @@ impl Load {
                             job_id,
                             repetition: 0,
                             tfdata_reports_receipts: false,
+                            tfdata_consumed: Vec::new(),
                         }))
                         .await
                         .with_context(|| format!("reader {k}: GetOrCreateIteration"))?;

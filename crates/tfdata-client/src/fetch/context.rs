@@ -58,6 +58,9 @@ pub(crate) struct Delivery {
     pub origin: Origin,
     /// Elements taken so far.
     pub taken: i64,
+    /// distributed_epoch stream batches: the splits each element holds
+    /// whole (reader checkpoints count the consumed ones).
+    pub splits: Option<tfdata_core::batch::BatchSplits>,
     /// Held for their `Drop`, given back once the last element is taken: a
     /// `GetElement` permit (`max_outstanding_requests`), or a stream
     /// batch's credit (granted to the worker again).
@@ -86,17 +89,24 @@ impl Delivery {
             elements: vec![element].into_iter(),
             origin: Origin::Unnumbered { worker },
             taken: 0,
+            splits: None,
             _permit: Some(permit),
             _credit: None,
         }
     }
 
     /// A stream batch's elements, holding its credit.
-    pub(crate) fn batch(elements: Vec<Element>, credit: CreditReturn, origin: Origin) -> Self {
+    pub(crate) fn batch(
+        elements: Vec<Element>,
+        credit: CreditReturn,
+        origin: Origin,
+        splits: Option<tfdata_core::batch::BatchSplits>,
+    ) -> Self {
         Delivery {
             elements: elements.into_iter(),
             origin,
             taken: 0,
+            splits,
             _permit: None,
             _credit: Some(credit),
         }
@@ -330,6 +340,11 @@ impl FetchContext {
     /// Hands `item` to the reader; `false` if the reader is gone.
     pub(crate) async fn send(&self, item: Item) -> bool {
         self.tx.send(item).await.is_ok()
+    }
+
+    /// Whether this reader records receipts (distributed_epoch).
+    pub(crate) fn reports_receipts(&self) -> bool {
+        self.receipts.is_some()
     }
 
     /// Records the whole splits of a batch from `task` just delivered.

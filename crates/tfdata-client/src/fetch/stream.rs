@@ -175,15 +175,22 @@ pub(crate) async fn stream_task(
                     worker: Arc::clone(&task.worker),
                     first,
                 };
+                // distributed_epoch: the names go to the receipts, and with
+                // the batch (every element, named or not) to the reader's
+                // checkpoint accounting.
+                let receipts = ctx.reports_receipts().then(|| whole_splits.names.clone());
+                let splits = ctx.reports_receipts().then_some(whole_splits);
                 if !ctx
-                    .send(Ok(Delivery::batch(elements, credit, origin)))
+                    .send(Ok(Delivery::batch(elements, credit, origin, splits)))
                     .await
                 {
                     return Streamed::Ended(FetchEnd::Stopped);
                 }
                 // Delivered: recorded with no await in between, so a fetcher
                 // aborted in the send records nothing it did not deliver.
-                ctx.record_receipts(task.task_id, whole_splits);
+                if let Some(names) = receipts {
+                    ctx.record_receipts(task.task_id, names);
+                }
             }
             if end {
                 return Streamed::Ended(FetchEnd::EndOfSequence);

@@ -133,6 +133,7 @@ impl Dispatcher {
         } else {
             Vec::new()
         };
+        check_consumed(&req, exists, providers.len())?;
         let mut new_task_defs = Vec::new();
         let mut txn = self.ledger.begin().await;
         let iteration_id = match txn.state.iteration_by_key(&job.name, req.repetition) {
@@ -144,6 +145,7 @@ impl Dispatcher {
                     job_id: job.id.0,
                     repetition: req.repetition,
                     num_split_providers: providers.len() as i64,
+                    tfdata_consumed: req.tfdata_consumed.clone(),
                 }))?;
                 if !providers.is_empty() {
                     txn.split_providers.insert(id, providers);
@@ -335,4 +337,36 @@ fn check_workers_can_run(
             dataset.unsupported_ops.join(", ")
         )
     }))
+}
+
+/// A restored reader's consumed splits start a new distributed_epoch
+/// iteration of its own: refused for an iteration that exists (its splits
+/// went out already) or that has no split providers, and when malformed.
+fn check_consumed(
+    req: &wire::GetOrCreateIterationRequest,
+    exists: bool,
+    providers: usize,
+) -> Result<()> {
+    if req.tfdata_consumed.is_empty() {
+        return Ok(());
+    }
+    if exists {
+        return Err(Error::FailedPrecondition(format!(
+            "a reader restored from a checkpoint needs an iteration of its own, but job {} \
+             already has one (checkpoints of shared jobs are not supported)",
+            req.job_id
+        )));
+    }
+    for c in &req.tfdata_consumed {
+        if usize::try_from(c.provider).is_ok_and(|p| p < providers) && c.repetition >= 0 {
+            tfdata_core::ranges::IndexRanges::from_bounds(&c.bounds)?;
+        } else {
+            return Err(Error::InvalidArgument(format!(
+                "consumed splits of split provider {} (repetition {}), but the job has {providers} \
+                 split providers (is it distributed_epoch?)",
+                c.provider, c.repetition
+            )));
+        }
+    }
+    Ok(())
 }

@@ -825,6 +825,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
         job_id,
         repetition: 0,
         tfdata_reports_receipts: reports,
+        tfdata_consumed: Vec::new(),
     };
     let c1 = d.get_or_create_iteration(client(true)).await.unwrap();
     let c2 = d.get_or_create_iteration(client(true)).await.unwrap();
@@ -888,10 +889,10 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
                     task_id: task.0,
                     splits: seqs
                         .iter()
-                        .map(|&sequence| wire::TfdataSplitName {
+                        .map(|&index| wire::TfdataSplitName {
                             provider: 0,
                             repetition: 0,
-                            sequence,
+                            index,
                         })
                         .collect(),
                 }],

@@ -125,7 +125,7 @@ impl Dispatcher {
         if req.tfdata_task_id != 0 && txn.state.task(task).is_some_and(|t| t.finished) {
             tracing::info!(%task, worker = %req.tfdata_worker_address, "GetSplit from a task that left its iteration: end of splits");
             txn.commit().await?;
-            return Ok(split_response(None));
+            return Ok(end_of_splits());
         }
         // A tfdata worker repeating its last request lost the answer: give it
         // the same split again (nothing new is journaled).
@@ -134,7 +134,12 @@ impl Dispatcher {
             && last.repetition == req.repetition
             && last.sequence == sequence
         {
-            let answer = lease_response(last.split.clone(), last.more_splits.clone());
+            let answer = lease_response(
+                last.split.clone(),
+                last.more_splits.clone(),
+                last.first_index,
+                last.split_repetition,
+            );
             tracing::debug!(
                 task = req.tfdata_task_id,
                 worker = %req.tfdata_worker_address,
@@ -152,8 +157,8 @@ impl Dispatcher {
             .returned_splits
             .get(&req.split_provider_index)
             .and_then(|q| q.front())
-            .map(|r| r.split.clone());
-        if let Some(encoded) = returned {
+            .map(|r| (r.split.clone(), r.index, r.repetition));
+        if let Some((encoded, index, repetition)) = returned {
             let split = decode_split(&encoded)?;
             txn.apply(UpdateType::ProduceSplit(wire::ProduceSplitUpdate {
                 iteration_id: req.iteration_id,
@@ -167,6 +172,7 @@ impl Dispatcher {
                 tfdata_delivered: req.tfdata_delivered.clone(),
                 tfdata_task_id: req.tfdata_task_id,
                 tfdata_more_splits: Vec::new(),
+                tfdata_first_index: None,
             }))?;
             txn.commit().await?;
             tracing::debug!(
@@ -178,13 +184,13 @@ impl Dispatcher {
                 "GetSplit: a lost worker's split handed out again"
             );
             self.metrics().splits_handed_out(true, 1);
-            return Ok(split_response(Some(split)));
+            return Ok(lease_response(Some(split), Vec::new(), index, repetition));
         }
         let current = it.split_repetitions[p];
         if req.repetition < current {
             // That repetition is over for everyone.
             txn.commit().await?;
-            return Ok(split_response(None));
+            return Ok(end_of_splits());
         }
         let provider = txn
             .split_providers
@@ -193,12 +199,26 @@ impl Dispatcher {
             .ok_or_else(|| {
                 Error::Internal(format!("iteration {iteration_id} lost split provider {p}"))
             })?;
-        if req.repetition > current {
+        let mut index = if req.repetition > current {
             provider.reset()?;
+            0
+        } else {
+            it.split_indices[p]
+        };
+        // A restored reader's iteration never hands out the splits it had
+        // consumed: skip past them, and end the lease before the next.
+        let consumed = it.consumed.get(&(req.split_provider_index, req.repetition));
+        let mut first_index = None;
+        if let Some(end) = consumed.and_then(|c| c.covering(index)) {
+            provider.skip(end.saturating_sub(index) as u64)?;
+            index = end;
+            first_index = Some(end);
         }
-        // For the log: which split of the repetition this is.
-        let index = it.split_indices[p];
-        let (split, more_splits, finished) = take_lease(provider.as_ref(), lease_size(&req))?;
+        let room = consumed
+            .and_then(|c| c.next_after(index))
+            .map_or(usize::MAX, |next| next.saturating_sub(index) as usize);
+        let (split, more_splits, finished) =
+            take_lease(provider.as_ref(), lease_size(&req).min(room).max(1))?;
         if finished {
             // Ready for the next repetition.
             provider.reset()?;
@@ -218,6 +238,7 @@ impl Dispatcher {
             tfdata_delivered: req.tfdata_delivered.clone(),
             tfdata_task_id: req.tfdata_task_id,
             tfdata_more_splits: more_splits.clone(),
+            tfdata_first_index: first_index,
         }))?;
         txn.commit().await?;
         tracing::debug!(
@@ -235,7 +256,7 @@ impl Dispatcher {
         if split.is_some() {
             self.metrics().splits_handed_out(false, 1 + leased as u64);
         }
-        Ok(lease_response(split, more_splits))
+        Ok(lease_response(split, more_splits, index, req.repetition))
     }
 }
 
@@ -318,19 +339,24 @@ pub(crate) fn split_providers_for(def: &wire::DatasetDef) -> Result<Vec<Box<dyn 
         .collect()
 }
 
-/// A split, or the end of splits.
-fn split_response(split: Option<tfdata_proto::tensorflow::TensorProto>) -> wire::GetSplitResponse {
-    lease_response(split, Vec::new())
+/// The end of splits.
+fn end_of_splits() -> wire::GetSplitResponse {
+    lease_response(None, Vec::new(), 0, 0)
 }
 
-/// A lease's splits (`split` first), or the end of splits.
+/// A lease's splits (`split` first, named by `first_index` on in
+/// `repetition`), or the end of splits.
 fn lease_response(
     split: Option<tfdata_proto::tensorflow::TensorProto>,
     more_splits: Vec<bytes::Bytes>,
+    first_index: i64,
+    repetition: i64,
 ) -> wire::GetSplitResponse {
     wire::GetSplitResponse {
         end_of_splits: split.is_none(),
         split,
         tfdata_more_splits: more_splits,
+        tfdata_first_index: first_index,
+        tfdata_split_repetition: repetition,
     }
 }

@@ -73,6 +73,7 @@ pub(super) async fn iteration_of_range(d: &Dispatcher, n: i64, policy: i32) -> i
         job_id,
         repetition: 0,
         tfdata_reports_receipts: false,
+        tfdata_consumed: Vec::new(),
     })
     .await
     .unwrap()
@@ -151,6 +152,7 @@ async fn maybe_remove_task_checks_the_consumer_index() {
         job_id,
         repetition: 0,
         tfdata_reports_receipts: false,
+        tfdata_consumed: Vec::new(),
     })
     .await
     .unwrap();
@@ -350,6 +352,7 @@ async fn job_for(d: &Dispatcher, dataset_id: &str) -> tfdata_core::Result<i64> {
         job_id,
         repetition: 0,
         tfdata_reports_receipts: false,
+        tfdata_consumed: Vec::new(),
     })
     .await?;
     Ok(job_id)

@@ -143,6 +143,22 @@ impl DispatcherState {
                 }
                 let providers = usize::try_from(u.num_split_providers)
                     .map_err(|_| bad("create_iteration", "negative split providers".into()))?;
+                let mut consumed = BTreeMap::new();
+                for c in &u.tfdata_consumed {
+                    if usize::try_from(c.provider).is_ok_and(|p| p < providers) && c.repetition >= 0
+                    {
+                        let ranges = tfdata_core::ranges::IndexRanges::from_bounds(&c.bounds)
+                            .map_err(|e| bad("create_iteration", e.to_string()))?;
+                        if !ranges.is_empty() {
+                            consumed.insert((c.provider, c.repetition), ranges);
+                        }
+                    } else {
+                        return Err(bad(
+                            "create_iteration",
+                            format!("consumed splits of provider {}", c.provider),
+                        ));
+                    }
+                }
                 self.next_iteration_id =
                     self.next_iteration_id.max(u.iteration_id.saturating_add(1));
                 self.iterations_by_key.insert(key, id);
@@ -162,6 +178,7 @@ impl DispatcherState {
                         tasks: Vec::new(),
                         pending_tasks: Default::default(),
                         awaited_receipts: BTreeMap::new(),
+                        consumed,
                         last_splits: BTreeMap::new(),
                         returned_splits: BTreeMap::new(),
                         held_splits: BTreeMap::new(),
@@ -220,6 +237,23 @@ impl DispatcherState {
                         format!("task {task} is not a task of iteration {}", it.id),
                     ));
                 }
+                // The first split's name: a returned split keeps its own; a
+                // fresh lease starts at the cursor (of a new repetition: 0),
+                // or past consumed splits where the request says.
+                let cursor = if u.repetition > it.split_repetitions[p] {
+                    0
+                } else {
+                    it.split_indices[p]
+                };
+                if !u.tfdata_from_returned && u.tfdata_first_index.is_some_and(|f| f < cursor) {
+                    return Err(bad(
+                        "produce_split",
+                        format!(
+                            "a lease from index {:?} behind the cursor {cursor}",
+                            u.tfdata_first_index
+                        ),
+                    ));
+                }
                 for d in &u.tfdata_delivered {
                     it.held_splits.remove(&HeldSplitKey {
                         task,
@@ -229,11 +263,13 @@ impl DispatcherState {
                     });
                 }
                 let mut split_repetition = u.repetition;
+                let mut first_index = u.tfdata_first_index.unwrap_or(cursor);
                 if u.tfdata_from_returned {
                     // The queue has a split (checked above).
                     let queue = it.returned_splits.get_mut(&u.split_provider_index);
                     if let Some(returned) = queue.and_then(|q| q.pop_front()) {
                         split_repetition = returned.repetition;
+                        first_index = returned.index;
                     }
                     // No empty queues: the state has one form (as a snapshot restores it).
                     if it
@@ -262,6 +298,7 @@ impl DispatcherState {
                             },
                             HeldSplit {
                                 produced_in: split_repetition,
+                                index: first_index.saturating_add(i as i64),
                                 split: split.clone(),
                             },
                         );
@@ -278,6 +315,8 @@ impl DispatcherState {
                             sequence,
                             split: u.tfdata_split.clone(),
                             more_splits: u.tfdata_more_splits.clone(),
+                            first_index,
+                            split_repetition,
                         },
                     );
                 }
@@ -292,7 +331,7 @@ impl DispatcherState {
                     it.split_indices[p] = 0;
                 } else {
                     let produced = 1 + u.tfdata_more_splits.len() as i64;
-                    it.split_indices[p] = it.split_indices[p].saturating_add(produced);
+                    it.split_indices[p] = first_index.saturating_add(produced);
                 }
             }
             UpdateType::AcquireIterationClient(u) => {
@@ -585,13 +624,19 @@ impl DispatcherState {
                 format!("task {task} does not wait for client {client}'s receipts"),
             ));
         }
-        for name in &u.splits {
-            it.held_splits.remove(&HeldSplitKey {
-                task,
-                provider: name.provider,
-                repetition: name.repetition,
-                sequence: name.sequence,
-            });
+        let names: BTreeSet<(i64, i64, i64)> = u
+            .splits
+            .iter()
+            .map(|n| (n.provider, n.repetition, n.index))
+            .collect();
+        let received: Vec<HeldSplitKey> = it
+            .held_splits
+            .range(HeldSplitKey::all_of(task))
+            .filter(|(k, h)| names.contains(&(k.provider, h.produced_in, h.index)))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in received {
+            it.held_splits.remove(&key);
         }
         it.receipts_in(task, client);
         it.finished = all_delivered(it, &self.tasks);
@@ -639,6 +684,7 @@ mod tests {
                 job_id: 5000,
                 repetition: 0,
                 num_split_providers: 0,
+                tfdata_consumed: Vec::new(),
             })),
             up(UpdateType::CreateTask(CreateTaskUpdate {
                 task_id: 4000,
@@ -736,6 +782,7 @@ mod tests {
             job_id: 5000,
             repetition: 1,
             num_split_providers: 1,
+            tfdata_consumed: Vec::new(),
         })))
         .unwrap();
         s.apply(&up(UpdateType::CreateTask(CreateTaskUpdate {

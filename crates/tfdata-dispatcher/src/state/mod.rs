@@ -104,6 +104,9 @@ pub struct Iteration {
     /// they go back to the pool (`ReceiveSplitsUpdate`): a split a reader
     /// received whole is not produced again.
     pub awaited_receipts: BTreeMap<TaskId, BTreeSet<IterationClientId>>,
+    /// Per (split provider, repetition): splits a restored reader had
+    /// consumed (its checkpoint), never handed out.
+    pub consumed: BTreeMap<(i64, i64), tfdata_core::ranges::IndexRanges>,
 }
 
 /// Who asked a split provider for splits: the key of
@@ -141,6 +144,8 @@ impl HeldSplitKey {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldSplit {
     pub produced_in: i64,
+    /// Its index in that repetition (with the provider, its name).
+    pub index: i64,
     /// The encoded `TensorProto`. Not decoded: a lease holds up to a
     /// thousand splits, and a `TensorProto` is ~400 bytes of `Vec` headers
     /// that the map would move on every insert and removal. Decoded only if
@@ -153,6 +158,7 @@ pub struct HeldSplit {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReturnedSplit {
     pub repetition: i64,
+    pub index: i64,
     /// The encoded `TensorProto` (see [`HeldSplit::split`]).
     pub split: bytes::Bytes,
 }
@@ -212,6 +218,7 @@ impl Iteration {
                     .or_default()
                     .push_back(ReturnedSplit {
                         repetition: held.produced_in,
+                        index: held.index,
                         split: held.split,
                     });
             }
@@ -235,6 +242,10 @@ pub struct LastSplit {
     pub split: Option<tfdata_proto::tensorflow::TensorProto>,
     /// The rest of the lease that answer carried (encoded `TensorProto`s).
     pub more_splits: Vec<bytes::Bytes>,
+    /// The answer's split names: indices from `first_index` on, in
+    /// repetition `split_repetition`.
+    pub first_index: i64,
+    pub split_repetition: i64,
 }
 
 /// A task of a round-robin iteration that joins once every consumer agreed

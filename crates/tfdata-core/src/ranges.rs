@@ -1,0 +1,138 @@
+//! Sets of split indices as disjoint `[start, end)` ranges: what a reader
+//! checkpoint lists as consumed and what a restored iteration skips. Splits
+//! are handed out roughly in index order, so a set of millions of indices is
+//! a handful of ranges (holes only where splits were in flight).
+
+use std::collections::BTreeMap;
+
+use crate::{Error, Result};
+
+/// Most ranges a set taken from the wire may have (a bound on what a peer
+/// or a corrupt checkpoint can make us allocate).
+pub const MAX_RANGES: usize = 1 << 20;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexRanges(BTreeMap<i64, i64>);
+
+impl IndexRanges {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// How many indices the set holds.
+    pub fn count(&self) -> u64 {
+        self.0.iter().map(|(s, e)| e.abs_diff(*s)).sum()
+    }
+
+    pub fn insert(&mut self, index: i64) {
+        // The common case: the next index after the highest.
+        if let Some(mut last) = self.0.last_entry()
+            && *last.get() == index
+        {
+            *last.get_mut() = index.saturating_add(1);
+            return;
+        }
+        self.insert_range(index, index.saturating_add(1));
+    }
+
+    pub fn insert_range(&mut self, start: i64, end: i64) {
+        if start >= end {
+            return;
+        }
+        let (mut s, mut e) = (start, end);
+        if let Some((&ps, &pe)) = self.0.range(..=s).next_back()
+            && pe >= s
+        {
+            s = ps;
+            e = e.max(pe);
+        }
+        let touching: Vec<i64> = self.0.range(s..=e).map(|(&k, _)| k).collect();
+        for k in touching {
+            if let Some(ke) = self.0.remove(&k) {
+                e = e.max(ke);
+            }
+        }
+        self.0.insert(s, e);
+    }
+
+    /// The end of the range holding `index`, if one does.
+    pub fn covering(&self, index: i64) -> Option<i64> {
+        self.0
+            .range(..=index)
+            .next_back()
+            .filter(|(_, e)| **e > index)
+            .map(|(_, e)| *e)
+    }
+
+    /// The first index after `index` that the set holds, if any.
+    pub fn next_after(&self, index: i64) -> Option<i64> {
+        if self.covering(index.saturating_add(1)).is_some() {
+            return Some(index.saturating_add(1));
+        }
+        self.0
+            .range(index.saturating_add(1)..)
+            .next()
+            .map(|(s, _)| *s)
+    }
+
+    /// start0, end0, start1, end1, … ascending.
+    pub fn bounds(&self) -> Vec<i64> {
+        self.0.iter().flat_map(|(s, e)| [*s, *e]).collect()
+    }
+
+    /// The set `bounds` describes; refused unless they are ascending,
+    /// disjoint, non-empty ranges of non-negative indices.
+    pub fn from_bounds(bounds: &[i64]) -> Result<Self> {
+        let bad = |why: &str| Err(Error::InvalidArgument(format!("split ranges: {why}")));
+        if !bounds.len().is_multiple_of(2) {
+            return bad("an odd number of bounds");
+        }
+        if bounds.len() / 2 > MAX_RANGES {
+            return bad(&format!("more than {MAX_RANGES} ranges"));
+        }
+        let mut set = BTreeMap::new();
+        let mut previous_end = 0;
+        for pair in bounds.chunks_exact(2) {
+            let (s, e) = (pair[0], pair[1]);
+            if s < previous_end || s >= e {
+                return bad(&format!("[{s}, {e}) is empty, negative or out of order"));
+            }
+            set.insert(s, e);
+            previous_end = e;
+        }
+        Ok(IndexRanges(set))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indices_merge_into_ranges_in_any_order() {
+        let mut r = IndexRanges::default();
+        for i in [5, 0, 1, 2, 9, 7, 6, 3, 8, 12] {
+            r.insert(i);
+        }
+        assert_eq!(r.bounds(), vec![0, 4, 5, 10, 12, 13]);
+        assert_eq!(r.count(), 10);
+        r.insert(4);
+        r.insert_range(11, 20);
+        assert_eq!(r.bounds(), vec![0, 10, 11, 20]);
+        assert_eq!(r.covering(0), Some(10));
+        assert_eq!(r.covering(10), None);
+        assert_eq!(r.covering(19), Some(20));
+        assert_eq!(r.next_after(9), Some(11));
+        assert_eq!(r.next_after(10), Some(11));
+        assert_eq!(r.next_after(-5), Some(0));
+        assert_eq!(r.next_after(19), None);
+        assert_eq!(IndexRanges::from_bounds(&r.bounds()).unwrap(), r);
+    }
+
+    #[test]
+    fn bad_bounds_are_refused() {
+        for bounds in [&[1][..], &[3, 3], &[5, 4], &[0, 4, 3, 6], &[-2, 1]] {
+            assert!(IndexRanges::from_bounds(bounds).is_err(), "{bounds:?}");
+        }
+    }
+}
