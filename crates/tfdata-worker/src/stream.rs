@@ -433,10 +433,7 @@ mod tests {
                 flag.store(true, Ordering::SeqCst);
                 let _ = release.send(());
             });
-            // Decided at the first batch, not at the opening: a task whose pipeline
-            // has not started yet does not know whether it compresses (a stream
-            // opened that early would never compress).
-            let mut compressor: Option<Compressor> = None;
+            let mut compressor = Compressor::new(mode);
             finish_batch(encoder, &mut compressor).await.unwrap();
             other_ran.load(Ordering::SeqCst)
         })
