@@ -160,34 +160,18 @@ fn distributed_epoch_resumes_with_every_split_once() {
 /// and skipping leases are journaled): the epoch, each value once.
 #[test]
 fn a_distributed_epoch_checkpoint_restores_across_dispatcher_restarts() {
-    let dir = tempfile::tempdir().unwrap();
-    let work_dir = dir.path().to_str().unwrap().to_string();
-    let port = portpicker();
-    let worker_port = portpicker();
-    let worker_config = || {
-        let mut c = WorkerConfig::new(format!("localhost:{port}"));
-        c.port = worker_port;
-        c.heartbeat_interval = Duration::from_millis(100);
-        c
-    };
+    let cluster = Restartable::new();
     let pipeline = Dataset::range(2000).batch(10, false);
-    let dispatcher = DispatchServer::new(fault_tolerant(&work_dir, port)).unwrap();
-    let worker = WorkerServer::new(worker_config()).unwrap();
-    wait_for_workers(&dispatcher, 1);
+    let (dispatcher, worker) = cluster.start();
     let ds = dynamic(&dispatcher, &pipeline);
     let mut it = ds.iter().unwrap();
     let (mut all, _) = take_rows(&mut it, 37);
     let state = it.checkpoint().unwrap();
     drop(it);
     drop(ds);
-    worker.stop();
-    dispatcher.stop();
-    drop(worker);
-    drop(dispatcher);
+    Restartable::stop(dispatcher, worker);
 
-    let dispatcher = DispatchServer::new(fault_tolerant(&work_dir, port)).unwrap();
-    let worker = WorkerServer::new(worker_config()).unwrap();
-    wait_for_workers(&dispatcher, 1);
+    let (dispatcher, worker) = cluster.start();
     let ds = dynamic(&dispatcher, &pipeline);
     let mut it = ds.iter().unwrap();
     it.restore(&state).unwrap();
@@ -196,7 +180,7 @@ fn a_distributed_epoch_checkpoint_restores_across_dispatcher_restarts() {
     // The dispatcher dies mid-read and comes back: the read goes on.
     dispatcher.stop();
     drop(dispatcher);
-    let _dispatcher = DispatchServer::new(fault_tolerant(&work_dir, port)).unwrap();
+    let _dispatcher = cluster.dispatcher();
     let (rows, _) = take_rows(&mut it, usize::MAX);
     all.extend(rows);
     drop(worker);
@@ -209,19 +193,8 @@ fn a_distributed_epoch_checkpoint_restores_across_dispatcher_restarts() {
 /// worker's new task at the checkpoint's position.
 #[test]
 fn a_checkpoint_restores_after_the_dispatcher_and_a_worker_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let work_dir = dir.path().to_str().unwrap().to_string();
-    let port = portpicker();
-    let worker_port = portpicker();
-    let worker_config = || {
-        let mut c = WorkerConfig::new(format!("localhost:{port}"));
-        c.port = worker_port;
-        c.heartbeat_interval = Duration::from_millis(100);
-        c
-    };
-    let dispatcher = DispatchServer::new(fault_tolerant(&work_dir, port)).unwrap();
-    let worker = WorkerServer::new(worker_config()).unwrap();
-    wait_for_workers(&dispatcher, 1);
+    let cluster = Restartable::new();
+    let (dispatcher, worker) = cluster.start();
     let pipeline = Dataset::range(1000).batch(10, false);
     let ds = parallel(&dispatcher, &pipeline);
     let mut it = ds.iter().unwrap();
@@ -233,14 +206,9 @@ fn a_checkpoint_restores_after_the_dispatcher_and_a_worker_restart() {
     let state = it.checkpoint().unwrap();
     drop(it);
     drop(ds);
-    worker.stop();
-    dispatcher.stop();
-    drop(worker);
-    drop(dispatcher);
+    Restartable::stop(dispatcher, worker);
 
-    let dispatcher = DispatchServer::new(fault_tolerant(&work_dir, port)).unwrap();
-    let _worker = WorkerServer::new(worker_config()).unwrap();
-    wait_for_workers(&dispatcher, 1);
+    let (dispatcher, _worker) = cluster.start();
     let ds = parallel(&dispatcher, &pipeline);
     let mut it = ds.iter().unwrap();
     it.restore(&state).unwrap();
@@ -251,6 +219,47 @@ fn a_checkpoint_restores_after_the_dispatcher_and_a_worker_restart() {
     let mut all = before;
     all.extend(after);
     assert_eq!(all, (0..1000).collect::<Vec<_>>(), "in order, once each");
+}
+
+/// A fault-tolerant dispatcher and one worker that can be stopped and
+/// started again at the same addresses, on the same work_dir.
+struct Restartable {
+    _dir: tempfile::TempDir,
+    work_dir: String,
+    port: u16,
+    worker_port: u16,
+}
+
+impl Restartable {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Restartable {
+            work_dir: dir.path().to_str().unwrap().to_string(),
+            _dir: dir,
+            port: portpicker(),
+            worker_port: portpicker(),
+        }
+    }
+
+    fn dispatcher(&self) -> DispatchServer {
+        DispatchServer::new(fault_tolerant(&self.work_dir, self.port)).unwrap()
+    }
+
+    /// The dispatcher and the worker, once the worker has registered.
+    fn start(&self) -> (DispatchServer, WorkerServer) {
+        let dispatcher = self.dispatcher();
+        let mut config = WorkerConfig::new(format!("localhost:{}", self.port));
+        config.port = self.worker_port;
+        config.heartbeat_interval = Duration::from_millis(100);
+        let worker = WorkerServer::new(config).unwrap();
+        wait_for_workers(&dispatcher, 1);
+        (dispatcher, worker)
+    }
+
+    fn stop(dispatcher: DispatchServer, worker: WorkerServer) {
+        worker.stop();
+        dispatcher.stop();
+    }
 }
 
 /// A free port for a server that must come back at the same address.
