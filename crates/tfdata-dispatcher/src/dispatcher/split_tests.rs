@@ -22,6 +22,16 @@ async fn dynamic_iteration(d: &Dispatcher) -> i64 {
     IterationId::FIRST
 }
 
+/// A tfdata worker's heartbeat (uid 7) from `address`.
+fn tfdata_worker_heartbeat(address: &str) -> wire::WorkerHeartbeatRequest {
+    wire::WorkerHeartbeatRequest {
+        worker_address: address.into(),
+        tfdata_runs_pipelines: true,
+        worker_uid: 7,
+        ..Default::default()
+    }
+}
+
 /// The (first) split an answer carries.
 fn value(r: &wire::GetSplitResponse) -> Option<i64> {
     lease_values(r).first().copied()
@@ -277,12 +287,7 @@ async fn a_late_get_split_from_a_lost_workers_old_task_takes_no_split() {
         ..Default::default()
     };
     let d = Dispatcher::new(config, clock.clone()).unwrap();
-    let heartbeat = |w: &'static str| wire::WorkerHeartbeatRequest {
-        worker_address: w.into(),
-        tfdata_runs_pipelines: true,
-        worker_uid: 7,
-        ..Default::default()
-    };
+    let heartbeat = tfdata_worker_heartbeat;
     for w in ["w1:1", "w2:1"] {
         d.worker_heartbeat(heartbeat(w)).await.unwrap();
     }
@@ -682,12 +687,7 @@ async fn leases_of_splits_are_exactly_once_across_retries_restarts_and_lost_work
         ..Default::default()
     };
     let clock = Arc::new(FixedClock(AtomicI64::new(1_000_000)));
-    let heartbeat = |w: &'static str| wire::WorkerHeartbeatRequest {
-        worker_address: w.into(),
-        tfdata_runs_pipelines: true,
-        worker_uid: 7,
-        ..Default::default()
-    };
+    let heartbeat = tfdata_worker_heartbeat;
     let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
     for w in ["w1:1", "w2:1"] {
         d.worker_heartbeat(heartbeat(w)).await.unwrap();
@@ -801,12 +801,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
         ..Default::default()
     };
     let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
-    let heartbeat = |w: &str| wire::WorkerHeartbeatRequest {
-        worker_address: w.into(),
-        tfdata_runs_pipelines: true,
-        worker_uid: 7,
-        ..Default::default()
-    };
+    let heartbeat = tfdata_worker_heartbeat;
     for w in ["w1:1", "w2:1"] {
         d.worker_heartbeat(heartbeat(w)).await.unwrap();
     }
