@@ -23,10 +23,13 @@ pub(crate) const STREAM_WINDOW_ELEMENTS: u64 = 16_384;
 pub(crate) const STREAM_WINDOW_BYTES: u64 = 16 << 20;
 
 /// Split names a reader keeps per task for its receipts (see
-/// [`Receipts`]): far more than a worker holds unreported at once (its
-/// pipeline's buffers plus ~100 ms of deliveries); past it the oldest are
-/// forgotten, and if the worker is then lost they are produced again.
-pub(crate) const MAX_RECEIPTS_PER_TASK: usize = 1 << 16;
+/// [`Receipts`]; 24 bytes each, so at most 384 KiB per task a reader reads).
+/// A worker reports a delivered split within ~100 ms and its next
+/// `GetSplit`, so only the newest names matter; past the bound the oldest
+/// are forgotten, and if the worker is then lost before reporting them they
+/// are produced again (a pipeline delivering more than ~100,000 splits a
+/// second from one task, or holding that many after its last `GetSplit`).
+pub(crate) const MAX_RECEIPTS_PER_TASK: usize = 1 << 14;
 
 /// Compressed payloads at least this large are decompressed on a blocking
 /// thread: Snappy over megabytes would stall the (one-thread) client runtime,
