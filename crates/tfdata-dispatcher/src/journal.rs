@@ -110,6 +110,11 @@ struct ObjectJournal {
     /// Under a leader lease: segments are created only if absent, so a
     /// deposed leader's late write to a name its successor fenced fails.
     exclusive: bool,
+    /// The segment that closed the previous leader's run at takeover
+    /// ([`fence_previous_run`]). Cleanups keep it: deleted, its name would
+    /// be free again, and that leader, resuming from a pause, could write
+    /// it (never acknowledged, and ignored by starts, but written).
+    fence_marker: Option<String>,
 }
 
 /// What a start finds in the journal directory.
@@ -675,7 +680,7 @@ const FENCE_ATTEMPTS: u64 = 64;
 /// never acknowledged (its fence was checked after it landed and failed),
 /// and superseded like the rest of the run by the takeover's compaction;
 /// the next name is tried.
-fn fence_previous_run(dir: &ObjectDir, run: u64, live: &[(u64, u64)]) -> Result<()> {
+fn fence_previous_run(dir: &ObjectDir, run: u64, live: &[(u64, u64)]) -> Result<String> {
     let first = live
         .iter()
         .filter(|&&(r, _)| r == run)
@@ -683,11 +688,12 @@ fn fence_previous_run(dir: &ObjectDir, run: u64, live: &[(u64, u64)]) -> Result<
         .max()
         .unwrap_or(0);
     for seq in first..first + FENCE_ATTEMPTS {
-        let url = dir.join(&segment_name(run, seq));
+        let name = segment_name(run, seq);
+        let url = dir.join(&name);
         match dir.fs().create_new(&url, Bytes::new()) {
             Ok(()) => {
                 tracing::info!(marker = %url, "closed the previous leader's journal run");
-                return Ok(());
+                return Ok(name);
             }
             Err(Error::AlreadyExists(_)) => continue,
             Err(e) => return Err(e),
@@ -775,9 +781,10 @@ fn open_objects(
     {
         decode_updates(url, object_records(url, &bytes)?, &mut updates)?;
     }
-    if taking_over && let Some(newest) = newest {
-        fence_previous_run(&dir, newest, &live)?;
-    }
+    let fence_marker = match newest {
+        Some(newest) if taking_over => Some(fence_previous_run(&dir, newest, &live)?),
+        _ => None,
+    };
     let run = newest.map_or(0, |n| n + 1);
     Ok(Recovered {
         snapshot,
@@ -789,6 +796,7 @@ fn open_objects(
             records: 0,
             cleanup: None,
             exclusive: taking_over,
+            fence_marker,
         })),
     })
 }
@@ -828,6 +836,7 @@ impl ObjectJournal {
         // ignore them), so it runs off the RPC path, after the previous
         // cleanup (never two at once).
         let dir = self.dir.clone();
+        let keep = self.fence_marker.clone();
         let previous = self.cleanup.take();
         let cleanup = std::thread::Builder::new()
             .name("tfdata-journal-cleanup".into())
@@ -835,7 +844,7 @@ impl ObjectJournal {
                 if let Some(previous) = previous {
                     let _ = previous.join();
                 }
-                delete_before(&dir, m);
+                delete_before(&dir, m, keep.as_deref());
             });
         self.cleanup = match cleanup {
             Ok(handle) => Some(handle),
@@ -850,10 +859,10 @@ impl ObjectJournal {
     }
 }
 
-/// Deletes the segments of runs before `m` and the snapshots before `m`.
-/// Best effort: what is left is ignored by starts and retried by the next
-/// compaction.
-fn delete_before(dir: &ObjectDir, m: u64) {
+/// Deletes the segments of runs before `m` and the snapshots before `m`,
+/// but not `keep` (the takeover's fence marker). Best effort: what is left
+/// is ignored by starts and retried by the next compaction.
+fn delete_before(dir: &ObjectDir, m: u64, keep: Option<&str>) {
     let Listing {
         segments,
         snapshots,
@@ -868,6 +877,7 @@ fn delete_before(dir: &ObjectDir, m: u64) {
         .into_iter()
         .filter(|&(run, _)| run < m)
         .map(|(run, seq)| segment_name(run, seq))
+        .filter(|name| Some(name.as_str()) != keep)
         .chain(
             snapshots
                 .into_iter()
