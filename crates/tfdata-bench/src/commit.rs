@@ -119,6 +119,7 @@ fn run_once(callers: usize, seconds: f64, work_dir: Option<&Path>) -> Result<Run
                 repetition: 0,
                 tfdata_reports_receipts: false,
                 tfdata_consumed: Vec::new(),
+                tfdata_restore: None,
             })
             .await?;
         // The first iteration's id (the dispatcher's first id); asked from

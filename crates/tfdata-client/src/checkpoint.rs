@@ -2,9 +2,10 @@
 //! bytes a trainer stores with its model checkpoint, and the positions a
 //! restored reader starts its tasks at.
 //!
-//! What is covered: reads that share their job with no other reader (no
-//! `job_name`, no coordinated reads, no cross-trainer cache) from tfdata
-//! workers over the element stream.
+//! What is covered: reads from tfdata workers over the element stream, in
+//! parallel_epochs of their own job (no `job_name`), in distributed_epoch
+//! of their own job or of a job shared through `job_name`; not coordinated
+//! reads or cross-trainer caches.
 //!
 //! - `parallel_epochs`: each worker produces the whole dataset in its own
 //!   order, so a position is "the next element of that worker's sequence"
@@ -25,6 +26,12 @@
 //!   restore are the epoch as a multiset. An element made from part of a
 //!   split (a file split read record by record, `flat_map`, `unbatch`) or
 //!   from no split cannot be accounted for by splits.
+//! - A shared distributed_epoch job: each consumer's checkpoint holds the
+//!   splits it consumed, and names the iteration it read, its client id
+//!   there and how many readers shared it ([`SharedRead`]). Restoring every
+//!   consumer resumes the job: they join one new iteration at the
+//!   dispatcher (a restoration), which starts no task until all of them
+//!   have joined and never hands out a split any of them consumed.
 //!
 //! Everything else fails at `checkpoint()`, naming why, rather than resuming
 //! wrongly.
@@ -63,10 +70,10 @@ pub(crate) fn unresumable_read(
              {mode}"
         ));
     }
-    if job_name.is_some() {
+    if job_name.is_some() && mode == ProcessingMode::ParallelEpochs {
         return Some(
-            "reader checkpoints cover reads of their own job so far; this read shares a job \
-             (job_name is set)"
+            "reader checkpoints cover parallel_epochs reads of their own job; this read shares \
+             a job (job_name is set). Shared distributed_epoch jobs are covered"
                 .into(),
         );
     }
@@ -95,6 +102,17 @@ pub(crate) struct DatasetIdentity<'a> {
     pub mode: ProcessingMode,
 }
 
+/// A consumer of a shared job, as its checkpoint names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SharedRead {
+    /// The dispatcher's id of the iteration read.
+    pub iteration: i64,
+    /// This reader's client id in it.
+    pub client: i64,
+    /// How many readers the iteration had (the most any heartbeat told).
+    pub consumers: i64,
+}
+
 /// Where a reader is: in parallel_epochs, per worker, the index of the next
 /// element it has not consumed in that worker's sequence; in
 /// distributed_epoch, the splits it consumed.
@@ -106,6 +124,8 @@ pub(crate) struct Positions {
     /// Set once the read took an element that has no position (read with
     /// `GetElement`: a TensorFlow worker).
     unresumable: Option<String>,
+    /// A restored checkpoint of a shared job's consumer: the read it took.
+    pub shared: Option<SharedRead>,
 }
 
 impl Positions {
@@ -174,7 +194,12 @@ impl Positions {
     }
 
     /// The checkpoint's bytes, or why there can be none.
-    pub(crate) fn encode(&self, dataset: DatasetIdentity<'_>) -> Result<Vec<u8>> {
+    /// `shared`: the read is a consumer of a shared job.
+    pub(crate) fn encode(
+        &self,
+        dataset: DatasetIdentity<'_>,
+        shared: Option<SharedRead>,
+    ) -> Result<Vec<u8>> {
         if let Some(reason) = &self.unresumable {
             return Err(Error::FailedPrecondition(reason.clone()));
         }
@@ -207,6 +232,9 @@ impl Positions {
             workers,
             dataset_fingerprint: dataset.fingerprint,
             consumed,
+            origin_iteration_id: shared.map_or(0, |s| s.iteration),
+            origin_client_id: shared.map_or(0, |s| s.client),
+            consumers: shared.map_or(0, |s| s.consumers),
         }
         .encode_to_vec())
     }
@@ -242,6 +270,19 @@ impl Positions {
             )));
         }
         let mut positions = Positions::default();
+        if checkpoint.consumers != 0 {
+            if checkpoint.consumers < 0 || checkpoint.origin_client_id < 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "reader checkpoint names {} consumers and client {}",
+                    checkpoint.consumers, checkpoint.origin_client_id
+                )));
+            }
+            positions.shared = Some(SharedRead {
+                iteration: checkpoint.origin_iteration_id,
+                client: checkpoint.origin_client_id,
+                consumers: checkpoint.consumers,
+            });
+        }
         for w in checkpoint.workers {
             if w.worker_address.is_empty() || w.next_index < 0 {
                 return Err(Error::InvalidArgument(format!(
@@ -283,7 +324,7 @@ mod tests {
             fingerprint: fingerprint(b"pipeline"),
             mode: ProcessingMode::ParallelEpochs,
         };
-        let bytes = p.encode(ds).unwrap();
+        let bytes = p.encode(ds, None).unwrap();
         let back = Positions::decode(&bytes, ds).unwrap();
         assert_eq!(back, p);
         assert_eq!(back.start_of("a:1"), 8);
@@ -313,7 +354,7 @@ mod tests {
         .encode_to_vec();
         assert!(err(Positions::decode(&future, ds)).contains("format 2"));
         p.consumed_unnumbered("tf:3");
-        assert!(p.encode(ds).unwrap_err().to_string().contains("tf:3"));
+        assert!(p.encode(ds, None).unwrap_err().to_string().contains("tf:3"));
     }
 
     #[test]
@@ -336,7 +377,13 @@ mod tests {
         }
         p.consumed_splits(&[name(1, 7), name(1, 8)], true);
         assert_eq!(p.consumed_count(), 7);
-        let back = Positions::decode(&p.encode(ds).unwrap(), ds).unwrap();
+        let shared = SharedRead {
+            iteration: 4,
+            client: 9,
+            consumers: 2,
+        };
+        let back = Positions::decode(&p.encode(ds, Some(shared)).unwrap(), ds).unwrap();
+        assert_eq!(back.shared, Some(shared));
         assert_eq!(back.consumed_ranges(), p.consumed_ranges());
         assert_eq!(back.start_of("a:1"), 0);
         assert_eq!(
@@ -349,7 +396,7 @@ mod tests {
         // An element made from part of a split: no checkpoint, and why.
         p.consumed_splits(&[name(0, 9)], false);
         assert!(
-            p.encode(ds)
+            p.encode(ds, None)
                 .unwrap_err()
                 .to_string()
                 .contains("part of a split")

@@ -628,6 +628,24 @@ impl DistributedDataset {
             return Err(Error::FailedPrecondition(reason));
         }
         let start = Positions::decode(checkpoint, self.identity().await?)?;
+        match (inner.options.job_name.is_some(), start.shared.is_some()) {
+            (true, false) => {
+                return Err(Error::FailedPrecondition(
+                    "the checkpoint was taken by a reader of a job of its own; a read that \
+                     shares a job (job_name is set) restores checkpoints of a shared job's \
+                     consumers"
+                        .into(),
+                ));
+            }
+            (false, true) => {
+                return Err(Error::FailedPrecondition(
+                    "the checkpoint was taken by a consumer of a shared job: restore it into \
+                     a read with a job_name, with every other consumer's checkpoint"
+                        .into(),
+                ));
+            }
+            _ => {}
+        }
         self.start(handle, repetition, start).await
     }
 

@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -74,7 +75,17 @@ pub(crate) struct Iteration {
     unresumable: Option<String>,
     /// Whether any element was taken (a restore must come first).
     taken_any: bool,
+    /// A consumer of a shared job: what its checkpoints name.
+    shared: Option<SharedConsumer>,
     _stop_driver: DropGuard,
+}
+
+/// A consumer of a shared job: the iteration and client id the dispatcher
+/// gave it, and the most readers its heartbeats said the iteration had.
+struct SharedConsumer {
+    iteration: i64,
+    client: i64,
+    consumers: Arc<AtomicI64>,
 }
 
 impl Iteration {
@@ -108,7 +119,12 @@ impl Iteration {
         if let Some(current) = &self.current {
             record(&mut positions, current);
         }
-        positions.encode(dataset)
+        let shared = self.shared.as_ref().map(|s| crate::checkpoint::SharedRead {
+            iteration: s.iteration,
+            client: s.client,
+            consumers: s.consumers.load(Ordering::SeqCst).max(1),
+        });
+        positions.encode(dataset, shared)
     }
 
     /// Whether an element was taken already.
@@ -270,25 +286,40 @@ pub(crate) async fn start(
     let reports_receipts = params.mode == ProcessingMode::DistributedEpoch
         && params.consumer_index.is_none()
         && params.trainer_id.is_none();
+    let dynamic = params.mode == ProcessingMode::DistributedEpoch;
     let iteration_request = wire::GetOrCreateIterationRequest {
         job_id: job_id.0,
         repetition: params.repetition,
         tfdata_reports_receipts: reports_receipts,
-        // A restored distributed_epoch reader: its own new iteration skips
-        // the splits its checkpoint consumed.
-        tfdata_consumed: if params.mode == ProcessingMode::DistributedEpoch {
+        // A restored distributed_epoch reader: its new iteration skips the
+        // splits its checkpoint consumed (with those of the other
+        // consumers of a shared job, which restore into the same one).
+        tfdata_consumed: if dynamic {
             params.start.consumed_ranges()
         } else {
             Vec::new()
         },
+        tfdata_restore: params
+            .start
+            .shared
+            .filter(|_| dynamic && params.job_name.is_some())
+            .map(|s| wire::TfdataRestore {
+                origin_iteration_id: s.iteration,
+                origin_client_id: s.client,
+                consumers: s.consumers,
+            }),
     };
-    let client_id = IterationClientId(
-        retry(&dispatcher.target(), timeout, &cancel, || {
-            dispatcher.get_or_create_iteration(iteration_request.clone())
-        })
-        .await?
-        .iteration_client_id,
-    );
+    let joined = retry(&dispatcher.target(), timeout, &cancel, || {
+        dispatcher.get_or_create_iteration(iteration_request.clone())
+    })
+    .await?;
+    let client_id = IterationClientId(joined.iteration_client_id);
+    let consumers = Arc::new(AtomicI64::new(1));
+    let shared = (dynamic && params.job_name.is_some()).then(|| SharedConsumer {
+        iteration: joined.tfdata_iteration_id,
+        client: client_id.0,
+        consumers: Arc::clone(&consumers),
+    });
     tracing::debug!(
         job_id = job_id.0,
         client_id = client_id.0,
@@ -342,7 +373,7 @@ pub(crate) async fn start(
             );
         }
         None => {
-            handle.spawn(drive(dispatcher, params, client_id, fetch).instrument(span));
+            handle.spawn(drive(dispatcher, params, client_id, fetch, consumers).instrument(span));
         }
     }
     Ok(Iteration {
@@ -353,6 +384,7 @@ pub(crate) async fn start(
         positions,
         unresumable,
         taken_any: false,
+        shared,
         _stop_driver: cancel.drop_guard(),
     })
 }
@@ -380,8 +412,11 @@ async fn drive(
     params: IterationParams,
     client_id: IterationClientId,
     fetch: Arc<FetchContext>,
+    consumers: Arc<AtomicI64>,
 ) {
     let cancel = fetch.cancel.clone();
+    // A restoration's consumers still to join, as last logged.
+    let mut awaited_restores = 0;
     let refresh = params.task_refresh_interval;
     let mut fetchers: JoinSet<FetchEnd> = JoinSet::new();
     let mut known_tasks: HashSet<TaskId> = HashSet::new();
@@ -415,6 +450,13 @@ async fn drive(
                 match dispatcher.reader_heartbeat(request).await {
                     Ok(response) => {
                         receipts.clear();
+                        consumers.fetch_max(response.tfdata_iteration_clients, Ordering::SeqCst);
+                        if response.tfdata_restores_awaited != awaited_restores {
+                            awaited_restores = response.tfdata_restores_awaited;
+                            if awaited_restores > 0 {
+                                tracing::info!(awaited = awaited_restores, "restored shared job: waiting for its other consumers to restore before any reads");
+                            }
+                        }
                         // Tasks the dispatcher dropped (a lost worker's) are
                         // no longer read.
                         let listed: HashSet<TaskId> =

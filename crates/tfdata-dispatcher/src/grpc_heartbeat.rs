@@ -287,6 +287,7 @@ mod tests {
                     repetition: 0,
                     tfdata_reports_receipts: false,
                     tfdata_consumed: Vec::new(),
+                    tfdata_restore: None,
                 })
                 .await
                 .unwrap()

@@ -168,6 +168,19 @@ impl DispatcherState {
                     "iteration {id} has consumed splits of provider {provider} in pass {repetition}"
                 ));
             }
+            if it.gathering() && !it.tasks.is_empty() {
+                return Err(format!(
+                    "iteration {id} has tasks while its restoration waits for consumers"
+                ));
+            }
+            if let Some(r) = &it.restoration
+                && !(1..=crate::state::MAX_RESTORATION_CONSUMERS).contains(&r.expected)
+            {
+                return Err(format!(
+                    "iteration {id} is a restoration of {} consumers",
+                    r.expected
+                ));
+            }
             for (task, readers) in &it.awaited_receipts {
                 let bad_reader = readers
                     .iter()
@@ -284,6 +297,11 @@ mod tests {
                 } else {
                     Vec::new()
                 },
+                tfdata_restore: rng.random_bool(0.2).then(|| wire::TfdataRestore {
+                    origin_iteration_id: 7,
+                    origin_client_id: 0,
+                    consumers: rng.random_range(0..3),
+                }),
             }),
             4 | 5 => UpdateType::ProduceSplit(wire::ProduceSplitUpdate {
                 iteration_id: 2000 + rng.random_range(0..4),
@@ -344,7 +362,21 @@ mod tests {
             14 => UpdateType::FinishTask(wire::FinishTaskUpdate {
                 task_id: 10_000 + rng.random_range(0..4),
             }),
-            _ => match rng.random_range(0..4) {
+            _ => match rng.random_range(0..5) {
+                4 => UpdateType::TfdataJoinRestore(wire::JoinRestoreUpdate {
+                    iteration_id: 2000 + rng.random_range(0..4),
+                    origin_client_id: rng.random_range(0..3),
+                    consumers: rng.random_range(0..4),
+                    consumed: if rng.random_bool(0.5) {
+                        vec![wire::TfdataSplitRanges {
+                            provider: rng.random_range(-1..2),
+                            repetition: 0,
+                            bounds: vec![rng.random_range(0..3), rng.random_range(0..6)],
+                        }]
+                    } else {
+                        Vec::new()
+                    },
+                }),
                 3 => UpdateType::TfdataReceiveSplits(wire::ReceiveSplitsUpdate {
                     iteration_client_id: 8000 + rng.random_range(0..4),
                     task_id: 10_000 + rng.random_range(0..4),

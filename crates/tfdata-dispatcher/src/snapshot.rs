@@ -306,6 +306,11 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                 },
             )
             .collect(),
+        restoration: it.restoration.as_ref().map(|r| wire::Restoration {
+            origin_iteration_id: r.origin_iteration,
+            expected: r.expected,
+            joined: r.joined.iter().copied().collect(),
+        }),
     }
 }
 
@@ -403,6 +408,25 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
             })
             .collect(),
         consumed,
+        restoration: match &it.restoration {
+            None => None,
+            Some(r) if (1..=crate::state::MAX_RESTORATION_CONSUMERS).contains(&r.expected) => {
+                Some(crate::state::Restoration {
+                    origin_iteration: r.origin_iteration_id,
+                    expected: r.expected,
+                    joined: r.joined.iter().copied().collect(),
+                })
+            }
+            Some(r) => {
+                return Err(Error::DataLoss {
+                    location: "dispatcher state snapshot".into(),
+                    reason: format!(
+                        "iteration {} is a restoration of {} consumers",
+                        it.id, r.expected
+                    ),
+                });
+            }
+        },
     })
 }
 
@@ -441,6 +465,7 @@ mod tests {
                 repetition: 0,
                 num_split_providers: 2,
                 tfdata_consumed: Vec::new(),
+                tfdata_restore: None,
             }),
         ] {
             state.apply(&up(u)).unwrap();

@@ -229,6 +229,7 @@ async fn one_task_compressed(
             repetition: 0,
             tfdata_reports_receipts: false,
             tfdata_consumed: Vec::new(),
+            tfdata_restore: None,
         })
         .await
         .unwrap()

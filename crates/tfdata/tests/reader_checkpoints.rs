@@ -154,6 +154,76 @@ fn distributed_epoch_resumes_with_every_split_once() {
     exactly(&consumed, 0..600, 1);
 }
 
+/// A distributed_epoch read of the job `name` shares.
+fn shared_dynamic(
+    dispatcher: &DispatchServer,
+    dataset: &Dataset,
+    name: &str,
+) -> DistributedDataset {
+    distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
+        .job_name(name)
+        .task_refresh_interval(Duration::from_millis(50))
+        .stream_window(8, 1 << 20)
+        .apply(dataset)
+        .unwrap()
+}
+
+/// Two consumers share a distributed_epoch job (issue 17, "job sharing"):
+/// each checkpoints its own share at the same step, both read on and
+/// "crash", and both restore; many times in one epoch, restoring in either
+/// order. What the two consumed is the epoch, each value once.
+#[test]
+fn a_shared_distributed_epoch_job_resumes_when_every_consumer_restores() {
+    let (dispatcher, _workers) = cluster(2);
+    let pipeline = Dataset::range(800)
+        .shuffle(16, Some(5), true)
+        .batch(4, false);
+    let readers = [
+        shared_dynamic(&dispatcher, &pipeline, "two-trainers"),
+        shared_dynamic(&dispatcher, &pipeline, "two-trainers"),
+    ];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(29);
+    let mut consumed = Vec::new();
+    let mut states: Option<Vec<Vec<u8>>> = None;
+    let mut restores = 0;
+    'epoch: loop {
+        let mut its: Vec<ElementIterator> = readers.iter().map(|d| d.iter().unwrap()).collect();
+        if let Some(states) = &states {
+            let order: Vec<usize> = if rng.random_bool(0.5) {
+                vec![0, 1]
+            } else {
+                vec![1, 0]
+            };
+            for i in order {
+                its[i].restore(&states[i]).unwrap();
+            }
+            restores += 1;
+        }
+        // Both readers heartbeat at least once with the other joined, so
+        // their checkpoints know the job has two consumers.
+        std::thread::sleep(Duration::from_millis(150));
+        for it in &mut its {
+            let step = rng.random_range(1..25);
+            let (rows, taken) = take_rows(it, step);
+            consumed.extend(rows);
+            if taken < step {
+                for it in &mut its {
+                    consumed.extend(take_rows(it, usize::MAX).0);
+                }
+                break 'epoch;
+            }
+        }
+        states = Some(its.iter().map(|it| it.checkpoint().unwrap()).collect());
+        // Read past the checkpoint, then lost with the trainers.
+        for it in &mut its {
+            let lost = rng.random_range(0..6);
+            let _ = take_rows(it, lost);
+        }
+    }
+    assert!(restores >= 5, "{restores} restores");
+    exactly(&consumed, 0..800, 1);
+}
+
 /// A distributed_epoch checkpoint restored after the fault-tolerant
 /// dispatcher and the worker restarted, with the dispatcher restarted once
 /// more in the middle of the restored read (its iteration's consumed splits
@@ -290,12 +360,29 @@ fn uncovered_reads_and_bad_checkpoints_fail_loudly() {
     let _ = take(&mut it, 2);
     failed_precondition(it.checkpoint(), "part of a split");
 
+    // A shared job's consumer's checkpoint restores only into a shared
+    // read, and the other way round.
     let shared_dynamic = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
         .job_name("shared-dynamic")
         .apply(&Dataset::range(10))
         .unwrap();
-    let it = shared_dynamic.iter().unwrap();
-    failed_precondition(it.checkpoint(), "job_name");
+    let mut it = shared_dynamic.iter().unwrap();
+    let _ = take(&mut it, 2);
+    let shared_state = it.checkpoint().unwrap();
+    let own = dynamic(&dispatcher, &Dataset::range(10));
+    let mut it = own.iter().unwrap();
+    let _ = take(&mut it, 2);
+    let own_state = it.checkpoint().unwrap();
+    let refused = |r: tfdata::Result<()>, needle: &str| {
+        let err = r.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err}");
+        assert!(err.to_string().contains(needle), "{err}");
+    };
+    refused(own.iter().unwrap().restore(&shared_state), "shared job");
+    refused(
+        shared_dynamic.iter().unwrap().restore(&own_state),
+        "of its own",
+    );
 
     let shared = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
         .job_name("shared")

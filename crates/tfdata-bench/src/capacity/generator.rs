@@ -318,6 +318,7 @@ impl Load {
                 repetition: 0,
                 tfdata_reports_receipts: false,
                 tfdata_consumed: Vec::new(),
+                tfdata_restore: None,
             }))
             .await
             .context("GetOrCreateIteration of the split job")?
@@ -369,6 +370,7 @@ impl Load {
                             repetition: 0,
                             tfdata_reports_receipts: false,
                             tfdata_consumed: Vec::new(),
+                            tfdata_restore: None,
                         }))
                         .await
                         .with_context(|| format!("reader {k}: GetOrCreateIteration"))?;

@@ -139,6 +139,8 @@ mod tests {
             block_round: Some(7),
             iteration_finished: true,
             deployment_mode: 1,
+            tfdata_iteration_clients: 0,
+            tfdata_restores_awaited: 0,
         };
         let bytes = response.encode_to_vec();
         let summary = scan(&mut bytes.as_slice()).unwrap();

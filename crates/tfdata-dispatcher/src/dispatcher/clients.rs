@@ -156,6 +156,8 @@ impl Dispatcher {
             block_round: it.pending_tasks.front().map(|p| p.target_round),
             iteration_finished: it.finished,
             deployment_mode: self.config.deployment_mode as i32,
+            tfdata_iteration_clients: it.num_clients,
+            tfdata_restores_awaited: it.restoration.as_ref().map_or(0, |r| r.awaited()),
         };
         let task_info = task_list(&mut txn, iteration_id)?;
         txn.commit_heartbeat().await?;

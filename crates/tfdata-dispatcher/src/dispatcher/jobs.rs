@@ -18,11 +18,15 @@ use tfdata_rpc::security::RpcChannel;
 use super::Dispatcher;
 use super::errors::unknown_dataset;
 use super::workers::new_task_update;
-use crate::state::{Job, normalize_target_workers};
+use crate::state::{DispatcherState, Job, MAX_RESTORATION_CONSUMERS, normalize_target_workers};
 
 /// How long the dispatcher waits for a worker to accept a `ProcessTask`.
 /// Heartbeats deliver the task anyway if this push fails.
 const PROCESS_TASK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Most restorations of one checkpointed iteration (each restore of every
+/// consumer from the same checkpoints is one): bounds the name search.
+const MAX_RESTORATION_ATTEMPTS: u32 = 1000;
 
 impl Dispatcher {
     pub(crate) async fn get_or_create_job(
@@ -119,6 +123,9 @@ impl Dispatcher {
             .read(|g| g.state.job(JobId(req.job_id)).cloned())
             .await?
             .ok_or_else(|| Error::not_found("job", req.job_id))?;
+        if let Some(restore) = req.tfdata_restore {
+            return self.restore_iteration(job, req, restore).await;
+        }
         let exists = self
             .ledger
             .read(|g| {
@@ -134,8 +141,8 @@ impl Dispatcher {
             Vec::new()
         };
         check_consumed(&req, exists, providers.len())?;
-        let mut new_task_defs = Vec::new();
         let mut txn = self.ledger.begin().await;
+        let mut new_task_defs = Vec::new();
         let iteration_id = match txn.state.iteration_by_key(&job.name, req.repetition) {
             Some(it) => it.id,
             None => {
@@ -146,36 +153,138 @@ impl Dispatcher {
                     repetition: req.repetition,
                     num_split_providers: providers.len() as i64,
                     tfdata_consumed: req.tfdata_consumed.clone(),
+                    tfdata_restore: None,
                 }))?;
                 if !providers.is_empty() {
                     txn.split_providers.insert(id, providers);
                 }
-                let workers: Vec<String> = txn
-                    .state
-                    .workers()
-                    .iter()
-                    // A draining worker is about to leave: no new tasks.
-                    .filter(|w| {
-                        !w.lost
-                            && !txn.liveness.is_draining(&w.address)
-                            && txn.state.can_run(&w.address, id)
-                    })
-                    .map(|w| w.address.clone())
-                    .collect();
-                for worker in workers {
-                    let update = new_task_update(&txn.state, id, &worker)?;
-                    let task_id = txn.state.next_task_id();
-                    txn.apply(update)?;
-                    let task = txn
-                        .state
-                        .task(task_id)
-                        .ok_or_else(|| Error::Internal("created task vanished".into()))?;
-                    new_task_defs.push(self.task_def(&txn.state, task)?);
-                }
+                new_task_defs = self.start_tasks(&mut txn, id)?;
                 tracing::info!(iteration = %id, job = %job.id, repetition = req.repetition, "iteration created");
                 id
             }
         };
+        self.acquire_client(txn, iteration_id, &req, new_task_defs)
+            .await
+    }
+
+    /// A consumer of a shared job restored from its checkpoint joins the
+    /// restoration of the iteration it was taken in: a new iteration, in a
+    /// job of its own, that gets tasks only once every consumer of the
+    /// origin iteration has joined with the splits it consumed, so nothing
+    /// one of them consumed is handed out again.
+    async fn restore_iteration(
+        &self,
+        job: Job,
+        req: wire::GetOrCreateIterationRequest,
+        restore: wire::TfdataRestore,
+    ) -> Result<wire::GetOrCreateIterationResponse> {
+        if !(1..=MAX_RESTORATION_CONSUMERS).contains(&restore.consumers) {
+            return Err(Error::InvalidArgument(format!(
+                "a reader checkpoint of {} consumers (1 to {MAX_RESTORATION_CONSUMERS})",
+                restore.consumers
+            )));
+        }
+        // Providers for a new restoration, built outside the lock; dropped
+        // if the consumer joins one that exists.
+        let providers = if job.sharding_policy() == Some(ShardingPolicy::Dynamic) {
+            self.new_split_providers(&job.dataset_id).await?
+        } else {
+            Vec::new()
+        };
+        check_consumed_ranges(&req.tfdata_consumed, providers.len())?;
+        let mut txn = self.ledger.begin().await;
+        let iteration_id = match find_restoration(&txn.state, &job, &restore)? {
+            Restoring::Join(id) => id,
+            Restoring::New(attempt) => {
+                let job_id = txn.state.next_job_id();
+                let name = restoration_job_name(&job.name, restore.origin_iteration_id, attempt);
+                txn.apply(UpdateType::CreateJob(wire::CreateJobUpdate {
+                    job_id: job_id.0,
+                    job_name: name.clone(),
+                    dataset_id: job.dataset_id.0.clone(),
+                    processing_mode_def: Some(job.processing_mode),
+                    num_consumers: job.num_consumers,
+                    target_workers: job.target_workers,
+                    use_cross_trainer_cache: job.use_cross_trainer_cache,
+                }))?;
+                let id = txn.state.next_iteration_id();
+                txn.apply(UpdateType::CreateIteration(wire::CreateIterationUpdate {
+                    iteration_id: id.0,
+                    job_id: job_id.0,
+                    repetition: 0,
+                    num_split_providers: providers.len() as i64,
+                    tfdata_consumed: Vec::new(),
+                    tfdata_restore: Some(restore),
+                }))?;
+                if !providers.is_empty() {
+                    txn.split_providers.insert(id, providers);
+                }
+                tracing::info!(iteration = %id, job = %job_id, name = %name, origin = restore.origin_iteration_id, "restoration created");
+                id
+            }
+        };
+        txn.apply(UpdateType::TfdataJoinRestore(wire::JoinRestoreUpdate {
+            iteration_id: iteration_id.0,
+            origin_client_id: restore.origin_client_id,
+            consumers: restore.consumers,
+            consumed: req.tfdata_consumed.clone(),
+        }))?;
+        let awaited = txn
+            .state
+            .iteration(iteration_id)
+            .and_then(|it| it.restoration.as_ref())
+            .map_or(0, |r| r.awaited());
+        tracing::info!(iteration = %iteration_id, origin = restore.origin_iteration_id, consumer = restore.origin_client_id, awaited, "consumer restored");
+        let new_task_defs = if awaited == 0 {
+            self.start_tasks(&mut txn, iteration_id)?
+        } else {
+            Vec::new()
+        };
+        self.acquire_client(txn, iteration_id, &req, new_task_defs)
+            .await
+    }
+
+    /// Tasks for `id` on every live worker that can run it.
+    fn start_tasks(
+        &self,
+        txn: &mut super::txn::Txn<'_>,
+        id: tfdata_core::IterationId,
+    ) -> Result<Vec<wire::TaskDef>> {
+        let workers: Vec<String> = txn
+            .state
+            .workers()
+            .iter()
+            // A draining worker is about to leave: no new tasks.
+            .filter(|w| {
+                !w.lost
+                    && !txn.liveness.is_draining(&w.address)
+                    && txn.state.can_run(&w.address, id)
+            })
+            .map(|w| w.address.clone())
+            .collect();
+        let mut defs = Vec::new();
+        for worker in workers {
+            let update = new_task_update(&txn.state, id, &worker)?;
+            let task_id = txn.state.next_task_id();
+            txn.apply(update)?;
+            let task = txn
+                .state
+                .task(task_id)
+                .ok_or_else(|| Error::Internal("created task vanished".into()))?;
+            defs.push(self.task_def(&txn.state, task)?);
+        }
+        Ok(defs)
+    }
+
+    /// A new client of `iteration_id`, committed; then the new tasks are
+    /// pushed to their workers.
+    async fn acquire_client(
+        &self,
+        mut txn: super::txn::Txn<'_>,
+        iteration_id: tfdata_core::IterationId,
+        req: &wire::GetOrCreateIterationRequest,
+        new_task_defs: Vec<wire::TaskDef>,
+    ) -> Result<wire::GetOrCreateIterationResponse> {
         let client_id = txn.state.next_client_id();
         txn.apply(UpdateType::AcquireIterationClient(
             wire::AcquireIterationClientUpdate {
@@ -193,6 +302,7 @@ impl Dispatcher {
         }
         Ok(wire::GetOrCreateIterationResponse {
             iteration_client_id: client_id.0,
+            tfdata_iteration_id: iteration_id.0,
         })
     }
 
@@ -357,7 +467,12 @@ fn check_consumed(
             req.job_id
         )));
     }
-    for c in &req.tfdata_consumed {
+    check_consumed_ranges(&req.tfdata_consumed, providers)
+}
+
+/// Restored consumed splits, checked against the job's split providers.
+fn check_consumed_ranges(consumed: &[wire::TfdataSplitRanges], providers: usize) -> Result<()> {
+    for c in consumed {
         if usize::try_from(c.provider).is_ok_and(|p| p < providers) && c.repetition >= 0 {
             tfdata_core::ranges::IndexRanges::from_bounds(&c.bounds)?;
         } else {
@@ -369,4 +484,74 @@ fn check_consumed(
         }
     }
     Ok(())
+}
+
+/// What a restoring consumer joins.
+enum Restoring {
+    /// A restoration still waiting for consumers.
+    Join(tfdata_core::IterationId),
+    /// A new restoration, the `attempt`-th of its origin iteration.
+    New(u32),
+}
+
+/// The job a restoration of `origin` (an iteration of `job`) runs in.
+fn restoration_job_name(job: &str, origin: i64, attempt: u32) -> String {
+    format!("{job}/restored_iteration_{origin}/{attempt}")
+}
+
+/// The restoration of `restore`'s origin iteration this consumer belongs
+/// in: the latest one if it still waits for consumers, or a new one if the
+/// consumer had joined the latest already (the trainer restored again from
+/// the same checkpoints) or it is gone. A consumer that arrives after the
+/// others resumed without it is refused: what it consumed may have been
+/// handed out again.
+fn find_restoration(
+    state: &DispatcherState,
+    job: &Job,
+    restore: &wire::TfdataRestore,
+) -> Result<Restoring> {
+    let origin = restore.origin_iteration_id;
+    let mut latest = None;
+    for attempt in 0..MAX_RESTORATION_ATTEMPTS {
+        let name = restoration_job_name(&job.name, origin, attempt);
+        if state.job_by_name(&name).is_none() {
+            break;
+        }
+        latest = Some((attempt, name));
+    }
+    let Some((attempt, name)) = latest else {
+        return Ok(Restoring::New(0));
+    };
+    let next = attempt + 1;
+    if next >= MAX_RESTORATION_ATTEMPTS {
+        return Err(Error::FailedPrecondition(format!(
+            "iteration {origin} of job {} was restored {MAX_RESTORATION_ATTEMPTS} times",
+            job.name
+        )));
+    }
+    let Some(it) = state
+        .iteration_by_key(&name, 0)
+        .filter(|it| !it.garbage_collected)
+    else {
+        return Ok(Restoring::New(next));
+    };
+    let Some(r) = &it.restoration else {
+        return Err(Error::Internal(format!("job {name} is not a restoration")));
+    };
+    if it.gathering() {
+        return Ok(Restoring::Join(it.id));
+    }
+    if r.joined.contains(&restore.origin_client_id) {
+        return Ok(Restoring::New(next));
+    }
+    Err(Error::FailedPrecondition(format!(
+        "the other {} consumers of job {} restored from checkpoints of iteration {origin} \
+         resumed it without this one (client {}): its checkpoint said the job had {} \
+         consumers when it was taken, and theirs fewer. Restore every consumer before any \
+         of them reads, from checkpoints taken after all of them had started",
+        r.joined.len(),
+        job.name,
+        restore.origin_client_id,
+        restore.consumers
+    )))
 }

@@ -821,6 +821,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
         repetition: 0,
         tfdata_reports_receipts: reports,
         tfdata_consumed: Vec::new(),
+        tfdata_restore: None,
     };
     let c1 = d.get_or_create_iteration(client(true)).await.unwrap();
     let c2 = d.get_or_create_iteration(client(true)).await.unwrap();
@@ -960,4 +961,172 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
         .unwrap();
     }
     assert_eq!(waiting(&d.snapshot_state().await), (0, 5));
+}
+
+/// Consumers of a shared distributed_epoch job restored from their
+/// checkpoints: the first one to restore creates the restoration, which
+/// gets no tasks (and hands out no split) until every consumer the
+/// checkpoints name has joined, across a dispatcher restart; it then skips
+/// the union of their consumed splits. Restoring the same checkpoints again
+/// makes a new restoration; a consumer arriving after the others resumed
+/// without it is refused.
+#[tokio::test]
+async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_union() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = DispatcherConfig {
+        work_dir: Some(dir.path().display().to_string()),
+        fault_tolerant_mode: true,
+        ..Default::default()
+    };
+    let clock = Arc::new(FixedClock(AtomicI64::new(1)));
+    let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
+    d.worker_heartbeat(tfdata_worker_heartbeat("w1:1"))
+        .await
+        .unwrap();
+    let dataset_id = super::tests::register(&d, &tfdata_dataset::Dataset::range(10), 10).await;
+    let job_id = d
+        .get_or_create_job(wire::GetOrCreateJobRequest {
+            dataset_id,
+            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 1 }),
+            job_name: Some("shared".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .job_id;
+    let restore = |origin: i64, client: i64, consumers: i64, consumed: &[i64]| {
+        wire::GetOrCreateIterationRequest {
+            job_id,
+            repetition: 0,
+            tfdata_reports_receipts: true,
+            tfdata_consumed: vec![wire::TfdataSplitRanges {
+                provider: 0,
+                repetition: 0,
+                bounds: consumed.to_vec(),
+            }],
+            tfdata_restore: Some(wire::TfdataRestore {
+                origin_iteration_id: origin,
+                origin_client_id: client,
+                consumers,
+            }),
+        }
+    };
+    let tasks_of = |state: &DispatcherState, iteration: i64| {
+        state
+            .tasks_for_worker("w1:1")
+            .filter(|t| t.iteration_id == IterationId(iteration))
+            .map(|t| t.id)
+            .collect::<Vec<_>>()
+    };
+    // Consumer 1 of iteration 77 (2 consumers) consumed splits 0..3.
+    let a = d
+        .get_or_create_iteration(restore(77, 1, 2, &[0, 3]))
+        .await
+        .unwrap();
+    let restored = a.tfdata_iteration_id;
+    let beat = d
+        .client_heartbeat(wire::ClientHeartbeatRequest {
+            iteration_client_id: a.iteration_client_id,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(beat.task_info.is_empty() && !beat.iteration_finished);
+    assert_eq!(beat.tfdata_restores_awaited, 1);
+    d.worker_heartbeat(tfdata_worker_heartbeat("w1:1"))
+        .await
+        .unwrap();
+    assert!(tasks_of(&d.snapshot_state().await, restored).is_empty());
+    let early = wire::GetSplitRequest {
+        iteration_id: restored,
+        split_provider_index: 0,
+        ..Default::default()
+    };
+    assert!(
+        d.get_split(early.clone())
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("restoring")
+    );
+    // The restoration survives a restart while it waits.
+    drop(d);
+    let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
+    // Consumer 2 consumed splits 5..7 and joins: tasks start.
+    let b = d
+        .get_or_create_iteration(restore(77, 2, 2, &[5, 7]))
+        .await
+        .unwrap();
+    assert_eq!(b.tfdata_iteration_id, restored);
+    let state = d.snapshot_state().await;
+    let task = tasks_of(&state, restored);
+    assert_eq!(task.len(), 1);
+    let mut handed_out = Vec::new();
+    for seq in 0.. {
+        let r = d
+            .get_split(wire::GetSplitRequest {
+                iteration_id: restored,
+                split_provider_index: 0,
+                tfdata_worker_address: "w1:1".into(),
+                tfdata_split_sequence: Some(seq),
+                tfdata_task_id: task[0].0,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        if r.end_of_splits {
+            break;
+        }
+        handed_out.extend(lease_values(&r));
+    }
+    assert_eq!(handed_out, vec![3, 4, 7, 8, 9]);
+    let beat = d
+        .client_heartbeat(wire::ClientHeartbeatRequest {
+            iteration_client_id: a.iteration_client_id,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            beat.task_info.len(),
+            beat.tfdata_restores_awaited,
+            beat.tfdata_iteration_clients
+        ),
+        (1, 0, 2)
+    );
+
+    // The trainers crash again and restore from the same checkpoints: a new
+    // restoration.
+    let again = d
+        .get_or_create_iteration(restore(77, 2, 2, &[5, 7]))
+        .await
+        .unwrap();
+    assert_ne!(again.tfdata_iteration_id, restored);
+    // A checkpoint that knew of one consumer resumes at once; another
+    // consumer of that iteration is then refused, saying why.
+    let solo = d
+        .get_or_create_iteration(restore(88, 1, 1, &[0, 1]))
+        .await
+        .unwrap();
+    assert_eq!(
+        tasks_of(&d.snapshot_state().await, solo.tfdata_iteration_id).len(),
+        1
+    );
+    let late = d
+        .get_or_create_iteration(restore(88, 2, 2, &[1, 2]))
+        .await
+        .unwrap_err();
+    assert!(late.to_string().contains("without this one"), "{late}");
+    // Hostile claims are refused.
+    assert!(
+        d.get_or_create_iteration(restore(99, 1, 0, &[]))
+            .await
+            .is_err()
+    );
+    assert!(
+        d.get_or_create_iteration(restore(99, 1, 2, &[5, 3]))
+            .await
+            .is_err()
+    );
 }

@@ -95,6 +95,13 @@ impl Dispatcher {
                 req.iteration_id
             )));
         }
+        if it.gathering() {
+            return Err(Error::FailedPrecondition(format!(
+                "GetSplit called for iteration {} before its consumers finished restoring (it has \
+                 no tasks yet)",
+                req.iteration_id
+            )));
+        }
         let p = usize::try_from(req.split_provider_index)
             .ok()
             .filter(|&p| p < it.split_indices.len() && p < it.split_repetitions.len())

@@ -74,6 +74,7 @@ pub(super) async fn iteration_of_range(d: &Dispatcher, n: i64, policy: i32) -> i
         repetition: 0,
         tfdata_reports_receipts: false,
         tfdata_consumed: Vec::new(),
+        tfdata_restore: None,
     })
     .await
     .unwrap()
@@ -153,6 +154,7 @@ async fn maybe_remove_task_checks_the_consumer_index() {
         repetition: 0,
         tfdata_reports_receipts: false,
         tfdata_consumed: Vec::new(),
+        tfdata_restore: None,
     })
     .await
     .unwrap();
@@ -353,6 +355,7 @@ async fn job_for(d: &Dispatcher, dataset_id: &str) -> tfdata_core::Result<i64> {
         repetition: 0,
         tfdata_reports_receipts: false,
         tfdata_consumed: Vec::new(),
+        tfdata_restore: None,
     })
     .await?;
     Ok(job_id)

@@ -8,8 +8,8 @@ use tfdata_core::{DatasetId, Error, IterationClientId, IterationId, JobId, Resul
 use tfdata_proto::data::{Update, update::UpdateType};
 
 use super::{
-    Dataset, DispatcherState, HeldSplit, HeldSplitKey, Iteration, Job, LastSplit, PendingTask,
-    SplitRequester, Task, Worker,
+    Dataset, DispatcherState, HeldSplit, HeldSplitKey, Iteration, Job, LastSplit,
+    MAX_RESTORATION_CONSUMERS, PendingTask, Restoration, SplitRequester, Task, Worker,
 };
 
 fn all_delivered(it: &Iteration, tasks: &BTreeMap<TaskId, Task>) -> bool {
@@ -143,22 +143,23 @@ impl DispatcherState {
                 }
                 let providers = usize::try_from(u.num_split_providers)
                     .map_err(|_| bad("create_iteration", "negative split providers".into()))?;
-                let mut consumed = BTreeMap::new();
-                for c in &u.tfdata_consumed {
-                    if usize::try_from(c.provider).is_ok_and(|p| p < providers) && c.repetition >= 0
-                    {
-                        let ranges = tfdata_core::ranges::IndexRanges::from_bounds(&c.bounds)
-                            .map_err(|e| bad("create_iteration", e.to_string()))?;
-                        if !ranges.is_empty() {
-                            consumed.insert((c.provider, c.repetition), ranges);
-                        }
-                    } else {
+                let consumed = consumed_splits("create_iteration", &u.tfdata_consumed, providers)?;
+                let restoration = match &u.tfdata_restore {
+                    None => None,
+                    Some(r) if (1..=MAX_RESTORATION_CONSUMERS).contains(&r.consumers) => {
+                        Some(Restoration {
+                            origin_iteration: r.origin_iteration_id,
+                            expected: r.consumers,
+                            joined: BTreeSet::new(),
+                        })
+                    }
+                    Some(r) => {
                         return Err(bad(
                             "create_iteration",
-                            format!("consumed splits of provider {}", c.provider),
+                            format!("a restoration of {} consumers", r.consumers),
                         ));
                     }
-                }
+                };
                 self.next_iteration_id =
                     self.next_iteration_id.max(u.iteration_id.saturating_add(1));
                 self.iterations_by_key.insert(key, id);
@@ -179,6 +180,7 @@ impl DispatcherState {
                         pending_tasks: Default::default(),
                         awaited_receipts: BTreeMap::new(),
                         consumed,
+                        restoration,
                         last_splits: BTreeMap::new(),
                         returned_splits: BTreeMap::new(),
                         held_splits: BTreeMap::new(),
@@ -506,6 +508,43 @@ impl DispatcherState {
             }
             UpdateType::TfdataLoseWorker(u) => self.lose_worker(&u.worker_address)?,
             UpdateType::TfdataReceiveSplits(u) => self.receive_splits(u)?,
+            UpdateType::TfdataJoinRestore(u) => {
+                let it = iteration_mut(
+                    &mut self.iterations,
+                    "join_restore",
+                    IterationId(u.iteration_id),
+                )?;
+                let providers = it.split_indices.len();
+                // Every check before any change.
+                let consumed = consumed_splits("join_restore", &u.consumed, providers)?;
+                if !(1..=MAX_RESTORATION_CONSUMERS).contains(&u.consumers) {
+                    return Err(bad(
+                        "join_restore",
+                        format!("a checkpoint of {} consumers", u.consumers),
+                    ));
+                }
+                if !it.gathering() {
+                    return Err(bad(
+                        "join_restore",
+                        format!(
+                            "iteration {} is not a restoration waiting for consumers",
+                            it.id
+                        ),
+                    ));
+                }
+                // Nothing was handed out while it gathered: the union is
+                // what it skips.
+                for (key, ranges) in consumed {
+                    let into = it.consumed.entry(key).or_default();
+                    for pair in ranges.bounds().chunks_exact(2) {
+                        into.insert_range(pair[0], pair[1]);
+                    }
+                }
+                if let Some(r) = &mut it.restoration {
+                    r.expected = r.expected.max(u.consumers);
+                    r.joined.insert(u.origin_client_id);
+                }
+            }
             UpdateType::TfdataReviveWorker(u) => {
                 let &i = self
                     .worker_positions
@@ -548,11 +587,23 @@ impl DispatcherState {
         if self.tasks.contains_key(&task.id) {
             return Err(bad(update, format!("task {} exists", task.id)));
         }
-        if !self.iterations.contains_key(&task.iteration_id) {
-            return Err(bad(
-                update,
-                format!("unknown iteration {}", task.iteration_id),
-            ));
+        match self.iterations.get(&task.iteration_id) {
+            None => {
+                return Err(bad(
+                    update,
+                    format!("unknown iteration {}", task.iteration_id),
+                ));
+            }
+            Some(it) if it.gathering() => {
+                return Err(bad(
+                    update,
+                    format!(
+                        "iteration {} is a restoration still waiting for consumers",
+                        it.id
+                    ),
+                ));
+            }
+            Some(_) => {}
         }
         let assigned = self
             .tasks_by_worker
@@ -644,6 +695,30 @@ impl DispatcherState {
     }
 }
 
+/// A restored reader's consumed splits, checked against the iteration's
+/// `providers` split providers.
+fn consumed_splits(
+    what: &'static str,
+    ranges: &[tfdata_proto::data::TfdataSplitRanges],
+    providers: usize,
+) -> Result<BTreeMap<(i64, i64), tfdata_core::ranges::IndexRanges>> {
+    let mut consumed = BTreeMap::new();
+    for c in ranges {
+        if !(usize::try_from(c.provider).is_ok_and(|p| p < providers) && c.repetition >= 0) {
+            return Err(bad(
+                what,
+                format!("consumed splits of provider {}", c.provider),
+            ));
+        }
+        let ranges = tfdata_core::ranges::IndexRanges::from_bounds(&c.bounds)
+            .map_err(|e| bad(what, e.to_string()))?;
+        if !ranges.is_empty() {
+            consumed.insert((c.provider, c.repetition), ranges);
+        }
+    }
+    Ok(consumed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -685,6 +760,7 @@ mod tests {
                 repetition: 0,
                 num_split_providers: 0,
                 tfdata_consumed: Vec::new(),
+                tfdata_restore: None,
             })),
             up(UpdateType::CreateTask(CreateTaskUpdate {
                 task_id: 4000,
@@ -783,6 +859,7 @@ mod tests {
             repetition: 1,
             num_split_providers: 1,
             tfdata_consumed: Vec::new(),
+            tfdata_restore: None,
         })))
         .unwrap();
         s.apply(&up(UpdateType::CreateTask(CreateTaskUpdate {

@@ -107,6 +107,30 @@ pub struct Iteration {
     /// Per (split provider, repetition): splits a restored reader had
     /// consumed (its checkpoint), never handed out.
     pub consumed: BTreeMap<(i64, i64), tfdata_core::ranges::IndexRanges>,
+    /// A shared job's iteration restored from its consumers' checkpoints:
+    /// it gets no tasks until every consumer has joined.
+    pub restoration: Option<Restoration>,
+}
+
+/// Most consumers a restoration waits for (a checkpoint's claim is input).
+pub const MAX_RESTORATION_CONSUMERS: i64 = 1 << 20;
+
+/// The consumers of a checkpointed iteration gathering in its restoration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restoration {
+    /// The iteration their checkpoints were taken in.
+    pub origin_iteration: i64,
+    /// How many consumers it had (the largest number a checkpoint claims).
+    pub expected: i64,
+    /// The client ids, in the origin iteration, of those that joined.
+    pub joined: BTreeSet<i64>,
+}
+
+impl Restoration {
+    /// How many consumers have not joined yet.
+    pub fn awaited(&self) -> i64 {
+        (self.expected - self.joined.len() as i64).max(0)
+    }
 }
 
 /// Who asked a split provider for splits: the key of
@@ -164,6 +188,12 @@ pub struct ReturnedSplit {
 }
 
 impl Iteration {
+    /// Whether it is a restoration still waiting for consumers (no tasks,
+    /// no splits until they have all joined).
+    pub fn gathering(&self) -> bool {
+        self.restoration.as_ref().is_some_and(|r| r.awaited() > 0)
+    }
+
     /// `task` was lost: its held splits go back to the pool once `readers`
     /// (the iteration's readers that report receipts) have said which of
     /// them they received whole, or at once if there is nobody to ask.
@@ -431,10 +461,12 @@ impl DispatcherState {
     /// Whether `worker` can run the tasks of `iteration` (tfdata pipelines on
     /// tfdata workers, TensorFlow graphs on TensorFlow workers and, when
     /// every op is supported, on tfdata workers).
+    /// A gathering restoration runs nowhere yet.
     pub fn can_run(&self, worker: &str, iteration: IterationId) -> bool {
         let dataset = self
             .iterations
             .get(&iteration)
+            .filter(|it| !it.gathering())
             .and_then(|it| self.jobs.get(&it.job_id))
             .and_then(|j| self.datasets.get(&j.dataset_id));
         match (self.worker(worker), dataset) {
