@@ -702,8 +702,12 @@ impl ElementIterator {
     /// [`crate::checkpoint`] for what is covered). A read that is not
     /// covered fails here, saying why, instead of resuming wrongly.
     pub fn checkpoint(&self) -> Result<Vec<u8>> {
-        let identity = runtime::block_on("ElementIterator::checkpoint", self.dataset.identity())??;
-        self.iteration.checkpoint(identity)
+        runtime::block_on("ElementIterator::checkpoint", async {
+            let bytes = self.iteration.checkpoint(self.dataset.identity().await?)?;
+            // Only a checkpoint that exists counts its reader in.
+            self.iteration.register_checkpoints().await?;
+            Ok(bytes)
+        })?
     }
 
     /// Continues the epoch from `checkpoint` (bytes from
@@ -755,8 +759,9 @@ pub struct ElementStream {
 impl ElementStream {
     /// [`ElementIterator::checkpoint`] for async code.
     pub async fn checkpoint(&self) -> Result<Vec<u8>> {
-        let identity = self.dataset.identity().await?;
-        self.iteration.checkpoint(identity)
+        let bytes = self.iteration.checkpoint(self.dataset.identity().await?)?;
+        self.iteration.register_checkpoints().await?;
+        Ok(bytes)
     }
 
     /// [`ElementIterator::restore`] for async code; the new read is driven

@@ -86,6 +86,12 @@ struct SharedConsumer {
     iteration: i64,
     client: i64,
     consumers: Arc<AtomicI64>,
+    /// Told the dispatcher it checkpoints (once per read), so that a
+    /// restoration of the iteration waits for it: a checkpoint taken before
+    /// another consumer joined does not count that one.
+    registered: std::sync::atomic::AtomicBool,
+    dispatcher: DispatcherClient,
+    dispatcher_timeout: Duration,
 }
 
 impl Iteration {
@@ -125,6 +131,43 @@ impl Iteration {
             consumers: s.consumers.load(Ordering::SeqCst).max(1),
         });
         positions.encode(dataset, shared)
+    }
+
+    /// A shared job's consumer tells the dispatcher, before its first
+    /// checkpoint is returned, that it takes checkpoints.
+    pub async fn register_checkpoints(&self) -> Result<()> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        if shared.registered.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let request = wire::ClientHeartbeatRequest {
+            iteration_client_id: shared.client,
+            tfdata_checkpoint_taken: true,
+            ..Default::default()
+        };
+        let dispatcher = &shared.dispatcher;
+        let answer = retry(
+            &dispatcher.target(),
+            Some(shared.dispatcher_timeout),
+            &CancellationToken::new(),
+            || dispatcher.reader_heartbeat(request.clone()),
+        )
+        .await;
+        match answer {
+            Ok(response) => {
+                shared
+                    .consumers
+                    .fetch_max(response.tfdata_iteration_clients, Ordering::SeqCst);
+            }
+            // The read is over at the dispatcher (its end came and the
+            // driver released it): there is nothing left to wait for.
+            Err(e) if e.code() == tonic::Code::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        shared.registered.store(true, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Whether an element was taken already.
@@ -319,6 +362,9 @@ pub(crate) async fn start(
         iteration: joined.tfdata_iteration_id,
         client: client_id.0,
         consumers: Arc::clone(&consumers),
+        registered: Default::default(),
+        dispatcher: dispatcher.clone(),
+        dispatcher_timeout: params.dispatcher_timeout,
     });
     tracing::debug!(
         job_id = job_id.0,

@@ -290,6 +290,7 @@ async fn heartbeat_loop(
             tfdata_stats: Some(stats),
             // Coordinated reads report no receipts (not distributed_epoch).
             tfdata_receipts: Vec::new(),
+            tfdata_checkpoint_taken: false,
         };
         match dispatcher.reader_heartbeat(request).await {
             Ok(r) => {

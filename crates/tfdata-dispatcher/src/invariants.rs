@@ -362,7 +362,10 @@ mod tests {
             14 => UpdateType::FinishTask(wire::FinishTaskUpdate {
                 task_id: 10_000 + rng.random_range(0..4),
             }),
-            _ => match rng.random_range(0..5) {
+            _ => match rng.random_range(0..6) {
+                5 => UpdateType::TfdataCheckpointTaken(wire::CheckpointTakenUpdate {
+                    iteration_client_id: 8000 + rng.random_range(0..4),
+                }),
                 4 => UpdateType::TfdataJoinRestore(wire::JoinRestoreUpdate {
                     iteration_id: 2000 + rng.random_range(0..4),
                     origin_client_id: rng.random_range(0..3),

@@ -311,6 +311,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
             expected: r.expected,
             joined: r.joined.iter().copied().collect(),
         }),
+        checkpointers: it.checkpointers.iter().copied().collect(),
     }
 }
 
@@ -408,6 +409,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
             })
             .collect(),
         consumed,
+        checkpointers: it.checkpointers.iter().copied().collect(),
         restoration: match &it.restoration {
             None => None,
             Some(r) if (1..=crate::state::MAX_RESTORATION_CONSUMERS).contains(&r.expected) => {

@@ -193,6 +193,13 @@ impl Dispatcher {
         };
         check_consumed_ranges(&req.tfdata_consumed, providers.len())?;
         let mut txn = self.ledger.begin().await;
+        // The consumers that took checkpoints of the origin iteration, if
+        // this dispatcher still knows it: a checkpoint taken before another
+        // consumer joined does not count that one.
+        let mut restore = restore;
+        restore.consumers = restore
+            .consumers
+            .max(known_checkpointers(&txn.state, &job, &restore));
         let iteration_id = match find_restoration(&txn.state, &job, &restore)? {
             Restoring::Join(id) => id,
             Restoring::New(attempt) => {
@@ -484,6 +491,23 @@ fn check_consumed_ranges(consumed: &[wire::TfdataSplitRanges], providers: usize)
         }
     }
     Ok(())
+}
+
+/// How many readers took checkpoints of `restore`'s origin iteration, if
+/// this dispatcher knows it as an iteration of `job` (or of one of its
+/// restorations) that this consumer checkpointed; else 0. Ids of another
+/// dispatcher's life (no journal) may name an unrelated iteration.
+fn known_checkpointers(state: &DispatcherState, job: &Job, restore: &wire::TfdataRestore) -> i64 {
+    let restored_prefix = format!("{}/restored_iteration_", job.name);
+    state
+        .iteration(tfdata_core::IterationId(restore.origin_iteration_id))
+        .filter(|it| it.checkpointers.contains(&restore.origin_client_id))
+        .filter(|it| {
+            state
+                .job(it.job_id)
+                .is_some_and(|j| j.name == job.name || j.name.starts_with(&restored_prefix))
+        })
+        .map_or(0, |it| it.checkpointers.len() as i64)
 }
 
 /// What a restoring consumer joins.

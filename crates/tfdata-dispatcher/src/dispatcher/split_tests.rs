@@ -1118,6 +1118,42 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         .await
         .unwrap_err();
     assert!(late.to_string().contains("without this one"), "{late}");
+    // The origin iteration known: its consumers that took checkpoints are
+    // waited for, even when a checkpoint (taken before the other consumer
+    // joined) says there was one.
+    let plain = wire::GetOrCreateIterationRequest {
+        job_id,
+        repetition: 1,
+        tfdata_reports_receipts: true,
+        ..Default::default()
+    };
+    let first = d.get_or_create_iteration(plain.clone()).await.unwrap();
+    let second = d.get_or_create_iteration(plain).await.unwrap();
+    assert_eq!(first.tfdata_iteration_id, second.tfdata_iteration_id);
+    for c in [&first, &second] {
+        d.client_heartbeat(wire::ClientHeartbeatRequest {
+            iteration_client_id: c.iteration_client_id,
+            tfdata_checkpoint_taken: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let origin = first.tfdata_iteration_id;
+    let early = d
+        .get_or_create_iteration(restore(origin, first.iteration_client_id, 1, &[0, 2]))
+        .await
+        .unwrap();
+    assert!(tasks_of(&d.snapshot_state().await, early.tfdata_iteration_id).is_empty());
+    let other = d
+        .get_or_create_iteration(restore(origin, second.iteration_client_id, 2, &[2, 4]))
+        .await
+        .unwrap();
+    assert_eq!(other.tfdata_iteration_id, early.tfdata_iteration_id);
+    assert_eq!(
+        tasks_of(&d.snapshot_state().await, early.tfdata_iteration_id).len(),
+        1
+    );
     // Hostile claims are refused.
     assert!(
         d.get_or_create_iteration(restore(99, 1, 0, &[]))

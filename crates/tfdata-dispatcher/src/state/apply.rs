@@ -181,6 +181,7 @@ impl DispatcherState {
                         awaited_receipts: BTreeMap::new(),
                         consumed,
                         restoration,
+                        checkpointers: BTreeSet::new(),
                         last_splits: BTreeMap::new(),
                         returned_splits: BTreeMap::new(),
                         held_splits: BTreeMap::new(),
@@ -508,6 +509,15 @@ impl DispatcherState {
             }
             UpdateType::TfdataLoseWorker(u) => self.lose_worker(&u.worker_address)?,
             UpdateType::TfdataReceiveSplits(u) => self.receive_splits(u)?,
+            UpdateType::TfdataCheckpointTaken(u) => {
+                let client = IterationClientId(u.iteration_client_id);
+                let id = *self.clients.get(&client).ok_or_else(|| {
+                    bad("checkpoint_taken", format!("unknown client {}", client.0))
+                })?;
+                iteration_mut(&mut self.iterations, "checkpoint_taken", id)?
+                    .checkpointers
+                    .insert(client.0);
+            }
             UpdateType::TfdataJoinRestore(u) => {
                 let it = iteration_mut(
                     &mut self.iterations,

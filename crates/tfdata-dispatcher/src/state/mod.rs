@@ -110,6 +110,9 @@ pub struct Iteration {
     /// A shared job's iteration restored from its consumers' checkpoints:
     /// it gets no tasks until every consumer has joined.
     pub restoration: Option<Restoration>,
+    /// Readers (client ids) that took checkpoints of it: a restoration of
+    /// it waits for each of them.
+    pub checkpointers: BTreeSet<i64>,
 }
 
 /// Most consumers a restoration waits for (a checkpoint's claim is input).
