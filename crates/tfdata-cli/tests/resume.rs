@@ -63,19 +63,27 @@ fn checkpointed_lines(run: &Process, file: &std::path::Path, before: &[u8]) -> V
 #[test]
 fn a_trainer_killed_at_random_steps_resumes_exactly_from_its_checkpoints() {
     // Two workers, each producing the whole dataset: every value twice.
-    resume_through_kills("parallel_epochs", 2);
+    resume_through_kills("parallel_epochs", 2, 1);
 }
 
 #[test]
 fn a_distributed_epoch_trainer_killed_at_random_steps_resumes_exactly() {
     // The workers share the splits: every value once.
-    resume_through_kills("distributed_epoch", 1);
+    resume_through_kills("distributed_epoch", 1, 1);
 }
 
-/// The trainer of a `mode` read killed 8 times at random steps (the
-/// dispatcher once, a worker once mid-run): the lines it had checkpointed,
-/// run after run, hold each value `copies` times.
-fn resume_through_kills(mode: &str, copies: usize) {
+#[test]
+fn two_trainers_sharing_a_distributed_epoch_job_resume_exactly() {
+    // Two trainer processes share one job (job_name); each checkpoints its
+    // own share and both restart from their checkpoints: every value once.
+    resume_through_kills("distributed_epoch", 1, 2);
+}
+
+/// `trainers` trainer processes of a `mode` read (sharing a job when more
+/// than one) killed together 8 times at random steps (the dispatcher once,
+/// a worker once mid-run): the lines they had checkpointed, run after run,
+/// hold each value `copies` times.
+fn resume_through_kills(mode: &str, copies: usize, trainers: usize) {
     let dir = tempfile::tempdir().unwrap();
     let work_dir = dir.path().join("work_dir");
     let work_dir = work_dir.to_str().unwrap();
@@ -108,17 +116,14 @@ fn resume_through_kills(mode: &str, copies: usize) {
     )
     .unwrap();
 
-    let checkpoint = dir.path().join("reader.ckpt");
+    let checkpoints: Vec<std::path::PathBuf> = (0..trainers)
+        .map(|i| dir.path().join(format!("reader{i}.ckpt")))
+        .collect();
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x5e5);
     let mut consumed: Vec<String> = Vec::new();
     let started = Instant::now();
     let mut kills = 0;
-    loop {
-        assert!(
-            started.elapsed() < Duration::from_secs(240),
-            "the epoch did not finish"
-        );
-        let before = std::fs::read(&checkpoint).unwrap_or_default();
+    let trainer = |checkpoint: &std::path::Path| {
         let mut command = Command::new(BIN);
         command.args([
             "read",
@@ -139,42 +144,84 @@ fn resume_through_kills(mode: &str, copies: usize) {
             "--stream-window-elements",
             "16",
         ]);
-        let mut run = Process::spawn("trainer", command);
+        if trainers > 1 {
+            command.args(["--job-name", "shared-by-trainers"]);
+        }
+        Process::spawn("trainer", command)
+    };
+    let printed = |runs: &mut [Process]| runs.iter().map(|r| r.stdout_len()).sum::<usize>();
+    let all_ended = |runs: &mut [Process]| {
+        runs.iter_mut()
+            .all(|r| r.child.try_wait().unwrap().is_some())
+    };
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "the epoch did not finish"
+        );
+        let before: Vec<Vec<u8>> = checkpoints
+            .iter()
+            .map(|c| std::fs::read(c).unwrap_or_default())
+            .collect();
+        let mut runs: Vec<Process> = checkpoints.iter().map(|c| trainer(c)).collect();
         if kills == 6 {
             // Mid-read, a worker dies and comes back at its address: the
-            // trainer reads its new task on from where it was.
-            while run.stdout_len() < 20 && run.child.try_wait().unwrap().is_none() {
+            // trainers read its new task on from where they were.
+            while printed(&mut runs) < 20 && !all_ended(&mut runs) {
                 std::thread::sleep(Duration::from_millis(2));
             }
             let _ = workers[0].child.kill();
             let _ = workers[0].wait_exit(Duration::from_secs(10));
             workers[0] = worker(worker_ports[0]);
             eprintln!("worker restarted mid-read");
-            // Long enough for the reader to read the restarted worker.
-            while run.stdout_len() < 1500 && run.child.try_wait().unwrap().is_none() {
+            // Long enough for the readers to read the restarted worker.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while printed(&mut runs) < 1500 && !all_ended(&mut runs) {
+                assert!(
+                    Instant::now() < deadline,
+                    "the trainers stalled after the worker restart\n{}\n{}\n{}",
+                    runs.iter()
+                        .map(Process::logs)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    current.as_ref().map(Process::logs).unwrap_or_default(),
+                    workers
+                        .iter()
+                        .map(Process::logs)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                );
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
         if kills < 8 {
-            // Killed after a random number of steps (or at its end).
+            // Killed after a random number of steps (or at their end).
             let steps = rng.random_range(50..900);
             let deadline = Instant::now() + Duration::from_secs(60);
-            while run.stdout_len() < steps && run.child.try_wait().unwrap().is_none() {
+            while printed(&mut runs) < steps && !all_ended(&mut runs) {
                 assert!(
                     Instant::now() < deadline,
-                    "the trainer stalled\n{}",
-                    run.logs()
+                    "the trainers stalled\n{}",
+                    runs.iter()
+                        .map(Process::logs)
+                        .collect::<Vec<_>>()
+                        .join("\n")
                 );
                 std::thread::sleep(Duration::from_millis(2));
             }
-            let finished = run.child.try_wait().unwrap().is_some();
-            if !finished {
-                let _ = run.child.kill();
-                // Reaped, and its stdout read to the end.
-                let _ = run.wait_exit(Duration::from_secs(10));
+            if !all_ended(&mut runs) {
+                // Every trainer goes down with the job, as a synchronous
+                // training job restarts all its hosts from the checkpoint.
+                for run in &mut runs {
+                    let _ = run.child.kill();
+                    // Reaped, and its stdout read to the end.
+                    let _ = run.wait_exit(Duration::from_secs(10));
+                }
                 kills += 1;
-                eprintln!("trainer killed after {steps} steps");
-                consumed.extend(checkpointed_lines(&run, &checkpoint, &before));
+                eprintln!("trainers killed after {steps} steps");
+                for ((run, file), before) in runs.iter().zip(&checkpoints).zip(&before) {
+                    consumed.extend(checkpointed_lines(run, file, before));
+                }
                 if kills == 4 {
                     // The dispatcher dies too, and comes back from its journal.
                     drop(current.take());
@@ -184,11 +231,13 @@ fn resume_through_kills(mode: &str, copies: usize) {
                 continue;
             }
         }
-        let status = run
-            .wait_exit(Duration::from_secs(120))
-            .expect("the read ends");
-        assert!(status.success(), "the last run failed: {}", run.logs());
-        consumed.extend(run.stdout_lines());
+        for run in &mut runs {
+            let status = run
+                .wait_exit(Duration::from_secs(120))
+                .expect("the read ends");
+            assert!(status.success(), "the last run failed: {}", run.logs());
+            consumed.extend(run.stdout_lines());
+        }
         break;
     }
     assert!(kills >= 6, "only {kills} kills landed before the end");

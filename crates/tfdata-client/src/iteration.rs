@@ -520,6 +520,13 @@ async fn drive(
                                 None => receipts.extend(fetch.take_receipts(task_id).map(|s| task_receipts(task_id, s))),
                             }
                         }
+                        // Lost before this reader heard of them: it read
+                        // nothing from them, and says so.
+                        for task_id in response.tfdata_awaited_receipts.iter().map(|t| TaskId(*t)) {
+                            if !known_tasks.contains(&task_id) && left.insert(task_id) {
+                                receipts.push(task_receipts(task_id, Vec::new()));
+                            }
+                        }
                         for task in response.task_info {
                             let id = TaskId(task.task_id);
                             if known_tasks.insert(id) {

@@ -370,6 +370,7 @@ mod tests {
                     iteration_id: 2000 + rng.random_range(0..4),
                     origin_client_id: rng.random_range(0..3),
                     consumers: rng.random_range(0..4),
+                    client_id: 8000 + rng.random_range(0..4),
                     consumed: if rng.random_bool(0.5) {
                         vec![wire::TfdataSplitRanges {
                             provider: rng.random_range(-1..2),

@@ -309,7 +309,8 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
         restoration: it.restoration.as_ref().map(|r| wire::Restoration {
             origin_iteration_id: r.origin_iteration,
             expected: r.expected,
-            joined: r.joined.iter().copied().collect(),
+            joined: r.joined.keys().copied().collect(),
+            joined_as: r.joined.values().copied().collect(),
         }),
         checkpointers: it.checkpointers.iter().copied().collect(),
     }
@@ -412,19 +413,30 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
         checkpointers: it.checkpointers.iter().copied().collect(),
         restoration: match &it.restoration {
             None => None,
-            Some(r) if (1..=crate::state::MAX_RESTORATION_CONSUMERS).contains(&r.expected) => {
+            Some(r)
+                if (1..=crate::state::MAX_RESTORATION_CONSUMERS).contains(&r.expected)
+                    && r.joined.len() == r.joined_as.len() =>
+            {
                 Some(crate::state::Restoration {
                     origin_iteration: r.origin_iteration_id,
                     expected: r.expected,
-                    joined: r.joined.iter().copied().collect(),
+                    joined: r
+                        .joined
+                        .iter()
+                        .copied()
+                        .zip(r.joined_as.iter().copied())
+                        .collect(),
                 })
             }
             Some(r) => {
                 return Err(Error::DataLoss {
                     location: "dispatcher state snapshot".into(),
                     reason: format!(
-                        "iteration {} is a restoration of {} consumers",
-                        it.id, r.expected
+                        "iteration {} is a restoration of {} consumers ({} joined as {})",
+                        it.id,
+                        r.expected,
+                        r.joined.len(),
+                        r.joined_as.len()
                     ),
                 });
             }

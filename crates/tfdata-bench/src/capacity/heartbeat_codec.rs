@@ -141,6 +141,7 @@ mod tests {
             deployment_mode: 1,
             tfdata_iteration_clients: 0,
             tfdata_restores_awaited: 0,
+            tfdata_awaited_receipts: Vec::new(),
         };
         let bytes = response.encode_to_vec();
         let summary = scan(&mut bytes.as_slice()).unwrap();

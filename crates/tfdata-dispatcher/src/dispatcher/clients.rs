@@ -169,6 +169,12 @@ impl Dispatcher {
             deployment_mode: self.config.deployment_mode as i32,
             tfdata_iteration_clients: it.num_clients,
             tfdata_restores_awaited: it.restoration.as_ref().map_or(0, |r| r.awaited()),
+            tfdata_awaited_receipts: it
+                .awaited_receipts
+                .iter()
+                .filter(|(_, readers)| readers.contains(&client))
+                .map(|(task, _)| task.0)
+                .collect(),
         };
         let task_info = task_list(&mut txn, iteration_id)?;
         txn.commit_heartbeat().await?;

@@ -24,9 +24,9 @@ use crate::state::{DispatcherState, Job, MAX_RESTORATION_CONSUMERS, normalize_ta
 /// Heartbeats deliver the task anyway if this push fails.
 const PROCESS_TASK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Most restorations of one checkpointed iteration (each restore of every
-/// consumer from the same checkpoints is one): bounds the name search.
-const MAX_RESTORATION_ATTEMPTS: u32 = 1000;
+/// Longest chain of restorations a checkpoint is followed through (see
+/// `find_restoration`): each restore of a shared job adds one.
+const MAX_RESTORATION_CHAIN: usize = 10_000;
 
 impl Dispatcher {
     pub(crate) async fn get_or_create_job(
@@ -200,11 +200,12 @@ impl Dispatcher {
         restore.consumers = restore
             .consumers
             .max(known_checkpointers(&txn.state, &job, &restore));
-        let iteration_id = match find_restoration(&txn.state, &job, &restore)? {
-            Restoring::Join(id) => id,
-            Restoring::New(attempt) => {
+        let (target, restore) = find_restoration(&txn.state, &job, restore)?;
+        let iteration_id = match target {
+            Some(id) => id,
+            None => {
                 let job_id = txn.state.next_job_id();
-                let name = restoration_job_name(&job.name, restore.origin_iteration_id, attempt);
+                let name = restoration_job_name(&job.name, restore.origin_iteration_id);
                 txn.apply(UpdateType::CreateJob(wire::CreateJobUpdate {
                     job_id: job_id.0,
                     job_name: name.clone(),
@@ -235,6 +236,8 @@ impl Dispatcher {
             origin_client_id: restore.origin_client_id,
             consumers: restore.consumers,
             consumed: req.tfdata_consumed.clone(),
+            // `acquire_client` below takes this id.
+            client_id: txn.state.next_client_id().0,
         }))?;
         let awaited = txn
             .state
@@ -510,72 +513,63 @@ fn known_checkpointers(state: &DispatcherState, job: &Job, restore: &wire::Tfdat
         .map_or(0, |it| it.checkpointers.len() as i64)
 }
 
-/// What a restoring consumer joins.
-enum Restoring {
-    /// A restoration still waiting for consumers.
-    Join(tfdata_core::IterationId),
-    /// A new restoration, the `attempt`-th of its origin iteration.
-    New(u32),
+/// The job a restoration of `origin` (an iteration of `job`, or of one of
+/// its restorations) runs in: one per origin.
+fn restoration_job_name(job: &str, origin: i64) -> String {
+    format!("{job}/restored_iteration_{origin}")
 }
 
-/// The job a restoration of `origin` (an iteration of `job`) runs in.
-fn restoration_job_name(job: &str, origin: i64, attempt: u32) -> String {
-    format!("{job}/restored_iteration_{origin}/{attempt}")
-}
-
-/// The restoration of `restore`'s origin iteration this consumer belongs
-/// in: the latest one if it still waits for consumers, or a new one if the
-/// consumer had joined the latest already (the trainer restored again from
-/// the same checkpoints) or it is gone. A consumer that arrives after the
-/// others resumed without it is refused: what it consumed may have been
-/// handed out again.
+/// The restoration `restore`'s consumer joins: `Some` one still waiting
+/// for consumers, or `None` for a new one of the returned restore's origin.
+///
+/// A consumer that joined a restoration of its origin before (the trainers
+/// restored from these checkpoints already, or the others restored from
+/// newer ones, taken in that restoration) belongs in the restoration of
+/// that one, as the client it was there: followed, restoration after
+/// restoration. A consumer that arrives after a restoration of its origin
+/// resumed without it is refused: what it consumed may be handed out
+/// again already.
 fn find_restoration(
     state: &DispatcherState,
     job: &Job,
-    restore: &wire::TfdataRestore,
-) -> Result<Restoring> {
-    let origin = restore.origin_iteration_id;
-    let mut latest = None;
-    for attempt in 0..MAX_RESTORATION_ATTEMPTS {
-        let name = restoration_job_name(&job.name, origin, attempt);
-        if state.job_by_name(&name).is_none() {
-            break;
+    mut restore: wire::TfdataRestore,
+) -> Result<(Option<tfdata_core::IterationId>, wire::TfdataRestore)> {
+    for _ in 0..MAX_RESTORATION_CHAIN {
+        let name = restoration_job_name(&job.name, restore.origin_iteration_id);
+        let Some(it) = state
+            .job_by_name(&name)
+            .and_then(|_| state.iteration_by_key(&name, 0))
+        else {
+            return Ok((None, restore));
+        };
+        let Some(r) = &it.restoration else {
+            return Err(Error::Internal(format!("job {name} is not a restoration")));
+        };
+        if it.gathering() && !it.garbage_collected {
+            return Ok((Some(it.id), restore));
         }
-        latest = Some((attempt, name));
-    }
-    let Some((attempt, name)) = latest else {
-        return Ok(Restoring::New(0));
-    };
-    let next = attempt + 1;
-    if next >= MAX_RESTORATION_ATTEMPTS {
-        return Err(Error::FailedPrecondition(format!(
-            "iteration {origin} of job {} was restored {MAX_RESTORATION_ATTEMPTS} times",
-            job.name
-        )));
-    }
-    let Some(it) = state
-        .iteration_by_key(&name, 0)
-        .filter(|it| !it.garbage_collected)
-    else {
-        return Ok(Restoring::New(next));
-    };
-    let Some(r) = &it.restoration else {
-        return Err(Error::Internal(format!("job {name} is not a restoration")));
-    };
-    if it.gathering() {
-        return Ok(Restoring::Join(it.id));
-    }
-    if r.joined.contains(&restore.origin_client_id) {
-        return Ok(Restoring::New(next));
+        let Some(&client) = r.joined.get(&restore.origin_client_id) else {
+            return Err(Error::FailedPrecondition(format!(
+                "the other {} consumers of job {} restored from checkpoints of iteration {} \
+                 resumed it without this one (client {}){}. Restore every consumer before \
+                 any of them reads, each from its own checkpoint",
+                r.joined.len(),
+                job.name,
+                restore.origin_iteration_id,
+                restore.origin_client_id,
+                if it.garbage_collected {
+                    ", or left it until it was garbage collected"
+                } else {
+                    ""
+                }
+            )));
+        };
+        restore.origin_iteration_id = it.id.0;
+        restore.origin_client_id = client;
+        restore.consumers = restore.consumers.max(it.checkpointers.len() as i64);
     }
     Err(Error::FailedPrecondition(format!(
-        "the other {} consumers of job {} restored from checkpoints of iteration {origin} \
-         resumed it without this one (client {}): its checkpoint said the job had {} \
-         consumers when it was taken, and theirs fewer. Restore every consumer before any \
-         of them reads, from checkpoints taken after all of them had started",
-        r.joined.len(),
-        job.name,
-        restore.origin_client_id,
-        restore.consumers
+        "a checkpoint of job {} was followed through {MAX_RESTORATION_CHAIN} restorations",
+        job.name
     )))
 }

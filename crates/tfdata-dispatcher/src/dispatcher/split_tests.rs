@@ -876,6 +876,19 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
     assert!(it.returned_splits.is_empty(), "they wait for the receipts");
     assert_eq!(it.awaited_receipts.get(&t1).map(|r| r.len()), Some(2));
     assert!(!it.finished);
+    // Each reader is told which lost tasks wait for it (one that never
+    // heard of a task answers with empty receipts); the TensorFlow reader
+    // is not waited for.
+    for (client, awaited) in [(&c1, vec![t1.0]), (&tf, vec![])] {
+        let beat = d
+            .client_heartbeat(wire::ClientHeartbeatRequest {
+                iteration_client_id: client.iteration_client_id,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(beat.tfdata_awaited_receipts, awaited);
+    }
 
     let receipts =
         |client: &wire::GetOrCreateIterationResponse, task: tfdata_core::TaskId, seqs: &[i64]| {
@@ -1103,6 +1116,24 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         .await
         .unwrap();
     assert_ne!(again.tfdata_iteration_id, restored);
+    // That consumer's checkpoint was older than the other's, taken in the
+    // first restoration: both meet in the restoration of that one.
+    let newer = d
+        .get_or_create_iteration(restore(restored, a.iteration_client_id, 2, &[0, 4]))
+        .await
+        .unwrap();
+    assert_eq!(newer.tfdata_iteration_id, again.tfdata_iteration_id);
+    let it = d
+        .snapshot_state()
+        .await
+        .iteration(IterationId(newer.tfdata_iteration_id))
+        .unwrap()
+        .clone();
+    assert!(!it.gathering());
+    assert_eq!(
+        it.consumed.values().map(|r| r.bounds()).collect::<Vec<_>>(),
+        vec![vec![0, 4, 5, 7]]
+    );
     // A checkpoint that knew of one consumer resumes at once; another
     // consumer of that iteration is then refused, saying why.
     let solo = d

@@ -150,7 +150,7 @@ impl DispatcherState {
                         Some(Restoration {
                             origin_iteration: r.origin_iteration_id,
                             expected: r.consumers,
-                            joined: BTreeSet::new(),
+                            joined: BTreeMap::new(),
                         })
                     }
                     Some(r) => {
@@ -552,7 +552,7 @@ impl DispatcherState {
                 }
                 if let Some(r) = &mut it.restoration {
                     r.expected = r.expected.max(u.consumers);
-                    r.joined.insert(u.origin_client_id);
+                    r.joined.insert(u.origin_client_id, u.client_id);
                 }
             }
             UpdateType::TfdataReviveWorker(u) => {

@@ -125,8 +125,9 @@ pub struct Restoration {
     pub origin_iteration: i64,
     /// How many consumers it had (the largest number a checkpoint claims).
     pub expected: i64,
-    /// The client ids, in the origin iteration, of those that joined.
-    pub joined: BTreeSet<i64>,
+    /// Those that joined: client id in the origin iteration → client id
+    /// in the restoration.
+    pub joined: BTreeMap<i64, i64>,
 }
 
 impl Restoration {
