@@ -2,9 +2,8 @@
 //! bytes a trainer stores with its model checkpoint, and the positions a
 //! restored reader starts its tasks at.
 //!
-//! What is covered: reads from tfdata workers over the element stream, in
-//! parallel_epochs of their own job (no `job_name`), in distributed_epoch
-//! of their own job or of a job shared through `job_name`; not coordinated
+//! What is covered: reads from tfdata workers over the element stream, of
+//! their own job or of a job shared through `job_name`; not coordinated
 //! reads or cross-trainer caches.
 //!
 //! - `parallel_epochs`: each worker produces the whole dataset in its own
@@ -26,12 +25,17 @@
 //!   restore are the epoch as a multiset. An element made from part of a
 //!   split (a file split read record by record, `flat_map`, `unbatch`) or
 //!   from no split cannot be accounted for by splits.
-//! - A shared distributed_epoch job: each consumer's checkpoint holds the
-//!   splits it consumed, and names the iteration it read, its client id
-//!   there and how many readers shared it ([`SharedRead`]). Restoring every
-//!   consumer resumes the job: they join one new iteration at the
-//!   dispatcher (a restoration), which starts no task until all of them
-//!   have joined and never hands out a split any of them consumed.
+//! - A shared job: each consumer's checkpoint holds what it consumed (in
+//!   distributed_epoch the splits, in parallel_epochs the element indices
+//!   per worker, which other consumers' elements interleave), and names the
+//!   iteration it read, its client id there and how many readers shared it
+//!   ([`SharedRead`]). Restoring every consumer resumes the job: they join
+//!   one new iteration at the dispatcher (a restoration), which starts no
+//!   task until all of them have joined; it never hands out a split any of
+//!   them consumed, and its workers serve none of the elements any of them
+//!   consumed (they produce and drop them). A worker restarted during a
+//!   shared parallel_epochs read starts its sequence again (as in
+//!   TensorFlow), so that read's `checkpoint()` fails from then on.
 //!
 //! Everything else fails at `checkpoint()`, naming why, rather than resuming
 //! wrongly.
@@ -42,7 +46,7 @@ use std::sync::Arc;
 use prost::Message;
 use tfdata_core::ranges::IndexRanges;
 use tfdata_core::{Error, Result, SplitName};
-use tfdata_proto::data::TfdataSplitRanges;
+use tfdata_proto::data::{TfdataSplitRanges, TfdataWorkerRanges};
 use tfdata_proto::tfdata::checkpoint::{ConsumedSplits, ReaderCheckpoint, WorkerPosition};
 
 use crate::options::ProcessingMode;
@@ -57,7 +61,6 @@ pub const MAX_CHECKPOINT_BYTES: usize = 16 << 20;
 /// can (so far: see [`Positions::unresumable`] for what is learned later).
 pub(crate) fn unresumable_read(
     mode: ProcessingMode,
-    job_name: Option<&str>,
     coordinated: bool,
     cross_trainer_cache: bool,
 ) -> Option<String> {
@@ -69,13 +72,6 @@ pub(crate) fn unresumable_read(
             "reader checkpoints cover parallel_epochs and distributed_epoch reads; this read is \
              {mode}"
         ));
-    }
-    if job_name.is_some() && mode == ProcessingMode::ParallelEpochs {
-        return Some(
-            "reader checkpoints cover parallel_epochs reads of their own job; this read shares \
-             a job (job_name is set). Shared distributed_epoch jobs are covered"
-                .into(),
-        );
     }
     if coordinated {
         return Some("reader checkpoints do not cover coordinated reads yet".into());
@@ -126,6 +122,9 @@ pub(crate) struct Positions {
     unresumable: Option<String>,
     /// A restored checkpoint of a shared job's consumer: the read it took.
     pub shared: Option<SharedRead>,
+    /// A shared parallel_epochs job's consumer: per worker, the indices of
+    /// the elements it consumed (others' elements interleave with them).
+    elements: HashMap<Arc<str>, IndexRanges>,
 }
 
 impl Positions {
@@ -134,6 +133,31 @@ impl Positions {
         let end = first.saturating_add(count);
         let next = self.next.entry(Arc::clone(worker)).or_insert(0);
         *next = (*next).max(end);
+    }
+
+    /// `count` elements of `worker`'s sequence from `first` were consumed
+    /// by this consumer of a shared parallel_epochs job.
+    pub(crate) fn consumed_elements(&mut self, worker: &Arc<str>, first: i64, count: i64) {
+        self.advance(worker, first, count);
+        self.elements
+            .entry(Arc::clone(worker))
+            .or_default()
+            .insert_range(first, first.saturating_add(count));
+    }
+
+    /// Per worker, the elements consumed, as a restored shared job's
+    /// restoration is told them.
+    pub(crate) fn consumed_element_ranges(&self) -> Vec<TfdataWorkerRanges> {
+        let mut ranges: Vec<TfdataWorkerRanges> = self
+            .elements
+            .iter()
+            .map(|(worker, r)| TfdataWorkerRanges {
+                worker_address: worker.to_string(),
+                bounds: r.bounds(),
+            })
+            .collect();
+        ranges.sort_by(|a, b| a.worker_address.cmp(&b.worker_address));
+        ranges
     }
 
     /// An element without a position was consumed.
@@ -213,6 +237,11 @@ impl Positions {
             .map(|(address, next)| WorkerPosition {
                 worker_address: address.to_string(),
                 next_index: *next,
+                consumed: self
+                    .elements
+                    .get(address)
+                    .map(IndexRanges::bounds)
+                    .unwrap_or_default(),
             })
             .collect();
         workers.sort_by(|a, b| a.worker_address.cmp(&b.worker_address));
@@ -290,7 +319,18 @@ impl Positions {
                     w.next_index, w.worker_address
                 )));
             }
-            positions.advance(&Arc::from(w.worker_address.as_str()), 0, w.next_index);
+            let worker: Arc<str> = Arc::from(w.worker_address.as_str());
+            positions.advance(&worker, 0, w.next_index);
+            if !w.consumed.is_empty() {
+                let ranges = IndexRanges::from_bounds(&w.consumed)?;
+                if ranges.bounds().first().is_some_and(|s| *s < 0) {
+                    return Err(Error::InvalidArgument(format!(
+                        "reader checkpoint has negative element indices for worker {:?}",
+                        w.worker_address
+                    )));
+                }
+                positions.elements.insert(worker, ranges);
+            }
         }
         for c in checkpoint.consumed {
             if c.provider < 0 || c.repetition < 0 {

@@ -621,7 +621,6 @@ impl DistributedDataset {
         let inner = &self.inner;
         if let Some(reason) = crate::checkpoint::unresumable_read(
             inner.mode,
-            inner.options.job_name.as_deref(),
             inner.options.consumer_index.is_some(),
             inner.options.trainer_id.is_some(),
         ) {

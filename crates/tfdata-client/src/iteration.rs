@@ -77,7 +77,19 @@ pub(crate) struct Iteration {
     taken_any: bool,
     /// A consumer of a shared job: what its checkpoints name.
     shared: Option<SharedConsumer>,
+    /// A consumer of a shared parallel_epochs job: positions are sets of
+    /// element indices per worker.
+    per_element: bool,
     _stop_driver: DropGuard,
+}
+
+/// What a shared job's driver tells its reader.
+struct SharedSignals {
+    /// The most readers a heartbeat said the iteration had.
+    consumers: AtomicI64,
+    /// A shared parallel_epochs read saw a worker restart (its sequence
+    /// started over): why its checkpoints would be wrong.
+    restarted_worker: std::sync::Mutex<Option<String>>,
 }
 
 /// A consumer of a shared job: the iteration and client id the dispatcher
@@ -85,7 +97,7 @@ pub(crate) struct Iteration {
 struct SharedConsumer {
     iteration: i64,
     client: i64,
-    consumers: Arc<AtomicI64>,
+    consumers: Arc<SharedSignals>,
     /// Told the dispatcher it checkpoints (once per read), so that a
     /// restoration of the iteration waits for it: a checkpoint taken before
     /// another consumer joined does not count that one.
@@ -104,7 +116,7 @@ impl Iteration {
         if delivery.is_read()
             && let Some(done) = self.current.take()
         {
-            record(&mut self.positions, &done);
+            record(&mut self.positions, &done, self.per_element);
         }
         element
     }
@@ -121,14 +133,23 @@ impl Iteration {
                     .into(),
             ));
         }
+        if let Some(reason) = self.shared.as_ref().and_then(|s| {
+            s.consumers
+                .restarted_worker
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        }) {
+            return Err(Error::FailedPrecondition(reason));
+        }
         let mut positions = self.positions.clone();
         if let Some(current) = &self.current {
-            record(&mut positions, current);
+            record(&mut positions, current, self.per_element);
         }
         let shared = self.shared.as_ref().map(|s| crate::checkpoint::SharedRead {
             iteration: s.iteration,
             client: s.client,
-            consumers: s.consumers.load(Ordering::SeqCst).max(1),
+            consumers: s.consumers.consumers.load(Ordering::SeqCst).max(1),
         });
         positions.encode(dataset, shared)
     }
@@ -158,6 +179,7 @@ impl Iteration {
         match answer {
             Ok(response) => {
                 shared
+                    .consumers
                     .consumers
                     .fetch_max(response.tfdata_iteration_clients, Ordering::SeqCst);
             }
@@ -262,7 +284,9 @@ impl Iteration {
 }
 
 /// Adds what was taken of `delivery` to `positions`.
-fn record(positions: &mut Positions, delivery: &Delivery) {
+/// `per_element`: a consumer of a shared parallel_epochs job, whose
+/// elements interleave with other consumers'.
+fn record(positions: &mut Positions, delivery: &Delivery, per_element: bool) {
     if let Some(splits) = &delivery.splits {
         for i in 0..delivery.taken.max(0) as usize {
             let (names, complete) = splits.of(i);
@@ -270,6 +294,9 @@ fn record(positions: &mut Positions, delivery: &Delivery) {
         }
     }
     match &delivery.origin {
+        Origin::Numbered { worker, first } if per_element => {
+            positions.consumed_elements(worker, *first, delivery.taken)
+        }
         Origin::Numbered { worker, first } => positions.advance(worker, *first, delivery.taken),
         Origin::Unnumbered { worker } => {
             if delivery.taken > 0 {
@@ -345,20 +372,32 @@ pub(crate) async fn start(
         tfdata_restore: params
             .start
             .shared
-            .filter(|_| dynamic && params.job_name.is_some())
+            .filter(|_| params.job_name.is_some())
             .map(|s| wire::TfdataRestore {
                 origin_iteration_id: s.iteration,
                 origin_client_id: s.client,
                 consumers: s.consumers,
             }),
+        tfdata_consumed_elements: if params.mode == ProcessingMode::ParallelEpochs
+            && params.job_name.is_some()
+        {
+            params.start.consumed_element_ranges()
+        } else {
+            Vec::new()
+        },
     };
     let joined = retry(&dispatcher.target(), timeout, &cancel, || {
         dispatcher.get_or_create_iteration(iteration_request.clone())
     })
     .await?;
     let client_id = IterationClientId(joined.iteration_client_id);
-    let consumers = Arc::new(AtomicI64::new(1));
-    let shared = (dynamic && params.job_name.is_some()).then(|| SharedConsumer {
+    let consumers = Arc::new(SharedSignals {
+        consumers: AtomicI64::new(1),
+        restarted_worker: std::sync::Mutex::new(None),
+    });
+    let params_per_element =
+        params.mode == ProcessingMode::ParallelEpochs && params.job_name.is_some();
+    let shared = params.job_name.is_some().then(|| SharedConsumer {
         iteration: joined.tfdata_iteration_id,
         client: client_id.0,
         consumers: Arc::clone(&consumers),
@@ -375,7 +414,6 @@ pub(crate) async fn start(
 
     let unresumable = crate::checkpoint::unresumable_read(
         params.mode,
-        params.job_name.as_deref(),
         params.consumer_index.is_some(),
         params.trainer_id.is_some(),
     );
@@ -390,7 +428,10 @@ pub(crate) async fn start(
             stats: Arc::clone(&stats),
             // Streams open at a reader's position only where positions are
             // per worker.
-            positioned: unresumable.is_none() && params.mode == ProcessingMode::ParallelEpochs,
+            // (Not a shared task: its other readers want their elements.)
+            positioned: unresumable.is_none()
+                && params.mode == ProcessingMode::ParallelEpochs
+                && params.job_name.is_none(),
             start: params.start.clone(),
             reports_receipts,
         },
@@ -431,6 +472,7 @@ pub(crate) async fn start(
         unresumable,
         taken_any: false,
         shared,
+        per_element: params_per_element,
         _stop_driver: cancel.drop_guard(),
     })
 }
@@ -458,7 +500,7 @@ async fn drive(
     params: IterationParams,
     client_id: IterationClientId,
     fetch: Arc<FetchContext>,
-    consumers: Arc<AtomicI64>,
+    consumers: Arc<SharedSignals>,
 ) {
     let cancel = fetch.cancel.clone();
     // A restoration's consumers still to join, as last logged.
@@ -466,6 +508,9 @@ async fn drive(
     let refresh = params.task_refresh_interval;
     let mut fetchers: JoinSet<FetchEnd> = JoinSet::new();
     let mut known_tasks: HashSet<TaskId> = HashSet::new();
+    // Shared parallel_epochs: the task read from each worker address.
+    let per_element = params.mode == ProcessingMode::ParallelEpochs && params.job_name.is_some();
+    let mut task_of_worker: HashMap<String, TaskId> = HashMap::new();
     // Tasks that left the iteration, and their receipts not yet sent.
     let mut left: HashSet<TaskId> = HashSet::new();
     let mut leaving: HashMap<tokio::task::Id, TaskId> = HashMap::new();
@@ -496,7 +541,7 @@ async fn drive(
                 match dispatcher.reader_heartbeat(request).await {
                     Ok(response) => {
                         receipts.clear();
-                        consumers.fetch_max(response.tfdata_iteration_clients, Ordering::SeqCst);
+                        consumers.consumers.fetch_max(response.tfdata_iteration_clients, Ordering::SeqCst);
                         if response.tfdata_restores_awaited != awaited_restores {
                             awaited_restores = response.tfdata_restores_awaited;
                             if awaited_restores > 0 {
@@ -529,6 +574,18 @@ async fn drive(
                         }
                         for task in response.task_info {
                             let id = TaskId(task.task_id);
+                            if per_element
+                                && let Some(old) = task_of_worker.insert(task.worker_address.clone(), id)
+                                && old != id
+                            {
+                                let mut restarted = consumers.restarted_worker.lock().unwrap_or_else(|p| p.into_inner());
+                                restarted.get_or_insert_with(|| format!(
+                                    "worker {} restarted during this shared parallel_epochs read and \
+                                     started its sequence again (task {} replaced task {}), so a \
+                                     checkpoint cannot say which of its elements were consumed",
+                                    task.worker_address, id.0, old.0
+                                ));
+                            }
                             if known_tasks.insert(id) {
                                 if targeted(params.target_workers, &task) {
                                     let span = tracing::info_span!("task", task = task.task_id, iteration = task.iteration_id, worker = %task.worker_address);

@@ -288,6 +288,7 @@ mod tests {
                     tfdata_reports_receipts: false,
                     tfdata_consumed: Vec::new(),
                     tfdata_restore: None,
+                    tfdata_consumed_elements: Vec::new(),
                 })
                 .await
                 .unwrap()

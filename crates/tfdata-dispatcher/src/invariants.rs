@@ -380,6 +380,18 @@ mod tests {
                     } else {
                         Vec::new()
                     },
+                    consumed_elements: if rng.random_bool(0.3) {
+                        vec![wire::TfdataWorkerRanges {
+                            worker_address: if rng.random_bool(0.9) {
+                                worker(rng)
+                            } else {
+                                String::new()
+                            },
+                            bounds: vec![rng.random_range(-1..3), rng.random_range(0..6)],
+                        }]
+                    } else {
+                        Vec::new()
+                    },
                 }),
                 3 => UpdateType::TfdataReceiveSplits(wire::ReceiveSplitsUpdate {
                     iteration_client_id: 8000 + rng.random_range(0..4),

@@ -313,6 +313,14 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
             joined_as: r.joined.values().copied().collect(),
         }),
         checkpointers: it.checkpointers.iter().copied().collect(),
+        consumed_elements: it
+            .consumed_elements
+            .iter()
+            .map(|(worker, r)| tfdata_proto::data::TfdataWorkerRanges {
+                worker_address: worker.clone(),
+                bounds: r.bounds(),
+            })
+            .collect(),
     }
 }
 
@@ -411,6 +419,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
             .collect(),
         consumed,
         checkpointers: it.checkpointers.iter().copied().collect(),
+        consumed_elements: crate::state::consumed_elements("snapshot", &it.consumed_elements)?,
         restoration: match &it.restoration {
             None => None,
             Some(r)

@@ -54,7 +54,7 @@ impl TaskRunner {
     pub fn with_limits(def: TaskDef, limits: BufferLimits, cache_budget_bytes: u64) -> Self {
         TaskRunner {
             producer: Producer::new(TaskId(def.task_id), limits),
-            first_come_first_served: FirstComeFirstServed::default(),
+            first_come_first_served: FirstComeFirstServed::new(consumed_elements(&def)),
             cache: def
                 .use_cross_trainer_cache
                 .then(|| CrossTrainerCache::new(cache_budget_bytes)),
@@ -182,6 +182,19 @@ impl TaskRunner {
         self.first_come_first_served
             .next(&self.producer, allow_skip)
             .await
+    }
+}
+
+/// A restored shared job's elements consumed before the restore: never
+/// served. Malformed ranges (our dispatcher checks them first) are logged
+/// and serve everything, as a task of an ordinary job.
+fn consumed_elements(def: &TaskDef) -> tfdata_core::ranges::IndexRanges {
+    match tfdata_core::ranges::IndexRanges::from_bounds(&def.tfdata_consumed_elements) {
+        Ok(ranges) => ranges,
+        Err(e) => {
+            tracing::warn!(task = def.task_id, error = %e, "task definition has malformed consumed elements; serving every element");
+            Default::default()
+        }
     }
 }
 
@@ -378,6 +391,50 @@ mod tests {
             check(&served);
         }
         assert_eq!(served, (0..12).collect::<Vec<_>>());
+    }
+
+    /// A restored shared job's task produces the elements its consumers
+    /// had consumed and serves none of them, to streams and `GetElement`
+    /// alike, numbering the rest as in the sequence.
+    #[tokio::test]
+    async fn a_restored_task_serves_none_of_the_consumed_elements() {
+        let def = TaskDef {
+            tfdata_consumed_elements: vec![0, 2, 4, 7, 9, 10],
+            ..Default::default()
+        };
+        let task = TaskRunner::new(def, 3);
+        task.run_pipeline(Dataset::range(14), IterContext::new(), false);
+        let mut served = Vec::new();
+        for turn in 0.. {
+            if turn % 2 == 0 {
+                match task.next_batch(8, usize::MAX).await.unwrap() {
+                    Batch::Elements { elements, index } => {
+                        for (i, e) in elements.iter().enumerate() {
+                            let v = e.components[0].to_scalar::<i64>().unwrap();
+                            assert_eq!(v, index + i as i64, "numbered as in the sequence");
+                            served.push(v);
+                        }
+                    }
+                    Batch::EndOfSequence { .. } => break,
+                }
+            } else {
+                match task.next(false).await.unwrap() {
+                    Next::Element { payload, index } => {
+                        let Payload::Uncompressed(u) = payload else {
+                            panic!("compressed")
+                        };
+                        let v = element::from_uncompressed(&u).unwrap().components[0]
+                            .to_scalar::<i64>()
+                            .unwrap();
+                        assert_eq!(v, index);
+                        served.push(v);
+                    }
+                    Next::EndOfSequence { .. } => break,
+                    Next::Skip => unreachable!(),
+                }
+            }
+        }
+        assert_eq!(served, vec![2, 3, 7, 8, 10, 11, 12, 13]);
     }
 
     #[tokio::test]

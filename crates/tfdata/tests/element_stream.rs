@@ -230,6 +230,7 @@ async fn one_task_compressed(
             tfdata_reports_receipts: false,
             tfdata_consumed: Vec::new(),
             tfdata_restore: None,
+            tfdata_consumed_elements: Vec::new(),
         })
         .await
         .unwrap()

@@ -154,13 +154,14 @@ fn distributed_epoch_resumes_with_every_split_once() {
     exactly(&consumed, 0..600, 1);
 }
 
-/// A distributed_epoch read of the job `name` shares.
-fn shared_dynamic(
+/// A `mode` read of the job `name` shares.
+fn shared_read(
     dispatcher: &DispatchServer,
+    mode: ProcessingMode,
     dataset: &Dataset,
     name: &str,
 ) -> DistributedDataset {
-    distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
+    distribute(mode, &dispatcher.target())
         .job_name(name)
         .task_refresh_interval(Duration::from_millis(50))
         .stream_window(8, 1 << 20)
@@ -174,19 +175,44 @@ fn shared_dynamic(
 /// order. What the two consumed is the epoch, each value once.
 #[test]
 fn a_shared_distributed_epoch_job_resumes_when_every_consumer_restores() {
-    let (dispatcher, _workers) = cluster(2);
     let pipeline = Dataset::range(800)
         .shuffle(16, Some(5), true)
         .batch(4, false);
+    // The two workers share the splits: each value once.
+    shared_job_resumes(ProcessingMode::DistributedEpoch, &pipeline, 800, 1);
+}
+
+/// The same with parallel_epochs (deterministic pipeline: a seeded
+/// shuffle): each worker's sequence is consumed once, its elements spread
+/// over the two consumers.
+#[test]
+fn a_shared_parallel_epochs_job_resumes_when_every_consumer_restores() {
+    let pipeline = Dataset::range(400)
+        .shuffle(16, Some(5), true)
+        .batch(4, false);
+    shared_job_resumes(ProcessingMode::ParallelEpochs, &pipeline, 400, 2);
+}
+
+/// Two consumers of a shared `mode` job over `pipeline` (batches of
+/// `0..n`), two workers, checkpointed and restored together many times in
+/// one epoch: each value `copies` times.
+fn shared_job_resumes(mode: ProcessingMode, pipeline: &Dataset, n: i64, copies: usize) {
+    let (dispatcher, _workers) = cluster(2);
     let readers = [
-        shared_dynamic(&dispatcher, &pipeline, "two-trainers"),
-        shared_dynamic(&dispatcher, &pipeline, "two-trainers"),
+        shared_read(&dispatcher, mode, pipeline, "two-trainers"),
+        shared_read(&dispatcher, mode, pipeline, "two-trainers"),
     ];
     let mut rng = rand::rngs::StdRng::seed_from_u64(29);
     let mut consumed = Vec::new();
     let mut states: Option<Vec<Vec<u8>>> = None;
     let mut restores = 0;
     'epoch: loop {
+        // Each round consumes at least 2 of n/4 batches: a restore that
+        // serves consumed elements again never gets to the end.
+        assert!(
+            restores <= n,
+            "the epoch does not end after {restores} restores"
+        );
         let mut its: Vec<ElementIterator> = readers.iter().map(|d| d.iter().unwrap()).collect();
         if let Some(states) = &states {
             let order: Vec<usize> = if rng.random_bool(0.5) {
@@ -221,7 +247,7 @@ fn a_shared_distributed_epoch_job_resumes_when_every_consumer_restores() {
         }
     }
     assert!(restores >= 5, "{restores} restores");
-    exactly(&consumed, 0..800, 1);
+    exactly(&consumed, 0..n, copies);
 }
 
 /// A distributed_epoch checkpoint restored after the fault-tolerant
@@ -384,12 +410,14 @@ fn uncovered_reads_and_bad_checkpoints_fail_loudly() {
         "of its own",
     );
 
-    let shared = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
-        .job_name("shared")
-        .apply(&Dataset::range(10))
+    // Coordinated reads are not covered.
+    let coordinated = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .job_name("coordinated")
+        .consumers(0, 1)
+        .apply(&Dataset::range(10).repeat(None))
         .unwrap();
-    let it = shared.iter().unwrap();
-    failed_precondition(it.checkpoint(), "job_name");
+    let it = coordinated.iter().unwrap();
+    failed_precondition(it.checkpoint(), "coordinated");
 
     let ds = parallel(&dispatcher, &Dataset::range(10));
     let mut it = ds.iter().unwrap();

@@ -319,6 +319,7 @@ impl Load {
                 tfdata_reports_receipts: false,
                 tfdata_consumed: Vec::new(),
                 tfdata_restore: None,
+                tfdata_consumed_elements: Vec::new(),
             }))
             .await
             .context("GetOrCreateIteration of the split job")?
@@ -371,6 +372,7 @@ impl Load {
                             tfdata_reports_receipts: false,
                             tfdata_consumed: Vec::new(),
                             tfdata_restore: None,
+                            tfdata_consumed_elements: Vec::new(),
                         }))
                         .await
                         .with_context(|| format!("reader {k}: GetOrCreateIteration"))?;

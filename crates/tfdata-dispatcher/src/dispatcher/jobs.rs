@@ -192,6 +192,8 @@ impl Dispatcher {
             Vec::new()
         };
         check_consumed_ranges(&req.tfdata_consumed, providers.len())?;
+        crate::state::consumed_elements("GetOrCreateIteration", &req.tfdata_consumed_elements)
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
         let mut txn = self.ledger.begin().await;
         // The consumers that took checkpoints of the origin iteration, if
         // this dispatcher still knows it: a checkpoint taken before another
@@ -236,6 +238,7 @@ impl Dispatcher {
             origin_client_id: restore.origin_client_id,
             consumers: restore.consumers,
             consumed: req.tfdata_consumed.clone(),
+            consumed_elements: req.tfdata_consumed_elements.clone(),
             // `acquire_client` below takes this id.
             client_id: txn.state.next_client_id().0,
         }))?;

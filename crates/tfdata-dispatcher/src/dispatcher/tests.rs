@@ -75,6 +75,7 @@ pub(super) async fn iteration_of_range(d: &Dispatcher, n: i64, policy: i32) -> i
         tfdata_reports_receipts: false,
         tfdata_consumed: Vec::new(),
         tfdata_restore: None,
+        tfdata_consumed_elements: Vec::new(),
     })
     .await
     .unwrap()
@@ -155,6 +156,7 @@ async fn maybe_remove_task_checks_the_consumer_index() {
         tfdata_reports_receipts: false,
         tfdata_consumed: Vec::new(),
         tfdata_restore: None,
+        tfdata_consumed_elements: Vec::new(),
     })
     .await
     .unwrap();
@@ -356,6 +358,7 @@ async fn job_for(d: &Dispatcher, dataset_id: &str) -> tfdata_core::Result<i64> {
         tfdata_reports_receipts: false,
         tfdata_consumed: Vec::new(),
         tfdata_restore: None,
+        tfdata_consumed_elements: Vec::new(),
     })
     .await?;
     Ok(job_id)

@@ -176,6 +176,11 @@ impl Dispatcher {
             worker_index,
             use_cross_trainer_cache: job.use_cross_trainer_cache,
             tfdata_job_id: job.id.0,
+            tfdata_consumed_elements: it
+                .consumed_elements
+                .get(&task.worker_address)
+                .map(|r| r.bounds())
+                .unwrap_or_default(),
         })
     }
 

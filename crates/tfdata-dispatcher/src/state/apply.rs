@@ -182,6 +182,7 @@ impl DispatcherState {
                         consumed,
                         restoration,
                         checkpointers: BTreeSet::new(),
+                        consumed_elements: BTreeMap::new(),
                         last_splits: BTreeMap::new(),
                         returned_splits: BTreeMap::new(),
                         held_splits: BTreeMap::new(),
@@ -527,6 +528,7 @@ impl DispatcherState {
                 let providers = it.split_indices.len();
                 // Every check before any change.
                 let consumed = consumed_splits("join_restore", &u.consumed, providers)?;
+                let elements = consumed_elements("join_restore", &u.consumed_elements)?;
                 if !(1..=MAX_RESTORATION_CONSUMERS).contains(&u.consumers) {
                     return Err(bad(
                         "join_restore",
@@ -546,6 +548,12 @@ impl DispatcherState {
                 // what it skips.
                 for (key, ranges) in consumed {
                     let into = it.consumed.entry(key).or_default();
+                    for pair in ranges.bounds().chunks_exact(2) {
+                        into.insert_range(pair[0], pair[1]);
+                    }
+                }
+                for (worker, ranges) in elements {
+                    let into = it.consumed_elements.entry(worker).or_default();
                     for pair in ranges.bounds().chunks_exact(2) {
                         into.insert_range(pair[0], pair[1]);
                     }
@@ -704,6 +712,34 @@ impl DispatcherState {
         Ok(())
     }
 }
+
+/// A restored parallel_epochs consumer's elements, per worker, checked.
+pub(crate) fn consumed_elements(
+    what: &'static str,
+    ranges: &[tfdata_proto::data::TfdataWorkerRanges],
+) -> Result<BTreeMap<String, tfdata_core::ranges::IndexRanges>> {
+    let mut consumed = BTreeMap::new();
+    for w in ranges {
+        if w.worker_address.is_empty() || w.worker_address.len() > MAX_WORKER_ADDRESS_BYTES {
+            return Err(bad(
+                what,
+                "a consumed-elements entry without a worker address".into(),
+            ));
+        }
+        let ranges = tfdata_core::ranges::IndexRanges::from_bounds(&w.bounds)
+            .map_err(|e| bad(what, e.to_string()))?;
+        if ranges.bounds().first().is_some_and(|s| *s < 0) {
+            return Err(bad(what, "negative element indices".into()));
+        }
+        if !ranges.is_empty() {
+            consumed.insert(w.worker_address.clone(), ranges);
+        }
+    }
+    Ok(consumed)
+}
+
+/// Longest worker address a consumed-elements entry may name.
+const MAX_WORKER_ADDRESS_BYTES: usize = 4096;
 
 /// A restored reader's consumed splits, checked against the iteration's
 /// `providers` split providers.

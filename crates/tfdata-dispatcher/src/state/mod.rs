@@ -17,6 +17,8 @@ use tfdata_proto::data::{
 
 mod apply;
 
+pub(crate) use apply::consumed_elements;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dataset {
     pub id: DatasetId,
@@ -113,6 +115,9 @@ pub struct Iteration {
     /// Readers (client ids) that took checkpoints of it: a restoration of
     /// it waits for each of them.
     pub checkpointers: BTreeSet<i64>,
+    /// A restored parallel_epochs job: per worker address, the elements of
+    /// its sequence the consumers had consumed (its tasks serve none).
+    pub consumed_elements: BTreeMap<String, tfdata_core::ranges::IndexRanges>,
 }
 
 /// Most consumers a restoration waits for (a checkpoint's claim is input).

@@ -13,6 +13,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
+use tfdata_core::ranges::IndexRanges;
 use tfdata_core::{Element, Error, Lineage, Result, element};
 use tfdata_proto::data::get_element_response::Element as Payload;
 use tokio::task::JoinHandle;
@@ -41,9 +42,44 @@ pub struct FirstComeFirstServed {
     next_index: AtomicI64,
     /// At most one element encoded ahead (see the module docs).
     ahead: tokio::sync::Mutex<Option<Ahead>>,
+    /// Held from taking elements to numbering them, so concurrent readers
+    /// (job sharing) get the indices the elements have in the sequence:
+    /// reader checkpoints name elements by them. Taken after `ahead`.
+    numbering: tokio::sync::Mutex<()>,
+    /// Indices consumed before a restore of a shared job (the task
+    /// definition's `tfdata_consumed_elements`): produced, never served.
+    consumed: IndexRanges,
 }
 
 impl FirstComeFirstServed {
+    /// A task that never serves the elements at `consumed`.
+    pub fn new(consumed: IndexRanges) -> Self {
+        FirstComeFirstServed {
+            consumed,
+            ..Default::default()
+        }
+    }
+
+    /// How many elements may be taken next without serving a consumed one
+    /// (at least one), after dropping those at the next index. Call with
+    /// `numbering` held.
+    fn room(&self, producer: &Producer) -> usize {
+        let next = self.next_index.load(Ordering::SeqCst);
+        let next = match self.consumed.covering(next) {
+            Some(end) => {
+                producer.skip(end.saturating_sub(next) as u64);
+                self.next_index.store(end, Ordering::SeqCst);
+                end
+            }
+            None => next,
+        };
+        self.consumed.next_after(next).map_or(usize::MAX, |start| {
+            usize::try_from(start.saturating_sub(next))
+                .unwrap_or(usize::MAX)
+                .max(1)
+        })
+    }
+
     /// Readers see the end from now on, without a completion report (the
     /// dispatcher deleted the task).
     pub fn end(&self) {
@@ -56,6 +92,7 @@ impl FirstComeFirstServed {
     /// reader reads: with job sharing another reader may want them.
     pub async fn skip_to(&self, producer: &Producer, index: i64) {
         let mut ahead = self.ahead.lock().await;
+        let _numbering = self.numbering.lock().await;
         let next = self.next_index.load(Ordering::SeqCst);
         if next >= index {
             return;
@@ -88,7 +125,9 @@ impl FirstComeFirstServed {
         if self.end_of_sequence.load(Ordering::SeqCst) {
             return Ok(Batch::EndOfSequence { first: false });
         }
-        let taken = producer.take(max_elements, max_bytes).await?;
+        let _numbering = self.numbering.lock().await;
+        let room = self.room(producer);
+        let taken = producer.take(max_elements.min(room), max_bytes).await?;
         Ok(self.batch(taken))
     }
 
@@ -101,6 +140,8 @@ impl FirstComeFirstServed {
         }
         // Only what is already buffered: a pipeline error or the end stays
         // in the producer for the next call to find.
+        let _numbering = self.numbering.lock().await;
+        self.room(producer);
         let Ok(Some(mut taken)) = producer.try_take(1, usize::MAX) else {
             return;
         };
@@ -167,12 +208,16 @@ impl FirstComeFirstServed {
         if self.end_of_sequence.load(Ordering::SeqCst) {
             return Ok(Next::EndOfSequence { first: false });
         }
+        let numbering = self.numbering.lock().await;
+        self.room(producer);
         let taken = if allow_skip {
             producer.try_take(1, usize::MAX)?
         } else {
             producer.take(1, usize::MAX).await?
         };
-        match self.batch(taken) {
+        let batch = self.batch(taken);
+        drop(numbering);
+        match batch {
             Batch::Elements {
                 mut elements,
                 index,
