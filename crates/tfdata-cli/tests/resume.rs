@@ -5,7 +5,9 @@
 //! middle of a run. What the trainer consumed
 //! up to each checkpoint, run after run, is exactly the epoch: in
 //! parallel_epochs every worker's whole sequence once, in distributed_epoch
-//! every element once.
+//! every element once. The same with two trainer processes sharing one job
+//! (`--job-name`), killed and restarted together, each from its own
+//! checkpoint file.
 //!
 //! Each run's stdout is one element per line; the checkpoint file starts
 //! with how many lines that run had printed when it was written, so the
@@ -77,6 +79,15 @@ fn two_trainers_sharing_a_distributed_epoch_job_resume_exactly() {
     // Two trainer processes share one job (job_name); each checkpoints its
     // own share and both restart from their checkpoints: every value once.
     resume_through_kills("distributed_epoch", 1, 2);
+}
+
+#[test]
+fn two_trainers_sharing_a_parallel_epochs_job_resume_exactly() {
+    // Each worker's sequence once, spread over the two trainers. No worker
+    // restart: a restarted worker starts its sequence again (as in
+    // TensorFlow), and a shared parallel_epochs read refuses checkpoints
+    // from then on.
+    resume_through_kills("parallel_epochs", 2, 2);
 }
 
 /// `trainers` trainer processes of a `mode` read (sharing a job when more
@@ -164,7 +175,7 @@ fn resume_through_kills(mode: &str, copies: usize, trainers: usize) {
             .map(|c| std::fs::read(c).unwrap_or_default())
             .collect();
         let mut runs: Vec<Process> = checkpoints.iter().map(|c| trainer(c)).collect();
-        if kills == 6 {
+        if kills == 6 && !(trainers > 1 && mode == "parallel_epochs") {
             // Mid-read, a worker dies and comes back at its address: the
             // trainers read its new task on from where they were.
             while printed(&mut runs) < 20 && !all_ended(&mut runs) {
