@@ -6,6 +6,7 @@ Reads a checkpoint does not cover fail loudly."""
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 
 import pytest
@@ -98,14 +99,63 @@ def test_a_checkpoint_restores_in_another_process(two_workers):
     assert collections.Counter(consumed) == {v: 2 for v in range(300)}
 
 
+@pytest.mark.parametrize(
+    "mode, copies", [("distributed_epoch", 1), ("parallel_epochs", 2)]
+)
+def test_consumers_of_a_shared_job_restore_together(two_workers, mode, copies):
+    # Two trainers share a job (job_name): each checkpoints its own share,
+    # both "crash" and both restore, in either order. Together they consume
+    # the epoch: each value once per worker sequence that holds it. (Which
+    # consumer gets which element is first come, first served: one may see
+    # the end while the other still holds elements.)
+    n = 4000
+    pipeline = tfdata.Dataset.range(n).shuffle(16, seed=5).batch(4)
+    readers = [
+        pipeline.apply(service.distribute(mode, two_workers.target, job_name="pair-" + mode))
+        for _ in range(2)
+    ]
+    consumed, states, ended = [], None, False
+    for round_, steps in enumerate((5, 11, 7, 3)):
+        its = [iter(r) for r in readers]
+        if states is not None:
+            for i in (0, 1) if round_ % 2 else (1, 0):
+                its[i].restore(states[i])
+        for it in its:
+            for batch in itertools.islice(it, steps):
+                consumed.extend(int(v) for v in batch)
+        states = [it.checkpoint() for it in its]
+        for it in its:
+            next(it, None)  # read after the checkpoint: not covered, comes again
+    its = [iter(r) for r in readers]
+    for it, state in zip(its, states):
+        it.restore(state)
+    for it in its:
+        for batch in it:
+            consumed.extend(int(v) for v in batch)
+    assert collections.Counter(consumed) == {v: copies for v in range(n)}
+
+
 def test_uncovered_reads_and_bad_checkpoints_raise(cluster):
+    coordinated = tfdata.Dataset.range(10).repeat().apply(
+        service.distribute(
+            "parallel_epochs", cluster.target, job_name="rounds", consumer_index=0, num_consumers=1
+        )
+    )
+    it = iter(coordinated)
+    next(it)
+    with pytest.raises(tfdata.errors.FailedPreconditionError, match="coordinated"):
+        it.checkpoint()
+
+    # A shared job's consumer's checkpoint restores only into a shared read.
     shared = tfdata.Dataset.range(10).apply(
         service.distribute("distributed_epoch", cluster.target, job_name="shared")
     )
     it = iter(shared)
     next(it)
-    with pytest.raises(tfdata.errors.FailedPreconditionError, match="job_name"):
-        it.checkpoint()
+    shared_state = it.checkpoint()
+    own = tfdata.Dataset.range(10).apply(service.distribute("distributed_epoch", cluster.target))
+    with pytest.raises(tfdata.errors.FailedPreconditionError, match="shared job"):
+        iter(own).restore(shared_state)
 
     ds = tfdata.Dataset.range(10).apply(service.distribute("parallel_epochs", cluster.target))
     it = iter(ds)

@@ -654,6 +654,14 @@ async fn drive(
         };
         let _ = dispatcher.reader_heartbeat(request).await;
     }
+    if params.job_name.is_some() {
+        // A shared job's consumer stays a client of the iteration until its
+        // iterator goes (as TensorFlow's, released when the iterator is
+        // destroyed), so a checkpoint taken at the end of the data can
+        // still be recorded: the job's restoration then waits for it. The
+        // dispatcher's client_timeout releases it if the iterator lingers.
+        cancel.cancelled().await;
+    }
     dispatcher.release_reader(client_id).await;
 }
 
