@@ -32,6 +32,20 @@ fn tfdata_worker_heartbeat(address: &str) -> wire::WorkerHeartbeatRequest {
     }
 }
 
+/// A distributed_epoch job named "shared" over `range(n)`; returns its id.
+async fn shared_dynamic_job(d: &Dispatcher, n: i64) -> i64 {
+    let dataset_id = super::tests::register(d, &tfdata_dataset::Dataset::range(n), n).await;
+    d.get_or_create_job(wire::GetOrCreateJobRequest {
+        dataset_id,
+        processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 1 }),
+        job_name: Some("shared".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .job_id
+}
+
 /// The (first) split an answer carries.
 fn value(r: &wire::GetSplitResponse) -> Option<i64> {
     lease_values(r).first().copied()
@@ -805,17 +819,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
     for w in ["w1:1", "w2:1"] {
         d.worker_heartbeat(heartbeat(w)).await.unwrap();
     }
-    let dataset_id = super::tests::register(&d, &tfdata_dataset::Dataset::range(8), 8).await;
-    let job_id = d
-        .get_or_create_job(wire::GetOrCreateJobRequest {
-            dataset_id,
-            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 1 }),
-            job_name: Some("shared".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .job_id;
+    let job_id = shared_dynamic_job(&d, 8).await;
     let client = |reports| wire::GetOrCreateIterationRequest {
         job_id,
         repetition: 0,
@@ -997,17 +1001,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
     d.worker_heartbeat(tfdata_worker_heartbeat("w1:1"))
         .await
         .unwrap();
-    let dataset_id = super::tests::register(&d, &tfdata_dataset::Dataset::range(10), 10).await;
-    let job_id = d
-        .get_or_create_job(wire::GetOrCreateJobRequest {
-            dataset_id,
-            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 1 }),
-            job_name: Some("shared".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .job_id;
+    let job_id = shared_dynamic_job(&d, 10).await;
     let restore = |origin: i64, client: i64, consumers: i64, consumed: &[i64]| {
         wire::GetOrCreateIterationRequest {
             job_id,
