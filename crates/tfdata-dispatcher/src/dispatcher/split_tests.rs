@@ -32,6 +32,21 @@ fn tfdata_worker_heartbeat(address: &str) -> wire::WorkerHeartbeatRequest {
     }
 }
 
+/// A fault-tolerant dispatcher journaling in `dir`, with its config and
+/// clock (to restart it on the same journal).
+fn fault_tolerant_dispatcher(
+    dir: &tempfile::TempDir,
+) -> (DispatcherConfig, Arc<FixedClock>, Dispatcher) {
+    let config = DispatcherConfig {
+        work_dir: Some(dir.path().display().to_string()),
+        fault_tolerant_mode: true,
+        ..Default::default()
+    };
+    let clock = Arc::new(FixedClock(AtomicI64::new(1)));
+    let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
+    (config, clock, d)
+}
+
 /// A distributed_epoch job named "shared" over `range(n)`; returns its id.
 async fn shared_dynamic_job(d: &Dispatcher, n: i64) -> i64 {
     let dataset_id = super::tests::register(d, &tfdata_dataset::Dataset::range(n), n).await;
@@ -56,13 +71,7 @@ fn value(r: &wire::GetSplitResponse) -> Option<i64> {
 #[tokio::test]
 async fn a_retried_get_split_gets_the_same_split_even_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let config = DispatcherConfig {
-        work_dir: Some(dir.path().display().to_string()),
-        fault_tolerant_mode: true,
-        ..Default::default()
-    };
-    let clock = Arc::new(FixedClock(AtomicI64::new(1)));
-    let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
+    let (config, clock, d) = fault_tolerant_dispatcher(&dir);
     let iteration = dynamic_iteration(&d).await;
     let ask = |seq: i64, worker: &str| wire::GetSplitRequest {
         iteration_id: iteration,
@@ -991,13 +1000,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
 #[tokio::test]
 async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_union() {
     let dir = tempfile::tempdir().unwrap();
-    let config = DispatcherConfig {
-        work_dir: Some(dir.path().display().to_string()),
-        fault_tolerant_mode: true,
-        ..Default::default()
-    };
-    let clock = Arc::new(FixedClock(AtomicI64::new(1)));
-    let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
+    let (config, clock, d) = fault_tolerant_dispatcher(&dir);
     d.worker_heartbeat(tfdata_worker_heartbeat("w1:1"))
         .await
         .unwrap();
