@@ -47,6 +47,16 @@ fn fault_tolerant_dispatcher(
     (config, clock, d)
 }
 
+/// A plain heartbeat from reader `client`: its answer.
+async fn reader_heartbeat(d: &Dispatcher, client: i64) -> wire::ClientHeartbeatResponse {
+    d.client_heartbeat(wire::ClientHeartbeatRequest {
+        iteration_client_id: client,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
 /// A distributed_epoch job named "shared" over `range(n)`; returns its id.
 async fn shared_dynamic_job(d: &Dispatcher, n: i64) -> i64 {
     let dataset_id = super::tests::register(d, &tfdata_dataset::Dataset::range(n), n).await;
@@ -894,13 +904,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
     // heard of a task answers with empty receipts); the TensorFlow reader
     // is not waited for.
     for (client, awaited) in [(&c1, vec![t1.0]), (&tf, vec![])] {
-        let beat = d
-            .client_heartbeat(wire::ClientHeartbeatRequest {
-                iteration_client_id: client.iteration_client_id,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+        let beat = reader_heartbeat(&d, client.iteration_client_id).await;
         assert_eq!(beat.tfdata_awaited_receipts, awaited);
     }
 
@@ -1036,13 +1040,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         .await
         .unwrap();
     let restored = a.tfdata_iteration_id;
-    let beat = d
-        .client_heartbeat(wire::ClientHeartbeatRequest {
-            iteration_client_id: a.iteration_client_id,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let beat = reader_heartbeat(&d, a.iteration_client_id).await;
     assert!(beat.task_info.is_empty() && !beat.iteration_finished);
     assert_eq!(beat.tfdata_restores_awaited, 1);
     d.worker_heartbeat(tfdata_worker_heartbeat("w1:1"))
@@ -1092,13 +1090,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         handed_out.extend(lease_values(&r));
     }
     assert_eq!(handed_out, vec![3, 4, 7, 8, 9]);
-    let beat = d
-        .client_heartbeat(wire::ClientHeartbeatRequest {
-            iteration_client_id: a.iteration_client_id,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let beat = reader_heartbeat(&d, a.iteration_client_id).await;
     assert_eq!(
         (
             beat.task_info.len(),
