@@ -322,14 +322,9 @@ impl Positions {
             let worker: Arc<str> = Arc::from(w.worker_address.as_str());
             positions.advance(&worker, 0, w.next_index);
             if !w.consumed.is_empty() {
-                let ranges = IndexRanges::from_bounds(&w.consumed)?;
-                if ranges.bounds().first().is_some_and(|s| *s < 0) {
-                    return Err(Error::InvalidArgument(format!(
-                        "reader checkpoint has negative element indices for worker {:?}",
-                        w.worker_address
-                    )));
-                }
-                positions.elements.insert(worker, ranges);
+                positions
+                    .elements
+                    .insert(worker, IndexRanges::from_bounds(&w.consumed)?);
             }
         }
         for c in checkpoint.consumed {

@@ -60,6 +60,14 @@ pub(crate) struct IterationParams {
     pub start: Positions,
 }
 
+impl IterationParams {
+    /// A consumer of a shared parallel_epochs job: its positions are the
+    /// element indices it consumed per worker (others' interleave).
+    fn per_element(&self) -> bool {
+        self.mode == ProcessingMode::ParallelEpochs && self.job_name.is_some()
+    }
+}
+
 /// The reader's end of a running iteration.
 pub(crate) struct Iteration {
     rx: mpsc::Receiver<Item>,
@@ -97,7 +105,7 @@ struct SharedSignals {
 struct SharedConsumer {
     iteration: i64,
     client: i64,
-    consumers: Arc<SharedSignals>,
+    signals: Arc<SharedSignals>,
     /// Told the dispatcher it checkpoints (once per read), so that a
     /// restoration of the iteration waits for it: a checkpoint taken before
     /// another consumer joined does not count that one.
@@ -134,7 +142,7 @@ impl Iteration {
             ));
         }
         if let Some(reason) = self.shared.as_ref().and_then(|s| {
-            s.consumers
+            s.signals
                 .restarted_worker
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -149,7 +157,7 @@ impl Iteration {
         let shared = self.shared.as_ref().map(|s| crate::checkpoint::SharedRead {
             iteration: s.iteration,
             client: s.client,
-            consumers: s.consumers.consumers.load(Ordering::SeqCst).max(1),
+            consumers: s.signals.consumers.load(Ordering::SeqCst).max(1),
         });
         positions.encode(dataset, shared)
     }
@@ -179,7 +187,7 @@ impl Iteration {
         match answer {
             Ok(response) => {
                 shared
-                    .consumers
+                    .signals
                     .consumers
                     .fetch_max(response.tfdata_iteration_clients, Ordering::SeqCst);
             }
@@ -378,9 +386,7 @@ pub(crate) async fn start(
                 origin_client_id: s.client,
                 consumers: s.consumers,
             }),
-        tfdata_consumed_elements: if params.mode == ProcessingMode::ParallelEpochs
-            && params.job_name.is_some()
-        {
+        tfdata_consumed_elements: if params.per_element() {
             params.start.consumed_element_ranges()
         } else {
             Vec::new()
@@ -391,16 +397,15 @@ pub(crate) async fn start(
     })
     .await?;
     let client_id = IterationClientId(joined.iteration_client_id);
-    let consumers = Arc::new(SharedSignals {
+    let signals = Arc::new(SharedSignals {
         consumers: AtomicI64::new(1),
         restarted_worker: std::sync::Mutex::new(None),
     });
-    let params_per_element =
-        params.mode == ProcessingMode::ParallelEpochs && params.job_name.is_some();
+    let per_element = params.per_element();
     let shared = params.job_name.is_some().then(|| SharedConsumer {
         iteration: joined.tfdata_iteration_id,
         client: client_id.0,
-        consumers: Arc::clone(&consumers),
+        signals: Arc::clone(&signals),
         registered: Default::default(),
         dispatcher: dispatcher.clone(),
         dispatcher_timeout: params.dispatcher_timeout,
@@ -460,7 +465,7 @@ pub(crate) async fn start(
             );
         }
         None => {
-            handle.spawn(drive(dispatcher, params, client_id, fetch, consumers).instrument(span));
+            handle.spawn(drive(dispatcher, params, client_id, fetch, signals).instrument(span));
         }
     }
     Ok(Iteration {
@@ -472,7 +477,7 @@ pub(crate) async fn start(
         unresumable,
         taken_any: false,
         shared,
-        per_element: params_per_element,
+        per_element,
         _stop_driver: cancel.drop_guard(),
     })
 }
@@ -500,7 +505,7 @@ async fn drive(
     params: IterationParams,
     client_id: IterationClientId,
     fetch: Arc<FetchContext>,
-    consumers: Arc<SharedSignals>,
+    signals: Arc<SharedSignals>,
 ) {
     let cancel = fetch.cancel.clone();
     // A restoration's consumers still to join, as last logged.
@@ -509,7 +514,7 @@ async fn drive(
     let mut fetchers: JoinSet<FetchEnd> = JoinSet::new();
     let mut known_tasks: HashSet<TaskId> = HashSet::new();
     // Shared parallel_epochs: the task read from each worker address.
-    let per_element = params.mode == ProcessingMode::ParallelEpochs && params.job_name.is_some();
+    let per_element = params.per_element();
     let mut task_of_worker: HashMap<String, TaskId> = HashMap::new();
     // Tasks that left the iteration, and their receipts not yet sent.
     let mut left: HashSet<TaskId> = HashSet::new();
@@ -541,7 +546,7 @@ async fn drive(
                 match dispatcher.reader_heartbeat(request).await {
                     Ok(response) => {
                         receipts.clear();
-                        consumers.consumers.fetch_max(response.tfdata_iteration_clients, Ordering::SeqCst);
+                        signals.consumers.fetch_max(response.tfdata_iteration_clients, Ordering::SeqCst);
                         if response.tfdata_restores_awaited != awaited_restores {
                             awaited_restores = response.tfdata_restores_awaited;
                             if awaited_restores > 0 {
@@ -578,7 +583,7 @@ async fn drive(
                                 && let Some(old) = task_of_worker.insert(task.worker_address.clone(), id)
                                 && old != id
                             {
-                                let mut restarted = consumers.restarted_worker.lock().unwrap_or_else(|p| p.into_inner());
+                                let mut restarted = signals.restarted_worker.lock().unwrap_or_else(|p| p.into_inner());
                                 restarted.get_or_insert_with(|| format!(
                                     "worker {} restarted during this shared parallel_epochs read and \
                                      started its sequence again (task {} replaced task {}), so a \

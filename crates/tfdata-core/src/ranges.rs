@@ -75,6 +75,13 @@ impl IndexRanges {
             .map(|(s, _)| *s)
     }
 
+    /// Adds every index of `other`.
+    pub fn union_with(&mut self, other: &IndexRanges) {
+        for (&start, &end) in &other.0 {
+            self.insert_range(start, end);
+        }
+    }
+
     /// start0, end0, start1, end1, … ascending.
     pub fn bounds(&self) -> Vec<i64> {
         self.0.iter().flat_map(|(s, e)| [*s, *e]).collect()
@@ -116,6 +123,12 @@ mod tests {
         }
         assert_eq!(r.bounds(), vec![0, 4, 5, 10, 12, 13]);
         assert_eq!(r.count(), 10);
+        let mut other = IndexRanges::default();
+        other.insert_range(3, 6);
+        other.insert_range(30, 31);
+        let mut union = r.clone();
+        union.union_with(&other);
+        assert_eq!(union.bounds(), vec![0, 10, 12, 13, 30, 31]);
         r.insert(4);
         r.insert_range(11, 20);
         assert_eq!(r.bounds(), vec![0, 10, 11, 20]);

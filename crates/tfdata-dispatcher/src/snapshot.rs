@@ -419,7 +419,11 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
             .collect(),
         consumed,
         checkpointers: it.checkpointers.iter().copied().collect(),
-        consumed_elements: crate::state::consumed_elements("snapshot", &it.consumed_elements)?,
+        consumed_elements: crate::state::consumed_elements("snapshot", &it.consumed_elements)
+            .map_err(|e| Error::DataLoss {
+                location: "dispatcher state snapshot".into(),
+                reason: format!("iteration {}: {e}", it.id),
+            })?,
         restoration: match &it.restoration {
             None => None,
             Some(r)

@@ -547,16 +547,13 @@ impl DispatcherState {
                 // Nothing was handed out while it gathered: the union is
                 // what it skips.
                 for (key, ranges) in consumed {
-                    let into = it.consumed.entry(key).or_default();
-                    for pair in ranges.bounds().chunks_exact(2) {
-                        into.insert_range(pair[0], pair[1]);
-                    }
+                    it.consumed.entry(key).or_default().union_with(&ranges);
                 }
                 for (worker, ranges) in elements {
-                    let into = it.consumed_elements.entry(worker).or_default();
-                    for pair in ranges.bounds().chunks_exact(2) {
-                        into.insert_range(pair[0], pair[1]);
-                    }
+                    it.consumed_elements
+                        .entry(worker)
+                        .or_default()
+                        .union_with(&ranges);
                 }
                 if let Some(r) = &mut it.restoration {
                     r.expected = r.expected.max(u.consumers);
@@ -726,11 +723,9 @@ pub(crate) fn consumed_elements(
                 "a consumed-elements entry without a worker address".into(),
             ));
         }
+        // Refuses negative indices too.
         let ranges = tfdata_core::ranges::IndexRanges::from_bounds(&w.bounds)
             .map_err(|e| bad(what, e.to_string()))?;
-        if ranges.bounds().first().is_some_and(|s| *s < 0) {
-            return Err(bad(what, "negative element indices".into()));
-        }
         if !ranges.is_empty() {
             consumed.insert(w.worker_address.clone(), ranges);
         }
