@@ -142,11 +142,12 @@ impl Dispatcher {
         }
         negotiate_pending_task(&mut txn, client, iteration_id, &req)?;
         receive_splits(&mut txn, client, iteration_id, req.tfdata_receipts)?;
-        let recorded = txn
-            .state
-            .iteration(iteration_id)
-            .is_some_and(|it| it.checkpointers.contains(&client.0));
-        if req.tfdata_checkpoint_taken && !recorded {
+        if req.tfdata_checkpoint_taken
+            && !txn
+                .state
+                .iteration(iteration_id)
+                .is_some_and(|it| it.checkpointers.contains(&client.0))
+        {
             txn.apply(UpdateType::TfdataCheckpointTaken(
                 wire::CheckpointTakenUpdate {
                     iteration_client_id: client.0,
