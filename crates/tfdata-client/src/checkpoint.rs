@@ -3,8 +3,8 @@
 //! restored reader starts its tasks at.
 //!
 //! What is covered: reads from tfdata workers over the element stream, of
-//! their own job or of a job shared through `job_name`; not coordinated
-//! reads or cross-trainer caches.
+//! their own job or of a job shared through `job_name`, and coordinated
+//! parallel_epochs reads; not cross-trainer caches.
 //!
 //! - `parallel_epochs`: each worker produces the whole dataset in its own
 //!   order, so a position is "the next element of that worker's sequence"
@@ -36,6 +36,17 @@
 //!   consumed (they produce and drop them). A worker restarted during a
 //!   shared parallel_epochs read starts its sequence again (as in
 //!   TensorFlow), so that read's `checkpoint()` fails from then on.
+//!
+//! - A coordinated read (`num_consumers`, parallel_epochs): in every round
+//!   consumer `c` of `n` gets element `k * n + c` of each worker's sequence
+//!   (workers number a round's elements), so its position per worker is the
+//!   number of that worker's rounds it consumed, kept as `rounds * n`: the
+//!   elements behind every consumer when all checkpoint at the same step, as
+//!   synchronous training does. Restoring every consumer resumes the read as
+//!   a shared job's restoration whose workers drop those elements; the
+//!   dispatcher refuses consumers whose checkpoints disagree, since rounds
+//!   could not line up again. A worker that restarted its sequence serves
+//!   an index off the consumer's stride: that read's `checkpoint()` fails.
 //!
 //! Everything else fails at `checkpoint()`, naming why, rather than resuming
 //! wrongly.
@@ -73,8 +84,11 @@ pub(crate) fn unresumable_read(
              {mode}"
         ));
     }
-    if coordinated {
-        return Some("reader checkpoints do not cover coordinated reads yet".into());
+    if coordinated && mode != ProcessingMode::ParallelEpochs {
+        return Some(format!(
+            "reader checkpoints cover coordinated reads in parallel_epochs; this coordinated \
+             read is {mode} (a round's element names no splits)"
+        ));
     }
     if cross_trainer_cache {
         return Some("reader checkpoints do not cover cross-trainer caches".into());
@@ -109,6 +123,13 @@ pub(crate) struct SharedRead {
     pub consumers: i64,
 }
 
+/// A coordinated read's consumer: its index, of how many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Coordinated {
+    pub consumer: i64,
+    pub consumers: i64,
+}
+
 /// Where a reader is: in parallel_epochs, per worker, the index of the next
 /// element it has not consumed in that worker's sequence; in
 /// distributed_epoch, the splits it consumed.
@@ -125,6 +146,9 @@ pub(crate) struct Positions {
     /// A shared parallel_epochs job's consumer: per worker, the indices of
     /// the elements it consumed (others' elements interleave with them).
     elements: HashMap<Arc<str>, IndexRanges>,
+    /// A coordinated read: `next` holds, per worker, the rounds consumed
+    /// times the number of consumers.
+    pub coordinated: Option<Coordinated>,
 }
 
 impl Positions {
@@ -145,17 +169,48 @@ impl Positions {
             .insert_range(first, first.saturating_add(count));
     }
 
+    /// A coordinated read's consumer took element `index` of `worker`'s
+    /// sequence: the next on its stride, or the read cannot be checkpointed.
+    pub(crate) fn consumed_in_round(&mut self, worker: &Arc<str>, index: i64) {
+        let Some(c) = self.coordinated else {
+            return;
+        };
+        let behind = self.next.entry(Arc::clone(worker)).or_insert(0);
+        let expected = behind.saturating_add(c.consumer);
+        if index == expected {
+            *behind = behind.saturating_add(c.consumers);
+        } else if self.unresumable.is_none() {
+            self.unresumable = Some(format!(
+                "worker {worker} served element {index} of its sequence where consumer {} of {} \
+                 expected element {expected} (the worker restarted and started its sequence \
+                 again), so a checkpoint cannot say where this coordinated read is",
+                c.consumer, c.consumers
+            ));
+        }
+    }
+
     /// Per worker, the elements consumed, as a restored shared job's
-    /// restoration is told them.
+    /// restoration is told them: a coordinated read's, the elements behind
+    /// every consumer.
     pub(crate) fn consumed_element_ranges(&self) -> Vec<TfdataWorkerRanges> {
-        let mut ranges: Vec<TfdataWorkerRanges> = self
-            .elements
-            .iter()
-            .map(|(worker, r)| TfdataWorkerRanges {
-                worker_address: worker.to_string(),
-                bounds: r.bounds(),
-            })
-            .collect();
+        let mut ranges: Vec<TfdataWorkerRanges> = if self.coordinated.is_some() {
+            self.next
+                .iter()
+                .filter(|(_, behind)| **behind > 0)
+                .map(|(worker, behind)| TfdataWorkerRanges {
+                    worker_address: worker.to_string(),
+                    bounds: vec![0, *behind],
+                })
+                .collect()
+        } else {
+            self.elements
+                .iter()
+                .map(|(worker, r)| TfdataWorkerRanges {
+                    worker_address: worker.to_string(),
+                    bounds: r.bounds(),
+                })
+                .collect()
+        };
         ranges.sort_by(|a, b| a.worker_address.cmp(&b.worker_address));
         ranges
     }
@@ -264,6 +319,8 @@ impl Positions {
             origin_iteration_id: shared.map_or(0, |s| s.iteration),
             origin_client_id: shared.map_or(0, |s| s.client),
             consumers: shared.map_or(0, |s| s.consumers),
+            consumer_index: self.coordinated.map_or(0, |c| c.consumer),
+            num_consumers: self.coordinated.map_or(0, |c| c.consumers),
         }
         .encode_to_vec())
     }
@@ -312,11 +369,32 @@ impl Positions {
                 consumers: checkpoint.consumers,
             });
         }
+        if checkpoint.num_consumers != 0 {
+            if !(0..checkpoint.num_consumers).contains(&checkpoint.consumer_index) {
+                return Err(Error::InvalidArgument(format!(
+                    "reader checkpoint names consumer {} of {}",
+                    checkpoint.consumer_index, checkpoint.num_consumers
+                )));
+            }
+            positions.coordinated = Some(Coordinated {
+                consumer: checkpoint.consumer_index,
+                consumers: checkpoint.num_consumers,
+            });
+        }
         for w in checkpoint.workers {
             if w.worker_address.is_empty() || w.next_index < 0 {
                 return Err(Error::InvalidArgument(format!(
                     "reader checkpoint has an invalid position {:?} for worker {:?}",
                     w.next_index, w.worker_address
+                )));
+            }
+            if let Some(c) = positions.coordinated
+                && w.next_index % c.consumers != 0
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "coordinated reader checkpoint has {} elements of worker {:?} behind its \
+                     {} consumers, not whole rounds",
+                    w.next_index, w.worker_address, c.consumers
                 )));
             }
             let worker: Arc<str> = Arc::from(w.worker_address.as_str());
@@ -390,6 +468,53 @@ mod tests {
         assert!(err(Positions::decode(&future, ds)).contains("format 2"));
         p.consumed_unnumbered("tf:3");
         assert!(p.encode(ds, None).unwrap_err().to_string().contains("tf:3"));
+    }
+
+    #[test]
+    fn a_coordinated_consumer_counts_whole_rounds_and_refuses_an_index_off_its_stride() {
+        let ds = DatasetIdentity {
+            id: "ds",
+            fingerprint: fingerprint(b"pipeline"),
+            mode: ProcessingMode::ParallelEpochs,
+        };
+        let me = Coordinated {
+            consumer: 1,
+            consumers: 3,
+        };
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a:1"), Arc::from("b:2"));
+        let mut p = Positions {
+            coordinated: Some(me),
+            ..Default::default()
+        };
+        // Rounds 0 and 1 of a, round 0 of b: elements k * 3 + 1.
+        p.consumed_in_round(&a, 1);
+        p.consumed_in_round(&b, 1);
+        p.consumed_in_round(&a, 4);
+        let back = Positions::decode(&p.encode(ds, None).unwrap(), ds).unwrap();
+        assert_eq!(back.coordinated, Some(me));
+        assert_eq!((back.start_of("a:1"), back.start_of("b:2")), (6, 3));
+        let ranges: Vec<(String, Vec<i64>)> = back
+            .consumed_element_ranges()
+            .into_iter()
+            .map(|r| (r.worker_address, r.bounds))
+            .collect();
+        assert_eq!(
+            ranges,
+            vec![("a:1".into(), vec![0, 6]), ("b:2".into(), vec![0, 3])]
+        );
+        // The next round of a is element 7; a worker that started over
+        // serves 1 again: no checkpoint from then on.
+        let mut restarted = back.clone();
+        restarted.consumed_in_round(&a, 1);
+        let err = restarted.encode(ds, None).unwrap_err().to_string();
+        assert!(err.contains("expected element 7"), "{err}");
+        // Not whole rounds, or a consumer out of range: damaged.
+        let mut bad = ReaderCheckpoint::decode(p.encode(ds, None).unwrap().as_slice()).unwrap();
+        bad.workers[0].next_index = 5;
+        assert!(Positions::decode(&bad.encode_to_vec(), ds).is_err());
+        bad.workers[0].next_index = 6;
+        bad.consumer_index = 3;
+        assert!(Positions::decode(&bad.encode_to_vec(), ds).is_err());
     }
 
     #[test]

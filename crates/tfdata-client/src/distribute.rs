@@ -627,6 +627,28 @@ impl DistributedDataset {
             return Err(Error::FailedPrecondition(reason));
         }
         let start = Positions::decode(checkpoint, self.identity().await?)?;
+        let coordinated = inner
+            .options
+            .consumer_index
+            .zip(inner.options.num_consumers)
+            .map(|(consumer, consumers)| crate::checkpoint::Coordinated {
+                consumer,
+                consumers,
+            });
+        if start.coordinated != coordinated {
+            let describe = |c: Option<crate::checkpoint::Coordinated>| match c {
+                Some(c) => format!(
+                    "consumer {} of {} of a coordinated read",
+                    c.consumer, c.consumers
+                ),
+                None => "a read that is not coordinated".to_string(),
+            };
+            return Err(Error::InvalidArgument(format!(
+                "the checkpoint was taken by {}; this read is {}",
+                describe(start.coordinated),
+                describe(coordinated)
+            )));
+        }
         match (inner.options.job_name.is_some(), start.shared.is_some()) {
             (true, false) => {
                 return Err(Error::FailedPrecondition(

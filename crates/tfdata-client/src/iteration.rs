@@ -64,7 +64,17 @@ impl IterationParams {
     /// A consumer of a shared parallel_epochs job: its positions are the
     /// element indices it consumed per worker (others' interleave).
     fn per_element(&self) -> bool {
-        self.mode == ProcessingMode::ParallelEpochs && self.job_name.is_some()
+        self.mode == ProcessingMode::ParallelEpochs
+            && self.job_name.is_some()
+            && self.consumer_index.is_none()
+    }
+
+    /// A coordinated read's consumer: which, of how many.
+    fn coordinated(&self) -> Option<crate::checkpoint::Coordinated> {
+        Some(crate::checkpoint::Coordinated {
+            consumer: self.consumer_index?,
+            consumers: self.num_consumers?,
+        })
     }
 }
 
@@ -302,6 +312,11 @@ fn record(positions: &mut Positions, delivery: &Delivery, per_element: bool) {
         }
     }
     match &delivery.origin {
+        Origin::Numbered { worker, first } if positions.coordinated.is_some() => {
+            if delivery.taken > 0 {
+                positions.consumed_in_round(worker, *first);
+            }
+        }
         Origin::Numbered { worker, first } if per_element => {
             positions.consumed_elements(worker, *first, delivery.taken)
         }
@@ -386,7 +401,9 @@ pub(crate) async fn start(
                 origin_client_id: s.client,
                 consumers: s.consumers,
             }),
-        tfdata_consumed_elements: if params.per_element() {
+        // A restored shared parallel_epochs consumer (or coordinated read):
+        // the elements its restoration's workers drop.
+        tfdata_consumed_elements: if params.per_element() || params.coordinated().is_some() {
             params.start.consumed_element_ranges()
         } else {
             Vec::new()
@@ -398,7 +415,9 @@ pub(crate) async fn start(
     .await?;
     let client_id = IterationClientId(joined.iteration_client_id);
     let signals = Arc::new(SharedSignals {
-        consumers: AtomicI64::new(1),
+        // A coordinated read has exactly its consumers; a shared job's
+        // count grows with the heartbeats.
+        consumers: AtomicI64::new(params.num_consumers.unwrap_or(1)),
         restarted_worker: std::sync::Mutex::new(None),
     });
     let per_element = params.per_element();
@@ -450,7 +469,8 @@ pub(crate) async fn start(
         client = client_id.0,
         repetition = params.repetition,
     );
-    let positions = params.start.clone();
+    let mut positions = params.start.clone();
+    positions.coordinated = params.coordinated();
     match params.consumer_index {
         Some(consumer_index) => {
             handle.spawn(

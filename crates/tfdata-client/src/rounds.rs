@@ -18,7 +18,7 @@ use tfdata_rpc::retry::backoff;
 use tokio::sync::Notify;
 
 use crate::dispatcher::DispatcherClient;
-use crate::fetch::{Delivery, FetchContext, TaskEndpoint, decode_off_runtime};
+use crate::fetch::{Delivery, FetchContext, Origin, TaskEndpoint, decode_off_runtime};
 
 /// After this many failed attempts at one task in one round, a consumer asks
 /// the dispatcher to remove it (TensorFlow: after the first failed retry).
@@ -124,16 +124,16 @@ pub(crate) async fn drive(
         for ((task, result), permit) in tasks.iter().zip(results).zip(permits) {
             let task_id = TaskId(task.task_id);
             match result {
-                Ok(Slot::Element(e)) => {
+                Ok(Slot::Element(e, index)) => {
                     skipped_previous.insert(task_id, false);
-                    if !fetch
-                        .send(Ok(Delivery::element(
-                            e,
-                            permit,
-                            std::sync::Arc::from(task.worker_address.as_str()),
-                        )))
-                        .await
-                    {
+                    let worker = Arc::from(task.worker_address.as_str());
+                    // A tfdata worker numbers its rounds' elements: the
+                    // reader's checkpoint counts rounds per worker by them.
+                    let origin = match index {
+                        Some(first) => Origin::Numbered { worker, first },
+                        None => Origin::Unnumbered { worker },
+                    };
+                    if !fetch.send(Ok(Delivery::element(e, permit, origin))).await {
                         break 'rounds;
                     }
                 }
@@ -152,11 +152,20 @@ pub(crate) async fn drive(
         round += 1;
     }
     heartbeats.abort();
+    // Coordinated reads share a job: as `iteration::drive` does for those,
+    // the consumer stays a client until its iterator goes, so a checkpoint
+    // taken now is still recorded for the job's restoration.
+    // The reader sees the end once the context (its channel's sender) goes.
+    let cancel = fetch.cancel.clone();
+    drop(fetch);
+    cancel.cancelled().await;
     dispatcher.release_reader(client_id).await;
 }
 
 enum Slot {
-    Element(Element),
+    /// An element, with its index in the task's sequence if the worker
+    /// gave it (tfdata's do).
+    Element(Element, Option<i64>),
     Skipped,
     Removed,
 }
@@ -238,9 +247,10 @@ async fn fetch_slot(
                         task.task_id, task.address
                     )));
                 }
+                let index = response.tfdata_element_index;
                 return decode_off_runtime(&task, response.element)
                     .await
-                    .map(Slot::Element);
+                    .map(|e| Slot::Element(e, index));
             }
             Err(status) => {
                 let err = Error::from(status);
@@ -276,6 +286,8 @@ async fn heartbeat_loop(
     reader: Arc<crate::metrics::ReaderStats>,
 ) {
     let mut target = crate::metrics::TargetTime::default();
+    // A restoration's consumers still to join, as last logged.
+    let mut awaited_restores = 0;
     loop {
         let (current_round, blocked_round) = {
             let s = lock(&shared);
@@ -294,6 +306,16 @@ async fn heartbeat_loop(
         };
         match dispatcher.reader_heartbeat(request).await {
             Ok(r) => {
+                if r.tfdata_restores_awaited != awaited_restores {
+                    awaited_restores = r.tfdata_restores_awaited;
+                    if awaited_restores > 0 {
+                        tracing::info!(
+                            awaited = awaited_restores,
+                            "restored coordinated read: waiting for its other consumers to \
+                             restore before any round"
+                        );
+                    }
+                }
                 let mut s = lock(&shared);
                 s.tasks = r.task_info;
                 s.block_round = match r.block_round {

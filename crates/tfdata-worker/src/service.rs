@@ -618,6 +618,9 @@ impl Worker {
                     element_index: index,
                     end_of_sequence: false,
                     skip_task: false,
+                    // A round's element: its index in the task's sequence,
+                    // which coordinated readers' checkpoints count by.
+                    tfdata_element_index: coordinated.map(|_| index),
                 };
                 let sent = &self.metrics().get_element;
                 sent.elements.inc();

@@ -60,7 +60,7 @@ impl TaskRunner {
                 .then(|| CrossTrainerCache::new(cache_budget_bytes)),
             round_robin: def
                 .num_consumers
-                .map(|n| RoundRobin::new(n.max(1) as usize)),
+                .map(|n| RoundRobin::new(n.max(1) as usize, consumed_elements(&def))),
             def,
             ledger: Arc::new(SplitLedger::idle()),
             span: tracing::Span::none(),
@@ -185,8 +185,8 @@ impl TaskRunner {
     }
 }
 
-/// A restored shared job's elements consumed before the restore: never
-/// served. Malformed ranges (our dispatcher checks them first) are logged
+/// A restored shared job's (or coordinated read's) elements consumed
+/// before the restore: never served. Malformed ranges (our dispatcher checks them first) are logged
 /// and serve everything, as a task of an ordinary job.
 fn consumed_elements(def: &TaskDef) -> tfdata_core::ranges::IndexRanges {
     match tfdata_core::ranges::IndexRanges::from_bounds(&def.tfdata_consumed_elements) {
@@ -435,6 +435,54 @@ mod tests {
             }
         }
         assert_eq!(served, vec![2, 3, 7, 8, 10, 11, 12, 13]);
+    }
+
+    /// A coordinated read's task numbers each round's elements by their
+    /// place in the sequence (consumer `c` of 2 gets `k * 2 + c`, also
+    /// across a skipped round), and a restored one drops the rounds its
+    /// consumers had consumed and numbers the rest from there.
+    #[tokio::test]
+    async fn round_robin_elements_keep_their_index_and_a_restored_task_skips_consumed_rounds() {
+        async fn round(task: &TaskRunner, round: i64) -> Vec<(i64, i64)> {
+            let (a, b) = tokio::join!(
+                task.next_for_round(0, round, false),
+                task.next_for_round(1, round, false)
+            );
+            [a.unwrap(), b.unwrap()]
+                .into_iter()
+                .map(|next| match next {
+                    Next::Element { payload, index } => {
+                        let Payload::Uncompressed(u) = payload else {
+                            panic!("compressed")
+                        };
+                        let v = element::from_uncompressed(&u).unwrap().components[0]
+                            .to_scalar::<i64>()
+                            .unwrap();
+                        (index, v)
+                    }
+                    _ => panic!("no element in a round that waits"),
+                })
+                .collect()
+        }
+        let def = TaskDef {
+            num_consumers: Some(2),
+            ..Default::default()
+        };
+        let task = TaskRunner::new(def.clone(), 4);
+        task.run_pipeline(Dataset::range(100), IterContext::new(), false);
+        assert_eq!(round(&task, 0).await, vec![(0, 0), (1, 1)]);
+        assert_eq!(round(&task, 1).await, vec![(2, 2), (3, 3)]);
+
+        let restored = TaskRunner::new(
+            TaskDef {
+                tfdata_consumed_elements: vec![0, 6],
+                ..def
+            },
+            4,
+        );
+        restored.run_pipeline(Dataset::range(100), IterContext::new(), false);
+        assert_eq!(round(&restored, 0).await, vec![(6, 6), (7, 7)]);
+        assert_eq!(round(&restored, 1).await, vec![(8, 8), (9, 9)]);
     }
 
     #[tokio::test]

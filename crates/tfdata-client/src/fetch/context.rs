@@ -77,20 +77,17 @@ pub(crate) struct Delivery {
 pub(crate) enum Origin {
     /// A stream batch: its first element's index in the task.
     Numbered { worker: Arc<str>, first: i64 },
-    /// `GetElement` answers carry no index.
+    /// `GetElement` answers carry no index, except a tfdata worker's in a
+    /// coordinated read (`Numbered`).
     Unnumbered { worker: Arc<str> },
 }
 
 impl Delivery {
     /// One element read with `GetElement`, holding its permit.
-    pub(crate) fn element(
-        element: Element,
-        permit: OwnedSemaphorePermit,
-        worker: Arc<str>,
-    ) -> Self {
+    pub(crate) fn element(element: Element, permit: OwnedSemaphorePermit, origin: Origin) -> Self {
         Delivery {
             elements: vec![element].into_iter(),
-            origin: Origin::Unnumbered { worker },
+            origin,
             taken: 0,
             splits: None,
             _permit: Some(permit),

@@ -11,7 +11,7 @@ use tfdata_proto::data::{self as wire, get_element_response};
 use tfdata_rpc::retry::backoff;
 
 use super::context::{
-    DECODE_OFF_RUNTIME_BYTES, Delivery, FetchContext, FetchEnd, TaskEndpoint, retry_or_fail,
+    DECODE_OFF_RUNTIME_BYTES, Delivery, FetchContext, FetchEnd, Origin, TaskEndpoint, retry_or_fail,
 };
 
 fn decode(task: &TaskEndpoint, element: Option<get_element_response::Element>) -> Result<Element> {
@@ -92,7 +92,9 @@ pub(crate) async fn get_elements(ctx: Arc<FetchContext>, task: TaskEndpoint) -> 
             .send(Ok(Delivery::element(
                 element,
                 permit,
-                Arc::clone(&task.worker),
+                Origin::Unnumbered {
+                    worker: Arc::clone(&task.worker),
+                },
             )))
             .await
         {

@@ -6,8 +6,10 @@
 //! is taken; a concurrent caller that created the same job or iteration
 //! meanwhile wins, and the providers built here are dropped.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use tfdata_core::ranges::IndexRanges;
 use tfdata_core::{DatasetId, Error, JobId, Result};
 use tfdata_proto::data::{
     self as wire, processing_mode_def::ShardingPolicy, update::UpdateType,
@@ -192,8 +194,9 @@ impl Dispatcher {
             Vec::new()
         };
         check_consumed_ranges(&req.tfdata_consumed, providers.len())?;
-        crate::state::consumed_elements("GetOrCreateIteration", &req.tfdata_consumed_elements)
-            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let elements =
+            crate::state::consumed_elements("GetOrCreateIteration", &req.tfdata_consumed_elements)
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
         let mut txn = self.ledger.begin().await;
         // The consumers that took checkpoints of the origin iteration, if
         // this dispatcher still knows it: a checkpoint taken before another
@@ -203,6 +206,17 @@ impl Dispatcher {
             .consumers
             .max(known_checkpointers(&txn.state, &job, &restore));
         let (target, restore) = find_restoration(&txn.state, &job, restore)?;
+        if let Some(n) = job.num_consumers {
+            let joined = target
+                .and_then(|id| txn.state.iteration(id))
+                .filter(|it| {
+                    it.restoration
+                        .as_ref()
+                        .is_some_and(|r| !r.joined.is_empty())
+                })
+                .map(|it| &it.consumed_elements);
+            check_coordinated_restore(&job.name, n, &elements, joined)?;
+        }
         let iteration_id = match target {
             Some(id) => id,
             None => {
@@ -532,6 +546,49 @@ fn restoration_job_name(job: &str, origin: i64) -> String {
 /// restoration. A consumer that arrives after a restoration of its origin
 /// resumed without it is refused: what it consumed may be handed out
 /// again already.
+/// A coordinated read's rounds line up again after a restore only if every
+/// consumer checkpointed at the same step: each names, per worker, the same
+/// whole rounds, the first `rounds * num_consumers` elements. `joined`: what
+/// the consumers that joined the restoration before this one named.
+fn check_coordinated_restore(
+    job_name: &str,
+    num_consumers: i64,
+    elements: &BTreeMap<String, IndexRanges>,
+    joined: Option<&BTreeMap<String, IndexRanges>>,
+) -> Result<()> {
+    for (worker, ranges) in elements {
+        let whole_rounds = ranges
+            .covering(0)
+            .filter(|end| end % num_consumers.max(1) == 0 && ranges.count() == *end as u64);
+        if whole_rounds.is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "a coordinated read's checkpoint names elements {:?} of worker {worker}, not \
+                 the first whole rounds of {num_consumers} consumers",
+                ranges.bounds()
+            )));
+        }
+    }
+    if let Some(joined) = joined
+        && joined != elements
+    {
+        let describe = |m: &BTreeMap<String, IndexRanges>| {
+            m.iter()
+                .map(|(w, r)| format!("{w}: {}", r.count() / num_consumers.max(1) as u64))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(Error::FailedPrecondition(format!(
+            "the consumers of coordinated read {job_name} restore checkpoints taken at different \
+             steps: this one had consumed rounds per worker {{{}}}, those restored before it \
+             {{{}}}. Coordinated reads resume only when every consumer restores the checkpoint \
+             of the same step",
+            describe(elements),
+            describe(joined)
+        )));
+    }
+    Ok(())
+}
+
 fn find_restoration(
     state: &DispatcherState,
     job: &Job,

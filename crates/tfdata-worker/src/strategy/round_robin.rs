@@ -4,10 +4,18 @@
 //! request allows skipping) and gives consumer `c` the `c`-th. A round that
 //! cannot be filled in time is skipped by everyone; elements already pulled
 //! stay buffered for the next round.
+//!
+//! Elements keep their index in the task's sequence (served with them), so
+//! round after round consumer `c` gets the elements `k * n + c`: a
+//! coordinated reader's checkpoint counts its rounds per worker by them. A
+//! restored coordinated read's task (the definition's
+//! `tfdata_consumed_elements`, the first `rounds * n` elements) produces and
+//! drops those elements and numbers the rest from there.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
+use tfdata_core::ranges::IndexRanges;
 use tfdata_core::{Error, Result};
 use tfdata_proto::data::get_element_response::Element as Payload;
 use tokio::sync::{Mutex, Notify};
@@ -19,7 +27,8 @@ use crate::producer::Producer;
 pub const ROUND_WAIT: Duration = Duration::from_millis(100);
 
 enum RoundResult {
-    Elements(Vec<Payload>),
+    /// Each consumer's element, with its index in the task's sequence.
+    Elements(Vec<(i64, Payload)>),
     Skipped,
 }
 
@@ -39,23 +48,50 @@ struct State {
     waiting: HashMap<i64, HashSet<i64>>,
     /// Done rounds not yet delivered to every consumer.
     done: HashMap<i64, Round>,
-    /// Elements pulled for a round that was then skipped.
-    buffer: VecDeque<Payload>,
+    /// Elements pulled for a round that was then skipped, with their indices.
+    buffer: VecDeque<(i64, Payload)>,
+    /// The index of the next element pulled from the pipeline.
+    next_index: i64,
 }
 
 pub struct RoundRobin {
     num_consumers: usize,
     state: Mutex<State>,
     round_done: Notify,
+    /// Elements consumed before a restore: produced, never served.
+    consumed: IndexRanges,
 }
 
 impl RoundRobin {
-    pub fn new(num_consumers: usize) -> Self {
+    /// Rounds of `num_consumers` elements that never serve those at
+    /// `consumed`.
+    pub fn new(num_consumers: usize, consumed: IndexRanges) -> Self {
         RoundRobin {
             num_consumers,
             state: Mutex::new(State::default()),
             round_done: Notify::new(),
+            consumed,
         }
+    }
+
+    /// The next element of the pipeline that was not consumed before a
+    /// restore, with its index; `None` if none came within `wait`.
+    async fn pull(
+        &self,
+        st: &mut State,
+        producer: &Producer,
+        wait: Option<Duration>,
+    ) -> Result<Option<(i64, Payload)>> {
+        if let Some(end) = self.consumed.covering(st.next_index) {
+            producer.skip(end.saturating_sub(st.next_index) as u64);
+            st.next_index = end;
+        }
+        let Some(payload) = producer.pull(wait).await? else {
+            return Ok(None);
+        };
+        let index = st.next_index;
+        st.next_index += 1;
+        Ok(Some((index, payload)))
     }
 
     pub async fn get(
@@ -79,10 +115,13 @@ impl RoundRobin {
             }
             if let Some(done) = st.done.get_mut(&round) {
                 let next = match &done.result {
-                    RoundResult::Elements(items) => Next::Element {
-                        payload: items[consumer as usize].clone(),
-                        index: round * n + consumer,
-                    },
+                    RoundResult::Elements(items) => {
+                        let (index, payload) = &items[consumer as usize];
+                        Next::Element {
+                            payload: payload.clone(),
+                            index: *index,
+                        }
+                    }
                     RoundResult::Skipped => Next::Skip,
                 };
                 done.delivered.insert(consumer);
@@ -113,8 +152,8 @@ impl RoundRobin {
                     if left.is_some_and(|l| l.is_zero()) {
                         break;
                     }
-                    match producer.pull(left).await? {
-                        Some(p) => st.buffer.push_back(p),
+                    match self.pull(&mut st, producer, left).await? {
+                        Some(item) => st.buffer.push_back(item),
                         None => break,
                     }
                 }
