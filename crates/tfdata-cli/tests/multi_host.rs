@@ -396,3 +396,206 @@ fn links_with_50_ms_of_delay() {
         ));
     }
 }
+
+/// Three dispatchers sharing a work_dir (high availability), each on a host
+/// of its own, behind one DNS name that resolves to all three (as a
+/// Kubernetes headless Service over them does). Workers and the reader are
+/// given that one name; each call goes to one of its addresses, and a
+/// standby's UNAVAILABLE moves the caller to the next. The leader is
+/// SIGKILLed twice mid-read (and restarted as a standby): the read finishes
+/// with every element exactly once (distributed_epoch).
+#[test]
+fn dispatchers_behind_one_dns_name_fail_over() {
+    sandbox::run(
+        "dispatchers_behind_one_dns_name_fail_over",
+        dispatchers_behind_one_name,
+    );
+}
+
+fn dispatchers_behind_one_name() {
+    use netns::cluster::{DISPATCHER_PORT, FIRST_WORKER_PORT, HEARTBEAT_MS};
+    const NAME: &str = "dispatchers.tfdata.test";
+    const HTTP_PORT: u16 = 8080;
+    let mut net = netns::network::Network::new();
+    let dispatcher_hosts: Vec<netns::network::Host> = (0..3)
+        .map(|i| net.add_host(&format!("d{}", i + 1), 2 + i as u8))
+        .collect();
+    let worker_hosts: Vec<netns::network::Host> = (0..2)
+        .map(|i| net.add_host(&format!("w{}", i + 1), 11 + i as u8))
+        .collect();
+    let reader_host = net.add_host("reader", 100);
+    let addresses: Vec<_> = dispatcher_hosts.iter().map(|h| h.address).collect();
+    let _hosts = netns::network::resolve_name(NAME, &addresses);
+    let work_dir = tempfile::tempdir().unwrap();
+    let work_dir_path = work_dir.path().to_str().unwrap().to_string();
+    let start_dispatcher = |host: &netns::network::Host| {
+        let advertised = format!("{}:{DISPATCHER_PORT}", host.address);
+        let (port, http_port) = (DISPATCHER_PORT.to_string(), HTTP_PORT.to_string());
+        let args = [
+            "dispatcher",
+            "--port",
+            &port,
+            "--work-dir",
+            &work_dir_path,
+            "--fault-tolerant-mode",
+            "--leader-lease-ms",
+            "2000",
+            "--advertised-address",
+            &advertised,
+            "--http-port",
+            &http_port,
+            "--worker-timeout-ms",
+            "10000",
+        ];
+        Process::spawn(&format!("dispatcher {}", host.name), host.tfdata(&args))
+    };
+    let mut dispatchers: Vec<Option<Process>> = dispatcher_hosts
+        .iter()
+        .map(|h| Some(start_dispatcher(h)))
+        .collect();
+    // The leader: the one dispatcher whose /readyz passes.
+    let leader = |dispatchers: &[Option<Process>], limit: Duration| -> usize {
+        let deadline = Instant::now() + limit;
+        loop {
+            let ready: Vec<usize> = (0..dispatchers.len())
+                .filter(|i| dispatchers[*i].is_some() && ready(addresses[*i], HTTP_PORT))
+                .collect();
+            assert!(ready.len() <= 1, "several dispatchers ready: {ready:?}");
+            if let Some(&i) = ready.first() {
+                return i;
+            }
+            let logs: Vec<String> = dispatchers.iter().flatten().map(|p| p.logs()).collect();
+            assert!(
+                Instant::now() < deadline,
+                "no dispatcher became the leader\n{}",
+                logs.join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    leader(&dispatchers, Duration::from_secs(30));
+    let service = format!("grpc://{NAME}:{DISPATCHER_PORT}");
+    let by_name = format!("{NAME}:{DISPATCHER_PORT}");
+    let _workers: Vec<Process> = worker_hosts
+        .iter()
+        .zip(FIRST_WORKER_PORT..)
+        .map(|(host, port)| {
+            let advertised = format!("{}:%port%", host.address);
+            let port = port.to_string();
+            let args = [
+                "worker",
+                "--dispatcher-address",
+                &by_name,
+                "--port",
+                &port,
+                "--worker-address",
+                &advertised,
+                "--heartbeat-interval-ms",
+                HEARTBEAT_MS,
+            ];
+            let worker = Process::spawn(&format!("worker {}", host.name), host.tfdata(&args));
+            worker.port();
+            worker
+        })
+        .collect();
+    // Every element is a split, leased by up to a thousand per GetSplit:
+    // the read needs the leader all along, and stalls while there is none.
+    let n = 200_000;
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = dir.path().join("pipeline.json");
+    std::fs::write(&pipeline, format!(r#"{{"op": "range", "stop": {n}}}"#)).unwrap();
+    let register = [
+        "register",
+        "--service",
+        &service,
+        "--pipeline",
+        pipeline.to_str().unwrap(),
+    ];
+    let mut registering = Process::spawn("register", reader_host.tfdata(&register));
+    assert!(
+        registering
+            .wait_exit(Duration::from_secs(60))
+            .is_some_and(|s| s.success()),
+        "{}",
+        registering.logs()
+    );
+    let id = registering.stdout_lines()[0].clone();
+    let read = [
+        "read",
+        "--service",
+        &service,
+        "--dataset-id",
+        &id,
+        "--processing-mode",
+        "distributed_epoch",
+        "--task-refresh-interval-ms",
+        HEARTBEAT_MS,
+    ];
+    let mut reader = Process::spawn("reader", reader_host.tfdata(&read));
+    let everyone = |dispatchers: &[Option<Process>], reader: &Process| -> String {
+        let mut logs: Vec<String> = dispatchers.iter().flatten().map(|p| p.logs()).collect();
+        logs.extend(_workers.iter().map(|w| w.logs()));
+        logs.push(reader.logs());
+        logs.join("\n")
+    };
+    let mut failovers = Vec::new();
+    let mut want = 300;
+    for _ in 0..2 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while reader.stdout_len() < want {
+            assert!(
+                Instant::now() < deadline,
+                "the reader did not read {want} elements\n{}",
+                everyone(&dispatchers, &reader)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let old = leader(&dispatchers, Duration::from_secs(30));
+        let read_at_kill = mid_read(&mut reader, n);
+        let killed_at = Instant::now();
+        drop(dispatchers[old].take()); // SIGKILL
+        let new = leader(&dispatchers, Duration::from_secs(30));
+        let took = killed_at.elapsed();
+        report(&format!(
+            "leader {} SIGKILLed after {read_at_kill} of {n} elements: {} leads after {}",
+            dispatcher_hosts[old].name,
+            dispatcher_hosts[new].name,
+            secs(took)
+        ));
+        failovers.push(took);
+        dispatchers[old] = Some(start_dispatcher(&dispatcher_hosts[old]));
+        want = read_at_kill + 1000;
+    }
+    let status = reader.wait_exit(Duration::from_secs(120));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the read ended with {status:?}\n{}",
+        everyone(&dispatchers, &reader)
+    );
+    check_exactly(
+        &counts(&reader.stdout_lines()),
+        n,
+        1,
+        "across failovers by name",
+    );
+    report(&format!(
+        "{n} elements exactly once through {NAME} (3 addresses) across {} failovers: {failovers:?}",
+        failovers.len()
+    ));
+}
+
+/// Whether `GET /readyz` on `address:port` answers 200.
+fn ready(address: std::net::Ipv4Addr, port: u16) -> bool {
+    use std::io::{Read as _, Write as _};
+    let target = std::net::SocketAddr::from((address, port));
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&target, Duration::from_millis(300))
+    else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(300)));
+    if write!(stream, "GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
+}

@@ -62,6 +62,17 @@ pub fn check_protocol(protocol: &str) -> Result<()> {
 /// TLS in `security`, the handshake checks that the server's certificate
 /// names `host`.
 pub fn channel(address: &str, security: &ClientSecurity) -> Result<RpcChannel> {
+    channel_via(address, None, security)
+}
+
+/// [`channel`], connecting to `via` (one of the socket addresses `address`'s
+/// host resolves to) when given instead of resolving the host; the HTTP/2
+/// authority and a TLS certificate check still use `address`.
+pub fn channel_via(
+    address: &str,
+    via: Option<std::net::SocketAddr>,
+    security: &ClientSecurity,
+) -> Result<RpcChannel> {
     if tokio::runtime::Handle::try_current().is_err() {
         return Err(Error::FailedPrecondition(format!(
             "a gRPC channel to {address} must be created inside a tokio runtime"
@@ -77,7 +88,7 @@ pub fn channel(address: &str, security: &ClientSecurity) -> Result<RpcChannel> {
         .max_frame_size(crate::server::MAX_FRAME_BYTES)
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_while_idle(true);
-    Ok(security.connect_lazy(endpoint, address))
+    Ok(security.connect_lazy(endpoint, address, via))
 }
 
 pub fn dispatcher_client(channel: RpcChannel) -> DispatcherServiceClient<RpcChannel> {

@@ -173,6 +173,24 @@ impl Drop for Network {
     }
 }
 
+/// Makes every process of the sandbox resolve `name` to each of
+/// `addresses` (DNS with several records, as a Kubernetes headless Service
+/// answers): a hosts file bind-mounted over the sandbox's `/etc/hosts`. The
+/// sandbox's mount namespace is its own, so nothing outside it sees the
+/// change, and `ip netns exec` passes it on to every host.
+pub fn resolve_name(name: &str, addresses: &[Ipv4Addr]) -> tempfile::NamedTempFile {
+    use std::io::Write as _;
+    let mut hosts = tempfile::NamedTempFile::new().expect("temp hosts file");
+    writeln!(hosts, "127.0.0.1 localhost").expect("write hosts");
+    for a in addresses {
+        writeln!(hosts, "{a} {name}").expect("write hosts");
+    }
+    hosts.flush().expect("write hosts");
+    let path = hosts.path().to_str().expect("utf-8 temp path").to_string();
+    run("mount", &["--bind", &path, "/etc/hosts"]);
+    hosts
+}
+
 /// Runs `program args` to completion; panics with its stderr if it fails.
 pub fn run(program: &str, args: &[&str]) {
     let out = Command::new(program)

@@ -6,6 +6,7 @@
 
 use std::error::Error as StdError;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -102,15 +103,30 @@ impl ClientSecurity {
     /// `http://` endpoint with the caller's HTTP/2 settings): TLS on
     /// tfdata's own connector when configured, so every handshake failure
     /// is worded here. The endpoint's connect timeout covers the handshake.
-    pub fn connect_lazy(&self, endpoint: Endpoint, address: &str) -> RpcChannel {
-        let channel = match &self.tls {
-            None => endpoint.connect_lazy(),
-            Some(tls) => endpoint.connect_with_connector_lazy(TlsConnect { tls: tls.clone() }),
+    /// `via`: connect to this socket address instead of resolving the
+    /// endpoint's host (one of the addresses a name resolves to); TLS still
+    /// checks the certificate against the host's name.
+    pub fn connect_lazy(
+        &self,
+        endpoint: Endpoint,
+        address: &str,
+        via: Option<SocketAddr>,
+    ) -> RpcChannel {
+        let channel = match (&self.tls, via) {
+            (None, None) => endpoint.connect_lazy(),
+            (None, Some(via)) => endpoint.connect_with_connector_lazy(PlainConnect { via }),
+            (Some(tls), via) => endpoint.connect_with_connector_lazy(TlsConnect {
+                tls: tls.clone(),
+                via,
+            }),
         };
         RpcChannel {
             inner: channel,
             authorization: self.authorization.clone(),
-            peer: Arc::from(address),
+            peer: match via {
+                Some(via) => Arc::from(format!("{address} ({via})").as_str()),
+                None => Arc::from(address),
+            },
             tls: self.tls.is_some(),
         }
     }
@@ -142,10 +158,40 @@ fn client_config(tls: &TlsConfig) -> Result<ClientConfig> {
     Ok(config)
 }
 
-/// Connects TCP, then TLS, to the endpoint's host and port.
+/// Connects TCP to one given socket address, whatever the endpoint's host
+/// (plaintext to one of the addresses a name resolves to).
+#[derive(Clone)]
+struct PlainConnect {
+    via: SocketAddr,
+}
+
+type PlainIo = hyper_util::rt::TokioIo<TcpStream>;
+
+impl Service<Uri> for PlainConnect {
+    type Response = PlainIo;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, std::result::Result<PlainIo, BoxError>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<std::result::Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Uri) -> Self::Future {
+        let via = self.via;
+        Box::pin(async move {
+            let tcp = TcpStream::connect(via).await?;
+            tcp.set_nodelay(true)?;
+            Ok(hyper_util::rt::TokioIo::new(tcp))
+        })
+    }
+}
+
+/// Connects TCP, then TLS, to the endpoint's host and port (or to `via`,
+/// checking the certificate against the host's name all the same).
 #[derive(Clone)]
 struct TlsConnect {
     tls: ClientTls,
+    via: Option<SocketAddr>,
 }
 
 type TlsIo = hyper_util::rt::TokioIo<tokio_rustls::client::TlsStream<TcpStream>>;
@@ -161,6 +207,7 @@ impl Service<Uri> for TlsConnect {
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let tls = self.tls.clone();
+        let via = self.via;
         Box::pin(async move {
             let (Some(host), Some(port)) = (uri.host(), uri.port_u16()) else {
                 return Err(Status::invalid_argument(format!("{uri} has no host:port")).into());
@@ -176,7 +223,10 @@ impl Service<Uri> for TlsConnect {
                     "{host:?} cannot be checked against a TLS certificate: {e}"
                 ))
             })?;
-            let tcp = TcpStream::connect((host.as_str(), port)).await?;
+            let tcp = match via {
+                Some(via) => TcpStream::connect(via).await?,
+                None => TcpStream::connect((host.as_str(), port)).await?,
+            };
             tcp.set_nodelay(true)?;
             let stream = TlsConnector::from(Arc::clone(&tls.config))
                 .connect(name, tcp)

@@ -14,6 +14,12 @@
 //! callers already retry `UNAVAILABLE` within their budgets (readers'
 //! task refreshes, workers' heartbeats, `dispatcher_timeout`), so those
 //! retries find the leader. One address behaves exactly as before.
+//!
+//! A name that resolves to several addresses is several dispatchers, one
+//! per address ([`members`]): clients and workers given one DNS name for a
+//! group (a headless Service) find its leader the same way.
+
+mod members;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,8 +27,10 @@ use std::time::Duration;
 
 use tfdata_core::{Error, IterationClientId, Result};
 use tfdata_proto::DATA_SERVICE_VERSION;
-use tfdata_proto::data::{self as wire, dispatcher_service_client::DispatcherServiceClient};
-use tfdata_rpc::security::{ClientSecurity, RpcChannel, TransportSecurity};
+use tfdata_proto::data as wire;
+use tfdata_rpc::security::{ClientSecurity, TransportSecurity};
+
+use members::{Member, Members};
 
 /// Bound on one `ReleaseIterationClient` when a reader goes away.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -36,9 +44,10 @@ pub const MAX_DISPATCHER_ADDRESSES: usize = 16;
 pub struct DispatcherClient {
     /// As given: one `host:port`, or several comma-separated.
     address: String,
-    /// One client per address, in the order given.
-    clients: Arc<[(String, DispatcherServiceClient<RpcChannel>)]>,
-    /// The index of the address calls go to.
+    /// One client per dispatcher: per address given, or per address a
+    /// name resolves to.
+    members: Arc<Members>,
+    /// The index of the member calls go to.
     current: Arc<AtomicUsize>,
     version_checked: Arc<tokio::sync::OnceCell<()>>,
 }
@@ -48,13 +57,15 @@ macro_rules! rpc {
         $(#[$doc])*
         pub async fn $name(&self, request: $req) -> Result<$resp> {
             self.check_version().await?;
-            let (i, mut client) = self.pick();
-            let result = client
+            let (at, member) = self.pick().await;
+            let result = member
+                .client
+                .clone()
                 .$name(request)
                 .await
                 .map(tonic::Response::into_inner)
                 .map_err(Error::from);
-            self.follow(i, result)
+            self.follow(at, result)
         }
     };
 }
@@ -95,16 +106,10 @@ impl DispatcherClient {
     /// A client for the dispatcher at `host:port` (or several,
     /// comma-separated: see the module docs), secured by `security`.
     pub fn with_security(address: &str, security: &ClientSecurity) -> Result<Self> {
-        let clients = split_addresses(address)?
-            .into_iter()
-            .map(|a| {
-                let channel = tfdata_rpc::channel::channel(&a, security)?;
-                Ok((a, tfdata_rpc::channel::dispatcher_client(channel)))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let members = Members::new(split_addresses(address)?, security)?;
         Ok(DispatcherClient {
             address: address.to_string(),
-            clients: clients.into(),
+            members: Arc::new(members),
             current: Default::default(),
             version_checked: Default::default(),
         })
@@ -117,32 +122,44 @@ impl DispatcherClient {
 
     /// The address calls go to now (the one that answered last, or the
     /// next to try after an `UNAVAILABLE`).
-    pub fn current_address(&self) -> &str {
-        &self.clients[self.current.load(Ordering::Relaxed) % self.clients.len()].0
+    /// (For a name resolved to several: `name:port (ip:port)`.)
+    pub fn current_address(&self) -> String {
+        let members = self.members.list();
+        members[self.current.load(Ordering::Relaxed) % members.len()]
+            .label
+            .clone()
     }
 
-    /// The client calls go to now, and its index.
-    fn pick(&self) -> (usize, DispatcherServiceClient<RpcChannel>) {
-        let i = self.current.load(Ordering::Relaxed) % self.clients.len();
-        (i, self.clients[i].1.clone())
+    /// The member calls go to now (after resolving names, if due), and
+    /// `current` as read (the member's index modulo the members).
+    async fn pick(&self) -> (usize, Arc<Member>) {
+        let members = self.members.current().await;
+        let at = self.current.load(Ordering::Relaxed);
+        (at, Arc::clone(&members[at % members.len()]))
     }
 
-    /// After a call to address `i`: an `UNAVAILABLE` moves the next call to
-    /// the next address (unless another call moved it already).
-    fn follow<T>(&self, i: usize, result: Result<T>) -> Result<T> {
-        if self.clients.len() > 1
-            && let Err(e) = &result
+    /// After a call picked at `at`: an `UNAVAILABLE` moves the next call to
+    /// the next member (unless another call moved it already); once every
+    /// member failed in turn, names are resolved again.
+    fn follow<T>(&self, at: usize, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result
             && e.code() == tonic::Code::Unavailable
         {
-            let next = (i + 1) % self.clients.len();
-            if self
-                .current
-                .compare_exchange(i, next, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
+            let members = self.members.list();
+            let i = at % members.len();
+            let next = (i + 1) % members.len();
+            if next == 0 {
+                self.members.mark_stale();
+            }
+            if members.len() > 1
+                && self
+                    .current
+                    .compare_exchange(at, next, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
             {
                 tracing::debug!(
-                    from = %self.clients[i].0,
-                    to = %self.clients[next].0,
+                    from = %members[i].label,
+                    to = %members[next].label,
                     error = %e,
                     "dispatcher unavailable; trying the next address"
                 );
@@ -163,12 +180,14 @@ impl DispatcherClient {
     pub async fn check_version(&self) -> Result<()> {
         self.version_checked
             .get_or_try_init(|| async {
-                let (i, mut client) = self.pick();
-                let answer = client
+                let (at, member) = self.pick().await;
+                let answer = member
+                    .client
+                    .clone()
                     .get_version(wire::GetVersionRequest {})
                     .await
                     .map_err(Error::from);
-                let version = self.follow(i, answer)?.into_inner().version;
+                let version = self.follow(at, answer)?.into_inner().version;
                 if version == DATA_SERVICE_VERSION {
                     Ok(())
                 } else {
@@ -189,11 +208,11 @@ impl DispatcherClient {
         &self,
         request: wire::ClientHeartbeatRequest,
     ) -> Result<wire::ClientHeartbeatResponse> {
-        let (i, _) = self.pick();
+        let (at, _) = self.pick().await;
         let answer = tokio::time::timeout(HEARTBEAT_TIMEOUT, self.client_heartbeat(request))
             .await
             .unwrap_or_else(|_| Err(Error::Unavailable("client heartbeat timed out".into())));
-        self.follow(i, answer)
+        self.follow(at, answer)
     }
 
     /// Releases a reader's iteration client when it goes away, bounded by
