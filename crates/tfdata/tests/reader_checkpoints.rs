@@ -408,6 +408,47 @@ fn a_checkpoint_restores_after_the_dispatcher_and_a_worker_restart() {
     assert_eq!(all, (0..1000).collect::<Vec<_>>(), "in order, once each");
 }
 
+/// Two coordinated consumers checkpoint at the same step; the dispatcher
+/// and the worker restart; one consumer restores, the dispatcher restarts
+/// again while the restoration waits for the other, which then restores.
+/// Each consumer goes on exactly after its checkpoint: consumer `c` gets
+/// `k * 2 + c` from round 13 on, as if nothing had happened.
+#[test]
+fn a_coordinated_read_restores_across_dispatcher_restarts() {
+    let cluster = Restartable::new();
+    let (dispatcher, worker) = cluster.start();
+    let pipeline = Dataset::range(1 << 40).repeat(None);
+    let readers = |dispatcher: &DispatchServer| -> Vec<DistributedDataset> {
+        (0..2)
+            .map(|c| coordinated_read(dispatcher, &pipeline, "restarts", c))
+            .collect()
+    };
+    let ds = readers(&dispatcher);
+    let mut its: Vec<ElementIterator> = ds.iter().map(|d| d.iter().unwrap()).collect();
+    for round in 0..13 {
+        assert_eq!(step(&mut its), [round * 2, round * 2 + 1]);
+    }
+    let states: Vec<Vec<u8>> = its.iter().map(|it| it.checkpoint().unwrap()).collect();
+    step(&mut its);
+    drop(its);
+    drop(ds);
+    Restartable::stop(dispatcher, worker);
+
+    let (dispatcher, _worker) = cluster.start();
+    let ds = readers(&dispatcher);
+    let mut first = ds[0].iter().unwrap();
+    first.restore(&states[0]).unwrap();
+    // The restoration waits for consumer 1, journaled: a restart loses it not.
+    dispatcher.stop();
+    let dispatcher = cluster.dispatcher();
+    let mut second = readers(&dispatcher)[1].iter().unwrap();
+    second.restore(&states[1]).unwrap();
+    let mut its = vec![first, second];
+    for round in 13..33 {
+        assert_eq!(step(&mut its), [round * 2, round * 2 + 1], "round {round}");
+    }
+}
+
 /// A fault-tolerant dispatcher and one worker that can be stopped and
 /// started again at the same addresses, on the same work_dir.
 struct Restartable {
