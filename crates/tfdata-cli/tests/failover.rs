@@ -20,7 +20,6 @@ mod common;
 mod moto;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -146,19 +145,9 @@ impl Group {
     }
 }
 
-/// Whether `GET /readyz` answers 200 (a stopped process accepts the TCP
-/// connection but answers nothing: not ready).
+/// Whether the dispatcher whose admin port is `http_port` is ready (leads).
 fn ready(http_port: u16) -> bool {
-    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", http_port)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(300)));
-    if write!(stream, "GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    // `HTTP/1.x 200`
-    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
+    common::ready(std::net::SocketAddr::from(([127, 0, 0, 1], http_port)))
 }
 
 /// The journal's object names on moto (`journal_<run>_<seq>`, `snapshot_<m>`).

@@ -413,7 +413,7 @@ fn dispatchers_behind_one_dns_name_fail_over() {
 }
 
 fn dispatchers_behind_one_name() {
-    use netns::cluster::{DISPATCHER_PORT, FIRST_WORKER_PORT, HEARTBEAT_MS};
+    use netns::cluster::{DISPATCHER_PORT, FIRST_WORKER_PORT, HEARTBEAT_MS, start_worker};
     const NAME: &str = "dispatchers.tfdata.test";
     const HTTP_PORT: u16 = 8080;
     let mut net = netns::network::Network::new();
@@ -458,7 +458,10 @@ fn dispatchers_behind_one_name() {
         let deadline = Instant::now() + limit;
         loop {
             let ready: Vec<usize> = (0..dispatchers.len())
-                .filter(|i| dispatchers[*i].is_some() && ready(addresses[*i], HTTP_PORT))
+                .filter(|i| {
+                    dispatchers[*i].is_some()
+                        && common::ready(std::net::SocketAddr::from((addresses[*i], HTTP_PORT)))
+                })
                 .collect();
             assert!(ready.len() <= 1, "several dispatchers ready: {ready:?}");
             if let Some(&i) = ready.first() {
@@ -479,24 +482,7 @@ fn dispatchers_behind_one_name() {
     let _workers: Vec<Process> = worker_hosts
         .iter()
         .zip(FIRST_WORKER_PORT..)
-        .map(|(host, port)| {
-            let advertised = format!("{}:%port%", host.address);
-            let port = port.to_string();
-            let args = [
-                "worker",
-                "--dispatcher-address",
-                &by_name,
-                "--port",
-                &port,
-                "--worker-address",
-                &advertised,
-                "--heartbeat-interval-ms",
-                HEARTBEAT_MS,
-            ];
-            let worker = Process::spawn(&format!("worker {}", host.name), host.tfdata(&args));
-            worker.port();
-            worker
-        })
+        .map(|(host, port)| start_worker(host, host.address, port, &by_name))
         .collect();
     // Every element is a split, leased by up to a thousand per GetSplit:
     // the read needs the leader all along, and stalls while there is none.
@@ -582,20 +568,4 @@ fn dispatchers_behind_one_name() {
         "{n} elements exactly once through {NAME} (3 addresses) across {} failovers: {failovers:?}",
         failovers.len()
     ));
-}
-
-/// Whether `GET /readyz` on `address:port` answers 200.
-fn ready(address: std::net::Ipv4Addr, port: u16) -> bool {
-    use std::io::{Read as _, Write as _};
-    let target = std::net::SocketAddr::from((address, port));
-    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&target, Duration::from_millis(300))
-    else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(300)));
-    if write!(stream, "GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
 }

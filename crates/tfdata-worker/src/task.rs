@@ -204,20 +204,21 @@ mod tests {
     use tfdata_core::{Element, Tensor, element};
     use tfdata_proto::data::get_element_response::Element as Payload;
 
+    /// An uncompressed element's int64 scalar.
+    fn scalar(payload: Payload) -> i64 {
+        let Payload::Uncompressed(u) = payload else {
+            panic!("compressed")
+        };
+        element::from_uncompressed(&u).unwrap().components[0]
+            .to_scalar::<i64>()
+            .unwrap()
+    }
+
     async fn drain(task: &TaskRunner) -> (Vec<i64>, Option<Error>) {
         let mut out = Vec::new();
         loop {
             match task.next(false).await {
-                Ok(Next::Element { payload, .. }) => {
-                    let Payload::Uncompressed(u) = payload else {
-                        panic!("compressed")
-                    };
-                    out.push(
-                        element::from_uncompressed(&u).unwrap().components[0]
-                            .to_scalar::<i64>()
-                            .unwrap(),
-                    );
-                }
+                Ok(Next::Element { payload, .. }) => out.push(scalar(payload)),
                 Ok(Next::EndOfSequence { .. }) => return (out, None),
                 Ok(Next::Skip) => unreachable!(),
                 Err(e) => return (out, Some(e)),
@@ -420,12 +421,7 @@ mod tests {
             } else {
                 match task.next(false).await.unwrap() {
                     Next::Element { payload, index } => {
-                        let Payload::Uncompressed(u) = payload else {
-                            panic!("compressed")
-                        };
-                        let v = element::from_uncompressed(&u).unwrap().components[0]
-                            .to_scalar::<i64>()
-                            .unwrap();
+                        let v = scalar(payload);
                         assert_eq!(v, index);
                         served.push(v);
                     }
@@ -451,15 +447,7 @@ mod tests {
             [a.unwrap(), b.unwrap()]
                 .into_iter()
                 .map(|next| match next {
-                    Next::Element { payload, index } => {
-                        let Payload::Uncompressed(u) = payload else {
-                            panic!("compressed")
-                        };
-                        let v = element::from_uncompressed(&u).unwrap().components[0]
-                            .to_scalar::<i64>()
-                            .unwrap();
-                        (index, v)
-                    }
+                    Next::Element { payload, index } => (index, scalar(payload)),
                     _ => panic!("no element in a round that waits"),
                 })
                 .collect()

@@ -4,6 +4,7 @@
 
 pub mod process;
 
+use std::io::{Read as _, Write as _};
 use std::time::{Duration, Instant};
 
 /// Waits until the dispatcher at `address` knows `n` workers.
@@ -26,4 +27,21 @@ pub fn wait_for_workers(address: &str, n: usize) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     });
+}
+
+/// Whether `GET /readyz` at `admin` (a dispatcher's admin HTTP port)
+/// answers 200. A stopped process accepts the TCP connection but answers
+/// nothing: not ready.
+pub fn ready(admin: std::net::SocketAddr) -> bool {
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&admin, Duration::from_millis(300))
+    else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(300)));
+    if write!(stream, "GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    // `HTTP/1.x 200`
+    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
 }

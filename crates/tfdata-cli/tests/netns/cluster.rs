@@ -74,24 +74,7 @@ impl Cluster {
         let workers: Vec<Process> = worker_hosts
             .iter()
             .zip(FIRST_WORKER_PORT..)
-            .map(|(host, port)| {
-                let advertised = format!("{}:%port%", reach(host, delayed));
-                let port = port.to_string();
-                let args = [
-                    "worker",
-                    "--dispatcher-address",
-                    &dispatcher_address,
-                    "--port",
-                    &port,
-                    "--worker-address",
-                    &advertised,
-                    "--heartbeat-interval-ms",
-                    HEARTBEAT_MS,
-                ];
-                let worker = Process::spawn(&format!("worker {}", host.name), host.tfdata(&args));
-                worker.port();
-                worker
-            })
+            .map(|(host, port)| start_worker(host, reach(host, delayed), port, &dispatcher_address))
             .collect();
         let cluster = Cluster {
             dispatcher,
@@ -221,6 +204,33 @@ impl Cluster {
             outcome => panic!("{what} ended with {outcome:?}\n{}", self.logs(&[&process])),
         }
     }
+}
+
+/// `tfdata worker` on `host`, listening on `port` and advertising
+/// `advertised:port`, registered with `dispatcher_address`; returns once it
+/// listens.
+pub fn start_worker(
+    host: &Host,
+    advertised: Ipv4Addr,
+    port: u16,
+    dispatcher_address: &str,
+) -> Process {
+    let advertised = format!("{advertised}:%port%");
+    let port = port.to_string();
+    let args = [
+        "worker",
+        "--dispatcher-address",
+        dispatcher_address,
+        "--port",
+        &port,
+        "--worker-address",
+        &advertised,
+        "--heartbeat-interval-ms",
+        HEARTBEAT_MS,
+    ];
+    let worker = Process::spawn(&format!("worker {}", host.name), host.tfdata(&args));
+    worker.port();
+    worker
 }
 
 /// The address others use for `host`: its own, or its delay line's.
