@@ -655,3 +655,47 @@ fn the_admin_endpoint_is_https_and_checks_the_token_but_not_on_probes() {
         );
     }
 }
+
+/// One of the addresses a name resolves to (`channel_via`, what a client
+/// does with a name that has several): the connection goes to that address
+/// and TLS still checks the certificate against the name. A name nothing
+/// resolves is reached all the same; a certificate that does not name it is
+/// refused, as for any name.
+#[test]
+fn a_channel_to_one_of_a_names_addresses_checks_the_certificate_against_the_name() {
+    let pki = Pki::new("tfdata test CA");
+    let group = pki.issue_for("group", &["dispatchers.tfdata.test"]);
+    let (dispatcher, _workers) = cluster(
+        TransportSecurity {
+            tls: Some(pki.tls(Some(group), false)),
+            auth_token: None,
+        },
+        vec![],
+    );
+    let (plain, _) = cluster(TransportSecurity::default(), vec![]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let version = |name: &str, port: u16, security: &TransportSecurity| {
+        let via = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let security = security.client().unwrap();
+        rt.block_on(async {
+            let channel =
+                tfdata_rpc::channel::channel_via(&format!("{name}:{port}"), Some(via), &security)
+                    .unwrap();
+            tfdata_rpc::channel::dispatcher_client(channel)
+                .get_version(wire::GetVersionRequest {})
+                .await
+                .map(|r| r.into_inner().version)
+        })
+    };
+    let reader = pki.reader(None, None);
+    let version_9 = version("dispatchers.tfdata.test", dispatcher.port(), &reader).unwrap();
+    assert_eq!(version_9, tfdata_proto::DATA_SERVICE_VERSION);
+    let err = version("elsewhere.tfdata.test", dispatcher.port(), &reader).unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated, "{err}");
+    assert!(err.message().contains("does not name the host"), "{err}");
+    let plaintext = TransportSecurity::default();
+    assert_eq!(
+        version("no-such-name.invalid", plain.port(), &plaintext).unwrap(),
+        tfdata_proto::DATA_SERVICE_VERSION
+    );
+}
