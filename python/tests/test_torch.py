@@ -309,6 +309,68 @@ def test_parallel_epochs_without_job_name_needs_a_single_reader(cluster):
         list(loader(ds, num_workers=2))
 
 
+# ---- Checkpoints (torchdata's StatefulDataLoader) ----
+
+
+def stateful_loader(ds, num_workers):
+    sdl = pytest.importorskip("torchdata.stateful_dataloader", reason="needs torchdata")
+    return sdl.StatefulDataLoader(ds, batch_size=None, num_workers=num_workers,
+                                  multiprocessing_context=FORK if num_workers else None)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_stateful_dataloader_resumes_the_epoch_exactly(cluster, num_workers):
+    # The trainer takes 37 elements, saves the loader's state, takes a few
+    # more (lost with the "crash"), and a fresh loader restored from the state
+    # reads the rest of the epoch. With two DataLoader workers the job is
+    # shared by two readers, each restoring its own share. Every element once.
+    n = 300
+    dataset_id = service.register_dataset(cluster.target, tfdata.Dataset.range(n))
+    job = f"stateful-{num_workers}"
+    dl = stateful_loader(DistributedIterableDataset(dataset_id, cluster.target, job_name=job), num_workers)
+    it = iter(dl)
+    before = [int(next(it)) for _ in range(37)]
+    state = dl.state_dict()
+    for _ in range(5):
+        next(it)
+    del it, dl
+    restored = stateful_loader(DistributedIterableDataset(dataset_id, cluster.target, job_name=job), num_workers)
+    restored.load_state_dict(state)
+    after = [int(x) for x in restored]
+    assert collections.Counter(before + after) == {v: 1 for v in range(n)}
+
+
+def test_state_dict_between_passes_and_bad_states(cluster):
+    dataset_id = service.register_dataset(cluster.target, tfdata.Dataset.range(10))
+    ds = DistributedIterableDataset(dataset_id, cluster.target, job_name="states")
+    ds.set_epoch(4)
+    assert ds.state_dict() == {"format": 1, "epoch": 4, "epoch_set": True, "passes": 0}
+    assert sorted(int(x) for x in ds) == list(range(10))
+    # After the pass, until the next starts: its reader's final checkpoint.
+    # Restored, nothing is left of that epoch; the pass after reads epoch 5.
+    state = ds.state_dict()
+    assert state["passes"] == 0 and state["job_name"] == "states/epoch-4" and state["reader"]
+    other = DistributedIterableDataset(dataset_id, cluster.target, job_name="states")
+    other.load_state_dict(state)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert list(other) == []
+    assert other.reader_options()["job_name"] == "states/epoch-5"
+    with pytest.raises(ValueError, match="not a DistributedIterableDataset state"):
+        other.load_state_dict({"epoch": 1})
+    with pytest.raises(ValueError, match="bytes"):
+        other.load_state_dict({**state, "reader": "not bytes", "job_name": "states/epoch-5"})
+    # A read a reader checkpoint does not cover fails at state_dict(): its
+    # elements hold parts of splits (batch, then unbatch).
+    spread = DistributedIterableDataset(
+        service.register_dataset(cluster.target, tfdata.Dataset.range(10).batch(2).unbatch()),
+        cluster.target, job_name="spread")
+    it = iter(spread)
+    next(it)
+    with pytest.raises(tfdata.errors.FailedPreconditionError, match="part of a split"):
+        spread.state_dict()
+
+
 def test_coordinated_reads_give_workers_distinct_rounds(cluster):
     n = 1000
     dataset_id = service.register_dataset(cluster.target, tfdata.Dataset.range(n).repeat())

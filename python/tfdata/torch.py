@@ -87,6 +87,20 @@ Epochs
     DataLoader's per-pass seed). With a ``cross_trainer_cache`` the job name
     is used as given (trainers share one infinite job).
 
+Checkpoints
+    :meth:`~DistributedIterableDataset.state_dict` and
+    :meth:`~DistributedIterableDataset.load_state_dict` are torchdata's
+    ``StatefulDataLoader`` protocol: the loader calls them in each DataLoader
+    worker (or in the trainer's process with ``num_workers=0``) and keeps the
+    state of the last element it handed the trainer from each. A state holds
+    the pass's job name and the reader's checkpoint (``it.checkpoint()``,
+    docs/fault-tolerance.md "Reader checkpoints"); a loader restored from it
+    reads the same job from there, each of its readers restoring its own
+    share, so that what the trainer consumed before the state and after the
+    restore is the epoch, once. Restore every worker of every rank (as a
+    synchronous job restarts from one checkpoint); reads a reader checkpoint
+    does not cover raise ``FailedPreconditionError`` at ``state_dict()``.
+
 Elements
     Numeric numpy arrays become torch tensors with ``torch.from_numpy``
     (zero-copy: they share the buffers the elements were received into);
@@ -111,6 +125,8 @@ from tfdata.experimental import service as _service
 
 __all__ = ["DistributedIterableDataset", "consumer_assignment", "to_torch"]
 
+# The version of state_dict()'s dictionary.
+_STATE_FORMAT = 1
 _PARALLEL_EPOCHS = "parallel_epochs"
 _DISTRIBUTED_EPOCH = "distributed_epoch"
 # numpy kinds torch can hold: bool, signed, unsigned, float, complex.
@@ -322,6 +338,14 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         self._epoch = 0
         self._epoch_set = False
         self._passes = 0  # passes this process made since construction or set_epoch
+        # The pass being read: (its job name, the tfdata iterator), for state_dict.
+        self._live: Optional[tuple[Optional[str], Any]] = None
+        # A loaded state the next pass starts from: its job name and reader checkpoint.
+        self._pending: Optional[dict] = None
+        # The last pass, once it ended: its job name and its reader's final
+        # checkpoint (or why there is none), until the next pass starts. The
+        # other readers of a shared job may still be reading that epoch.
+        self._ended: Optional[tuple[Optional[str], Any]] = None
 
     # ---- Configuration ----
 
@@ -361,6 +385,8 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         # Pickled in the main process (spawn/forkserver DataLoader workers):
         # fix rank and world size there, where torch.distributed is set up.
         state = self.__dict__.copy()
+        state["_live"] = None  # a reader is not copied; each process makes its own
+        state["_ended"] = None
         detected = _distributed_rank_and_world_size()
         if detected is not None:
             if state["_rank"] is None:
@@ -422,22 +448,38 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator:
         options = self.reader_options()
         single_reader = options.pop("num_readers") == 1
+        pending, self._pending = self._pending, None
+        self._ended = None
+        if pending is not None:
+            options["job_name"] = pending["job_name"]  # the job the state was taken in
         reader = _service.from_dataset_id(
             self._mode, self._service, self._reader_dataset_id(), **options, **self._read_kwargs)
-        return self._generate(iter(reader), options["job_name"], single_reader=single_reader)
+        iterator = iter(reader)
+        if pending is not None:
+            iterator.restore(pending["reader"])
+        self._live = (options["job_name"], iterator)
+        return self._generate(iterator, options["job_name"], single_reader=single_reader,
+                              restored=pending is not None)
 
-    def _generate(self, iterator, job_name, *, single_reader) -> Iterator:
+    def _generate(self, iterator, job_name, *, single_reader, restored) -> Iterator:
         convert = to_torch if self._to_tensors else (lambda x: x)
         count = 0
         try:
             for element in iterator:
                 count += 1
                 yield convert(element)
+            try:
+                final = iterator.checkpoint()
+            except Exception as e:  # noqa: BLE001 -- raised again by state_dict()
+                final = e
+            self._ended = (job_name, final)
         finally:
+            if self._live is not None and self._live[1] is iterator:
+                self._live = None
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()
-        if count == 0 and single_reader and job_name is not None:
+        if count == 0 and single_reader and job_name is not None and not restored:
             warnings.warn(
                 f"tfdata.torch: job {job_name!r} gave this reader no elements. If an earlier pass "
                 "used the same job name (it is finished), call `set_epoch(epoch)` before each "
@@ -445,6 +487,49 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
                 RuntimeWarning,
                 stacklevel=2,
             )
+
+    # ---- Checkpoints (torchdata's StatefulDataLoader protocol) ----
+
+    def state_dict(self) -> dict:
+        """Where this process's reader is: during a pass, and after it until
+        the next one starts, the pass's job name and the reader's checkpoint,
+        so that :meth:`load_state_dict` continues after the last element
+        yielded (a reader of a shared job that has seen the end still
+        restores with the others, and reads whatever of the epoch they had
+        not consumed); before the first pass, the epoch it reads. Raises
+        ``FailedPreconditionError`` for a read a reader checkpoint does not
+        cover."""
+        state = {"format": _STATE_FORMAT, "epoch": self._epoch, "epoch_set": self._epoch_set}
+        if self._live is not None or self._ended is not None:
+            if self._live is not None:
+                job_name, iterator = self._live
+                reader = iterator.checkpoint()
+            else:
+                job_name, reader = self._ended
+                if isinstance(reader, Exception):
+                    raise reader
+            # The pass is counted again when it is restored.
+            state.update(passes=self._passes - 1, job_name=job_name, reader=reader)
+        elif self._pending is not None:
+            state.update(passes=self._passes, **self._pending)
+        else:
+            state["passes"] = self._passes
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continues from ``state`` (from :meth:`state_dict`): the next pass
+        reads the job the state was taken in, restored from its reader
+        checkpoint before its first element."""
+        if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
+            raise ValueError(f"tfdata.torch: not a DistributedIterableDataset state (format {_STATE_FORMAT}): {state!r:.200}")
+        epoch, passes = _check_index("epoch", state.get("epoch")), _check_index("passes", state.get("passes"))
+        if epoch is None or passes is None or epoch < 0 or passes < 0:
+            raise ValueError(f"tfdata.torch: a state with epoch {state.get('epoch')!r} and passes {state.get('passes')!r}")
+        reader = state.get("reader")
+        if reader is not None and not isinstance(reader, bytes):
+            raise ValueError(f"tfdata.torch: the state's reader checkpoint must be bytes, got {type(reader)}")
+        self._epoch, self._passes, self._epoch_set = epoch, passes, bool(state.get("epoch_set"))
+        self._pending = None if reader is None else {"job_name": state.get("job_name"), "reader": reader}
 
     def __repr__(self) -> str:
         source = self._dataset_id if self._factory is None else getattr(self._factory, "__name__", "factory")
