@@ -49,8 +49,9 @@ pub(crate) struct Members {
     /// Resolve before the next call: nothing was resolved yet, or every
     /// member failed in a row.
     stale: AtomicBool,
-    /// When the names were last resolved; held while resolving, so
-    /// concurrent callers wait for one resolution.
+    /// When the names were last resolved; held while resolving (at most
+    /// one RESOLVE_TIMEOUT: every name at once), so concurrent callers wait
+    /// for one resolution instead of each resolving.
     resolved_at: tokio::sync::Mutex<Option<Instant>>,
 }
 
@@ -108,13 +109,18 @@ impl Members {
         {
             return;
         }
-        let mut wanted: Vec<(usize, Option<SocketAddr>)> = Vec::new();
-        for (i, entry) in self.entries.iter().enumerate() {
-            let addresses = if is_ip(entry) {
+        // All names at once: the lock is held for one RESOLVE_TIMEOUT at
+        // most, however many entries the address lists.
+        let resolved = futures::future::join_all(self.entries.iter().map(|entry| async move {
+            if is_ip(entry) {
                 Vec::new()
             } else {
                 resolve_name(entry).await
-            };
+            }
+        }))
+        .await;
+        let mut wanted: Vec<(usize, Option<SocketAddr>)> = Vec::new();
+        for (i, addresses) in resolved.into_iter().enumerate() {
             if addresses.len() > 1 {
                 wanted.extend(addresses.into_iter().map(|a| (i, Some(a))));
             } else {
