@@ -361,9 +361,11 @@ def test_state_dict_between_passes_and_bad_states(cluster):
     with pytest.raises(ValueError, match="bytes"):
         other.load_state_dict({**state, "reader": "not bytes", "job_name": "states/epoch-5"})
     # A read a reader checkpoint does not cover fails at state_dict(): its
-    # elements hold parts of splits (batch, then unbatch).
+    # elements hold parts of splits at unknown places (batches of batches,
+    # cut up again).
     spread = DistributedIterableDataset(
-        service.register_dataset(cluster.target, tfdata.Dataset.range(10).batch(2).unbatch()),
+        service.register_dataset(
+            cluster.target, tfdata.Dataset.range(12).batch(2).batch(2).unbatch().unbatch()),
         cluster.target, job_name="spread")
     it = iter(spread)
     next(it)

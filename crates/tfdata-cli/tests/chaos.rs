@@ -186,108 +186,190 @@ fn worker(dispatcher: &str, port: u16) -> Process {
 #[test]
 fn workers_killed_at_random_moments_lose_nothing() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x0dea_d0e1);
+    let n = 4000;
     for round in 0..3 {
-        let port = free_port();
-        let address = format!("localhost:{port}");
-        let _dispatcher = start(&[
-            "dispatcher",
-            "--port",
-            &port.to_string(),
-            "--worker-timeout-ms",
-            "1000",
-            "--job-gc-check-interval-ms",
-            "100",
-        ]);
-        let mut workers: Vec<(u16, Process)> = (0..3)
-            .map(|_| {
-                let p = free_port();
-                (p, worker(&address, p))
-            })
-            .collect();
-        common::wait_for_workers(&address, 3);
-        let n = 4000;
-        let consumers: Vec<_> = (0..2)
-            .map(|c| {
-                let ds = distribute(
-                    ProcessingMode::DistributedEpoch,
-                    &format!("grpc://{address}"),
-                )
-                .job_name("worker-chaos")
-                .task_refresh_interval(Duration::from_millis(100))
-                // A small window: the workers hold and send elements all
-                // through the read, instead of the whole epoch landing in
-                // the readers' windows at the start.
-                .stream_window(8, 1 << 20)
-                .apply(&Dataset::range(n).shuffle(16, Some(7), true).batch(4, false))
-                .unwrap();
-                std::thread::spawn(move || {
-                    let mut out = Vec::new();
-                    for e in ds.iter().unwrap() {
-                        out.extend(e.unwrap().components[0].to_vec::<i64>().unwrap());
-                        // Slow trainers: the read lasts seconds, so every
-                        // kill lands in the middle of it.
-                        std::thread::sleep(Duration::from_millis(4 + c as u64));
-                    }
-                    out
-                })
-            })
-            .collect();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let (mut restarts, mut replacements) = (0, 0);
-        while !consumers.iter().all(|c| c.is_finished()) {
-            assert!(
-                Instant::now() < deadline,
-                "round {round}: the read did not finish"
-            );
-            std::thread::sleep(Duration::from_millis(rng.random_range(50..400)));
-            if restarts + replacements < 4 && !consumers.iter().all(|c| c.is_finished()) {
-                let i = rng.random_range(0..workers.len());
-                let (p, victim) = workers.swap_remove(i);
-                drop(victim); // SIGKILL
-                let p = if rng.random_bool(0.5) {
-                    restarts += 1;
-                    p
-                } else {
-                    replacements += 1;
-                    free_port()
-                };
-                workers.push((p, worker(&address, p)));
-            }
-        }
-        let mut counts = BTreeMap::new();
-        for c in consumers {
-            for v in c.join().unwrap() {
-                *counts.entry(v).or_insert(0usize) += 1;
-            }
-        }
-        assert_eq!(
-            restarts + replacements,
-            4,
-            "round {round}: the read finished before every kill"
-        );
-        let missing: Vec<i64> = (0..n).filter(|v| !counts.contains_key(v)).collect();
-        assert!(
-            missing.is_empty(),
-            "round {round} after {restarts} restarts and {replacements} replacements: \
-             {} elements lost, e.g. {:?}",
-            missing.len(),
-            &missing[..missing.len().min(10)]
-        );
-        let duplicated: Vec<i64> = counts
-            .iter()
-            .filter(|(_, c)| **c > 1)
-            .map(|(v, _)| *v)
-            .collect();
-        eprintln!(
-            "round {round}: {restarts} workers restarted in place, {replacements} replaced; \
-             {n} elements, none lost, {} delivered twice",
-            duplicated.len()
-        );
-        assert!(
-            duplicated.is_empty(),
-            "round {round}: {} elements delivered twice, e.g. {:?}",
-            duplicated.len(),
-            &duplicated[..duplicated.len().min(10)]
-        );
+        let pipeline = Dataset::range(n).shuffle(16, Some(7), true).batch(4, false);
+        let counts = read_while_killing_workers(&mut rng, round, &pipeline, |e| {
+            e.components[0].to_vec::<i64>().unwrap()
+        });
+        assert_exactly_once(round, &counts, n);
     }
+}
+
+/// As above, for splits spread over many elements: a file split read record
+/// by record, and records cut up again by `unbatch`. A reader reports the
+/// positions it received of a lost worker's splits, and the worker producing
+/// such a split again drops them (`tfdata_core::positions`).
+///
+/// 1. `text_lines(40 files of 100 lines) → shuffle(16) → batch(4)`: record i
+///    of a file is at [i] in its split.
+/// 2. `list_files → interleave(text_line_dataset, 2) → map(string_split) →
+///    unbatch → batch(4)`: token k of line j of a file is at [j, k].
+#[test]
+fn workers_killed_mid_file_duplicate_no_record() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x0f11_e5ed);
+    let dir = tempfile::tempdir().unwrap();
+    let (files, lines, n) = (40, 100, 8000);
+    let mut paths = Vec::new();
+    for f in 0..files {
+        let path = dir.path().join(format!("part-{f:03}.txt"));
+        let text: String = (0..lines)
+            .map(|l| {
+                let v = 2 * (f * lines + l);
+                format!("{v} {}\n", v + 1)
+            })
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        paths.push(path.to_str().unwrap().to_string());
+    }
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let pattern = dir.path().join("part-*.txt");
+    let records = Dataset::text_lines(&paths, "")
+        .shuffle(16, Some(7), true)
+        .batch(4, false);
+    let tokens = Dataset::list_files(&[pattern.to_str().unwrap()], false, None)
+        .interleave(tfdata::FunctionRef::named("text_line_dataset"), 2, 1, None)
+        .map("string_split")
+        .unbatch()
+        .batch(4, false);
+    let values = |e: &tfdata::Element| -> Vec<i64> {
+        e.components[0]
+            .string_values()
+            .unwrap()
+            .iter()
+            .flat_map(|line| {
+                std::str::from_utf8(line)
+                    .unwrap()
+                    .split_whitespace()
+                    .map(|v| v.parse::<i64>().unwrap())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    for (round, pipeline) in [records, tokens].iter().enumerate() {
+        let counts = read_while_killing_workers(&mut rng, round, pipeline, values);
+        assert_exactly_once(round, &counts, n);
+    }
+}
+
+/// Reads `pipeline` in distributed_epoch with 3 workers and 2 consumers
+/// sharing the job, killing a worker 4 times mid-read; how often each value
+/// arrived.
+fn read_while_killing_workers(
+    rng: &mut rand::rngs::StdRng,
+    round: usize,
+    pipeline: &Dataset,
+    values: fn(&tfdata::Element) -> Vec<i64>,
+) -> BTreeMap<i64, usize> {
+    let port = free_port();
+    let address = format!("localhost:{port}");
+    let _dispatcher = start(&[
+        "dispatcher",
+        "--port",
+        &port.to_string(),
+        "--worker-timeout-ms",
+        "1000",
+        "--job-gc-check-interval-ms",
+        "100",
+    ]);
+    let mut workers: Vec<(u16, Process)> = (0..3)
+        .map(|_| {
+            let p = free_port();
+            (p, worker(&address, p))
+        })
+        .collect();
+    common::wait_for_workers(&address, 3);
+    let consumers: Vec<_> = (0..2)
+        .map(|c| {
+            let ds = distribute(
+                ProcessingMode::DistributedEpoch,
+                &format!("grpc://{address}"),
+            )
+            .job_name("worker-chaos")
+            .task_refresh_interval(Duration::from_millis(100))
+            // A small window: the workers hold and send elements all
+            // through the read, instead of the whole epoch landing in
+            // the readers' windows at the start.
+            .stream_window(8, 1 << 20)
+            .apply(pipeline)
+            .unwrap();
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                for e in ds.iter().unwrap() {
+                    out.extend(values(&e.unwrap()));
+                    // Slow trainers: the read lasts seconds, so every
+                    // kill lands in the middle of it.
+                    std::thread::sleep(Duration::from_millis(4 + c as u64));
+                }
+                out
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (mut restarts, mut replacements) = (0, 0);
+    while !consumers.iter().all(|c| c.is_finished()) {
+        assert!(
+            Instant::now() < deadline,
+            "round {round}: the read did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(rng.random_range(50..400)));
+        if restarts + replacements < 4 && !consumers.iter().all(|c| c.is_finished()) {
+            let i = rng.random_range(0..workers.len());
+            let (p, victim) = workers.swap_remove(i);
+            drop(victim); // SIGKILL
+            let p = if rng.random_bool(0.5) {
+                restarts += 1;
+                p
+            } else {
+                replacements += 1;
+                free_port()
+            };
+            workers.push((p, worker(&address, p)));
+        }
+    }
+    let mut counts = BTreeMap::new();
+    for c in consumers {
+        for v in c.join().unwrap() {
+            *counts.entry(v).or_insert(0usize) += 1;
+        }
+    }
+    assert_eq!(
+        restarts + replacements,
+        4,
+        "round {round}: the read finished before every kill"
+    );
+    eprintln!("round {round}: {restarts} workers restarted in place, {replacements} replaced");
+    counts
+}
+
+/// Every value of `0..n` arrived, none twice.
+fn assert_exactly_once(round: usize, counts: &BTreeMap<i64, usize>, n: i64) {
+    let missing: Vec<i64> = (0..n).filter(|v| !counts.contains_key(v)).collect();
+    let duplicated: Vec<i64> = counts
+        .iter()
+        .filter(|(_, c)| **c > 1)
+        .map(|(v, _)| *v)
+        .collect();
+    eprintln!(
+        "round {round}: {n} elements, {} lost, {} delivered twice",
+        missing.len(),
+        duplicated.len()
+    );
+    assert!(
+        missing.is_empty(),
+        "round {round}: {} elements lost, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    assert!(
+        duplicated.is_empty(),
+        "round {round}: {} elements delivered twice, e.g. {:?}",
+        duplicated.len(),
+        &duplicated[..duplicated.len().min(10)]
+    );
+    assert_eq!(
+        counts.len() as i64,
+        n,
+        "round {round}: values outside 0..{n}"
+    );
 }

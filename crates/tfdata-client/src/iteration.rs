@@ -587,14 +587,17 @@ async fn drive(
                                     handle.abort();
                                     leaving.insert(handle.id(), task_id);
                                 }
-                                None => receipts.extend(fetch.take_receipts(task_id).map(|s| task_receipts(task_id, s))),
+                                None => receipts.extend(fetch.take_receipts(task_id)),
                             }
                         }
                         // Lost before this reader heard of them: it read
                         // nothing from them, and says so.
                         for task_id in response.tfdata_awaited_receipts.iter().map(|t| TaskId(*t)) {
                             if !known_tasks.contains(&task_id) && left.insert(task_id) {
-                                receipts.push(task_receipts(task_id, Vec::new()));
+                                receipts.push(wire::TfdataTaskReceipts {
+                                    task_id: task_id.0,
+                                    ..Default::default()
+                                });
                             }
                         }
                         for task in response.task_info {
@@ -652,7 +655,7 @@ async fn drive(
                 };
                 running.retain(|_, h| h.id() != id);
                 if let Some(task_id) = leaving.remove(&id) {
-                    receipts.extend(fetch.take_receipts(task_id).map(|s| task_receipts(task_id, s)));
+                    receipts.extend(fetch.take_receipts(task_id));
                     next_heartbeat = Instant::now();
                 }
                 if matches!(joined, Ok((_, FetchEnd::Failed))) {
@@ -688,18 +691,4 @@ async fn drive(
         cancel.cancelled().await;
     }
     dispatcher.release_reader(client_id).await;
-}
-
-fn task_receipts(task: TaskId, splits: Vec<tfdata_core::SplitName>) -> wire::TfdataTaskReceipts {
-    wire::TfdataTaskReceipts {
-        task_id: task.0,
-        splits: splits
-            .into_iter()
-            .map(|n| wire::TfdataSplitName {
-                provider: n.provider,
-                repetition: n.repetition,
-                index: n.index,
-            })
-            .collect(),
-    }
 }

@@ -12,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 use tfdata_proto::tfdata::stream::{Chunk, ElementBatch};
 
 use crate::lineage::SplitName;
+use crate::positions::{MAX_POSITION_DEPTH, Position};
 use crate::tensor::{TensorData, num_elements};
 use crate::{DType, Element, Error, Result, Tensor};
 
@@ -148,6 +149,9 @@ pub struct BatchEncoder {
     /// `ElementBatch.whole_splits`, begun at the first element naming one.
     whole_splits: Vec<u8>,
     names: Vec<SplitName>,
+    /// `ElementBatch.split_pieces`, begun at the first element holding one.
+    split_pieces: Vec<u8>,
+    pieces: Vec<(SplitName, Position)>,
 }
 
 impl BatchEncoder {
@@ -221,30 +225,51 @@ impl BatchEncoder {
         self.payload_bytes += element.byte_size() as u64;
     }
 
-    /// Records the splits `element` holds whole (it is being sent).
+    /// Records the splits `element` holds whole, and its pieces of others
+    /// (it is being sent).
     fn push_whole_splits(&mut self, element: &Element) {
         if element.lineage.is_empty() {
             if !self.whole_splits.is_empty() {
                 self.whole_splits.push(0);
             }
+            if !self.split_pieces.is_empty() {
+                self.split_pieces.push(0);
+            }
             return;
         }
         self.names.clear();
-        let complete = element.lineage.whole_splits(&mut self.names);
-        if self.names.is_empty() && self.whole_splits.is_empty() {
-            return;
+        self.pieces.clear();
+        let complete = element
+            .lineage
+            .whole_splits(&mut self.names, &mut self.pieces);
+        if !self.names.is_empty() || !self.whole_splits.is_empty() {
+            if self.whole_splits.is_empty() {
+                // The elements before named none.
+                self.whole_splits.resize(self.num_elements as usize, 0);
+            }
+            put_varint(
+                &mut self.whole_splits,
+                (self.names.len() as u64) << 1 | u64::from(complete),
+            );
+            for n in &self.names {
+                for v in [n.provider, n.repetition, n.index] {
+                    put_varint(&mut self.whole_splits, v as u64);
+                }
+            }
         }
-        if self.whole_splits.is_empty() {
-            // The elements before named none.
-            self.whole_splits.resize(self.num_elements as usize, 0);
-        }
-        put_varint(
-            &mut self.whole_splits,
-            (self.names.len() as u64) << 1 | u64::from(complete),
-        );
-        for n in &self.names {
-            for v in [n.provider, n.repetition, n.index] {
-                put_varint(&mut self.whole_splits, v as u64);
+        if !self.pieces.is_empty() || !self.split_pieces.is_empty() {
+            if self.split_pieces.is_empty() {
+                self.split_pieces.resize(self.num_elements as usize, 0);
+            }
+            put_varint(&mut self.split_pieces, self.pieces.len() as u64);
+            for (n, position) in &self.pieces {
+                for v in [n.provider, n.repetition, n.index] {
+                    put_varint(&mut self.split_pieces, v as u64);
+                }
+                put_varint(&mut self.split_pieces, position.len() as u64);
+                for &i in position {
+                    put_varint(&mut self.split_pieces, i as u64);
+                }
             }
         }
     }
@@ -283,6 +308,7 @@ impl BatchEncoder {
             first_element_index: 0,
             end_of_sequence: false,
             whole_splits: self.whole_splits.into(),
+            split_pieces: self.split_pieces.into(),
         })
     }
 }
@@ -296,6 +322,11 @@ pub struct BatchSplits {
     /// complete (made from exactly those splits). Empty: no element named
     /// any split.
     pub elements: Vec<(u32, bool)>,
+    /// Every element's pieces of splits not named whole, in order.
+    pub pieces: Vec<(SplitName, Position)>,
+    /// Per element: where its pieces end in `pieces`. Empty: no element
+    /// held a piece.
+    pub piece_ends: Vec<u32>,
 }
 
 impl BatchSplits {
@@ -310,18 +341,90 @@ impl BatchSplits {
             .map_or(0, |&(e, _)| e as usize);
         (&self.names[start..end as usize], complete)
     }
+
+    /// Element `i`'s pieces of splits it does not hold whole.
+    pub fn pieces_of(&self, i: usize) -> &[(SplitName, Position)] {
+        let Some(&end) = self.piece_ends.get(i) else {
+            return &[];
+        };
+        let start = i
+            .checked_sub(1)
+            .and_then(|p| self.piece_ends.get(p))
+            .map_or(0, |&e| e as usize);
+        &self.pieces[start..end as usize]
+    }
 }
 
-/// The splits the elements of `batch` hold whole. Malformed input is an
-/// error.
+/// The splits the elements of `batch` hold whole, and their pieces of
+/// others. Malformed input is an error.
 pub fn whole_splits(batch: &ElementBatch) -> Result<BatchSplits> {
+    let mut out = BatchSplits::default();
+    decode_whole(batch, &mut out)?;
+    decode_pieces(batch, &mut out)?;
+    Ok(out)
+}
+
+fn read_name(h: &mut Headers<'_>) -> Result<SplitName> {
+    let mut v = [0i64; 3];
+    for x in &mut v {
+        *x = i64::try_from(h.varint()?).map_err(|_| malformed("bad split name"))?;
+    }
+    Ok(SplitName {
+        provider: v[0],
+        repetition: v[1],
+        index: v[2],
+    })
+}
+
+fn decode_pieces(batch: &ElementBatch, out: &mut BatchSplits) -> Result<()> {
+    let mut h = Headers {
+        bytes: &batch.split_pieces,
+        pos: 0,
+    };
+    if h.remaining() == 0 {
+        return Ok(());
+    }
+    if batch.num_elements as usize > h.remaining() {
+        return Err(malformed(format!(
+            "{} elements in {} split-piece bytes",
+            batch.num_elements,
+            h.remaining()
+        )));
+    }
+    out.piece_ends.reserve(batch.num_elements as usize);
+    for _ in 0..batch.num_elements {
+        let count = h.varint()?;
+        // Every piece takes at least four bytes.
+        if count > (h.remaining() / 4) as u64 {
+            return Err(malformed(format!("{count} split pieces")));
+        }
+        for _ in 0..count {
+            let name = read_name(&mut h)?;
+            let depth = h.varint()?;
+            if depth == 0 || depth > MAX_POSITION_DEPTH as u64 {
+                return Err(malformed(format!("a position {depth} deep")));
+            }
+            let position = (0..depth)
+                .map(|_| i64::try_from(h.varint()?).map_err(|_| malformed("bad position")))
+                .collect::<Result<Position>>()?;
+            out.pieces.push((name, position));
+        }
+        let end = u32::try_from(out.pieces.len()).map_err(|_| malformed("too many pieces"))?;
+        out.piece_ends.push(end);
+    }
+    if h.remaining() != 0 {
+        return Err(malformed("trailing split-piece bytes"));
+    }
+    Ok(())
+}
+
+fn decode_whole(batch: &ElementBatch, out: &mut BatchSplits) -> Result<()> {
     let mut h = Headers {
         bytes: &batch.whole_splits,
         pos: 0,
     };
-    let mut out = BatchSplits::default();
     if h.remaining() == 0 {
-        return Ok(out);
+        return Ok(());
     }
     // Every element takes at least one byte.
     if batch.num_elements as usize > h.remaining() {
@@ -340,15 +443,7 @@ pub fn whole_splits(batch: &ElementBatch) -> Result<BatchSplits> {
             return Err(malformed(format!("{count} whole splits")));
         }
         for _ in 0..count {
-            let mut v = [0i64; 3];
-            for x in &mut v {
-                *x = i64::try_from(h.varint()?).map_err(|_| malformed("bad split name"))?;
-            }
-            out.names.push(SplitName {
-                provider: v[0],
-                repetition: v[1],
-                index: v[2],
-            });
+            out.names.push(read_name(&mut h)?);
         }
         let end = u32::try_from(out.names.len()).map_err(|_| malformed("too many names"))?;
         out.elements.push((end, complete));
@@ -356,7 +451,7 @@ pub fn whole_splits(batch: &ElementBatch) -> Result<BatchSplits> {
     if h.remaining() != 0 {
         return Err(malformed("trailing whole-split bytes"));
     }
-    Ok(out)
+    Ok(())
 }
 
 fn malformed(reason: impl Into<String>) -> Error {
@@ -695,6 +790,51 @@ mod tests {
             let batch = ElementBatch {
                 num_elements: 5,
                 whole_splits: garbage.clone().into(),
+                ..Default::default()
+            };
+            assert!(whole_splits(&batch).is_err(), "{garbage:?}");
+        }
+    }
+
+    #[test]
+    fn pieces_of_splits_travel_with_their_batch_and_garbage_is_refused() {
+        use crate::lineage::{Lineage, SplitLease};
+        let name = SplitName {
+            provider: 0,
+            repetition: 1,
+            index: 5,
+        };
+        let file = Lineage::of(SplitLease::named(name, || {}));
+        let records: Vec<Element> = (0..3)
+            .map(|i| Element::single(Tensor::scalar(i)).with_lineage(file.child(i).unwrap()))
+            .collect();
+        let elements = vec![
+            Element::single(Tensor::scalar(9i64)),
+            records[0].clone(),
+            Element::single(Tensor::scalar(1i64))
+                .with_lineage(records[1].lineage.child(4).unwrap()),
+        ];
+        let batch = BatchEncoder::with_elements(&elements)
+            .finish(&mut Compressor::new(ChunkCompression::Never))
+            .unwrap();
+        assert!(batch.whole_splits.is_empty(), "no split is held whole");
+        let splits = whole_splits(&batch).unwrap();
+        assert_eq!(splits.pieces_of(0), &[]);
+        assert_eq!(splits.pieces_of(1), &[(name, vec![0])]);
+        assert_eq!(splits.pieces_of(2), &[(name, vec![1, 4])]);
+        assert_eq!(splits.of(1), (&[][..], false));
+        for garbage in [
+            vec![0, 0, 0xff, 0xff, 0xff, 0x0f],
+            vec![0, 0, 1, 0, 0, 0, 0],
+            vec![
+                0, 0, 1, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            ],
+            vec![0, 1, 0, 0, 0, 1, 0],
+            vec![0, 0, 0, 9],
+        ] {
+            let batch = ElementBatch {
+                num_elements: 3,
+                split_pieces: garbage.clone().into(),
                 ..Default::default()
             };
             assert!(whole_splits(&batch).is_err(), "{garbage:?}");

@@ -10,6 +10,7 @@ pub mod element;
 pub mod error;
 pub mod ids;
 pub mod lineage;
+pub mod positions;
 pub mod ranges;
 mod snappy;
 pub mod tensor;

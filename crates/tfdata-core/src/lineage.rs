@@ -31,10 +31,19 @@
 //! reader that received the element can vouch for those splits when the
 //! worker is lost, and they are not produced again. A split spread over
 //! several elements is never named: no single reader can vouch for it.
+//! Instead each element names its *pieces*: where in the split it sits
+//! ([`crate::positions`]). A reader vouches for the positions it received,
+//! and the worker producing the split again drops them (the lease's
+//! `skip`); ops that make several elements from one ([`Lineage::child`],
+//! [`Lineage::row`]) number them and drop the ones skipped. An element whose
+//! place in a split is unknown (a batch of several splits' pieces cut up
+//! again) names no piece of it: that split may be produced twice, never lost.
 
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::positions::{Position, PositionSet};
 
 /// A split of a distributed_epoch iteration: its split provider (the
 /// source's index), the provider's repetition (pass) it was produced in, and
@@ -52,6 +61,9 @@ pub struct SplitName {
 pub struct SplitLease {
     release: Option<Box<dyn FnOnce() + Send + Sync>>,
     name: Option<SplitName>,
+    /// Positions of the split that readers already received (it was handed
+    /// out again after a worker loss): never produced again.
+    skip: Option<Arc<PositionSet>>,
     /// An element made from the split was sent (or dropped unsent by a
     /// send path that cannot name splits).
     sent: AtomicBool,
@@ -63,6 +75,7 @@ impl SplitLease {
         Arc::new(SplitLease {
             release: Some(Box::new(release)),
             name: None,
+            skip: None,
             sent: AtomicBool::new(false),
         })
     }
@@ -72,9 +85,19 @@ impl SplitLease {
         name: SplitName,
         release: impl FnOnce() + Send + Sync + 'static,
     ) -> Arc<SplitLease> {
+        Self::named_skipping(name, PositionSet::default(), release)
+    }
+
+    /// A lease of the split `name` whose positions `skip` are not produced.
+    pub fn named_skipping(
+        name: SplitName,
+        skip: PositionSet,
+        release: impl FnOnce() + Send + Sync + 'static,
+    ) -> Arc<SplitLease> {
         Arc::new(SplitLease {
             release: Some(Box::new(release)),
             name: Some(name),
+            skip: (!skip.is_empty()).then(|| Arc::new(skip)),
             sent: AtomicBool::new(false),
         })
     }
@@ -94,59 +117,195 @@ impl fmt::Debug for SplitLease {
     }
 }
 
+/// An element's hold on one split.
+#[derive(Clone)]
+struct Piece {
+    lease: Arc<SplitLease>,
+    /// Where the element sits in the split (`[]`: it is all the split
+    /// makes); `None`: somewhere unknown.
+    position: Option<Position>,
+    /// Positions under `position` that readers already received.
+    skip: Option<Arc<PositionSet>>,
+}
+
 /// The splits an element depends on (usually none or one; a batch, the union
-/// of its inputs').
+/// of its inputs'), with the element's position in each.
 #[derive(Clone, Default)]
-pub struct Lineage(Vec<Arc<SplitLease>>);
+pub struct Lineage {
+    pieces: Vec<Piece>,
+    /// A batch whose rows held one piece each, in order (so `unbatch` can
+    /// give each row its own back).
+    rows: bool,
+}
 
 impl Lineage {
     pub fn of(lease: Arc<SplitLease>) -> Lineage {
-        Lineage(vec![lease])
+        let skip = lease.skip.clone();
+        Lineage {
+            pieces: vec![Piece {
+                lease,
+                position: Some(Position::new()),
+                skip,
+            }],
+            rows: false,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.pieces.is_empty()
     }
 
+    /// How many pieces of splits the element holds.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.pieces.len()
     }
 
-    /// Adds `other`'s splits (each split once).
+    /// Adds `other`'s pieces.
     pub fn extend(&mut self, other: Lineage) {
-        if self.0.is_empty() {
-            self.0 = other.0;
+        if self.pieces.is_empty() {
+            *self = other;
             return;
         }
-        for lease in other.0 {
-            if !self.0.iter().any(|l| Arc::ptr_eq(l, &lease)) {
-                self.0.push(lease);
-            }
-        }
+        self.pieces.extend(other.pieces);
+        self.rows = false;
     }
 
-    /// Adds a copy of `other`'s splits (each split once).
+    /// Adds a copy of `other`'s pieces.
     pub fn extend_from(&mut self, other: &Lineage) {
-        if !other.0.is_empty() {
+        if !other.pieces.is_empty() {
             self.extend(other.clone());
         }
     }
 
+    /// The lineage of a batch of `rows`.
+    pub fn of_rows<'a>(rows: impl IntoIterator<Item = &'a Lineage>) -> Lineage {
+        let mut batch = Lineage {
+            pieces: Vec::new(),
+            rows: true,
+        };
+        let mut count = 0;
+        for row in rows {
+            count += 1;
+            batch.rows &= row.pieces.len() == 1;
+            batch.pieces.extend(row.pieces.iter().cloned());
+        }
+        if batch.pieces.is_empty() || count == 0 {
+            return Lineage::default();
+        }
+        batch
+    }
+
+    /// The lineage of the `index`-th element an op makes from this one
+    /// (`flat_map`, `interleave`, a file's records): at this element's
+    /// position + `[index]`. `None` when readers already received that
+    /// position: the op drops the element. An element holding several pieces
+    /// gives its parts unknown positions.
+    pub fn child(&self, index: i64) -> Option<Lineage> {
+        match self.pieces.as_slice() {
+            [] => Some(Lineage::default()),
+            [
+                Piece {
+                    lease,
+                    position: Some(position),
+                    skip,
+                },
+            ] => {
+                let skip = skip.as_deref();
+                if skip.is_some_and(|s| s.contains(&[index])) {
+                    return None;
+                }
+                let mut child = position.clone();
+                child.push(index);
+                Some(Lineage {
+                    pieces: vec![Piece {
+                        lease: Arc::clone(lease),
+                        position: Some(child),
+                        skip: skip.and_then(|s| s.under(index)).cloned().map(Arc::new),
+                    }],
+                    rows: false,
+                })
+            }
+            _ => Some(self.unplaced()),
+        }
+    }
+
+    /// The lineage of row `index` of this batch of `rows` (`unbatch`): the
+    /// row's own piece when the batch was made of rows of one piece each,
+    /// else as [`Self::child`].
+    pub fn row(&self, index: usize, rows: usize) -> Option<Lineage> {
+        if self.rows && self.pieces.len() == rows {
+            return Some(Lineage {
+                pieces: vec![self.pieces[index].clone()],
+                rows: false,
+            });
+        }
+        self.child(index as i64)
+    }
+
+    /// The same splits at unknown positions.
+    fn unplaced(&self) -> Lineage {
+        Lineage {
+            pieces: self
+                .pieces
+                .iter()
+                .map(|p| Piece {
+                    lease: Arc::clone(&p.lease),
+                    position: None,
+                    skip: None,
+                })
+                .collect(),
+            rows: false,
+        }
+    }
+
     /// Called as the element goes to a reader that records split names:
-    /// the named splits this element holds whole (see the module docs),
-    /// appended to `out`. Every split is marked sent, so a later element of
-    /// a split is never taken for all of it. Returns whether the element is
+    /// the named splits this element holds whole (see the module docs) are
+    /// appended to `whole`, and its positioned pieces of the others to
+    /// `pieces`. Every split is marked sent, so a later element of a split
+    /// is never taken for all of it. Returns whether the element is
     /// *complete*: made from splits only, each named and held whole, so
     /// consuming it consumes exactly those splits.
-    pub fn whole_splits(&self, out: &mut Vec<SplitName>) -> bool {
-        let mut complete = !self.0.is_empty();
-        for lease in &self.0 {
+    pub fn whole_splits(
+        &self,
+        whole: &mut Vec<SplitName>,
+        pieces: &mut Vec<(SplitName, Position)>,
+    ) -> bool {
+        let mut complete = !self.pieces.is_empty();
+        // Pieces of one split side by side (a batch of a file's records),
+        // the splits in the order the element holds them.
+        let mut order: Vec<usize> = (0..self.pieces.len()).collect();
+        if order.len() > 1 {
+            order.sort_by_key(|&i| (Arc::as_ptr(&self.pieces[i].lease) as usize, i));
+        }
+        let mut groups = Vec::new();
+        let mut at = 0;
+        while at < order.len() {
+            let lease = &self.pieces[order[at]].lease;
+            let mut end = at + 1;
+            while end < order.len() && Arc::ptr_eq(&self.pieces[order[end]].lease, lease) {
+                end += 1;
+            }
+            groups.push(at..end);
+            at = end;
+        }
+        groups.sort_by_key(|g| order[g.start]);
+        for group in groups {
+            let lease = &self.pieces[order[group.start]].lease;
             let first = !lease.sent.swap(true, Ordering::SeqCst);
-            // Our reference is the last: nothing else holds the split, and
+            // Our references are the last: nothing else holds the split, and
             // nothing can clone a reference nobody else has.
             match lease.name {
-                Some(name) if first && Arc::strong_count(lease) == 1 => out.push(name),
-                _ => complete = false,
+                Some(name) if first && Arc::strong_count(lease) == group.len() => whole.push(name),
+                Some(name) => {
+                    complete = false;
+                    for &i in &order[group] {
+                        match &self.pieces[i].position {
+                            Some(p) if !p.is_empty() => pieces.push((name, p.clone())),
+                            _ => {}
+                        }
+                    }
+                }
+                None => complete = false,
             }
         }
         complete
@@ -155,15 +314,15 @@ impl Lineage {
     /// Called as the element goes to a reader that does not record split
     /// names (`GetElement`): its splits are never named whole afterwards.
     pub fn mark_sent(&self) {
-        for lease in &self.0 {
-            lease.sent.store(true, Ordering::SeqCst);
+        for piece in &self.pieces {
+            piece.lease.sent.store(true, Ordering::SeqCst);
         }
     }
 }
 
 impl fmt::Debug for Lineage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Lineage({} splits)", self.0.len())
+        write!(f, "Lineage({} pieces)", self.pieces.len())
     }
 }
 
@@ -181,8 +340,8 @@ mod tests {
         });
         let mut a = Lineage::of(Arc::clone(&lease));
         let b = a.clone();
-        a.extend(b.clone()); // the same split twice counts once
-        assert_eq!(a.len(), 1);
+        a.extend(b.clone()); // the same split twice: two pieces of it
+        assert_eq!(a.len(), 2);
         drop(lease);
         drop(a);
         assert_eq!(released.load(Ordering::SeqCst), 0, "b still holds it");
@@ -201,9 +360,9 @@ mod tests {
     #[test]
     fn only_an_element_holding_all_that_is_left_of_a_split_names_it() {
         let whole = |l: &Lineage| {
-            let mut out = Vec::new();
-            let complete = l.whole_splits(&mut out);
-            assert_eq!(complete, !l.0.is_empty() && out.len() == l.len());
+            let (mut out, mut pieces) = (Vec::new(), Vec::new());
+            let complete = l.whole_splits(&mut out, &mut pieces);
+            assert_eq!(complete, !l.is_empty() && out.len() == l.len());
             out
         };
         // One element, the source done with the split: named.
@@ -232,5 +391,66 @@ mod tests {
         sent.mark_sent();
         drop(sent);
         assert_eq!(whole(&Lineage::of(lease)), vec![]);
+    }
+
+    /// What an element names: its whole splits and its pieces of others.
+    fn named(l: &Lineage) -> (Vec<SplitName>, Vec<(SplitName, Position)>) {
+        let (mut whole, mut pieces) = (Vec::new(), Vec::new());
+        l.whole_splits(&mut whole, &mut pieces);
+        (whole, pieces)
+    }
+
+    #[test]
+    fn the_parts_of_a_split_are_numbered_and_skipped_positions_are_dropped() {
+        // A file split whose records 1 and 3 readers already received, and
+        // of whose record 4 they received what flat_map made first.
+        let mut skip = PositionSet::default();
+        skip.insert(&[1]);
+        skip.insert(&[3]);
+        skip.insert(&[4, 0]);
+        let file = Lineage::of(SplitLease::named_skipping(name(9), skip, || {}));
+        let records: Vec<(i64, Lineage)> = (0..6)
+            .filter_map(|i| file.child(i).map(|l| (i, l)))
+            .collect();
+        assert_eq!(
+            records.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            vec![0, 2, 4, 5]
+        );
+        // flat_map over record 4 drops its first part, numbers the rest.
+        let record4 = &records[2].1;
+        assert!(record4.child(0).is_none());
+        let part = record4.child(1).unwrap();
+        drop(records);
+        // The file source still holds the split: pieces, not whole.
+        assert_eq!(named(&part), (vec![], vec![(name(9), vec![4, 1])]));
+        // A batch of two records of one split, then unbatched: each row
+        // gets its own position back; the batch names both.
+        let (a, b) = (file.child(0).unwrap(), file.child(2).unwrap());
+        let batch = Lineage::of_rows([&a, &b]);
+        assert_eq!(batch.len(), 2);
+        let rows: Vec<Lineage> = (0..2).map(|i| batch.row(i, 2).unwrap()).collect();
+        assert_eq!(named(&rows[1]).1, vec![(name(9), vec![2])]);
+        assert_eq!(
+            named(&batch).1,
+            vec![(name(9), vec![0]), (name(9), vec![2])]
+        );
+        // A batch of two splits' pieces cut up again: places unknown, named
+        // neither whole nor in part (and not complete).
+        let other = Lineage::of(SplitLease::named(name(10), || {}))
+            .child(0)
+            .unwrap();
+        let mixed = Lineage::of_rows([&a, &other]);
+        let cut = mixed.row(0, 3).unwrap();
+        let (mut w, mut p) = (Vec::new(), Vec::new());
+        assert!(!cut.whole_splits(&mut w, &mut p));
+        assert!(w.is_empty() && p.is_empty());
+        // A piece sent before names a piece even once it is all that is left.
+        drop((file, a, b, batch, rows, part, cut, mixed));
+        assert_eq!(named(&other), (vec![], vec![(name(10), vec![0])]));
+        // The only element made of a split, once the source let go: whole.
+        let only = Lineage::of(SplitLease::named(name(11), || {}))
+            .child(0)
+            .unwrap();
+        assert_eq!(named(&only), (vec![name(11)], vec![]));
     }
 }

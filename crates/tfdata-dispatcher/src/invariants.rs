@@ -403,6 +403,20 @@ mod tests {
                             index: rng.random_range(0..4),
                         })
                         .collect(),
+                    pieces: (0..rng.random_range(0..2))
+                        .map(|_| wire::TfdataSplitPieces {
+                            split: Some(wire::TfdataSplitName {
+                                provider: rng.random_range(0..2),
+                                repetition: 0,
+                                index: rng.random_range(0..4),
+                            }),
+                            positions: vec![wire::TfdataPositionRange {
+                                prefix: vec![rng.random_range(-1..3)],
+                                start: rng.random_range(0..3),
+                                end: rng.random_range(0..5),
+                            }],
+                        })
+                        .collect(),
                 }),
                 0 => UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
                     worker_address: worker(rng),

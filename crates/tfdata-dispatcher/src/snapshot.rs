@@ -9,6 +9,7 @@
 //! names the file).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use tfdata_core::positions::PositionSet;
 
 use tfdata_core::{DatasetId, Error, IterationClientId, IterationId, JobId, Result, TaskId};
 use tfdata_proto::tfdata::snapshot as wire;
@@ -260,6 +261,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                 more_splits: l.more_splits.clone(),
                 first_index: l.first_index,
                 split_repetition: l.split_repetition,
+                skip: l.skip.clone(),
             })
             .collect(),
         returned_splits: it
@@ -271,6 +273,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                     repetition: r.repetition,
                     split: r.split.clone(),
                     index: r.index,
+                    skip: r.skip.ranges(),
                 })
             })
             .collect(),
@@ -285,6 +288,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                 split_repetition: held.produced_in,
                 split: held.split.clone(),
                 index: held.index,
+                skip: held.skip.ranges(),
             })
             .collect(),
         awaited_receipts: it
@@ -339,6 +343,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
                 repetition: r.repetition,
                 index: r.index,
                 split: r.split.clone(),
+                skip: PositionSet::from_ranges(&r.skip)?,
             });
     }
     Ok(Iteration {
@@ -383,6 +388,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
                         more_splits: l.more_splits.clone(),
                         first_index: l.first_index,
                         split_repetition: l.split_repetition,
+                        skip: l.skip.clone(),
                     },
                 )
             })
@@ -392,7 +398,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
             .held_splits
             .iter()
             .map(|h| {
-                (
+                Ok((
                     HeldSplitKey {
                         task: TaskId(h.task_id),
                         provider: h.provider,
@@ -403,10 +409,11 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
                         produced_in: h.split_repetition,
                         index: h.index,
                         split: h.split.clone(),
+                        skip: PositionSet::from_ranges(&h.skip)?,
                     },
-                )
+                ))
             })
-            .collect(),
+            .collect::<Result<_>>()?,
         awaited_receipts: it
             .awaited_receipts
             .iter()

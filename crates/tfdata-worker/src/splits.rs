@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use prost::Message;
 use tfdata_client::DispatcherClient;
+use tfdata_core::positions::PositionSet;
 use tfdata_core::{IterationId, Lineage, Result, SplitLease, SplitName, TaskId, Tensor};
 use tfdata_dataset::splits::SplitProvider;
 use tfdata_proto::data::{GetSplitRequest, GetSplitResponse, TfdataDeliveredSplit};
@@ -61,9 +62,10 @@ pub const LEASE_TARGET: Duration = Duration::from_millis(20);
 /// lease while it is fetched.
 #[derive(Default)]
 pub struct Leases {
-    /// Each split with the name the task reports it delivered by, and its
-    /// name in the iteration (what readers record).
-    queue: VecDeque<(Tensor, TfdataDeliveredSplit, SplitName)>,
+    /// Each split with the name the task reports it delivered by, its
+    /// name in the iteration (what readers record), and the positions of it
+    /// readers already received (a lost worker's split handed out again).
+    queue: VecDeque<(Tensor, TfdataDeliveredSplit, SplitName, PositionSet)>,
     in_flight: Option<InFlight>,
     /// Splits the next request asks for (0 until the first answer: 1).
     size: i64,
@@ -192,7 +194,8 @@ impl RemoteSplitProvider {
     /// The next split, the (repetition, sequence) that names it in delivery
     /// reports and its name in the iteration, from the current lease or,
     /// when it is used up, the next one.
-    fn next_split(&self) -> Result<Option<(Tensor, TfdataDeliveredSplit, SplitName)>> {
+    #[allow(clippy::type_complexity)]
+    fn next_split(&self) -> Result<Option<(Tensor, TfdataDeliveredSplit, SplitName, PositionSet)>> {
         let mut leases = lock(&self.leases);
         if leases.queue.is_empty() {
             if leases.end {
@@ -296,10 +299,14 @@ impl RemoteSplitProvider {
             repetition: response.tfdata_split_repetition,
             index: response.tfdata_first_index.saturating_add(i as i64),
         };
+        let skip = PositionSet::from_ranges(&response.tfdata_skip).map_err(|e| {
+            tfdata_core::Error::Internal(format!("the dispatcher's GetSplit answer: {e}"))
+        })?;
         leases.queue.push_back((
             tfdata_core::element::tensor_from_proto(first)?,
             name(0),
             split_name(0),
+            skip,
         ));
         for (i, encoded) in response.tfdata_more_splits.iter().enumerate() {
             let proto = TensorProto::decode(encoded.clone()).map_err(|e| {
@@ -311,6 +318,7 @@ impl RemoteSplitProvider {
                 tfdata_core::element::tensor_from_proto(&proto)?,
                 name(i + 1),
                 split_name(i + 1),
+                PositionSet::default(),
             ));
         }
         self.received.fetch_add(count, Ordering::SeqCst);
@@ -407,13 +415,13 @@ impl SplitProvider for RemoteSplitProvider {
             self.ledger.cut.store(true, Ordering::SeqCst);
             return Ok(None);
         }
-        let Some((split, name, split_name)) = self.next_split()? else {
+        let Some((split, name, split_name, skip)) = self.next_split()? else {
             return Ok(None);
         };
         let delivered = Arc::clone(&self.delivered);
         let ledger = Arc::clone(&self.ledger);
         ledger.outstanding.fetch_add(1, Ordering::SeqCst);
-        let lease = SplitLease::named(split_name, move || {
+        let lease = SplitLease::named_skipping(split_name, skip, move || {
             lock(&delivered).push((Instant::now(), name));
             ledger.released();
         });

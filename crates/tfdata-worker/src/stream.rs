@@ -212,6 +212,7 @@ fn encode(batch: ElementBatch) -> Vec<Bytes> {
         first_element_index,
         end_of_sequence,
         whole_splits,
+        split_pieces,
     } = batch;
     let mut w = RopeWriter::new();
     w.put_fields(&ElementBatch {
@@ -222,6 +223,7 @@ fn encode(batch: ElementBatch) -> Vec<Bytes> {
         first_element_index,
         end_of_sequence,
         whole_splits,
+        split_pieces,
     });
     for chunk in chunks {
         use prost::Message;

@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use tfdata_core::batch::BatchSplits;
+use tfdata_core::positions::PositionSet;
 use tfdata_core::{Element, Error, Result, SplitName, TaskId};
 use tfdata_proto::data::{self as wire, worker_service_client::WorkerServiceClient};
 use tfdata_proto::tfdata::stream::Compression as StreamCompression;
@@ -30,6 +32,13 @@ pub(crate) const STREAM_WINDOW_BYTES: u64 = 16 << 20;
 /// are produced again (a pipeline delivering more than ~100,000 splits a
 /// second from one task, or holding that many after its last `GetSplit`).
 pub(crate) const MAX_RECEIPTS_PER_TASK: usize = 1 << 14;
+
+/// Splits a reader keeps parts of per task for its receipts (a split spread
+/// over several elements: a file's records). A worker holds only the few
+/// splits it is reading (one per file source, `cycle_length` in an
+/// interleave), so past the bound the oldest are forgotten, and produced
+/// again in full if the worker is lost before it reports them.
+pub(crate) const MAX_PIECE_SPLITS_PER_TASK: usize = 1 << 10;
 
 /// Compressed payloads at least this large are decompressed on a blocking
 /// thread: Snappy over megabytes would stall the (one-thread) client runtime,
@@ -245,24 +254,66 @@ pub(crate) struct FetchParams {
 /// are exactly the batches delivered.
 #[derive(Default)]
 pub(crate) struct Receipts {
-    tasks: HashMap<TaskId, std::collections::VecDeque<SplitName>>,
+    tasks: HashMap<TaskId, TaskReceipts>,
+}
+
+/// What a reader received from one task.
+#[derive(Default)]
+struct TaskReceipts {
+    /// Splits received whole, the newest last.
+    whole: std::collections::VecDeque<SplitName>,
+    /// Positions received of splits spread over several elements, and the
+    /// splits in the order their first piece arrived.
+    pieces: HashMap<SplitName, PositionSet>,
+    piece_order: std::collections::VecDeque<SplitName>,
 }
 
 impl Receipts {
-    /// Records the whole splits of a batch from `task` just delivered.
-    pub(crate) fn record(&mut self, task: TaskId, names: Vec<SplitName>) {
-        if names.is_empty() {
+    /// Records what the elements of a batch from `task` just delivered hold.
+    pub(crate) fn record(&mut self, task: TaskId, splits: &BatchSplits) {
+        if splits.names.is_empty() && splits.pieces.is_empty() {
             return;
         }
         let r = self.tasks.entry(task).or_default();
-        r.extend(names);
-        let excess = r.len().saturating_sub(MAX_RECEIPTS_PER_TASK);
-        r.drain(..excess);
+        r.whole.extend(splits.names.iter().copied());
+        let excess = r.whole.len().saturating_sub(MAX_RECEIPTS_PER_TASK);
+        r.whole.drain(..excess);
+        for (name, position) in &splits.pieces {
+            let set = r.pieces.entry(*name).or_insert_with(|| {
+                r.piece_order.push_back(*name);
+                PositionSet::default()
+            });
+            set.insert(position);
+        }
+        while r.piece_order.len() > MAX_PIECE_SPLITS_PER_TASK {
+            if let Some(oldest) = r.piece_order.pop_front() {
+                r.pieces.remove(&oldest);
+            }
+        }
     }
 
-    /// What `task` delivered whole (its fetcher has stopped).
-    pub(crate) fn take(&mut self, task: TaskId) -> Vec<SplitName> {
-        self.tasks.remove(&task).map(Vec::from).unwrap_or_default()
+    /// What `task` delivered (its fetcher has stopped), as its report.
+    pub(crate) fn take(&mut self, task: TaskId) -> wire::TfdataTaskReceipts {
+        let r = self.tasks.remove(&task).unwrap_or_default();
+        let name = |n: &SplitName| wire::TfdataSplitName {
+            provider: n.provider,
+            repetition: n.repetition,
+            index: n.index,
+        };
+        wire::TfdataTaskReceipts {
+            task_id: task.0,
+            splits: r.whole.iter().map(name).collect(),
+            pieces: r
+                .piece_order
+                .iter()
+                .filter_map(|n| {
+                    r.pieces.get(n).map(|set| wire::TfdataSplitPieces {
+                        split: Some(name(n)),
+                        positions: set.ranges(),
+                    })
+                })
+                .collect(),
+        }
     }
 }
 
@@ -347,17 +398,16 @@ impl FetchContext {
         self.receipts.is_some()
     }
 
-    /// Records the whole splits of a batch from `task` just delivered.
-    pub(crate) fn record_receipts(&self, task: TaskId, names: Vec<SplitName>) {
+    /// Records what a batch from `task` just delivered holds of splits.
+    pub(crate) fn record_receipts(&self, task: TaskId, splits: &BatchSplits) {
         if let Some(r) = &self.receipts {
-            lock(r).record(task, names);
+            lock(r).record(task, splits);
         }
     }
 
-    /// What `task` delivered whole, for the report once it left the
-    /// iteration and its fetcher stopped; `None` if this reader reports no
-    /// receipts.
-    pub(crate) fn take_receipts(&self, task: TaskId) -> Option<Vec<SplitName>> {
+    /// What `task` delivered, for the report once it left the iteration and
+    /// its fetcher stopped; `None` if this reader reports no receipts.
+    pub(crate) fn take_receipts(&self, task: TaskId) -> Option<wire::TfdataTaskReceipts> {
         self.receipts.as_ref().map(|r| lock(r).take(task))
     }
 

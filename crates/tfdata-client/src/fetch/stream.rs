@@ -178,8 +178,8 @@ pub(crate) async fn stream_task(
                 // distributed_epoch: the names go to the receipts, and with
                 // the batch (every element, named or not) to the reader's
                 // checkpoint accounting.
-                let receipts = ctx.reports_receipts().then(|| whole_splits.names.clone());
                 let splits = ctx.reports_receipts().then_some(whole_splits);
+                let receipts = splits.clone();
                 if !ctx
                     .send(Ok(Delivery::batch(elements, credit, origin, splits)))
                     .await
@@ -188,8 +188,8 @@ pub(crate) async fn stream_task(
                 }
                 // Delivered: recorded with no await in between, so a fetcher
                 // aborted in the send records nothing it did not deliver.
-                if let Some(names) = receipts {
-                    ctx.record_receipts(task.task_id, names);
+                if let Some(splits) = &receipts {
+                    ctx.record_receipts(task.task_id, splits);
                 }
             }
             if end {

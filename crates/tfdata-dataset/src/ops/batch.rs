@@ -461,7 +461,11 @@ impl ElementIterator for UnbatchIter {
                 ));
             }
             for i in 0..rows as usize {
-                // Each row depends on everything the batch did.
+                // Each row holds its own piece of the batch's splits; a row
+                // readers already received (a split produced again) is dropped.
+                let Some(lineage) = batch.lineage.row(i, rows as usize) else {
+                    continue;
+                };
                 self.pending.push_back(
                     Element::new(
                         batch
@@ -470,7 +474,7 @@ impl ElementIterator for UnbatchIter {
                             .map(|t| slice(t, i))
                             .collect::<Result<_>>()?,
                     )
-                    .with_lineage(batch.lineage.clone()),
+                    .with_lineage(lineage),
                 );
             }
         }

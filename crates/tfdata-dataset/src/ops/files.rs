@@ -300,6 +300,7 @@ impl DatasetOp for FileRecords {
             next_file: 0,
             current: None,
             current_lineage: Default::default(),
+            current_record: 0,
         }))
     }
     fn split_provider(&self) -> Option<Result<Box<dyn SplitProvider>>> {
@@ -327,6 +328,8 @@ struct FileRecordsIter {
     /// record carries it, and the split is delivered once the reader has moved
     /// on and the last record is gone.
     current_lineage: tfdata_core::Lineage,
+    /// The index of the current file's next record.
+    current_record: i64,
 }
 
 impl FileRecordsIter {
@@ -370,13 +373,20 @@ impl ElementIterator for FileRecordsIter {
                 None => None,
             };
             if let Some(record) = record {
+                // Record i of the file is at [i] in its split; records readers
+                // already received (the split is produced again) are dropped.
+                let index = self.current_record;
+                self.current_record = self.current_record.saturating_add(1);
+                let Some(lineage) = self.current_lineage.child(index) else {
+                    continue;
+                };
                 return Ok(Some(
-                    Element::single(Tensor::scalar_string(record))
-                        .with_lineage(self.current_lineage.clone()),
+                    Element::single(Tensor::scalar_string(record)).with_lineage(lineage),
                 ));
             }
             // This file is done: its split no longer needs the reader.
             self.current_lineage = tfdata_core::Lineage::default();
+            self.current_record = 0;
             let (format, compression) = (self.format, self.compression);
             let Some(path) = self.next_file()? else {
                 self.current = None;

@@ -297,22 +297,36 @@ fn open(
     if lineage.is_empty() {
         return Ok(inner);
     }
-    Ok(Box::new(Tagged { inner, lineage }))
+    Ok(Box::new(Tagged {
+        inner,
+        lineage,
+        next: 0,
+    }))
 }
 
-/// Tags an inner dataset's elements with the input element's lineage; holds
-/// it until the inner dataset is done.
+/// Tags an inner dataset's elements with the input element's lineage, each
+/// at its own position under the input's (`Lineage::child`); holds it until
+/// the inner dataset is done. Elements readers already received (the split
+/// is produced again) are made and dropped: the inner dataset is
+/// deterministic, not seekable.
 struct Tagged {
     inner: Box<dyn ElementIterator>,
     lineage: tfdata_core::Lineage,
+    /// The next inner element's index.
+    next: i64,
 }
 
 impl ElementIterator for Tagged {
     fn next_element(&mut self) -> Result<Option<Element>> {
-        Ok(self
-            .inner
-            .next_element()?
-            .map(|e| e.with_lineage(self.lineage.clone())))
+        // Bounded by the inner dataset: each round consumes one of its elements.
+        while let Some(e) = self.inner.next_element()? {
+            let index = self.next;
+            self.next = self.next.saturating_add(1);
+            if let Some(lineage) = self.lineage.child(index) {
+                return Ok(Some(e.with_lineage(lineage)));
+            }
+        }
+        Ok(None)
     }
 }
 

@@ -121,11 +121,9 @@ pub fn stack_elements(op: &str, rows: &[Element]) -> Result<Element> {
         }
         components.push(stack(&parts)?);
     }
-    // A batch depends on the splits of every row.
-    let mut lineage = tfdata_core::Lineage::default();
-    for row in rows {
-        lineage.extend_from(&row.lineage);
-    }
+    // A batch depends on the splits of every row (and keeps them in row
+    // order, so `unbatch` can hand each row's back).
+    let lineage = tfdata_core::Lineage::of_rows(rows.iter().map(|row| &row.lineage));
     Ok(Element::new(components).with_lineage(lineage))
 }
 

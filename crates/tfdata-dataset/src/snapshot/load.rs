@@ -576,7 +576,13 @@ impl ElementIterator for LoadIter {
         loop {
             if let Some(current) = &mut self.current {
                 if let Some(element) = current.reader.read_element()? {
-                    return Ok(Some(element.with_lineage(current.lineage.clone())));
+                    // Element i of the chunk is at [i] in its split; those
+                    // readers already received are dropped.
+                    let index = current.reader.elements_read().saturating_sub(1) as i64;
+                    match current.lineage.child(index) {
+                        Some(lineage) => return Ok(Some(element.with_lineage(lineage))),
+                        None => continue,
+                    }
                 }
                 let read = current.reader.elements_read();
                 if read != current.expected as u64 {

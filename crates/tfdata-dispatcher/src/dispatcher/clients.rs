@@ -98,16 +98,31 @@ fn receive_splits(
         if !awaited {
             continue;
         }
+        // Refused before anything is journaled: a bad report from the
+        // network must not become a record replay stumbles on.
+        for p in &r.pieces {
+            if p.split.is_none() {
+                return Err(Error::InvalidArgument(format!(
+                    "receipts for task {}: split pieces without their split's name",
+                    r.task_id
+                )));
+            }
+            tfdata_core::positions::PositionSet::from_ranges(&p.positions).map_err(|e| {
+                Error::InvalidArgument(format!("receipts for task {}: {e}", r.task_id))
+            })?;
+        }
         tracing::debug!(
             client = client.0,
             task = r.task_id,
             splits = r.splits.len(),
+            split_pieces = r.pieces.len(),
             "a reader's receipts for a lost task"
         );
         let update = UpdateType::TfdataReceiveSplits(wire::ReceiveSplitsUpdate {
             iteration_client_id: client.0,
             task_id: r.task_id,
             splits: r.splits,
+            pieces: r.pieces,
         });
         apply_and_return_splits(txn, update)?;
     }

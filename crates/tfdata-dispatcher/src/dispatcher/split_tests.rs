@@ -922,15 +922,44 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
                             index,
                         })
                         .collect(),
+                    pieces: Vec::new(),
                 }],
                 ..Default::default()
             }
         };
-    // c1 received splits 0 and 2 whole; receipts for a task that waits for
+    // Parts of split 1 (spread over several elements): the positions
+    // received, which the worker producing it again skips.
+    let pieces = |ranges: &[(&[i64], i64, i64)]| wire::TfdataSplitPieces {
+        split: Some(wire::TfdataSplitName {
+            provider: 0,
+            repetition: 0,
+            index: 1,
+        }),
+        positions: ranges
+            .iter()
+            .map(|(prefix, start, end)| wire::TfdataPositionRange {
+                prefix: prefix.to_vec(),
+                start: *start,
+                end: *end,
+            })
+            .collect(),
+    };
+    // A report with a position that cannot be is refused, and changes nothing.
+    let mut bad = receipts(&c1, t1, &[0]);
+    bad.tfdata_receipts[0].pieces.push(pieces(&[(&[], 4, 2)]));
+    let err = d.client_heartbeat(bad).await.unwrap_err();
+    assert!(
+        matches!(err, tfdata_core::Error::InvalidArgument(_)),
+        "{err}"
+    );
+    // c1 received splits 0 and 2 whole, and records 0..3 of split 1 and
+    // the first part of its record 5; receipts for a task that waits for
     // nobody (w2's) or repeated change nothing.
-    d.client_heartbeat(receipts(&c1, t1, &[0, 2]))
-        .await
-        .unwrap();
+    let mut c1_receipts = receipts(&c1, t1, &[0, 2]);
+    c1_receipts.tfdata_receipts[0]
+        .pieces
+        .push(pieces(&[(&[], 0, 3), (&[5], 0, 1)]));
+    d.client_heartbeat(c1_receipts).await.unwrap();
     d.client_heartbeat(receipts(&c1, t1, &[1])).await.unwrap();
     d.client_heartbeat(receipts(&c2, t2, &[4])).await.unwrap();
     let it = d
@@ -947,9 +976,14 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
     );
     drop(d);
 
-    // Across a restart: c2 received split 3. Only split 1 comes back.
-    let d = Dispatcher::new(config, clock.clone()).unwrap();
-    d.client_heartbeat(receipts(&c2, t1, &[3])).await.unwrap();
+    // Across a restart: c2 received split 3, and record 3 of split 1. Only
+    // split 1 comes back, without what the readers hold of it.
+    let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
+    let mut c2_receipts = receipts(&c2, t1, &[3]);
+    c2_receipts.tfdata_receipts[0]
+        .pieces
+        .push(pieces(&[(&[], 3, 4)]));
+    d.client_heartbeat(c2_receipts).await.unwrap();
     let state = d.snapshot_state().await;
     let it = state.iteration(iteration).unwrap();
     assert!(it.awaited_receipts.is_empty());
@@ -960,10 +994,19 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
         .find(|t| t.iteration_id == iteration && t.id != t2)
         .map(|t| t.id)
         .expect("a task to produce the returned split");
-    assert_eq!(
-        value(&d.get_split(ask(0, "w2:1", recovery)).await.unwrap()),
-        Some(1)
-    );
+    let again = d.get_split(ask(0, "w2:1", recovery)).await.unwrap();
+    assert_eq!(value(&again), Some(1));
+    let skip = tfdata_core::positions::PositionSet::from_ranges(&again.tfdata_skip).unwrap();
+    assert!(skip.contains(&[0]) && skip.contains(&[3]) && skip.contains(&[5, 0]));
+    assert!(!skip.contains(&[4]) && !skip.contains(&[5, 1]));
+    // A retry of that request gets the same positions; so does one after a
+    // restart (the answer is journaled).
+    let retried = d.get_split(ask(0, "w2:1", recovery)).await.unwrap();
+    assert_eq!(retried.tfdata_skip, again.tfdata_skip);
+    drop(d);
+    let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
+    let retried = d.get_split(ask(0, "w2:1", recovery)).await.unwrap();
+    assert_eq!(retried.tfdata_skip, again.tfdata_skip);
     assert!(
         d.get_split(ask(1, "w2:1", recovery))
             .await

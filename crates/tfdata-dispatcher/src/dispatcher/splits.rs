@@ -141,12 +141,13 @@ impl Dispatcher {
             && last.repetition == req.repetition
             && last.sequence == sequence
         {
-            let answer = lease_response(
+            let mut answer = lease_response(
                 last.split.clone(),
                 last.more_splits.clone(),
                 last.first_index,
                 last.split_repetition,
             );
+            answer.tfdata_skip = last.skip.clone();
             tracing::debug!(
                 task = req.tfdata_task_id,
                 worker = %req.tfdata_worker_address,
@@ -164,8 +165,8 @@ impl Dispatcher {
             .returned_splits
             .get(&req.split_provider_index)
             .and_then(|q| q.front())
-            .map(|r| (r.split.clone(), r.index, r.repetition));
-        if let Some((encoded, index, repetition)) = returned {
+            .map(|r| (r.split.clone(), r.index, r.repetition, r.skip.ranges()));
+        if let Some((encoded, index, repetition, skip)) = returned {
             let split = decode_split(&encoded)?;
             txn.apply(UpdateType::ProduceSplit(wire::ProduceSplitUpdate {
                 iteration_id: req.iteration_id,
@@ -191,7 +192,10 @@ impl Dispatcher {
                 "GetSplit: a lost worker's split handed out again"
             );
             self.metrics().splits_handed_out(true, 1);
-            return Ok(lease_response(Some(split), Vec::new(), index, repetition));
+            let mut answer = lease_response(Some(split), Vec::new(), index, repetition);
+            // Positions readers already received: the worker drops them.
+            answer.tfdata_skip = skip;
+            return Ok(answer);
         }
         let current = it.split_repetitions[p];
         if req.repetition < current {
@@ -365,5 +369,6 @@ fn lease_response(
         tfdata_more_splits: more_splits,
         tfdata_first_index: first_index,
         tfdata_split_repetition: repetition,
+        tfdata_skip: Vec::new(),
     }
 }

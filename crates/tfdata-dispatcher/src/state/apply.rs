@@ -3,6 +3,7 @@
 //! (property-tested in `invariants`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use tfdata_core::positions::PositionSet;
 
 use tfdata_core::{DatasetId, Error, IterationClientId, IterationId, JobId, Result, TaskId};
 use tfdata_proto::data::{Update, update::UpdateType};
@@ -268,12 +269,14 @@ impl DispatcherState {
                 }
                 let mut split_repetition = u.repetition;
                 let mut first_index = u.tfdata_first_index.unwrap_or(cursor);
+                let mut skip = PositionSet::default();
                 if u.tfdata_from_returned {
                     // The queue has a split (checked above).
                     let queue = it.returned_splits.get_mut(&u.split_provider_index);
                     if let Some(returned) = queue.and_then(|q| q.pop_front()) {
                         split_repetition = returned.repetition;
                         first_index = returned.index;
+                        skip = returned.skip;
                     }
                     // No empty queues: the state has one form (as a snapshot restores it).
                     if it
@@ -304,6 +307,12 @@ impl DispatcherState {
                                 produced_in: split_repetition,
                                 index: first_index.saturating_add(i as i64),
                                 split: split.clone(),
+                                // A returned split goes out alone.
+                                skip: if i == 0 {
+                                    skip.clone()
+                                } else {
+                                    PositionSet::default()
+                                },
                             },
                         );
                     }
@@ -321,6 +330,7 @@ impl DispatcherState {
                             more_splits: u.tfdata_more_splits.clone(),
                             first_index,
                             split_repetition,
+                            skip: skip.ranges(),
                         },
                     );
                 }
@@ -695,6 +705,22 @@ impl DispatcherState {
             .iter()
             .map(|n| (n.provider, n.repetition, n.index))
             .collect();
+        // Parts received: every one checked before anything changes.
+        let mut pieces: BTreeMap<(i64, i64, i64), PositionSet> = BTreeMap::new();
+        for p in &u.pieces {
+            let n = p.split.as_ref().ok_or_else(|| {
+                bad(
+                    "receive_splits",
+                    "split pieces without their split's name".into(),
+                )
+            })?;
+            let positions = PositionSet::from_ranges(&p.positions)
+                .map_err(|e| bad("receive_splits", e.to_string()))?;
+            pieces
+                .entry((n.provider, n.repetition, n.index))
+                .or_default()
+                .union_with(&positions);
+        }
         let received: Vec<HeldSplitKey> = it
             .held_splits
             .range(HeldSplitKey::all_of(task))
@@ -703,6 +729,14 @@ impl DispatcherState {
             .collect();
         for key in received {
             it.held_splits.remove(&key);
+        }
+        // The rest are produced again without the parts readers hold.
+        if !pieces.is_empty() {
+            for (key, held) in it.held_splits.range_mut(HeldSplitKey::all_of(task)) {
+                if let Some(p) = pieces.get(&(key.provider, held.produced_in, held.index)) {
+                    held.skip.union_with(p);
+                }
+            }
         }
         it.receipts_in(task, client);
         it.finished = all_delivered(it, &self.tasks);

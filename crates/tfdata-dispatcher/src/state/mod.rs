@@ -8,6 +8,7 @@
 //! transition function.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use tfdata_core::positions::PositionSet;
 
 use tfdata_core::{DatasetId, IterationClientId, IterationId, JobId, TaskId};
 use tfdata_proto::data::{
@@ -162,7 +163,7 @@ pub struct HeldSplitKey {
 
 impl HeldSplitKey {
     /// Every key of `task`, for a range over the ordered map.
-    fn all_of(task: TaskId) -> std::ops::RangeInclusive<HeldSplitKey> {
+    pub(crate) fn all_of(task: TaskId) -> std::ops::RangeInclusive<HeldSplitKey> {
         let key = |v| HeldSplitKey {
             task,
             provider: v,
@@ -184,6 +185,9 @@ pub struct HeldSplit {
     /// that the map would move on every insert and removal. Decoded only if
     /// the split is handed out again.
     pub split: bytes::Bytes,
+    /// Positions of it that readers received (from an earlier holder, or
+    /// reported after this one was lost): skipped when it is produced again.
+    pub skip: PositionSet,
 }
 
 /// A lost worker's split waiting to be handed out again, with the
@@ -194,6 +198,8 @@ pub struct ReturnedSplit {
     pub index: i64,
     /// The encoded `TensorProto` (see [`HeldSplit::split`]).
     pub split: bytes::Bytes,
+    /// Positions of it that readers received (see [`HeldSplit::skip`]).
+    pub skip: PositionSet,
 }
 
 impl Iteration {
@@ -259,6 +265,7 @@ impl Iteration {
                         repetition: held.produced_in,
                         index: held.index,
                         split: held.split,
+                        skip: held.skip,
                     });
             }
         }
@@ -285,6 +292,8 @@ pub struct LastSplit {
     /// repetition `split_repetition`.
     pub first_index: i64,
     pub split_repetition: i64,
+    /// The answer's positions to skip (`GetSplitResponse.tfdata_skip`).
+    pub skip: Vec<tfdata_proto::data::TfdataPositionRange>,
 }
 
 /// A task of a round-robin iteration that joins once every consumer agreed
