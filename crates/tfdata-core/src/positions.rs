@@ -193,7 +193,10 @@ mod tests {
             range(vec![-4], 0, 2),
             range(vec![0; MAX_POSITION_DEPTH], 0, 1),
         ] {
-            assert!(PositionSet::from_ranges(std::slice::from_ref(&bad)).is_err(), "{bad:?}");
+            assert!(
+                PositionSet::from_ranges(std::slice::from_ref(&bad)).is_err(),
+                "{bad:?}"
+            );
         }
     }
 }
