@@ -121,6 +121,7 @@ fn run_once(callers: usize, seconds: f64, work_dir: Option<&Path>) -> Result<Run
                 tfdata_consumed: Vec::new(),
                 tfdata_restore: None,
                 tfdata_consumed_elements: Vec::new(),
+                tfdata_consumed_pieces: Vec::new(),
             })
             .await?;
         // The first iteration's id (the dispatcher's first id); asked from

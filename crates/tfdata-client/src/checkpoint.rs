@@ -55,9 +55,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use prost::Message;
+use tfdata_core::positions::{Position, PositionSet};
 use tfdata_core::ranges::IndexRanges;
 use tfdata_core::{Error, Result, SplitName};
-use tfdata_proto::data::{TfdataSplitRanges, TfdataWorkerRanges};
+use tfdata_proto::data::{
+    TfdataSplitName, TfdataSplitPieces, TfdataSplitRanges, TfdataWorkerRanges,
+};
 use tfdata_proto::tfdata::checkpoint::{ConsumedSplits, ReaderCheckpoint, WorkerPosition};
 
 use crate::options::ProcessingMode;
@@ -138,6 +141,12 @@ pub(crate) struct Positions {
     next: HashMap<Arc<str>, i64>,
     /// Per (split provider, pass): indices of the splits consumed.
     consumed: BTreeMap<(i64, i64), IndexRanges>,
+    /// Splits spread over several elements of which some were consumed:
+    /// the positions consumed. A split moves to `consumed` once they number
+    /// its total.
+    partial: BTreeMap<SplitName, PositionSet>,
+    /// The totals of splits in `partial` whose last element was seen.
+    totals: BTreeMap<SplitName, u64>,
     /// Set once the read took an element that has no position (read with
     /// `GetElement`: a TensorFlow worker).
     unresumable: Option<String>,
@@ -226,16 +235,23 @@ impl Positions {
         }
     }
 
-    /// distributed_epoch: an element holding `names` whole was consumed
-    /// (`complete`: made from exactly those splits).
-    pub(crate) fn consumed_splits(&mut self, names: &[SplitName], complete: bool) {
-        if !complete {
+    /// distributed_epoch: an element was consumed holding `names` whole,
+    /// `pieces` of other splits, and the last of the splits in `ends` (with
+    /// their totals). `accounted`: it is made of exactly those.
+    pub(crate) fn consumed_splits(
+        &mut self,
+        names: &[SplitName],
+        pieces: &[(SplitName, Position)],
+        ends: &[(SplitName, u64)],
+        accounted: bool,
+    ) {
+        if !accounted {
             if self.unresumable.is_none() {
                 self.unresumable = Some(
-                    "an element consumed was made from part of a split or from no split (a \
-                     file read record by record, flat_map, unbatch, or a source without \
-                     dynamic sharding), so a distributed_epoch checkpoint cannot say which \
-                     splits are consumed"
+                    "an element consumed was made from part of a split at an unknown place or \
+                     from no split (a batch of several splits cut up again by flat_map or \
+                     unbatch, or a source without dynamic sharding), so a distributed_epoch \
+                     checkpoint cannot say which parts of splits are consumed"
                         .into(),
                 );
             }
@@ -247,6 +263,46 @@ impl Positions {
                 .or_default()
                 .insert(n.index);
         }
+        for (n, position) in pieces {
+            self.partial.entry(*n).or_default().insert(position);
+        }
+        for (n, total) in ends {
+            self.totals.insert(*n, *total);
+        }
+        // Splits now consumed in full (their last piece may come before
+        // others, from another worker's stream, after a lost worker).
+        for (n, _) in pieces {
+            self.complete_if_whole(n);
+        }
+    }
+
+    fn complete_if_whole(&mut self, n: &SplitName) {
+        let Some(&total) = self.totals.get(n) else {
+            return;
+        };
+        if self.partial.get(n).is_some_and(|p| p.count() >= total) {
+            self.partial.remove(n);
+            self.totals.remove(n);
+            self.consumed
+                .entry((n.provider, n.repetition))
+                .or_default()
+                .insert(n.index);
+        }
+    }
+
+    /// The parts of splits consumed, as a restored iteration is told them.
+    pub(crate) fn consumed_pieces(&self) -> Vec<TfdataSplitPieces> {
+        self.partial
+            .iter()
+            .map(|(n, positions)| TfdataSplitPieces {
+                split: Some(TfdataSplitName {
+                    provider: n.provider,
+                    repetition: n.repetition,
+                    index: n.index,
+                }),
+                positions: positions.ranges(),
+            })
+            .collect()
     }
 
     /// The splits consumed, as a restored iteration is told them.
@@ -321,6 +377,7 @@ impl Positions {
             consumers: shared.map_or(0, |s| s.consumers),
             consumer_index: self.coordinated.map_or(0, |c| c.consumer),
             num_consumers: self.coordinated.map_or(0, |c| c.consumers),
+            consumed_pieces: self.consumed_pieces(),
         }
         .encode_to_vec())
     }
@@ -416,6 +473,25 @@ impl Positions {
             positions
                 .consumed
                 .insert((c.provider, c.repetition), ranges);
+        }
+        for p in checkpoint.consumed_pieces {
+            let n = p
+                .split
+                .filter(|n| n.provider >= 0 && n.repetition >= 0 && n.index >= 0)
+                .ok_or_else(|| {
+                    Error::InvalidArgument(
+                        "reader checkpoint has consumed parts of a split without a valid name"
+                            .into(),
+                    )
+                })?;
+            let name = SplitName {
+                provider: n.provider,
+                repetition: n.repetition,
+                index: n.index,
+            };
+            let set = PositionSet::from_ranges(&p.positions)
+                .map_err(|e| Error::InvalidArgument(format!("reader checkpoint: {e}")))?;
+            positions.partial.entry(name).or_default().union_with(&set);
         }
         Ok(positions)
     }
@@ -533,10 +609,33 @@ mod tests {
         // Stream indices say nothing in distributed_epoch: not kept.
         p.advance(&Arc::from("a:1"), 0, 5);
         for i in [0, 1, 2, 5, 3] {
-            p.consumed_splits(&[name(0, i)], true);
+            p.consumed_splits(&[name(0, i)], &[], &[], true);
         }
-        p.consumed_splits(&[name(1, 7), name(1, 8)], true);
+        p.consumed_splits(&[name(1, 7), name(1, 8)], &[], &[], true);
         assert_eq!(p.consumed_count(), 7);
+        // Parts of split 20 (a file of 4 records, record 1 read elsewhere):
+        // kept by position until the last arrives, then the split is whole.
+        p.consumed_splits(
+            &[],
+            &[(name(0, 20), vec![0]), (name(0, 20), vec![2, 0])],
+            &[],
+            true,
+        );
+        p.consumed_splits(&[], &[(name(0, 21), vec![5])], &[], true);
+        let pieces = p.consumed_pieces();
+        assert_eq!(pieces.len(), 2);
+        let back = Positions::decode(&p.encode(ds, None).unwrap(), ds).unwrap();
+        assert_eq!(
+            back.consumed_pieces(),
+            pieces,
+            "parts survive the checkpoint"
+        );
+        let mut whole = back.clone();
+        whole.consumed_splits(&[], &[(name(0, 20), vec![3])], &[(name(0, 20), 4)], true);
+        assert_eq!(whole.consumed_pieces().len(), 2, "3 of 4 pieces");
+        whole.consumed_splits(&[], &[(name(0, 20), vec![1])], &[], true);
+        assert_eq!(whole.consumed_pieces().len(), 1, "split 20 is whole");
+        assert_eq!(whole.consumed_count(), 8);
         let shared = SharedRead {
             iteration: 4,
             client: 9,
@@ -546,6 +645,7 @@ mod tests {
         assert_eq!(back.shared, Some(shared));
         assert_eq!(back.consumed_ranges(), p.consumed_ranges());
         assert_eq!(back.start_of("a:1"), 0);
+        let mut p = p.clone();
         assert_eq!(
             back.consumed_ranges()
                 .iter()
@@ -553,8 +653,9 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![(0, vec![0, 4, 5, 6]), (1, vec![7, 9])]
         );
-        // An element made from part of a split: no checkpoint, and why.
-        p.consumed_splits(&[name(0, 9)], false);
+        // An element made from part of a split at an unknown place: no
+        // checkpoint, and why.
+        p.consumed_splits(&[name(0, 9)], &[], &[], false);
         assert!(
             p.encode(ds, None)
                 .unwrap_err()

@@ -307,8 +307,9 @@ impl Iteration {
 fn record(positions: &mut Positions, delivery: &Delivery, per_element: bool) {
     if let Some(splits) = &delivery.splits {
         for i in 0..delivery.taken.max(0) as usize {
-            let (names, complete) = splits.of(i);
-            positions.consumed_splits(names, complete);
+            let (names, accounted) = splits.of(i);
+            let (pieces, ends) = splits.pieces_of(i);
+            positions.consumed_splits(names, pieces, ends, accounted);
         }
     }
     match &delivery.origin {
@@ -405,6 +406,12 @@ pub(crate) async fn start(
         // the elements its restoration's workers drop.
         tfdata_consumed_elements: if params.per_element() || params.coordinated().is_some() {
             params.start.consumed_element_ranges()
+        } else {
+            Vec::new()
+        },
+        // ... and hands out the splits it consumed part of without those parts.
+        tfdata_consumed_pieces: if dynamic {
+            params.start.consumed_pieces()
         } else {
             Vec::new()
         },

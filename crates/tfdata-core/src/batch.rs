@@ -11,7 +11,7 @@
 use bytes::{Bytes, BytesMut};
 use tfdata_proto::tfdata::stream::{Chunk, ElementBatch};
 
-use crate::lineage::SplitName;
+use crate::lineage::{SplitName, SplitsNamed};
 use crate::positions::{MAX_POSITION_DEPTH, Position};
 use crate::tensor::{TensorData, num_elements};
 use crate::{DType, Element, Error, Result, Tensor};
@@ -135,6 +135,12 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+fn put_name(out: &mut Vec<u8>, n: &SplitName) {
+    for v in [n.provider, n.repetition, n.index] {
+        put_varint(out, v as u64);
+    }
+}
+
 /// Builds one [`ElementBatch`] from elements pushed in order.
 #[derive(Default)]
 pub struct BatchEncoder {
@@ -148,10 +154,9 @@ pub struct BatchEncoder {
     payload_bytes: u64,
     /// `ElementBatch.whole_splits`, begun at the first element naming one.
     whole_splits: Vec<u8>,
-    names: Vec<SplitName>,
     /// `ElementBatch.split_pieces`, begun at the first element holding one.
     split_pieces: Vec<u8>,
-    pieces: Vec<(SplitName, Position)>,
+    named: SplitsNamed,
 }
 
 impl BatchEncoder {
@@ -237,39 +242,39 @@ impl BatchEncoder {
             }
             return;
         }
-        self.names.clear();
-        self.pieces.clear();
-        let complete = element
-            .lineage
-            .whole_splits(&mut self.names, &mut self.pieces);
-        if !self.names.is_empty() || !self.whole_splits.is_empty() {
+        self.named.clear();
+        let accounted = element.lineage.whole_splits(&mut self.named);
+        let named = &self.named;
+        if !named.whole.is_empty() || accounted || !self.whole_splits.is_empty() {
             if self.whole_splits.is_empty() {
                 // The elements before named none.
                 self.whole_splits.resize(self.num_elements as usize, 0);
             }
             put_varint(
                 &mut self.whole_splits,
-                (self.names.len() as u64) << 1 | u64::from(complete),
+                (named.whole.len() as u64) << 1 | u64::from(accounted),
             );
-            for n in &self.names {
-                for v in [n.provider, n.repetition, n.index] {
-                    put_varint(&mut self.whole_splits, v as u64);
-                }
+            for n in &named.whole {
+                put_name(&mut self.whole_splits, n);
             }
         }
-        if !self.pieces.is_empty() || !self.split_pieces.is_empty() {
+        if !named.pieces.is_empty() || !named.ends.is_empty() || !self.split_pieces.is_empty() {
             if self.split_pieces.is_empty() {
-                self.split_pieces.resize(self.num_elements as usize, 0);
+                // The elements before held no piece: no pieces, no ends.
+                self.split_pieces.resize(2 * self.num_elements as usize, 0);
             }
-            put_varint(&mut self.split_pieces, self.pieces.len() as u64);
-            for (n, position) in &self.pieces {
-                for v in [n.provider, n.repetition, n.index] {
-                    put_varint(&mut self.split_pieces, v as u64);
-                }
+            put_varint(&mut self.split_pieces, named.pieces.len() as u64);
+            for (n, position) in &named.pieces {
+                put_name(&mut self.split_pieces, n);
                 put_varint(&mut self.split_pieces, position.len() as u64);
                 for &i in position {
                     put_varint(&mut self.split_pieces, i as u64);
                 }
+            }
+            put_varint(&mut self.split_pieces, named.ends.len() as u64);
+            for (n, total) in &named.ends {
+                put_name(&mut self.split_pieces, n);
+                put_varint(&mut self.split_pieces, *total);
             }
         }
     }
@@ -324,9 +329,12 @@ pub struct BatchSplits {
     pub elements: Vec<(u32, bool)>,
     /// Every element's pieces of splits not named whole, in order.
     pub pieces: Vec<(SplitName, Position)>,
-    /// Per element: where its pieces end in `pieces`. Empty: no element
-    /// held a piece.
-    pub piece_ends: Vec<u32>,
+    /// Per element: where its pieces end in `pieces`, and its ends in
+    /// `ends`. Empty: no element held a piece.
+    pub piece_ends: Vec<(u32, u32)>,
+    /// Every element's ends of splits (the split and its total number of
+    /// pieces, `SplitsNamed::ends`), in order.
+    pub ends: Vec<(SplitName, u64)>,
 }
 
 impl BatchSplits {
@@ -342,16 +350,21 @@ impl BatchSplits {
         (&self.names[start..end as usize], complete)
     }
 
-    /// Element `i`'s pieces of splits it does not hold whole.
-    pub fn pieces_of(&self, i: usize) -> &[(SplitName, Position)] {
-        let Some(&end) = self.piece_ends.get(i) else {
-            return &[];
+    /// Element `i`'s pieces of splits it does not hold whole, and the
+    /// splits it ends with their totals.
+    #[allow(clippy::type_complexity)]
+    pub fn pieces_of(&self, i: usize) -> (&[(SplitName, Position)], &[(SplitName, u64)]) {
+        let Some(&(end, ends_end)) = self.piece_ends.get(i) else {
+            return (&[], &[]);
         };
-        let start = i
+        let (start, ends_start) = i
             .checked_sub(1)
             .and_then(|p| self.piece_ends.get(p))
-            .map_or(0, |&e| e as usize);
-        &self.pieces[start..end as usize]
+            .map_or((0, 0), |&(e, f)| (e as usize, f as usize));
+        (
+            &self.pieces[start..end as usize],
+            &self.ends[ends_start..ends_end as usize],
+        )
     }
 }
 
@@ -384,7 +397,7 @@ fn decode_pieces(batch: &ElementBatch, out: &mut BatchSplits) -> Result<()> {
     if h.remaining() == 0 {
         return Ok(());
     }
-    if batch.num_elements as usize > h.remaining() {
+    if 2 * batch.num_elements as usize > h.remaining() {
         return Err(malformed(format!(
             "{} elements in {} split-piece bytes",
             batch.num_elements,
@@ -409,8 +422,18 @@ fn decode_pieces(batch: &ElementBatch, out: &mut BatchSplits) -> Result<()> {
                 .collect::<Result<Position>>()?;
             out.pieces.push((name, position));
         }
+        let ends = h.varint()?;
+        // Every end takes at least four bytes.
+        if ends > (h.remaining() / 4) as u64 {
+            return Err(malformed(format!("{ends} split ends")));
+        }
+        for _ in 0..ends {
+            let name = read_name(&mut h)?;
+            out.ends.push((name, h.varint()?));
+        }
         let end = u32::try_from(out.pieces.len()).map_err(|_| malformed("too many pieces"))?;
-        out.piece_ends.push(end);
+        let ends_end = u32::try_from(out.ends.len()).map_err(|_| malformed("too many ends"))?;
+        out.piece_ends.push((end, ends_end));
     }
     if h.remaining() != 0 {
         return Err(malformed("trailing split-piece bytes"));
@@ -817,20 +840,36 @@ mod tests {
         let batch = BatchEncoder::with_elements(&elements)
             .finish(&mut Compressor::new(ChunkCompression::Never))
             .unwrap();
-        assert!(batch.whole_splits.is_empty(), "no split is held whole");
+        assert_eq!(
+            batch.whole_splits.len(),
+            3,
+            "no split is held whole: only tags"
+        );
         let splits = whole_splits(&batch).unwrap();
-        assert_eq!(splits.pieces_of(0), &[]);
-        assert_eq!(splits.pieces_of(1), &[(name, vec![0])]);
-        assert_eq!(splits.pieces_of(2), &[(name, vec![1, 4])]);
-        assert_eq!(splits.of(1), (&[][..], false));
+        assert_eq!(splits.pieces_of(0), (&[][..], &[][..]));
+        assert_eq!(splits.pieces_of(1), (&[(name, vec![0])][..], &[][..]));
+        assert_eq!(splits.pieces_of(2), (&[(name, vec![1, 4])][..], &[][..]));
+        assert_eq!(splits.of(1), (&[][..], true), "accounted by position");
+        // The element holding the last of the split ends it: 3 records sent.
+        drop((file, elements));
+        let last = records.into_iter().last().unwrap();
+        let batch = BatchEncoder::with_elements(&[Element::single(Tensor::scalar(0i64)), last])
+            .finish(&mut Compressor::new(ChunkCompression::Never))
+            .unwrap();
+        let splits = whole_splits(&batch).unwrap();
+        assert_eq!(
+            splits.pieces_of(1),
+            (&[(name, vec![2])][..], &[(name, 3)][..])
+        );
         for garbage in [
-            vec![0, 0, 0xff, 0xff, 0xff, 0x0f],
-            vec![0, 0, 1, 0, 0, 0, 0],
+            vec![0, 0, 0, 0, 0xff, 0xff, 0xff, 0x0f],
+            vec![0, 0, 0, 0, 1, 0, 0, 0, 0],
             vec![
-                0, 0, 1, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                0, 0, 0, 0, 1, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
             ],
-            vec![0, 1, 0, 0, 0, 1, 0],
-            vec![0, 0, 0, 9],
+            vec![0, 0, 1, 0, 0, 0, 1, 0, 0],
+            vec![0, 0, 0, 0, 0, 9],
+            vec![0, 0, 0, 0, 0, 0xff, 0x0f],
         ] {
             let batch = ElementBatch {
                 num_elements: 3,

@@ -19,5 +19,5 @@ pub mod tfrecord;
 pub use element::Element;
 pub use error::{Error, Result};
 pub use ids::{DatasetId, IterationClientId, IterationId, JobId, TaskId};
-pub use lineage::{Lineage, SplitLease, SplitName};
+pub use lineage::{Lineage, SplitLease, SplitName, SplitsNamed};
 pub use tensor::{DType, NativeType, Tensor};

@@ -41,7 +41,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::positions::{Position, PositionSet};
 
@@ -67,6 +67,11 @@ pub struct SplitLease {
     /// An element made from the split was sent (or dropped unsent by a
     /// send path that cannot name splits).
     sent: AtomicBool,
+    /// Positioned pieces of the split sent so far.
+    pieces_sent: AtomicU64,
+    /// A piece was sent without its position (unplaced, or on a path that
+    /// names nothing): the split's total cannot be told.
+    uncounted: AtomicBool,
 }
 
 impl SplitLease {
@@ -77,6 +82,8 @@ impl SplitLease {
             name: None,
             skip: None,
             sent: AtomicBool::new(false),
+            pieces_sent: AtomicU64::new(0),
+            uncounted: AtomicBool::new(false),
         })
     }
 
@@ -99,6 +106,8 @@ impl SplitLease {
             name: Some(name),
             skip: (!skip.is_empty()).then(|| Arc::new(skip)),
             sent: AtomicBool::new(false),
+            pieces_sent: AtomicU64::new(0),
+            uncounted: AtomicBool::new(false),
         })
     }
 }
@@ -114,6 +123,38 @@ impl Drop for SplitLease {
 impl fmt::Debug for SplitLease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("SplitLease")
+    }
+}
+
+/// What an element sent to a reader holds of splits
+/// ([`Lineage::whole_splits`]). One is used per message: elements named
+/// into it earlier are sent with the later ones, so their references to a
+/// split do not keep a later element from holding all that is left of it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SplitsNamed {
+    /// Splits it holds whole: nothing else of them was sent or is left.
+    pub whole: Vec<SplitName>,
+    /// Its pieces of other splits, by position.
+    pub pieces: Vec<(SplitName, Position)>,
+    /// Splits it ends (it holds the last of them, which were sent in
+    /// pieces), with their total number of pieces: those sent, and those
+    /// skipped because readers had them already.
+    pub ends: Vec<(SplitName, u64)>,
+    /// References to each lease (by address) held by the elements named so
+    /// far: they are alive until the whole message is sent.
+    earlier: std::collections::HashMap<usize, usize>,
+}
+
+impl SplitsNamed {
+    /// Clears what the last element named (not what earlier elements hold).
+    pub fn clear(&mut self) {
+        self.whole.clear();
+        self.pieces.clear();
+        self.ends.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.whole.is_empty() && self.pieces.is_empty() && self.ends.is_empty()
     }
 }
 
@@ -259,18 +300,13 @@ impl Lineage {
     }
 
     /// Called as the element goes to a reader that records split names:
-    /// the named splits this element holds whole (see the module docs) are
-    /// appended to `whole`, and its positioned pieces of the others to
-    /// `pieces`. Every split is marked sent, so a later element of a split
-    /// is never taken for all of it. Returns whether the element is
-    /// *complete*: made from splits only, each named and held whole, so
-    /// consuming it consumes exactly those splits.
-    pub fn whole_splits(
-        &self,
-        whole: &mut Vec<SplitName>,
-        pieces: &mut Vec<(SplitName, Position)>,
-    ) -> bool {
-        let mut complete = !self.pieces.is_empty();
+    /// what it holds of splits, appended to `out` (see [`SplitsNamed`] and
+    /// the module docs). Every split is marked sent, so a later element of a
+    /// split is never taken for all of it. Returns whether the element is
+    /// *accounted*: made from splits only, each named whole or by position,
+    /// so consuming it consumes exactly what it names.
+    pub fn whole_splits(&self, out: &mut SplitsNamed) -> bool {
+        let mut accounted = !self.pieces.is_empty();
         // Pieces of one split side by side (a batch of a file's records),
         // the splits in the order the element holds them.
         let mut order: Vec<usize> = (0..self.pieces.len()).collect();
@@ -292,23 +328,40 @@ impl Lineage {
         for group in groups {
             let lease = &self.pieces[order[group.start]].lease;
             let first = !lease.sent.swap(true, Ordering::SeqCst);
-            // Our references are the last: nothing else holds the split, and
+            // Our references (with those of elements sent in the same
+            // message) are the last: nothing else holds the split, and
             // nothing can clone a reference nobody else has.
-            match lease.name {
-                Some(name) if first && Arc::strong_count(lease) == group.len() => whole.push(name),
-                Some(name) => {
-                    complete = false;
-                    for &i in &order[group] {
-                        match &self.pieces[i].position {
-                            Some(p) if !p.is_empty() => pieces.push((name, p.clone())),
-                            _ => {}
-                        }
+            let key = Arc::as_ptr(lease) as usize;
+            let earlier = out.earlier.get(&key).copied().unwrap_or(0);
+            let last = Arc::strong_count(lease) == group.len() + earlier;
+            *out.earlier.entry(key).or_default() += group.len();
+            let Some(name) = lease.name else {
+                accounted = false;
+                continue;
+            };
+            if first && last {
+                out.whole.push(name);
+                continue;
+            }
+            for &i in &order[group] {
+                match &self.pieces[i].position {
+                    Some(p) if !p.is_empty() => {
+                        out.pieces.push((name, p.clone()));
+                        lease.pieces_sent.fetch_add(1, Ordering::SeqCst);
+                    }
+                    _ => {
+                        accounted = false;
+                        lease.uncounted.store(true, Ordering::SeqCst);
                     }
                 }
-                None => complete = false,
+            }
+            if last && !lease.uncounted.load(Ordering::SeqCst) {
+                let skipped = lease.skip.as_deref().map_or(0, PositionSet::count);
+                let total = skipped + lease.pieces_sent.load(Ordering::SeqCst);
+                out.ends.push((name, total));
             }
         }
-        complete
+        accounted
     }
 
     /// Called as the element goes to a reader that does not record split
@@ -316,6 +369,7 @@ impl Lineage {
     pub fn mark_sent(&self) {
         for piece in &self.pieces {
             piece.lease.sent.store(true, Ordering::SeqCst);
+            piece.lease.uncounted.store(true, Ordering::SeqCst);
         }
     }
 }
@@ -360,10 +414,12 @@ mod tests {
     #[test]
     fn only_an_element_holding_all_that_is_left_of_a_split_names_it() {
         let whole = |l: &Lineage| {
-            let (mut out, mut pieces) = (Vec::new(), Vec::new());
-            let complete = l.whole_splits(&mut out, &mut pieces);
-            assert_eq!(complete, !l.is_empty() && out.len() == l.len());
-            out
+            let mut out = SplitsNamed::default();
+            let complete = l.whole_splits(&mut out);
+            if out.pieces.is_empty() {
+                assert_eq!(complete, !l.is_empty() && out.whole.len() == l.len());
+            }
+            out.whole
         };
         // One element, the source done with the split: named.
         let a = Lineage::of(SplitLease::named(name(1), || {}));
@@ -395,9 +451,45 @@ mod tests {
 
     /// What an element names: its whole splits and its pieces of others.
     fn named(l: &Lineage) -> (Vec<SplitName>, Vec<(SplitName, Position)>) {
-        let (mut whole, mut pieces) = (Vec::new(), Vec::new());
-        l.whole_splits(&mut whole, &mut pieces);
-        (whole, pieces)
+        let mut out = SplitsNamed::default();
+        l.whole_splits(&mut out);
+        (out.whole, out.pieces)
+    }
+
+    #[test]
+    fn the_element_holding_the_last_of_a_split_tells_its_total() {
+        // A file split of 4 records whose record 1 readers already hold.
+        let mut skip = PositionSet::default();
+        skip.insert(&[1]);
+        let file = Lineage::of(SplitLease::named_skipping(name(3), skip, || {}));
+        let records: Vec<Lineage> = (0..4).filter_map(|i| file.child(i)).collect();
+        assert_eq!(records.len(), 3);
+        let mut out = SplitsNamed::default();
+        assert!(
+            records[0].whole_splits(&mut out),
+            "a piece by position is accounted"
+        );
+        assert_eq!(out.ends, vec![], "the source and two records hold the rest");
+        drop(file);
+        let mut records = records.into_iter().skip(1);
+        let (second, third) = (records.next().unwrap(), records.next().unwrap());
+        out = SplitsNamed::default(); // another message
+        second.whole_splits(&mut out);
+        assert_eq!(out.ends, vec![]);
+        drop(second);
+        out = SplitsNamed::default(); // another message
+        third.whole_splits(&mut out);
+        assert_eq!(out.pieces, vec![(name(3), vec![3])]);
+        assert_eq!(out.ends, vec![(name(3), 4)], "3 sent and 1 skipped");
+        // A piece sent where names are not recorded: no total.
+        let file = Lineage::of(SplitLease::named(name(4), || {}));
+        let (a, b) = (file.child(0).unwrap(), file.child(1).unwrap());
+        drop(file);
+        a.mark_sent();
+        drop(a);
+        out = SplitsNamed::default(); // another message
+        b.whole_splits(&mut out);
+        assert_eq!((out.pieces.len(), out.ends.len()), (1, 0));
     }
 
     #[test]
@@ -441,9 +533,9 @@ mod tests {
             .unwrap();
         let mixed = Lineage::of_rows([&a, &other]);
         let cut = mixed.row(0, 3).unwrap();
-        let (mut w, mut p) = (Vec::new(), Vec::new());
-        assert!(!cut.whole_splits(&mut w, &mut p));
-        assert!(w.is_empty() && p.is_empty());
+        let mut out = SplitsNamed::default();
+        assert!(!cut.whole_splits(&mut out));
+        assert!(out.is_empty());
         // A piece sent before names a piece even once it is all that is left.
         drop((file, a, b, batch, rows, part, cut, mixed));
         assert_eq!(named(&other), (vec![], vec![(name(10), vec![0])]));

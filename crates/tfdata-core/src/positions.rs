@@ -44,6 +44,12 @@ impl PositionSet {
         self.whole.is_empty() && self.parts.is_empty()
     }
 
+    /// How many positions were inserted (a position under another counts
+    /// as nothing: the one above holds it).
+    pub fn count(&self) -> u64 {
+        self.whole.count() + self.parts.values().map(PositionSet::count).sum::<u64>()
+    }
+
     /// Adds `position` (and so everything under it). The empty position is
     /// the whole split, which a split's name says; it is not a part.
     pub fn insert(&mut self, position: &[i64]) {

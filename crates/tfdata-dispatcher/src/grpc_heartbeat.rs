@@ -289,6 +289,7 @@ mod tests {
                     tfdata_consumed: Vec::new(),
                     tfdata_restore: None,
                     tfdata_consumed_elements: Vec::new(),
+                    tfdata_consumed_pieces: Vec::new(),
                 })
                 .await
                 .unwrap()

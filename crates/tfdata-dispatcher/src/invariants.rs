@@ -302,6 +302,22 @@ mod tests {
                     origin_client_id: 0,
                     consumers: rng.random_range(0..3),
                 }),
+                tfdata_consumed_pieces: if rng.random_bool(0.3) {
+                    vec![wire::TfdataSplitPieces {
+                        split: Some(wire::TfdataSplitName {
+                            provider: rng.random_range(-1..2),
+                            repetition: 0,
+                            index: rng.random_range(0..4),
+                        }),
+                        positions: vec![wire::TfdataPositionRange {
+                            prefix: Vec::new(),
+                            start: rng.random_range(0..2),
+                            end: rng.random_range(0..4),
+                        }],
+                    }]
+                } else {
+                    Vec::new()
+                },
             }),
             4 | 5 => UpdateType::ProduceSplit(wire::ProduceSplitUpdate {
                 iteration_id: 2000 + rng.random_range(0..4),
@@ -392,6 +408,7 @@ mod tests {
                     } else {
                         Vec::new()
                     },
+                    consumed_pieces: Vec::new(),
                 }),
                 3 => UpdateType::TfdataReceiveSplits(wire::ReceiveSplitsUpdate {
                     iteration_client_id: 8000 + rng.random_range(0..4),

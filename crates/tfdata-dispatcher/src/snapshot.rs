@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use tfdata_core::positions::PositionSet;
 
 use tfdata_core::{DatasetId, Error, IterationClientId, IterationId, JobId, Result, TaskId};
+use tfdata_proto::data::{TfdataSplitName, TfdataSplitPieces};
 use tfdata_proto::tfdata::snapshot as wire;
 
 use crate::state::{
@@ -165,7 +166,11 @@ impl DispatcherState {
                     it.split_repetitions.len()
                 )));
             }
-            let iteration = iteration_from_wire(it)?;
+            // A damaged range or position set is a damaged snapshot.
+            let iteration = iteration_from_wire(it).map_err(|e| match e {
+                Error::DataLoss { .. } => e,
+                other => corrupt(format!("iteration {}: {other}", it.id)),
+            })?;
             let job = state.jobs.get(&iteration.job_id).ok_or_else(|| {
                 corrupt(format!("iteration {} of unknown job {}", it.id, it.job_id))
             })?;
@@ -310,6 +315,20 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
                 },
             )
             .collect(),
+        consumed_pieces: it
+            .consumed_pieces
+            .iter()
+            .map(
+                |((provider, repetition, index), positions)| TfdataSplitPieces {
+                    split: Some(TfdataSplitName {
+                        provider: *provider,
+                        repetition: *repetition,
+                        index: *index,
+                    }),
+                    positions: positions.ranges(),
+                },
+            )
+            .collect(),
         restoration: it.restoration.as_ref().map(|r| wire::Restoration {
             origin_iteration_id: r.origin_iteration,
             expected: r.expected,
@@ -333,6 +352,17 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
     for c in &it.consumed {
         let ranges = tfdata_core::ranges::IndexRanges::from_bounds(&c.bounds)?;
         consumed.insert((c.provider, c.repetition), ranges);
+    }
+    let mut consumed_pieces = BTreeMap::new();
+    for p in &it.consumed_pieces {
+        let n = p.split.as_ref().ok_or_else(|| Error::DataLoss {
+            location: "dispatcher snapshot".into(),
+            reason: "consumed parts of a split without its name".into(),
+        })?;
+        consumed_pieces.insert(
+            (n.provider, n.repetition, n.index),
+            PositionSet::from_ranges(&p.positions)?,
+        );
     }
     let mut returned: BTreeMap<i64, VecDeque<_>> = BTreeMap::new();
     for r in &it.returned_splits {
@@ -394,6 +424,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
             })
             .collect(),
         returned_splits: returned,
+        consumed_pieces,
         held_splits: it
             .held_splits
             .iter()
@@ -500,6 +531,7 @@ mod tests {
                 num_split_providers: 2,
                 tfdata_consumed: Vec::new(),
                 tfdata_restore: None,
+                tfdata_consumed_pieces: Vec::new(),
             }),
         ] {
             state.apply(&up(u)).unwrap();

@@ -231,6 +231,7 @@ async fn one_task_compressed(
             tfdata_consumed: Vec::new(),
             tfdata_restore: None,
             tfdata_consumed_elements: Vec::new(),
+            tfdata_consumed_pieces: Vec::new(),
         })
         .await
         .unwrap()

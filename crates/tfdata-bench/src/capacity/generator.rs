@@ -320,6 +320,7 @@ impl Load {
                 tfdata_consumed: Vec::new(),
                 tfdata_restore: None,
                 tfdata_consumed_elements: Vec::new(),
+                tfdata_consumed_pieces: Vec::new(),
             }))
             .await
             .context("GetOrCreateIteration of the split job")?
@@ -373,6 +374,7 @@ impl Load {
                             tfdata_consumed: Vec::new(),
                             tfdata_restore: None,
                             tfdata_consumed_elements: Vec::new(),
+                            tfdata_consumed_pieces: Vec::new(),
                         }))
                         .await
                         .with_context(|| format!("reader {k}: GetOrCreateIteration"))?;

@@ -301,6 +301,7 @@ impl DatasetOp for FileRecords {
             current: None,
             current_lineage: Default::default(),
             current_record: 0,
+            ahead: None,
         }))
     }
     fn split_provider(&self) -> Option<Result<Box<dyn SplitProvider>>> {
@@ -330,6 +331,9 @@ struct FileRecordsIter {
     current_lineage: tfdata_core::Lineage,
     /// The index of the current file's next record.
     current_record: i64,
+    /// Dynamic sharding: the current file's next record, read ahead (an
+    /// error waits its turn, after the record before it).
+    ahead: Option<Result<Option<Bytes>>>,
 }
 
 impl FileRecordsIter {
@@ -363,21 +367,42 @@ impl FileRecordsIter {
     }
 }
 
+impl FileRecordsIter {
+    fn read_record(&mut self) -> Result<Option<Bytes>> {
+        match &mut self.current {
+            Some(Reader::TfRecord(r)) => r.read_record(),
+            Some(Reader::Text(r)) => r.read_line(),
+            Some(Reader::FixedLength(r)) => r.read_record(),
+            None => Ok(None),
+        }
+    }
+}
+
 impl ElementIterator for FileRecordsIter {
     fn next_element(&mut self) -> Result<Option<Element>> {
         loop {
-            let record: Option<Bytes> = match &mut self.current {
-                Some(Reader::TfRecord(r)) => r.read_record()?,
-                Some(Reader::Text(r)) => r.read_line()?,
-                Some(Reader::FixedLength(r)) => r.read_record()?,
-                None => None,
+            let record = match self.ahead.take() {
+                Some(ahead) => ahead?,
+                None => self.read_record()?,
             };
             if let Some(record) = record {
                 // Record i of the file is at [i] in its split; records readers
                 // already received (the split is produced again) are dropped.
                 let index = self.current_record;
                 self.current_record = self.current_record.saturating_add(1);
-                let Some(lineage) = self.current_lineage.child(index) else {
+                let lineage = self.current_lineage.child(index);
+                if !self.current_lineage.is_empty() {
+                    // Dynamic sharding reads one record ahead: at the file's
+                    // end the split is let go of before its last record
+                    // leaves, so that element holds all that is left of the
+                    // split and tells readers so (`Lineage::whole_splits`).
+                    let ahead = self.read_record();
+                    if matches!(ahead, Ok(None)) {
+                        self.current_lineage = tfdata_core::Lineage::default();
+                    }
+                    self.ahead = Some(ahead);
+                }
+                let Some(lineage) = lineage else {
                     continue;
                 };
                 return Ok(Some(

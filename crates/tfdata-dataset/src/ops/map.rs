@@ -301,6 +301,7 @@ fn open(
         inner,
         lineage,
         next: 0,
+        ahead: None,
     }))
 }
 
@@ -314,19 +315,36 @@ struct Tagged {
     lineage: tfdata_core::Lineage,
     /// The next inner element's index.
     next: i64,
+    /// The inner dataset's next element, read ahead so the input's splits
+    /// are let go of before its last element leaves: that element then holds
+    /// all that is left of them and tells readers so
+    /// (`Lineage::whole_splits`). An error waits its turn.
+    ahead: Option<Result<Option<Element>>>,
 }
 
 impl ElementIterator for Tagged {
     fn next_element(&mut self) -> Result<Option<Element>> {
         // Bounded by the inner dataset: each round consumes one of its elements.
-        while let Some(e) = self.inner.next_element()? {
+        loop {
+            let e = match self.ahead.take() {
+                Some(ahead) => ahead?,
+                None => self.inner.next_element()?,
+            };
+            let Some(e) = e else {
+                return Ok(None);
+            };
             let index = self.next;
             self.next = self.next.saturating_add(1);
-            if let Some(lineage) = self.lineage.child(index) {
+            let lineage = self.lineage.child(index);
+            let ahead = self.inner.next_element();
+            if matches!(ahead, Ok(None)) {
+                self.lineage = tfdata_core::Lineage::default();
+            }
+            self.ahead = Some(ahead);
+            if let Some(lineage) = lineage {
                 return Ok(Some(e.with_lineage(lineage)));
             }
         }
-        Ok(None)
     }
 }
 

@@ -156,6 +156,7 @@ impl Dispatcher {
                     num_split_providers: providers.len() as i64,
                     tfdata_consumed: req.tfdata_consumed.clone(),
                     tfdata_restore: None,
+                    tfdata_consumed_pieces: req.tfdata_consumed_pieces.clone(),
                 }))?;
                 if !providers.is_empty() {
                     txn.split_providers.insert(id, providers);
@@ -194,6 +195,7 @@ impl Dispatcher {
             Vec::new()
         };
         check_consumed_ranges(&req.tfdata_consumed, providers.len())?;
+        check_consumed_pieces(&req.tfdata_consumed_pieces, providers.len())?;
         let elements =
             crate::state::consumed_elements("GetOrCreateIteration", &req.tfdata_consumed_elements)
                 .map_err(|e| Error::InvalidArgument(e.to_string()))?;
@@ -239,6 +241,7 @@ impl Dispatcher {
                     num_split_providers: providers.len() as i64,
                     tfdata_consumed: Vec::new(),
                     tfdata_restore: Some(restore),
+                    tfdata_consumed_pieces: Vec::new(),
                 }))?;
                 if !providers.is_empty() {
                     txn.split_providers.insert(id, providers);
@@ -253,6 +256,7 @@ impl Dispatcher {
             consumers: restore.consumers,
             consumed: req.tfdata_consumed.clone(),
             consumed_elements: req.tfdata_consumed_elements.clone(),
+            consumed_pieces: req.tfdata_consumed_pieces.clone(),
             // `acquire_client` below takes this id.
             client_id: txn.state.next_client_id().0,
         }))?;
@@ -484,7 +488,7 @@ fn check_consumed(
     exists: bool,
     providers: usize,
 ) -> Result<()> {
-    if req.tfdata_consumed.is_empty() {
+    if req.tfdata_consumed.is_empty() && req.tfdata_consumed_pieces.is_empty() {
         return Ok(());
     }
     if exists {
@@ -494,7 +498,31 @@ fn check_consumed(
             req.job_id
         )));
     }
-    check_consumed_ranges(&req.tfdata_consumed, providers)
+    check_consumed_ranges(&req.tfdata_consumed, providers)?;
+    check_consumed_pieces(&req.tfdata_consumed_pieces, providers)
+}
+
+/// Restored parts of splits, checked against the job's split providers.
+fn check_consumed_pieces(pieces: &[wire::TfdataSplitPieces], providers: usize) -> Result<()> {
+    for p in pieces {
+        let Some(n) = &p.split else {
+            return Err(Error::InvalidArgument(
+                "consumed parts of a split without the split's name".into(),
+            ));
+        };
+        if !(usize::try_from(n.provider).is_ok_and(|p| p < providers)
+            && n.repetition >= 0
+            && n.index >= 0)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "consumed parts of split {} of split provider {} (repetition {}), but the job \
+                 has {providers} split providers (is it distributed_epoch?)",
+                n.index, n.provider, n.repetition
+            )));
+        }
+        tfdata_core::positions::PositionSet::from_ranges(&p.positions)?;
+    }
+    Ok(())
 }
 
 /// Restored consumed splits, checked against the job's split providers.

@@ -846,6 +846,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
         tfdata_consumed: Vec::new(),
         tfdata_restore: None,
         tfdata_consumed_elements: Vec::new(),
+        tfdata_consumed_pieces: Vec::new(),
     };
     let c1 = d.get_or_create_iteration(client(true)).await.unwrap();
     let c2 = d.get_or_create_iteration(client(true)).await.unwrap();
@@ -1068,6 +1069,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
                 consumers,
             }),
             tfdata_consumed_elements: Vec::new(),
+            tfdata_consumed_pieces: Vec::new(),
         }
     };
     let tasks_of = |state: &DispatcherState, iteration: i64| {

@@ -228,6 +228,23 @@ impl Dispatcher {
         let room = consumed
             .and_then(|c| c.next_after(index))
             .map_or(usize::MAX, |next| next.saturating_sub(index) as usize);
+        // A split it consumed part of goes out first in its lease, with the
+        // positions to skip (`GetSplitResponse.tfdata_skip` is the first
+        // split's): the lease ends before the next one.
+        let (provider_index, repetition) = (req.split_provider_index, req.repetition);
+        let skip = it
+            .consumed_pieces
+            .get(&(provider_index, repetition, index))
+            .map(|s| s.ranges())
+            .unwrap_or_default();
+        let room = it
+            .consumed_pieces
+            .range((provider_index, repetition, index.saturating_add(1))..)
+            .next()
+            .filter(|((p, r, _), _)| (*p, *r) == (provider_index, repetition))
+            .map_or(room, |((_, _, next), _)| {
+                room.min(next.saturating_sub(index) as usize)
+            });
         let (split, more_splits, finished) =
             take_lease(provider.as_ref(), lease_size(&req).min(room).max(1))?;
         if finished {
@@ -267,7 +284,11 @@ impl Dispatcher {
         if split.is_some() {
             self.metrics().splits_handed_out(false, 1 + leased as u64);
         }
-        Ok(lease_response(split, more_splits, index, req.repetition))
+        let mut answer = lease_response(split, more_splits, index, req.repetition);
+        if answer.split.is_some() {
+            answer.tfdata_skip = skip;
+        }
+        Ok(answer)
     }
 }
 

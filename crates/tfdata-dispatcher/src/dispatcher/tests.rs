@@ -76,6 +76,7 @@ pub(super) async fn iteration_of_range(d: &Dispatcher, n: i64, policy: i32) -> i
         tfdata_consumed: Vec::new(),
         tfdata_restore: None,
         tfdata_consumed_elements: Vec::new(),
+        tfdata_consumed_pieces: Vec::new(),
     })
     .await
     .unwrap()
@@ -157,6 +158,7 @@ async fn maybe_remove_task_checks_the_consumer_index() {
         tfdata_consumed: Vec::new(),
         tfdata_restore: None,
         tfdata_consumed_elements: Vec::new(),
+        tfdata_consumed_pieces: Vec::new(),
     })
     .await
     .unwrap();
@@ -359,6 +361,7 @@ async fn job_for(d: &Dispatcher, dataset_id: &str) -> tfdata_core::Result<i64> {
         tfdata_consumed: Vec::new(),
         tfdata_restore: None,
         tfdata_consumed_elements: Vec::new(),
+        tfdata_consumed_pieces: Vec::new(),
     })
     .await?;
     Ok(job_id)

@@ -145,6 +145,8 @@ impl DispatcherState {
                 let providers = usize::try_from(u.num_split_providers)
                     .map_err(|_| bad("create_iteration", "negative split providers".into()))?;
                 let consumed = consumed_splits("create_iteration", &u.tfdata_consumed, providers)?;
+                let consumed_pieces =
+                    consumed_pieces("create_iteration", &u.tfdata_consumed_pieces, providers)?;
                 let restoration = match &u.tfdata_restore {
                     None => None,
                     Some(r) if (1..=MAX_RESTORATION_CONSUMERS).contains(&r.consumers) => {
@@ -181,6 +183,7 @@ impl DispatcherState {
                         pending_tasks: Default::default(),
                         awaited_receipts: BTreeMap::new(),
                         consumed,
+                        consumed_pieces,
                         restoration,
                         checkpointers: BTreeSet::new(),
                         consumed_elements: BTreeMap::new(),
@@ -269,7 +272,17 @@ impl DispatcherState {
                 }
                 let mut split_repetition = u.repetition;
                 let mut first_index = u.tfdata_first_index.unwrap_or(cursor);
-                let mut skip = PositionSet::default();
+                // A fresh split a restored reader consumed part of goes out
+                // first in its lease (`GetSplit` ends leases before one), so
+                // the answer's positions are the first split's.
+                let mut skip = if u.tfdata_from_returned {
+                    PositionSet::default()
+                } else {
+                    it.consumed_pieces
+                        .get(&(u.split_provider_index, u.repetition, first_index))
+                        .cloned()
+                        .unwrap_or_default()
+                };
                 if u.tfdata_from_returned {
                     // The queue has a split (checked above).
                     let queue = it.returned_splits.get_mut(&u.split_provider_index);
@@ -538,6 +551,7 @@ impl DispatcherState {
                 let providers = it.split_indices.len();
                 // Every check before any change.
                 let consumed = consumed_splits("join_restore", &u.consumed, providers)?;
+                let pieces = consumed_pieces("join_restore", &u.consumed_pieces, providers)?;
                 let elements = consumed_elements("join_restore", &u.consumed_elements)?;
                 if !(1..=MAX_RESTORATION_CONSUMERS).contains(&u.consumers) {
                     return Err(bad(
@@ -558,6 +572,12 @@ impl DispatcherState {
                 // what it skips.
                 for (key, ranges) in consumed {
                     it.consumed.entry(key).or_default().union_with(&ranges);
+                }
+                for (key, positions) in pieces {
+                    it.consumed_pieces
+                        .entry(key)
+                        .or_default()
+                        .union_with(&positions);
                 }
                 for (worker, ranges) in elements {
                     it.consumed_elements
@@ -794,6 +814,35 @@ fn consumed_splits(
     Ok(consumed)
 }
 
+/// A restored reader's consumed parts of splits, checked.
+fn consumed_pieces(
+    what: &'static str,
+    pieces: &[tfdata_proto::data::TfdataSplitPieces],
+    providers: usize,
+) -> Result<BTreeMap<(i64, i64, i64), PositionSet>> {
+    let mut consumed: BTreeMap<(i64, i64, i64), PositionSet> = BTreeMap::new();
+    for p in pieces {
+        let n = p
+            .split
+            .as_ref()
+            .filter(|n| {
+                usize::try_from(n.provider).is_ok_and(|p| p < providers)
+                    && n.repetition >= 0
+                    && n.index >= 0
+            })
+            .ok_or_else(|| bad(what, format!("consumed parts of split {:?}", p.split)))?;
+        let positions =
+            PositionSet::from_ranges(&p.positions).map_err(|e| bad(what, e.to_string()))?;
+        if !positions.is_empty() {
+            consumed
+                .entry((n.provider, n.repetition, n.index))
+                .or_default()
+                .union_with(&positions);
+        }
+    }
+    Ok(consumed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -836,6 +885,7 @@ mod tests {
                 num_split_providers: 0,
                 tfdata_consumed: Vec::new(),
                 tfdata_restore: None,
+                tfdata_consumed_pieces: Vec::new(),
             })),
             up(UpdateType::CreateTask(CreateTaskUpdate {
                 task_id: 4000,
@@ -935,6 +985,7 @@ mod tests {
             num_split_providers: 1,
             tfdata_consumed: Vec::new(),
             tfdata_restore: None,
+            tfdata_consumed_pieces: Vec::new(),
         })))
         .unwrap();
         s.apply(&up(UpdateType::CreateTask(CreateTaskUpdate {

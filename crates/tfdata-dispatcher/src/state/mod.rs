@@ -110,6 +110,9 @@ pub struct Iteration {
     /// Per (split provider, repetition): splits a restored reader had
     /// consumed (its checkpoint), never handed out.
     pub consumed: BTreeMap<(i64, i64), tfdata_core::ranges::IndexRanges>,
+    /// Parts of splits restored readers had consumed, by (provider,
+    /// repetition, index): those splits are handed out skipping them.
+    pub consumed_pieces: BTreeMap<(i64, i64, i64), PositionSet>,
     /// A shared job's iteration restored from its consumers' checkpoints:
     /// it gets no tasks until every consumer has joined.
     pub restoration: Option<Restoration>,
