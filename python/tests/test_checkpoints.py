@@ -46,16 +46,16 @@ def test_a_fresh_iterator_restores_where_the_checkpoint_left_off(two_workers):
     assert counts == {v: 2 for v in range(200)}  # once per worker
 
 
-def test_a_distributed_epoch_read_restores_every_split_once(two_workers):
-    ds = tfdata.Dataset.range(400).shuffle(16, seed=5).batch(4).apply(
-        service.distribute("distributed_epoch", two_workers.target)
-    )
+def read_with_restores(ds, steps):
+    """The values of the batches a trainer consumed reading `ds` to its end:
+    each run reads `steps[i]` batches, checkpoints, reads one more (lost with
+    the trainer, so it comes again) and the next run restores there."""
     consumed, state = [], None
-    for steps in (9, 30, 17):
+    for n in steps:
         it = iter(ds)
         if state is not None:
             it.restore(state)
-        for _ in range(steps):
+        for _ in range(n):
             consumed.extend(int(v) for v in next(it))
         state = it.checkpoint()
         next(it)  # read after the checkpoint: not covered, comes again
@@ -63,7 +63,14 @@ def test_a_distributed_epoch_read_restores_every_split_once(two_workers):
     it.restore(state)
     for batch in it:
         consumed.extend(int(v) for v in batch)
-    assert collections.Counter(consumed) == {v: 1 for v in range(400)}
+    return consumed
+
+
+def test_a_distributed_epoch_read_restores_every_split_once(two_workers):
+    ds = tfdata.Dataset.range(400).shuffle(16, seed=5).batch(4).apply(
+        service.distribute("distributed_epoch", two_workers.target)
+    )
+    assert collections.Counter(read_with_restores(ds, (9, 30, 17))) == {v: 1 for v in range(400)}
 
 
 def test_a_distributed_epoch_read_of_text_files_restores_mid_file(two_workers, tmp_path):
@@ -77,19 +84,7 @@ def test_a_distributed_epoch_read_of_text_files_restores_mid_file(two_workers, t
     ds = tfdata.TextLineDataset(files).shuffle(8, seed=3).batch(4).apply(
         service.distribute("distributed_epoch", two_workers.target)
     )
-    consumed, state = [], None
-    for steps in (7, 21, 13, 30):
-        it = iter(ds)
-        if state is not None:
-            it.restore(state)
-        for _ in range(steps):
-            consumed.extend(int(v) for v in next(it))
-        state = it.checkpoint()
-        next(it)  # read after the checkpoint: not covered, comes again
-    it = iter(ds)
-    it.restore(state)
-    for batch in it:
-        consumed.extend(int(v) for v in batch)
+    consumed = read_with_restores(ds, (7, 21, 13, 30))
     assert collections.Counter(consumed) == {v: 1 for v in range(400)}
 
 
