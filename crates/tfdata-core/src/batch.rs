@@ -238,7 +238,8 @@ impl BatchEncoder {
                 self.whole_splits.push(0);
             }
             if !self.split_pieces.is_empty() {
-                self.split_pieces.push(0);
+                // No pieces, no ends.
+                self.split_pieces.extend_from_slice(&[0, 0]);
             }
             return;
         }
@@ -836,19 +837,23 @@ mod tests {
             records[0].clone(),
             Element::single(Tensor::scalar(1i64))
                 .with_lineage(records[1].lineage.child(4).unwrap()),
+            // Made from no split, after elements with pieces.
+            Element::single(Tensor::scalar(7i64)),
         ];
         let batch = BatchEncoder::with_elements(&elements)
             .finish(&mut Compressor::new(ChunkCompression::Never))
             .unwrap();
         assert_eq!(
             batch.whole_splits.len(),
-            3,
+            4,
             "no split is held whole: only tags"
         );
         let splits = whole_splits(&batch).unwrap();
         assert_eq!(splits.pieces_of(0), (&[][..], &[][..]));
         assert_eq!(splits.pieces_of(1), (&[(name, vec![0])][..], &[][..]));
         assert_eq!(splits.pieces_of(2), (&[(name, vec![1, 4])][..], &[][..]));
+        assert_eq!(splits.pieces_of(3), (&[][..], &[][..]));
+        assert_eq!(splits.of(3), (&[][..], false));
         assert_eq!(splits.of(1), (&[][..], true), "accounted by position");
         // The element holding the last of the split ends it: 3 records sent.
         drop((file, elements));
