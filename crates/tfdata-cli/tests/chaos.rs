@@ -8,7 +8,8 @@
 //!
 //! To investigate a failure, keep every process's log and the dispatcher's
 //! work_dirs: `TFDATA_TEST_LOG_DIR=/tmp/chaos-logs TFDATA_LOG=debug cargo test
-//! -p tfdata-cli --test chaos`.
+//! -p tfdata-cli --test chaos`. `TFDATA_CHAOS_SEED=<n>` replaces the tests'
+//! fixed seeds, to explore other kill patterns in a loop.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
@@ -37,6 +38,16 @@ fn dispatcher(port: u16, work_dir: &str) -> Process {
     ])
 }
 
+/// The tests' random kills: from `seed`, or from `$TFDATA_CHAOS_SEED`.
+fn rng(seed: u64) -> rand::rngs::StdRng {
+    let seed = match std::env::var("TFDATA_CHAOS_SEED") {
+        Ok(s) => s.parse().expect("TFDATA_CHAOS_SEED is a number"),
+        Err(_) => seed,
+    };
+    eprintln!("seed {seed}");
+    rand::rngs::StdRng::seed_from_u64(seed)
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -47,7 +58,7 @@ fn free_port() -> u16 {
 
 #[test]
 fn dispatcher_killed_at_random_moments_loses_and_duplicates_nothing() {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(0xc4a05);
+    let mut rng = rng(0xc4a05);
     for round in 0..3 {
         let dir = tempfile::tempdir().unwrap();
         let work_dir = match std::env::var_os(common::process::LOG_DIR_VAR) {
@@ -185,7 +196,7 @@ fn worker(dispatcher: &str, port: u16) -> Process {
 /// element, which the guarantee covers.
 #[test]
 fn workers_killed_at_random_moments_lose_nothing() {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(0x0dea_d0e1);
+    let mut rng = rng(0x0dea_d0e1);
     let n = 4000;
     for round in 0..3 {
         let pipeline = Dataset::range(n).shuffle(16, Some(7), true).batch(4, false);
@@ -207,7 +218,7 @@ fn workers_killed_at_random_moments_lose_nothing() {
 ///    unbatch → batch(4)`: token k of line j of a file is at [j, k].
 #[test]
 fn workers_killed_mid_file_duplicate_no_record() {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(0x0f11_e5ed);
+    let mut rng = rng(0x0f11_e5ed);
     let dir = tempfile::tempdir().unwrap();
     let (files, lines, n) = (40, 100, 8000);
     let mut paths = Vec::new();

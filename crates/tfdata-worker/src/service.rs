@@ -633,7 +633,7 @@ impl Worker {
                 ..Default::default()
             },
             Next::EndOfSequence { first } => {
-                if first {
+                if first && task.data_ended() {
                     self.report_completion(task_id);
                 }
                 end_of_sequence()

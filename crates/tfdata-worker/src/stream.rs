@@ -20,6 +20,7 @@ use prost::encoding::WireType;
 use tfdata_core::batch::{BatchEncoder, ChunkCompression, Compressor};
 use tfdata_core::{Error, TaskId};
 use tfdata_proto::tfdata::stream::{Compression, ElementBatch, StreamRequest};
+use tfdata_rpc::CancellationToken;
 use tfdata_rpc::channel::STREAM_ELEMENTS_PATH;
 use tfdata_rpc::raw_grpc::{self, MessageReader, RopeBody, RopeWriter};
 use tokio::sync::mpsc;
@@ -46,6 +47,11 @@ pub const MAX_BATCH_BYTES: usize = 4 << 20;
 const QUEUED_BATCHES: usize = 2;
 /// Largest reader request accepted (they are a few varints).
 const MAX_REQUEST_BYTES: usize = 1 << 20;
+/// Longest a stream waits, after sending the end of sequence, for its
+/// reader to close it (the proof that everything before the end arrived;
+/// see `TaskRunner::stream_closed`). A reader drops the stream as soon as
+/// it reads the end; past this the task is reported complete regardless.
+const END_RECEIPT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The element stream as a hand-written gRPC service (not tonic's generated
 /// one): batches go out as lists of `Bytes` parts, tensor buffers uncopied
@@ -171,8 +177,59 @@ async fn stream_elements(
     if open.start_index > 0 {
         task.skip_to(open.start_index).await;
     }
-    tokio::spawn(serve(worker, task, open, requests, tx, same_host));
+    let serving = Serving::new(worker, task);
+    tokio::spawn(serve(serving, open, requests, tx, same_host));
     Ok(ReceiverStream::new(rx))
+}
+
+/// A stream serving a task: it holds back the task's completion report
+/// until it ends (see `TaskRunner::stream_closed`).
+struct Serving {
+    worker: Arc<Worker>,
+    task: Arc<TaskRunner>,
+}
+
+impl Serving {
+    fn new(worker: Arc<Worker>, task: Arc<TaskRunner>) -> Self {
+        task.stream_opened();
+        Serving { worker, task }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if self.task.stream_closed() {
+            self.worker.report_completion(self.task.task_id());
+        }
+    }
+}
+
+/// After the end of sequence: waits (at most [`END_RECEIPT_WAIT`]) until
+/// the reader closes its side, having read the end, or goes away.
+async fn await_end_receipt(
+    requests: &mut Requests,
+    tx: &BatchSender,
+    shutdown: &CancellationToken,
+) {
+    let closed = async {
+        loop {
+            tokio::select! {
+                m = requests.message() => match m {
+                    // Credit granted before it read the end.
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => return,
+                },
+                () = tx.closed() => return,
+                () = shutdown.cancelled() => return,
+            }
+        }
+    };
+    if tokio::time::timeout(END_RECEIPT_WAIT, closed)
+        .await
+        .is_err()
+    {
+        tracing::warn!("an element stream's reader did not close it after the end of sequence");
+    }
 }
 
 /// `batch` as gRPC message parts: the small fields copied, every chunk's
@@ -271,13 +328,13 @@ fn end_of_sequence(index: i64) -> ElementBatch {
 /// Runs one stream until the task ends, the reader goes away or stops
 /// granting credit, or the worker stops.
 async fn serve(
-    worker: Arc<Worker>,
-    task: Arc<TaskRunner>,
+    serving: Serving,
     open: StreamRequest,
     mut requests: Requests,
     tx: BatchSender,
     same_host: bool,
 ) {
+    let (worker, task) = (&serving.worker, &serving.task);
     let shutdown = worker.shutdown_token().clone();
     let mut credit = Credit::default();
     credit.add(&open);
@@ -350,10 +407,12 @@ async fn serve(
                 return;
             }
             Ok(Batch::EndOfSequence { first }) => {
-                if first {
+                if first && task.data_ended() {
                     worker.report_completion(task.task_id());
                 }
-                let _ = tx.send(Ok(encode(end_of_sequence(0)))).await;
+                if tx.send(Ok(encode(end_of_sequence(0)))).await.is_ok() {
+                    await_end_receipt(&mut requests, &tx, &shutdown).await;
+                }
                 return;
             }
             Ok(Batch::Elements { elements, index }) => {

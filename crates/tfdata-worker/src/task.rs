@@ -5,6 +5,7 @@
 //! trainers' window.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tfdata_core::{Error, Result, TaskId};
 use tfdata_dataset::{Dataset, IterContext};
@@ -30,6 +31,32 @@ pub struct TaskRunner {
     pub ledger: Arc<SplitLedger>,
     /// The task's log span (task, iteration, job, dataset and worker ids).
     pub span: tracing::Span,
+    completion: Completion,
+}
+
+/// When a task is complete, which the worker then reports (the dispatcher
+/// stops holding its splits): its data has ended, and no element stream is
+/// still delivering it. A stream counts until its reader has closed it after
+/// the end, which proves every batch before the end arrived. Reported at the
+/// first reader's end instead, a batch still on its way to another reader
+/// would be lost with the worker, its splits no longer held, and that reader
+/// would wait for a task that is done.
+#[derive(Default)]
+struct Completion {
+    /// A reader saw the end of the data first.
+    ended: AtomicBool,
+    /// Element streams serving the task.
+    streams: AtomicUsize,
+    reported: AtomicBool,
+}
+
+impl Completion {
+    /// Whether the task is complete and nobody has said so yet.
+    fn due(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+            && self.streams.load(Ordering::SeqCst) == 0
+            && !self.reported.swap(true, Ordering::SeqCst)
+    }
 }
 
 impl Drop for TaskRunner {
@@ -64,6 +91,7 @@ impl TaskRunner {
             def,
             ledger: Arc::new(SplitLedger::idle()),
             span: tracing::Span::none(),
+            completion: Completion::default(),
         }
     }
 
@@ -136,6 +164,29 @@ impl TaskRunner {
         };
         self.producer.check()?;
         cache.get(&self.producer, trainer_id).await
+    }
+
+    /// A reader saw the end of the data first (`first` of an end of
+    /// sequence). Returns whether the task is now complete: the caller
+    /// reports it.
+    #[must_use]
+    pub fn data_ended(&self) -> bool {
+        self.completion.ended.store(true, Ordering::SeqCst);
+        self.completion.due()
+    }
+
+    /// An element stream starts serving the task; it counts until
+    /// [`Self::stream_closed`].
+    pub fn stream_opened(&self) {
+        self.completion.streams.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// An element stream of the task has ended. Returns whether the task is
+    /// now complete: the caller reports it.
+    #[must_use]
+    pub fn stream_closed(&self) -> bool {
+        self.completion.streams.fetch_sub(1, Ordering::SeqCst);
+        self.completion.due()
     }
 
     /// Whether the task is first come, first served (not a coordinated read

@@ -189,6 +189,15 @@ async fn one_task_compressed(
     dataset: &Dataset,
     compress: bool,
 ) -> i64 {
+    one_task_and_reader(dispatcher, dataset, compress).await.0
+}
+
+/// [`one_task_compressed`], with the reader's iteration client id.
+async fn one_task_and_reader(
+    dispatcher: &tfdata::DispatcherClient,
+    dataset: &Dataset,
+    compress: bool,
+) -> (i64, i64) {
     let pipeline = tfdata_dataset::pipeline::to_pipeline_def(dataset, compress).unwrap();
     let compression = if compress {
         wire::data_service_metadata::Compression::Snappy
@@ -246,7 +255,7 @@ async fn one_task_compressed(
             .await
             .unwrap();
         if let Some(task) = response.task_info.first() {
-            return task.task_id;
+            return (task.task_id, client_id);
         }
         assert!(Instant::now() < deadline, "no task");
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -375,6 +384,84 @@ async fn workers_send_no_more_than_the_credit_and_lose_nothing_between_streams()
     let (values, end) = read_with_credit(&address, task_id, 1000, 1 << 20).await;
     assert!(values.is_empty());
     assert!(end);
+}
+
+/// A worker reports a task complete (the dispatcher then stops holding its
+/// splits, and the iteration can end) only once every stream that read it
+/// was closed by its reader after the end of sequence. Reported when the
+/// first reader saw the end, a batch still on its way to another reader
+/// was lost if the worker died then, and that reader waited for the dead
+/// worker's finished task forever (`chaos.rs` in tfdata-cli).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_complete_once_its_readers_closed_their_streams_after_the_end() {
+    let (dispatcher, worker) = one_worker().await;
+    let client = tfdata::DispatcherClient::new(&dispatcher.address()).unwrap();
+    let (task_id, reader) = one_task_and_reader(&client, &Dataset::range(10), false).await;
+    let channel = tfdata_rpc::channel::channel(worker.address(), &Default::default()).unwrap();
+    let mut streams = stream_wire::element_stream_client::ElementStreamClient::new(channel);
+    let open = StreamRequest {
+        task_id,
+        credit_elements: 100,
+        credit_bytes: 1 << 20,
+        ..Default::default()
+    };
+    // The reader's side stays open (its sender kept) after the end.
+    let (requests, mut batches) = loop {
+        let (requests, rx) = tokio::sync::mpsc::channel(1);
+        requests.send(open).await.unwrap();
+        match streams
+            .stream_elements(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+        {
+            Ok(r) => break (requests, r.into_inner()),
+            // The worker may not have received the task yet.
+            Err(s) if s.code() == tonic::Code::Unavailable => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(s) => panic!("{s}"),
+        }
+    };
+    let mut values = Vec::new();
+    loop {
+        let batch = batches
+            .message()
+            .await
+            .unwrap()
+            .expect("the end of sequence");
+        let end = batch.end_of_sequence;
+        for e in tfdata_core::batch::decode_batch(batch).unwrap() {
+            values.push(e.components[0].to_scalar::<i64>().unwrap());
+        }
+        if end {
+            break;
+        }
+    }
+    assert_eq!(values, (0..10).collect::<Vec<_>>());
+    let finished = || async {
+        client
+            .client_heartbeat(wire::ClientHeartbeatRequest {
+                iteration_client_id: reader,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .iteration_finished
+    };
+    // The worker reports a completion within milliseconds of deciding on
+    // it: a third of a second of heartbeats would see one.
+    for _ in 0..15 {
+        assert!(
+            !finished().await,
+            "complete while a reader's stream is open"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop((requests, batches));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !finished().await {
+        assert!(Instant::now() < deadline, "the task never completed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

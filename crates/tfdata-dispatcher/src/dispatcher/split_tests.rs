@@ -293,6 +293,68 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
     );
 }
 
+/// A worker that finished its task and then died: the task leaves the
+/// iteration's task list, so a reader that has not read the task's end (it
+/// heard of the task late) does not wait for a worker that is gone. Found
+/// by `chaos.rs::workers_killed_mid_file_duplicate_no_record` in
+/// tfdata-cli, where such a reader retried the dead worker until the test's
+/// deadline.
+#[tokio::test]
+async fn a_lost_workers_finished_tasks_leave_the_task_list() {
+    let clock = Arc::new(FixedClock(AtomicI64::new(1_000_000)));
+    let config = DispatcherConfig {
+        worker_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let d = Dispatcher::new(config, clock.clone()).unwrap();
+    for w in ["w1:1", "w2:1"] {
+        d.worker_heartbeat(tfdata_worker_heartbeat(w))
+            .await
+            .unwrap();
+    }
+    let client = iteration_of_range(&d, 5, 1).await; // distributed_epoch
+    let listed = |r: wire::ClientHeartbeatResponse| -> Vec<String> {
+        let mut workers: Vec<String> = r.task_info.into_iter().map(|t| t.worker_address).collect();
+        workers.sort();
+        workers
+    };
+    assert_eq!(listed(reader_heartbeat(&d, client).await), ["w1:1", "w2:1"]);
+    let t1 = d
+        .snapshot_state()
+        .await
+        .tasks_for_worker("w1:1")
+        .map(|t| t.id.0)
+        .next()
+        .unwrap();
+    d.worker_update(wire::WorkerUpdateRequest {
+        worker_address: "w1:1".into(),
+        updates: vec![wire::TaskProgress {
+            task_id: t1,
+            completed: true,
+        }],
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        listed(reader_heartbeat(&d, client).await),
+        ["w1:1", "w2:1"],
+        "a finished task stays listed while its worker lives: readers read its end"
+    );
+
+    // w1 goes silent and is declared lost.
+    clock.0.fetch_add(900_000, Ordering::SeqCst);
+    d.worker_heartbeat(tfdata_worker_heartbeat("w2:1"))
+        .await
+        .unwrap();
+    clock.0.fetch_add(900_000, Ordering::SeqCst);
+    d.run_maintenance().await.unwrap();
+    assert!(d.snapshot_state().await.worker("w1:1").unwrap().lost);
+    assert_eq!(listed(reader_heartbeat(&d, client).await), ["w2:1"]);
+    let state = d.snapshot_state().await;
+    let it = state.iteration(IterationId(IterationId::FIRST)).unwrap();
+    assert!(!it.finished, "w2's task is still running");
+}
+
 /// Each worker's address and whether the status service calls it lost.
 async fn workers_lost(d: &Dispatcher) -> Vec<(String, bool)> {
     let mut workers: Vec<(String, bool)> = d

@@ -699,6 +699,18 @@ impl DispatcherState {
                 it.finished = all_delivered(it, &self.tasks);
             }
         }
+        // Its finished tasks leave their lists too: a reader that has not
+        // read a finished task's end (it heard of the task late) would
+        // otherwise wait for a worker that is gone. A finished task
+        // delivered everything, so nothing is lost.
+        for it in self.iterations.values_mut() {
+            let tasks = &self.tasks;
+            it.tasks.retain(|t| {
+                tasks
+                    .get(t)
+                    .is_none_or(|t| !(t.finished && t.worker_address == address))
+            });
+        }
         Ok(())
     }
 

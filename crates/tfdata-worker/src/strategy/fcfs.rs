@@ -1,7 +1,8 @@
 //! First come, first served: `GetElement` calls and element streams take
 //! the producer's elements in arrival order, so readers sharing a task (job
-//! sharing) each get different elements. The end of the data is sticky, and
-//! only the first reader to see it reports the task complete.
+//! sharing) each get different elements. The end of the data is sticky; the
+//! first reader to see it tells the task runner, which reports the task
+//! complete once no stream is still delivering it (`TaskRunner::data_ended`).
 //!
 //! For compressed datasets the next large element is encoded ahead, as soon
 //! as a `GetElement` call is answered: TensorFlow's client keeps one request
