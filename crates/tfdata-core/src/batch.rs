@@ -391,27 +391,15 @@ fn read_name(h: &mut Headers<'_>) -> Result<SplitName> {
 }
 
 fn decode_pieces(batch: &ElementBatch, out: &mut BatchSplits) -> Result<()> {
-    let mut h = Headers {
-        bytes: &batch.split_pieces,
-        pos: 0,
-    };
-    if h.remaining() == 0 {
+    // Every element takes at least two bytes: no pieces, no ends.
+    let Some(mut h) = Headers::section(&batch.split_pieces, batch.num_elements, 2, "split-piece")?
+    else {
         return Ok(());
-    }
-    if 2 * batch.num_elements as usize > h.remaining() {
-        return Err(malformed(format!(
-            "{} elements in {} split-piece bytes",
-            batch.num_elements,
-            h.remaining()
-        )));
-    }
+    };
     out.piece_ends.reserve(batch.num_elements as usize);
     for _ in 0..batch.num_elements {
-        let count = h.varint()?;
         // Every piece takes at least four bytes.
-        if count > (h.remaining() / 4) as u64 {
-            return Err(malformed(format!("{count} split pieces")));
-        }
+        let count = h.count(4, "split pieces")?;
         for _ in 0..count {
             let name = read_name(&mut h)?;
             let depth = h.varint()?;
@@ -423,11 +411,8 @@ fn decode_pieces(batch: &ElementBatch, out: &mut BatchSplits) -> Result<()> {
                 .collect::<Result<Position>>()?;
             out.pieces.push((name, position));
         }
-        let ends = h.varint()?;
         // Every end takes at least four bytes.
-        if ends > (h.remaining() / 4) as u64 {
-            return Err(malformed(format!("{ends} split ends")));
-        }
+        let ends = h.count(4, "split ends")?;
         for _ in 0..ends {
             let name = read_name(&mut h)?;
             out.ends.push((name, h.varint()?));
@@ -443,21 +428,11 @@ fn decode_pieces(batch: &ElementBatch, out: &mut BatchSplits) -> Result<()> {
 }
 
 fn decode_whole(batch: &ElementBatch, out: &mut BatchSplits) -> Result<()> {
-    let mut h = Headers {
-        bytes: &batch.whole_splits,
-        pos: 0,
-    };
-    if h.remaining() == 0 {
-        return Ok(());
-    }
     // Every element takes at least one byte.
-    if batch.num_elements as usize > h.remaining() {
-        return Err(malformed(format!(
-            "{} elements in {} whole-split bytes",
-            batch.num_elements,
-            h.remaining()
-        )));
-    }
+    let Some(mut h) = Headers::section(&batch.whole_splits, batch.num_elements, 1, "whole-split")?
+    else {
+        return Ok(());
+    };
     out.elements.reserve(batch.num_elements as usize);
     for _ in 0..batch.num_elements {
         let tag = h.varint()?;
@@ -490,7 +465,39 @@ struct Headers<'a> {
     pos: usize,
 }
 
-impl Headers<'_> {
+impl<'a> Headers<'a> {
+    /// A per-element section of a batch of `elements` (`what` names it in
+    /// errors), each element taking at least `min_bytes`; `None` when the
+    /// batch has no such section. The bound keeps a hostile count from
+    /// reserving memory the bytes cannot fill.
+    fn section(
+        bytes: &'a [u8],
+        elements: u32,
+        min_bytes: usize,
+        what: &str,
+    ) -> Result<Option<Headers<'a>>> {
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        if u64::from(elements).saturating_mul(min_bytes as u64) > bytes.len() as u64 {
+            return Err(malformed(format!(
+                "{elements} elements in {} {what} bytes",
+                bytes.len()
+            )));
+        }
+        Ok(Some(Headers { bytes, pos: 0 }))
+    }
+
+    /// A count of items that take at least `min_bytes` each, checked
+    /// against the bytes left.
+    fn count(&mut self, min_bytes: usize, what: &str) -> Result<u64> {
+        let count = self.varint()?;
+        if count > (self.remaining() / min_bytes) as u64 {
+            return Err(malformed(format!("{count} {what}")));
+        }
+        Ok(count)
+    }
+
     fn byte(&mut self) -> Result<u8> {
         let b = *self
             .bytes

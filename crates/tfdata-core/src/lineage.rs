@@ -306,60 +306,73 @@ impl Lineage {
     /// *accounted*: made from splits only, each named whole or by position,
     /// so consuming it consumes exactly what it names.
     pub fn whole_splits(&self, out: &mut SplitsNamed) -> bool {
-        let mut accounted = !self.pieces.is_empty();
-        // Pieces of one split side by side (a batch of a file's records),
-        // the splits in the order the element holds them.
-        let mut order: Vec<usize> = (0..self.pieces.len()).collect();
-        if order.len() > 1 {
-            order.sort_by_key(|&i| (Arc::as_ptr(&self.pieces[i].lease) as usize, i));
-        }
-        let mut groups = Vec::new();
-        let mut at = 0;
-        while at < order.len() {
-            let lease = &self.pieces[order[at]].lease;
-            let mut end = at + 1;
-            while end < order.len() && Arc::ptr_eq(&self.pieces[order[end]].lease, lease) {
-                end += 1;
-            }
-            groups.push(at..end);
-            at = end;
-        }
-        groups.sort_by_key(|g| order[g.start]);
-        for group in groups {
-            let lease = &self.pieces[order[group.start]].lease;
-            let first = !lease.sent.swap(true, Ordering::SeqCst);
-            // Our references (with those of elements sent in the same
-            // message) are the last: nothing else holds the split, and
-            // nothing can clone a reference nobody else has.
-            let key = Arc::as_ptr(lease) as usize;
-            let earlier = out.earlier.get(&key).copied().unwrap_or(0);
-            let last = Arc::strong_count(lease) == group.len() + earlier;
-            *out.earlier.entry(key).or_default() += group.len();
-            let Some(name) = lease.name else {
-                accounted = false;
-                continue;
-            };
-            if first && last {
-                out.whole.push(name);
-                continue;
-            }
-            for &i in &order[group] {
-                match &self.pieces[i].position {
-                    Some(p) if !p.is_empty() => {
-                        out.pieces.push((name, p.clone()));
-                        lease.pieces_sent.fetch_add(1, Ordering::SeqCst);
+        match self.pieces.len() {
+            0 => false,
+            // The common case (an element of one split: a range's, a
+            // record's), without the grouping's allocations.
+            1 => self.name_group(&[0], out),
+            _ => {
+                // Pieces of one split side by side (a batch of a file's
+                // records), the splits in the order the element holds them.
+                let mut order: Vec<usize> = (0..self.pieces.len()).collect();
+                order.sort_by_key(|&i| (Arc::as_ptr(&self.pieces[i].lease) as usize, i));
+                let mut groups = Vec::new();
+                let mut at = 0;
+                while at < order.len() {
+                    let lease = &self.pieces[order[at]].lease;
+                    let mut end = at + 1;
+                    while end < order.len() && Arc::ptr_eq(&self.pieces[order[end]].lease, lease) {
+                        end += 1;
                     }
-                    _ => {
-                        accounted = false;
-                        lease.uncounted.store(true, Ordering::SeqCst);
-                    }
+                    groups.push(at..end);
+                    at = end;
+                }
+                groups.sort_by_key(|g| order[g.start]);
+                let mut accounted = true;
+                for group in groups {
+                    accounted &= self.name_group(&order[group], out);
+                }
+                accounted
+            }
+        }
+    }
+
+    /// Names what the pieces `members` (indices into `self.pieces`, all of
+    /// one split) hold of their split; whether they are accounted.
+    fn name_group(&self, members: &[usize], out: &mut SplitsNamed) -> bool {
+        let lease = &self.pieces[members[0]].lease;
+        let first = !lease.sent.swap(true, Ordering::SeqCst);
+        // Our references (with those of elements sent in the same message)
+        // are the last: nothing else holds the split, and nothing can clone
+        // a reference nobody else has.
+        let key = Arc::as_ptr(lease) as usize;
+        let earlier = out.earlier.get(&key).copied().unwrap_or(0);
+        let last = Arc::strong_count(lease) == members.len() + earlier;
+        *out.earlier.entry(key).or_default() += members.len();
+        let Some(name) = lease.name else {
+            return false;
+        };
+        if first && last {
+            out.whole.push(name);
+            return true;
+        }
+        let mut accounted = true;
+        for &i in members {
+            match &self.pieces[i].position {
+                Some(p) if !p.is_empty() => {
+                    out.pieces.push((name, p.clone()));
+                    lease.pieces_sent.fetch_add(1, Ordering::SeqCst);
+                }
+                _ => {
+                    accounted = false;
+                    lease.uncounted.store(true, Ordering::SeqCst);
                 }
             }
-            if last && !lease.uncounted.load(Ordering::SeqCst) {
-                let skipped = lease.skip.as_deref().map_or(0, PositionSet::count);
-                let total = skipped + lease.pieces_sent.load(Ordering::SeqCst);
-                out.ends.push((name, total));
-            }
+        }
+        if last && !lease.uncounted.load(Ordering::SeqCst) {
+            let skipped = lease.skip.as_deref().map_or(0, PositionSet::count);
+            let total = skipped + lease.pieces_sent.load(Ordering::SeqCst);
+            out.ends.push((name, total));
         }
         accounted
     }
