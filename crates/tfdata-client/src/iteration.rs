@@ -591,7 +591,12 @@ async fn drive(
                         for task_id in gone {
                             match running.remove(&task_id) {
                                 Some(handle) => {
-                                    handle.abort();
+                                    // One that read the task's end hands the
+                                    // last elements over first: they exist
+                                    // nowhere else.
+                                    if !fetch.has_read_end(task_id) {
+                                        handle.abort();
+                                    }
                                     leaving.insert(handle.id(), task_id);
                                 }
                                 None => receipts.extend(fetch.take_receipts(task_id)),

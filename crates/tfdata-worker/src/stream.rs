@@ -346,8 +346,10 @@ async fn serve(
     // Whether the reader may still grant credit (it has not half-closed).
     let mut granting = true;
     let metrics = Arc::clone(worker.metrics());
+    // The data has ended: the end goes out without credit.
+    let mut past_credit = false;
     loop {
-        if !credit.can_send() {
+        if !credit.can_send() && !past_credit {
             if !granting {
                 return; // everything granted was sent
             }
@@ -366,6 +368,14 @@ async fn serve(
                     }
                     Err(_) => false, // the reader is gone
                 },
+                // The end needs no credit: sent at once, the reader can
+                // close the stream and the task complete, however long its
+                // trainer takes over what it holds. (At most the one
+                // element encoded ahead goes out past the credit first.)
+                () = task.data_has_ended() => {
+                    past_credit = true;
+                    true
+                }
                 () = tx.closed() => false,
                 () = shutdown.cancelled() => {
                     let _ = tx.send(Err(Status::cancelled("Worker is shutting down"))).await;
@@ -378,9 +388,13 @@ async fn serve(
             }
             continue;
         }
-        let max_elements = usize::try_from(credit.elements)
-            .unwrap_or(usize::MAX)
-            .min(MAX_BATCH_ELEMENTS);
+        let max_elements = if credit.can_send() {
+            usize::try_from(credit.elements)
+                .unwrap_or(usize::MAX)
+                .min(MAX_BATCH_ELEMENTS)
+        } else {
+            1 // past the credit: the end (see above)
+        };
         let max_bytes = usize::try_from(credit.bytes)
             .unwrap_or(usize::MAX)
             .min(MAX_BATCH_BYTES);

@@ -40,14 +40,28 @@ pub struct TaskRunner {
 /// the end, which proves every batch before the end arrived. Reported at the
 /// first reader's end instead, a batch still on its way to another reader
 /// would be lost with the worker, its splits no longer held, and that reader
-/// would wait for a task that is done.
-#[derive(Default)]
+/// would wait for a task that is done. Streams send the end without waiting
+/// for credit (`TaskRunner::data_has_ended`), and readers read it while their trainer is
+/// busy, so a reader that is not consuming holds up nobody's end.
 struct Completion {
     /// A reader saw the end of the data first.
     ended: AtomicBool,
+    /// The same, for streams waiting for credit: they then send the end.
+    ended_watch: tokio::sync::watch::Sender<bool>,
     /// Element streams serving the task.
     streams: AtomicUsize,
     reported: AtomicBool,
+}
+
+impl Default for Completion {
+    fn default() -> Self {
+        Completion {
+            ended: AtomicBool::new(false),
+            ended_watch: tokio::sync::watch::Sender::new(false),
+            streams: AtomicUsize::new(0),
+            reported: AtomicBool::new(false),
+        }
+    }
 }
 
 impl Completion {
@@ -172,7 +186,16 @@ impl TaskRunner {
     #[must_use]
     pub fn data_ended(&self) -> bool {
         self.completion.ended.store(true, Ordering::SeqCst);
+        self.completion.ended_watch.send_replace(true);
         self.completion.due()
+    }
+
+    /// Returns once a reader has seen the end of the data (at once if one
+    /// has): a stream out of credit then sends the end all the same.
+    pub async fn data_has_ended(&self) {
+        let mut ended = self.completion.ended_watch.subscribe();
+        // Err only if the sender is gone, and it lives as long as `self`.
+        let _ = ended.wait_for(|e| *e).await;
     }
 
     /// An element stream starts serving the task; it counts until

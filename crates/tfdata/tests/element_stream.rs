@@ -113,6 +113,45 @@ fn job_sharing_readers_split_the_task_between_them() {
     assert_eq!(all, (0..n).collect());
 }
 
+/// A reader of a shared job whose trainer stops consuming holds up nobody:
+/// the other reader reads to the end. The task completes only once every
+/// stream that read it was closed after the end, so the worker sends the
+/// end without credit and the paused reader's fetcher reads it (and closes
+/// its stream) while its trainer is away. Before, the other reader waited
+/// for the paused one forever (found by `reader_checkpoints.rs`, whose
+/// consumers read one after the other).
+#[test]
+fn a_paused_reader_of_a_shared_job_holds_up_no_other_readers_end() {
+    let (dispatcher, _workers) = cluster(1);
+    let n = 2_000;
+    let make = || {
+        distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+            .job_name("paused")
+            // The paused reader's window fills at once.
+            .stream_window(4, 1 << 20)
+            .apply(&Dataset::range(n))
+            .unwrap()
+    };
+    let (mut paused, active) = (make().iter().unwrap(), make().iter().unwrap());
+    let value =
+        |e: tfdata::Result<tfdata::Element>| e.unwrap().components[0].to_scalar::<i64>().unwrap();
+    let mut b = vec![value(paused.next().unwrap())];
+    let reader = std::thread::spawn(move || active.map(value).collect::<Vec<_>>());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !reader.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "the active reader waits for the paused one"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let a = reader.join().unwrap();
+    b.extend(paused.map(value));
+    let all: BTreeSet<i64> = a.iter().chain(&b).copied().collect();
+    assert_eq!(a.len() + b.len(), n as usize, "no duplicates");
+    assert_eq!(all, (0..n).collect());
+}
+
 #[test]
 fn readers_fall_back_to_get_element_on_workers_without_the_stream() {
     let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();

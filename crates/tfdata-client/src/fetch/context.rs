@@ -344,6 +344,11 @@ pub(crate) struct FetchContext {
     received: Mutex<crate::checkpoint::Positions>,
     /// `Some` when this reader reports receipts (distributed_epoch).
     receipts: Option<Mutex<Receipts>>,
+    /// Tasks whose end of sequence a stream fetcher has read: it holds all
+    /// their elements and is handing them over. Not stopped when their task
+    /// leaves the iteration (its worker was lost after the task ended, so
+    /// the elements exist nowhere else).
+    read_end: Mutex<std::collections::HashSet<TaskId>>,
 }
 
 impl FetchContext {
@@ -369,6 +374,7 @@ impl FetchContext {
             receipts: params
                 .reports_receipts
                 .then(|| Mutex::new(Receipts::default())),
+            read_end: Mutex::new(std::collections::HashSet::new()),
         };
         (Arc::new(ctx), rx)
     }
@@ -391,6 +397,24 @@ impl FetchContext {
     /// Hands `item` to the reader; `false` if the reader is gone.
     pub(crate) async fn send(&self, item: Item) -> bool {
         self.tx.send(item).await.is_ok()
+    }
+
+    /// Room for one item in the reader's channel (cancel-safe); `None` if
+    /// the reader is gone.
+    pub(crate) async fn reserve(&self) -> Option<mpsc::Permit<'_, Item>> {
+        self.tx.reserve().await.ok()
+    }
+
+    /// A stream fetcher has read `task`'s end (see [`Self::has_read_end`]).
+    pub(crate) fn read_end(&self, task: TaskId) {
+        lock(&self.read_end).insert(task);
+    }
+
+    /// Whether a fetcher has read `task`'s end: it is handing over the
+    /// task's last elements, which exist nowhere else, so it must not be
+    /// stopped when the task leaves the iteration.
+    pub(crate) fn has_read_end(&self, task: TaskId) -> bool {
+        lock(&self.read_end).contains(&task)
     }
 
     /// Whether this reader records receipts (distributed_epoch).

@@ -3,18 +3,23 @@
 //! credit the fetcher grants, a window of elements and bytes per task
 //! ([`StreamWindow`](super::context::StreamWindow)); a batch's credit is
 //! granted again once the reader has taken all its elements, so a slow
-//! reader slows the worker instead of growing memory.
+//! reader slows the worker instead of growing memory. The fetcher reads on
+//! while the reader is busy (within the window), so it reads the end of
+//! sequence, which needs no credit, as soon as the worker sends it, and
+//! closes the stream: the worker's sign that every batch arrived.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
+use tfdata_core::batch::BatchSplits;
 use tfdata_core::{Element, Error, Result};
 use tfdata_proto::tfdata::stream::{ElementBatch, StreamRequest};
 use tfdata_rpc::security::RpcChannel;
 use tokio::sync::mpsc;
 
 use super::context::{
-    CreditPool, CreditReturn, DECODE_OFF_RUNTIME_BYTES, Delivery, FetchContext, FetchEnd, Origin,
-    TaskEndpoint, lock, retry_or_fail,
+    CreditPool, CreditReturn, DECODE_OFF_RUNTIME_BYTES, Delivery, FetchContext, FetchEnd, Item,
+    Origin, TaskEndpoint, lock, retry_or_fail,
 };
 
 pub(crate) enum Streamed {
@@ -98,9 +103,24 @@ pub(crate) async fn stream_task(
             },
         };
         opened_once = true;
+        // Batches read and not yet handed to the reader. The fetcher reads
+        // on while its trainer is busy (at most the window: the worker sends
+        // no more), so it reads the end at once and closes the stream, which
+        // tells the worker everything arrived (the task may complete), and a
+        // broken stream is noticed with what came before it kept.
+        let mut pending: VecDeque<Pending> = VecDeque::new();
         loop {
             let message = tokio::select! {
                 m = stream.message() => m,
+                permit = ctx.reserve(), if !pending.is_empty() => {
+                    let Some(permit) = permit else {
+                        return Streamed::Ended(FetchEnd::Stopped);
+                    };
+                    if let Some(p) = pending.pop_front() {
+                        p.hand_over(ctx, task, permit);
+                    }
+                    continue;
+                }
                 () = pool.returned.notified() => {
                     let (elements, bytes) = {
                         let mut st = lock(&pool.state);
@@ -131,6 +151,9 @@ pub(crate) async fn stream_task(
                 // A worker ends a stream only after the end of sequence; an
                 // early end is a broken stream.
                 Ok(None) => {
+                    if !hand_over_all(ctx, task, &mut pending).await {
+                        return Streamed::Ended(FetchEnd::Stopped);
+                    }
                     let status = tonic::Status::unavailable(format!(
                         "element stream of task {} ended early",
                         task.task_id
@@ -140,10 +163,15 @@ pub(crate) async fn stream_task(
                         None => break,
                     }
                 }
-                Err(status) => match retry_or_fail(ctx, task, status, &mut attempt).await {
-                    Some(end) => return Streamed::Ended(end),
-                    None => break,
-                },
+                Err(status) => {
+                    if !hand_over_all(ctx, task, &mut pending).await {
+                        return Streamed::Ended(FetchEnd::Stopped);
+                    }
+                    match retry_or_fail(ctx, task, status, &mut attempt).await {
+                        Some(end) => return Streamed::Ended(end),
+                        None => break,
+                    }
+                }
             };
             attempt = 0;
             let end = batch.end_of_sequence;
@@ -180,21 +208,54 @@ pub(crate) async fn stream_task(
                 // checkpoint accounting.
                 let splits = ctx.reports_receipts().then_some(whole_splits);
                 let receipts = splits.clone();
-                if !ctx
-                    .send(Ok(Delivery::batch(elements, credit, origin, splits)))
-                    .await
-                {
-                    return Streamed::Ended(FetchEnd::Stopped);
-                }
-                // Delivered: recorded with no await in between, so a fetcher
-                // aborted in the send records nothing it did not deliver.
-                if let Some(splits) = &receipts {
-                    ctx.record_receipts(task.task_id, splits);
-                }
+                pending.push_back(Pending {
+                    delivery: Delivery::batch(elements, credit, origin, splits),
+                    receipts,
+                });
             }
             if end {
+                ctx.read_end(task.task_id);
+                // Closed: the worker's sign that every batch arrived.
+                drop((stream, requests));
+                if !hand_over_all(ctx, task, &mut pending).await {
+                    return Streamed::Ended(FetchEnd::Stopped);
+                }
                 return Streamed::Ended(FetchEnd::EndOfSequence);
             }
         }
     }
+}
+
+/// A batch read from a stream, waiting to be handed to the reader.
+struct Pending {
+    delivery: Delivery,
+    /// What it holds of splits, for the receipts once handed over.
+    receipts: Option<BatchSplits>,
+}
+
+impl Pending {
+    /// Hands the batch over and records its receipts, with no await in
+    /// between: a fetcher stopped meanwhile records nothing it did not
+    /// deliver.
+    fn hand_over(self, ctx: &FetchContext, task: &TaskEndpoint, permit: mpsc::Permit<'_, Item>) {
+        permit.send(Ok(self.delivery));
+        if let Some(splits) = &self.receipts {
+            ctx.record_receipts(task.task_id, splits);
+        }
+    }
+}
+
+/// Hands every pending batch over, in order; `false` if the reader is gone.
+async fn hand_over_all(
+    ctx: &FetchContext,
+    task: &TaskEndpoint,
+    pending: &mut VecDeque<Pending>,
+) -> bool {
+    while let Some(p) = pending.pop_front() {
+        let Some(permit) = ctx.reserve().await else {
+            return false;
+        };
+        p.hand_over(ctx, task, permit);
+    }
+    true
 }
