@@ -177,13 +177,20 @@ pub(crate) async fn stream_task(
             let end = batch.end_of_sequence;
             let payload_bytes = batch.payload_bytes;
             let first = batch.first_element_index;
-            let whole_splits = match tfdata_core::batch::whole_splits(&batch) {
-                Ok(names) => names,
-                Err(e) => return Streamed::Ended(ctx.fail(task.error(e)).await),
+            let decoded = match tfdata_core::batch::whole_splits(&batch) {
+                Ok(names) => decode_batch_off_runtime(batch).await.map(|e| (names, e)),
+                Err(e) => Err(e),
             };
-            let elements = match decode_batch_off_runtime(batch).await {
-                Ok(elements) => elements,
-                Err(e) => return Streamed::Ended(ctx.fail(task.error(e)).await),
+            let (whole_splits, elements) = match decoded {
+                Ok(decoded) => decoded,
+                Err(e) => {
+                    // The elements before the bad batch go first, as
+                    // before a worker's error.
+                    if !hand_over_all(ctx, task, &mut pending).await {
+                        return Streamed::Ended(FetchEnd::Stopped);
+                    }
+                    return Streamed::Ended(ctx.fail(task.error(e)).await);
+                }
             };
             if !elements.is_empty() {
                 let count = elements.len() as u64;
