@@ -41,10 +41,14 @@ pub struct TaskRunner {
 /// first reader's end instead, a batch still on its way to another reader
 /// would be lost with the worker, its splits no longer held, and that reader
 /// would wait for a task that is done. Streams send the end without waiting
-/// for credit (`TaskRunner::data_has_ended`), and readers read it while their trainer is
-/// busy, so a reader that is not consuming holds up nobody's end.
+/// for credit (`TaskRunner::data_has_ended`), and readers read it while
+/// their trainer is busy, so a reader that is not consuming holds up
+/// nobody's end.
 struct Completion {
-    /// A reader saw the end of the data first.
+    /// A reader saw the end of the data first. Kept apart from the watch
+    /// below: `due` needs both sides (`data_ended`, `stream_closed`) to store
+    /// and then load sequentially consistent atomics, so that one of them
+    /// sees the other's store; a watch's lock does not promise that.
     ended: AtomicBool,
     /// The same, for streams waiting for credit: they then send the end.
     ended_watch: tokio::sync::watch::Sender<bool>,
