@@ -561,13 +561,21 @@ async fn drive(
         }
         tokio::select! {
             () = cancel.cancelled() => break,
+            // A worker's port refused a fetcher: the dispatcher hears of it
+            // now, not at the next refresh (it probes, and declares a dead
+            // worker lost in seconds whatever worker_timeout is).
+            () = fetch.unreachable.notified() => {
+                next_heartbeat = Instant::now();
+            }
             () = tokio::time::sleep_until(next_heartbeat) => {
                 let (target_processing_time_nsec, stats) = target.heartbeat(&fetch.stats);
+                let unreachable = fetch.take_refused();
                 let request = wire::ClientHeartbeatRequest {
                     iteration_client_id: client_id.0,
                     target_processing_time_nsec,
                     tfdata_stats: Some(stats),
                     tfdata_receipts: receipts.clone(),
+                    tfdata_unreachable_workers: unreachable.clone(),
                     ..Default::default()
                 };
                 match dispatcher.reader_heartbeat(request).await {
@@ -641,6 +649,7 @@ async fn drive(
                     }
                     Err(e) if e.is_retryable() => {
                         tracing::debug!(client_id = client_id.0, error = %e, "client heartbeat failed; will retry");
+                        fetch.requeue_refused(unreachable);
                     }
                     Err(e) => {
                         fetch.fail(e).await;

@@ -303,6 +303,9 @@ async fn heartbeat_loop(
             // Coordinated reads report no receipts (not distributed_epoch).
             tfdata_receipts: Vec::new(),
             tfdata_checkpoint_taken: false,
+            // Consumers drop an unreachable worker's task themselves
+            // (`MaybeRemoveTask`).
+            tfdata_unreachable_workers: Vec::new(),
         };
         match dispatcher.reader_heartbeat(request).await {
             Ok(r) => {

@@ -298,7 +298,8 @@ impl BatchEncoder {
         }
     }
 
-    /// The batch; the caller sets `first_element_index` and `end_of_sequence`.
+    /// The batch; the caller sets `first_element_index`, `end_of_sequence`
+    /// and `released_splits`.
     pub fn finish(mut self, compressor: &mut Compressor) -> Result<ElementBatch> {
         self.flush_packed();
         let chunks = self
@@ -315,6 +316,7 @@ impl BatchEncoder {
             end_of_sequence: false,
             whole_splits: self.whole_splits.into(),
             split_pieces: self.split_pieces.into(),
+            released_splits: Vec::new(),
         })
     }
 }

@@ -55,6 +55,46 @@ impl IndexRanges {
         self.0.insert(s, e);
     }
 
+    /// Removes every index in `[start, end)`.
+    pub fn remove_range(&mut self, start: i64, end: i64) {
+        if start >= end {
+            return;
+        }
+        // A range reaching into `start` from below keeps its part before it.
+        if let Some((&ps, &pe)) = self.0.range(..start).next_back()
+            && pe > start
+        {
+            self.0.insert(ps, start);
+            if pe > end {
+                self.0.insert(end, pe);
+                return;
+            }
+        }
+        while let Some((&s, &e)) = self.0.range(start..end).next() {
+            self.0.remove(&s);
+            if e > end {
+                self.0.insert(end, e);
+                break;
+            }
+        }
+    }
+
+    /// How many ranges the set holds (what its size on the wire and in
+    /// memory is proportional to).
+    pub fn range_count(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Removes and returns the lowest range.
+    pub fn pop_first(&mut self) -> Option<(i64, i64)> {
+        self.0.pop_first()
+    }
+
+    /// The ranges, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.0.iter().map(|(s, e)| (*s, *e))
+    }
+
     /// The end of the range holding `index`, if one does.
     pub fn covering(&self, index: i64) -> Option<i64> {
         self.0
@@ -114,6 +154,51 @@ impl IndexRanges {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn removing_ranges_cuts_and_splits_what_they_cover() {
+        let mut r = IndexRanges::default();
+        r.insert_range(0, 10);
+        r.insert_range(20, 30);
+        r.insert_range(40, 50);
+        r.remove_range(5, 7);
+        assert_eq!(r.bounds(), vec![0, 5, 7, 10, 20, 30, 40, 50]);
+        r.remove_range(8, 45);
+        assert_eq!(r.bounds(), vec![0, 5, 7, 8, 45, 50]);
+        r.remove_range(-3, 6);
+        assert_eq!(r.bounds(), vec![7, 8, 45, 50]);
+        r.remove_range(7, 8);
+        r.remove_range(60, 70);
+        r.remove_range(9, 9);
+        assert_eq!(r.bounds(), vec![45, 50]);
+        assert_eq!(r.range_count(), 1);
+        r.remove_range(0, i64::MAX);
+        assert!(r.is_empty());
+        // Against a plain set, on random operations.
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |m: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % m) as i64
+        };
+        let mut set = std::collections::BTreeSet::new();
+        let mut ranges = IndexRanges::default();
+        for _ in 0..2000 {
+            let (a, len) = (next(200), next(12));
+            if next(3) == 0 {
+                ranges.remove_range(a, a + len);
+                set.retain(|i| *i < a || *i >= a + len);
+            } else {
+                ranges.insert_range(a, a + len);
+                set.extend(a..a + len);
+            }
+            assert_eq!(ranges.count(), set.len() as u64);
+        }
+        for i in -1..215 {
+            assert_eq!(ranges.covering(i).is_some(), set.contains(&i), "index {i}");
+        }
+    }
 
     #[test]
     fn indices_merge_into_ranges_in_any_order() {

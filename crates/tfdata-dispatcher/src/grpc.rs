@@ -68,7 +68,6 @@ macro_rules! dispatcher_service {
 
 dispatcher_service! {
     delegated {
-        worker_heartbeat(WorkerHeartbeatRequest) -> WorkerHeartbeatResponse as "WorkerHeartbeat";
         worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
         get_dataset_def(GetDatasetDefRequest) -> GetDatasetDefResponse as "GetDatasetDef";
         get_split(GetSplitRequest) -> GetSplitResponse as "GetSplit";
@@ -91,6 +90,25 @@ dispatcher_service! {
             as "GetSnapshotStreams";
     }
     custom {
+        async fn worker_heartbeat(
+            &self,
+            r: Request<wire::WorkerHeartbeatRequest>,
+        ) -> Result<Response<wire::WorkerHeartbeatResponse>, Status> {
+            let started = Instant::now();
+            // Where the worker's host is: a probe of its address is trusted
+            // only when the address is this host (`dispatcher::probes`).
+            let peer = r.remote_addr().map(|a| a.ip().to_canonical());
+            let request = r.into_inner();
+            let span = rpc_span("WorkerHeartbeat");
+            request.record(&span);
+            let result = self
+                .0
+                .worker_heartbeat_from(request, peer)
+                .instrument(span)
+                .await;
+            self.respond("WorkerHeartbeat", started, result)
+        }
+
         async fn get_version(
             &self,
             _r: Request<wire::GetVersionRequest>,

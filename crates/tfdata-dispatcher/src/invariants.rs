@@ -434,6 +434,13 @@ mod tests {
                             }],
                         })
                         .collect(),
+                    ranges: (0..rng.random_range(0..2))
+                        .map(|_| wire::TfdataSplitRanges {
+                            provider: rng.random_range(-1..3),
+                            repetition: 0,
+                            bounds: vec![rng.random_range(-1..3), rng.random_range(0..6)],
+                        })
+                        .collect(),
                 }),
                 0 => UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
                     worker_address: worker(rng),

@@ -75,6 +75,7 @@ pub struct DispatcherMetrics {
     pub journal_compactions: Counter,
     pub splits_handed_out: Family<SourceLabel, Counter>,
     pub splits_returned: Counter,
+    pub workers_probed_lost: Counter,
 }
 
 impl Default for DispatcherMetrics {
@@ -108,6 +109,7 @@ impl DispatcherMetrics {
             journal_compactions: Counter::default(),
             splits_handed_out: Family::default(),
             splits_returned: Counter::default(),
+            workers_probed_lost: Counter::default(),
         };
         // prometheus-client appends `_total` to counter names itself.
         let r = &mut m.registry;
@@ -211,6 +213,11 @@ impl DispatcherMetrics {
             "tfdata_dispatcher_splits_returned",
             "Splits a lost worker had not delivered, returned to the pool to be produced again",
             m.splits_returned.clone(),
+        );
+        r.register(
+            "tfdata_dispatcher_workers_probed_lost",
+            "Workers declared lost before worker_timeout because their port refused the dispatcher's probes (a reader reported it refusing, or heartbeats were overdue)",
+            m.workers_probed_lost.clone(),
         );
         m
     }

@@ -104,7 +104,32 @@ const JOURNAL_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_se
 /// written try again.
 const SNAPSHOT_FILE_RETRY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
+///
+/// Probing suspected workers (`dispatcher::probes`) runs beside it, as long
+/// as it does: a probe takes up to a few seconds and must not hold up the
+/// liveness checks.
+/// Pushes tasks created for workers that are not asking
+/// ([`Dispatcher::push_created_tasks`]) as soon as a transaction makes one.
+async fn task_push_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = dispatcher.tasks_created() => {}
+            () = shutdown.cancelled() => return,
+        }
+        if let Err(e) = dispatcher.push_created_tasks().await {
+            tracing::error!(error = %e, "pushing new tasks to workers failed");
+        }
+    }
+}
+
 pub(crate) async fn maintenance_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken) {
+    let _probes = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
+        crate::dispatcher::probe_loop(Arc::clone(&dispatcher), shutdown.clone()),
+    ));
+    let _pushes = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(task_push_loop(
+        Arc::clone(&dispatcher),
+        shutdown.clone(),
+    )));
     let ticker = |period| {
         let mut t = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

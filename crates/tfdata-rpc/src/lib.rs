@@ -23,6 +23,7 @@ pub mod admin;
 pub mod channel;
 pub mod health;
 pub mod metrics;
+pub mod peer;
 pub mod raw_grpc;
 pub mod retry;
 pub mod security;

@@ -414,7 +414,13 @@ where
     // The channel's own statuses (security failures) as they are.
     let transport = |e: Box<dyn std::error::Error + Send + Sync>| match e.downcast::<Status>() {
         Ok(status) => *status,
-        Err(e) => Status::unavailable(format!("transport error: {e}")),
+        Err(e) => {
+            let mut status = Status::unavailable(format!("transport error: {e}"));
+            // Kept, so a refused connection can be told from a slow one
+            // (`crate::peer::is_refused`).
+            status.set_source(std::sync::Arc::from(e));
+            status
+        }
     };
     std::future::poll_fn(|cx| channel.poll_ready(cx))
         .await

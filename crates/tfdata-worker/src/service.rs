@@ -195,6 +195,9 @@ impl Worker {
             tfdata_runs_pipelines: true,
             tfdata_draining: self.draining.is_cancelled(),
             tfdata_stats: Some(self.pace.stats(&tasks)),
+            // So a worker_timeout too short for it is raised, not obeyed.
+            tfdata_heartbeat_interval_ms: i64::try_from(self.config.heartbeat_interval.as_millis())
+                .unwrap_or(i64::MAX),
         }
     }
 

@@ -46,8 +46,91 @@ use tokio::sync::Notify;
 /// after a worker loss.
 pub const DELIVERY_REPORT_DELAY: Duration = Duration::from_millis(100);
 
-/// Splits whose last element was handed out, and when.
-pub type DeliveredSplits = Arc<Mutex<Vec<(Instant, TfdataDeliveredSplit)>>>;
+/// Splits whose last element was handed out, and when: each by the name the
+/// task reports it delivered by and by its name in the iteration (what
+/// readers hold receipts of, released once the dispatcher acknowledged it).
+pub type DeliveredSplits = Arc<Mutex<Vec<(Instant, TfdataDeliveredSplit, SplitName)>>>;
+
+/// Most split ranges one stream keeps to tell its reader as released before
+/// its next batch (a stream whose reader stops granting credit takes none
+/// for a while). Past it the lowest are dropped: the reader then keeps
+/// receipts that can no longer matter, which costs it memory, never
+/// exactness.
+pub const MAX_RELEASED_RANGES_PER_STREAM: usize = 1 << 16;
+
+/// Splits of a task the dispatcher acknowledged as delivered (it holds them
+/// no more), not yet told to one element stream's reader
+/// (`ElementBatch.released_splits`).
+#[derive(Default)]
+pub struct ReleasedSplits {
+    ranges: std::collections::BTreeMap<(i64, i64), tfdata_core::ranges::IndexRanges>,
+    count: usize,
+}
+
+impl ReleasedSplits {
+    fn add(&mut self, names: &[SplitName]) {
+        for n in names {
+            let r = self.ranges.entry((n.provider, n.repetition)).or_default();
+            let before = r.range_count();
+            r.insert(n.index);
+            self.count = self.count + r.range_count() - before;
+        }
+        while self.count > MAX_RELEASED_RANGES_PER_STREAM {
+            let Some(mut lowest) = self.ranges.first_entry() else {
+                break;
+            };
+            lowest.get_mut().pop_first();
+            self.count -= 1;
+            if lowest.get().is_empty() {
+                lowest.remove();
+            }
+        }
+    }
+
+    /// What to tell the reader with the next batch, and nothing after it.
+    pub fn take(&mut self) -> Vec<tfdata_proto::data::TfdataSplitRanges> {
+        self.count = 0;
+        std::mem::take(&mut self.ranges)
+            .into_iter()
+            .map(
+                |((provider, repetition), r)| tfdata_proto::data::TfdataSplitRanges {
+                    provider,
+                    repetition,
+                    bounds: r.bounds(),
+                },
+            )
+            .collect()
+    }
+}
+
+/// One task's open element streams, each told of every split the
+/// dispatcher acknowledges (a task's readers each hold receipts of what
+/// they received from it).
+#[derive(Default)]
+pub struct ReleaseBoard {
+    streams: Mutex<Vec<std::sync::Weak<Mutex<ReleasedSplits>>>>,
+}
+
+impl ReleaseBoard {
+    /// A new stream's releases (dropped with the stream).
+    pub fn subscribe(&self) -> Arc<Mutex<ReleasedSplits>> {
+        let released = Arc::new(Mutex::new(ReleasedSplits::default()));
+        let mut streams = lock(&self.streams);
+        streams.retain(|s| s.strong_count() > 0);
+        streams.push(Arc::downgrade(&released));
+        released
+    }
+
+    fn acknowledged(&self, names: &[SplitName]) {
+        if names.is_empty() {
+            return;
+        }
+        let streams = lock(&self.streams);
+        for s in streams.iter().filter_map(std::sync::Weak::upgrade) {
+            lock(&s).add(names);
+        }
+    }
+}
 
 /// Most splits a worker asks for in one lease (the dispatcher caps leases
 /// at `MAX_SPLITS_PER_LEASE` too).
@@ -81,6 +164,8 @@ pub struct Leases {
 struct InFlight {
     name: TfdataDeliveredSplit,
     task: tokio::task::JoinHandle<(Result<GetSplitResponse>, Vec<TfdataDeliveredSplit>)>,
+    /// The names in the iteration of the splits it reports delivered.
+    reported: Vec<SplitName>,
     started: Instant,
 }
 
@@ -100,6 +185,9 @@ pub struct SplitLedger {
     providers: Mutex<Vec<Arc<RemoteSplitProvider>>>,
     /// Woken on every change a drain waits for.
     changed: Arc<Notify>,
+    /// The task's element streams, told of splits the dispatcher
+    /// acknowledged as delivered.
+    pub releases: ReleaseBoard,
 }
 
 impl SplitLedger {
@@ -111,6 +199,7 @@ impl SplitLedger {
             ended: AtomicBool::new(false),
             providers: Mutex::new(Vec::new()),
             changed,
+            releases: ReleaseBoard::default(),
         }
     }
 
@@ -230,13 +319,14 @@ impl RemoteSplitProvider {
             repetition: self.repetition.load(Ordering::SeqCst),
             sequence: self.received.load(Ordering::SeqCst),
         };
+        let (delivered, reported) = self.take_reports(DELIVERY_REPORT_DELAY);
         let request = GetSplitRequest {
             iteration_id: self.iteration_id.0,
             repetition: name.repetition,
             split_provider_index: self.split_provider_index,
             tfdata_worker_address: self.worker_address.clone(),
             tfdata_split_sequence: Some(name.sequence),
-            tfdata_delivered: self.take_reports(DELIVERY_REPORT_DELAY),
+            tfdata_delivered: delivered,
             tfdata_task_id: self.task_id.0,
             tfdata_max_splits: Some(leases.size.max(1)),
         };
@@ -253,6 +343,7 @@ impl RemoteSplitProvider {
         InFlight {
             name,
             task,
+            reported,
             started: Instant::now(),
         }
     }
@@ -274,10 +365,21 @@ impl RemoteSplitProvider {
                     .checked_sub(DELIVERY_REPORT_DELAY)
                     .unwrap_or_else(Instant::now);
                 let mut delivered = lock(&self.delivered);
-                delivered.extend(reported.into_iter().map(|d| (at, d)));
+                delivered.extend(
+                    reported
+                        .into_iter()
+                        .zip(in_flight.reported)
+                        .map(|(d, n)| (at, d, n)),
+                );
                 return Err(e);
             }
         };
+        // Recorded (journaled): the dispatcher holds them no more, so the
+        // task's readers may forget their receipts of them. An end of
+        // splits to a task that left its iteration recorded nothing.
+        if response.tfdata_delivered_recorded {
+            self.ledger.releases.acknowledged(&in_flight.reported);
+        }
         if response.end_of_splits {
             self.received.fetch_add(1, Ordering::SeqCst);
             self.exhausted.store(true, Ordering::SeqCst);
@@ -344,22 +446,24 @@ impl RemoteSplitProvider {
         Ok(())
     }
 
-    /// The delivered splits at least `age` old.
-    fn take_reports(&self, age: Duration) -> Vec<TfdataDeliveredSplit> {
+    /// The delivered splits at least `age` old: as the request names them,
+    /// and by their names in the iteration.
+    fn take_reports(&self, age: Duration) -> (Vec<TfdataDeliveredSplit>, Vec<SplitName>) {
         let Some(cutoff) = Instant::now().checked_sub(age) else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let mut delivered = lock(&self.delivered);
-        let mut reports = Vec::new();
-        delivered.retain(|(at, d)| {
+        let (mut reports, mut names) = (Vec::new(), Vec::new());
+        delivered.retain(|(at, d, n)| {
             if *at <= cutoff {
                 reports.push(*d);
+                names.push(*n);
                 false
             } else {
                 true
             }
         });
-        reports
+        (reports, names)
     }
 }
 
@@ -383,23 +487,27 @@ impl RemoteSplitProvider {
         if lock(&self.delivered).is_empty() {
             return Ok(());
         }
+        let (delivered, reported) = self.take_reports(Duration::ZERO);
         let request = GetSplitRequest {
             iteration_id: self.iteration_id.0,
             repetition: self.repetition.load(Ordering::SeqCst),
             split_provider_index: self.split_provider_index,
             tfdata_worker_address: self.worker_address.clone(),
             tfdata_split_sequence: Some(self.received.load(Ordering::SeqCst)),
-            tfdata_delivered: self.take_reports(Duration::ZERO),
+            tfdata_delivered: delivered,
             tfdata_task_id: self.task_id.0,
             tfdata_max_splits: None,
         };
-        self.runtime.block_on(retry(
+        let response = self.runtime.block_on(retry(
             &self.dispatcher.target(),
             Some(self.timeout),
             &self.cancel,
             || self.dispatcher.get_split(request.clone()),
         ))?;
         self.received.fetch_add(1, Ordering::SeqCst);
+        if response.tfdata_delivered_recorded {
+            self.ledger.releases.acknowledged(&reported);
+        }
         Ok(())
     }
 }
@@ -422,7 +530,7 @@ impl SplitProvider for RemoteSplitProvider {
         let ledger = Arc::clone(&self.ledger);
         ledger.outstanding.fetch_add(1, Ordering::SeqCst);
         let lease = SplitLease::named_skipping(split_name, skip, move || {
-            lock(&delivered).push((Instant::now(), name));
+            lock(&delivered).push((Instant::now(), name, split_name));
             ledger.released();
         });
         Ok(Some((split, Lineage::of(lease))))

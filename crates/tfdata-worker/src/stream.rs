@@ -187,12 +187,27 @@ async fn stream_elements(
 struct Serving {
     worker: Arc<Worker>,
     task: Arc<TaskRunner>,
+    /// distributed_epoch: splits the dispatcher acknowledged as delivered
+    /// since the last batch, told to the reader with the next one.
+    released: Arc<std::sync::Mutex<crate::splits::ReleasedSplits>>,
 }
 
 impl Serving {
     fn new(worker: Arc<Worker>, task: Arc<TaskRunner>) -> Self {
         task.stream_opened();
-        Serving { worker, task }
+        let released = task.ledger.releases.subscribe();
+        Serving {
+            worker,
+            task,
+            released,
+        }
+    }
+
+    fn take_released(&self) -> Vec<tfdata_proto::data::TfdataSplitRanges> {
+        self.released
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 }
 
@@ -270,6 +285,7 @@ fn encode(batch: ElementBatch) -> Vec<Bytes> {
         end_of_sequence,
         whole_splits,
         split_pieces,
+        released_splits,
     } = batch;
     let mut w = RopeWriter::new();
     w.put_fields(&ElementBatch {
@@ -281,6 +297,7 @@ fn encode(batch: ElementBatch) -> Vec<Bytes> {
         end_of_sequence,
         whole_splits,
         split_pieces,
+        released_splits,
     });
     for chunk in chunks {
         use prost::Message;
@@ -448,6 +465,7 @@ async fn serve(
                 match finished {
                     Ok(mut batch) => {
                         batch.first_element_index = index;
+                        batch.released_splits = serving.take_released();
                         batch
                     }
                     Err(e) => {

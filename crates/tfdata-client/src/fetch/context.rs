@@ -2,11 +2,12 @@
 //! connection per worker, what a fetcher delivers, and how a worker's
 //! errors are worded and retried.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use tfdata_core::batch::BatchSplits;
 use tfdata_core::positions::PositionSet;
+use tfdata_core::ranges::IndexRanges;
 use tfdata_core::{Element, Error, Result, SplitName, TaskId};
 use tfdata_proto::data::{self as wire, worker_service_client::WorkerServiceClient};
 use tfdata_proto::tfdata::stream::Compression as StreamCompression;
@@ -24,21 +25,17 @@ pub(crate) const STREAM_WINDOW_ELEMENTS: u64 = 16_384;
 /// Payload bytes a reader lets each task's stream send ahead of it.
 pub(crate) const STREAM_WINDOW_BYTES: u64 = 16 << 20;
 
-/// Split names a reader keeps per task for its receipts (see
-/// [`Receipts`]; 24 bytes each, so at most 384 KiB per task a reader reads).
-/// A worker reports a delivered split within ~100 ms and its next
-/// `GetSplit`, so only the newest names matter; past the bound the oldest
-/// are forgotten, and if the worker is then lost before reporting them they
-/// are produced again (a pipeline delivering more than ~100,000 splits a
-/// second from one task, or holding that many after its last `GetSplit`).
-pub(crate) const MAX_RECEIPTS_PER_TASK: usize = 1 << 14;
-
-/// Splits a reader keeps parts of per task for its receipts (a split spread
-/// over several elements: a file's records). A worker holds only the few
-/// splits it is reading (one per file source, `cycle_length` in an
-/// interleave), so past the bound the oldest are forgotten, and produced
-/// again in full if the worker is lost before it reports them.
-pub(crate) const MAX_PIECE_SPLITS_PER_TASK: usize = 1 << 10;
+/// Most entries a reader keeps per task for its receipts: ranges of split
+/// indices received whole, plus splits received in part (see [`Receipts`]).
+/// A worker tells its readers which splits the dispatcher acknowledged as
+/// delivered (`ElementBatch.released_splits`), and those are forgotten, so
+/// receipts hold only what was delivered and not yet acknowledged: the last
+/// few hundred milliseconds of a task's output, a handful of ranges however
+/// fast it goes (leases are runs of consecutive splits). Past the bound the
+/// lowest are forgotten; that costs exactness only if the task's worker is
+/// lost while it still held such a split, i.e. after more than a million
+/// gaps among its unacknowledged deliveries.
+pub(crate) const MAX_RECEIPT_ENTRIES_PER_TASK: usize = 1 << 20;
 
 /// Compressed payloads at least this large are decompressed on a blocking
 /// thread: Snappy over megabytes would stall the (one-thread) client runtime,
@@ -245,75 +242,189 @@ pub(crate) struct FetchParams {
 }
 
 /// distributed_epoch: the splits this reader received whole from each task
-/// (named by the worker on each stream batch), so that when a task leaves
-/// the iteration (its worker was lost) the reader can tell the dispatcher,
-/// which then hands out again only the splits nobody received. A batch is
-/// recorded once it was handed to the reader's channel (never before: a
-/// fetcher stopped while it waits to hand a batch over drops it), and a
-/// task's receipts are taken only after its fetcher has stopped, so they
-/// are exactly the batches delivered.
+/// (named by the worker on each stream batch) and the positions it received
+/// of others, so that when a task leaves the iteration (its worker was
+/// lost) the reader can tell the dispatcher, which then hands out again
+/// only what nobody received. A batch is recorded once it was handed to the
+/// reader's channel (never before: a fetcher stopped while it waits to hand
+/// a batch over drops it), and a task's receipts are taken only after its
+/// fetcher has stopped, so they are exactly the batches delivered, less the
+/// splits the worker said the dispatcher no longer holds.
 #[derive(Default)]
 pub(crate) struct Receipts {
     tasks: HashMap<TaskId, TaskReceipts>,
 }
 
-/// What a reader received from one task.
+/// What a reader received from one task and the dispatcher may still hold.
 #[derive(Default)]
 struct TaskReceipts {
-    /// Splits received whole, the newest last.
-    whole: std::collections::VecDeque<SplitName>,
-    /// Positions received of splits spread over several elements, and the
-    /// splits in the order their first piece arrived.
-    pieces: HashMap<SplitName, PositionSet>,
-    piece_order: std::collections::VecDeque<SplitName>,
+    /// Splits received whole, per (provider, pass).
+    whole: BTreeMap<(i64, i64), IndexRanges>,
+    /// Positions received of splits spread over several elements.
+    pieces: BTreeMap<SplitName, PositionSet>,
+    /// The totals of splits in `pieces` whose last element arrived: once
+    /// the positions received number it, the split was received whole.
+    totals: BTreeMap<SplitName, u64>,
+    /// Ranges in `whole` plus splits in `pieces` (the bound's measure).
+    entries: usize,
+}
+
+impl TaskReceipts {
+    fn insert_whole(&mut self, n: &SplitName) {
+        let r = self.whole.entry((n.provider, n.repetition)).or_default();
+        let before = r.range_count();
+        r.insert(n.index);
+        self.entries = self.entries + r.range_count() - before;
+    }
+
+    fn insert_piece(&mut self, n: &SplitName, position: &[i64]) {
+        let set = self.pieces.entry(*n).or_insert_with(|| {
+            self.entries += 1;
+            PositionSet::default()
+        });
+        set.insert(position);
+    }
+
+    /// A split spread over several elements whose every piece arrived here.
+    fn complete_if_whole(&mut self, n: &SplitName) {
+        let Some(&total) = self.totals.get(n) else {
+            return;
+        };
+        if self.pieces.get(n).is_some_and(|p| p.count() >= total) {
+            self.pieces.remove(n);
+            self.totals.remove(n);
+            self.entries -= 1;
+            self.insert_whole(n);
+        }
+    }
+
+    /// Forgets the splits in `released` (the dispatcher holds them no more
+    /// for this task). From the network: a malformed range is skipped.
+    fn release(&mut self, released: &[wire::TfdataSplitRanges]) {
+        for r in released {
+            let key = (r.provider, r.repetition);
+            for pair in r.bounds.chunks_exact(2) {
+                let (start, end) = (pair[0], pair[1]);
+                if start >= end {
+                    continue;
+                }
+                if let Some(w) = self.whole.get_mut(&key) {
+                    let before = w.range_count();
+                    w.remove_range(start, end);
+                    self.entries = self.entries + w.range_count() - before;
+                    if w.is_empty() {
+                        self.whole.remove(&key);
+                    }
+                }
+                let name = |index| SplitName {
+                    provider: r.provider,
+                    repetition: r.repetition,
+                    index,
+                };
+                let gone: Vec<SplitName> = self
+                    .pieces
+                    .range(name(start)..name(end))
+                    .map(|(n, _)| *n)
+                    .collect();
+                for n in gone {
+                    self.pieces.remove(&n);
+                    self.totals.remove(&n);
+                    self.entries -= 1;
+                }
+            }
+        }
+    }
+
+    /// Keeps within [`MAX_RECEIPT_ENTRIES_PER_TASK`], forgetting the lowest.
+    fn bound(&mut self) {
+        while self.entries > MAX_RECEIPT_ENTRIES_PER_TASK {
+            if let Some(mut lowest) = self.whole.first_entry() {
+                lowest.get_mut().pop_first();
+                if lowest.get().is_empty() {
+                    lowest.remove();
+                }
+            } else if let Some((n, _)) = self.pieces.pop_first() {
+                self.totals.remove(&n);
+            } else {
+                break;
+            }
+            self.entries -= 1;
+        }
+    }
 }
 
 impl Receipts {
-    /// Records what the elements of a batch from `task` just delivered hold.
-    pub(crate) fn record(&mut self, task: TaskId, splits: &BatchSplits) {
+    /// Records what the elements of a batch from `task` just delivered hold,
+    /// after forgetting the splits the batch says were released.
+    pub(crate) fn record(
+        &mut self,
+        task: TaskId,
+        splits: &BatchSplits,
+        released: &[wire::TfdataSplitRanges],
+    ) {
+        if !released.is_empty()
+            && let Some(r) = self.tasks.get_mut(&task)
+        {
+            r.release(released);
+        }
         if splits.names.is_empty() && splits.pieces.is_empty() {
             return;
         }
         let r = self.tasks.entry(task).or_default();
-        r.whole.extend(splits.names.iter().copied());
-        let excess = r.whole.len().saturating_sub(MAX_RECEIPTS_PER_TASK);
-        r.whole.drain(..excess);
-        for (name, position) in &splits.pieces {
-            let set = r.pieces.entry(*name).or_insert_with(|| {
-                r.piece_order.push_back(*name);
-                PositionSet::default()
-            });
-            set.insert(position);
+        for n in &splits.names {
+            r.insert_whole(n);
         }
-        while r.piece_order.len() > MAX_PIECE_SPLITS_PER_TASK {
-            if let Some(oldest) = r.piece_order.pop_front() {
-                r.pieces.remove(&oldest);
+        for (n, position) in &splits.pieces {
+            r.insert_piece(n, position);
+        }
+        for (n, total) in &splits.ends {
+            if r.pieces.contains_key(n) {
+                r.totals.insert(*n, *total);
             }
         }
+        // Splits now received in full (their last piece may come before
+        // others of them).
+        for (n, _) in &splits.ends {
+            r.complete_if_whole(n);
+        }
+        r.bound();
     }
 
     /// What `task` delivered (its fetcher has stopped), as its report.
     pub(crate) fn take(&mut self, task: TaskId) -> wire::TfdataTaskReceipts {
         let r = self.tasks.remove(&task).unwrap_or_default();
-        let name = |n: &SplitName| wire::TfdataSplitName {
-            provider: n.provider,
-            repetition: n.repetition,
-            index: n.index,
-        };
         wire::TfdataTaskReceipts {
             task_id: task.0,
-            splits: r.whole.iter().map(name).collect(),
-            pieces: r
-                .piece_order
+            splits: Vec::new(),
+            ranges: r
+                .whole
                 .iter()
-                .filter_map(|n| {
-                    r.pieces.get(n).map(|set| wire::TfdataSplitPieces {
-                        split: Some(name(n)),
-                        positions: set.ranges(),
-                    })
+                .map(
+                    |(&(provider, repetition), ranges)| wire::TfdataSplitRanges {
+                        provider,
+                        repetition,
+                        bounds: ranges.bounds(),
+                    },
+                )
+                .collect(),
+            pieces: r
+                .pieces
+                .iter()
+                .map(|(n, set)| wire::TfdataSplitPieces {
+                    split: Some(wire::TfdataSplitName {
+                        provider: n.provider,
+                        repetition: n.repetition,
+                        index: n.index,
+                    }),
+                    positions: set.ranges(),
                 })
                 .collect(),
         }
+    }
+
+    #[cfg(test)]
+    fn entries(&self, task: TaskId) -> usize {
+        self.tasks.get(&task).map_or(0, |r| r.entries)
     }
 }
 
@@ -349,6 +460,24 @@ pub(crate) struct FetchContext {
     /// leaves the iteration (its worker was lost after the task ended, so
     /// the elements exist nowhere else).
     read_end: Mutex<std::collections::HashSet<TaskId>>,
+    /// Workers whose port refused a fetcher's reconnection, to tell the
+    /// dispatcher (which probes them and declares the dead ones lost), with
+    /// when each was last told; `unreachable` wakes the driver.
+    refused: Mutex<RefusedWorkers>,
+    pub unreachable: Notify,
+}
+
+/// How often a reader tells the dispatcher the same worker refused it.
+pub(crate) const UNREACHABLE_REPORT_INTERVAL: std::time::Duration =
+    std::time::Duration::from_secs(1);
+
+/// Workers whose port refused this reader (see [`FetchContext::refused`]).
+#[derive(Default)]
+struct RefusedWorkers {
+    /// Not yet told to the dispatcher.
+    pending: Vec<Arc<str>>,
+    /// When each was last queued.
+    told: HashMap<Arc<str>, std::time::Instant>,
 }
 
 impl FetchContext {
@@ -375,6 +504,8 @@ impl FetchContext {
                 .reports_receipts
                 .then(|| Mutex::new(Receipts::default())),
             read_end: Mutex::new(std::collections::HashSet::new()),
+            refused: Mutex::new(RefusedWorkers::default()),
+            unreachable: Notify::new(),
         };
         (Arc::new(ctx), rx)
     }
@@ -422,10 +553,16 @@ impl FetchContext {
         self.receipts.is_some()
     }
 
-    /// Records what a batch from `task` just delivered holds of splits.
-    pub(crate) fn record_receipts(&self, task: TaskId, splits: &BatchSplits) {
+    /// Records what a batch from `task` just delivered holds of splits,
+    /// and forgets the splits it says the dispatcher released.
+    pub(crate) fn record_receipts(
+        &self,
+        task: TaskId,
+        splits: &BatchSplits,
+        released: &[wire::TfdataSplitRanges],
+    ) {
         if let Some(r) = &self.receipts {
-            lock(r).record(task, splits);
+            lock(r).record(task, splits, released);
         }
     }
 
@@ -433,6 +570,37 @@ impl FetchContext {
     /// its fetcher stopped; `None` if this reader reports no receipts.
     pub(crate) fn take_receipts(&self, task: TaskId) -> Option<wire::TfdataTaskReceipts> {
         self.receipts.as_ref().map(|r| lock(r).take(task))
+    }
+
+    /// `worker`'s port refused a reconnection: likely dead. Queued for the
+    /// dispatcher at most once per [`UNREACHABLE_REPORT_INTERVAL`].
+    pub(crate) fn refused(&self, worker: &Arc<str>) {
+        let now = std::time::Instant::now();
+        let mut r = lock(&self.refused);
+        if r.told
+            .get(worker)
+            .is_some_and(|at| now.duration_since(*at) < UNREACHABLE_REPORT_INTERVAL)
+        {
+            return;
+        }
+        r.told.insert(Arc::clone(worker), now);
+        r.pending.push(Arc::clone(worker));
+        drop(r);
+        tracing::debug!(%worker, "a worker's port refused the reader: telling the dispatcher");
+        self.unreachable.notify_one();
+    }
+
+    /// The workers to tell the dispatcher about (each once).
+    pub(crate) fn take_refused(&self) -> Vec<String> {
+        let mut r = lock(&self.refused);
+        r.pending.drain(..).map(|w| w.to_string()).collect()
+    }
+
+    /// Workers [`Self::take_refused`] gave that the dispatcher did not hear
+    /// of (the heartbeat failed): told with the next one.
+    pub(crate) fn requeue_refused(&self, workers: Vec<String>) {
+        let mut r = lock(&self.refused);
+        r.pending.extend(workers.into_iter().map(Arc::from));
     }
 
     /// The index of the next element wanted from `worker`'s task.
@@ -499,6 +667,11 @@ pub(crate) async fn retry_or_fail(
     status: tonic::Status,
     attempt: &mut u32,
 ) -> Option<FetchEnd> {
+    // A port that refuses: the worker process likely died. The dispatcher
+    // hears of it at once instead of after worker_timeout.
+    if tfdata_rpc::peer::is_refused(&status) {
+        ctx.refused(&task.worker);
+    }
     let err = Error::from(status);
     if err.is_retryable() {
         // The worker may be starting, restarting, or not have the task yet.
@@ -514,4 +687,129 @@ pub(crate) async fn retry_or_fail(
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(index: i64) -> SplitName {
+        SplitName {
+            provider: 0,
+            repetition: 0,
+            index,
+        }
+    }
+
+    fn whole(indices: impl IntoIterator<Item = i64>) -> BatchSplits {
+        BatchSplits {
+            names: indices.into_iter().map(name).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn released(start: i64, end: i64) -> Vec<wire::TfdataSplitRanges> {
+        vec![wire::TfdataSplitRanges {
+            provider: 0,
+            repetition: 0,
+            bounds: vec![start, end],
+        }]
+    }
+
+    const TASK: TaskId = TaskId(7);
+
+    /// A task's receipts hold what it delivered and the worker has not yet
+    /// said was acknowledged: at a million splits, in leases of 1,024 with
+    /// another worker's leases between them and a shuffle reordering each,
+    /// they stay a few ranges, and the report names exactly what is left.
+    #[test]
+    fn a_million_splits_leave_only_the_unacknowledged_in_a_few_ranges() {
+        let mut r = Receipts::default();
+        let lease = 1024;
+        let mut most = 0;
+        for l in 0..1000i64 {
+            // This task's leases are every other one; within a lease the
+            // splits arrive out of order (a shuffle buffer of 16).
+            let start = 2 * l * lease;
+            let mut order: Vec<i64> = (start..start + lease).collect();
+            for chunk in order.chunks_mut(16) {
+                chunk.reverse();
+            }
+            // The worker's acknowledgements trail by two leases.
+            let acked =
+                (l >= 2).then(|| released(2 * (l - 2) * lease, 2 * (l - 2) * lease + lease));
+            r.record(
+                TASK,
+                &whole(order.iter().copied()),
+                &acked.unwrap_or_default(),
+            );
+            most = most.max(r.entries(TASK));
+        }
+        assert!(
+            most <= 3,
+            "at most three leases' ranges are held, held {most}"
+        );
+        let report = r.take(TASK);
+        let bounds: Vec<i64> = report
+            .ranges
+            .iter()
+            .flat_map(|r| r.bounds.clone())
+            .collect();
+        assert_eq!(
+            bounds,
+            vec![
+                2 * 998 * lease,
+                2 * 998 * lease + lease,
+                2 * 999 * lease,
+                2 * 999 * lease + lease
+            ]
+        );
+        assert!(report.splits.is_empty() && report.pieces.is_empty());
+    }
+
+    /// Positions of a split spread over elements are kept until the split
+    /// is received whole (then it is named as a whole split) or released.
+    #[test]
+    fn pieces_become_whole_when_complete_and_go_when_released() {
+        let mut r = Receipts::default();
+        let piece = |n: i64, p: i64| BatchSplits {
+            pieces: vec![(name(n), vec![p])],
+            ..Default::default()
+        };
+        r.record(TASK, &piece(3, 0), &[]);
+        r.record(TASK, &piece(3, 1), &[]);
+        let mut last = piece(3, 2);
+        last.ends = vec![(name(3), 3)];
+        r.record(TASK, &last, &[]);
+        r.record(TASK, &piece(5, 0), &[]);
+        r.record(TASK, &piece(9, 0), &[]);
+        assert_eq!(r.entries(TASK), 3, "split 3 whole, 5 and 9 in part");
+        // 5 is released; so is 3, whose range is cut away.
+        r.record(TASK, &BatchSplits::default(), &released(3, 6));
+        let report = r.take(TASK);
+        assert!(report.ranges.is_empty(), "{:?}", report.ranges);
+        let pieces: Vec<i64> = report
+            .pieces
+            .iter()
+            .map(|p| p.split.as_ref().unwrap().index)
+            .collect();
+        assert_eq!(pieces, vec![9]);
+        // Malformed releases from the network are skipped, not obeyed.
+        r.record(TASK, &whole([1, 2]), &released(5, 3));
+        assert_eq!(r.take(TASK).ranges[0].bounds, vec![1, 3]);
+    }
+
+    /// The bound: past [`MAX_RECEIPT_ENTRIES_PER_TASK`] gaps the lowest are
+    /// forgotten (produced again if the worker is lost still holding them).
+    #[test]
+    fn receipts_past_the_bound_forget_the_lowest() {
+        let mut r = Receipts::default();
+        let n = MAX_RECEIPT_ENTRIES_PER_TASK as i64 + 10;
+        // Every other split: each its own range.
+        r.record(TASK, &whole((0..n).map(|i| 2 * i)), &[]);
+        assert_eq!(r.entries(TASK), MAX_RECEIPT_ENTRIES_PER_TASK);
+        let report = r.take(TASK);
+        assert_eq!(report.ranges[0].bounds[0], 20, "the ten lowest forgotten");
+        assert_eq!(report.ranges[0].bounds.last(), Some(&(2 * (n - 1) + 1)));
+    }
 }

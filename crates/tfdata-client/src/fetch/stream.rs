@@ -140,7 +140,7 @@ pub(crate) async fn stream_task(
                 () = ctx.cancel.cancelled() => return Streamed::Ended(FetchEnd::Stopped),
             };
             let mut message_bytes = 0;
-            let batch = match message.and_then(|m| {
+            let mut batch = match message.and_then(|m| {
                 m.map(|rope| {
                     message_bytes = bytes::Buf::remaining(&rope) as u64;
                     tfdata_rpc::raw_grpc::decode::<ElementBatch>(rope)
@@ -177,6 +177,7 @@ pub(crate) async fn stream_task(
             let end = batch.end_of_sequence;
             let payload_bytes = batch.payload_bytes;
             let first = batch.first_element_index;
+            let released = std::mem::take(&mut batch.released_splits);
             let decoded = match tfdata_core::batch::whole_splits(&batch) {
                 Ok(names) => decode_batch_off_runtime(batch).await.map(|e| (names, e)),
                 Err(e) => Err(e),
@@ -218,6 +219,7 @@ pub(crate) async fn stream_task(
                 pending.push_back(Pending {
                     delivery: Delivery::batch(elements, credit, origin, splits),
                     receipts,
+                    released,
                 });
             }
             if end {
@@ -238,6 +240,8 @@ struct Pending {
     delivery: Delivery,
     /// What it holds of splits, for the receipts once handed over.
     receipts: Option<BatchSplits>,
+    /// Splits the worker says the dispatcher released since its last batch.
+    released: Vec<tfdata_proto::data::TfdataSplitRanges>,
 }
 
 impl Pending {
@@ -247,7 +251,7 @@ impl Pending {
     fn hand_over(self, ctx: &FetchContext, task: &TaskEndpoint, permit: mpsc::Permit<'_, Item>) {
         permit.send(Ok(self.delivery));
         if let Some(splits) = &self.receipts {
-            ctx.record_receipts(task.task_id, splits);
+            ctx.record_receipts(task.task_id, splits, &self.released);
         }
     }
 }

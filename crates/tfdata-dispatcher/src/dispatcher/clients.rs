@@ -8,8 +8,12 @@
 //! iteration's tasks change, and a heartbeat answers with those shared
 //! bytes ([`EncodedHeartbeat`], written out by `crate::grpc_heartbeat`).
 
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 use prost::Message;
+use tfdata_core::positions::PositionSet;
+use tfdata_core::ranges::IndexRanges;
 use tfdata_core::{Error, IterationClientId, IterationId, Result};
 use tfdata_proto::data::{self as wire, update::UpdateType};
 
@@ -19,6 +23,7 @@ use super::errors::unknown_client;
 use super::task_lists::{EncodedTaskList, encode_task_list};
 use super::txn::Guarded;
 use super::workers::apply_and_return_splits;
+use crate::state::HeldSplitKey;
 
 /// A `ClientHeartbeatResponse` with its task list already encoded.
 #[derive(Debug, Clone)]
@@ -83,7 +88,9 @@ fn task_list(g: &mut Guarded, iteration: IterationId) -> Result<Bytes> {
 
 /// Applies a reader's receipts for lost tasks whose return waits for them
 /// (a report for any other task, a repeat or a finished one, changes
-/// nothing and is not journaled).
+/// nothing and is not journaled). Only what the task still held is
+/// journaled: a report names everything the reader received and the worker
+/// had not yet seen acknowledged, the journal only the splits it changes.
 fn receive_splits(
     txn: &mut super::txn::Txn<'_>,
     client: IterationClientId,
@@ -91,38 +98,77 @@ fn receive_splits(
     receipts: Vec<wire::TfdataTaskReceipts>,
 ) -> Result<()> {
     for r in receipts {
-        let awaited = txn
+        let task = tfdata_core::TaskId(r.task_id);
+        let Some(it) = txn
             .state
             .iteration(iteration_id)
-            .is_some_and(|it| it.awaits_receipts(tfdata_core::TaskId(r.task_id), client));
-        if !awaited {
+            .filter(|it| it.awaits_receipts(task, client))
+        else {
             continue;
-        }
+        };
         // Refused before anything is journaled: a bad report from the
         // network must not become a record replay stumbles on.
+        let bad =
+            |e: String| Error::InvalidArgument(format!("receipts for task {}: {e}", r.task_id));
+        let mut whole: BTreeMap<(i64, i64), IndexRanges> = BTreeMap::new();
+        for ranges in &r.ranges {
+            let set = IndexRanges::from_bounds(&ranges.bounds).map_err(|e| bad(e.to_string()))?;
+            whole
+                .entry((ranges.provider, ranges.repetition))
+                .or_default()
+                .union_with(&set);
+        }
+        for n in &r.splits {
+            whole
+                .entry((n.provider, n.repetition))
+                .or_default()
+                .insert(n.index);
+        }
+        let mut pieces = BTreeMap::new();
         for p in &r.pieces {
-            if p.split.is_none() {
-                return Err(Error::InvalidArgument(format!(
-                    "receipts for task {}: split pieces without their split's name",
-                    r.task_id
-                )));
+            let n = p
+                .split
+                .as_ref()
+                .ok_or_else(|| bad("split pieces without their split's name".into()))?;
+            let set = PositionSet::from_ranges(&p.positions).map_err(|e| bad(e.to_string()))?;
+            pieces.insert((n.provider, n.repetition, n.index), (p, set));
+        }
+        // What the task held of it.
+        let mut held_whole: BTreeMap<(i64, i64), IndexRanges> = BTreeMap::new();
+        let mut held_pieces = Vec::new();
+        for (key, held) in it.held_splits.range(HeldSplitKey::all_of(task)) {
+            let name = (key.provider, held.produced_in);
+            if whole
+                .get(&name)
+                .is_some_and(|w| w.covering(held.index).is_some())
+            {
+                held_whole.entry(name).or_default().insert(held.index);
+            } else if let Some((p, _)) = pieces.get(&(key.provider, held.produced_in, held.index)) {
+                held_pieces.push((*p).clone());
             }
-            tfdata_core::positions::PositionSet::from_ranges(&p.positions).map_err(|e| {
-                Error::InvalidArgument(format!("receipts for task {}: {e}", r.task_id))
-            })?;
         }
         tracing::debug!(
             client = client.0,
             task = r.task_id,
-            splits = r.splits.len(),
-            split_pieces = r.pieces.len(),
+            reported_ranges = r.ranges.len(),
+            reported_split_pieces = r.pieces.len(),
+            held_received = held_whole.values().map(IndexRanges::count).sum::<u64>(),
+            held_pieces = held_pieces.len(),
             "a reader's receipts for a lost task"
         );
         let update = UpdateType::TfdataReceiveSplits(wire::ReceiveSplitsUpdate {
             iteration_client_id: client.0,
             task_id: r.task_id,
-            splits: r.splits,
-            pieces: r.pieces,
+            splits: Vec::new(),
+            pieces: held_pieces,
+            ranges: held_whole
+                .into_iter()
+                .map(|((provider, repetition), set)| wire::TfdataSplitRanges {
+                    provider,
+                    repetition,
+                    bounds: set.bounds(),
+                })
+                .collect(),
         });
         apply_and_return_splits(txn, update)?;
     }
@@ -157,6 +203,8 @@ impl Dispatcher {
         }
         negotiate_pending_task(&mut txn, client, iteration_id, &req)?;
         receive_splits(&mut txn, client, iteration_id, req.tfdata_receipts)?;
+        // Probed outside this transaction (`probes`).
+        self.suspect_refused(client.0, &req.tfdata_unreachable_workers, now);
         if req.tfdata_checkpoint_taken
             && !txn
                 .state

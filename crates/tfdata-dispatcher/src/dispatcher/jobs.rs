@@ -354,7 +354,7 @@ impl Dispatcher {
     }
 
     /// Sends `ProcessTask`; transient failures are left to the heartbeat path.
-    async fn push_task(&self, task: wire::TaskDef) -> Result<()> {
+    pub(super) async fn push_task(&self, task: wire::TaskDef) -> Result<()> {
         let (worker, task_id) = (task.worker_address.clone(), task.task_id);
         let mut client = self.worker_client(&worker)?;
         let call = client.process_task(wire::ProcessTaskRequest { task: Some(task) });

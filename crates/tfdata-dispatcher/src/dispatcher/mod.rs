@@ -42,6 +42,7 @@ mod liveness;
 pub mod load;
 mod maintenance;
 pub mod overview;
+mod probes;
 mod splits;
 mod task_lists;
 mod txn;
@@ -73,6 +74,7 @@ use crate::work_dir::WorkDir;
 
 pub use clients::EncodedHeartbeat;
 pub use overview::{IterationProgress, Overview, ReaderOverview, WorkerOverview};
+pub(crate) use probes::probe_loop;
 pub use txn::MAX_GROUP_UPDATES;
 
 /// Time as the dispatcher sees it; injected so timeouts are testable.
@@ -120,6 +122,8 @@ pub struct Dispatcher {
     snapshots: crate::distributed_snapshot::Snapshots,
     /// Serialises `Snapshot` calls, so a path is checked and claimed at once.
     snapshot_starts: tokio::sync::Mutex<()>,
+    /// Workers suspected dead, waiting for the dispatcher's own probe.
+    probes: probes::Probes,
 }
 
 impl Dispatcher {
@@ -232,6 +236,7 @@ impl Dispatcher {
             split_providers: HashMap::new(),
             rounds: HashMap::new(),
             task_lists: HashMap::new(),
+            tasks_to_push: Vec::new(),
         };
         let metrics = Arc::new(DispatcherMetrics::new());
         Ok(Dispatcher {
@@ -245,6 +250,7 @@ impl Dispatcher {
             removers: Default::default(),
             snapshots,
             snapshot_starts: Default::default(),
+            probes: Default::default(),
         })
     }
 
@@ -269,6 +275,12 @@ impl Dispatcher {
         self.ledger.deposed()
     }
 
+    /// Resolves when a transaction has created tasks to push to workers
+    /// ([`Self::push_created_tasks`]).
+    pub(crate) async fn tasks_created(&self) {
+        self.ledger.tasks_created.notified().await;
+    }
+
     /// A copy of the current state (for introspection and tests).
     pub async fn snapshot_state(&self) -> DispatcherState {
         self.ledger.begin().await.state.clone()
@@ -277,7 +289,7 @@ impl Dispatcher {
     /// The state and the workers' last heartbeat times (µs).
     pub(crate) async fn state_and_heartbeats(&self) -> (DispatcherState, HashMap<String, i64>) {
         let txn = self.ledger.begin().await;
-        (txn.state.clone(), txn.liveness.worker_heartbeats().clone())
+        (txn.state.clone(), txn.liveness.worker_heartbeats())
     }
 
     pub(crate) fn now_micros(&self) -> i64 {

@@ -986,6 +986,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
                         })
                         .collect(),
                     pieces: Vec::new(),
+                    ranges: Vec::new(),
                 }],
                 ..Default::default()
             }

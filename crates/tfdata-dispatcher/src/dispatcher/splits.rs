@@ -148,6 +148,8 @@ impl Dispatcher {
                 last.split_repetition,
             );
             answer.tfdata_skip = last.skip.clone();
+            // The first answer's update recorded the same reports.
+            answer.tfdata_delivered_recorded = true;
             tracing::debug!(
                 task = req.tfdata_task_id,
                 worker = %req.tfdata_worker_address,
@@ -195,6 +197,7 @@ impl Dispatcher {
             let mut answer = lease_response(Some(split), Vec::new(), index, repetition);
             // Positions readers already received: the worker drops them.
             answer.tfdata_skip = skip;
+            answer.tfdata_delivered_recorded = true;
             return Ok(answer);
         }
         let current = it.split_repetitions[p];
@@ -288,6 +291,7 @@ impl Dispatcher {
         if answer.split.is_some() {
             answer.tfdata_skip = skip;
         }
+        answer.tfdata_delivered_recorded = true;
         Ok(answer)
     }
 }
@@ -391,5 +395,6 @@ fn lease_response(
         tfdata_first_index: first_index,
         tfdata_split_repetition: repetition,
         tfdata_skip: Vec::new(),
+        tfdata_delivered_recorded: false,
     }
 }

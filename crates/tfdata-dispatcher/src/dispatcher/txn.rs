@@ -68,6 +68,11 @@ pub(crate) struct Guarded {
     pub rounds: HashMap<IterationId, i64>,
     /// Each iteration's task list, encoded for client heartbeats.
     pub task_lists: HashMap<IterationId, super::task_lists::EncodedTaskList>,
+    /// Tasks created for workers that are not asking (a lost worker's
+    /// splits given to a live worker): pushed to them with `ProcessTask`
+    /// once durable, instead of waiting for their next heartbeat (30 s by
+    /// default). Taken by `Dispatcher::push_created_tasks`.
+    pub tasks_to_push: Vec<tfdata_core::TaskId>,
 }
 
 /// The state lock and the journal behind it.
@@ -85,6 +90,8 @@ pub(crate) struct Ledger {
     /// the last compaction.
     pub compact_after_records: u64,
     metrics: Arc<DispatcherMetrics>,
+    /// Woken when a transaction leaves `Guarded::tasks_to_push` non-empty.
+    pub tasks_created: tokio::sync::Notify,
 }
 
 impl Ledger {
@@ -113,6 +120,7 @@ impl Ledger {
             deposed,
             compact_after_records: compact_after,
             metrics,
+            tasks_created: tokio::sync::Notify::new(),
         })
     }
 
@@ -276,6 +284,9 @@ impl Drop for Txn<'_> {
         // updates still go out in lock order.
         if !self.updates.is_empty() {
             self.queue();
+        }
+        if !self.guarded.tasks_to_push.is_empty() {
+            self.ledger.tasks_created.notify_one();
         }
     }
 }

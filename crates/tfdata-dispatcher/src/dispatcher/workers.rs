@@ -23,9 +23,20 @@ impl Dispatcher {
         WorkerAddresses(&self.config.worker_addresses).entry_of(registered, address)
     }
 
+    #[cfg(test)]
     pub(crate) async fn worker_heartbeat(
         &self,
         req: wire::WorkerHeartbeatRequest,
+    ) -> Result<wire::WorkerHeartbeatResponse> {
+        self.worker_heartbeat_from(req, None).await
+    }
+
+    /// `WorkerHeartbeat` from `peer`, the IP its connection comes from (a
+    /// probe of the worker's address is trusted only if it is that host).
+    pub(crate) async fn worker_heartbeat_from(
+        &self,
+        req: wire::WorkerHeartbeatRequest,
+        peer: Option<std::net::IpAddr>,
     ) -> Result<wire::WorkerHeartbeatResponse> {
         let address = req.worker_address.clone();
         if address.is_empty() {
@@ -107,7 +118,16 @@ impl Dispatcher {
             }
         }
         let now = self.clock.now_micros();
-        txn.liveness.worker_heard(&address, now);
+        let interval = (req.tfdata_heartbeat_interval_ms > 0)
+            .then(|| req.tfdata_heartbeat_interval_ms.saturating_mul(1000));
+        let heard = txn.liveness.worker_heard(&address, now, interval, peer);
+        if !heard.warned
+            && let Some(warning) =
+                heard.timeout_warning(self.config.worker_timeout.as_micros() as i64)
+        {
+            heard.warned = true;
+            tracing::warn!(worker = %address, "{warning}");
+        }
         txn.load.worker_heard(&req, now);
 
         let current: HashSet<i64> = req.current_tasks.iter().copied().collect();
@@ -134,6 +154,40 @@ impl Dispatcher {
             tasks_to_delete,
             snapshot_tasks,
         })
+    }
+
+    /// Pushes the tasks transactions left in `tasks_to_push` to their
+    /// workers (`ProcessTask`), once the state that made them is durable.
+    /// Best effort: a worker that misses one gets it with its next
+    /// heartbeat.
+    pub async fn push_created_tasks(&self) -> Result<()> {
+        let defs = {
+            let mut txn = self.ledger.begin().await;
+            let ids = std::mem::take(&mut txn.tasks_to_push);
+            let mut defs = Vec::new();
+            for id in ids {
+                let Some(task) = txn.state.task(id) else {
+                    continue;
+                };
+                let live = txn
+                    .state
+                    .worker(&task.worker_address)
+                    .is_some_and(|w| !w.lost);
+                if live && !task.finished {
+                    defs.push(self.task_def(&txn.state, task)?);
+                }
+            }
+            // Waits until what made the tasks is durable.
+            txn.commit().await?;
+            defs
+        };
+        let pushes = defs.into_iter().map(|def| self.push_task(def));
+        for result in futures::future::join_all(pushes).await {
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "pushing a new task to its worker failed; its heartbeat will deliver it");
+            }
+        }
+        Ok(())
     }
 
     /// The `TaskDef` a worker needs to run `task` (spec §5.5).
@@ -234,6 +288,9 @@ pub(super) fn new_task_update(
     }))
 }
 
+/// Most created tasks waiting to be pushed to their workers.
+const MAX_TASKS_TO_PUSH: usize = 1024;
+
 /// Unfinished iterations `worker` can run and has no task in: the
 /// round-robin ones (joined through a pending task) or the others. None for
 /// a draining worker.
@@ -326,8 +383,15 @@ fn reassign_returned_splits(txn: &mut Txn<'_>) -> Result<()> {
             continue;
         };
         let update = new_task_update(&txn.state, iteration, &worker)?;
+        let task = txn.state.next_task_id();
         txn.apply(update)?;
-        tracing::info!(iteration = %iteration, %worker, "new task to produce a lost worker's splits");
+        // The worker is not asking: it would learn of the task at its next
+        // heartbeat, up to heartbeat_interval (30 s by default) from now.
+        // (Past the bound, heartbeats deliver the rest.)
+        if txn.tasks_to_push.len() < MAX_TASKS_TO_PUSH {
+            txn.tasks_to_push.push(task);
+        }
+        tracing::info!(iteration = %iteration, %worker, %task, "new task to produce a lost worker's splits");
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use tfdata_core::positions::PositionSet;
+use tfdata_core::ranges::IndexRanges;
 
 use tfdata_core::{DatasetId, Error, IterationClientId, IterationId, JobId, Result, TaskId};
 use tfdata_proto::data::{Update, update::UpdateType};
@@ -737,6 +738,21 @@ impl DispatcherState {
             .iter()
             .map(|n| (n.provider, n.repetition, n.index))
             .collect();
+        let mut ranges: BTreeMap<(i64, i64), IndexRanges> = BTreeMap::new();
+        for r in &u.ranges {
+            let set = IndexRanges::from_bounds(&r.bounds)
+                .map_err(|e| bad("receive_splits", e.to_string()))?;
+            ranges
+                .entry((r.provider, r.repetition))
+                .or_default()
+                .union_with(&set);
+        }
+        let received_whole = |provider: i64, repetition: i64, index: i64| {
+            names.contains(&(provider, repetition, index))
+                || ranges
+                    .get(&(provider, repetition))
+                    .is_some_and(|r| r.covering(index).is_some())
+        };
         // Parts received: every one checked before anything changes.
         let mut pieces: BTreeMap<(i64, i64, i64), PositionSet> = BTreeMap::new();
         for p in &u.pieces {
@@ -756,7 +772,7 @@ impl DispatcherState {
         let received: Vec<HeldSplitKey> = it
             .held_splits
             .range(HeldSplitKey::all_of(task))
-            .filter(|(k, h)| names.contains(&(k.provider, h.produced_in, h.index)))
+            .filter(|(k, h)| received_whole(k.provider, h.produced_in, h.index))
             .map(|(k, _)| *k)
             .collect();
         for key in received {
