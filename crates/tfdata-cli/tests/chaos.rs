@@ -384,3 +384,251 @@ fn assert_exactly_once(round: usize, counts: &BTreeMap<i64, usize>, n: i64) {
         "round {round}: values outside 0..{n}"
     );
 }
+
+/// Issue 31's sizes and speeds: distributed_epoch reads of a million
+/// elements at full speed (split leases of up to 1,024, no slowed trainer,
+/// the default stream window), with worker processes SIGKILLed at random
+/// moments of the read. Each value must arrive exactly once, at any rate
+/// the workers reach: readers keep receipts as index ranges, forgotten as
+/// the dispatcher acknowledges them, so no bound on their number costs
+/// exactness. By default with TensorFlow's timeouts (worker_timeout 10
+/// minutes, workers heartbeating every 30 s): a dead worker is noticed in
+/// about a second because the readers find its port refusing and the
+/// dispatcher's probes confirm it, not by the timeout; a stall would hit
+/// the round's deadline.
+struct AtScale<'a> {
+    what: &'a str,
+    pipeline: Dataset,
+    /// Values `0..n`, each exactly once.
+    n: i64,
+    readers: usize,
+    workers: usize,
+    kills: usize,
+    /// Killed workers are replaced (at a new port, or restarted at the
+    /// same one); otherwise the others finish the read.
+    replace: bool,
+    dispatcher_args: &'a [&'a str],
+    worker_args: &'a [&'a str],
+}
+
+fn values_of(e: &tfdata::Element) -> Vec<i64> {
+    e.components[0].to_vec::<i64>().unwrap()
+}
+
+/// Runs `s`, killing workers at random points of the read; returns the
+/// dispatcher's log lines.
+fn read_at_scale(rng: &mut rand::rngs::StdRng, s: &AtScale<'_>) -> Vec<String> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let port = free_port();
+    let address = format!("localhost:{port}");
+    let port_arg = port.to_string();
+    let mut args = vec!["dispatcher", "--port", &port_arg];
+    args.extend(s.dispatcher_args);
+    let dispatcher = start(&args);
+    let start_worker = |p: u16| {
+        let p = p.to_string();
+        let mut args = vec!["worker", "--dispatcher-address", &address, "--port", &p];
+        args.extend(s.worker_args);
+        start(&args)
+    };
+    let mut workers: Vec<(u16, Process)> = (0..s.workers)
+        .map(|_| {
+            let p = free_port();
+            (p, start_worker(p))
+        })
+        .collect();
+    common::wait_for_workers(&address, s.workers);
+    let progress = Arc::new(AtomicUsize::new(0));
+    let readers: Vec<_> = (0..s.readers)
+        .map(|_| {
+            let ds = distribute(
+                ProcessingMode::DistributedEpoch,
+                &format!("grpc://{address}"),
+            )
+            .job_name(s.what)
+            .apply(&s.pipeline)
+            .unwrap();
+            let progress = Arc::clone(&progress);
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                for e in ds.iter().unwrap() {
+                    let values = values_of(&e.unwrap());
+                    progress.fetch_add(values.len(), Ordering::Relaxed);
+                    out.extend(values);
+                }
+                out
+            })
+        })
+        .collect();
+    // Kill points: random fractions of the values, in order.
+    let mut at: Vec<usize> = (0..s.kills)
+        .map(|_| (s.n as f64 * rng.random_range(0.03..0.97)) as usize)
+        .collect();
+    at.sort_unstable();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(240);
+    let (mut kills, mut restarts) = (0, 0);
+    while !readers.iter().all(|r| r.is_finished()) {
+        assert!(
+            Instant::now() < deadline,
+            "{}: the read did not finish: {} of {} values after {kills} kills\n{}",
+            s.what,
+            progress.load(Ordering::Relaxed),
+            s.n,
+            dispatcher.logs()
+        );
+        if kills < at.len() && progress.load(Ordering::Relaxed) >= at[kills] {
+            let i = rng.random_range(0..workers.len());
+            let (p, victim) = workers.swap_remove(i);
+            drop(victim); // SIGKILL
+            kills += 1;
+            eprintln!(
+                "{}: worker killed at {} values ({:?})",
+                s.what,
+                progress.load(Ordering::Relaxed),
+                started.elapsed()
+            );
+            if s.replace {
+                let p = if rng.random_bool(0.5) {
+                    restarts += 1;
+                    p
+                } else {
+                    free_port()
+                };
+                workers.push((p, start_worker(p)));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut counts = vec![0u8; s.n as usize];
+    let mut outside = 0;
+    for r in readers {
+        for v in r.join().unwrap() {
+            match usize::try_from(v).ok().and_then(|v| counts.get_mut(v)) {
+                Some(c) => *c = c.saturating_add(1),
+                None => outside += 1,
+            }
+        }
+    }
+    let lost = counts.iter().filter(|c| **c == 0).count();
+    let twice = counts.iter().filter(|c| **c > 1).count();
+    eprintln!(
+        "{}: {} values in {:?}, {kills} workers killed ({restarts} restarted in place): {lost} \
+         lost, {twice} delivered twice",
+        s.what,
+        s.n,
+        started.elapsed()
+    );
+    assert_eq!(
+        kills, s.kills,
+        "{}: the read finished before every kill",
+        s.what
+    );
+    let example = |want: fn(u8) -> bool| -> Vec<usize> {
+        counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| want(**c))
+            .map(|(v, _)| v)
+            .take(10)
+            .collect()
+    };
+    assert!(
+        lost == 0 && twice == 0 && outside == 0,
+        "{}: {lost} values lost (e.g. {:?}), {twice} delivered twice (e.g. {:?}), {outside} \
+         outside 0..{}",
+        s.what,
+        example(|c| c == 0),
+        example(|c| c > 1),
+        s.n
+    );
+    dispatcher.logs().lines().map(str::to_string).collect()
+}
+
+const MILLION: i64 = 1_000_000;
+
+#[test]
+fn a_million_elements_exactly_once_with_workers_killed_under_default_timeouts() {
+    let mut rng = rng(0x0031_0001);
+    for (what, pipeline) in [
+        ("range", Dataset::range(MILLION)),
+        ("range-batch7", Dataset::range(MILLION).batch(7, false)),
+    ] {
+        read_at_scale(
+            &mut rng,
+            &AtScale {
+                what,
+                pipeline,
+                n: MILLION,
+                readers: 1,
+                workers: 3,
+                kills: 4,
+                replace: true,
+                dispatcher_args: &[],
+                worker_args: &[],
+            },
+        );
+    }
+}
+
+#[test]
+fn a_million_elements_exactly_once_for_two_readers_sharing_the_job_while_workers_die() {
+    let mut rng = rng(0x0031_0002);
+    read_at_scale(
+        &mut rng,
+        &AtScale {
+            what: "range-two-readers",
+            pipeline: Dataset::range(MILLION),
+            n: MILLION,
+            readers: 2,
+            workers: 3,
+            kills: 4,
+            replace: true,
+            dispatcher_args: &[],
+            worker_args: &[],
+        },
+    );
+}
+
+/// Workers killed and not replaced: the survivors produce the dead ones'
+/// splits. With the issue's contradictory settings: `--worker-timeout-ms
+/// 2000` against the workers' default 30 s heartbeats, which used to
+/// declare live workers lost every 2 s; the dispatcher raises the timeout
+/// for them and says so, naming both settings.
+#[test]
+fn a_million_elements_exactly_once_as_workers_die_unreplaced_under_a_short_worker_timeout() {
+    let mut rng = rng(0x0031_0003);
+    let logs = read_at_scale(
+        &mut rng,
+        &AtScale {
+            what: "range-batch7-unreplaced",
+            pipeline: Dataset::range(MILLION).batch(7, false),
+            n: MILLION,
+            readers: 1,
+            workers: 4,
+            kills: 3,
+            replace: false,
+            dispatcher_args: &["--worker-timeout-ms", "2000"],
+            worker_args: &[],
+        },
+    );
+    let warned = logs.iter().any(|l| {
+        l.contains("worker_timeout_ms=2000")
+            && l.contains("heartbeat_interval_ms=30000")
+            && l.contains("raised to 90000 ms")
+    });
+    assert!(
+        warned,
+        "no warning naming both settings:\n{}",
+        logs.join("\n")
+    );
+    let timed_out: Vec<&String> = logs
+        .iter()
+        .filter(|l| l.contains("silent for longer than worker_timeout"))
+        .collect();
+    assert!(
+        timed_out.is_empty(),
+        "live workers timed out between heartbeats: {timed_out:?}"
+    );
+}

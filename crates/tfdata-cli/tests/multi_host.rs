@@ -123,6 +123,102 @@ fn worker_cut_off_mid_epoch() {
     ));
 }
 
+/// With TensorFlow's default `worker_timeout` (10 minutes): a worker process
+/// SIGKILLed mid-read is declared lost within seconds (the reader finds its
+/// port refusing, tells the dispatcher, and the dispatcher's own probes of
+/// the worker's host are refused too), and the read finishes with every
+/// element exactly once instead of stalling for 10 minutes. A worker whose
+/// link is cut for 3 s, and one paused (SIGSTOP) for 3 s, are not declared
+/// lost by the same path: their hosts do not refuse (the cut one does not
+/// answer at all, the paused one's kernel accepts the connection), and
+/// their reads finish exactly once too.
+#[test]
+fn a_dead_worker_is_declared_lost_in_seconds_and_a_cut_or_paused_one_is_not() {
+    sandbox::run(
+        "a_dead_worker_is_declared_lost_in_seconds_and_a_cut_or_paused_one_is_not",
+        dead_cut_and_paused_workers,
+    );
+}
+
+fn dead_cut_and_paused_workers() {
+    // TensorFlow's defaults: worker_timeout 10 minutes.
+    let cluster = Cluster::start(Layout {
+        workers: 3,
+        dispatcher_args: &[],
+        delay_proxy: None,
+    });
+    let n = 500_000; // still running when the workers fail (splits are leased)
+    let id = cluster.register(&format!(r#"{{"op": "range", "stop": {n}}}"#));
+
+    // Killed: noticed in seconds.
+    let mut reader = cluster.read(&id, "distributed_epoch");
+    wait_for_elements(&cluster, &reader, 300, Duration::from_secs(60));
+    let w1 = cluster.worker_address(0);
+    cluster.workers[0].signal("KILL");
+    let killed = Instant::now();
+    let read_at_kill = mid_read(&mut reader, n);
+    cluster.wait_status(
+        "the killed worker declared lost",
+        Duration::from_secs(60),
+        &[&reader],
+        |s| s.worker(&w1).is_some_and(|w| w.lost),
+    );
+    let lost_after = killed.elapsed();
+    let lines = finish_read(&cluster, &mut reader, Duration::from_secs(90));
+    let read_after = killed.elapsed();
+    check_exactly(&counts(&lines), n, 1, "worker killed");
+    report(&format!(
+        "worker SIGKILLed after {read_at_kill} of {n} elements, worker_timeout 10 min: declared \
+         lost {} after the kill, the read finished {} after it; {n} elements exactly once",
+        secs(lost_after),
+        secs(read_after)
+    ));
+
+    // Cut off for 3 s, then paused for 3 s: neither declared lost.
+    for (what, i) in [("cut off", 1), ("paused", 2)] {
+        let address = cluster.worker_address(i);
+        let mut reader = cluster.read(&id, "distributed_epoch");
+        wait_for_elements(&cluster, &reader, 300, Duration::from_secs(60));
+        match what {
+            "cut off" => cluster.net.unplug(&cluster.worker_hosts[i]),
+            _ => cluster.workers[i].signal("STOP"),
+        }
+        let started = Instant::now();
+        let read_at = mid_read(&mut reader, n);
+        // 3 s, and beyond the dispatcher's probes of an overdue worker (it
+        // heartbeats every 200 ms: probed after 1 s of silence).
+        while started.elapsed() < Duration::from_secs(3) {
+            let status = cluster.status();
+            assert!(
+                status.worker(&address).is_some_and(|w| !w.lost),
+                "a worker {what} for less than worker_timeout was declared lost:\n{}\n{}",
+                status.text,
+                cluster.logs(&[&reader])
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        match what {
+            "cut off" => cluster.net.plug(&cluster.worker_hosts[i]),
+            _ => cluster.workers[i].signal("CONT"),
+        }
+        let held = started.elapsed();
+        let lines = finish_read(&cluster, &mut reader, Duration::from_secs(90));
+        check_exactly(&counts(&lines), n, 1, what);
+        let status = cluster.status();
+        assert!(
+            status.worker(&address).is_some_and(|w| !w.lost),
+            "the worker {what} was declared lost after all:\n{}\n{}",
+            status.text,
+            cluster.logs(&[])
+        );
+        report(&format!(
+            "worker {what} for {} after {read_at} of {n} elements: not declared lost; {n} \
+             elements exactly once",
+            secs(held)
+        ));
+    }
+}
+
 /// The dispatcher cut off from both workers (blackhole routes; the reader
 /// still reaches everyone), during distributed_epoch reads:
 /// - for less than `worker_timeout` (5 s): nothing changes. No worker is

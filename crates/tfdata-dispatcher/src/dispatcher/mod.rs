@@ -52,6 +52,8 @@ mod workers;
 #[cfg(test)]
 mod commit_tests;
 #[cfg(test)]
+mod probe_tests;
+#[cfg(test)]
 mod snapshot_tests;
 #[cfg(test)]
 mod split_tests;

@@ -35,6 +35,9 @@ pub struct WorkerOverview {
     /// Mean processing time per element (ns) over its active tasks, if
     /// reported (tfdata and TensorFlow workers).
     pub processing_time_nsec: Option<f64>,
+    /// Why `worker_timeout` contradicts its heartbeat interval, if it does
+    /// (its timeout raised, or, for a TensorFlow worker, a risk).
+    pub heartbeat_warning: Option<String>,
 }
 
 /// A reader (iteration client) as operators see it.
@@ -86,7 +89,8 @@ impl Dispatcher {
     pub async fn overview(&self) -> Overview {
         let now = self.clock.now_micros();
         let txn = self.ledger.begin().await;
-        let workers = worker_overviews(&txn, now);
+        let worker_timeout = self.config.worker_timeout.as_micros() as i64;
+        let workers = worker_overviews(&txn, now, worker_timeout);
         let readers = reader_overviews(&txn);
         let iterations = iteration_progress(&txn);
         let demand = txn.load.demand(&txn.state);
@@ -216,7 +220,7 @@ fn set(
     family.get_or_create(&StateLabel { state }).set(value);
 }
 
-fn worker_overviews(g: &Guarded, now: i64) -> Vec<WorkerOverview> {
+fn worker_overviews(g: &Guarded, now: i64, worker_timeout: i64) -> Vec<WorkerOverview> {
     let heartbeats = g.liveness.worker_heartbeats();
     g.state
         .workers()
@@ -238,6 +242,10 @@ fn worker_overviews(g: &Guarded, now: i64) -> Vec<WorkerOverview> {
                 totals: load.and_then(|l| l.totals),
                 processing_time_nsec: (!times.is_empty())
                     .then(|| times.iter().sum::<f64>() / times.len() as f64),
+                heartbeat_warning: g
+                    .liveness
+                    .worker(&w.address)
+                    .and_then(|h| h.timeout_warning(worker_timeout)),
             }
         })
         .collect()

@@ -183,7 +183,7 @@ impl Dispatcher {
         for (worker, why) in dead {
             // A heartbeat since the probes began: a new process answers
             // at that address (restarted in place); its heartbeat handles it.
-            let heard_since = txn.liveness.worker(&worker).is_some_and(|h| h.last >= now);
+            let heard_since = txn.liveness.worker(&worker).is_some_and(|h| h.last > now);
             let Some(w) = txn.state.worker(&worker).filter(|w| !w.lost) else {
                 continue;
             };

@@ -29,6 +29,7 @@ pub fn worker(address: &str, state: WorkerState, speed: f64) -> WorkerRow {
         elements_sent: Some(123_456),
         bytes_sent: Some(987_654),
         processing_time_nsec: Some(20e6),
+        heartbeat_warning: None,
     }
 }
 

@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use super::format::{self, escape, truncate};
-use super::report::{StatusReport, WorkerState};
+use super::report::{StatusReport, WorkerRow, WorkerState};
 use super::verdict::{BUFFERS_FULL_RATIO, STARVED_RATIO};
 
 /// Rows rendered per table; `/api/status` has them all.
@@ -342,10 +342,7 @@ fn workers(h: &mut String, report: &StatusReport) {
             ),
             or_na(w.processing_time_nsec.map(format::nanos)),
             or_na(w.elements_sent.map(|n| format::count(n as f64))),
-            or_na(
-                w.last_heartbeat_age
-                    .map(|a| format!("{} ago", format::age(a)))
-            ),
+            heartbeat_cell(w),
         );
     }
     close_table(
@@ -355,6 +352,23 @@ fn workers(h: &mut String, report: &StatusReport) {
         shown,
         "the worst first (lost, stale, then the slowest)",
     );
+}
+
+/// The age of a worker's last heartbeat, and a warning pill when
+/// `worker_timeout` contradicts its heartbeat interval (the full text on
+/// hover).
+fn heartbeat_cell(w: &WorkerRow) -> String {
+    let age = or_na(
+        w.last_heartbeat_age
+            .map(|a| format!("{} ago", format::age(a))),
+    );
+    match &w.heartbeat_warning {
+        Some(warning) => format!(
+            r#"{age} <span class="pill warn" title="{}">worker_timeout too short</span>"#,
+            escape(&truncate(warning, MAX_TEXT_CHARS))
+        ),
+        None => age,
+    }
 }
 
 fn readers(h: &mut String, report: &StatusReport) {
@@ -557,6 +571,23 @@ mod tests {
         let page = page(&title(&r), &html, "abc");
         assert_eq!(page.matches("<script").count(), 1, "only the page's own");
         assert!(page.contains(r#"<script nonce="abc">"#));
+    }
+
+    #[test]
+    fn a_worker_whose_timeout_contradicts_its_heartbeats_is_flagged() {
+        let mut w = worker("w:1", WorkerState::Live, 1.0);
+        w.heartbeat_warning = Some(format!("worker_timeout_ms=2000 is shorter {HOSTILE}"));
+        let html = content(&report(
+            vec![w, worker("w:2", WorkerState::Live, 1.0)],
+            "job",
+        ));
+        assert_eq!(
+            html.matches("worker_timeout too short").count(),
+            1,
+            "{html}"
+        );
+        assert!(html.contains(r#"title="worker_timeout_ms=2000 is shorter &quot;&gt;&lt;img"#));
+        assert!(!html.contains("<img"));
     }
 
     #[test]

@@ -74,6 +74,7 @@ pub fn status(report: &StatusReport) -> Value {
             "processing_time_seconds": w.processing_time_nsec.map(|n| n / 1e9),
             "elements_sent": w.elements_sent,
             "bytes_sent": w.bytes_sent,
+            "heartbeat_warning": w.heartbeat_warning,
         })).collect::<Vec<_>>(),
         "readers": report.readers.iter().map(|r| json!({
             "client": r.client,

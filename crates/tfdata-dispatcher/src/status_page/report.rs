@@ -74,6 +74,8 @@ pub struct WorkerRow {
     pub bytes_sent: Option<u64>,
     /// Mean pipeline time per element over its tasks (ns).
     pub processing_time_nsec: Option<f64>,
+    /// `worker_timeout` against its heartbeat interval, if they contradict.
+    pub heartbeat_warning: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -185,6 +187,7 @@ impl StatusReport {
                     elements_sent: w.totals.map(|t| t.elements_sent),
                     bytes_sent: w.totals.map(|t| t.bytes_sent),
                     processing_time_nsec: w.processing_time_nsec,
+                    heartbeat_warning: w.heartbeat_warning.clone(),
                 }
             })
             .collect();
@@ -398,6 +401,7 @@ mod tests {
             elements_sent: None,
             bytes_sent: None,
             processing_time_nsec: None,
+            heartbeat_warning: None,
         }
     }
 

@@ -408,6 +408,7 @@ mod tests {
             }),
             totals: None,
             processing_time_nsec: None,
+            heartbeat_warning: None,
         }
     }
 
