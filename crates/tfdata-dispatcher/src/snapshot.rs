@@ -242,6 +242,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
         num_clients: it.num_clients,
         last_client_released_micros: it.last_client_released_micros,
         finished: it.finished,
+        task_completed: it.task_completed,
         garbage_collected: it.garbage_collected,
         tasks: it.tasks.iter().map(|t| t.0).collect(),
         pending_tasks: it
@@ -386,6 +387,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
         num_clients: it.num_clients,
         last_client_released_micros: it.last_client_released_micros,
         finished: it.finished,
+        task_completed: it.task_completed,
         garbage_collected: it.garbage_collected,
         tasks: it.tasks.iter().map(|t| TaskId(*t)).collect(),
         pending_tasks: it

@@ -355,6 +355,56 @@ async fn a_lost_workers_finished_tasks_leave_the_task_list() {
     assert!(!it.finished, "w2's task is still running");
 }
 
+/// Every task of a distributed_epoch iteration lost (all its workers
+/// declared lost at once, each holding nothing its readers had not
+/// received): that is not the end of the data. The iteration stays
+/// unfinished, and a worker that registers gets a task for the rest of its
+/// splits. (It used to finish: readers ended with most of the data unread.)
+#[tokio::test]
+async fn an_iteration_whose_every_task_was_lost_waits_for_a_worker() {
+    let clock = Arc::new(FixedClock(AtomicI64::new(1_000_000)));
+    let config = DispatcherConfig {
+        worker_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let d = Dispatcher::new(config, clock.clone()).unwrap();
+    for w in ["w1:1", "w2:1"] {
+        d.worker_heartbeat(tfdata_worker_heartbeat(w))
+            .await
+            .unwrap();
+    }
+    iteration_of_range(&d, 5, 1).await; // distributed_epoch, no receipts
+    clock.0.fetch_add(2_000_000, Ordering::SeqCst);
+    d.run_maintenance().await.unwrap();
+    let state = d.snapshot_state().await;
+    assert!(state.workers().iter().all(|w| w.lost));
+    let it = state.iteration(IterationId(IterationId::FIRST)).unwrap();
+    assert!(it.tasks.is_empty(), "every task left with its worker");
+    assert!(!it.finished, "every task lost is not the end of the data");
+    let answer = d
+        .worker_heartbeat(tfdata_worker_heartbeat("w3:1"))
+        .await
+        .unwrap();
+    assert_eq!(answer.new_tasks.len(), 1, "the new worker reads the rest");
+    let task = answer.new_tasks[0].task_id;
+    d.worker_update(wire::WorkerUpdateRequest {
+        worker_address: "w3:1".into(),
+        updates: vec![wire::TaskProgress {
+            task_id: task,
+            completed: true,
+        }],
+    })
+    .await
+    .unwrap();
+    let state = d.snapshot_state().await;
+    assert!(
+        state
+            .iteration(IterationId(IterationId::FIRST))
+            .unwrap()
+            .finished
+    );
+}
+
 /// Each worker's address and whether the status service calls it lost.
 async fn workers_lost(d: &Dispatcher) -> Vec<(String, bool)> {
     let mut workers: Vec<(String, bool)> = d

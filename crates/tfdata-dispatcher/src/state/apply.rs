@@ -7,6 +7,7 @@ use tfdata_core::positions::PositionSet;
 use tfdata_core::ranges::IndexRanges;
 
 use tfdata_core::{DatasetId, Error, IterationClientId, IterationId, JobId, Result, TaskId};
+use tfdata_proto::data::processing_mode_def::ShardingPolicy;
 use tfdata_proto::data::{Update, update::UpdateType};
 
 use super::{
@@ -14,8 +15,11 @@ use super::{
     MAX_RESTORATION_CONSUMERS, PendingTask, Restoration, SplitRequester, Task, Worker,
 };
 
-fn all_delivered(it: &Iteration, tasks: &BTreeMap<TaskId, Task>) -> bool {
-    it.returned_splits.is_empty()
+fn all_delivered(it: &Iteration, tasks: &BTreeMap<TaskId, Task>, dynamic: bool) -> bool {
+    // In distributed_epoch the tasks are finished when every one left with
+    // a lost worker, too: that is not the end of the data.
+    (!dynamic || it.task_completed)
+        && it.returned_splits.is_empty()
         && it.awaited_receipts.is_empty()
         && it
             .tasks
@@ -179,6 +183,7 @@ impl DispatcherState {
                         num_clients: 0,
                         last_client_released_micros: None,
                         finished: false,
+                        task_completed: false,
                         garbage_collected: false,
                         tasks: Vec::new(),
                         pending_tasks: Default::default(),
@@ -392,6 +397,7 @@ impl DispatcherState {
                         format!("unknown client {client}"),
                     )
                 })?;
+                let dynamic = self.is_dynamic(iteration);
                 let it =
                     iteration_mut(&mut self.iterations, "release_iteration_client", iteration)?;
                 it.num_clients -= 1;
@@ -406,7 +412,7 @@ impl DispatcherState {
                     returned |= it.receipts_in(task, client);
                 }
                 if returned {
-                    it.finished = all_delivered(it, &self.tasks);
+                    it.finished = all_delivered(it, &self.tasks, dynamic);
                 }
             }
             UpdateType::GarbageCollectIteration(u) => {
@@ -526,10 +532,12 @@ impl DispatcherState {
                 if let Some(assigned) = self.tasks_by_worker.get_mut(&worker) {
                     assigned.remove(&id);
                 }
+                let dynamic = self.is_dynamic(iteration_id);
                 if let Some(it) = self.iterations.get_mut(&iteration_id) {
                     // A finished task delivered everything it held.
                     it.held_splits.retain(|key, _| key.task != id);
-                    it.finished = all_delivered(it, &self.tasks);
+                    it.task_completed = true;
+                    it.finished = all_delivered(it, &self.tasks, dynamic);
                 }
             }
             UpdateType::TfdataLoseWorker(u) => self.lose_worker(&u.worker_address)?,
@@ -629,6 +637,14 @@ impl DispatcherState {
     /// Records a new task (after checking its id is new and its iteration
     /// and worker exist; nothing changes otherwise) and returns its
     /// iteration, where the caller places it.
+    /// Whether `iteration` is a distributed_epoch one (DYNAMIC sharding).
+    fn is_dynamic(&self, iteration: IterationId) -> bool {
+        self.iterations
+            .get(&iteration)
+            .and_then(|it| self.jobs.get(&it.job_id))
+            .is_some_and(|j| j.sharding_policy() == Some(ShardingPolicy::Dynamic))
+    }
+
     fn insert_task(&mut self, update: &str, task: Task) -> Result<&mut Iteration> {
         if self.tasks.contains_key(&task.id) {
             return Err(bad(update, format!("task {} exists", task.id)));
@@ -684,6 +700,7 @@ impl DispatcherState {
             if let Some(assigned) = self.tasks_by_worker.get_mut(address) {
                 assigned.remove(&task_id);
             }
+            let dynamic = self.is_dynamic(iteration_id);
             if let Some(it) = self.iterations.get_mut(&iteration_id) {
                 // Readers drop tasks no longer listed; the iteration can end.
                 it.tasks.retain(|t| *t != task_id);
@@ -697,7 +714,7 @@ impl DispatcherState {
                     .map(|(c, _)| *c)
                     .collect();
                 it.await_receipts_or_return(task_id, readers);
-                it.finished = all_delivered(it, &self.tasks);
+                it.finished = all_delivered(it, &self.tasks, dynamic);
             }
         }
         // Its finished tasks leave their lists too: a reader that has not
@@ -726,6 +743,7 @@ impl DispatcherState {
             .get(&client)
             .copied()
             .ok_or_else(|| bad("receive_splits", format!("unknown client {client}")))?;
+        let dynamic = self.is_dynamic(iteration);
         let it = iteration_mut(&mut self.iterations, "receive_splits", iteration)?;
         if !it.awaits_receipts(task, client) {
             return Err(bad(
@@ -787,7 +805,7 @@ impl DispatcherState {
             }
         }
         it.receipts_in(task, client);
-        it.finished = all_delivered(it, &self.tasks);
+        it.finished = all_delivered(it, &self.tasks, dynamic);
         Ok(())
     }
 }

@@ -89,6 +89,11 @@ pub struct Iteration {
     pub num_clients: i64,
     pub last_client_released_micros: Option<i64>,
     pub finished: bool,
+    /// A task of it completed: its pipeline ended (in distributed_epoch,
+    /// the data ran out). A distributed_epoch iteration whose every task
+    /// left with a lost worker has not ended: the rest of its splits wait
+    /// for a worker to come back or join.
+    pub task_completed: bool,
     pub garbage_collected: bool,
     /// Active tasks in creation order: the order every client sees.
     pub tasks: Vec<TaskId>,
