@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 
 import pytest
 
@@ -258,19 +259,31 @@ def _parallel_epochs_count(d) -> int:
 
 
 def test_worker_timeout_and_heartbeat_interval():
-    """A worker that heartbeats less often than worker_timeout_ms is declared
-    lost (it gets no more tasks); one that heartbeats often stays."""
-    config = service.DispatcherConfig(worker_timeout_ms=300, job_gc_check_interval_ms=20)
+    """Both settings reach the dispatcher: a worker_timeout_ms shorter than
+    three of a worker's heartbeats would declare it lost between any two of
+    them, so the dispatcher raises that worker's timeout (to three
+    intervals) and says so naming both settings; TensorFlow's dispatcher
+    would declare it lost. A worker heartbeating often enough keeps
+    worker_timeout_ms and has no warning."""
+    import urllib.request
+
+    config = service.DispatcherConfig(worker_timeout_ms=300, job_gc_check_interval_ms=20, http_port=0)
     with service.DispatchServer(config) as d:
         with service.WorkerServer(service.WorkerConfig(d._address, heartbeat_interval_ms=60_000)), \
                 service.WorkerServer(service.WorkerConfig(d._address, heartbeat_interval_ms=20)):
             wait_for(lambda: d._num_workers() == 2, what="both workers registering")
             # Each parallel_epochs job gets a task per live worker: 2 x 5
-            # elements, until the silent one is lost: 5.
-            wait_for(lambda: _parallel_epochs_count(d) == 5, what="the silent worker being lost")
-            # The heartbeating worker is never lost.
-            for _ in range(10):
-                assert _parallel_epochs_count(d) == 5
+            # elements, for many worker_timeouts.
+            started = time.monotonic()
+            while time.monotonic() - started < 1.5:
+                assert _parallel_epochs_count(d) == 10
+            with urllib.request.urlopen(f"http://127.0.0.1:{d.http_port}/api/status", timeout=10) as r:
+                workers = json.load(r)["workers"]
+            warnings = sorted(w["heartbeat_warning"] or "" for w in workers)
+            assert warnings[0] == "", warnings
+            assert "worker_timeout_ms=300" in warnings[1], warnings
+            assert "heartbeat_interval_ms=60000" in warnings[1], warnings
+            assert "raised to 180000 ms" in warnings[1], warnings
 
 
 def test_default_worker_timeout_keeps_a_quiet_worker():
