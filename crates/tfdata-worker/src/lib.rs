@@ -13,6 +13,8 @@
 //! * [`stream`]: tfdata's own element stream for tfdata readers (batches
 //!   under credit-based flow control), next to `GetElement`;
 //! * [`splits`]: remote split providers (distributed_epoch);
+//! * [`releases`]: the splits the dispatcher acknowledged as delivered,
+//!   told to each of a task's element streams for its reader to forget;
 //! * [`snapshot`]: distributed-snapshot stream writers, one thread per
 //!   stream the dispatcher assigns;
 //! * [`pipeline`]: a task's or stream's dataset from its `DatasetDef`;
@@ -25,7 +27,8 @@
 //!   endpoint and gRPC health, and the in-process [`WorkerServer`].
 //!
 //! Module dependencies point one way: `server → {drain, stream} → service →
-//! task → {strategy → producer, splits}` (and `service → splits`, `service →
+//! task → {strategy → producer, splits → releases}` (and `stream →
+//! releases`, `service → splits`, `service →
 //! snapshot → pipeline`, `service → pipeline`, `service → observe → {task,
 //! metrics}`). The worker reaches the dispatcher through
 //! `tfdata-client`'s `DispatcherClient`; it never depends on the dispatcher
@@ -37,6 +40,7 @@ pub mod metrics;
 pub mod observe;
 mod pipeline;
 pub mod producer;
+pub mod releases;
 pub mod server;
 pub mod service;
 pub mod snapshot;

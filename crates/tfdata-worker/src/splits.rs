@@ -51,87 +51,6 @@ pub const DELIVERY_REPORT_DELAY: Duration = Duration::from_millis(100);
 /// readers hold receipts of, released once the dispatcher acknowledged it).
 pub type DeliveredSplits = Arc<Mutex<Vec<(Instant, TfdataDeliveredSplit, SplitName)>>>;
 
-/// Most split ranges one stream keeps to tell its reader as released before
-/// its next batch (a stream whose reader stops granting credit takes none
-/// for a while). Past it the lowest are dropped: the reader then keeps
-/// receipts that can no longer matter, which costs it memory, never
-/// exactness.
-pub const MAX_RELEASED_RANGES_PER_STREAM: usize = 1 << 16;
-
-/// Splits of a task the dispatcher acknowledged as delivered (it holds them
-/// no more), not yet told to one element stream's reader
-/// (`ElementBatch.released_splits`).
-#[derive(Default)]
-pub struct ReleasedSplits {
-    ranges: std::collections::BTreeMap<(i64, i64), tfdata_core::ranges::IndexRanges>,
-    count: usize,
-}
-
-impl ReleasedSplits {
-    fn add(&mut self, names: &[SplitName]) {
-        for n in names {
-            let r = self.ranges.entry((n.provider, n.repetition)).or_default();
-            let before = r.range_count();
-            r.insert(n.index);
-            self.count = self.count + r.range_count() - before;
-        }
-        while self.count > MAX_RELEASED_RANGES_PER_STREAM {
-            let Some(mut lowest) = self.ranges.first_entry() else {
-                break;
-            };
-            lowest.get_mut().pop_first();
-            self.count -= 1;
-            if lowest.get().is_empty() {
-                lowest.remove();
-            }
-        }
-    }
-
-    /// What to tell the reader with the next batch, and nothing after it.
-    pub fn take(&mut self) -> Vec<tfdata_proto::data::TfdataSplitRanges> {
-        self.count = 0;
-        std::mem::take(&mut self.ranges)
-            .into_iter()
-            .map(
-                |((provider, repetition), r)| tfdata_proto::data::TfdataSplitRanges {
-                    provider,
-                    repetition,
-                    bounds: r.bounds(),
-                },
-            )
-            .collect()
-    }
-}
-
-/// One task's open element streams, each told of every split the
-/// dispatcher acknowledges (a task's readers each hold receipts of what
-/// they received from it).
-#[derive(Default)]
-pub struct ReleaseBoard {
-    streams: Mutex<Vec<std::sync::Weak<Mutex<ReleasedSplits>>>>,
-}
-
-impl ReleaseBoard {
-    /// A new stream's releases (dropped with the stream).
-    pub fn subscribe(&self) -> Arc<Mutex<ReleasedSplits>> {
-        let released = Arc::new(Mutex::new(ReleasedSplits::default()));
-        let mut streams = lock(&self.streams);
-        streams.retain(|s| s.strong_count() > 0);
-        streams.push(Arc::downgrade(&released));
-        released
-    }
-
-    fn acknowledged(&self, names: &[SplitName]) {
-        if names.is_empty() {
-            return;
-        }
-        let streams = lock(&self.streams);
-        for s in streams.iter().filter_map(std::sync::Weak::upgrade) {
-            lock(&s).add(names);
-        }
-    }
-}
-
 /// Most splits a worker asks for in one lease (the dispatcher caps leases
 /// at `MAX_SPLITS_PER_LEASE` too).
 pub const MAX_LEASE_SPLITS: i64 = 1024;
@@ -187,7 +106,7 @@ pub struct SplitLedger {
     changed: Arc<Notify>,
     /// The task's element streams, told of splits the dispatcher
     /// acknowledged as delivered.
-    pub releases: ReleaseBoard,
+    pub releases: crate::releases::ReleaseBoard,
 }
 
 impl SplitLedger {
@@ -199,7 +118,7 @@ impl SplitLedger {
             ended: AtomicBool::new(false),
             providers: Mutex::new(Vec::new()),
             changed,
-            releases: ReleaseBoard::default(),
+            releases: crate::releases::ReleaseBoard::default(),
         }
     }
 

@@ -189,7 +189,7 @@ struct Serving {
     task: Arc<TaskRunner>,
     /// distributed_epoch: splits the dispatcher acknowledged as delivered
     /// since the last batch, told to the reader with the next one.
-    released: Arc<std::sync::Mutex<crate::splits::ReleasedSplits>>,
+    released: Arc<std::sync::Mutex<crate::releases::ReleasedSplits>>,
 }
 
 impl Serving {

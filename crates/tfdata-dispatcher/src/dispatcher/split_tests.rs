@@ -293,14 +293,9 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
     );
 }
 
-/// A worker that finished its task and then died: the task leaves the
-/// iteration's task list, so a reader that has not read the task's end (it
-/// heard of the task late) does not wait for a worker that is gone. Found
-/// by `chaos.rs::workers_killed_mid_file_duplicate_no_record` in
-/// tfdata-cli, where such a reader retried the dead worker until the test's
-/// deadline.
-#[tokio::test]
-async fn a_lost_workers_finished_tasks_leave_the_task_list() {
+/// A dispatcher whose worker_timeout is 1 s, on a clock the test moves, with
+/// two tfdata workers (w1:1, w2:1) registered.
+async fn two_workers_timing_out_after_a_second() -> (Dispatcher, Arc<FixedClock>) {
     let clock = Arc::new(FixedClock(AtomicI64::new(1_000_000)));
     let config = DispatcherConfig {
         worker_timeout: Duration::from_secs(1),
@@ -312,6 +307,18 @@ async fn a_lost_workers_finished_tasks_leave_the_task_list() {
             .await
             .unwrap();
     }
+    (d, clock)
+}
+
+/// A worker that finished its task and then died: the task leaves the
+/// iteration's task list, so a reader that has not read the task's end (it
+/// heard of the task late) does not wait for a worker that is gone. Found
+/// by `chaos.rs::workers_killed_mid_file_duplicate_no_record` in
+/// tfdata-cli, where such a reader retried the dead worker until the test's
+/// deadline.
+#[tokio::test]
+async fn a_lost_workers_finished_tasks_leave_the_task_list() {
+    let (d, clock) = two_workers_timing_out_after_a_second().await;
     let client = iteration_of_range(&d, 5, 1).await; // distributed_epoch
     let listed = |r: wire::ClientHeartbeatResponse| -> Vec<String> {
         let mut workers: Vec<String> = r.task_info.into_iter().map(|t| t.worker_address).collect();
@@ -362,17 +369,7 @@ async fn a_lost_workers_finished_tasks_leave_the_task_list() {
 /// splits. (It used to finish: readers ended with most of the data unread.)
 #[tokio::test]
 async fn an_iteration_whose_every_task_was_lost_waits_for_a_worker() {
-    let clock = Arc::new(FixedClock(AtomicI64::new(1_000_000)));
-    let config = DispatcherConfig {
-        worker_timeout: Duration::from_secs(1),
-        ..Default::default()
-    };
-    let d = Dispatcher::new(config, clock.clone()).unwrap();
-    for w in ["w1:1", "w2:1"] {
-        d.worker_heartbeat(tfdata_worker_heartbeat(w))
-            .await
-            .unwrap();
-    }
+    let (d, clock) = two_workers_timing_out_after_a_second().await;
     iteration_of_range(&d, 5, 1).await; // distributed_epoch, no receipts
     clock.0.fetch_add(2_000_000, Ordering::SeqCst);
     d.run_maintenance().await.unwrap();
