@@ -155,6 +155,7 @@ mod resume;
 mod scaling;
 mod service;
 mod snapshot;
+mod worker_loss;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -213,6 +214,10 @@ pub enum Scenario {
     /// in batches of 64 (and of as many lines in 100 files, distributed_epoch):
     /// time to its first element against the epoch's.
     Resume,
+    /// One of two workers SIGKILLed at half of a distributed_epoch read of
+    /// `range(--elements)` (and its `batch(7)`): the time until its splits
+    /// flow again, the readers' receipts report size, exactly once checked.
+    WorkerLoss,
 }
 
 impl Scenario {
@@ -235,6 +240,7 @@ impl Scenario {
             Scenario::Snapshot => "snapshot",
             Scenario::Scaling => "scaling",
             Scenario::Resume => "resume",
+            Scenario::WorkerLoss => "worker-loss",
         }
     }
 }
@@ -521,6 +527,7 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
             emit(report, summary)
         }
         Scenario::Resume => resume::run(cli.elements, &mut emit),
+        Scenario::WorkerLoss => worker_loss::run(cli.elements, &mut emit),
         Scenario::DispatcherCommit => {
             let dir = cli
                 .data_dir

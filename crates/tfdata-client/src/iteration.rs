@@ -580,6 +580,7 @@ async fn drive(
                 };
                 match dispatcher.reader_heartbeat(request).await {
                     Ok(response) => {
+                        crate::metrics::receipts_reported(&receipts);
                         receipts.clear();
                         signals.consumers.fetch_max(response.tfdata_iteration_clients, Ordering::SeqCst);
                         if response.tfdata_restores_awaited != awaited_restores {
@@ -701,7 +702,9 @@ async fn drive(
             tfdata_receipts: receipts,
             ..Default::default()
         };
-        let _ = dispatcher.reader_heartbeat(request).await;
+        if dispatcher.reader_heartbeat(request.clone()).await.is_ok() {
+            crate::metrics::receipts_reported(&request.tfdata_receipts);
+        }
     }
     if params.job_name.is_some() {
         // A shared job's consumer stays a client of the iteration until its

@@ -23,6 +23,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram as SizeHistogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tfdata_proto::data::TfdataReaderStats;
 use tfdata_rpc::metrics::{Histogram, monotonic_nanos};
@@ -52,6 +53,10 @@ struct ReaderMetrics {
     stream: Received,
     get_element: Received,
     next_duration: Histogram,
+    /// distributed_epoch: one lost task's receipts as sent to the
+    /// dispatcher, encoded bytes and entries (ranges, pieces, names).
+    receipt_report_bytes: SizeHistogram,
+    receipt_report_entries: SizeHistogram,
     /// Live iterators' figures, for the totals at scrape time.
     live: Mutex<Vec<Weak<ReaderStats>>>,
     /// Figures of iterators gone.
@@ -88,6 +93,9 @@ impl ReaderMetrics {
             stream: received("stream"),
             get_element: received("get_element"),
             next_duration: Histogram::default(),
+            // 64 B to 16 MiB, and 1 to 4^10 entries.
+            receipt_report_bytes: SizeHistogram::new(exponential_buckets(64.0, 4.0, 10)),
+            receipt_report_entries: SizeHistogram::new(exponential_buckets(1.0, 4.0, 11)),
             live: Mutex::default(),
             retired: Mutex::default(),
         };
@@ -128,6 +136,16 @@ impl ReaderMetrics {
             "Time one next() took (a call served from an already received batch counts as 0)",
             m.next_duration.clone(),
         );
+        r.register(
+            "tfdata_reader_receipt_report_bytes",
+            "distributed_epoch: encoded size of one lost task's receipts as a reader sent them to the dispatcher (what it received of the task's splits)",
+            m.receipt_report_bytes.clone(),
+        );
+        r.register(
+            "tfdata_reader_receipt_report_entries",
+            "distributed_epoch: entries (ranges of whole splits, splits received in part) of one lost task's receipts report",
+            m.receipt_report_entries.clone(),
+        );
         m
     }
 }
@@ -165,6 +183,17 @@ fn catch_up(counter: &Seconds, total: f64) {
     let behind = total - counter.get();
     if behind > 0.0 {
         counter.inc_by(behind);
+    }
+}
+
+/// Receipts reports the dispatcher accepted, one per lost task.
+pub(crate) fn receipts_reported(reports: &[tfdata_proto::data::TfdataTaskReceipts]) {
+    for r in reports {
+        let entries = r.ranges.len() + r.pieces.len() + r.splits.len();
+        METRICS
+            .receipt_report_bytes
+            .observe(prost::Message::encoded_len(r) as f64);
+        METRICS.receipt_report_entries.observe(entries as f64);
     }
 }
 

@@ -57,6 +57,42 @@ pub struct SplitName {
     pub index: i64,
 }
 
+/// A reader's receipt still to come for a batch of elements sent to it
+/// over the element stream: open once the reader said the batch reached
+/// it (`StreamRequest.received_batches`). A split whose last element went
+/// out in such a batch is reported delivered only once its gate is open,
+/// so a batch still in the worker's socket when the worker dies is never
+/// counted as delivered (its splits are produced again) however long it
+/// waited there.
+pub type DeliveryGate = Arc<AtomicBool>;
+
+thread_local! {
+    static RELEASING_UNDER: std::cell::RefCell<Option<DeliveryGate>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (which drops elements just sent) so that the leases it
+/// releases see `gate` ([`current_delivery_gate`]).
+pub fn releasing_under<R>(gate: &DeliveryGate, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<DeliveryGate>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            RELEASING_UNDER.with(|g| *g.borrow_mut() = previous);
+        }
+    }
+    let previous = RELEASING_UNDER.with(|g| g.borrow_mut().replace(Arc::clone(gate)));
+    let _reset = Reset(previous);
+    f()
+}
+
+/// The gate of the batch whose elements are being dropped on this thread,
+/// if a stream is dropping them ([`releasing_under`]): what a release
+/// callback waits for before it reports its split delivered.
+pub fn current_delivery_gate() -> Option<DeliveryGate> {
+    RELEASING_UNDER.with(|g| g.borrow().clone())
+}
+
 /// A split held by a worker until every element made from it is gone.
 pub struct SplitLease {
     release: Option<Box<dyn FnOnce() + Send + Sync>>,
@@ -467,6 +503,26 @@ mod tests {
         let mut out = SplitsNamed::default();
         l.whole_splits(&mut out);
         (out.whole, out.pieces)
+    }
+
+    #[test]
+    fn a_release_under_a_gate_sees_it_and_no_other_does() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lease = |seen: &Arc<std::sync::Mutex<Vec<bool>>>| {
+            let seen = Arc::clone(seen);
+            SplitLease::new(move || {
+                let gate = current_delivery_gate();
+                seen.lock()
+                    .unwrap()
+                    .push(gate.is_some_and(|g| !g.load(Ordering::SeqCst)));
+            })
+        };
+        let gate: DeliveryGate = Arc::new(AtomicBool::new(false));
+        let under = Lineage::of(lease(&seen));
+        releasing_under(&gate, || drop(under));
+        drop(Lineage::of(lease(&seen)));
+        assert_eq!(*seen.lock().unwrap(), vec![true, false]);
+        assert!(current_delivery_gate().is_none(), "reset after");
     }
 
     #[test]

@@ -30,6 +30,9 @@ use std::time::{Duration, Instant};
 use crate::service::Worker;
 use crate::splits::DELIVERY_REPORT_DELAY;
 
+/// How often a drain looks again for readers' confirmations.
+const CONFIRMATION_POLL: Duration = Duration::from_millis(20);
+
 /// How a drain ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainOutcome {
@@ -75,8 +78,18 @@ pub async fn drain(worker: &Arc<Worker>, timeout: Duration) -> DrainOutcome {
         }
     }
     // A split counts as delivered once its last element is handed to the
-    // transport; give the transport the time it gets in normal operation.
+    // transport (or, on a stream, once the reader said it arrived): give
+    // the transport the time it gets in normal operation, and the readers
+    // until the deadline to say the last batches arrived.
     tokio::time::sleep(DELIVERY_REPORT_DELAY).await;
+    while tokio::time::Instant::now() < deadline
+        && worker
+            .running_tasks()
+            .iter()
+            .any(|t| t.ledger.providers().iter().any(|p| p.unconfirmed() > 0))
+    {
+        tokio::time::sleep(CONFIRMATION_POLL).await;
+    }
     let mut outcome = DrainOutcome {
         drained_tasks: 0,
         undrained_tasks: 0,

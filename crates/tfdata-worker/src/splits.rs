@@ -39,17 +39,43 @@ use tfdata_rpc::CancellationToken;
 use tfdata_rpc::retry::retry;
 use tokio::sync::Notify;
 
-/// How long a delivered split waits before it is reported. A response handed
-/// to the transport can still be lost if the worker dies before the bytes
-/// leave it; a split reported too early would then be lost, one reported
-/// late is at worst produced twice. The wait costs nothing but duplicates
-/// after a worker loss.
+/// How long a delivered split whose last element did not go out on the
+/// element stream (`GetElement`, or dropped by the pipeline) waits before it
+/// is reported. A response handed to the transport can still be lost if the
+/// worker dies before the bytes leave it; a split reported too early would
+/// then be lost, one reported late is at worst produced twice. Splits whose
+/// last element went out on a stream wait instead for the reader to say the
+/// batch arrived (`tfdata_core::lineage::DeliveryGate`), which no delay can
+/// stand in for: a batch may sit in a busy worker's socket for longer.
 pub const DELIVERY_REPORT_DELAY: Duration = Duration::from_millis(100);
 
 /// Splits whose last element was handed out, and when: each by the name the
 /// task reports it delivered by and by its name in the iteration (what
 /// readers hold receipts of, released once the dispatcher acknowledged it).
-pub type DeliveredSplits = Arc<Mutex<Vec<(Instant, TfdataDeliveredSplit, SplitName)>>>;
+pub type DeliveredSplits = Arc<Mutex<Vec<Delivered>>>;
+
+/// A split whose last element was handed out.
+pub struct Delivered {
+    pub at: Instant,
+    pub report: TfdataDeliveredSplit,
+    pub name: SplitName,
+    /// Its last element went out in a stream batch whose reader has not
+    /// yet said it arrived, if this is set and closed
+    /// ([`tfdata_core::lineage::DeliveryGate`]).
+    pub gate: Option<tfdata_core::lineage::DeliveryGate>,
+}
+
+impl Delivered {
+    /// Whether it may be reported now: its batch's reader said it arrived,
+    /// or (elements that went out otherwise: `GetElement`, filtered out)
+    /// it was let go of at least `age` ago.
+    fn reportable(&self, cutoff: Option<Instant>) -> bool {
+        match &self.gate {
+            Some(gate) => gate.load(Ordering::SeqCst),
+            None => cutoff.is_some_and(|c| self.at <= c),
+        }
+    }
+}
 
 /// Most splits a worker asks for in one lease (the dispatcher caps leases
 /// at `MAX_SPLITS_PER_LEASE` too).
@@ -284,12 +310,14 @@ impl RemoteSplitProvider {
                     .checked_sub(DELIVERY_REPORT_DELAY)
                     .unwrap_or_else(Instant::now);
                 let mut delivered = lock(&self.delivered);
-                delivered.extend(
-                    reported
-                        .into_iter()
-                        .zip(in_flight.reported)
-                        .map(|(d, n)| (at, d, n)),
-                );
+                delivered.extend(reported.into_iter().zip(in_flight.reported).map(
+                    |(report, name)| Delivered {
+                        at,
+                        report,
+                        name,
+                        gate: None,
+                    },
+                ));
                 return Err(e);
             }
         };
@@ -365,18 +393,25 @@ impl RemoteSplitProvider {
         Ok(())
     }
 
-    /// The delivered splits at least `age` old: as the request names them,
-    /// and by their names in the iteration.
+    /// Splits let go of whose batch's reader has not yet said it arrived.
+    pub fn unconfirmed(&self) -> usize {
+        lock(&self.delivered)
+            .iter()
+            .filter(|d| d.gate.as_ref().is_some_and(|g| !g.load(Ordering::SeqCst)))
+            .count()
+    }
+
+    /// The delivered splits that may be reported (their readers said they
+    /// arrived, or they were let go of at least `age` ago): as the request
+    /// names them, and by their names in the iteration.
     fn take_reports(&self, age: Duration) -> (Vec<TfdataDeliveredSplit>, Vec<SplitName>) {
-        let Some(cutoff) = Instant::now().checked_sub(age) else {
-            return (Vec::new(), Vec::new());
-        };
+        let cutoff = Instant::now().checked_sub(age);
         let mut delivered = lock(&self.delivered);
         let (mut reports, mut names) = (Vec::new(), Vec::new());
-        delivered.retain(|(at, d, n)| {
-            if *at <= cutoff {
-                reports.push(*d);
-                names.push(*n);
+        delivered.retain(|d| {
+            if d.reportable(cutoff) {
+                reports.push(d.report);
+                names.push(d.name);
                 false
             } else {
                 true
@@ -403,10 +438,12 @@ impl RemoteSplitProvider {
                 self.receive_lease(&mut leases, in_flight)?;
             }
         }
-        if lock(&self.delivered).is_empty() {
+        // Only what readers said arrived: the rest stays held, and goes back
+        // to the pool whole when the worker leaves.
+        let (delivered, reported) = self.take_reports(Duration::ZERO);
+        if delivered.is_empty() {
             return Ok(());
         }
-        let (delivered, reported) = self.take_reports(Duration::ZERO);
         let request = GetSplitRequest {
             iteration_id: self.iteration_id.0,
             repetition: self.repetition.load(Ordering::SeqCst),
@@ -449,7 +486,14 @@ impl SplitProvider for RemoteSplitProvider {
         let ledger = Arc::clone(&self.ledger);
         ledger.outstanding.fetch_add(1, Ordering::SeqCst);
         let lease = SplitLease::named_skipping(split_name, skip, move || {
-            lock(&delivered).push((Instant::now(), name, split_name));
+            // The batch it went out in, when a stream let it go.
+            let gate = tfdata_core::lineage::current_delivery_gate();
+            lock(&delivered).push(Delivered {
+                at: Instant::now(),
+                report: name,
+                name: split_name,
+                gate,
+            });
             ledger.released();
         });
         Ok(Some((split, Lineage::of(lease))))
@@ -484,4 +528,40 @@ impl SplitProvider for RemoteSplitProvider {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delivered(at: Instant, gate: Option<tfdata_core::lineage::DeliveryGate>) -> Delivered {
+        Delivered {
+            at,
+            report: TfdataDeliveredSplit::default(),
+            name: SplitName {
+                provider: 0,
+                repetition: 0,
+                index: 0,
+            },
+            gate,
+        }
+    }
+
+    /// A split whose last element went out on a stream waits for its
+    /// reader's word however old it is (a batch can sit in a busy worker's
+    /// socket for longer than any delay); one that went out otherwise is
+    /// reported after the delay.
+    #[test]
+    fn a_streamed_split_is_reported_once_its_reader_has_it_and_no_sooner() {
+        let long_ago = Instant::now() - Duration::from_secs(60);
+        let cutoff = Instant::now().checked_sub(DELIVERY_REPORT_DELAY);
+        let gate: tfdata_core::lineage::DeliveryGate = Arc::new(AtomicBool::new(false));
+        let streamed = delivered(long_ago, Some(Arc::clone(&gate)));
+        assert!(!streamed.reportable(cutoff));
+        gate.store(true, Ordering::SeqCst);
+        assert!(streamed.reportable(cutoff));
+        assert!(streamed.reportable(None), "no age needed once arrived");
+        assert!(delivered(long_ago, None).reportable(cutoff));
+        assert!(!delivered(Instant::now(), None).reportable(cutoff));
+    }
 }

@@ -13,11 +13,13 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use prost::encoding::WireType;
 use tfdata_core::batch::{BatchEncoder, ChunkCompression, Compressor};
+use tfdata_core::lineage::DeliveryGate;
 use tfdata_core::{Error, TaskId};
 use tfdata_proto::tfdata::stream::{Compression, ElementBatch, StreamRequest};
 use tfdata_rpc::CancellationToken;
@@ -220,19 +222,26 @@ impl Drop for Serving {
 }
 
 /// After the end of sequence: waits (at most [`END_RECEIPT_WAIT`]) until
-/// the reader closes its side, having read the end, or goes away.
+/// the reader closes its side, having read the end, or goes away. A close
+/// proves every batch arrived: their gates open.
 async fn await_end_receipt(
     requests: &mut Requests,
     tx: &BatchSender,
     shutdown: &CancellationToken,
+    gates: &mut Gates,
 ) {
     let closed = async {
         loop {
             tokio::select! {
                 m = requests.message() => match m {
-                    // Credit granted before it read the end.
-                    Ok(Some(_)) => {}
-                    Ok(None) | Err(_) => return,
+                    // Credit granted, or batches received, before it read
+                    // the end.
+                    Ok(Some(m)) => gates.open_through(m.received_batches),
+                    Ok(None) => {
+                        gates.open_all();
+                        return;
+                    }
+                    Err(_) => return,
                 },
                 () = tx.closed() => return,
                 () = shutdown.cancelled() => return,
@@ -244,6 +253,38 @@ async fn await_end_receipt(
         .is_err()
     {
         tracing::warn!("an element stream's reader did not close it after the end of sequence");
+    }
+}
+
+/// The delivery gates of a stream's batches its reader has not yet said
+/// arrived, by batch number (`StreamRequest.received_batches`): at most
+/// one per batch within the reader's window.
+#[derive(Default)]
+struct Gates {
+    sent: u64,
+    open: std::collections::VecDeque<(u64, DeliveryGate)>,
+}
+
+impl Gates {
+    /// A batch went out under `gate`.
+    fn sent(&mut self, gate: DeliveryGate) {
+        self.sent += 1;
+        self.open.push_back((self.sent, gate));
+    }
+
+    /// The reader has every batch up to `through` (0: no news).
+    fn open_through(&mut self, through: u64) {
+        while let Some((n, gate)) = self.open.front() {
+            if *n > through {
+                break;
+            }
+            gate.store(true, Ordering::SeqCst);
+            self.open.pop_front();
+        }
+    }
+
+    fn open_all(&mut self) {
+        self.open_through(u64::MAX);
     }
 }
 
@@ -365,6 +406,7 @@ async fn serve(
     let metrics = Arc::clone(worker.metrics());
     // The data has ended: the end goes out without credit.
     let mut past_credit = false;
+    let mut gates = Gates::default();
     loop {
         if !credit.can_send() && !past_credit {
             if !granting {
@@ -377,6 +419,7 @@ async fn serve(
                 m = requests.message() => match m {
                     Ok(Some(m)) => {
                         credit.add(&m);
+                        gates.open_through(m.received_batches);
                         true
                     }
                     Ok(None) => {
@@ -419,7 +462,10 @@ async fn serve(
             next = task.next_batch(max_elements, max_bytes) => next,
             m = requests.message(), if granting => {
                 match m {
-                    Ok(Some(m)) => credit.add(&m),
+                    Ok(Some(m)) => {
+                        credit.add(&m);
+                        gates.open_through(m.received_batches);
+                    }
                     Ok(None) => granting = false,
                     Err(_) => return,
                 }
@@ -431,6 +477,7 @@ async fn serve(
                 return;
             }
         };
+        let batch_gate;
         let batch = match next {
             Err(e) => {
                 tracing::debug!(task = task.task_id().0, error = %e, "element stream failed");
@@ -442,7 +489,7 @@ async fn serve(
                     worker.report_completion(task.task_id());
                 }
                 if tx.send(Ok(encode(end_of_sequence(0)))).await.is_ok() {
-                    await_end_receipt(&mut requests, &tx, &shutdown).await;
+                    await_end_receipt(&mut requests, &tx, &shutdown, &mut gates).await;
                 }
                 return;
             }
@@ -462,6 +509,11 @@ async fn serve(
                     ))
                 });
                 let finished = finish_batch(encoder, compressor).await;
+                // The splits whose last elements these were count as
+                // delivered once the reader says the batch arrived.
+                let gate: DeliveryGate = Arc::new(AtomicBool::new(false));
+                tfdata_core::lineage::releasing_under(&gate, || drop(elements));
+                batch_gate = gate;
                 match finished {
                     Ok(mut batch) => {
                         batch.first_element_index = index;
@@ -476,6 +528,8 @@ async fn serve(
             }
         };
         if batch.num_elements == 0 {
+            // Nothing went out: nothing waits for the reader.
+            batch_gate.store(true, Ordering::SeqCst);
             continue;
         }
         let elements = u64::from(batch.num_elements);
@@ -488,6 +542,7 @@ async fn serve(
         if tx.send(Ok(parts)).await.is_err() {
             return; // the reader is gone; like a lost GetElement response
         }
+        gates.sent(batch_gate);
     }
 }
 
@@ -530,6 +585,32 @@ mod tests {
             finish_batch(encoder, &mut compressor).await.unwrap();
             other_ran.load(Ordering::SeqCst)
         })
+    }
+
+    /// A batch's splits count as delivered only once the reader says the
+    /// batch reached it, in the order sent, or once it closes the stream
+    /// after the end (every batch arrived); never by time alone.
+    #[test]
+    fn a_batch_counts_as_arrived_only_once_its_reader_says_so() {
+        let mut gates = Gates::default();
+        let sent: Vec<DeliveryGate> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
+        for g in &sent {
+            gates.sent(Arc::clone(g));
+        }
+        let open = || {
+            sent.iter()
+                .map(|g| g.load(Ordering::SeqCst))
+                .collect::<Vec<_>>()
+        };
+        gates.open_through(0); // a credit grant with no news
+        assert_eq!(open(), [false, false, false]);
+        gates.open_through(2);
+        assert_eq!(open(), [true, true, false]);
+        gates.open_through(1); // an older count, repeated
+        assert_eq!(open(), [true, true, false]);
+        gates.open_all();
+        assert_eq!(open(), [true, true, true]);
+        assert!(gates.open.is_empty());
     }
 
     /// A large batch that may be compressed is encoded on a blocking thread,

@@ -339,6 +339,7 @@ async fn read_with(
         credit_elements: elements,
         credit_bytes: bytes,
         start_index: 0,
+        received_batches: 0,
     };
     let mut batches = loop {
         // The worker may not have received the task yet (UNAVAILABLE).

@@ -81,6 +81,7 @@ pub(crate) async fn stream_task(
             } else {
                 0
             },
+            received_batches: 0,
         };
         if requests.try_send(open).is_err() {
             return Streamed::Ended(FetchEnd::Stopped);
@@ -109,6 +110,9 @@ pub(crate) async fn stream_task(
         // tells the worker everything arrived (the task may complete), and a
         // broken stream is noticed with what came before it kept.
         let mut pending: VecDeque<Pending> = VecDeque::new();
+        // Batches of this stream handed over: the worker counts their
+        // splits delivered once told (`StreamRequest.received_batches`).
+        let mut handed: u64 = 0;
         loop {
             let message = tokio::select! {
                 m = stream.message() => m,
@@ -118,6 +122,12 @@ pub(crate) async fn stream_task(
                     };
                     if let Some(p) = pending.pop_front() {
                         p.hand_over(ctx, task, permit);
+                        handed += 1;
+                        // Best effort: every credit grant says it again.
+                        let _ = requests.try_send(StreamRequest {
+                            received_batches: handed,
+                            ..Default::default()
+                        });
                     }
                     continue;
                 }
@@ -130,6 +140,7 @@ pub(crate) async fn stream_task(
                         let credit = StreamRequest {
                             credit_elements: elements,
                             credit_bytes: bytes,
+                            received_batches: handed,
                             ..Default::default()
                         };
                         // The stream is gone if this fails; reading says why.
