@@ -13,6 +13,7 @@
 pub mod attrs;
 pub mod autoshard;
 pub mod builtins;
+pub mod columnar;
 pub mod dataset;
 pub mod example;
 pub mod functions;

@@ -96,6 +96,48 @@ impl SplitProvider for RangeSplitProvider {
     }
 }
 
+/// A fixed list of splits, in order (a Parquet file's row groups as
+/// `[file, row group]` pairs).
+pub struct ListSplitProvider {
+    splits: Vec<Tensor>,
+    next: Mutex<usize>,
+}
+
+impl ListSplitProvider {
+    pub fn new(splits: Vec<Tensor>) -> Self {
+        ListSplitProvider {
+            splits,
+            next: Mutex::new(0),
+        }
+    }
+}
+
+impl SplitProvider for ListSplitProvider {
+    fn get_next(&self) -> Result<Option<Tensor>> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        let split = self.splits.get(*next).cloned();
+        *next += usize::from(split.is_some());
+        Ok(split)
+    }
+
+    fn reset(&self) -> Result<()> {
+        *self.next.lock().unwrap_or_else(|p| p.into_inner()) = 0;
+        Ok(())
+    }
+
+    fn skip(&self, n: u64) -> Result<()> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        *next = next
+            .saturating_add(usize::try_from(n).unwrap_or(usize::MAX))
+            .min(self.splits.len());
+        Ok(())
+    }
+
+    fn cardinality(&self) -> i64 {
+        self.splits.len() as i64
+    }
+}
+
 /// Splits `0, 1, ..., n − 1` (indices of slices or files).
 pub struct IndexSplitProvider {
     count: u64,

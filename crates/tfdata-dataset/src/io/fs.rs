@@ -35,6 +35,22 @@ pub trait FileSystem: Send + Sync {
         Ok(out.into())
     }
 
+    /// `len` bytes of the file from byte `start` (fewer only at the end of
+    /// the file): what columnar formats read (a Parquet footer, one column
+    /// chunk) instead of streaming the whole file. The default streams up to
+    /// `start` and reads on; file systems that can seek override it.
+    fn read_range(&self, path: &str, start: u64, len: u64) -> Result<Bytes> {
+        let mut reader = self.open(path)?;
+        io::copy(&mut (&mut reader).take(start), &mut io::sink())
+            .map_err(|e| io_error("reading", path, e))?;
+        let mut out = Vec::new();
+        reader
+            .take(len)
+            .read_to_end(&mut out)
+            .map_err(|e| io_error("reading", path, e))?;
+        Ok(out.into())
+    }
+
     /// The paths matching `pattern`, sorted bytewise (see [`super::pattern`]
     /// for the pattern syntax). No match is an empty list, not an error.
     fn glob(&self, pattern: &str) -> Result<Vec<String>>;

@@ -60,6 +60,22 @@ impl FileSystem for LocalFileSystem {
             .map_err(|e| io_error("reading", path, e))
     }
 
+    fn read_range(&self, path: &str, start: u64, len: u64) -> Result<Bytes> {
+        use std::io::{Seek, SeekFrom};
+        let local = Self::local_path(path)?;
+        let mut file = fs::File::open(local).map_err(|e| io_error("opening", path, e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| io_error("inspecting", path, e))?
+            .len();
+        let len = len.min(size.saturating_sub(start));
+        let mut out = vec![0u8; usize::try_from(len).map_err(|_| too_large(path, len))?];
+        file.seek(SeekFrom::Start(start))
+            .and_then(|_| file.read_exact(&mut out))
+            .map_err(|e| io_error("reading", path, e))?;
+        Ok(out.into())
+    }
+
     fn glob(&self, pattern: &str) -> Result<Vec<String>> {
         let local = Self::local_path(pattern)?;
         let url_prefix = &pattern[..pattern.len() - local.len()];
@@ -254,6 +270,12 @@ fn glob_components(
         push(format!("{dir}{name}"), out)?;
     }
     Ok(())
+}
+
+fn too_large(path: &str, len: u64) -> Error {
+    Error::InvalidArgument(format!(
+        "{path}: a read of {len} bytes does not fit in memory"
+    ))
 }
 
 #[cfg(test)]

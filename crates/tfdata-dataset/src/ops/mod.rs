@@ -34,6 +34,7 @@ pub const OP_NAMES: &[&str] = &[
     "text_line_dataset",
     "fixed_length_record_dataset",
     "load",
+    "parquet_dataset",
     "map",
     "filter",
     "flat_map",
@@ -86,6 +87,10 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
         return Ok(source);
     }
     if let Some(source) = files::from_attrs(op, attrs)? {
+        no_inputs(op, &inputs)?;
+        return Ok(source);
+    }
+    if let Some(source) = crate::columnar::from_attrs(op, attrs)? {
         no_inputs(op, &inputs)?;
         return Ok(source);
     }

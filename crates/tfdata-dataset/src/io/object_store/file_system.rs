@@ -221,6 +221,28 @@ impl FileSystem for ObjectStoreFileSystem {
         Ok(read.map_err(|e| RequestError::new("reading", path, e))?)
     }
 
+    fn read_range(&self, path: &str, start: u64, len: u64) -> Result<Bytes> {
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        let Target { location, store } = self.resolve(path)?;
+        let key = location.object_path(path)?;
+        let end = start.saturating_add(len);
+        // A range reaching past the end is cut short by the store (as a
+        // local read); one starting past it is the store's error.
+        let read = block_on(
+            async move {
+                let options = GetOptions {
+                    range: Some(object_store::GetRange::Bounded(start..end)),
+                    ..GetOptions::new()
+                };
+                store.get_opts(&key, options).await?.bytes().await
+            },
+            || format!("reading {path}"),
+        )?;
+        Ok(read.map_err(|e| RequestError::new("reading", path, e))?)
+    }
+
     fn glob(&self, pattern: &str) -> Result<Vec<String>> {
         let location = Location::parse(pattern)?;
         if has_wildcard(location.authority) {
