@@ -10,9 +10,12 @@ under the interpreter named by ``TFDATA_TF_PYTHON`` (a venv with
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -80,3 +83,62 @@ def tensorflow_python() -> str:
             "(.ci/run creates ~/.cache/tfdata-tf-2.21)"
         )
     return python
+
+
+def _env(extra_path=()):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO / "python"), *map(str, extra_path), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    return env
+
+
+class TfdataPythonProcess:
+    """``python -m tfdata <args>``; its port comes from its one stdout line."""
+
+    def __init__(self, *args, cwd=None, extra_path=(), timeout=30):
+        self.args = args
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tfdata", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+            env=_env(extra_path),
+        )
+        lines = []
+        reader = threading.Thread(target=lambda: lines.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout=timeout)
+        line = lines[0] if lines else ""
+        match = re.fullmatch(r"tfdata (dispatcher|worker) listening on port (\d+)\n", line)
+        if not match:
+            self.proc.kill()
+            _, err = self.proc.communicate(timeout=10)
+            raise AssertionError(f"python -m tfdata {' '.join(args)} printed {line!r}; stderr:\n{err}")
+        self.port = int(match.group(2))
+        # Keep draining stderr so a chatty server never blocks on a full pipe.
+        self.stderr_lines: list[str] = []
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.stderr_lines.append(line)
+
+    @property
+    def address(self) -> str:
+        return f"localhost:{self.port}"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=20) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                return self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"python -m tfdata {' '.join(self.args)} ignored {sig!r}")
+        return self.proc.returncode

@@ -6,6 +6,9 @@
   ``from_dataset_id``;
 * :mod:`tfdata.errors` is ``tf.errors``;
 * :mod:`tfdata.functions` holds the engine's built-in functions;
+* ``ParquetDataset``, ``ArrowDataset``, ``HuggingFaceDataset``, ``WebDataset``
+  and ``ArrayRecordDataset`` read the formats PyTorch and JAX teams keep
+  (:mod:`tfdata.sources`); ``as_arrow_iterator()`` gives pyarrow batches;
 * :mod:`tfdata.torch` and :mod:`tfdata.jax` adapt readers to PyTorch and JAX.
 
 Elements arrive as numpy arrays over the buffers they were received into.
@@ -23,19 +26,31 @@ from tfdata.dataset import (
     TFRecordDataset,
     register_function,
 )
+from tfdata.sources import (
+    ArrayRecordDataset,
+    ArrowDataset,
+    HuggingFaceDataset,
+    ParquetDataset,
+    WebDataset,
+)
 from tfdata import experimental  # noqa: E402  (needs Dataset)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AUTOTUNE",
+    "ArrayRecordDataset",
+    "ArrowDataset",
     "INFINITE",
     "UNKNOWN",
     "Dataset",
     "DistributedDataset",
+    "HuggingFaceDataset",
+    "ParquetDataset",
     "TFRecordDataset",
     "TensorSpec",
     "TextLineDataset",
+    "WebDataset",
     "errors",
     "experimental",
     "functions",

@@ -451,6 +451,11 @@ class Dataset:
         """An iterator of numpy values (numpy scalars, arrays, ``bytes``)."""
         return self._native.iter()
 
+    def as_arrow_iterator(self, strings: str = "binary") -> Iterator:
+        """An iterator of ``pyarrow.RecordBatch`` es, one per element, for
+        pandas, polars and Ray. See :func:`_arrow_batches`."""
+        return _arrow_batches(self._native, strings)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} element_spec={self.element_spec!r}>"
 
@@ -467,6 +472,30 @@ def TextLineDataset(filenames, compression_type=None, buffer_size=None, num_para
     """The lines of text files (TensorFlow's ``tf.data.TextLineDataset``)."""
     names = _filenames(filenames, "filenames")
     return Dataset._wrap(_native.Dataset.text_lines(names, _compression_type(compression_type)))
+
+
+def _arrow_batches(native, strings: str) -> Iterator:
+    """Elements as ``pyarrow.RecordBatch`` es, through the Arrow C data
+    interface (no copy of fixed-width columns). An element is a batch of
+    rows along its first dimension: a dict's keys are the columns (a nested
+    dict a struct column, a tuple's components columns ``"0"``, ``"1"``...),
+    ``[rows, d...]`` tensors become fixed-size lists. Elements that are
+    single rows are refused: give the source a ``batch_size`` or
+    ``.batch(n)``. ``strings``: ``"binary"`` (TensorFlow strings are bytes)
+    or ``"utf8"`` (checked: a value that is not UTF-8 raises)."""
+    try:
+        import pyarrow as pa
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("as_arrow_iterator() needs pyarrow 14 or later: pip install pyarrow") from e
+    if strings not in ("binary", "utf8"):
+        raise ValueError(f'`strings` must be "binary" or "utf8", got {strings!r}')
+    it = native.iter(strings)
+
+    def batches():
+        for b in it:
+            yield pa.record_batch(b)
+
+    return batches()
 
 
 class DistributedDataset:
@@ -497,6 +526,11 @@ class DistributedDataset:
 
     def as_numpy_iterator(self) -> Iterator:
         return self._native.iter()
+
+    def as_arrow_iterator(self, strings: str = "binary") -> Iterator:
+        """An iterator of ``pyarrow.RecordBatch`` es, one per element (a new
+        epoch of the job, as ``iter``). See :func:`_arrow_batches`."""
+        return _arrow_batches(self._native, strings)
 
     def take(self, count: int) -> "_Take":
         """The first ``count`` elements of each iteration."""

@@ -212,3 +212,77 @@ mod tests {
         assert_eq!(drain(&p), Vec::<i64>::new());
     }
 }
+
+/// Split providers for sources' tests: splits handed out again with the
+/// positions readers already have, as a worker's remote provider hands out
+/// a lost worker's splits.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    use tfdata_core::lineage::{SplitLease, SplitName};
+    use tfdata_core::positions::PositionSet;
+    use tfdata_core::{Lineage, Result, Tensor};
+
+    use super::SplitProvider;
+
+    /// `splits` in order, the i-th leased with `skip[i]`'s positions (each
+    /// a position inside the split, e.g. `[k]` for a source's k-th
+    /// element) left out; records which splits were released.
+    pub struct SkippingSplits {
+        splits: Vec<Tensor>,
+        skip: BTreeMap<usize, Vec<Vec<i64>>>,
+        next: Mutex<usize>,
+        pub released: Arc<Mutex<Vec<usize>>>,
+    }
+
+    impl SkippingSplits {
+        pub fn new(splits: Vec<Tensor>, skip: BTreeMap<usize, Vec<Vec<i64>>>) -> Self {
+            SkippingSplits {
+                splits,
+                skip,
+                next: Mutex::new(0),
+                released: Arc::default(),
+            }
+        }
+    }
+
+    impl SplitProvider for SkippingSplits {
+        fn get_next(&self) -> Result<Option<Tensor>> {
+            Ok(self.get_next_leased()?.map(|(t, _)| t))
+        }
+
+        fn get_next_leased(&self) -> Result<Option<(Tensor, Lineage)>> {
+            let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+            let i = *next;
+            let Some(split) = self.splits.get(i).cloned() else {
+                return Ok(None);
+            };
+            *next += 1;
+            let mut skip = PositionSet::default();
+            for p in self.skip.get(&i).into_iter().flatten() {
+                skip.insert(p);
+            }
+            let released = Arc::clone(&self.released);
+            let name = SplitName {
+                provider: 0,
+                repetition: 0,
+                index: i as i64,
+            };
+            let lease = SplitLease::named_skipping(name, skip, move || {
+                released.lock().unwrap_or_else(|p| p.into_inner()).push(i);
+            });
+            Ok(Some((split, Lineage::of(lease))))
+        }
+
+        fn reset(&self) -> Result<()> {
+            *self.next.lock().unwrap_or_else(|p| p.into_inner()) = 0;
+            Ok(())
+        }
+
+        fn cardinality(&self) -> i64 {
+            self.splits.len() as i64
+        }
+    }
+}

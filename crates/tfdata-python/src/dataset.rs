@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use tfdata_core::{Error, Tensor};
+use tfdata_dataset::columnar::export::StringColumns;
 use tfdata_dataset::{Dataset, ElementIterator, FunctionRef, Structure};
 
 use crate::convert::{self, Ownership};
@@ -327,8 +328,14 @@ impl PyDataset {
         py.detach(move || ds.validate()).py_err()
     }
 
-    /// Iterates the pipeline in this process.
-    fn iter(&self, py: Python<'_>) -> PyResult<LocalIterator> {
+    /// Iterates the pipeline in this process: numpy values, or with
+    /// `arrow_strings` (`"binary"` / `"utf8"`) Arrow record batches
+    /// ([`crate::arrow`]).
+    #[pyo3(signature = (arrow_strings=None))]
+    fn iter(&self, py: Python<'_>, arrow_strings: Option<&str>) -> PyResult<LocalIterator> {
+        let arrow = arrow_strings
+            .map(crate::arrow::string_columns)
+            .transpose()?;
         let ds = self.ds.clone();
         let (iterator, structure) = py
             .detach(move || -> tfdata_core::Result<_> {
@@ -339,6 +346,7 @@ impl PyDataset {
         Ok(LocalIterator {
             state: Mutex::new(Some(iterator)),
             structure,
+            arrow,
             pid: std::process::id(),
         })
     }
@@ -354,6 +362,8 @@ impl PyDataset {
 pub struct LocalIterator {
     state: Mutex<Option<Box<dyn ElementIterator>>>,
     structure: Option<Structure>,
+    /// Elements as Arrow record batches, strings as this says.
+    arrow: Option<StringColumns>,
     /// The process that made it: a pipeline's threads do not survive `fork()`.
     pid: u32,
 }
@@ -374,10 +384,18 @@ impl LocalIterator {
         py.check_signals()?;
         match next {
             None => Ok(None),
-            Some(Ok(element)) => {
-                convert::element_to_py(py, element, self.structure.as_ref(), Ownership::MaybeShared)
-                    .map(Some)
-            }
+            Some(Ok(element)) => match self.arrow {
+                Some(strings) => crate::arrow::batch(&element, self.structure.as_ref(), strings)
+                    .map_err(|e| pipeline_error(py, e))
+                    .and_then(|b| Ok(Some(Bound::new(py, b)?.into_any()))),
+                None => convert::element_to_py(
+                    py,
+                    element,
+                    self.structure.as_ref(),
+                    Ownership::MaybeShared,
+                )
+                .map(Some),
+            },
             Some(Err(e)) => Err(pipeline_error(py, e)),
         }
     }

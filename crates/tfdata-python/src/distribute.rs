@@ -170,13 +170,19 @@ impl DistributedDataset {
         Ok(self.connected(py)?.registered_cardinality())
     }
 
-    /// A new iterator: the next repetition of the job.
-    fn iter(&self, py: Python<'_>) -> PyResult<DistributedIterator> {
+    /// A new iterator: the next repetition of the job; elements as numpy
+    /// values, or with `arrow_strings` as Arrow record batches.
+    #[pyo3(signature = (arrow_strings=None))]
+    fn iter(&self, py: Python<'_>, arrow_strings: Option<&str>) -> PyResult<DistributedIterator> {
+        let arrow = arrow_strings
+            .map(crate::arrow::string_columns)
+            .transpose()?;
         let ds = self.connected(py)?;
         let iterator = wait::run(py, async move { ds.iter_async().await })?;
         Ok(DistributedIterator {
             iterator: Mutex::new(Some(iterator)),
             structure: self.structure.clone(),
+            arrow,
             pid: std::process::id(),
         })
     }
@@ -200,6 +206,8 @@ impl Drop for DistributedDataset {
 pub struct DistributedIterator {
     iterator: Mutex<Option<tfdata::ElementIterator>>,
     structure: Option<Structure>,
+    /// Elements as Arrow record batches, strings as this says.
+    arrow: Option<tfdata_dataset::columnar::export::StringColumns>,
     pid: u32,
 }
 
@@ -237,10 +245,18 @@ impl DistributedIterator {
         };
         match next {
             None => Ok(None),
-            Some(Ok(element)) => {
-                convert::element_to_py(py, element, self.structure.as_ref(), Ownership::Exclusive)
-                    .map(Some)
-            }
+            Some(Ok(element)) => match self.arrow {
+                Some(strings) => crate::arrow::batch(&element, self.structure.as_ref(), strings)
+                    .map_err(errors::to_py)
+                    .and_then(|b| Ok(Some(Bound::new(py, b)?.into_any()))),
+                None => convert::element_to_py(
+                    py,
+                    element,
+                    self.structure.as_ref(),
+                    Ownership::Exclusive,
+                )
+                .map(Some),
+            },
             Some(Err(e)) => Err(errors::to_py(e)),
         }
     }

@@ -9,6 +9,7 @@
 //!   `distributed_save`
 //!   and the iterator over a service's elements;
 //! * [`convert`]: elements ↔ Python values (numpy arrays without copies);
+//! * [`arrow`]: elements as Arrow record batches (`as_arrow_iterator`);
 //! * [`functions`]: Python callables as pipeline functions;
 //! * [`wait`]: blocking without the GIL, interruptible by Ctrl-C;
 //! * [`errors`]: tfdata errors as `tfdata.errors` exceptions.
@@ -16,6 +17,7 @@
 //! Rust panics inside these functions reach Python as exceptions (PyO3's
 //! `PanicException`), never as an abort across the FFI boundary.
 
+mod arrow;
 mod convert;
 mod dataset;
 mod distribute;
@@ -64,6 +66,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<distribute::DistributedDataset>()?;
     m.add_class::<distribute::DistributedIterator>()?;
     m.add_class::<convert::TensorBuffer>()?;
+    m.add_class::<arrow::ArrowBatch>()?;
     m.add_class::<convert::PyTensorSpec>()?;
     m.add_function(wrap_pyfunction!(distribute::distribute, m)?)?;
     m.add_function(wrap_pyfunction!(distribute::from_dataset_id, m)?)?;

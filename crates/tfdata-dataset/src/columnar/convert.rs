@@ -19,9 +19,10 @@
 //! replaced by the column's declared null value, or refused naming the
 //! column.
 //!
-//! The batch form is the fast path: each column is one copy of Arrow's
-//! value buffer into the tensor's (strings: one copy of the string data,
-//! sliced per row without allocating), with no work per row.
+//! The batch form is the fast path: each fixed-width column's tensor is
+//! Arrow's value buffer itself, shared without a copy (strings: slices of
+//! Arrow's values buffer, one per row, without copying or allocating), with
+//! no work per row.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -630,6 +631,18 @@ fn null_error(plan: &TensorPlan, what: &str) -> Error {
     ))
 }
 
+/// An Arrow buffer as `Bytes`, shared: the tensor holds a reference to
+/// Arrow's allocation instead of a copy of it.
+fn shared(buffer: &arrow_buffer::Buffer) -> Bytes {
+    struct Owner(arrow_buffer::Buffer);
+    impl AsRef<[u8]> for Owner {
+        fn as_ref(&self) -> &[u8] {
+            self.0.as_slice()
+        }
+    }
+    Bytes::from_owner(Owner(buffer.clone()))
+}
+
 /// A dictionary-encoded array decoded to its values' type.
 fn decode_dictionary(array: &ArrayRef, what: &str) -> Result<ArrayRef> {
     let Some(dict) = array.as_any_dictionary_opt() else {
@@ -702,9 +715,18 @@ fn leaf_values(plan: &TensorPlan, array: &ArrayRef, what: &str) -> Result<Values
                 return Err(mismatch(what, &format!("{size}-byte values"), array));
             }
             let start = data.offset() * size;
-            let bytes = &data.buffers()[0].as_slice()[start..start + data.len() * size];
+            let end = start + data.len() * size;
+            let buffer = &data.buffers()[0];
+            if buffer.len() < end {
+                return Err(mismatch(
+                    what,
+                    &format!("{} {size}-byte values", data.len()),
+                    array,
+                ));
+            }
+            // Arrow's buffer itself, shared (no copy): tensors slice it.
             Values::Fixed {
-                data: Bytes::copy_from_slice(bytes),
+                data: shared(buffer).slice(start..end),
                 size,
             }
         }
@@ -747,7 +769,8 @@ fn byte_values(array: &ArrayRef, what: &str) -> Result<Vec<Bytes>> {
         let offsets = a.value_offsets();
         let base = offsets.first().map_or(0, |o| o.as_usize());
         let end = offsets.last().map_or(0, |o| o.as_usize());
-        let data = Bytes::copy_from_slice(&a.values().as_slice()[base..end]);
+        // The values buffer shared, each string a slice of it.
+        let data = shared(a.values()).slice(base..end);
         offsets
             .windows(2)
             .map(|w| data.slice(w[0].as_usize() - base..w[1].as_usize() - base))

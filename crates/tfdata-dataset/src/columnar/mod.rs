@@ -4,6 +4,7 @@
 //!
 //! * [`convert`]: Arrow types as tensor dtypes and shapes, record batches
 //!   as elements (a dictionary per row, or one per batch of rows);
+//! * [`export`]: elements back to Arrow record batches (`as_arrow_iterator`);
 //! * [`predicate`]: row filters, checked against row-group statistics
 //!   (pruning) and evaluated on the rows read;
 //! * [`parquet`][mod@parquet]: `parquet_dataset`.
@@ -11,6 +12,7 @@
 //! Module dependencies point one way: `parquet → {convert, predicate}`.
 
 pub mod convert;
+pub mod export;
 pub mod parquet;
 pub mod predicate;
 

@@ -862,6 +862,53 @@ mod tests {
         assert_eq!(back, ds);
     }
 
+    /// distributed_epoch: a row group handed out again (its worker was
+    /// lost) with the positions readers already received skips exactly
+    /// those rows, in row and in batch mode, and each split is let go of
+    /// once its last element is.
+    #[test]
+    fn a_row_group_handed_out_again_skips_the_rows_readers_have() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.parquet");
+        write(&a, 2, 6);
+        let files = vec![a.to_str().unwrap().to_string()];
+        for batch in [None, Some(2)] {
+            let ds = source(files.clone(), batch, None);
+            let splits = vec![Tensor::vector(&[0i64, 1]), Tensor::vector(&[0i64, 0])];
+            // Group 1: rows 0 and 3 (ids 6, 9) received; in batch mode the
+            // positions are batches: batch 1 (ids 8, 9) received.
+            let skip = match batch {
+                None => vec![vec![0], vec![3]],
+                Some(_) => vec![vec![1]],
+            };
+            let provider = Arc::new(crate::splits::testing::SkippingSplits::new(
+                splits,
+                [(0, skip)].into(),
+            ));
+            let released = Arc::clone(&provider.released);
+            let mut ctx = crate::IterContext::new();
+            ctx.split_providers.insert(ds.op_key(), provider);
+            let mut it = ds.iter_with(&ctx).unwrap();
+            let mut ids = Vec::new();
+            let mut held = Vec::new();
+            while let Some(e) = it.next_element().unwrap() {
+                ids.extend(e.components[0].to_vec::<i64>().unwrap());
+                held.push(e);
+            }
+            let want: Vec<i64> = match batch {
+                None => vec![7, 8, 10, 11, 0, 1, 2, 3, 4, 5],
+                Some(_) => vec![6, 7, 10, 11, 0, 1, 2, 3, 4, 5],
+            };
+            assert_eq!(ids, want, "batch {batch:?}");
+            drop(it);
+            assert!(released.lock().unwrap().is_empty(), "elements still held");
+            drop(held);
+            let mut done = released.lock().unwrap().clone();
+            done.sort_unstable();
+            assert_eq!(done, vec![0, 1]);
+        }
+    }
+
     #[test]
     fn damaged_files_and_bad_arguments_name_the_file() {
         let dir = tempfile::tempdir().unwrap();

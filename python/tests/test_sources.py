@@ -1,0 +1,268 @@
+"""The sources PyTorch and JAX teams' data is in (issue 32), read from files
+that the real libraries wrote: pyarrow's Parquet writer here; each test
+compares tfdata's rows with what that library reads back. Locally in order,
+and through the service exactly once in distributed_epoch, also after a
+worker process is SIGKILLed mid-file and after a reader restores a
+checkpoint. Damaged files raise errors naming the file."""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import signal
+
+import numpy as np
+import pytest
+
+import tfdata
+from tfdata import errors
+from tfdata.experimental import service
+
+from conftest import TfdataPythonProcess, wait_for
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+
+def _py(value):
+    """A tfdata value as plain Python, to compare with pyarrow's rows."""
+    if isinstance(value, np.ndarray):
+        return [_py(v) for v in value.tolist()] if value.dtype == object else value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _rows(ds):
+    return [{k: _py(v) for k, v in e.items()} for e in ds]
+
+
+@pytest.fixture
+def users_table():
+    """A table as users have them: ids, floats, text as a dictionary
+    column, binary, booleans, timestamps, a fixed-size list, a list of
+    varying length and a column with nulls; written in several row groups."""
+    n = 1000
+    ids = np.arange(n, dtype=np.int64)
+    return pa.table(
+        {
+            "id": ids,
+            "score": pa.array(ids / 4.0, pa.float32()),
+            "label": pa.array([f"class-{i % 7}" for i in range(n)]).dictionary_encode(),
+            "blob": pa.array([bytes([i % 256, 0, 255]) for i in range(n)], pa.binary()),
+            "keep": pa.array([i % 3 == 0 for i in range(n)]),
+            "at": pa.array([datetime.datetime(2026, 1, 1) + datetime.timedelta(seconds=int(i)) for i in ids],
+                           pa.timestamp("ms")),
+            "xy": pa.array([[float(i), float(-i)] for i in range(n)], pa.list_(pa.float64(), 2)),
+            "tokens": pa.array([list(range(i % 5)) for i in range(n)], pa.list_(pa.int32())),
+            "maybe": pa.array([None if i % 10 == 0 else i for i in range(n)], pa.int64()),
+        }
+    )
+
+
+@pytest.fixture
+def parquet_file(tmp_path, users_table):
+    path = tmp_path / "users.parquet"
+    pq.write_table(users_table, path, row_group_size=128)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 8
+    return path
+
+
+def test_parquet_rows_are_what_pyarrow_reads(parquet_file):
+    ds = tfdata.ParquetDataset(parquet_file, null_values={"maybe": -1})
+    got = _rows(ds)
+    # pyarrow's own reading of the file, row by row; strings arrive as
+    # bytes (TensorFlow's strings), timestamps as int64 in the column's unit.
+    table = pq.read_table(parquet_file)
+    want = table.to_pylist()
+    at = table.column("at").cast(pa.int64()).to_pylist()
+    for r, t in zip(want, at):
+        r["label"] = r["label"].encode()
+        r["at"] = t
+        r["maybe"] = -1 if r["maybe"] is None else r["maybe"]
+    assert len(got) == 1000
+    assert got == want
+    spec = ds.element_spec
+    assert spec["xy"].shape == (2,) and spec["tokens"].shape == (None,)
+    assert spec["id"].shape == ()
+
+
+def test_parquet_batches_come_from_whole_columns_and_match_the_rows(parquet_file):
+    rows = _rows(tfdata.ParquetDataset(parquet_file, columns=["id", "tokens", "label"], padding_values={"tokens": -7}))
+    batches = list(tfdata.ParquetDataset(parquet_file, columns=["id", "tokens", "label"], batch_size=50,
+                                         padding_values={"tokens": -7}))
+    assert all(len(b["id"]) <= 50 for b in batches)
+    # A batch never spans row groups (128 rows each): 50, 50, 28, ...
+    assert [len(b["id"]) for b in batches[:4]] == [50, 50, 28, 50]
+    flat = []
+    for b in batches:
+        for i in range(len(b["id"])):
+            tokens = [t for t in b["tokens"][i].tolist() if t != -7]
+            flat.append({"id": int(b["id"][i]), "tokens": tokens, "label": b["label"][i]})
+    assert flat == [{"id": r["id"], "tokens": r["tokens"], "label": r["label"]} for r in rows]
+    assert set(batches[0]) == {"id", "tokens", "label"}  # projection
+
+
+def test_parquet_filters_prune_row_groups_and_match_pyarrows(parquet_file):
+    for f in [
+        ("id", ">=", 900),
+        [("id", ">=", 100), ("id", "<", 130), ("keep", "==", True)],
+        [[("id", "<", 5)], [("label", "==", "class-3"), ("id", ">", 990)]],
+        ("id", "in", [3, 500, 999, 5000]),
+    ]:
+        got = [r["id"] for r in _rows(tfdata.ParquetDataset(parquet_file, columns=["id"], filter=f))]
+        # pyarrow takes a single predicate only inside a list.
+        pyarrow_filters = [f] if isinstance(f, tuple) else f
+        want = pq.read_table(parquet_file, columns=["id"], filters=pyarrow_filters).column("id").to_pylist()
+        assert got == want, f
+    with pytest.raises(errors.InvalidArgumentError, match="nope"):
+        list(tfdata.ParquetDataset(parquet_file, filter=("nope", "==", 1)))
+
+
+def test_parquet_null_and_ragged_columns_without_declared_values_raise_naming_the_column(parquet_file):
+    with pytest.raises(errors.InvalidArgumentError, match="column maybe has nulls"):
+        list(tfdata.ParquetDataset(parquet_file, columns=["maybe"]))
+    with pytest.raises(errors.InvalidArgumentError, match="column tokens"):
+        list(tfdata.ParquetDataset(parquet_file, columns=["tokens"], batch_size=8))
+
+
+def test_as_arrow_iterator_gives_pyarrow_the_same_columns(parquet_file):
+    ds = tfdata.ParquetDataset(parquet_file, columns=["id", "score", "label", "xy"], batch_size=100)
+    batches = list(ds.as_arrow_iterator(strings="utf8"))
+    assert all(isinstance(b, pa.RecordBatch) for b in batches)
+    got = pa.Table.from_batches(batches)
+    want = pq.read_table(parquet_file, columns=["id", "score", "label", "xy"])
+    assert got.column("id").to_pylist() == want.column("id").to_pylist()
+    assert got.column("score").to_pylist() == want.column("score").to_pylist()
+    assert got.column("label").to_pylist() == want.column("label").cast(pa.string()).to_pylist()
+    assert got.column("xy").to_pylist() == want.column("xy").to_pylist()
+    assert got.schema.field("label").type == pa.string()
+    binary = next(iter(ds.as_arrow_iterator()))
+    assert binary.schema.field("label").type == pa.binary()
+    # pandas takes them as they are.
+    pd = pytest.importorskip("pandas")
+    assert isinstance(batches[0].to_pandas(), pd.DataFrame)
+    with pytest.raises(errors.InvalidArgumentError, match="batch_size"):
+        next(iter(tfdata.ParquetDataset(parquet_file, columns=["id"]).as_arrow_iterator()))
+
+
+def test_damaged_parquet_files_raise_errors_naming_the_file(tmp_path, parquet_file):
+    data = parquet_file.read_bytes()
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(data[: len(data) - 20])
+    bad_magic = tmp_path / "bad-magic.parquet"
+    bad_magic.write_bytes(data[:-4] + b"XXXX")
+    empty = tmp_path / "empty.parquet"
+    empty.write_bytes(b"")
+    for bad in (truncated, bad_magic, empty):
+        with pytest.raises(errors.OpError) as e:
+            list(tfdata.ParquetDataset(bad))
+        assert str(bad) in str(e.value), e.value
+    other = tmp_path / "other-schema.parquet"
+    pq.write_table(pa.table({"id": pa.array(["a", "b"])}), other)
+    with pytest.raises(errors.InvalidArgumentError, match="other-schema.parquet") as e:
+        list(tfdata.ParquetDataset([parquet_file, other], columns=["id"]))
+    assert "same schema" in str(e.value)
+    with pytest.raises(errors.OpError, match="missing.parquet"):
+        list(tfdata.ParquetDataset(tmp_path / "missing.parquet"))
+    with pytest.raises(ValueError, match="batch_size"):
+        tfdata.ParquetDataset(parquet_file, batch_size=0)
+
+
+# ---- Through the service ----
+
+
+@pytest.fixture
+def many_row_groups(tmp_path):
+    """3 files of 20 row groups of 250 rows: values 0..15000."""
+    paths = []
+    for f in range(3):
+        values = np.arange(f * 5000, (f + 1) * 5000, dtype=np.int64)
+        path = tmp_path / f"part-{f}.parquet"
+        pq.write_table(pa.table({"v": values, "text": [str(v) for v in values]}), path, row_group_size=250)
+        paths.append(str(path))
+    return paths
+
+
+def _values(ds):
+    out = []
+    for e in ds:
+        v = e["v"]
+        out.extend(np.atleast_1d(v).tolist())
+    return out
+
+
+def test_distributed_epoch_reads_each_row_once_one_split_per_row_group(dispatcher, many_row_groups):
+    workers = [service.WorkerServer(service.WorkerConfig(dispatcher_address=dispatcher._address)) for _ in range(2)]
+    try:
+        for batch_size in (None, 64):
+            ds = tfdata.ParquetDataset(many_row_groups, columns=["v"], batch_size=batch_size).apply(
+                service.distribute("distributed_epoch", dispatcher.target)
+            )
+            assert collections.Counter(_values(ds)) == {v: 1 for v in range(15000)}
+    finally:
+        for w in workers:
+            w.stop()
+
+
+def test_a_worker_killed_mid_row_group_loses_and_repeats_nothing(dispatcher, many_row_groups):
+    # Worker processes; one is SIGKILLed while it is in the middle of row
+    # groups (one element per row: positions inside a row group matter).
+    # TensorFlow's default timeouts: the dead worker is noticed by its
+    # refused port, not by the 10-minute worker_timeout.
+    workers = [
+        TfdataPythonProcess("worker", "--dispatcher-address", dispatcher._address) for _ in range(2)
+    ]
+    try:
+        wait_for(lambda: dispatcher._num_workers() >= 2, what="two workers")
+        ds = tfdata.ParquetDataset(many_row_groups, columns=["v"]).apply(
+            service.distribute("distributed_epoch", dispatcher.target)
+        )
+        seen = []
+        it = iter(ds)
+        for e in it:
+            seen.append(int(e["v"]))
+            if len(seen) == 4000:
+                workers[0].stop(signal.SIGKILL)
+        assert len(seen) > 4000
+        counts = collections.Counter(seen)
+        assert [v for v in range(15000) if counts[v] == 0] == []
+        assert {v: c for v, c in counts.items() if c > 1} == {}
+    finally:
+        for w in workers:
+            w.stop(signal.SIGKILL)
+
+
+def test_a_reader_restored_from_a_checkpoint_mid_row_group_reads_the_rest_once(dispatcher, many_row_groups):
+    workers = [service.WorkerServer(service.WorkerConfig(dispatcher_address=dispatcher._address)) for _ in range(2)]
+    try:
+        ds = tfdata.ParquetDataset(many_row_groups, columns=["v"], batch_size=32).apply(
+            service.distribute("distributed_epoch", dispatcher.target)
+        )
+        consumed, state = [], None
+        for n in (37, 101, 55):
+            it = iter(ds)
+            if state is not None:
+                it.restore(state)
+            for _ in range(n):
+                consumed.extend(next(it)["v"].tolist())
+            state = it.checkpoint()
+            next(it)  # read after the checkpoint: lost with the trainer, comes again
+        it = iter(ds)
+        it.restore(state)
+        for b in it:
+            consumed.extend(b["v"].tolist())
+        assert collections.Counter(consumed) == {v: 1 for v in range(15000)}
+    finally:
+        for w in workers:
+            w.stop()
+
+
+def test_distributed_datasets_give_arrow_batches_too(cluster, many_row_groups):
+    ds = tfdata.ParquetDataset(many_row_groups[:1], columns=["v", "text"], batch_size=500).apply(
+        service.distribute("parallel_epochs", cluster.target)
+    )
+    table = pa.Table.from_batches(list(ds.as_arrow_iterator(strings="utf8")))
+    assert table.num_rows == 5000
+    assert sorted(table.column("v").to_pylist()) == list(range(5000))
+    assert table.schema.field("text").type == pa.string()
