@@ -1,6 +1,7 @@
 //! Whole pipelines from JSON over `s3://` on a real S3-compatible server
 //! (moto, see `io_object_store_moto`): `list_files` + `interleave` with the
-//! built-in `tfrecord_dataset`, and a vocabulary file, found the two ways a
+//! built-in `tfrecord_dataset`, a vocabulary file, and `parquet_dataset` with a
+//! filter (ranged reads of the footer and row groups), found the two ways a
 //! pipeline's file sources find their object-store configuration:
 //!
 //! * the environment (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...), as a
@@ -43,6 +44,27 @@ fn write_data(fs: &dyn FileSystem, bucket: &str) {
         }
         w.finish().unwrap();
     }
+    // A Parquet file of several row groups (ids 0..1000), as pyarrow or
+    // Spark would leave it in a bucket.
+    let ids = arrow_array::Int64Array::from_iter_values(0..1000);
+    let batch = arrow_array::RecordBatch::try_from_iter(vec![(
+        "id",
+        std::sync::Arc::new(ids) as arrow_array::ArrayRef,
+    )])
+    .unwrap();
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(100))
+        .build();
+    let mut bytes = Vec::new();
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    let mut w = fs
+        .create(&format!("s3://{bucket}/table/part-0.parquet"))
+        .unwrap();
+    w.write_all(&bytes).unwrap();
+    w.flush().unwrap();
     for (key, text) in [
         ("train/README", "not a tfrecord"),
         ("vocab.txt", "alpha\nbeta\ngamma\n"),
@@ -99,6 +121,18 @@ fn run_pipelines(bucket: &str) {
         .map(|e| e.components[0].to_vec::<i64>().unwrap()[0])
         .collect();
     assert_eq!(ids, [2, 0, -1, 1]);
+
+    // Parquet: ranged reads of the footer and of the row groups a filter
+    // keeps, in batches.
+    let batches = collect(&format!(
+        r#"{{"op": "parquet_dataset", "filenames": ["s3://{bucket}/table/*.parquet"],
+            "batch_size": 64, "filter": [["id", ">=", 250], ["id", "<", 420]]}}"#
+    ));
+    let ids: Vec<i64> = batches
+        .iter()
+        .flat_map(|e| e.components[0].to_vec::<i64>().unwrap())
+        .collect();
+    assert_eq!(ids, (250..420).collect::<Vec<_>>());
 }
 
 #[test]
