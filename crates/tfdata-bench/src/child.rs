@@ -79,6 +79,25 @@ impl Server {
     }
 }
 
+/// A worker of this binary (`--serve-worker`) for the dispatcher at
+/// `dispatcher_address`, in a process of its own; `heartbeat` overrides its
+/// heartbeat interval. Registration is the caller's to wait for.
+pub fn worker_process(
+    dispatcher_address: &str,
+    heartbeat: Option<std::time::Duration>,
+) -> Result<Server> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .arg(crate::service::SERVE_WORKER_FLAG)
+        .arg(dispatcher_address);
+    if let Some(h) = heartbeat {
+        command
+            .arg("--serve-worker-heartbeat-ms")
+            .arg(h.as_millis().to_string());
+    }
+    Server::spawn(command, "a worker process")
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         drop(self.child.stdin.take());

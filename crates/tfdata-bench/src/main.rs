@@ -155,6 +155,7 @@ mod resume;
 mod scaling;
 mod service;
 mod snapshot;
+mod sources;
 mod worker_loss;
 
 use std::io::Write;
@@ -218,6 +219,16 @@ pub enum Scenario {
     /// `range(--elements)` (and its `batch(7)`): the time until its splits
     /// flow again, the readers' receipts report size, exactly once checked.
     WorkerLoss,
+    /// A Parquet table (2 numeric, 1 string column) in batches of 1,024
+    /// rows through the service, read by tfdata's Python client; with
+    /// `--compare-peers`, pyarrow's `iter_batches` and Ray Data too.
+    Parquet,
+    /// A Hugging Face `save_to_disk` folder of JPEGs and labels, decoded
+    /// and resized to 224×224; peers: `datasets` through a DataLoader.
+    Hf,
+    /// WebDataset shards of the same JPEGs; peers: `webdataset` through a
+    /// DataLoader.
+    Webdataset,
 }
 
 impl Scenario {
@@ -241,6 +252,9 @@ impl Scenario {
             Scenario::Scaling => "scaling",
             Scenario::Resume => "resume",
             Scenario::WorkerLoss => "worker-loss",
+            Scenario::Parquet => "parquet",
+            Scenario::Hf => "hf",
+            Scenario::Webdataset => "webdataset",
         }
     }
 }
@@ -440,6 +454,22 @@ struct Cli {
     /// default `target/bench-data/capacity`.
     #[arg(long)]
     capacity_dir: Option<PathBuf>,
+    /// For `parquet`, `hf`, `webdataset`: also read the files with the
+    /// libraries users read them with (pyarrow and Ray Data; `datasets`;
+    /// `webdataset`), in the Python of `--python-client` (default: the
+    /// release venv, else `~/.cache/tfdata-py`), which needs them installed.
+    #[arg(long)]
+    compare_peers: bool,
+    /// For `parquet`: rows of the table.
+    #[arg(long, default_value_t = 4_000_000)]
+    sources_rows: u64,
+    /// For `hf` and `webdataset`: images in the data set.
+    #[arg(long, default_value_t = 2048)]
+    sources_images: u64,
+    /// For `parquet`, `hf`, `webdataset`: where the files are written once;
+    /// default `target/bench-data/sources`.
+    #[arg(long)]
+    sources_dir: Option<PathBuf>,
     /// For `tcp-loopback`: bytes copied.
     #[arg(long, default_value_t = 4 << 30)]
     tcp_bytes: u64,
@@ -528,6 +558,28 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
         }
         Scenario::Resume => resume::run(cli.elements, &mut emit),
         Scenario::WorkerLoss => worker_loss::run(cli.elements, &mut emit),
+        Scenario::Parquet | Scenario::Hf | Scenario::Webdataset => {
+            let kind = match scenario {
+                Scenario::Parquet => sources::Kind::Parquet,
+                Scenario::Hf => sources::Kind::HuggingFace,
+                _ => sources::Kind::WebDataset,
+            };
+            let options = sources::SourcesOptions {
+                python: cli
+                    .python_client
+                    .clone()
+                    .flatten()
+                    .unwrap_or_else(data::default_python_client),
+                dir: cli
+                    .sources_dir
+                    .clone()
+                    .unwrap_or_else(|| data::target_dir().join("bench-data").join("sources")),
+                rows: cli.sources_rows,
+                images: cli.sources_images,
+                compare_peers: cli.compare_peers,
+            };
+            sources::run(kind, &options, &mut emit)
+        }
         Scenario::DispatcherCommit => {
             let dir = cli
                 .data_dir

@@ -24,7 +24,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 use tfdata::{Dataset, DispatchServer, DispatcherConfig, ProcessingMode, distribute};
 
-use crate::service::SERVE_WORKER_FLAG;
+use crate::child::worker_process;
 
 /// The timeouts a run uses.
 struct Settings {
@@ -73,31 +73,6 @@ fn dispatcher_metrics(dispatcher: &DispatchServer) -> String {
         .encode(tfdata_rpc::metrics::Format::OpenMetrics)
 }
 
-/// A worker process, SIGKILLed (or stopped) on drop.
-struct Worker(std::process::Child);
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_worker(dispatcher: &DispatchServer, heartbeat: Option<Duration>) -> Result<Worker> {
-    let mut command = std::process::Command::new(std::env::current_exe()?);
-    command.arg(SERVE_WORKER_FLAG).arg(dispatcher.address());
-    if let Some(h) = heartbeat {
-        command
-            .arg("--serve-worker-heartbeat-ms")
-            .arg(h.as_millis().to_string());
-    }
-    let child = command
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .context("starting a worker process")?;
-    Ok(Worker(child))
-}
-
 fn read_once(
     n: i64,
     pipeline: &str,
@@ -116,8 +91,8 @@ fn read_once(
     }
     let dispatcher = DispatchServer::new(config)?;
     let mut workers = vec![
-        start_worker(&dispatcher, settings.heartbeat)?,
-        start_worker(&dispatcher, settings.heartbeat)?,
+        worker_process(&dispatcher.address(), settings.heartbeat)?,
+        worker_process(&dispatcher.address(), settings.heartbeat)?,
     ];
     let deadline = Instant::now() + Duration::from_secs(60);
     while dispatcher.num_workers() < 2 {
@@ -171,9 +146,9 @@ fn read_once(
         std::thread::sleep(Duration::from_micros(200));
     }
     let mut victim = workers.remove(0);
-    victim.0.kill().context("SIGKILL")?;
+    victim.child.kill().context("SIGKILL")?;
     let killed = Instant::now();
-    let _ = victim.0.wait();
+    drop(victim);
     let mut at = Moments::default();
     // Poll the dispatcher's counters until the read ends.
     loop {
