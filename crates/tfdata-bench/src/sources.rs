@@ -161,7 +161,7 @@ fn measure_tfdata(
             rows_key.into(),
         ],
     )?;
-    let worker_peak = worker.status_bytes("VmHWM");
+    let worker_peak = worker.status_bytes("VmHWM:");
     drop(worker);
     Ok((result, worker_peak))
 }
