@@ -376,8 +376,8 @@ impl BatchPlan {
         }
         if self.batched {
             let components = columns
-                .iter()
-                .map(|(plan, col)| col.batch_tensor(plan, rows, what))
+                .into_iter()
+                .map(|(plan, col)| col.into_batch_tensor(plan, rows, what))
                 .collect::<Result<Vec<_>>>()?;
             return Ok(vec![Element::new(components)]);
         }
@@ -464,7 +464,11 @@ impl Column {
             (spans, child, Vec::new())
         } else {
             let spans = (0..rows).map(|r| (r, 1)).collect();
-            let nulls: Vec<usize> = (0..rows).filter(|&r| array.is_null(r)).collect();
+            let nulls: Vec<usize> = if array.null_count() > 0 {
+                (0..rows).filter(|&r| array.is_null(r)).collect()
+            } else {
+                Vec::new()
+            };
             (spans, array.clone(), nulls)
         };
         if !leaf_null_rows.is_empty() && plan.null_value.is_none() {
@@ -556,17 +560,22 @@ impl Column {
 
     /// All rows as one tensor: `[rows, ...]`, varying-length rows padded
     /// to the longest.
-    fn batch_tensor(&self, plan: &TensorPlan, rows: usize, what: &str) -> Result<Tensor> {
+    fn into_batch_tensor(self, plan: &TensorPlan, rows: usize, what: &str) -> Result<Tensor> {
         let per_item = plan.item_values();
         let mut shape: Vec<i64> = vec![rows as i64];
         let dims = plan.dims.iter().map(|&d| d as i64);
         if !plan.var_len {
             shape.extend(dims);
-            // The rows are contiguous: the buffer as it is.
+            // The rows are contiguous: the buffer as it is, and the
+            // strings moved, not cloned (a clone per string is an atomic
+            // increment on the shared buffer).
             let total = rows * per_item;
-            let data = match &self.values {
+            let data = match self.values {
                 Values::Fixed { data, size } => TensorData::Buffer(data.slice(0..total * size)),
-                Values::Strings(s) => TensorData::Strings(s[..total].to_vec()),
+                Values::Strings(mut s) => {
+                    s.truncate(total);
+                    TensorData::Strings(s)
+                }
             };
             return Tensor::new(plan.dtype, shape, data);
         }
