@@ -147,8 +147,7 @@ impl<R: Read> TarMembers<R> {
                 return if extended {
                     Err(self.data_loss(
                         offset,
-                        "extension headers (long name or PAX) without a member after them"
-                            .into(),
+                        "extension headers (long name or PAX) without a member after them".into(),
                     ))
                 } else {
                     Ok(None)
@@ -366,7 +365,10 @@ impl<R: Read> TarMembers<R> {
         if is_corruption(self.compression, &e) {
             self.data_loss(
                 offset,
-                format!("the {} stream is corrupt or truncated: {e}", self.compression),
+                format!(
+                    "the {} stream is corrupt or truncated: {e}",
+                    self.compression
+                ),
             )
         } else {
             Error::io(

@@ -46,8 +46,8 @@ use tfdata_core::{Element, Error, Lineage, Result};
 
 use self::samples::{FieldSet, Limits, SampleSchema, ShardSamples};
 use crate::attrs::Attrs;
-use crate::io::CompressionType;
 use crate::dataset::{Dataset, DatasetOp, IterContext};
+use crate::io::CompressionType;
 use crate::iterators::ElementIterator;
 use crate::spec::Structure;
 use crate::splits::{IndexSplitProvider, SplitProvider};

@@ -404,7 +404,11 @@ pub fn parse_int(data: &[u8]) -> Option<i64> {
         }
         value = value.checked_mul(10)?.checked_sub(i64::from(b - b'0'))?;
     }
-    if negative { Some(value) } else { value.checked_neg() }
+    if negative {
+        Some(value)
+    } else {
+        value.checked_neg()
+    }
 }
 
 /// Which fields an element has.
@@ -493,8 +497,10 @@ impl SampleSchema {
         if !missing.is_empty() {
             let which = match self.fields {
                 FieldSet::Requested(_) => "asked for",
-                FieldSet::Exact(_) => "the first sample's (pass fields to read samples with \
-                                       other fields)",
+                FieldSet::Exact(_) => {
+                    "the first sample's (pass fields to read samples with \
+                                       other fields)"
+                }
             };
             return Err(Error::InvalidArgument(format!(
                 "{}: sample {} lacks field(s) {} ({which}); it has: {}",

@@ -17,10 +17,7 @@ use crate::io::CompressionType;
 use crate::splits::SplitProvider;
 
 fn fixture(name: &str) -> String {
-    format!(
-        "{}/testdata/webdataset/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    format!("{}/testdata/webdataset/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
 fn json(name: &str) -> Value {
@@ -204,7 +201,13 @@ fn a_brace_pattern_of_tarwriter_shards_reads_as_dictionaries() {
     let long = format!("long/{}", "k".repeat(120));
     assert_eq!(
         keys,
-        ["dir.v1/s000", "dir.v1/s001", "dir.v1/s002", "déjà/été", long.as_str()]
+        [
+            "dir.v1/s000",
+            "dir.v1/s001",
+            "dir.v1/s002",
+            "déjà/été",
+            long.as_str()
+        ]
     );
     let cls: Vec<i64> = got
         .iter()
@@ -214,7 +217,10 @@ fn a_brace_pattern_of_tarwriter_shards_reads_as_dictionaries() {
     assert_eq!(text(&got[3]["txt"]), "é");
     assert_eq!(text(&got[0]["__url__"]), fixture("shard-000000.tar"));
     assert_eq!(text(&got[4]["__url__"]), fixture("shard-000001.tar"));
-    assert_eq!(bytes(&got[1]["jpg"]), [0xFF, 0xD8, 0xFF, 1, 0, 255, 10, 13, 0]);
+    assert_eq!(
+        bytes(&got[1]["jpg"]),
+        [0xFF, 0xD8, 0xFF, 1, 0, 255, 10, 13, 0]
+    );
 }
 
 #[test]
@@ -245,8 +251,7 @@ fn names_split_and_metadata_skip_as_webdataset() {
             case["meta"].as_bool().unwrap(),
             "{name:?}"
         );
-        let got = samples::base_plus_ext(name.as_bytes())
-            .map(|(k, e)| (k.to_vec(), e.to_vec()));
+        let got = samples::base_plus_ext(name.as_bytes()).map(|(k, e)| (k.to_vec(), e.to_vec()));
         let want = case["split"].as_array().map(|kv| {
             (
                 kv[0].as_str().unwrap().as_bytes().to_vec(),
@@ -261,7 +266,11 @@ fn names_split_and_metadata_skip_as_webdataset() {
 fn integers_parse_as_pythons_int() {
     for case in json("ints.json").as_array().unwrap() {
         let t = case["text"].as_str().unwrap();
-        assert_eq!(samples::parse_int(t.as_bytes()), case["value"].as_i64(), "{t:?}");
+        assert_eq!(
+            samples::parse_int(t.as_bytes()),
+            case["value"].as_i64(),
+            "{t:?}"
+        );
     }
 }
 
@@ -333,9 +342,16 @@ fn grouping_keys_fields_and_skipped_members() {
     assert!(!err.fatal);
     expect_error(
         &err.error,
-        &["mem.tar at offset 1024", "a.JPG", "repeats the field \"jpg\""],
+        &[
+            "mem.tar at offset 1024",
+            "a.JPG",
+            "repeats the field \"jpg\"",
+        ],
     );
-    expect_error(&got[1].as_ref().unwrap_err().error, &["__key__", "reserves"]);
+    expect_error(
+        &got[1].as_ref().unwrap_err().error,
+        &["__key__", "reserves"],
+    );
     assert_eq!(got[2].as_ref().unwrap().key, "c".as_bytes());
 }
 
@@ -363,12 +379,30 @@ fn fields_filter_missing_fields_and_integers() {
     let err = it.next_element().unwrap_err();
     expect_error(
         &err,
-        &[&url, "at offset 2048", "sample \"b\" lacks field(s) cls", "it has: jpg"],
+        &[
+            &url,
+            "at offset 2048",
+            "sample \"b\" lacks field(s) cls",
+            "it has: jpg",
+        ],
     );
     let err = it.next_element().unwrap_err();
-    expect_error(&err, &[&url, "at offset 3072", "field cls", "not an integer", "\"x\""]);
+    expect_error(
+        &err,
+        &[
+            &url,
+            "at offset 3072",
+            "field cls",
+            "not an integer",
+            "\"x\"",
+        ],
+    );
     let d = it.next_element().unwrap().unwrap();
-    assert_eq!(d.components.len(), 4, "__key__, __url__, cls, jpg: txt ignored");
+    assert_eq!(
+        d.components.len(),
+        4,
+        "__key__, __url__, cls, jpg: txt ignored"
+    );
     assert!(it.next_element().unwrap().is_none());
     // Skipped and counted instead.
     let wds = op(&[&url], Some(&["jpg", "cls"]), "skip");
@@ -410,7 +444,11 @@ fn samples_with_other_fields_than_the_first_are_errors_or_skipped() {
     let counters = wds.counters();
     let ds = Dataset::from_op(wds);
     assert_eq!(keys(&ds).len(), 3, "d/a, d/b and g/x... have a jpg");
-    assert_eq!(counters.skipped_samples(), 2, "d/ and the second d/a have none");
+    assert_eq!(
+        counters.skipped_samples(),
+        2,
+        "d/ and the second d/a have none"
+    );
     assert_eq!(counters.ignored_members(), 2);
 }
 
@@ -424,12 +462,18 @@ fn damaged_shards_name_the_shard_and_offset() {
         (
             "mid-data",
             good[..4608].to_vec(),
-            vec!["offset 4608", "inside the data of member \"b.jpg\" (0 of its 1 bytes)"],
+            vec![
+                "offset 4608",
+                "inside the data of member \"b.jpg\" (0 of its 1 bytes)",
+            ],
         ),
         (
             "mid-header",
             good[..4096 + 100].to_vec(),
-            vec!["offset 4096", "ends inside a member header (100 of 512 bytes)"],
+            vec![
+                "offset 4096",
+                "ends inside a member header (100 of 512 bytes)",
+            ],
         ),
         (
             "at-boundary",
@@ -447,16 +491,24 @@ fn damaged_shards_name_the_shard_and_offset() {
             b"this is not a tar file at all, just some text".repeat(20),
             vec!["offset 0", "not a tar header"],
         ),
-        ("bad-checksum", {
-            let mut b = good.clone();
-            b[4096 + 3] ^= 0x20; // the name of b.jpg's header
-            b
-        }, vec!["offset 4096", "checksum"]),
-        ("garbage-after", {
-            let mut b = good[..9216].to_vec();
-            b.extend_from_slice(&[0xAB; 2048]);
-            b
-        }, vec!["offset 9216", "not a tar header"]),
+        (
+            "bad-checksum",
+            {
+                let mut b = good.clone();
+                b[4096 + 3] ^= 0x20; // the name of b.jpg's header
+                b
+            },
+            vec!["offset 4096", "checksum"],
+        ),
+        (
+            "garbage-after",
+            {
+                let mut b = good[..9216].to_vec();
+                b.extend_from_slice(&[0xAB; 2048]);
+                b
+            },
+            vec!["offset 9216", "not a tar header"],
+        ),
     ];
     for (name, bytes, needles) in cases {
         let url = write(&dir, &format!("{name}.tar"), &bytes);
@@ -565,7 +617,11 @@ fn members_over_the_limit_are_refused_without_being_read() {
     assert!(matches!(err, Error::DataLoss { .. }), "{err}");
     expect_error(
         &err,
-        &[&url, "offset 0", "3221225472 bytes, over the limit of 1073741824"],
+        &[
+            &url,
+            "offset 0",
+            "3221225472 bytes, over the limit of 1073741824",
+        ],
     );
     // 64 MiB over a 1 MiB limit, streamed past: the sample is bad, the
     // next one reads, and nothing held the big member.
@@ -592,7 +648,11 @@ fn members_over_the_limit_are_refused_without_being_read() {
     );
     assert!(s.next_sample().unwrap().is_ok());
     // The op's limits, on a real shard, with skipping.
-    let url = write(&dir, "s.tar", &samples_tar(&["a", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "c"]));
+    let url = write(
+        &dir,
+        "s.tar",
+        &samples_tar(&["a", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "c"]),
+    );
     let mut wds = op(&[&url], None, "skip");
     wds.limits.member_bytes = 16;
     let counters = wds.counters();
@@ -628,9 +688,8 @@ impl SplitProvider for Leasing {
             index: i,
         };
         let skip = self.skip.get(&i).cloned().unwrap_or_default();
-        let lease = SplitLease::named_skipping(name, skip, move || {
-            released.lock().unwrap().push(i)
-        });
+        let lease =
+            SplitLease::named_skipping(name, skip, move || released.lock().unwrap().push(i));
         Ok(Some((Tensor::scalar(i), Lineage::of(lease))))
     }
     fn reset(&self) -> tfdata_core::Result<()> {
@@ -676,7 +735,9 @@ fn one_split_per_shard_with_positions() {
     let mut ctx = IterContext::new();
     ctx.split_providers.insert(ds.op_key(), Arc::new(splits));
     let mut it = ds.iter_with(&ctx).unwrap();
-    let mut got: Vec<(String, Vec<(i64, Vec<i64>)>)> = Vec::new();
+    // Each element's key and the (split, position) pieces it names.
+    type Named = (String, Vec<(i64, Vec<i64>)>);
+    let mut got: Vec<Named> = Vec::new();
     let mut held: Vec<Element> = Vec::new();
     while let Some(e) = it.next_element().unwrap() {
         let key = text(&e.components[0]);
@@ -745,7 +806,11 @@ fn the_last_element_of_a_shard_holds_what_is_left_of_its_split() {
     named.clear();
     last.lineage.whole_splits(&mut named);
     assert_eq!(
-        named.ends.iter().map(|(n, t)| (n.index, *t)).collect::<Vec<_>>(),
+        named
+            .ends
+            .iter()
+            .map(|(n, t)| (n.index, *t))
+            .collect::<Vec<_>>(),
         [(0, 2)],
         "the last element ends the split: the source let go of it first"
     );
@@ -775,13 +840,31 @@ fn json_round_trip_and_bad_arguments() {
     assert_eq!(ds.cardinality(), crate::UNKNOWN_CARDINALITY);
     // Checked without reading anything.
     let bad: Vec<(Dataset, &str)> = vec![
-        (Dataset::webdataset(&["x-{0..1.tar"], Some(&["jpg"]), "raise"), "unbalanced"),
+        (
+            Dataset::webdataset(&["x-{0..1.tar"], Some(&["jpg"]), "raise"),
+            "unbalanced",
+        ),
         (Dataset::webdataset(&[], Some(&["jpg"]), "raise"), "no urls"),
-        (Dataset::webdataset(&["x.tar"], Some(&["JPG"]), "raise"), "lowercase"),
-        (Dataset::webdataset(&["x.tar"], Some(&["jpg", "jpg"]), "raise"), "twice"),
-        (Dataset::webdataset(&["x.tar"], Some(&["__key__"]), "raise"), "always"),
-        (Dataset::webdataset(&["x.tar"], Some(&["jpg"]), "ignore"), "on_error"),
-        (Dataset::webdataset(&["x-{0..9999999}.tar"], Some(&["jpg"]), "raise"), "10000000 strings"),
+        (
+            Dataset::webdataset(&["x.tar"], Some(&["JPG"]), "raise"),
+            "lowercase",
+        ),
+        (
+            Dataset::webdataset(&["x.tar"], Some(&["jpg", "jpg"]), "raise"),
+            "twice",
+        ),
+        (
+            Dataset::webdataset(&["x.tar"], Some(&["__key__"]), "raise"),
+            "always",
+        ),
+        (
+            Dataset::webdataset(&["x.tar"], Some(&["jpg"]), "ignore"),
+            "on_error",
+        ),
+        (
+            Dataset::webdataset(&["x-{0..9999999}.tar"], Some(&["jpg"]), "raise"),
+            "10000000 strings",
+        ),
     ];
     for (ds, needle) in bad {
         let err = ds.validate().unwrap_err();
@@ -795,9 +878,13 @@ fn json_round_trip_and_bad_arguments() {
     // A missing shard names itself when read; no sample to learn from is
     // said so.
     let missing = dir.path().join("none.tar").to_str().unwrap().to_string();
-    let err = Dataset::webdataset(&[&missing], None, "raise").validate().unwrap_err();
+    let err = Dataset::webdataset(&[&missing], None, "raise")
+        .validate()
+        .unwrap_err();
     expect_error(&err, &[&missing]);
     let empty = write(&dir, "empty.tar", &tar(&[]));
-    let err = Dataset::webdataset(&[&empty], None, "raise").validate().unwrap_err();
+    let err = Dataset::webdataset(&[&empty], None, "raise")
+        .validate()
+        .unwrap_err();
     expect_error(&err, &["no sample", "pass fields"]);
 }

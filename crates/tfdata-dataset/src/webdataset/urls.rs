@@ -226,11 +226,9 @@ impl Item {
             // At most 19 digits and a sign for an i64.
             Item::Ints { width, .. } => (*width).max(20) as u128,
             Item::Chars(_) => 1,
-            Item::Choice(alternatives) => alternatives
-                .iter()
-                .map(Pattern::max_len)
-                .max()
-                .unwrap_or(0),
+            Item::Choice(alternatives) => {
+                alternatives.iter().map(Pattern::max_len).max().unwrap_or(0)
+            }
             Item::Nested(p) => p.max_len(),
         }
     }
@@ -419,7 +417,11 @@ fn char_range(expr: &[char]) -> Option<Item> {
     let chars = if start < end {
         (start..=end).step_by(step).map(|i| alphabet[i]).collect()
     } else {
-        (end..=start).rev().step_by(step).map(|i| alphabet[i]).collect()
+        (end..=start)
+            .rev()
+            .step_by(step)
+            .map(|i| alphabet[i])
+            .collect()
     };
     Some(Item::Chars(chars))
 }
@@ -517,7 +519,13 @@ mod tests {
         );
         assert_eq!(
             expand("python{2.{5..7},3.{2,3}}"),
-            ["python2.5", "python2.6", "python2.7", "python3.2", "python3.3"]
+            [
+                "python2.5",
+                "python2.6",
+                "python2.7",
+                "python3.2",
+                "python3.3"
+            ]
         );
         assert_eq!(
             expand("{a,b}/{0..1}.tar"),
@@ -551,8 +559,7 @@ mod tests {
         let deep = format!("{}a,b{}", "{".repeat(40), "}".repeat(40));
         assert!(braceexpand(&deep).unwrap_err().contains("nested"));
         let long = "x".repeat(1000);
-        let err =
-            braceexpand_limited(&format!("{long}{{0..999}}"), 1 << 20, 100_000).unwrap_err();
+        let err = braceexpand_limited(&format!("{long}{{0..999}}"), 1 << 20, 100_000).unwrap_err();
         assert!(err.contains("bytes"), "{err}");
     }
 
