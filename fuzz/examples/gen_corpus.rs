@@ -341,6 +341,36 @@ fn main() {
         &with_head(&[7, 1], &grpc_frame(&open.encode_to_vec())),
     );
 
+    // webdataset_samples: mode byte, pattern part, fields part, shard; the
+    // shards are the dataset crate's webdataset fixtures (the first one cut
+    // after its second sample and the end-of-archive blocks).
+    let shard = include_bytes!("../../crates/tfdata-dataset/testdata/webdataset/shard-000000.tar");
+    let mixed = include_bytes!("../../crates/tfdata-dataset/testdata/webdataset/mixed.tar.gz");
+    let odd = include_bytes!("../../crates/tfdata-dataset/testdata/webdataset/odd.tar.gz");
+    for (name, mode, pattern, fields, body) in [
+        (
+            "plain",
+            0u8,
+            "shard-{000000..000001}.tar",
+            "",
+            &shard[..7168],
+        ),
+        (
+            "gzip_fields",
+            1 | 4,
+            "{a,b}/x-{0..3}.tar::c.tar",
+            "jpg,cls,seg.png",
+            &mixed[..],
+        ),
+        ("odd_small_limits", 2, "d{-05..5..2}{Y..b}", "", &odd[..]),
+    ] {
+        let mut seed = vec![mode];
+        put_part(&mut seed, pattern.as_bytes());
+        put_part(&mut seed, fields.as_bytes());
+        seed.extend_from_slice(body);
+        c.put("webdataset_samples", name, &seed);
+    }
+
     // tfrecord: mode byte, buffer size byte, file.
     let records: [&[u8]; 3] = [b"first", b"", b"third record"];
     for (mode, compression, name) in [

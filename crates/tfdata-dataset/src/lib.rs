@@ -29,6 +29,7 @@ pub mod snapshot;
 pub mod spec;
 pub mod spec_coder;
 pub mod splits;
+pub mod webdataset;
 
 pub use attrs::{Attr, Attrs, FunctionRef, InlineBody};
 pub use dataset::{Dataset, DatasetOp, INFINITE_CARDINALITY, IterContext, UNKNOWN_CARDINALITY};

@@ -45,7 +45,9 @@ const MAX_ELEMENT_DIFFS: usize = 4;
 /// no built-in ones), which TensorFlow cannot run; `load` reads a snapshot
 /// directory, checked against TensorFlow-made snapshots
 /// (`fixtures/snapshots`) in `src/snapshot/load.rs` instead.
-const OPS_WITHOUT_CASES: &[&str] = &["filter", "load"];
+/// (`parquet_dataset` and `webdataset` are no TensorFlow ops: their tests
+/// are in their modules.)
+const OPS_WITHOUT_CASES: &[&str] = &["filter", "load", "parquet_dataset", "webdataset"];
 
 /// Where tfdata differs from TensorFlow 2.21, knowingly: `(case, fragment)`;
 /// some mismatch line of the case must contain the fragment, and every
