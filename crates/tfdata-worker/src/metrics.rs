@@ -55,6 +55,9 @@ pub struct WorkerMetrics {
     pub credit_wait: Seconds,
     pub get_split_duration: Histogram,
     pub snapshot: SnapshotCommits,
+    // Brought up to the process's totals when scraped.
+    pub webdataset_skipped_samples: Counter,
+    pub webdataset_ignored_members: Counter,
 }
 
 impl Default for WorkerMetrics {
@@ -86,6 +89,8 @@ impl WorkerMetrics {
             credit_wait: Seconds::default(),
             get_split_duration: Histogram::default(),
             snapshot: SnapshotCommits::default(),
+            webdataset_skipped_samples: Counter::default(),
+            webdataset_ignored_members: Counter::default(),
         };
         // prometheus-client appends `_total` to counter names itself.
         let r = &mut m.registry;
@@ -149,7 +154,25 @@ impl WorkerMetrics {
             "Element bytes in the snapshot chunks this worker committed (before compression)",
             m.snapshot.bytes.clone(),
         );
+        r.register(
+            "tfdata_worker_webdataset_skipped_samples",
+            "WebDataset samples dropped by on_error=\"skip\" (damaged, missing a field, a bad integer) in this worker's process",
+            m.webdataset_skipped_samples.clone(),
+        );
+        r.register(
+            "tfdata_worker_webdataset_ignored_members",
+            "WebDataset tar members read past because their name has no key (README, .hidden), as webdataset drops them, in this worker's process",
+            m.webdataset_ignored_members.clone(),
+        );
         m
+    }
+
+    /// Raises a counter kept as a running total elsewhere to `total`.
+    pub fn catch_up_count(counter: &Counter, total: u64) {
+        let behind = total.saturating_sub(counter.get());
+        if behind > 0 {
+            counter.inc_by(behind);
+        }
     }
 
     /// Raises a seconds counter kept as a running total elsewhere to

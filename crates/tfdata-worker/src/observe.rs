@@ -92,6 +92,14 @@ impl Pace {
         let (busy, full) = self.pipeline_seconds(tasks);
         WorkerMetrics::catch_up(&m.pipeline_busy, busy);
         WorkerMetrics::catch_up(&m.buffer_full, full);
+        WorkerMetrics::catch_up_count(
+            &m.webdataset_skipped_samples,
+            tfdata_dataset::webdataset::skipped_samples(),
+        );
+        WorkerMetrics::catch_up_count(
+            &m.webdataset_ignored_members,
+            tfdata_dataset::webdataset::ignored_members(),
+        );
         TfdataWorkerStats {
             elements_sent: m.stream.elements.get() + m.get_element.elements.get(),
             bytes_sent: m.stream.bytes.get() + m.get_element.bytes.get(),
