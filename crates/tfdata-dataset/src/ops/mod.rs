@@ -35,6 +35,7 @@ pub const OP_NAMES: &[&str] = &[
     "fixed_length_record_dataset",
     "load",
     "parquet_dataset",
+    "array_record_dataset",
     "map",
     "filter",
     "flat_map",
@@ -91,6 +92,10 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
         return Ok(source);
     }
     if let Some(source) = crate::columnar::from_attrs(op, attrs)? {
+        no_inputs(op, &inputs)?;
+        return Ok(source);
+    }
+    if let Some(source) = crate::array_record::from_attrs(op, attrs)? {
         no_inputs(op, &inputs)?;
         return Ok(source);
     }
