@@ -60,6 +60,10 @@ pub const MAX_RECORDS_PER_CHUNK: u64 = 1 << 20;
 /// The most bytes a footer may decode to (a record of some 6 to 15 bytes
 /// per chunk).
 const MAX_FOOTER_BYTES: u64 = 256 << 20;
+/// The most bytes read for a footer: its encoded records (compressed, a
+/// footer is smaller than decoded; stored, a one-byte size per entry of
+/// at least six bytes and the block headers add under a quarter).
+const MAX_FOOTER_READ_BYTES: u64 = MAX_FOOTER_BYTES + MAX_FOOTER_BYTES / 4;
 /// The most chunks a file may have (footer records): 16 million, an index
 /// of 128 MiB (16 million records at ArrayRecord's default group_size 1;
 /// datasets are sharded into files far smaller).
@@ -93,10 +97,7 @@ struct ArrayRecordMetadata {
     num_chunks: Option<u64>,
     #[prost(uint64, optional, tag = "3")]
     num_records: Option<u64>,
-    /// Bytes, not a string: shown in messages only, never trusted to be
-    /// UTF-8.
-    #[prost(bytes = "vec", optional, tag = "4")]
-    writer_options: Option<Vec<u8>>,
+    // `writer_options` (4), a string for debugging, is skipped.
 }
 
 /// `ArrayRecordFooter`: one data chunk.
@@ -351,12 +352,12 @@ impl ArrayRecordFile {
             tail.slice((footer_at - tail_start) as usize..(postscript_at - tail_start) as usize)
         } else {
             let len = postscript_at - footer_at;
-            if len > MAX_FOOTER_BYTES + (MAX_FOOTER_BYTES >> 4) {
+            if len > MAX_FOOTER_READ_BYTES {
                 return Err(file.problem(
                     footer_at,
                     "the footer",
                     Problem::TooLarge(format!(
-                        "it spans {len} bytes, more than the {MAX_FOOTER_BYTES} this reader takes"
+                        "it spans {len} bytes, more than the {MAX_FOOTER_READ_BYTES} this reader takes"
                     )),
                 ));
             }
@@ -405,7 +406,7 @@ impl ArrayRecordFile {
         mut sizes: Option<&mut Vec<u64>>,
     ) -> Result<()> {
         let what = "the footer";
-        let records = riegeli::read_chunk(bytes, at, MAX_FOOTER_BYTES + (MAX_FOOTER_BYTES >> 4))
+        let records = riegeli::read_chunk(bytes, at, MAX_FOOTER_READ_BYTES)
             .and_then(|c| riegeli::decode_simple(&c, MAX_CHUNKS + 1, MAX_FOOTER_BYTES))
             .map_err(|p| self.problem(at, what, p))?;
         let bad = |reason: String| self.data_loss(at, format!("{what}: {reason}"));

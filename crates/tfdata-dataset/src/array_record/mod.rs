@@ -396,7 +396,17 @@ impl ElementIterator for ArrayRecordIter {
             };
             let skip = (span.next - records.start) as usize;
             let take = (wanted.end - span.next) as usize;
-            span.ready.extend(decoded.iter().skip(skip).take(take));
+            let records = decoded.iter().skip(skip).take(take);
+            if decoded.len() == 1 {
+                span.ready.extend(records);
+            } else {
+                // Copied out of the chunk: a slice would keep the whole
+                // chunk alive for as long as any one record of it is held
+                // (in a shuffle buffer, after a filter), and its records
+                // are not all wanted together.
+                span.ready
+                    .extend(records.map(|r| Bytes::copy_from_slice(&r)));
+            }
             if span.ready.len() != take {
                 let e = Error::Internal(format!(
                     "array_record_dataset: {} chunk {chunk} decoded fewer records than it holds",
