@@ -228,6 +228,7 @@ fn dispatcher_session(dir: &Path, dataset: wire::DatasetDef, policy: i32) -> Vec
         let iteration = wire::GetOrCreateIterationRequest {
             job_id,
             repetition: 0,
+            ..Default::default()
         };
         note(method::GET_OR_CREATE_ITERATION, &|| {
             iteration.encode_to_vec()
@@ -591,5 +592,29 @@ fn main() {
     put_part(&mut w, &grpc_frame(&open.encode_to_vec()));
     c.put("worker_rpc", "session", &w);
 
+    // array_record: Google's writer's files (the dataset crate's fixtures,
+    // made by its make_fixtures.py), in the target's two-block form.
+    for name in ["group_size_10", "default", "brotli", "snappy", "empty"] {
+        c.put("array_record", name, &array_record_seed(name));
+    }
+
     println!("seeds written under {}", c.root.display());
+}
+
+/// A two-block ArrayRecord fixture as the `array_record` target takes it:
+/// mode 0, its first block up to its last non-zero byte (signature, data
+/// chunks, footer, padding chunk header) as a part, then its last block
+/// likewise (the postscript).
+fn array_record_seed(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates/tfdata-dataset/testdata/array_record")
+        .join(format!("{name}.array_record"));
+    let file = std::fs::read(&path).expect("an ArrayRecord fixture");
+    assert_eq!(file.len(), 2 << 16, "{name}: two blocks");
+    let used = |block: &[u8]| block[..=block.iter().rposition(|&b| b != 0).unwrap_or(0)].to_vec();
+    let (first, last) = file.split_at(1 << 16);
+    let mut seed = vec![0u8];
+    put_part(&mut seed, &used(first));
+    seed.extend(used(last));
+    seed
 }

@@ -10,6 +10,7 @@
 //!
 //! This crate knows nothing of gRPC, dispatchers or workers.
 
+pub mod array_record;
 pub mod attrs;
 pub mod autoshard;
 pub mod builtins;

@@ -45,9 +45,16 @@ const MAX_ELEMENT_DIFFS: usize = 4;
 /// no built-in ones), which TensorFlow cannot run; `load` reads a snapshot
 /// directory, checked against TensorFlow-made snapshots
 /// (`fixtures/snapshots`) in `src/snapshot/load.rs` instead.
-/// (`parquet_dataset` and `webdataset` are no TensorFlow ops: their tests
-/// are in their modules.)
-const OPS_WITHOUT_CASES: &[&str] = &["filter", "load", "parquet_dataset", "webdataset"];
+/// (`parquet_dataset`, `webdataset` and `array_record_dataset` are no
+/// TensorFlow ops: their tests are in their modules, `array_record_dataset`
+/// against files and records of Google's own `array_record`.)
+const OPS_WITHOUT_CASES: &[&str] = &[
+    "filter",
+    "load",
+    "parquet_dataset",
+    "webdataset",
+    "array_record_dataset",
+];
 
 /// Where tfdata differs from TensorFlow 2.21, knowingly: `(case, fragment)`;
 /// some mismatch line of the case must contain the fragment, and every

@@ -36,6 +36,7 @@ pub const OP_NAMES: &[&str] = &[
     "load",
     "parquet_dataset",
     "webdataset",
+    "array_record_dataset",
     "map",
     "filter",
     "flat_map",
@@ -96,6 +97,10 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
         return Ok(source);
     }
     if let Some(source) = crate::webdataset::from_attrs(op, attrs)? {
+        no_inputs(op, &inputs)?;
+        return Ok(source);
+    }
+    if let Some(source) = crate::array_record::from_attrs(op, attrs)? {
         no_inputs(op, &inputs)?;
         return Ok(source);
     }
