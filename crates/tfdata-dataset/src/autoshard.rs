@@ -78,7 +78,8 @@ pub fn auto_shard(
                 (0, StaticPolicy::FileOrData) => Ok(data(root)),
                 (0, _) => Err(Error::FailedPrecondition(
                     "FILE sharding: the dataset reads no files (no list_files, tfrecord_dataset, \
-                     text_line_dataset, fixed_length_record_dataset or file-name source); use \
+                     text_line_dataset, fixed_length_record_dataset, parquet_dataset, \
+                     arrow_dataset, array_record_dataset, webdataset or file-name source); use \
                      DATA or FILE_OR_DATA"
                         .into(),
                 )),
@@ -160,9 +161,22 @@ fn shard_files(
             );
             Ok(())
         }
-        "tfrecord_dataset" | "text_line_dataset" | "fixed_length_record_dataset" => {
+        "tfrecord_dataset"
+        | "text_line_dataset"
+        | "fixed_length_record_dataset"
+        | "parquet_dataset"
+        | "arrow_dataset"
+        | "array_record_dataset"
+        | "webdataset" => {
             *found += 1;
-            let files = match def.attrs.get("filenames").and_then(|a| a.value.as_ref()) {
+            // The file list as given: a pattern is one entry (expanded by
+            // the source when it reads), so list the files to shard them.
+            let key = if def.op == "webdataset" {
+                "urls"
+            } else {
+                "filenames"
+            };
+            let files = match def.attrs.get(key).and_then(|a| a.value.as_ref()) {
                 Some(Value::List(l)) => l.values.clone(),
                 Some(Value::S(s)) => vec![wire::AttrValue {
                     value: Some(Value::S(s.clone())),
@@ -171,7 +185,9 @@ fn shard_files(
             };
             if (files.len() as i64) < num_workers {
                 return Err(Error::FailedPrecondition(format!(
-                    "FILE sharding: {} reads {} files, fewer than the {num_workers} workers; use DATA sharding",
+                    "FILE sharding: {} reads {} files, fewer than the {num_workers} workers (a \
+                     pattern counts as one here: list its files to shard them); use DATA \
+                     sharding",
                     def.op,
                     files.len()
                 )));
@@ -183,7 +199,7 @@ fn shard_files(
                 .map(|(_, f)| f)
                 .collect();
             def.attrs.insert(
-                "filenames".into(),
+                key.into(),
                 wire::AttrValue {
                     value: Some(Value::List(wire::AttrList { values: mine })),
                 },
@@ -218,6 +234,61 @@ mod tests {
             out.push(e.components[0].to_scalar::<i64>()?);
         }
         Ok(out)
+    }
+
+    /// The columnar, WebDataset and ArrayRecord sources shard their file
+    /// lists as TFRecord files do; a pattern is one entry.
+    #[test]
+    fn the_new_sources_shard_their_files() {
+        let files = |def: &wire::OpDef, key: &str| -> Vec<String> {
+            match def.attrs.get(key).and_then(|a| a.value.as_ref()) {
+                Some(Value::List(l)) => l
+                    .values
+                    .iter()
+                    .filter_map(|v| match &v.value {
+                        Some(Value::S(s)) => Some(s.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+                other => panic!("{key}: {other:?}"),
+            }
+        };
+        let names = ["a", "b", "c", "d", "e"];
+        let listed = |values: &[&str]| wire::AttrValue {
+            value: Some(Value::List(wire::AttrList {
+                values: values
+                    .iter()
+                    .map(|v| wire::AttrValue {
+                        value: Some(Value::S(v.to_string())),
+                    })
+                    .collect(),
+            })),
+        };
+        // The sources as their pipeline defs name them (made by hand: the
+        // files do not exist, and the sources look into them for their
+        // element spec).
+        let source = |name: &str, key: &str, values: &[&str]| wire::OpDef {
+            op: name.to_string(),
+            attrs: [(key.to_string(), listed(values))].into(),
+            ..Default::default()
+        };
+        for (name, key) in [
+            ("parquet_dataset", "filenames"),
+            ("arrow_dataset", "filenames"),
+            ("array_record_dataset", "filenames"),
+            ("webdataset", "urls"),
+        ] {
+            let batched = op(
+                "batch",
+                source(name, key, &names),
+                vec![("batch_size", int(4))],
+            );
+            let root = auto_shard(&batched, StaticPolicy::File, 2, 1).unwrap();
+            assert_eq!(files(&root.inputs[0], key), ["b", "d"], "{name}");
+        }
+        let one_pattern = source("parquet_dataset", "filenames", &["data/*.parquet"]);
+        let err = auto_shard(&one_pattern, StaticPolicy::File, 2, 0).unwrap_err();
+        assert!(err.to_string().contains("list its files"), "{err}");
     }
 
     #[test]

@@ -368,7 +368,9 @@ pub(crate) fn split_providers_for(def: &wire::DatasetDef) -> Result<Vec<Box<dyn 
             None => Err(Error::InvalidArgument(format!(
                 "distributed_epoch: the dataset's source `{}` cannot be split dynamically \
                  (splittable sources: range, from_tensors, from_tensor_slices, list_files, \
-                 tfrecord_dataset, text_line_dataset)",
+                 tfrecord_dataset, text_line_dataset, fixed_length_record_dataset, load, \
+                 parquet_dataset, arrow_dataset, huggingface_dataset, webdataset, \
+                 array_record_dataset)",
                 source.op().name()
             ))),
         })
