@@ -266,3 +266,120 @@ def test_distributed_datasets_give_arrow_batches_too(cluster, many_row_groups):
     assert table.num_rows == 5000
     assert sorted(table.column("v").to_pylist()) == list(range(5000))
     assert table.schema.field("text").type == pa.string()
+
+
+# ---- WebDataset: shards written by webdataset's TarWriter ----
+
+
+@pytest.fixture
+def shards(tmp_path):
+    """4 shards of 50 samples written by webdataset.TarWriter: a JPEG-like
+    payload, a class, a caption and a JSON document per sample."""
+    wds = pytest.importorskip("webdataset")
+    for s in range(4):
+        with wds.TarWriter(str(tmp_path / f"shard-{s:06d}.tar")) as w:
+            for i in range(50):
+                n = s * 50 + i
+                w.write({
+                    "__key__": f"sample{n:06d}",
+                    "jpg": bytes([0xFF, 0xD8]) + n.to_bytes(4, "little"),
+                    "cls": n % 10,
+                    "txt": f"caption {n}",
+                    "json": {"n": n},
+                })
+    return str(tmp_path / "shard-{000000..000003}.tar")
+
+
+def test_webdataset_samples_are_what_webdataset_reads(shards):
+    wds = pytest.importorskip("webdataset")
+    theirs = list(wds.WebDataset(shards, shardshuffle=False))
+    ours = list(tfdata.WebDataset(shards))
+    assert len(ours) == len(theirs) == 200
+    for a, b in zip(ours, theirs):
+        assert a["__key__"] == b["__key__"].encode()
+        assert a["__url__"] == b["__url__"].encode()
+        assert a["jpg"] == b["jpg"]
+        assert a["txt"] == b["txt"]
+        assert a["json"] == b["json"]
+        # cls is webdataset's int decoder's field: int64 here.
+        assert int(a["cls"]) == int(b["cls"])
+        assert a["cls"].dtype == np.int64
+    only = list(tfdata.WebDataset(shards, fields=["jpg", "cls"]))
+    assert set(only[0]) == {"jpg", "cls", "__key__", "__url__"}
+
+
+def test_damaged_shards_name_the_shard_and_offset_or_are_skipped(tmp_path, shards):
+    first = tmp_path / "shard-000000.tar"
+    data = first.read_bytes()
+    cut = tmp_path / "cut.tar"
+    cut.write_bytes(data[: len(data) // 2 + 100])  # mid-member
+    with pytest.raises(errors.DataLossError) as e:
+        list(tfdata.WebDataset(str(cut)))
+    assert "cut.tar" in str(e.value) and "offset" in str(e.value), e.value
+    # Skipping: what came before the damage is kept.
+    kept = list(tfdata.WebDataset(str(cut), on_error="skip"))
+    assert 0 < len(kept) < 50
+    assert [int(k["cls"]) for k in kept] == [n % 10 for n in range(len(kept))]
+    with pytest.raises(errors.InvalidArgumentError, match="nope"):
+        list(tfdata.WebDataset(shards, fields=["jpg", "nope"]))
+    with pytest.raises(ValueError, match="on_error"):
+        tfdata.WebDataset(shards, on_error="ignore")
+
+
+def test_webdataset_in_distributed_epoch_exactly_once_with_a_worker_killed_mid_shard(dispatcher, shards):
+    workers = [TfdataPythonProcess("worker", "--dispatcher-address", dispatcher._address) for _ in range(2)]
+    try:
+        wait_for(lambda: dispatcher._num_workers() >= 2, what="two workers")
+        ds = tfdata.WebDataset(shards, fields=["cls"]).apply(
+            service.distribute("distributed_epoch", dispatcher.target)
+        )
+        keys = []
+        for e in ds:
+            keys.append(e["__key__"])
+            if len(keys) == 60:
+                workers[0].stop(signal.SIGKILL)
+        assert collections.Counter(keys) == {f"sample{n:06d}".encode(): 1 for n in range(200)}
+    finally:
+        for w in workers:
+            w.stop(signal.SIGKILL)
+
+
+def test_webdataset_restored_from_a_checkpoint_mid_shard(dispatcher, shards):
+    workers = [service.WorkerServer(service.WorkerConfig(dispatcher_address=dispatcher._address)) for _ in range(2)]
+    try:
+        ds = tfdata.WebDataset(shards, fields=["cls"]).batch(3).apply(
+            service.distribute("distributed_epoch", dispatcher.target)
+        )
+        consumed, state = [], None
+        for n in (7, 20, 11):
+            it = iter(ds)
+            if state is not None:
+                it.restore(state)
+            for _ in range(n):
+                consumed.extend(next(it)["__key__"].tolist())
+            state = it.checkpoint()
+            next(it)
+        it = iter(ds)
+        it.restore(state)
+        for b in it:
+            consumed.extend(b["__key__"].tolist())
+        assert collections.Counter(consumed) == {f"sample{n:06d}".encode(): 1 for n in range(200)}
+    finally:
+        for w in workers:
+            w.stop()
+
+
+# ---- ArrayRecord: files written by Google's array_record writer ----
+
+
+def test_array_record_files_read_as_the_array_record_reader_reads_them():
+    import json
+    from conftest import REPO
+
+    fixtures = REPO / "crates" / "tfdata-dataset" / "testdata" / "array_record"
+    expected = json.loads((fixtures / "expected.json").read_text())
+    for name in ("default", "group_size_10", "snappy", "uncompressed", "brotli"):
+        got = [bytes(r) for r in tfdata.ArrayRecordDataset(fixtures / f"{name}.array_record")]
+        assert got == [bytes.fromhex(r) for r in expected[name]["records"]], name
+    with pytest.raises(errors.UnimplementedError, match="transposed"):
+        list(tfdata.ArrayRecordDataset(fixtures / "transposed.array_record"))
