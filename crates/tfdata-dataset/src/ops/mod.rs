@@ -35,6 +35,7 @@ pub const OP_NAMES: &[&str] = &[
     "fixed_length_record_dataset",
     "load",
     "parquet_dataset",
+    "arrow_dataset",
     "map",
     "filter",
     "flat_map",
