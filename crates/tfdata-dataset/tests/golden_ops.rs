@@ -45,7 +45,10 @@ const MAX_ELEMENT_DIFFS: usize = 4;
 /// no built-in ones), which TensorFlow cannot run; `load` reads a snapshot
 /// directory, checked against TensorFlow-made snapshots
 /// (`fixtures/snapshots`) in `src/snapshot/load.rs` instead.
-const OPS_WITHOUT_CASES: &[&str] = &["filter", "load"];
+/// `arrow_dataset` and `huggingface_dataset` are not TensorFlow's: they are
+/// checked against files pyarrow and `datasets` wrote, in
+/// `src/columnar/{arrow_ipc,huggingface}/tests.rs`.
+const OPS_WITHOUT_CASES: &[&str] = &["filter", "load", "arrow_dataset", "huggingface_dataset"];
 
 /// Where tfdata differs from TensorFlow 2.21, knowingly: `(case, fragment)`;
 /// some mismatch line of the case must contain the fragment, and every

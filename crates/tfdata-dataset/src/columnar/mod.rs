@@ -8,13 +8,17 @@
 //!   (pruning) and evaluated on the rows read;
 //! * [`parquet`][mod@parquet]: `parquet_dataset`;
 //! * [`arrow_ipc`]: `arrow_dataset`, Arrow IPC files and streams;
-//! * [`transform`]: a rewrite of each batch before it is converted.
+//! * [`huggingface`]: `huggingface_dataset`, `datasets`' folders and Hub
+//!   snapshots, read through `arrow_dataset` or `parquet_dataset` with the
+//!   features applied to each batch ([`transform`]).
 //!
-//! Module dependencies point one way: `parquet → {convert, predicate}`,
+//! Module dependencies point one way: `huggingface → {arrow_ipc, parquet}`,
+//! `parquet → {convert, predicate, transform}`,
 //! `arrow_ipc → {convert, transform}`.
 
 pub mod arrow_ipc;
 pub mod convert;
+pub mod huggingface;
 pub mod parquet;
 pub mod predicate;
 pub mod transform;
@@ -27,13 +31,14 @@ use crate::Dataset;
 use crate::attrs::{Attr, Attrs};
 
 /// The op names this module builds.
-pub const OP_NAMES: &[&str] = &["parquet_dataset", "arrow_dataset"];
+pub const OP_NAMES: &[&str] = &["parquet_dataset", "arrow_dataset", "huggingface_dataset"];
 
 /// Rebuilds a columnar source from its attributes; `None` for other ops.
 pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<Option<Dataset>> {
     Ok(Some(match op {
         "parquet_dataset" => Dataset::from_op(parquet::from_attrs(op, attrs)?),
         "arrow_dataset" => Dataset::from_op(arrow_ipc::from_attrs(op, attrs)?),
+        "huggingface_dataset" => Dataset::from_op(huggingface::from_attrs(op, attrs)?),
         _ => return Ok(None),
     }))
 }

@@ -39,6 +39,7 @@ use tfdata_core::{Element, Error, Lineage, Result, Tensor};
 
 use super::convert::{BatchPlan, Declared};
 use super::predicate::{ColumnStats, Predicate, column_literals};
+use super::transform::BatchTransform;
 use crate::attrs::{Attr, Attrs};
 use crate::dataset::{DatasetOp, IterContext};
 use crate::io::FileSystem;
@@ -66,6 +67,9 @@ pub struct ParquetSource {
     pub declared: Declared,
     /// The files, the first one's schema and the plan, once known.
     prepared: Mutex<Option<Arc<Prepared>>>,
+    /// Rewrites batches before they become elements (not an attribute: set
+    /// by a source built on this one, e.g. `huggingface_dataset`).
+    transform: Option<Arc<dyn BatchTransform>>,
 }
 
 /// What reading needs, found once from the file names and the first file.
@@ -93,7 +97,15 @@ impl ParquetSource {
             filter,
             declared,
             prepared: Mutex::new(None),
+            transform: None,
         }
+    }
+
+    /// The same source with its batches rewritten by `transform` (after
+    /// the filter, which reads the file's own columns).
+    pub fn with_transform(mut self, transform: Arc<dyn BatchTransform>) -> Self {
+        self.transform = Some(transform);
+        self
     }
 
     fn prepare(&self) -> Result<Arc<Prepared>> {
@@ -111,8 +123,12 @@ impl ParquetSource {
         let files = expand(&self.filenames)?;
         let first = ParquetFile::open(&files[0])?;
         let schema = first.meta.schema().clone();
+        let planned = match &self.transform {
+            Some(t) => t.schema(&schema).map_err(|e| in_file(&files[0], e))?,
+            None => Arc::clone(&schema),
+        };
         let plan = BatchPlan::new(
-            &schema,
+            &planned,
             self.columns.as_deref(),
             &self.declared,
             self.batch_size.is_some(),
@@ -221,6 +237,7 @@ impl DatasetOp for ParquetSource {
             prepared,
             open: HashMap::new(),
             group: None,
+            transform: self.transform.clone(),
         }))
     }
 
@@ -554,6 +571,7 @@ struct ParquetIter {
     /// Footers of files opened, by index (at most [`OPEN_FILES`]).
     open: HashMap<usize, Arc<ParquetFile>>,
     group: Option<Group>,
+    transform: Option<Arc<dyn BatchTransform>>,
 }
 
 impl ParquetIter {
@@ -645,6 +663,9 @@ impl ParquetIter {
             let mask = BooleanArray::from(filter.mask(&batch)?);
             batch = arrow_select::filter::filter_record_batch(&batch, &mask)
                 .map_err(|e| Error::Internal(format!("{what}: filtering rows: {e}")))?;
+        }
+        if let Some(t) = &self.transform {
+            batch = t.batch(batch, &what)?;
         }
         match batch_rows {
             // Rows: every read's rows.

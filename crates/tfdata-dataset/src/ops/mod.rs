@@ -36,6 +36,7 @@ pub const OP_NAMES: &[&str] = &[
     "load",
     "parquet_dataset",
     "arrow_dataset",
+    "huggingface_dataset",
     "map",
     "filter",
     "flat_map",
