@@ -5,11 +5,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, BinaryArray, Int64Array, StringArray, StructArray};
+use arrow_array::cast::AsArray;
+use arrow_array::{ArrayRef, BinaryArray, Int64Array, RecordBatch, StringArray, StructArray};
 use arrow_schema::{DataType, Field};
 use serde_json::Value as Json;
 use tfdata_core::{DType, Element, Tensor};
 
+use super::layout::split_of_file;
 use super::*;
 use crate::IterContext;
 
