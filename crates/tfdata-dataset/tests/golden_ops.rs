@@ -45,13 +45,16 @@ const MAX_ELEMENT_DIFFS: usize = 4;
 /// no built-in ones), which TensorFlow cannot run; `load` reads a snapshot
 /// directory, checked against TensorFlow-made snapshots
 /// (`fixtures/snapshots`) in `src/snapshot/load.rs` instead.
-/// (`parquet_dataset`, `webdataset` and `array_record_dataset` are no
-/// TensorFlow ops: their tests are in their modules, `array_record_dataset`
-/// against files and records of Google's own `array_record`.)
+/// (`parquet_dataset`, `arrow_dataset`, `huggingface_dataset`, `webdataset`
+/// and `array_record_dataset` are no TensorFlow ops: their tests are in
+/// their modules, against files pyarrow, `datasets`, webdataset's TarWriter
+/// and Google's own `array_record` wrote.)
 const OPS_WITHOUT_CASES: &[&str] = &[
     "filter",
     "load",
     "parquet_dataset",
+    "arrow_dataset",
+    "huggingface_dataset",
     "webdataset",
     "array_record_dataset",
 ];

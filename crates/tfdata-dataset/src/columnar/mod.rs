@@ -1,20 +1,29 @@
-//! Columnar sources: the data PyTorch and JAX teams keep in Parquet (and,
-//! next, Arrow IPC files and Hugging Face dataset folders), read with
-//! arrow-rs into the engine's tensors.
+//! Columnar sources: the data PyTorch and JAX teams keep in Parquet, Arrow
+//! IPC files and Hugging Face dataset folders, read with arrow-rs into the
+//! engine's tensors.
 //!
 //! * [`convert`]: Arrow types as tensor dtypes and shapes, record batches
 //!   as elements (a dictionary per row, or one per batch of rows);
 //! * [`export`]: elements back to Arrow record batches (`as_arrow_iterator`);
 //! * [`predicate`]: row filters, checked against row-group statistics
 //!   (pruning) and evaluated on the rows read;
-//! * [`parquet`][mod@parquet]: `parquet_dataset`.
+//! * [`parquet`][mod@parquet]: `parquet_dataset`;
+//! * [`arrow_ipc`]: `arrow_dataset`, Arrow IPC files and streams;
+//! * [`huggingface`]: `huggingface_dataset`, `datasets`' folders and Hub
+//!   snapshots, read through `arrow_dataset` or `parquet_dataset` with the
+//!   features applied to each batch ([`transform`]).
 //!
-//! Module dependencies point one way: `parquet → {convert, predicate}`.
+//! Module dependencies point one way: `huggingface → {arrow_ipc, parquet}`,
+//! `parquet → {convert, predicate, transform}`,
+//! `arrow_ipc → {convert, transform}`.
 
+pub mod arrow_ipc;
 pub mod convert;
 pub mod export;
+pub mod huggingface;
 pub mod parquet;
 pub mod predicate;
+pub mod transform;
 
 use std::collections::BTreeMap;
 
@@ -24,12 +33,14 @@ use crate::Dataset;
 use crate::attrs::{Attr, Attrs};
 
 /// The op names this module builds.
-pub const OP_NAMES: &[&str] = &["parquet_dataset"];
+pub const OP_NAMES: &[&str] = &["parquet_dataset", "arrow_dataset", "huggingface_dataset"];
 
 /// Rebuilds a columnar source from its attributes; `None` for other ops.
 pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<Option<Dataset>> {
     Ok(Some(match op {
         "parquet_dataset" => Dataset::from_op(parquet::from_attrs(op, attrs)?),
+        "arrow_dataset" => Dataset::from_op(arrow_ipc::from_attrs(op, attrs)?),
+        "huggingface_dataset" => Dataset::from_op(huggingface::from_attrs(op, attrs)?),
         _ => return Ok(None),
     }))
 }

@@ -40,6 +40,7 @@ use tfdata_core::{Element, Error, Lineage, Result, Tensor};
 
 use super::convert::{BatchPlan, Declared};
 use super::predicate::{ColumnStats, Predicate, column_literals};
+use super::transform::BatchTransform;
 use crate::attrs::{Attr, Attrs};
 use crate::dataset::{DatasetOp, IterContext};
 use crate::io::FileSystem;
@@ -67,6 +68,9 @@ pub struct ParquetSource {
     pub declared: Declared,
     /// The files, the first one's schema and the plan, once known.
     prepared: Mutex<Option<Arc<Prepared>>>,
+    /// Rewrites batches before they become elements (not an attribute: set
+    /// by a source built on this one, e.g. `huggingface_dataset`).
+    transform: Option<Arc<dyn BatchTransform>>,
 }
 
 /// What reading needs, found once from the file names and the first file.
@@ -94,7 +98,15 @@ impl ParquetSource {
             filter,
             declared,
             prepared: Mutex::new(None),
+            transform: None,
         }
+    }
+
+    /// The same source with its batches rewritten by `transform` (after
+    /// the filter, which reads the file's own columns).
+    pub fn with_transform(mut self, transform: Arc<dyn BatchTransform>) -> Self {
+        self.transform = Some(transform);
+        self
     }
 
     fn prepare(&self) -> Result<Arc<Prepared>> {
@@ -112,8 +124,12 @@ impl ParquetSource {
         let files = expand(&self.filenames)?;
         let first = ParquetFile::open(&files[0], false)?;
         let schema = first.meta.schema().clone();
+        let planned = match &self.transform {
+            Some(t) => t.schema(&schema).map_err(|e| in_file(&files[0], e))?,
+            None => Arc::clone(&schema),
+        };
         let plan = BatchPlan::new(
-            &schema,
+            &planned,
             self.columns.as_deref(),
             &self.declared,
             self.batch_size.is_some(),
@@ -223,6 +239,7 @@ impl DatasetOp for ParquetSource {
             open: HashMap::new(),
             group: None,
             fetched_bytes: 0,
+            transform: self.transform.clone(),
         }))
     }
 
@@ -765,6 +782,7 @@ struct ParquetIter {
     group: Option<Group>,
     /// Bytes of column chunks fetched so far (pages pruned are not).
     fetched_bytes: u64,
+    transform: Option<Arc<dyn BatchTransform>>,
 }
 
 impl ParquetIter {
@@ -856,6 +874,9 @@ impl ParquetIter {
             let mask = BooleanArray::from(filter.mask(&batch)?);
             batch = arrow_select::filter::filter_record_batch(&batch, &mask)
                 .map_err(|e| Error::Internal(format!("{what}: filtering rows: {e}")))?;
+        }
+        if let Some(t) = &self.transform {
+            batch = t.batch(batch, &what)?;
         }
         match batch_rows {
             // Rows: every read's rows.

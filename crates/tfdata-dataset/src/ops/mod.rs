@@ -37,6 +37,8 @@ pub const OP_NAMES: &[&str] = &[
     "parquet_dataset",
     "webdataset",
     "array_record_dataset",
+    "arrow_dataset",
+    "huggingface_dataset",
     "map",
     "filter",
     "flat_map",
