@@ -383,3 +383,117 @@ def test_array_record_files_read_as_the_array_record_reader_reads_them():
         assert got == [bytes.fromhex(r) for r in expected[name]["records"]], name
     with pytest.raises(errors.UnimplementedError, match="transposed"):
         list(tfdata.ArrayRecordDataset(fixtures / "transposed.array_record"))
+
+
+# ---- Arrow IPC files (pyarrow) and Hugging Face datasets (datasets) ----
+
+
+def test_arrow_files_and_streams_written_by_pyarrow(tmp_path, users_table):
+    table = users_table.select(["id", "score", "label", "xy", "tokens"])
+    stream = tmp_path / "t.arrows"
+    with pa.ipc.new_stream(stream, table.schema) as w:
+        for batch in table.to_batches(max_chunksize=300):
+            w.write_batch(batch)
+    file = tmp_path / "t.arrow"
+    with pa.ipc.new_file(file, table.schema) as w:
+        for batch in table.to_batches(max_chunksize=300):
+            w.write_batch(batch)
+    feather = tmp_path / "t.feather"
+    import pyarrow.feather
+
+    pyarrow.feather.write_feather(table, feather)  # LZ4-compressed by default
+    want = table.to_pylist()
+    for r in want:
+        r["label"] = r["label"].encode()
+    for path in (stream, file, feather):
+        assert _rows(tfdata.ArrowDataset(path)) == want, path
+    batches = list(tfdata.ArrowDataset(file, columns=["id"], batch_size=128))
+    assert np.concatenate([b["id"] for b in batches]).tolist() == list(range(1000))
+    bad = tmp_path / "bad.arrow"
+    bad.write_bytes(file.read_bytes()[:-300])
+    with pytest.raises(errors.OpError, match="bad.arrow"):
+        list(tfdata.ArrowDataset(bad))
+
+
+@pytest.fixture
+def jpeg_bytes():
+    from conftest import REPO
+
+    fixtures = REPO / "crates" / "tfdata-dataset" / "tests" / "fixtures" / "kernels"
+    return [(fixtures / name).read_bytes() for name in ("jpeg_rgb420.jpg", "jpeg_noise.jpg", "jpeg_odd.jpg")]
+
+
+def _hf_dataset(jpeg_bytes, n):
+    datasets = pytest.importorskip("datasets")
+    features = datasets.Features({
+        "image": datasets.Image(),
+        "label": datasets.ClassLabel(names=["cat", "dog", "bird"]),
+        "caption": datasets.Value("string"),
+        "scores": datasets.Sequence(datasets.Value("float32"), length=2),
+    })
+    return datasets.Dataset.from_dict(
+        {
+            "image": [{"bytes": jpeg_bytes[i % 3], "path": None} for i in range(n)],
+            "label": [i % 3 for i in range(n)],
+            "caption": [f"picture {i}" for i in range(n)],
+            "scores": [[i / 2, -i / 2] for i in range(n)],
+        },
+        features=features,
+    )
+
+
+def test_a_save_to_disk_folder_reads_as_datasets_reads_it(tmp_path, jpeg_bytes):
+    datasets = pytest.importorskip("datasets")
+    _hf_dataset(jpeg_bytes, 40).save_to_disk(tmp_path / "saved", num_shards=2)
+    theirs = datasets.load_from_disk(str(tmp_path / "saved")).cast_column("image", datasets.Image(decode=False))
+    ours = list(tfdata.HuggingFaceDataset(tmp_path / "saved"))
+    assert len(ours) == len(theirs) == 40
+    for a, b in zip(ours, theirs):
+        assert a["image"] == b["image"]["bytes"]  # Image: the encoded bytes
+        assert a["label"] == b["label"] and a["label"].dtype == np.int64  # ClassLabel: int64
+        assert a["caption"] == b["caption"].encode()
+        assert a["scores"].tolist() == pytest.approx(b["scores"])
+    # The image bytes are what decode_jpeg takes.
+    decoded = tfdata.HuggingFaceDataset(tmp_path / "saved", columns=["image"]).map(
+        tfdata.functions.decode_jpeg(channels=3, component="image")
+    )
+    first = next(iter(decoded))["image"]
+    assert first.dtype == np.uint8 and first.ndim == 3 and first.shape[2] == 3
+
+
+def test_dataset_dicts_and_hub_snapshots_by_split(tmp_path, jpeg_bytes):
+    datasets = pytest.importorskip("datasets")
+    full = _hf_dataset(jpeg_bytes, 30)
+    dd = datasets.DatasetDict({"train": full.select(range(20)), "test": full.select(range(20, 30))})
+    dd.save_to_disk(tmp_path / "dict")
+    assert len(list(tfdata.HuggingFaceDataset(tmp_path / "dict", split="test"))) == 10
+    with pytest.raises(errors.OpError, match="train") as e:
+        list(tfdata.HuggingFaceDataset(tmp_path / "dict"))
+    assert "test" in str(e.value)
+    # A Hub snapshot's Parquet layout.
+    (tmp_path / "hub" / "data").mkdir(parents=True)
+    dd["train"].to_parquet(str(tmp_path / "hub" / "data" / "train-00000-of-00001.parquet"))
+    rows = list(tfdata.HuggingFaceDataset(tmp_path / "hub", split="train", columns=["label", "image"]))
+    assert [int(r["label"]) for r in rows] == [i % 3 for i in range(20)]
+    assert rows[4]["image"] == jpeg_bytes[1]
+    with pytest.raises(errors.OpError, match="save_to_disk"):
+        list(tfdata.HuggingFaceDataset(tmp_path / "nothing-here"))
+
+
+def test_a_hugging_face_dataset_exactly_once_with_a_worker_killed(dispatcher, tmp_path, jpeg_bytes):
+    _hf_dataset(jpeg_bytes, 6000).save_to_disk(tmp_path / "big", num_shards=3)
+    workers = [TfdataPythonProcess("worker", "--dispatcher-address", dispatcher._address) for _ in range(2)]
+    try:
+        wait_for(lambda: dispatcher._num_workers() >= 2, what="two workers")
+        ds = tfdata.HuggingFaceDataset(tmp_path / "big", columns=["caption"]).apply(
+            service.distribute("distributed_epoch", dispatcher.target)
+        )
+        seen = []
+        for e in ds:
+            seen.append(e["caption"])
+            if len(seen) == 1500:
+                workers[0].stop(signal.SIGKILL)
+        assert collections.Counter(seen) == {f"picture {i}".encode(): 1 for i in range(6000)}
+    finally:
+        for w in workers:
+            w.stop(signal.SIGKILL)
