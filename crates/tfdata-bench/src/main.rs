@@ -461,7 +461,7 @@ struct Cli {
     #[arg(long)]
     compare_peers: bool,
     /// For `parquet`: rows of the table.
-    #[arg(long, default_value_t = 4_000_000)]
+    #[arg(long, default_value_t = 16_000_000)]
     sources_rows: u64,
     /// For `hf` and `webdataset`: images in the data set.
     #[arg(long, default_value_t = 2048)]
@@ -577,6 +577,7 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
                 rows: cli.sources_rows,
                 images: cli.sources_images,
                 compare_peers: cli.compare_peers,
+                repeats: cli.repeats,
             };
             sources::run(kind, &options, &mut emit)
         }

@@ -58,6 +58,8 @@ pub struct SourcesOptions {
     /// Images of the `hf` and `webdataset` data sets.
     pub images: u64,
     pub compare_peers: bool,
+    /// Runs of each engine, alternating; the median is reported.
+    pub repeats: usize,
 }
 
 /// One JSON line of `scripts/sources_reader.py`.
@@ -93,15 +95,26 @@ fn pipeline(kind: Kind, files: &Value) -> Result<(String, &'static str)> {
             .map(str::to_string)
             .with_context(|| format!("make_sources.py printed no {key}: {files}"))
     };
+    // Decoded and resized to 224×224 as the peers' PIL does, to uint8 as
+    // theirs (TensorFlow's bilinear resize gives float32: cast back).
     let images = |source: Value| {
+        let component = if kind == Kind::HuggingFace {
+            "image"
+        } else {
+            "jpg"
+        };
         json!({
             "op": "batch", "batch_size": 64,
             "input": {
                 "op": "map", "num_parallel_calls": -1,
-                "function": {"function": "decode_jpeg_resize", "args": {
-                    "component": if kind == Kind::HuggingFace { "image" } else { "jpg" },
-                    "size": [224, 224], "channels": 3}},
-                "input": source,
+                "function": {"function": "cast", "args": {
+                    "component": component, "dtype": "uint8"}},
+                "input": {
+                    "op": "map", "num_parallel_calls": -1,
+                    "function": {"function": "decode_jpeg_resize", "args": {
+                        "component": component, "size": [224, 224], "channels": 3}},
+                    "input": source,
+                }
             }
         })
     };
@@ -170,6 +183,24 @@ fn rate(v: &Value) -> f64 {
     v["rows_per_second"].as_f64().unwrap_or(0.0)
 }
 
+/// One engine's runs: the median one (by rate), and every rate.
+struct Runs {
+    median: Value,
+    rates: Vec<f64>,
+    worker_peak: Option<u64>,
+}
+
+fn median(mut runs: Vec<(Value, Option<u64>)>) -> Runs {
+    runs.sort_by(|a, b| rate(&a.0).total_cmp(&rate(&b.0)));
+    let rates = runs.iter().map(|(v, _)| rate(v)).collect();
+    let (median, worker_peak) = runs.swap_remove(runs.len() / 2);
+    Runs {
+        median,
+        rates,
+        worker_peak,
+    }
+}
+
 pub fn run(
     kind: Kind,
     options: &SourcesOptions,
@@ -181,26 +212,26 @@ pub fn run(
         Kind::Parquet => &["arrow", "numpy"],
         _ => &["numpy"],
     };
-    let mut ours = Vec::new();
-    for format in formats {
-        let (result, worker_peak) = measure_tfdata(options, &json_pipeline, rows_key, format)?;
-        ours.push((*format, result, worker_peak));
-    }
-    let (_, headline, _) = &ours[0];
-    let reference = rate(headline);
-    let mut peers: Vec<(&str, Value)> = Vec::new();
-    if options.compare_peers {
-        let path = files["path"]
-            .as_str()
-            .or(files["pattern"].as_str())
-            .context("no path")?
-            .to_string();
-        let engines: &[&str] = match kind {
-            Kind::Parquet => &["pyarrow", "ray"],
-            Kind::HuggingFace => &["datasets"],
-            Kind::WebDataset => &["webdataset"],
-        };
-        for engine in engines {
+    let path = files["path"]
+        .as_str()
+        .or(files["pattern"].as_str())
+        .context("no path")?
+        .to_string();
+    let engines: &[&str] = match (options.compare_peers, kind) {
+        (false, _) => &[],
+        (true, Kind::Parquet) => &["pyarrow", "ray"],
+        (true, Kind::HuggingFace) => &["datasets"],
+        (true, Kind::WebDataset) => &["webdataset"],
+    };
+    // Engines alternate within each repeat, so a disturbance of the
+    // machine falls on all of them; the median run of each is reported.
+    let mut ours: Vec<Vec<(Value, Option<u64>)>> = vec![Vec::new(); formats.len()];
+    let mut theirs: Vec<Vec<(Value, Option<u64>)>> = vec![Vec::new(); engines.len()];
+    for _ in 0..options.repeats.max(1) {
+        for (f, format) in formats.iter().enumerate() {
+            ours[f].push(measure_tfdata(options, &json_pipeline, rows_key, format)?);
+        }
+        for (e, engine) in engines.iter().enumerate() {
             let result = reader(
                 &options.python,
                 &[
@@ -210,51 +241,61 @@ pub fn run(
                     path.clone(),
                 ],
             )?;
-            peers.push((engine, result));
+            theirs[e].push((result, None));
         }
     }
-    for (format, result, worker_peak) in &ours {
+    let ours: Vec<Runs> = ours.into_iter().map(median).collect();
+    let theirs: Vec<Runs> = theirs.into_iter().map(median).collect();
+    let reference = rate(&ours[0].median);
+    for (format, runs) in formats.iter().zip(&ours) {
+        let result = &runs.median;
         let mut report = Map::new();
         report.insert("scenario".into(), json!(kind.name()));
         report.insert("engine".into(), json!(format!("tfdata ({format})")));
         report.insert("value".into(), json!(rate(result)));
+        report.insert("values".into(), json!(runs.rates));
         report.insert("unit".into(), json!("rows/s"));
-        report.insert("worker_peak_rss_bytes".into(), json!(worker_peak));
+        report.insert("worker_peak_rss_bytes".into(), json!(runs.worker_peak));
         report.insert("data".into(), files.clone());
         report.insert("reader".into(), result.clone());
         let summary = format!(
-            "{} tfdata ({format}): {:.0} rows/s, first batch after {:.2} s (reader peak RSS \
-             {:.0} MB, worker {:.0} MB, native {})",
+            "{} tfdata ({format}): {:.0} rows/s (runs {:?}), first batch after {:.2} s \
+             (reader peak RSS {:.0} MB, worker {:.0} MB, native {})",
             kind.name(),
             rate(result),
+            runs.rates.iter().map(|r| r.round()).collect::<Vec<_>>(),
             result["first_batch_seconds"].as_f64().unwrap_or(0.0),
             result["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1e6,
-            worker_peak.unwrap_or(0) as f64 / 1e6,
+            runs.worker_peak.unwrap_or(0) as f64 / 1e6,
             result["native_build"].as_str().unwrap_or("unknown"),
         );
         emit(report, summary)?;
     }
-    for (engine, result) in peers {
-        let ratio = if rate(&result) > 0.0 {
-            reference / rate(&result)
+    for (engine, runs) in engines.iter().zip(&theirs) {
+        let result = &runs.median;
+        let ratio = if rate(result) > 0.0 {
+            reference / rate(result)
         } else {
             0.0
         };
         let mut report = Map::new();
         report.insert("scenario".into(), json!(kind.name()));
         report.insert("engine".into(), json!(engine));
-        report.insert("value".into(), json!(rate(&result)));
+        report.insert("value".into(), json!(rate(result)));
+        report.insert("values".into(), json!(runs.rates));
         report.insert("unit".into(), json!("rows/s"));
         report.insert("tfdata_ratio".into(), json!(ratio));
         report.insert("reader".into(), result.clone());
         let summary = format!(
-            "{} {engine}: {:.0} rows/s, first batch after {:.2} s (peak RSS {:.0} MB, its \
-             workers {:.0} MB): tfdata is {ratio:.2}x",
+            "{} {engine}: {:.0} rows/s (runs {:?}), first batch after {:.2} s (peak RSS {:.0} \
+             MB, its workers {:.0} MB): tfdata ({}) is {ratio:.2}x",
             kind.name(),
-            rate(&result),
+            rate(result),
+            runs.rates.iter().map(|r| r.round()).collect::<Vec<_>>(),
             result["first_batch_seconds"].as_f64().unwrap_or(0.0),
             result["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1e6,
             result["children_peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+            formats[0],
         );
         emit(report, summary)?;
     }

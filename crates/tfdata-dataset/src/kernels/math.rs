@@ -434,6 +434,17 @@ pub fn cast(t: &Tensor, dtype: DType) -> Result<Tensor> {
         return Err(unsupported());
     }
     let src = buffer(KERNEL, t)?;
+    if (t.dtype(), dtype) == (DType::Float, DType::UInt8) {
+        // Images back to bytes after a resize: the generic path's rule
+        // (through int32, then saturated) without its per-value dispatch,
+        // which cost as much as the bilinear resize itself.
+        let (values, _) = src.as_chunks::<4>();
+        let out = values
+            .iter()
+            .map(|v| cvtt32(f64::from(f32::from_le_bytes(*v))).clamp(0, 255) as u8)
+            .collect();
+        return from_buffer(dtype, t.shape().to_vec(), out);
+    }
     let out = with_elem!(
         t.dtype(),
         S => with_elem!(dtype, D => convert::<S, D>(src), return Err(unsupported())),
@@ -723,5 +734,46 @@ mod tests {
         );
         assert_eq!(one_hot(&idx, 0, 1.0, 0.0).unwrap().shape(), [2, 2, 0]);
         assert!(one_hot(&idx, -1, 1.0, 0.0).is_err());
+    }
+
+    /// The float32 → uint8 fast path gives the generic path's values, for
+    /// every kind of float: in range, fractions, negatives, past 255, past
+    /// int32, infinities and NaN.
+    #[test]
+    fn float_to_uint8_takes_the_generic_rule() {
+        let mut values: Vec<f32> = vec![
+            0.0,
+            -0.0,
+            0.4,
+            0.99,
+            1.0,
+            127.5,
+            254.999,
+            255.0,
+            255.5,
+            256.0,
+            300.5,
+            -0.5,
+            -1.0,
+            -300.0,
+            2_147_483_648.0,
+            -2_147_483_904.0,
+            3.0e10,
+            -3.0e10,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::MIN_POSITIVE,
+            f32::MAX,
+            f32::MIN,
+        ];
+        values.extend((0..2000).map(|i| i as f32 * 0.173 - 50.0));
+        let t = Tensor::from_slice(&values, vec![values.len() as i64]).unwrap();
+        let fast = cast(&t, DType::UInt8).unwrap();
+        let generic = convert::<f32, u8>(buffer("cast", &t).unwrap());
+        let tfdata_core::tensor::TensorData::Buffer(fast) = fast.data() else {
+            unreachable!()
+        };
+        assert_eq!(&fast[..], &generic[..]);
     }
 }
