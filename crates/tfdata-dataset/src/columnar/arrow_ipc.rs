@@ -46,7 +46,7 @@ use tfdata_core::{Element, Error, Lineage, Result, Tensor};
 use self::index::{Dictionaries, IpcBytes, IpcIndex};
 use super::convert::{BatchPlan, Declared};
 use super::transform::BatchTransform;
-use crate::attrs::{Attr, Attrs};
+use crate::attrs::Attrs;
 use crate::dataset::{DatasetOp, IterContext};
 use crate::iterators::ElementIterator;
 use crate::spec::Structure;
@@ -61,8 +61,6 @@ pub const MAX_MESSAGE_BYTES: u64 = 1 << 30;
 pub const SPLIT_ROWS: u64 = 1000;
 /// Rows converted at a time when elements are single rows.
 pub const ROWS_PER_READ: usize = 8192;
-/// Most rows one element may batch.
-pub const MAX_BATCH_ROWS: i64 = 1 << 24;
 /// Indexes of files kept by one iterator (files of a split-reading worker).
 const OPEN_FILES: usize = 16;
 
@@ -122,18 +120,14 @@ impl ArrowSource {
         if let Some(p) = slot.as_ref() {
             return Ok(Arc::clone(p));
         }
-        if let Some(b) = self.batch_size
-            && !(1..=MAX_BATCH_ROWS).contains(&b)
-        {
-            return Err(Error::InvalidArgument(format!(
-                "{OP}: batch_size must be between 1 and {MAX_BATCH_ROWS}, got {b}"
-            )));
-        }
-        let files = expand(&self.filenames)?;
+        super::check_batch_size(OP, self.batch_size)?;
+        let files = super::expand_files(OP, &self.filenames)?;
         let first = IpcBytes::open(&files[0])?;
         let schema = IpcIndex::read(&first)?.schema;
         let planned = match &self.transform {
-            Some(t) => t.schema(&schema).map_err(|e| in_file(&files[0], e))?,
+            Some(t) => t
+                .schema(&schema)
+                .map_err(|e| super::in_file(OP, &files[0], e))?,
             None => Arc::clone(&schema),
         };
         let plan = BatchPlan::new(
@@ -142,7 +136,7 @@ impl ArrowSource {
             &self.declared,
             self.batch_size.is_some(),
         )
-        .map_err(|e| in_file(&files[0], e))?;
+        .map_err(|e| super::in_file(OP, &files[0], e))?;
         let prepared = Arc::new(Prepared {
             files,
             schema,
@@ -168,40 +162,6 @@ impl ArrowSource {
     }
 }
 
-fn in_file(path: &str, e: Error) -> Error {
-    Error::Context {
-        context: Some(format!("{OP}: {path}")),
-        source: Arc::new(e),
-    }
-}
-
-/// The files `names` stand for: each name, or the files a pattern matches.
-fn expand(names: &[String]) -> Result<Vec<String>> {
-    if names.is_empty() {
-        return Err(Error::InvalidArgument(format!("{OP}: no filenames given")));
-    }
-    let mut files = Vec::new();
-    for name in names {
-        if name.is_empty() {
-            return Err(Error::InvalidArgument(format!(
-                "{OP}: a file name is empty"
-            )));
-        }
-        if crate::io::pattern::has_wildcard(name) {
-            let matched = crate::io::glob(name)?;
-            if matched.is_empty() {
-                return Err(Error::InvalidArgument(format!(
-                    "{OP}: no files match {name}"
-                )));
-            }
-            files.extend(matched);
-        } else {
-            files.push(name.clone());
-        }
-    }
-    Ok(files)
-}
-
 impl DatasetOp for ArrowSource {
     fn name(&self) -> &'static str {
         OP
@@ -215,7 +175,7 @@ impl DatasetOp for ArrowSource {
         if let Some(b) = self.batch_size {
             a = a.with("batch_size", b);
         }
-        declared_attrs(a, &self.declared)
+        super::declared_attrs(a, &self.declared)
     }
 
     fn element_spec(&self) -> Result<Option<Structure>> {
@@ -247,25 +207,6 @@ impl DatasetOp for ArrowSource {
     }
 }
 
-/// `a` with the declared null and padding values, as `parquet_dataset`
-/// writes them.
-pub(crate) fn declared_attrs(mut a: Attrs, declared: &Declared) -> Attrs {
-    let values = |m: &std::collections::BTreeMap<String, Tensor>| {
-        Attr::Map(
-            m.iter()
-                .map(|(k, v)| (k.clone(), Attr::Tensor(v.clone())))
-                .collect(),
-        )
-    };
-    if !declared.null_values.is_empty() {
-        a = a.with("null_values", values(&declared.null_values));
-    }
-    if !declared.padding_values.is_empty() {
-        a = a.with("padding_values", values(&declared.padding_values));
-    }
-    a
-}
-
 /// The attributes' op.
 pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<ArrowSource> {
     attrs.check_known(
@@ -278,10 +219,7 @@ pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<ArrowSource> {
             "padding_values",
         ],
     )?;
-    let columns = match attrs.get("columns") {
-        None => None,
-        Some(_) => Some(attrs.strings(op, "columns")?),
-    };
+    let columns = super::optional_columns(op, attrs)?;
     Ok(ArrowSource::new(
         attrs.strings(op, "filenames")?,
         columns,

@@ -142,7 +142,7 @@ impl DatasetOp for HuggingFaceSource {
         if let Some(b) = self.batch_size {
             a = a.with("batch_size", b);
         }
-        super::arrow_ipc::declared_attrs(a, &self.declared)
+        super::declared_attrs(a, &self.declared)
     }
 
     fn element_spec(&self) -> Result<Option<Structure>> {
@@ -185,10 +185,7 @@ pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<HuggingFaceSource> {
             "padding_values",
         ],
     )?;
-    let columns = match attrs.get("columns") {
-        None => None,
-        Some(_) => Some(attrs.strings(op, "columns")?),
-    };
+    let columns = super::optional_columns(op, attrs)?;
     let split = match attrs.get("split") {
         None => None,
         Some(_) => Some(attrs.str(op, "split")?.to_string()),

@@ -45,6 +45,83 @@ pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<Option<Dataset>> {
     }))
 }
 
+/// Most rows one element may batch (`batch_size`).
+pub const MAX_BATCH_ROWS: i64 = 1 << 24;
+
+/// `batch_size` checked: none, or 1 to [`MAX_BATCH_ROWS`] rows.
+pub(crate) fn check_batch_size(op: &str, batch_size: Option<i64>) -> Result<()> {
+    match batch_size {
+        Some(b) if !(1..=MAX_BATCH_ROWS).contains(&b) => Err(Error::InvalidArgument(format!(
+            "{op}: batch_size must be between 1 and {MAX_BATCH_ROWS}, got {b}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `e`, said to be about `op`'s file `path`.
+pub(crate) fn in_file(op: &str, path: &str, e: Error) -> Error {
+    Error::Context {
+        context: Some(format!("{op}: {path}")),
+        source: std::sync::Arc::new(e),
+    }
+}
+
+/// The files `names` stand for: each name, or the files a pattern matches
+/// (sorted); no names, an empty one, or a pattern matching nothing is an
+/// error.
+pub(crate) fn expand_files(op: &str, names: &[String]) -> Result<Vec<String>> {
+    if names.is_empty() {
+        return Err(Error::InvalidArgument(format!("{op}: no filenames given")));
+    }
+    let mut files = Vec::new();
+    for name in names {
+        if name.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: a file name is empty"
+            )));
+        }
+        if crate::io::pattern::has_wildcard(name) {
+            let matched = crate::io::glob(name)?;
+            if matched.is_empty() {
+                return Err(Error::InvalidArgument(format!(
+                    "{op}: no files match {name}"
+                )));
+            }
+            files.extend(matched);
+        } else {
+            files.push(name.clone());
+        }
+    }
+    Ok(files)
+}
+
+/// `a` with the declared null and padding values (`null_values`,
+/// `padding_values`), as [`declared_values`] reads them back.
+pub(crate) fn declared_attrs(mut a: Attrs, declared: &convert::Declared) -> Attrs {
+    let values = |m: &BTreeMap<String, Tensor>| {
+        Attr::Map(
+            m.iter()
+                .map(|(k, v)| (k.clone(), Attr::Tensor(v.clone())))
+                .collect(),
+        )
+    };
+    if !declared.null_values.is_empty() {
+        a = a.with("null_values", values(&declared.null_values));
+    }
+    if !declared.padding_values.is_empty() {
+        a = a.with("padding_values", values(&declared.padding_values));
+    }
+    a
+}
+
+/// The optional `columns` attribute.
+pub(crate) fn optional_columns(op: &str, attrs: &Attrs) -> Result<Option<Vec<String>>> {
+    match attrs.get("columns") {
+        None => Ok(None),
+        Some(_) => Ok(Some(attrs.strings(op, "columns")?)),
+    }
+}
+
 /// The declared null and padding values (`null_values`, `padding_values`:
 /// maps of column to a scalar: a tensor, a number, a string or a boolean).
 pub(crate) fn declared_values(op: &str, attrs: &Attrs) -> Result<convert::Declared> {

@@ -41,17 +41,18 @@ use tfdata_core::{Element, Error, Lineage, Result, Tensor};
 use super::convert::{BatchPlan, Declared};
 use super::predicate::{ColumnStats, Predicate, column_literals};
 use super::transform::BatchTransform;
-use crate::attrs::{Attr, Attrs};
+use super::{check_batch_size, expand_files, in_file};
+use crate::attrs::Attrs;
 use crate::dataset::{DatasetOp, IterContext};
 use crate::io::FileSystem;
 use crate::iterators::ElementIterator;
 use crate::spec::Structure;
 use crate::splits::SplitProvider;
 
+/// The op's name.
+const OP: &str = "parquet_dataset";
 /// Rows decoded at a time when elements are single rows.
 pub const ROWS_PER_READ: usize = 8192;
-/// Most rows one element may batch.
-pub const MAX_BATCH_ROWS: i64 = 1 << 24;
 /// Footers kept open by one iterator (files of a split-reading worker).
 const OPEN_FILES: usize = 16;
 /// The footer read first: enough for most files' metadata in one request.
@@ -114,18 +115,12 @@ impl ParquetSource {
         if let Some(p) = slot.as_ref() {
             return Ok(Arc::clone(p));
         }
-        if let Some(b) = self.batch_size
-            && !(1..=MAX_BATCH_ROWS).contains(&b)
-        {
-            return Err(Error::InvalidArgument(format!(
-                "parquet_dataset: batch_size must be between 1 and {MAX_BATCH_ROWS}, got {b}"
-            )));
-        }
-        let files = expand(&self.filenames)?;
+        check_batch_size(OP, self.batch_size)?;
+        let files = expand_files(OP, &self.filenames)?;
         let first = ParquetFile::open(&files[0], false)?;
         let schema = first.meta.schema().clone();
         let planned = match &self.transform {
-            Some(t) => t.schema(&schema).map_err(|e| in_file(&files[0], e))?,
+            Some(t) => t.schema(&schema).map_err(|e| in_file(OP, &files[0], e))?,
             None => Arc::clone(&schema),
         };
         let plan = BatchPlan::new(
@@ -134,11 +129,11 @@ impl ParquetSource {
             &self.declared,
             self.batch_size.is_some(),
         )
-        .map_err(|e| in_file(&files[0], e))?;
+        .map_err(|e| in_file(OP, &files[0], e))?;
         let mut fetched: Vec<String> = plan.columns.keys().cloned().collect();
         if let Some(f) = &self.filter {
-            f.check("parquet_dataset", &schema)
-                .map_err(|e| in_file(&files[0], e))?;
+            f.check(OP, &schema)
+                .map_err(|e| in_file(OP, &files[0], e))?;
             f.columns(&mut fetched);
         }
         let prepared = Arc::new(Prepared {
@@ -152,45 +147,9 @@ impl ParquetSource {
     }
 }
 
-fn in_file(path: &str, e: Error) -> Error {
-    Error::Context {
-        context: Some(format!("parquet_dataset: {path}")),
-        source: Arc::new(e),
-    }
-}
-
-/// The files `names` stand for: each name, or the files a pattern matches.
-fn expand(names: &[String]) -> Result<Vec<String>> {
-    if names.is_empty() {
-        return Err(Error::InvalidArgument(
-            "parquet_dataset: no filenames given".into(),
-        ));
-    }
-    let mut files = Vec::new();
-    for name in names {
-        if name.is_empty() {
-            return Err(Error::InvalidArgument(
-                "parquet_dataset: a file name is empty".into(),
-            ));
-        }
-        if crate::io::pattern::has_wildcard(name) {
-            let matched = crate::io::glob(name)?;
-            if matched.is_empty() {
-                return Err(Error::InvalidArgument(format!(
-                    "parquet_dataset: no files match {name}"
-                )));
-            }
-            files.extend(matched);
-        } else {
-            files.push(name.clone());
-        }
-    }
-    Ok(files)
-}
-
 impl DatasetOp for ParquetSource {
     fn name(&self) -> &'static str {
-        "parquet_dataset"
+        OP
     }
 
     fn attrs(&self) -> Attrs {
@@ -204,20 +163,7 @@ impl DatasetOp for ParquetSource {
         if let Some(f) = &self.filter {
             a = a.with("filter", f.to_attr());
         }
-        let values = |m: &std::collections::BTreeMap<String, Tensor>| {
-            Attr::Map(
-                m.iter()
-                    .map(|(k, v)| (k.clone(), Attr::Tensor(v.clone())))
-                    .collect(),
-            )
-        };
-        if !self.declared.null_values.is_empty() {
-            a = a.with("null_values", values(&self.declared.null_values));
-        }
-        if !self.declared.padding_values.is_empty() {
-            a = a.with("padding_values", values(&self.declared.padding_values));
-        }
-        a
+        super::declared_attrs(a, &self.declared)
     }
 
     fn element_spec(&self) -> Result<Option<Structure>> {
@@ -280,10 +226,7 @@ pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<ParquetSource> {
             "padding_values",
         ],
     )?;
-    let columns = match attrs.get("columns") {
-        None => None,
-        Some(_) => Some(attrs.strings(op, "columns")?),
-    };
+    let columns = super::optional_columns(op, attrs)?;
     let filter = attrs
         .get("filter")
         .map(|f| Predicate::parse(op, f))
@@ -976,6 +919,7 @@ impl ElementIterator for ParquetIter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attrs::Attr;
     use arrow_array::{ArrayRef, Float64Array, Int64Array, StringArray};
     use parquet::arrow::ArrowWriter;
     use parquet::file::properties::WriterProperties;
