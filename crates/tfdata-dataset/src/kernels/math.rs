@@ -49,6 +49,68 @@ fn cvtt32(f: f64) -> i32 {
     }
 }
 
+/// Float32 to uint8 as TensorFlow's vectorised cast: through int32
+/// ([`cvtt32`]: NaN and what int32 cannot hold become its minimum), then
+/// saturated, so 0. Within int32's range, clamping to [0, 255] before
+/// truncating gives what truncating and then saturating gives; NaN is
+/// outside the range (and `as` makes it 0 anyway).
+#[inline]
+fn f32_to_u8(f: f32) -> u8 {
+    let in_int32 = (-2_147_483_648.0..2_147_483_648.0).contains(&f);
+    let clamped = f.clamp(0.0, 255.0) as u8;
+    if in_int32 { clamped } else { 0 }
+}
+
+/// [`f32_to_u8`] over little-endian float32 `src` into `out` (one byte per
+/// value): 16 values at a time on SSE2.
+fn f32s_to_u8(src: &[u8], out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    let done = sse2::f32s_to_u8(src, out);
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
+    let (values, _) = src[done * 4..].as_chunks::<4>();
+    for (o, v) in out[done..].iter_mut().zip(values) {
+        *o = f32_to_u8(f32::from_le_bytes(*v));
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod sse2 {
+    use safe_arch::{
+        bitand_m128, cast_to_m128_from_m128i, cmp_lt_mask_m128, load_unaligned_m128i, m128i,
+        max_m128, min_m128, pack_i16_to_u8_m128i, pack_i32_to_i16_m128i, set_splat_m128,
+        store_unaligned_m128i, truncate_m128_to_m128i,
+    };
+
+    /// [`super::f32_to_u8`] on whole blocks of 16 values; returns how many
+    /// values it converted. `maxps(x, 0)` is 0 for NaN (it returns its
+    /// second operand then), and the `< 2^31` mask zeroes what int32 cannot
+    /// hold (and NaN again), as the scalar rule does.
+    pub(super) fn f32s_to_u8(src: &[u8], out: &mut [u8]) -> usize {
+        let (zero, top, limit) = (
+            set_splat_m128(0.0),
+            set_splat_m128(255.0),
+            set_splat_m128(2_147_483_648.0),
+        );
+        let four = |bytes: &[u8; 16]| -> m128i {
+            let x = cast_to_m128_from_m128i(load_unaligned_m128i(bytes));
+            let clamped = min_m128(max_m128(x, zero), top);
+            truncate_m128_to_m128i(bitand_m128(clamped, cmp_lt_mask_m128(x, limit)))
+        };
+        let (blocks, _) = src.as_chunks::<64>();
+        let (outs, _) = out.as_chunks_mut::<16>();
+        let mut done = 0;
+        for (block, o) in blocks.iter().zip(outs) {
+            let (quarters, _) = block.as_chunks::<16>();
+            let low = pack_i32_to_i16_m128i(four(&quarters[0]), four(&quarters[1]));
+            let high = pack_i32_to_i16_m128i(four(&quarters[2]), four(&quarters[3]));
+            store_unaligned_m128i(o, pack_i16_to_u8_m128i(low, high));
+            done += 16;
+        }
+        done
+    }
+}
+
 /// Float to int64 as `cvttsd2si`: `i64::MIN` for NaN and out-of-range.
 fn cvtt64(f: f64) -> i64 {
     const TWO_63: f64 = 9_223_372_036_854_775_808.0;
@@ -439,10 +501,8 @@ pub fn cast(t: &Tensor, dtype: DType) -> Result<Tensor> {
         // (through int32, then saturated) without its per-value dispatch,
         // which cost as much as the bilinear resize itself.
         let (values, _) = src.as_chunks::<4>();
-        let out = values
-            .iter()
-            .map(|v| cvtt32(f64::from(f32::from_le_bytes(*v))).clamp(0, 255) as u8)
-            .collect();
+        let mut out = vec![0u8; values.len()];
+        f32s_to_u8(src, &mut out);
         return from_buffer(dtype, t.shape().to_vec(), out);
     }
     let out = with_elem!(
