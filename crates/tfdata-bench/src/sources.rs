@@ -13,8 +13,8 @@
 //! | scenario | tfdata | peers |
 //! | --- | --- | --- |
 //! | `parquet` | `parquet_dataset(batch_size=1024)`, read as pyarrow batches (`as_arrow_iterator`) and as numpy | `pyarrow.parquet.ParquetFile.iter_batches(1024)` in the reader's process; `ray.data.read_parquet(...).iter_batches(1024)` on 2 CPUs |
-//! | `hf` | `huggingface_dataset` → `decode_jpeg_resize(224×224)` → `batch(64)` | `datasets` `with_format("numpy")` through a torch DataLoader with 2 workers, resized with PIL |
-//! | `webdataset` | `webdataset` → `decode_jpeg_resize(224×224)` → `batch(64)` | `webdataset.WebDataset(...).decode("rgb8")` through a DataLoader with 2 workers, resized with PIL |
+//! | `hf` | `huggingface_dataset` → `decode_jpeg_resize(224×224)` → `cast(uint8)` (fused into one kernel) → `batch(64)` | `datasets` `with_format("numpy")` through a torch DataLoader with 2 workers, resized with PIL |
+//! | `webdataset` | `webdataset` → `decode_jpeg_resize(224×224)` → `cast(uint8)` (fused) → `batch(64)` | `webdataset.WebDataset(...).decode("rgb8")` through a DataLoader with 2 workers, resized with PIL |
 //!
 //! Reported: rows (images) per second of each, the ratios to tfdata's, the
 //! readers' peak RSS and the tfdata worker's. The reader's Python should

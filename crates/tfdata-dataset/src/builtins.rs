@@ -13,7 +13,7 @@
 //! | `resize` | `size: [h, w]`, `method` ("bilinear") | `tf.image.resize` |
 //! | `decode_random_crop_jpeg` | `channels` (0), `dct_method` (""), `area_range` ([0.08, 1]), `aspect_ratio_range` ([3/4, 4/3]), `min_object_covered` (0.1), `max_attempts` (10), `seed` | an ImageNet-style random window (`sample_distorted_bounding_box` + `decode_and_crop_jpeg`) |
 //! | `resize_normalize` | `size`, `mean`, `std` | bilinear `resize` then `normalize`, one pass, same bits (map fusion makes it from the two) |
-//! | `decode_jpeg_resize` | `size`, `channels` (0), `dct_method` (""), `mean`, `std` (optional) | `decode_jpeg` then bilinear `resize` (then `normalize`), resized as decoded, same bits (map fusion makes it) |
+//! | `decode_jpeg_resize` | `size`, `channels` (0), `dct_method` (""), `mean`, `std` (optional), `dtype` (`float32`, or `uint8`) | `decode_jpeg` then bilinear `resize` (then `normalize`, then `cast` to `dtype`), resized as decoded, same bits (map fusion makes it) |
 //! | `central_crop` | `fraction` | |
 //! | `crop_to_bounding_box` | `offset_height`, `offset_width`, `target_height`, `target_width` | |
 //! | `random_crop` | `size: [h, w]`, `seed` | |
@@ -255,20 +255,31 @@ pub fn map(f: &FunctionRef, input: Option<&Structure>) -> Option<Result<Resolved
                 }
             };
             let c = (channels > 0).then_some(i64::from(channels));
+            let dtype = match args.get("dtype") {
+                None => DType::Float,
+                Some(_) => match dtype_arg(name, args, "dtype")? {
+                    d @ (DType::Float | DType::UInt8) => d,
+                    d => {
+                        return Err(Error::InvalidArgument(format!(
+                            "{name}: `dtype` must be float32 or uint8, not {d}"
+                        )));
+                    }
+                },
+            };
             elementwise(
                 name,
                 args,
-                &["size", "channels", "dct_method", "mean", "std"],
+                &["size", "channels", "dct_method", "mean", "std", "dtype"],
                 input,
                 move |t| {
                     let ms = normalize
                         .as_ref()
                         .map(|(m, s)| (m.as_slice(), s.as_slice()));
-                    kernels::decode_jpeg_resize(t, channels, dct, size[0], size[1], ms)
+                    kernels::decode_jpeg_resize_as(t, channels, dct, size[0], size[1], ms, dtype)
                 },
                 move |_| {
                     Ok(TensorSpec::new(
-                        DType::Float,
+                        dtype,
                         Shape(Some(vec![Some(size[0]), Some(size[1]), c])),
                     ))
                 },

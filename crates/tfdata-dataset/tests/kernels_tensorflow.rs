@@ -581,6 +581,23 @@ fn decode_jpeg_resize_is_the_separate_kernels_bit_for_bit() {
                     kernels::decode_jpeg_resize(&contents, channels, dct, oh, ow, Some(mean_std))
                         .unwrap();
                 assert_same(&fused, &normalized, &what);
+                // Cast back to bytes as the rows are resized (map fusion of a
+                // following `cast(uint8)`), normalised or not.
+                for (post, then) in [(None, &resized), (Some(mean_std), &normalized)] {
+                    let bytes = kernels::decode_jpeg_resize_as(
+                        &contents,
+                        channels,
+                        dct,
+                        oh,
+                        ow,
+                        post,
+                        DType::UInt8,
+                    )
+                    .unwrap();
+                    let cast = kernels::cast(then, DType::UInt8).unwrap();
+                    assert_eq!(bytes.dtype(), DType::UInt8, "{what}");
+                    assert_same(&bytes, &cast, &format!("{what} uint8"));
+                }
             }
         }
     }
@@ -604,6 +621,16 @@ fn decode_jpeg_resize_is_the_separate_kernels_bit_for_bit() {
         Some((&[1.0, 2.0], &[1.0, 1.0])),
     ));
     assert!(m.starts_with("normalize: "), "{m}");
+    let m = message(kernels::decode_jpeg_resize_as(
+        &raw("jpeg_rgb420.jpg"),
+        3,
+        kernels::DctMethod::default(),
+        4,
+        4,
+        None,
+        DType::Int32,
+    ));
+    assert!(m.contains("`dtype` must be float32 or uint8"), "{m}");
 }
 
 #[test]

@@ -292,8 +292,8 @@ impl Normalization {
 /// rows); rows are asked for in increasing `y`, each once, so they may be
 /// decoded as they are needed. Buffers are [`Horizontal::buffer_len`] long
 /// for an output row of `out_row` values. Each output row, normalised if
-/// asked, is appended to `out` as float32 little-endian, never zero-filled
-/// first.
+/// asked, is appended to `out` ([`Rows`]: float32 little-endian, or cast to
+/// `uint8`), never zero-filled first.
 ///
 /// TensorFlow computes `top` and `bottom` from the two input rows for each
 /// output pixel; they depend only on the input row and the output column,
@@ -308,9 +308,14 @@ pub(super) fn resize_rows(
     buffer_len: usize,
     mut interpolate: impl FnMut(usize, &mut [f32], Option<&mut [f32]>) -> Result<()>,
     normalize: Option<&Normalization>,
-    out: &mut Vec<[u8; 4]>,
+    mut out: Rows<'_>,
 ) -> Result<()> {
     let ys = interpolation_weights(in_h, out_h);
+    // For `uint8` output: one float32 row, in L1, cast as it is finished.
+    let mut scratch: Vec<[u8; 4]> = match out {
+        Rows::Float(_) => Vec::new(),
+        Rows::UInt8(_) => Vec::with_capacity(out_row),
+    };
     // (input row index, that row interpolated): rows[0] holds the `lower`
     // row of the current output row, rows[1] the `upper` one.
     let mut rows = [
@@ -343,15 +348,22 @@ pub(super) fn resize_rows(
             }
         }
         let (top, bottom, lerp) = (&rows[0].1[..out_row], &rows[1].1[..out_row], y.lerp);
+        let row_out: &mut Vec<[u8; 4]> = match &mut out {
+            Rows::Float(v) => v,
+            Rows::UInt8(_) => {
+                scratch.clear();
+                &mut scratch
+            }
+        };
         // Exact-size iterators: `extend` writes without per-value capacity
         // checks, and the loops vectorise.
         match normalize {
-            None => out.extend(
+            None => row_out.extend(
                 top.iter()
                     .zip(bottom)
                     .map(|(&t, &b)| (t + (b - t) * lerp).to_le_bytes()),
             ),
-            Some(n) => out.extend(
+            Some(n) => row_out.extend(
                 top.iter()
                     .zip(bottom)
                     .zip(&n.mean)
@@ -359,8 +371,21 @@ pub(super) fn resize_rows(
                     .map(|(((&t, &b), &m), &d)| (((t + (b - t) * lerp) - m) / d).to_le_bytes()),
             ),
         }
+        if let Rows::UInt8(bytes) = &mut out {
+            let start = bytes.len();
+            bytes.resize(start + out_row, 0);
+            super::math::f32s_to_u8(scratch.as_flattened(), &mut bytes[start..]);
+        }
     }
     Ok(())
+}
+
+/// Where [`resize_rows`] appends its output rows: float32 little-endian
+/// values, or those values cast to `uint8` as `cast` does (map fusion of a
+/// resize and the cast back to bytes: the float32 image is never stored).
+pub(super) enum Rows<'a> {
+    Float(&'a mut Vec<[u8; 4]>),
+    UInt8(&'a mut Vec<u8>),
 }
 
 #[cfg(test)]

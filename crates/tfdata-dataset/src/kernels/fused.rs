@@ -8,7 +8,7 @@
 
 use tfdata_core::{DType, Result, Tensor};
 
-use super::bilinear::{Horizontal, Normalization, resize_rows};
+use super::bilinear::{Horizontal, Normalization, Rows, resize_rows};
 use super::jpeg::{self, DctMethod, JpegRows};
 use super::{ResizeMethod, decode_jpeg_with, from_buffer, invalid, math, resize};
 
@@ -29,13 +29,44 @@ pub fn decode_jpeg_resize(
     width: i64,
     normalize: Option<(&[f32], &[f32])>,
 ) -> Result<Tensor> {
+    decode_jpeg_resize_as(
+        contents,
+        channels,
+        dct_method,
+        height,
+        width,
+        normalize,
+        DType::Float,
+    )
+}
+
+/// [`decode_jpeg_resize`], then `cast(…, dtype)` for `dtype` float32 (no
+/// cast) or uint8 (the image back to bytes, as pipelines that resize for a
+/// uint8 model input do): a JPEG's rows are cast as they are resized, so
+/// the float32 image is never stored. The same bits as the separate ops.
+pub fn decode_jpeg_resize_as(
+    contents: &Tensor,
+    channels: u8,
+    dct_method: DctMethod,
+    height: i64,
+    width: i64,
+    normalize: Option<(&[f32], &[f32])>,
+    dtype: DType,
+) -> Result<Tensor> {
+    if !matches!(dtype, DType::Float | DType::UInt8) {
+        return Err(invalid(
+            "decode_jpeg_resize",
+            format!("`dtype` must be float32 or uint8, not {dtype}"),
+        ));
+    }
     let separate = || {
         let image = decode_jpeg_with(contents, channels, dct_method)?;
         let resized = resize(&image, height, width, ResizeMethod::Bilinear)?;
-        match normalize {
-            Some((mean, std)) => math::normalize(&resized, mean, std),
-            None => Ok(resized),
-        }
+        let resized = match normalize {
+            Some((mean, std)) => math::normalize(&resized, mean, std)?,
+            None => resized,
+        };
+        math::cast(&resized, dtype)
     };
     let jpeg = contents.dtype() == DType::String
         && contents.shape().is_empty()
@@ -60,7 +91,17 @@ pub fn decode_jpeg_resize(
             None => None,
         };
         let horizontal = Horizontal::new(size.width, out_w, c);
-        let mut out = Vec::with_capacity(out_h * out_w * c);
+        let (mut floats, mut bytes) = (Vec::new(), Vec::new());
+        let out = match dtype {
+            DType::UInt8 => {
+                bytes.reserve_exact(out_h * out_w * c);
+                Rows::UInt8(&mut bytes)
+            }
+            _ => {
+                floats.reserve_exact(out_h * out_w * c);
+                Rows::Float(&mut floats)
+            }
+        };
         // The index of the row `rows` holds; `resize_rows` asks for rows in
         // increasing order, so decoding only moves forward.
         let mut current: Option<usize> = None;
@@ -87,18 +128,18 @@ pub fn decode_jpeg_resize(
             horizontal.buffer_len(),
             interpolate,
             post.as_ref(),
-            &mut out,
+            out,
         )?;
         // Rows below the last one the resize needed are not decoded.
-        Ok(Some((c, out)))
+        let values = match dtype {
+            DType::UInt8 => bytes,
+            _ => floats.into_flattened(),
+        };
+        Ok(Some((c, values)))
     })?;
     match decoded {
         None => separate(),
-        Some((c, out)) => from_buffer(
-            DType::Float,
-            vec![height, width, c as i64],
-            out.into_flattened(),
-        ),
+        Some((c, values)) => from_buffer(dtype, vec![height, width, c as i64], values),
     }
 }
 

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use tfdata_core::tensor::TensorData;
 use tfdata_core::{DType, Result, Tensor};
 
-use super::bilinear::{Horizontal, Normalization, Sample, resize_rows};
+use super::bilinear::{Horizontal, Normalization, Rows, Sample, resize_rows};
 use super::math::{self, Values};
 use super::{SplitMix64, dims, from_buffer, invalid};
 
@@ -226,7 +226,7 @@ fn resize_bilinear<T: Sample>(
             horizontal.buffer_len(),
             interpolate,
             normalize,
-            &mut out,
+            Rows::Float(&mut out),
         );
     }
     out.into_flattened()

@@ -63,7 +63,7 @@ fn f32_to_u8(f: f32) -> u8 {
 
 /// [`f32_to_u8`] over little-endian float32 `src` into `out` (one byte per
 /// value): 16 values at a time on SSE2.
-fn f32s_to_u8(src: &[u8], out: &mut [u8]) {
+pub(super) fn f32s_to_u8(src: &[u8], out: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
     let done = sse2::f32s_to_u8(src, out);
     #[cfg(not(target_arch = "x86_64"))]

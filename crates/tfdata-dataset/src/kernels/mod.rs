@@ -51,7 +51,7 @@ mod text;
 
 pub use bilinear::{Interpolation, interpolation_weights_with};
 pub use decode::{decode_and_crop_jpeg, decode_image, decode_jpeg, decode_jpeg_with, decode_png};
-pub use fused::decode_jpeg_resize;
+pub use fused::{decode_jpeg_resize, decode_jpeg_resize_as};
 pub use image::{
     ResizeMethod, central_crop, crop_to_bounding_box, flip_left_right, flip_up_down, random_crop,
     random_flip_left_right, random_flip_up_down, resize, resize_normalize,

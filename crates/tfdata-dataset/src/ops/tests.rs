@@ -654,9 +654,28 @@ fn parallel_resize_then_normalize_runs_fused_with_the_same_bits() {
     for key in ["channels", "size", "mean", "std"] {
         assert!(fused[0].args.get(key).is_some(), "{key}");
     }
-    let fused = crate::fusion::fuse(vec![decode, resize.clone()]);
+    let fused = crate::fusion::fuse(vec![decode.clone(), resize.clone()]);
     assert_eq!(fused.len(), 1);
     assert!(fused[0].args.get("mean").is_none());
+    // A cast back to bytes joins too; a cast to anything else does not, and
+    // nothing joins after the cast.
+    let cast = |dtype: &str| {
+        FunctionRef::with_args("cast", Attrs::new().with("dtype", Attr::Str(dtype.into())))
+    };
+    let fused = crate::fusion::fuse(vec![decode.clone(), resize.clone(), cast("uint8")]);
+    assert_eq!(fused.len(), 1);
+    assert_eq!(fused[0].name, "decode_jpeg_resize");
+    assert!(matches!(fused[0].args.get("dtype"), Some(Attr::Str(d)) if d == "uint8"));
+    let fused = crate::fusion::fuse(vec![decode.clone(), resize.clone(), cast("int32")]);
+    assert_eq!(fused.len(), 2);
+    let fused = crate::fusion::fuse(vec![
+        decode.clone(),
+        resize.clone(),
+        cast("uint8"),
+        normalize.clone(),
+    ]);
+    assert_eq!(fused.len(), 2);
+    assert_eq!(fused[1].name, "normalize");
     // And the pipeline's output is what the unfused maps give.
     let source = Dataset::from_tensor_slices(vec![images]);
     let parallel = source
