@@ -11,7 +11,11 @@
 //!   view column and asserts none is left, and unwraps the next buffer
 //!   when it skips a column left out of a projection;
 //! * a compressed buffer's declared length is allocated before anything
-//!   checks it.
+//!   checks it;
+//! * an LZ4 buffer is decompressed to whatever its frames hold (`read_to_end`)
+//!   before its length is compared with the declared one, up to LZ4's ratio
+//!   of about 255 times the buffer ([`lz4_bound`] bounds it by the blocks'
+//!   headers first; zstd decompresses into the declared length and stops).
 //!
 //! [`schema`] checks a schema flatbuffer for the first; [`body`] walks a
 //! record batch's field nodes and buffers in the decoder's own order for
@@ -238,6 +242,92 @@ fn time_unit(u: ipc::TimeUnit) -> Result<(), String> {
     }
 }
 
+/// What an LZ4 buffer's blocks may hold beyond its declared length: each
+/// frame's last block is partly filled (at most [`MAX_LZ4_FRAMES`] frames
+/// of 4 MiB blocks).
+const LZ4_SLACK: u64 = MAX_LZ4_FRAMES as u64 * (4 << 20);
+/// LZ4 frames in one buffer at most: Arrow's writers (C++, Rust, Java) write
+/// one.
+const MAX_LZ4_FRAMES: usize = 16;
+
+/// The most the LZ4 frames in `data` decompress to, from their headers
+/// alone: a compressed block holds at most the frame's block size, a stored
+/// one its own length. Every frame's layout is checked as the decoder reads
+/// it (magic, descriptor, block sizes within the data, end mark), so the
+/// bound covers everything the decoder would produce. Each step consumes at
+/// least 4 bytes, so the walk ends.
+pub(super) fn lz4_bound(data: &[u8]) -> Result<u64, String> {
+    const MAGIC: u32 = 0x184D_2204;
+    let word = |at: usize| -> Result<u32, String> {
+        data.get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .ok_or_else(|| format!("an LZ4 frame cut at byte {at}"))
+    };
+    let mut at = 0;
+    let mut total: u64 = 0;
+    let mut frames = 0;
+    while at < data.len() {
+        let magic = word(at)?;
+        if magic & 0xFFFF_FFF0 == 0x184D_2A50 {
+            // A skippable frame: its length, then bytes the decoder skips.
+            let len = word(at + 4)? as usize;
+            at = at
+                .checked_add(8 + len)
+                .filter(|&end| end <= data.len())
+                .ok_or("a skippable LZ4 frame longer than its buffer")?;
+            continue;
+        }
+        if magic != MAGIC {
+            return Err(format!("no LZ4 frame at byte {at} (magic {magic:#x})"));
+        }
+        frames += 1;
+        if frames > MAX_LZ4_FRAMES {
+            return Err(format!("more than {MAX_LZ4_FRAMES} LZ4 frames"));
+        }
+        let (flg, bd) = match data.get(at + 4..at + 6) {
+            Some(d) => (d[0], d[1]),
+            None => return Err(format!("an LZ4 frame descriptor cut at byte {at}")),
+        };
+        let block_max: u64 = match (bd >> 4) & 7 {
+            4 => 64 << 10,
+            5 => 256 << 10,
+            6 => 1 << 20,
+            7 => 4 << 20,
+            n => return Err(format!("an LZ4 block size code {n}")),
+        };
+        let content_size = flg & 0x08 != 0;
+        let dictionary = flg & 0x01 != 0;
+        let block_checksums = flg & 0x10 != 0;
+        let content_checksum = flg & 0x04 != 0;
+        // Magic, FLG, BD, the optional content size and dictionary id, and
+        // the header checksum.
+        at += 6 + if content_size { 8 } else { 0 } + if dictionary { 4 } else { 0 } + 1;
+        loop {
+            let header = word(at)?;
+            at += 4;
+            if header == 0 {
+                break;
+            }
+            let size = u64::from(header & 0x7FFF_FFFF);
+            if size > block_max {
+                return Err(format!(
+                    "an LZ4 block of {size} bytes in a frame of {block_max}-byte blocks"
+                ));
+            }
+            let stored = header & 0x8000_0000 != 0;
+            total = total.saturating_add(if stored { size } else { block_max });
+            at = at
+                .checked_add(size as usize + if block_checksums { 4 } else { 0 })
+                .filter(|&end| end <= data.len())
+                .ok_or("an LZ4 block longer than its buffer")?;
+        }
+        if content_checksum {
+            at += 4;
+        }
+    }
+    Ok(total)
+}
+
 /// One buffer of a message body: where it is, and its length once
 /// decompressed.
 #[derive(Clone, Copy)]
@@ -263,6 +353,9 @@ pub(super) fn body(
     let nodes = batch.nodes().ok_or("a record batch without field nodes")?;
     let buffers = batch.buffers().ok_or("a record batch without buffers")?;
     let compressed = batch.compression().is_some();
+    let lz4 = batch
+        .compression()
+        .is_some_and(|c| c.codec() == ipc::CompressionType::LZ4_FRAME);
     let mut spans = Vec::with_capacity(buffers.len());
     let mut decompressed: u64 = 0;
     for (i, b) in buffers.iter().enumerate() {
@@ -292,11 +385,22 @@ pub(super) fn body(
                 .ok_or_else(|| {
                     format!("compressed buffer {i} is shorter than its length prefix")
                 })?;
-            span.len = match i64::from_le_bytes(prefix) {
+            let declared = i64::from_le_bytes(prefix);
+            span.len = match declared {
                 -1 => len - 8,
                 n => u64::try_from(n)
                     .map_err(|_| format!("compressed buffer {i} declares {n} bytes"))?,
             };
+            if lz4 && declared != -1 {
+                let frames = &body[at + 8..at + len as usize];
+                let most = lz4_bound(frames).map_err(|e| format!("compressed buffer {i}: {e}"))?;
+                if most > span.len.saturating_add(LZ4_SLACK) {
+                    return Err(format!(
+                        "compressed buffer {i} declares {} bytes but its LZ4 blocks may hold {most}",
+                        span.len
+                    ));
+                }
+            }
             decompressed = decompressed.saturating_add(span.len);
             if decompressed > MAX_MESSAGE_BYTES {
                 return Err(format!(

@@ -266,6 +266,84 @@ fn bodies_compressed_with_lz4_and_zstd_are_read() {
     }
 }
 
+/// An LZ4 buffer whose blocks hold far more than its declared length (a
+/// decompression bomb: arrow-ipc decompresses LZ4 to whatever the frame
+/// holds before comparing lengths) is refused from its block headers,
+/// before anything is decompressed; the honest file reads.
+#[test]
+fn lz4_blocks_holding_more_than_declared_are_refused_before_decompressing() {
+    use arrow_ipc::CompressionType;
+    let dir = tempfile::tempdir().unwrap();
+    let honest = dir.path().join("zeros.arrow");
+    // 16 Mi zero int64s: 128 MiB decompressed, well under a MiB as LZ4.
+    const N: usize = 16 << 20;
+    let batch = RecordBatch::try_from_iter(vec![(
+        "id",
+        Arc::new(Int64Array::from(vec![0i64; N])) as ArrayRef,
+    )])
+    .unwrap();
+    let options = IpcWriteOptions::default()
+        .try_with_compression(Some(CompressionType::LZ4_FRAME))
+        .unwrap();
+    write_with(&honest, Fmt::File, &[batch], options);
+    let mut data = std::fs::read(&honest).unwrap();
+    assert!(data.len() < 4 << 20, "{} bytes", data.len());
+    let ds = crate::Dataset::from_op(source(&[&honest], Some(&["id"]), Some(N as i64)));
+    assert_eq!(all(&ds).len(), 1);
+
+    // The data buffer's length prefix (its declared decompressed length)
+    // set to 1 KiB.
+    let prefix = ((N * 8) as i64).to_le_bytes();
+    let at = data
+        .windows(8)
+        .position(|w| w == prefix)
+        .expect("the data buffer's length prefix");
+    data[at..at + 8].copy_from_slice(&1024i64.to_le_bytes());
+    let bomb = dir.path().join("bomb.arrow");
+    std::fs::write(&bomb, &data).unwrap();
+    let ds = crate::Dataset::from_op(source(&[&bomb], Some(&["id"]), Some(N as i64)));
+    let err = match ds.iter() {
+        Err(e) => e,
+        Ok(mut it) => it.next_element().err().expect("the bomb refused"),
+    }
+    .to_string();
+    assert!(
+        err.contains("bomb.arrow")
+            && err.contains("declares 1024 bytes but its LZ4 blocks may hold"),
+        "{err}"
+    );
+
+    // The walk itself: a bound at least what the frames hold, refusals for
+    // what the decoder would refuse too.
+    assert_eq!(check::lz4_bound(&[]).unwrap(), 0);
+    let frame = |bd: u8, blocks: &[(u32, usize)]| {
+        let mut f = vec![0x04, 0x22, 0x4d, 0x18, 0x60, bd, 0];
+        for &(header, len) in blocks {
+            f.extend_from_slice(&header.to_le_bytes());
+            f.extend(std::iter::repeat_n(0u8, len));
+        }
+        f.extend_from_slice(&[0; 4]);
+        f
+    };
+    // Two compressed 64 KiB blocks and one stored block of 10 bytes.
+    let two = frame(0x40, &[(5, 5), (7, 7), (0x8000_000a, 10)]);
+    assert_eq!(check::lz4_bound(&two).unwrap(), 2 * 65536 + 10);
+    for (bad, want) in [
+        (frame(0x30, &[]), "block size code"),
+        (
+            frame(0x40, &[(70_000, 70_000)]),
+            "in a frame of 65536-byte blocks",
+        ),
+        (frame(0x40, &[(100, 10)]), "longer than its buffer"),
+        (two[..9].to_vec(), "cut"),
+        (b"not lz4 at all".to_vec(), "no LZ4 frame"),
+        (two.repeat(17), "more than 16 LZ4 frames"),
+    ] {
+        let err = check::lz4_bound(&bad).unwrap_err();
+        assert!(err.contains(want), "{want}: {err}");
+    }
+}
+
 #[test]
 fn a_split_is_a_group_of_record_batches_and_positions_are_its_rows() {
     let dir = tempfile::tempdir().unwrap();
