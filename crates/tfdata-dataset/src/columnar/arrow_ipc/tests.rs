@@ -304,7 +304,7 @@ fn lz4_blocks_holding_more_than_declared_are_refused_before_decompressing() {
     let ds = crate::Dataset::from_op(source(&[&bomb], Some(&["id"]), Some(N as i64)));
     let err = match ds.iter() {
         Err(e) => e,
-        Ok(mut it) => it.next_element().err().expect("the bomb refused"),
+        Ok(mut it) => it.next_element().expect_err("the bomb refused"),
     }
     .to_string();
     assert!(
