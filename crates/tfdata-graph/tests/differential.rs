@@ -17,6 +17,11 @@
 //! (one a line, `#` comments): they are reported, not failed, and one that
 //! passes fails the test so that the list only shrinks.
 //!
+//! The committed cases are the bounded budget (hundreds of small cases, well
+//! under a second in a debug build); `gen.py --long` writes a longer one
+//! (thousands of values a case) for `DIFFERENTIAL_CASES=DIR cargo test -p
+//! tfdata-graph --test differential`.
+//!
 //! Every failure prints the op, the case id, the NodeDef, the inputs, the
 //! first differing index and both values' bits; a summary per op gives the
 //! pass counts and the largest difference seen.
@@ -39,12 +44,17 @@ use tfdata_graph::value::Value;
 use tfdata_graph::{Library, kernels};
 use tfdata_proto::tensorflow::{FunctionDefLibrary, GraphDef, NodeDef};
 
+/// The committed cases, or `DIFFERENTIAL_CASES` (the longer by-hand budget:
+/// `gen.py --long` writes its cases there).
 fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/differential")
+    std::env::var_os("DIFFERENTIAL_CASES").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/differential"),
+        PathBuf::from,
+    )
 }
 
 fn unhex(s: &str) -> Vec<u8> {
-    assert!(s.len() % 2 == 0, "odd hex length");
+    assert!(s.len().is_multiple_of(2), "odd hex length");
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
