@@ -26,25 +26,29 @@ A tensor is a string "dtype|d0,d1,...|hex": TensorFlow's dtype enum, the
 shape, the little-endian bytes as numpy holds them; raw bytes, so the replay compares bits (NaN payloads, -0.0). "calls" is for
 seeded stateful ops: the outputs of successive runs of one kernel, as a
 pipeline's map function runs it once per element. A composite case carries a
-FunctionDef library ("library": hex FunctionDefLibrary, "function": name)
-instead of a NodeDef. "message" is the substring our error must contain:
+FunctionDef library ("library": FunctionDefLibrary, "function": name)
+instead of a NodeDef; a pipeline case ("op": "dataset") the GraphDef tf.data
+serializes ("graph") and the elements of two fresh iterators ("iterations");
+both protos zlib-compressed and base64. "message" is the substring our error must contain:
 TensorFlow's message without its "[Op:...]" suffix.
 
 Everything is seeded and deterministic: regenerating gives the same files
 (drift shows as a diff).
 """
 
+import base64
 import json
 import os
 import re
 import sys
+import zlib
 
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from tensorflow.core.framework import function_pb2  # noqa: E402
+from tensorflow.core.framework import function_pb2, graph_pb2  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "crates", "tfdata-graph", "tests", "differential")
@@ -59,6 +63,12 @@ SEEDS32 = [(0, 0), (1, 2), (-1, -7), (I32_MIN, I32_MAX), (I32_MAX, I32_MIN)]
 SEEDS64 = [(0, 0), (1, 2), (-3, 5), (2**40 + 3, -(2**50)), (I64_MIN, I64_MAX)]
 # Shapes: scalar, empty, empty inside, partial and several Philox groups.
 SHAPES = [[], [0], [3, 0, 2], [1], [5], [2, 3], [9], [4, 5]]
+
+
+def blob(b):
+    """A serialized proto as stored: zlib-compressed, base64 (graphs are most
+    of a case's bytes and compress five-fold)."""
+    return base64.b64encode(zlib.compress(b, 9)).decode()
 
 
 def tensor(t):
@@ -167,8 +177,35 @@ class Family:
             out = fn(*inputs)
         self.cases.append({
             "id": case_id, "op": "function", "function": cf.function_def.signature.name,
-            "library": lib.SerializeToString(deterministic=True).hex(), "inputs": [tensor(x) for x in inputs],
+            "library": blob(lib.SerializeToString(deterministic=True)), "inputs": [tensor(x) for x in inputs],
             "outputs": as_list(out), "tolerance": tolerance})
+
+    def add_dataset(self, case_id, ds, tolerance="exact", stateful=False):
+        """A pipeline: the GraphDef tf.data serializes (what `distribute`
+        registers, without the compression map) and TensorFlow's elements from
+        two fresh iterators (each must equal ours from a fresh iterator). Where
+        the two differ (TensorFlow restarts a stateful op's stream with each
+        iterator) the case is split: the first iterator, and both."""
+        assert case_id not in self.ids, case_id
+        self.ids.add(case_id)
+        # Re-serialized deterministically (tf.data orders attribute maps as
+        # it likes, so the bytes would change from run to run).
+        graph = graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy())
+        graph = graph.SerializeToString(deterministic=True)
+        with tf.device("/CPU:0"):
+            runs = [[[tensor(c) for c in tf.nest.flatten(el)] for el in ds] for _ in range(2)]
+        # TensorFlow gives both iterators the same elements (a stateful op's
+        # stream restarts with each iterator).
+        assert runs[0] == runs[1], case_id
+        if not stateful:
+            self.cases.append({"id": case_id, "op": "dataset", "graph": blob(graph),
+                               "iterations": runs, "tolerance": tolerance})
+            return
+        # A stateful op: the first iterator alone, and the two.
+        self.cases.append({"id": case_id, "op": "dataset", "graph": blob(graph),
+                           "iterations": runs[:1], "tolerance": tolerance})
+        self.cases.append({"id": case_id + "/two iterators", "op": "dataset",
+                           "graph": blob(graph), "iterations": runs, "tolerance": tolerance})
 
     def write(self):
         os.makedirs(OUT, exist_ok=True)
@@ -392,6 +429,36 @@ def image_family():
     return fam
 
 
+def pipeline_family():
+    """Seeds flowing through pipelines: the ops above inside map functions."""
+    fam = Family("pipelines_random")
+    rng = np.random.default_rng(7)
+    imgs = rng.random((3, 4, 5, 3), dtype=np.float32)
+    D = tf.data.Dataset
+
+    def bright_flip(x):
+        x = tf.image.stateless_random_brightness(x, 0.2, seed=(1, 2))
+        return tf.image.stateless_random_flip_left_right(x, seed=(3, 4))
+    fam.add_dataset("stateless brightness+flip map", D.from_tensor_slices(imgs).map(bright_flip))
+    fam.add_dataset("stateless uniform, per-element seed", D.range(5).map(
+        lambda i: tf.random.stateless_uniform([3], seed=tf.stack([i, 7]))))
+    fam.add_dataset("stateless uniform int32 range, per-element seed", D.range(6).map(
+        lambda i: tf.random.stateless_uniform([2], seed=[i, i], minval=0, maxval=10,
+                                              dtype=tf.int32)))
+    fam.add_dataset("stateless flip of batches", D.from_tensor_slices(imgs).batch(2).map(
+        lambda x: tf.image.stateless_random_flip_left_right(x, seed=(1, 2))))
+    fam.add_dataset("seeded uniform in map", D.range(4).map(lambda i: tf.random.uniform([2], seed=5)),
+                    stateful=True)
+    fam.add_dataset("seeded uniform in map, repeated", D.range(3).map(
+        lambda i: tf.random.uniform([2], seed=5)).repeat(2), stateful=True)
+    fam.add_dataset("seeded truncated normal in map", D.range(3).map(
+        lambda i: tf.random.truncated_normal([5], seed=3)), stateful=True)
+    fam.add_dataset("seeded random_flip_left_right", D.from_tensor_slices(
+        np.concatenate([imgs] * 4)).map(lambda x: tf.image.random_flip_left_right(x, seed=9)),
+        stateful=True)
+    return fam
+
+
 def long_family():
     """The by-hand budget: many seeds, thousands of values a case."""
     fam = Family("long")
@@ -461,7 +528,7 @@ def main():
                else "/tmp/tfdata-differential-long")
         long_family().write()
         return
-    fams = [random_family(), image_family()]
+    fams = [random_family(), image_family(), pipeline_family()]
     for f in fams:
         f.write()
     manifest = {"tf": tf.__version__, "python": sys.version.split()[0],

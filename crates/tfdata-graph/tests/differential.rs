@@ -7,7 +7,9 @@
 //! A case is one op, run by its `NodeDef` through the kernel table as the
 //! executor dispatches it ([`tfdata_graph::kernels::lookup`], then `build`
 //! on the node's attributes, then the kernel on the inputs), or a composite:
-//! a traced `tf.function` and its library run by our function executor.
+//! a traced `tf.function` and its library run by our function executor; a
+//! pipeline case is the `GraphDef` tf.data serializes, translated and
+//! iterated twice (fresh iterators) against TensorFlow's two iterations.
 //! Seeded stateful ops carry the outputs of successive runs of one kernel.
 //! An error case must fail with TensorFlow's status code and a message
 //! containing TensorFlow's; a case TensorFlow refuses with `NotFoundError`
@@ -59,6 +61,30 @@ fn unhex(s: &str) -> Vec<u8> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
         .collect()
+}
+
+/// A stored proto: base64 of its zlib-compressed bytes (gen.py's `blob`).
+fn blob(s: &str) -> Vec<u8> {
+    let sextet = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("bad base64 byte {c}"),
+    };
+    let mut z = Vec::with_capacity(s.len() / 4 * 3);
+    for quad in s.trim_end_matches('=').as_bytes().chunks(4) {
+        let mut acc = 0u32;
+        for &c in quad {
+            acc = (acc << 6) | u32::from(sextet(c));
+        }
+        acc <<= 6 * (4 - quad.len() as u32);
+        z.extend_from_slice(&acc.to_be_bytes()[1..quad.len()]);
+    }
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::ZlibDecoder::new(&z[..]), &mut out).unwrap();
+    out
 }
 
 fn hex(b: &[u8]) -> String {
@@ -208,9 +234,27 @@ fn run_case(
     runs: usize,
 ) -> Result<Vec<Vec<Tensor>>> {
     let op = case["op"].as_str().unwrap();
+    if op == "dataset" {
+        // Each run: a fresh iterator, its elements' components in order.
+        let graph = blob(case["graph"].as_str().unwrap());
+        let translated = tfdata_graph::translate_bytes(&graph)?;
+        let mut out = Vec::new();
+        for _ in 0..runs {
+            let mut it = translated.dataset.iter()?;
+            let mut run = Vec::new();
+            // A bound, in case ours never ends.
+            for _ in 0..10_000 {
+                match it.next_element()? {
+                    Some(el) => run.extend(el.components),
+                    None => break,
+                }
+            }
+            out.push(run);
+        }
+        return Ok(out);
+    }
     if op == "function" {
-        let lib =
-            FunctionDefLibrary::decode(&unhex(case["library"].as_str().unwrap())[..]).unwrap();
+        let lib = FunctionDefLibrary::decode(&blob(case["library"].as_str().unwrap())[..]).unwrap();
         let graph = GraphDef {
             library: Some(lib),
             ..Default::default()
@@ -280,13 +324,33 @@ fn kernels_match_tensorflow() {
             let op = case["op"].as_str().unwrap();
             let tolerance = case["tolerance"].as_str().unwrap();
             assert_eq!(tolerance, "exact", "{id}: unknown tolerance {tolerance}");
-            let inputs: Vec<Tensor> = case["inputs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| tensor(t.as_str().unwrap()))
-                .collect();
-            let want: Option<Vec<Vec<Tensor>>> = if let Some(calls) = case.get("calls") {
+            let inputs: Vec<Tensor> = case
+                .get("inputs")
+                .map(|i| {
+                    i.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| tensor(t.as_str().unwrap()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let want: Option<Vec<Vec<Tensor>>> = if let Some(its) = case.get("iterations") {
+                // A pipeline: per iteration, every element's components.
+                Some(
+                    its.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|it| {
+                            it.as_array()
+                                .unwrap()
+                                .iter()
+                                .flat_map(|el| el.as_array().unwrap())
+                                .map(|t| tensor(t.as_str().unwrap()))
+                                .collect()
+                        })
+                        .collect(),
+                )
+            } else if let Some(calls) = case.get("calls") {
                 Some(
                     calls
                         .as_array()
@@ -376,9 +440,10 @@ fn kernels_match_tensorflow() {
                     if known.contains(id) && std::env::var_os("DIFFERENTIAL_VERBOSE").is_none() {
                         continue;
                     }
-                    let node_text = match case.get("node") {
-                        Some(n) => format!("{:?}", nodes[n.as_u64().unwrap() as usize]),
-                        None => format!("function {}", case["function"]),
+                    let node_text = match (case.get("node"), case.get("function")) {
+                        (Some(n), _) => format!("{:?}", nodes[n.as_u64().unwrap() as usize]),
+                        (None, Some(f)) => format!("function {f}"),
+                        (None, None) => "a dataset graph".to_string(),
                     };
                     let _ = writeln!(
                         failures,
