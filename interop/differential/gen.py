@@ -424,6 +424,21 @@ def image_family():
                          [img])
     fam.add_function("brightness/float64", lambda x: tf.image.stateless_random_brightness(
         x, 0.25, seed=(11, 12)), [rng.random((2, 2, 3))])
+    # The Python layers over the stateless ops: seed splitting and folding
+    # (full-range ints), ranges, moments, crops.
+    seed = tf.constant([1, 2], tf.int64)
+    fam.add_function("tf.random.split(seed, 3)", lambda s: tf.random.split(s, 3), [seed])
+    fam.add_function("tf.random.fold_in(seed, 3)", lambda s: tf.random.fold_in(s, 3), [seed])
+    fam.add_function("stateless_uniform int64 full range", lambda s: tf.random.stateless_uniform(
+        [5], seed=s, minval=None, maxval=None, dtype=tf.int64), [seed])
+    fam.add_function("stateless_uniform float [-3, 7)", lambda s: tf.random.stateless_uniform(
+        [6], seed=s, minval=-3.0, maxval=7.0), [seed])
+    fam.add_function("stateless_normal mean 2 stddev 3", lambda s: tf.random.stateless_normal(
+        [7], seed=s, mean=2.0, stddev=3.0), [seed])
+    fam.add_function("stateless_truncated_normal float64", lambda s: tf.random.stateless_truncated_normal(
+        [5], seed=s, dtype=tf.float64), [seed])
+    fam.add_function("stateless_random_crop", lambda x: tf.image.stateless_random_crop(
+        x, [3, 2, 3], seed=(5, 9)), [rng.random((6, 5, 3), dtype=np.float32)])
     fam.add_function("flip up-down/seed 4,5", lambda x: tf.image.stateless_random_flip_up_down(
         x, seed=(4, 5)), [rng.random((3, 2, 1), dtype=np.float32)])
     return fam
