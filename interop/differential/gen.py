@@ -389,6 +389,15 @@ def random_family():
                         shape=shape, minval=lo, maxval=hi, seed=4, seed2=9),
                     [tf.constant([7], tf.int32), tf.constant(lo, dt), tf.constant(hi, dt)],
                     f"RandomUniformInt/{dname(dt)}/{lo},{hi}", calls=3)
+    # Stateful errors, and the empty output an empty range may give.
+    for shape, lo, hi in (([2], 3, 3), ([0], 3, 3), ([2], 5, -5)):
+        fam.add("RandomUniformInt",
+                lambda shape, lo, hi: R.RandomUniformInt(
+                    shape=shape, minval=lo, maxval=hi, seed=41, seed2=42),
+                [tf.constant(shape, tf.int32), tf.constant(lo, tf.int32), tf.constant(hi, tf.int32)],
+                f"RandomUniformInt/int32/{shape}/{lo},{hi}")
+    fam.add("RandomUniform", lambda shape: R.RandomUniform(shape=shape, dtype=tf.float32, seed=43),
+            [tf.constant([2, -1], tf.int32)], "RandomUniform/error/negative shape")
     for dt, values in ((tf.int32, np.arange(10, dtype=np.int32)),
                        (tf.float32, np.arange(12, dtype=np.float32).reshape(6, 2))):
         fam.add("RandomShuffle", lambda value: R.RandomShuffle(value=value, seed=5, seed2=6),

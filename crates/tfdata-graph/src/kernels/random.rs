@@ -658,7 +658,10 @@ fn stateful(attrs: &NodeAttrs, dist: Dist) -> Result<Compute> {
             // Zero impossible values are fine (TensorFlow checks after
             // returning an empty output).
             if n > 0 && lo >= hi {
-                return Err(invalid(op, format!("Need minval < maxval: {lo} >= {hi}")));
+                return Err(invalid(
+                    op,
+                    format!("Need minval < maxval, got {lo} >= {hi}"),
+                ));
             }
             Some((lo, hi))
         } else {
@@ -993,7 +996,7 @@ mod tests {
         ])
         .unwrap_err();
         assert!(
-            e.to_string().contains("Need minval < maxval: 0 >= 0"),
+            e.to_string().contains("Need minval < maxval, got 0 >= 0"),
             "{e}"
         );
         let big = kernel("RandomUniformInt", &[("Tout", ty(DType::Int64))]);
