@@ -25,8 +25,10 @@
 //!   two words); integers are `lo + bits % (hi - lo)` (64-bit: two words);
 //!   normals are Box-Muller in float (double for double: `u1` floored at
 //!   1e-7, the angle `2*pi*u2` computed in double) with the platform libm's
-//!   `log`, `sin` and `cos`, as TensorFlow's Linux build calls them, then
-//!   rounded to half/bfloat16. Truncated normals reject `|x| >= 2`, taking
+//!   `log`, `sin` and `cos` (TensorFlow's Linux build calls glibc's
+//!   `logf` and `sincosf`; glibc's `sinf` and `cosf` gave the same bits on
+//!   every case, glibc 2.36 as in our Debian 12 image; another libm, musl's
+//!   or macOS's, may not), then rounded to half/bfloat16. Truncated normals reject `|x| >= 2`, taking
 //!   words one at a time; each group of `g` values starts `256 * g / 4`
 //!   blocks after the previous group's start.
 //!
