@@ -1,21 +1,39 @@
-//! Random kernels: the stateful ops (`RandomUniform`, `RandomUniformInt`,
-//! `RandomStandardNormal`, `TruncatedNormal`, `RandomShuffle`) that
-//! `tf.random.*` and `tf.image.random_*` emit, and the stateless ones
-//! (`StatelessRandom*V2` with `StatelessRandomGetKeyCounter[Alg]`, and the
-//! v1 `StatelessRandom*` taking a seed pair).
+//! Random kernels, bit for bit TensorFlow 2.21's on CPU: the stateful ops
+//! (`RandomUniform`, `RandomUniformInt`, `RandomStandardNormal`,
+//! `TruncatedNormal`, `RandomShuffle`) that `tf.random.*` and
+//! `tf.image.random_*` emit, and the stateless ones (`StatelessRandom*V2`
+//! with `StatelessRandomGetKeyCounter[Alg]` and `StatelessRandomGetAlg`,
+//! and the v1 `StatelessRandom*` taking a seed pair).
 //!
-//! The values are not TensorFlow's (its Philox streams are not replayed):
-//! only the distributions are, so tests compare statistics, not values.
-//! Uniform floats are `[0, 1)` from the top mantissa bits (TensorFlow's
-//! construction), uniform integers `[minval, maxval)` without modulo bias,
-//! normals by Box-Muller, truncated normals by rejection outside two
-//! standard deviations. Determinism follows TensorFlow's contract: a
-//! stateful op with `seed` or `seed2` set draws the same sequence every
-//! time its node is built, one unseeded draws a fresh sequence; each call
-//! (each element) advances the node's generator, kept in the kernel. A
-//! stateless op is a pure function of its key, counter and algorithm (or
-//! seed pair). `StatelessRandomGetKeyCounter` derives tfdata's own key and
-//! counter from the seed, meaningful only to these kernels.
+//! Every op draws from Philox4x32-10 ([`Philox`]): 128-bit counter, 64-bit
+//! key, ten rounds, one block of four 32-bit words per counter value.
+//!
+//! * Stateless ops: a seed pair becomes a key and counter by one Philox
+//!   block of the seeds under a fixed key ([`key_counter_of_seed`]); the
+//!   V2 ops take that key (`uint64 [1]`) and counter (`uint64 [2]`)
+//!   directly, with `alg` 1 (Philox) or 3 (auto, Philox on CPU); ThreeFry
+//!   (2) is refused as TensorFlow refuses it on CPU.
+//! * Stateful ops: a node seeded with `seed`/`seed2` starts at key `seed`,
+//!   counter `[0, seed2]`; each run reserves `256 * n` blocks for its `n`
+//!   values (`RandomShuffle`: one word per swap), so run `k` starts where
+//!   TensorFlow's run `k` does. A node with both seeds 0 draws fresh seeds
+//!   (reproducible inside `tfdata_dataset::random::with_seed`).
+//! * Values: element `i` of a fixed-cost distribution comes from block
+//!   `i / g` (`g` values a block: 4 for 32-bit and 16-bit types, 2 for
+//!   64-bit ones). Uniform floats put random bits under the exponent of 1
+//!   and subtract 1 (23 bits for float, 10 half, 7 bfloat16, 52 double from
+//!   two words); integers are `lo + bits % (hi - lo)` (64-bit: two words);
+//!   normals are Box-Muller in float (double for double: `u1` floored at
+//!   1e-7, the angle `2*pi*u2` computed in double) with the platform libm's
+//!   `log`, `sin` and `cos` (TensorFlow's Linux build calls glibc's
+//!   `logf` and `sincosf`; glibc's `sinf` and `cosf` gave the same bits on
+//!   every case, glibc 2.36 as in our Debian 12 image; another libm, musl's
+//!   or macOS's, may not), then rounded to half/bfloat16. Truncated normals reject `|x| >= 2`, taking
+//!   words one at a time; each group of `g` values starts `256 * g / 4`
+//!   blocks after the previous group's start.
+//!
+//! `tests/differential.rs` replays TensorFlow's outputs for these ops
+//! (`tests/differential/random.json`) and requires the same bits.
 
 use std::sync::Mutex;
 
@@ -74,6 +92,11 @@ pub(super) const KERNELS: &[KernelDef] = &[
         build: |a| stateless(a, Dist::Int, Seed::KeyCounter),
     },
     KernelDef {
+        op: "StatelessRandomUniformFullIntV2",
+        outputs: one_output,
+        build: |a| stateless(a, Dist::FullInt, Seed::KeyCounter),
+    },
+    KernelDef {
         op: "StatelessRandomUniform",
         outputs: one_output,
         build: |a| stateless(a, Dist::Uniform, Seed::Pair),
@@ -92,6 +115,11 @@ pub(super) const KERNELS: &[KernelDef] = &[
         op: "StatelessRandomUniformInt",
         outputs: one_output,
         build: |a| stateless(a, Dist::Int, Seed::Pair),
+    },
+    KernelDef {
+        op: "StatelessRandomUniformFullInt",
+        outputs: one_output,
+        build: |a| stateless(a, Dist::FullInt, Seed::Pair),
     },
     KernelDef {
         op: "StatelessRandomGetKeyCounter",
@@ -120,46 +148,208 @@ pub(super) const KERNELS: &[KernelDef] = &[
 
 /// TensorFlow's `RNG_ALG_PHILOX`, what it picks on CPU.
 const PHILOX: i32 = 1;
+/// `RNG_ALG_AUTO_SELECT`: Philox on CPU.
+const AUTO: i64 = 3;
 
 fn invalid(op: &str, message: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!("{op}: {message}"))
 }
 
-/// SplitMix64's output function: a bijective 64-bit mixer.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as
+/// 1, 2, 3", SC'11): a counter-based generator, one block of four words
+/// per counter value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Philox {
+    counter: [u32; 4],
+    key: [u32; 2],
 }
 
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+const PHILOX_M0: u32 = 0xD251_1F53;
+const PHILOX_M1: u32 = 0xCD9E_8D57;
+const PHILOX_W0: u32 = 0x9E37_79B9;
+const PHILOX_W1: u32 = 0xBB67_AE85;
 
-/// SplitMix64: one call's stream of random words.
-struct Bits(u64);
+/// Ten Philox rounds of `counter` under `key`.
+fn philox_block(mut c: [u32; 4], mut key: [u32; 2]) -> [u32; 4] {
+    for round in 0..10 {
+        if round > 0 {
+            key[0] = key[0].wrapping_add(PHILOX_W0);
+            key[1] = key[1].wrapping_add(PHILOX_W1);
+        }
+        let p0 = u64::from(PHILOX_M0) * u64::from(c[0]);
+        let p1 = u64::from(PHILOX_M1) * u64::from(c[2]);
+        c = [
+            (p1 >> 32) as u32 ^ c[1] ^ key[0],
+            p1 as u32,
+            (p0 >> 32) as u32 ^ c[3] ^ key[1],
+            p0 as u32,
+        ];
+    }
+    c
+}
 
-impl Bits {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(GOLDEN);
-        mix(self.0)
+fn lo_hi(x: u64) -> [u32; 2] {
+    [x as u32, (x >> 32) as u32]
+}
+
+impl Philox {
+    /// Key `seed`, counter `[0, 0, seed2]` (a stateful node's generator).
+    fn from_seeds(seed: u64, seed2: u64) -> Philox {
+        let [c2, c3] = lo_hi(seed2);
+        Philox {
+            counter: [0, 0, c2, c3],
+            key: lo_hi(seed),
+        }
     }
 
-    /// Uniform in `[0, 1)` with `bits` random mantissa bits.
-    fn unit(&mut self, bits: u32) -> f64 {
-        (self.next() >> (64 - bits)) as f64 / (1u64 << bits) as f64
+    /// The block at the counter; the counter advances by one.
+    fn next_block(&mut self) -> [u32; 4] {
+        let out = philox_block(self.counter, self.key);
+        for w in &mut self.counter {
+            *w = w.wrapping_add(1);
+            if *w != 0 {
+                break;
+            }
+        }
+        out
     }
 
-    /// Uniform in `0..n` (`n > 0`), without modulo bias worth measuring.
-    fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
+    /// Advances the counter by `n` blocks, carrying as TensorFlow's
+    /// `PhiloxRandom::Skip` does.
+    fn skip(&mut self, n: u64) {
+        let lo = n as u32;
+        let mut hi = (n >> 32) as u32;
+        self.counter[0] = self.counter[0].wrapping_add(lo);
+        if self.counter[0] < lo {
+            hi = hi.wrapping_add(1);
+        }
+        self.counter[1] = self.counter[1].wrapping_add(hi);
+        if self.counter[1] < hi {
+            self.counter[2] = self.counter[2].wrapping_add(1);
+            if self.counter[2] == 0 {
+                self.counter[3] = self.counter[3].wrapping_add(1);
+            }
+        }
+    }
+}
+
+/// One word at a time from a generator's blocks (TensorFlow's
+/// `SingleSampleAdapter`), for rejection sampling and shuffles.
+struct Words {
+    rng: Philox,
+    block: [u32; 4],
+    used: usize,
+}
+
+impl Words {
+    fn new(rng: Philox) -> Words {
+        Words {
+            rng,
+            block: [0; 4],
+            used: 4,
+        }
     }
 
-    fn normal(&mut self) -> f64 {
-        // Box-Muller on (0, 1] x [0, 1); one of the pair is used, which
-        // keeps each element a function of its own words.
-        let u1 = 1.0 - self.unit(53);
-        let u2 = self.unit(53);
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    fn next(&mut self) -> u32 {
+        if self.used == 4 {
+            self.block = self.rng.next_block();
+            self.used = 0;
+        }
+        self.used += 1;
+        self.block[self.used - 1]
     }
+}
+
+/// A stateless op's generator for a seed pair: the pair, as a counter, run
+/// through one Philox block under a fixed key; the block's first two words
+/// are the key, the last two the counter's upper half.
+fn key_counter_of_seed(s0: u64, s1: u64) -> Philox {
+    let [a, b] = lo_hi(s0);
+    let [c, d] = lo_hi(s1);
+    let mix = philox_block([a, b, c, d], [0x3EC8_F720, 0x0246_1E29]);
+    Philox {
+        counter: [0, 0, mix[2], mix[3]],
+        key: [mix[0], mix[1]],
+    }
+}
+
+/// `[0, 1)` from the low 23 bits of `x`, as a float in `[1, 2)` minus 1.
+fn unit_f32(x: u32) -> f32 {
+    f32::from_bits(0x3F80_0000 | (x & 0x7F_FFFF)) - 1.0
+}
+
+/// `[0, 1)` from the low 20 bits of `x0` and all of `x1`.
+fn unit_f64(x0: u32, x1: u32) -> f64 {
+    let mantissa = (u64::from(x0 & 0xF_FFFF) << 32) | u64::from(x1);
+    f64::from_bits((1023 << 52) | mantissa) - 1.0
+}
+
+/// Half `[0, 1)` from the low 10 bits (exact in float, and in half).
+fn unit_f16(x: u32) -> u16 {
+    f32_to_f16(f32::from(x as u16 & 0x3FF) / 1024.0)
+}
+
+/// Bfloat16 `[0, 1)` from the low 7 bits.
+fn unit_bf16(x: u32) -> u16 {
+    f32_to_bf16(f32::from(x as u16 & 0x7F) / 128.0)
+}
+
+/// Float to half, rounding to nearest even (Eigen's conversion).
+fn f32_to_f16(f: f32) -> u16 {
+    let x = f.to_bits();
+    let sign = ((x >> 16) & 0x8000) as u16;
+    let a = x & 0x7FFF_FFFF;
+    if a >= 0x7F80_0000 {
+        let nan = if a > 0x7F80_0000 {
+            0x200 | ((a >> 13) & 0x3FF) as u16
+        } else {
+            0
+        };
+        return sign | 0x7C00 | nan;
+    }
+    let exp = (a >> 23) as i32 - 127;
+    let (m, shift, base) = if exp > 15 {
+        return sign | 0x7C00;
+    } else if exp >= -14 {
+        (a & 0x7F_FFFF, 13, ((exp + 15) as u32) << 10)
+    } else if exp >= -25 {
+        ((a & 0x7F_FFFF) | 0x80_0000, (-14 - exp) as u32 + 13, 0)
+    } else {
+        return sign;
+    };
+    let mut h = base | (m >> shift);
+    let rem = m & ((1 << shift) - 1);
+    let half = 1 << (shift - 1);
+    if rem > half || (rem == half && h & 1 == 1) {
+        h += 1;
+    }
+    sign | h as u16
+}
+
+/// Float to bfloat16, rounding to nearest even; NaN to a quiet NaN.
+fn f32_to_bf16(f: f32) -> u16 {
+    let x = f.to_bits();
+    if f.is_nan() {
+        return ((x >> 16) as u16 & 0x8000) | 0x7FC0;
+    }
+    (x.wrapping_add(0x7FFF + ((x >> 16) & 1)) >> 16) as u16
+}
+
+/// Box-Muller in float from two words: two standard normals.
+fn box_muller_f32(x0: u32, x1: u32) -> [f32; 2] {
+    let u1 = unit_f32(x0).max(1.0e-7);
+    // `2 * M_PI * u` with M_PI a double: computed in double, then rounded.
+    let v1 = (2.0 * std::f64::consts::PI * f64::from(unit_f32(x1))) as f32;
+    let r = (-2.0f32 * u1.ln()).sqrt();
+    [v1.sin() * r, v1.cos() * r]
+}
+
+/// Box-Muller in double from four words: two standard normals.
+fn box_muller_f64(x: [u32; 4]) -> [f64; 2] {
+    let u1 = unit_f64(x[0], x[1]).max(1.0e-7);
+    let v1 = 2.0 * std::f64::consts::PI * unit_f64(x[2], x[3]);
+    let r = (-2.0 * u1.ln()).sqrt();
+    [v1.sin() * r, v1.cos() * r]
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -167,7 +357,10 @@ enum Dist {
     Uniform,
     Normal,
     Truncated,
+    /// `[minval, maxval)`.
     Int,
+    /// Every value of the integer type.
+    FullInt,
 }
 
 /// The requested output shape (a 1-D int32/int64 tensor).
@@ -176,83 +369,249 @@ fn shape_of(op: &str, t: &Tensor) -> Result<Vec<i64>> {
         return Err(invalid(op, "shape must be a vector of {int32,int64}"));
     }
     let dims = int_values(op, t, "shape")?;
-    if dims.iter().any(|&d| d < 0) {
-        return Err(invalid(op, format!("Dimension < 0 in shape {dims:?}")));
+    if let Some(d) = dims.iter().find(|&&d| d < 0) {
+        return Err(invalid(op, format!("Dimension {d} must be >= 0")));
     }
     Ok(dims)
 }
 
-/// `n` values of `dist` as a tensor of `dtype` (`range` for integers).
+/// The 16-bit values `bits` as a half or bfloat16 tensor.
+fn bits16(dtype: DType, shape: Vec<i64>, bits: Vec<u16>) -> Result<Tensor> {
+    let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+    Tensor::new(dtype, shape, TensorData::Buffer(Bytes::from(bytes)))
+}
+
+/// Values a block gives for `dtype` (TensorFlow's group size).
+fn group_size(dtype: DType) -> usize {
+    match dtype {
+        DType::Double | DType::Int64 | DType::UInt64 => 2,
+        _ => 4,
+    }
+}
+
+/// `n` values, block after block from `rng`: `per_block` turns one block
+/// into its group of values.
+fn blocks<T: Copy>(
+    n: usize,
+    rng: &mut Philox,
+    per_block: impl Fn([u32; 4]) -> [T; 4],
+    g: usize,
+) -> Vec<T> {
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let values = per_block(rng.next_block());
+        let take = g.min(n - out.len());
+        out.extend_from_slice(&values[..take]);
+    }
+    out
+}
+
+/// Truncated normals: group `k` of `g` values starts `256 * g / 4` blocks
+/// past group `k - 1`, and takes words one at a time, rejecting
+/// `|x| >= 2`.
+fn truncated<T: Copy>(
+    n: usize,
+    rng: Philox,
+    g: usize,
+    mut group: impl FnMut(&mut Words) -> [T; 4],
+) -> Vec<T> {
+    let mut out = Vec::with_capacity(n);
+    let mut k = 0u64;
+    while out.len() < n {
+        let mut start = rng;
+        start.skip(k * (256 * g as u64 / 4));
+        let values = group(&mut Words::new(start));
+        let take = g.min(n - out.len());
+        out.extend_from_slice(&values[..take]);
+        k += 1;
+    }
+    out
+}
+
+fn truncated_f32(words: &mut Words) -> [f32; 4] {
+    let mut out = [0f32; 4];
+    let mut i = 0;
+    loop {
+        let (x0, x1) = (words.next(), words.next());
+        for f in box_muller_f32(x0, x1) {
+            if f.abs() < 2.0 {
+                out[i] = f;
+                i += 1;
+                if i == 4 {
+                    return out;
+                }
+            }
+        }
+    }
+}
+
+fn truncated_f64(words: &mut Words) -> [f64; 4] {
+    let mut out = [0f64; 4];
+    let mut i = 0;
+    loop {
+        let x = [words.next(), words.next(), words.next(), words.next()];
+        for d in box_muller_f64(x) {
+            if d.abs() < 2.0 {
+                out[i] = d;
+                i += 1;
+                if i == 2 {
+                    return out;
+                }
+            }
+        }
+    }
+}
+
+/// `n` values of `dist` as a tensor of `dtype` from the generator `rng`
+/// (`range` for [`Dist::Int`]).
 fn draw(
     op: &str,
     dist: Dist,
     dtype: DType,
     shape: Vec<i64>,
     range: Option<(i64, i64)>,
-    bits: &mut Bits,
+    mut rng: Philox,
 ) -> Result<Tensor> {
     let n = tfdata_core::tensor::num_elements(&shape)?;
     check_size(op, dtype, n)?;
     let n = n as usize;
-    if dist == Dist::Int {
-        let (lo, hi) = range.ok_or_else(|| invalid(op, "missing minval/maxval"))?;
-        if lo >= hi {
-            return Err(invalid(op, format!("Need minval < maxval: {lo} >= {hi}")));
-        }
-        let span = hi.wrapping_sub(lo) as u64;
-        let v = (0..n).map(|_| lo.wrapping_add(bits.below(span) as i64));
-        return match dtype {
-            DType::Int32 => Tensor::from_slice(&v.map(|x| x as i32).collect::<Vec<_>>(), shape),
-            DType::Int64 => Tensor::from_slice(&v.collect::<Vec<_>>(), shape),
-            DType::UInt32 => Tensor::from_slice(&v.map(|x| x as u32).collect::<Vec<_>>(), shape),
-            DType::UInt64 => Tensor::from_slice(&v.map(|x| x as u64).collect::<Vec<_>>(), shape),
-            other => Err(invalid(op, format!("unsupported integer dtype {other}"))),
-        };
-    }
-    // Mantissa bits of the output type, so that a uniform value is exact in
-    // it and never rounds up to 1.
-    let mantissa = match dtype {
-        DType::Double => 52,
-        DType::Float => 23,
-        DType::Half => 10,
-        DType::BFloat16 => 7,
-        other => return Err(invalid(op, format!("unsupported dtype {other}"))),
-    };
-    let v: Vec<f64> = (0..n)
-        .map(|_| match dist {
-            Dist::Uniform => bits.unit(mantissa),
-            Dist::Normal => bits.normal(),
-            _ => loop {
-                let z = bits.normal();
-                if z.abs() < 2.0 {
-                    break z;
+    let g = group_size(dtype);
+    match (dist, dtype) {
+        (Dist::Int, _) => {
+            let (lo, hi) = range.ok_or_else(|| invalid(op, "missing minval/maxval"))?;
+            match dtype {
+                DType::Int32 => {
+                    let (lo, span) = (lo as i32, (hi as u32).wrapping_sub(lo as u32));
+                    let v = blocks(
+                        n,
+                        &mut rng,
+                        |b| b.map(|x| lo.wrapping_add((x % span) as i32)),
+                        g,
+                    );
+                    Tensor::from_slice(&v, shape)
                 }
-            },
-        })
-        .collect();
-    let doubles = Tensor::from_slice(&v, shape)?;
-    if dtype == DType::Double {
-        return Ok(doubles);
+                DType::Int64 => {
+                    let span = (hi as u64).wrapping_sub(lo as u64);
+                    let v = blocks(
+                        n,
+                        &mut rng,
+                        |b| {
+                            let w = |i: usize| u64::from(b[i]) | (u64::from(b[i + 1]) << 32);
+                            let v = |i| lo.wrapping_add((w(i) % span) as i64);
+                            [v(0), v(2), 0, 0]
+                        },
+                        g,
+                    );
+                    Tensor::from_slice(&v, shape)
+                }
+                other => Err(invalid(op, format!("unsupported integer dtype {other}"))),
+            }
+        }
+        (Dist::FullInt, _) => {
+            let pair = |b: [u32; 4], i: usize| u64::from(b[i]) | (u64::from(b[i + 1]) << 32);
+            match dtype {
+                DType::Int32 => {
+                    Tensor::from_slice(&blocks(n, &mut rng, |b| b.map(|x| x as i32), g), shape)
+                }
+                DType::UInt32 => Tensor::from_slice(&blocks(n, &mut rng, |b| b, g), shape),
+                DType::Int64 => Tensor::from_slice(
+                    &blocks(
+                        n,
+                        &mut rng,
+                        |b| [pair(b, 0) as i64, pair(b, 2) as i64, 0, 0],
+                        g,
+                    ),
+                    shape,
+                ),
+                DType::UInt64 => Tensor::from_slice(
+                    &blocks(n, &mut rng, |b| [pair(b, 0), pair(b, 2), 0, 0], g),
+                    shape,
+                ),
+                other => Err(invalid(op, format!("unsupported integer dtype {other}"))),
+            }
+        }
+        (Dist::Uniform, DType::Float) => {
+            Tensor::from_slice(&blocks(n, &mut rng, |b| b.map(unit_f32), g), shape)
+        }
+        (Dist::Uniform, DType::Half) => {
+            bits16(dtype, shape, blocks(n, &mut rng, |b| b.map(unit_f16), g))
+        }
+        (Dist::Uniform, DType::BFloat16) => {
+            bits16(dtype, shape, blocks(n, &mut rng, |b| b.map(unit_bf16), g))
+        }
+        (Dist::Uniform, DType::Double) => Tensor::from_slice(
+            &blocks(
+                n,
+                &mut rng,
+                |b| [unit_f64(b[0], b[1]), unit_f64(b[2], b[3]), 0.0, 0.0],
+                g,
+            ),
+            shape,
+        ),
+        (Dist::Normal, DType::Float | DType::Half | DType::BFloat16) => {
+            let v = blocks(
+                n,
+                &mut rng,
+                |b| {
+                    let [a, c] = box_muller_f32(b[0], b[1]);
+                    let [d, e] = box_muller_f32(b[2], b[3]);
+                    [a, c, d, e]
+                },
+                g,
+            );
+            floats(dtype, shape, v)
+        }
+        (Dist::Normal, DType::Double) => Tensor::from_slice(
+            &blocks(
+                n,
+                &mut rng,
+                |b| {
+                    let [a, c] = box_muller_f64(b);
+                    [a, c, 0.0, 0.0]
+                },
+                g,
+            ),
+            shape,
+        ),
+        (Dist::Truncated, DType::Float | DType::Half | DType::BFloat16) => {
+            floats(dtype, shape, truncated(n, rng, g, truncated_f32))
+        }
+        (Dist::Truncated, DType::Double) => {
+            Tensor::from_slice(&truncated(n, rng, g, truncated_f64), shape)
+        }
+        (_, other) => Err(invalid(op, format!("unsupported dtype {other}"))),
     }
-    tfdata_dataset::kernels::cast(&doubles, dtype)
 }
 
-/// A seed for unseeded ops: fresh entropy, or reproducible inside
-/// `tfdata_dataset::random::with_seed` (see there).
-fn entropy() -> u64 {
-    tfdata_dataset::random::unseeded_seed()
+/// Floats as a float, half or bfloat16 tensor (rounded to nearest even).
+fn floats(dtype: DType, shape: Vec<i64>, v: Vec<f32>) -> Result<Tensor> {
+    match dtype {
+        DType::Half => bits16(dtype, shape, v.into_iter().map(f32_to_f16).collect()),
+        DType::BFloat16 => bits16(dtype, shape, v.into_iter().map(f32_to_bf16).collect()),
+        _ => Tensor::from_slice(&v, shape),
+    }
 }
 
-/// The generator of a stateful node: seeded from `seed`/`seed2`, or fresh.
-fn node_generator(attrs: &NodeAttrs) -> Result<Mutex<Bits>> {
+/// The generator of a stateful node: seeded from `seed`/`seed2`, or, with
+/// both 0, from fresh seeds as TensorFlow does.
+fn node_generator(attrs: &NodeAttrs) -> Result<Mutex<Philox>> {
     let seed = attrs.int_or("seed", 0)?;
     let seed2 = attrs.int_or("seed2", 0)?;
-    let start = if seed == 0 && seed2 == 0 {
-        entropy()
+    let (seed, seed2) = if seed == 0 && seed2 == 0 {
+        let s = tfdata_dataset::random::unseeded_seed();
+        (s, tfdata_dataset::random::unseeded_seed())
     } else {
-        mix(seed as u64 ^ mix((seed2 as u64).wrapping_add(GOLDEN)))
+        (seed as u64, seed2 as u64)
     };
-    Ok(Mutex::new(Bits(start)))
+    Ok(Mutex::new(Philox::from_seeds(seed, seed2)))
+}
+
+/// A node generator's start for this run, which reserves `blocks` blocks.
+fn reserve(generator: &Mutex<Philox>, blocks: u64) -> Philox {
+    let mut g = generator.lock().unwrap_or_else(|e| e.into_inner());
+    let start = *g;
+    g.skip(blocks);
+    start
 }
 
 /// A scalar integer input (`minval`, `maxval`).
@@ -267,25 +626,52 @@ fn scalar_int(op: &str, t: &Tensor, what: &str) -> Result<i64> {
     }
 }
 
+/// Checks a float op's `dtype` attribute (integer ops': `ints`).
+fn check_dtype(attrs: &NodeAttrs, dtype: DType, allowed: &[DType]) -> Result<()> {
+    if allowed.contains(&dtype) {
+        Ok(())
+    } else {
+        Err(attrs.error(format!(
+            "TensorFlow has no CPU kernel for {} with dtype {dtype}",
+            attrs.op
+        )))
+    }
+}
+
+const FLOAT_TYPES: &[DType] = &[DType::Half, DType::BFloat16, DType::Float, DType::Double];
+
 fn stateful(attrs: &NodeAttrs, dist: Dist) -> Result<Compute> {
     let op = attrs.op.to_string();
     let dtype = attrs.dtype(if dist == Dist::Int { "Tout" } else { "dtype" })?;
+    if dist == Dist::Int {
+        check_dtype(attrs, dtype, &[DType::Int32, DType::Int64])?;
+    } else {
+        check_dtype(attrs, dtype, FLOAT_TYPES)?;
+    }
     let generator = node_generator(attrs)?;
     Ok(Box::new(move |inputs| {
         let op = op.as_str();
         expect_inputs(op, &inputs, if dist == Dist::Int { 3 } else { 1 })?;
         let shape = shape_of(op, &inputs[0])?;
+        let n = tfdata_core::tensor::num_elements(&shape)?;
         let range = if dist == Dist::Int {
-            Some((
-                scalar_int(op, &inputs[1], "minval")?,
-                scalar_int(op, &inputs[2], "maxval")?,
-            ))
+            let lo = scalar_int(op, &inputs[1], "minval")?;
+            let hi = scalar_int(op, &inputs[2], "maxval")?;
+            // Zero impossible values are fine (TensorFlow checks after
+            // returning an empty output).
+            if n > 0 && lo >= hi {
+                return Err(invalid(
+                    op,
+                    format!("Need minval < maxval, got {lo} >= {hi}"),
+                ));
+            }
+            Some((lo, hi))
         } else {
             None
         };
-        // One word of the node's generator seeds this call's values.
-        let call = generator.lock().unwrap_or_else(|e| e.into_inner()).next();
-        Ok(vec![draw(op, dist, dtype, shape, range, &mut Bits(call))?])
+        check_size(op, dtype, n)?;
+        let rng = reserve(&generator, n.saturating_mul(256));
+        Ok(vec![draw(op, dist, dtype, shape, range, rng)?])
     }))
 }
 
@@ -295,14 +681,20 @@ fn shuffle(attrs: &NodeAttrs) -> Result<Compute> {
         const OP: &str = "RandomShuffle";
         expect_inputs(OP, &inputs, 1)?;
         let t = &inputs[0];
-        let Some(&rows) = t.shape().first() else {
-            return Ok(vec![t.clone()]);
+        let rows = match t.shape().first() {
+            Some(&rows) if rows > 1 && t.num_elements() > 1 => rows as usize,
+            _ => return Ok(vec![t.clone()]),
         };
-        let rows = rows as usize;
+        if rows as u64 > u64::from(u32::MAX) {
+            return Err(invalid(OP, "more than 2^32 rows are not supported"));
+        }
+        // One word per swap: `rows - 1` words, reserved in blocks of four.
+        let rng = reserve(&generator, (rows as u64 - 1).div_ceil(4));
+        let mut words = Words::new(rng);
         let mut order: Vec<usize> = (0..rows).collect();
-        let mut bits = Bits(generator.lock().unwrap_or_else(|e| e.into_inner()).next());
-        for i in (1..rows).rev() {
-            order.swap(i, bits.below(i as u64 + 1) as usize);
+        for i in 0..rows - 1 {
+            let j = i + (words.next() % (rows - i) as u32) as usize;
+            order.swap(i, j);
         }
         let per_row = (t.num_elements() as usize).checked_div(rows).unwrap_or(0);
         let data = match t.data() {
@@ -333,106 +725,147 @@ enum Seed {
     Pair,
 }
 
-fn words(op: &str, t: &Tensor, what: &str, n: usize) -> Result<Vec<u64>> {
-    let v: Vec<u64> = match t.dtype() {
-        DType::UInt64 => t.to_vec()?,
-        DType::Int64 => t.to_vec::<i64>()?.into_iter().map(|x| x as u64).collect(),
-        DType::Int32 => t
-            .to_vec::<i32>()?
-            .into_iter()
-            .map(|x| x as i64 as u64)
-            .collect(),
+/// A seed pair input (int32 values sign-extend to 64 bits).
+fn seed_pair(op: &str, t: &Tensor) -> Result<(u64, u64)> {
+    if t.shape() != [2] {
+        return Err(invalid(
+            op,
+            format!("seed must have shape [2], not {:?}", t.shape()),
+        ));
+    }
+    let v = match t.dtype() {
+        DType::Int32 | DType::Int64 => int_values(op, t, "seed")?,
         other => {
             return Err(invalid(
                 op,
-                format!("{what} must be int32, int64 or uint64, got {other}"),
+                format!("seed must be int32 or int64, got {other}"),
             ));
         }
     };
-    if v.len() < n {
+    Ok((v[0] as u64, v[1] as u64))
+}
+
+fn u64s(op: &str, t: &Tensor, what: &str) -> Result<Vec<u64>> {
+    match t.dtype() {
+        DType::UInt64 => t.to_vec(),
+        other => Err(invalid(op, format!("{what} must be uint64, got {other}"))),
+    }
+}
+
+/// The generator of a V2 call from its `key`, `counter` and `alg` inputs.
+fn v2_generator(op: &str, key: &Tensor, counter: &Tensor, alg: &Tensor) -> Result<Philox> {
+    let alg = scalar_int(op, alg, "alg")?;
+    let counter_shape = counter.shape();
+    let counter_len = match counter_shape {
+        [n] => *n,
+        _ => -1,
+    };
+    match alg {
+        a if a == i64::from(PHILOX) || a == AUTO => {}
+        // A Philox variant TensorFlow 2.21 checks the counter of, then
+        // refuses on CPU.
+        4 if counter_len < 4 => {
+            return Err(invalid(
+                op,
+                format!(
+                    "counter must be a vector with length at least 4; got shape: {counter_shape:?}. (Note that batched counters are not supported yet.)"
+                ),
+            ));
+        }
+        // ThreeFry (2) is XLA's only; everything else is unknown.
+        a => {
+            return Err(invalid(op, format!("Unsupported algorithm id: {a}")));
+        }
+    }
+    // TensorFlow reads past a short key or counter (its values then vary
+    // from run to run): refused here.
+    if key.shape() != [1] {
+        return Err(invalid(
+            op,
+            format!("key must have shape [1], not {:?}", key.shape()),
+        ));
+    }
+    if counter_len < 2 {
         return Err(invalid(
             op,
             format!(
-                "{what} must have at least {n} elements, got shape {:?}",
-                t.shape()
+                "counter must be a vector with length at least 2; got shape: {counter_shape:?}"
             ),
         ));
     }
-    Ok(v)
-}
-
-/// The seed of a stateless call, from its seed pair.
-fn pair_seed(a: u64, b: u64) -> u64 {
-    mix(a ^ mix(b.wrapping_add(GOLDEN)))
+    let k = u64s(op, key, "key")?;
+    let c = u64s(op, counter, "counter")?;
+    let [c0, c1] = lo_hi(c[0]);
+    let [c2, c3] = lo_hi(c[1]);
+    Ok(Philox {
+        counter: [c0, c1, c2, c3],
+        key: lo_hi(k[0]),
+    })
 }
 
 fn stateless(attrs: &NodeAttrs, dist: Dist, seed: Seed) -> Result<Compute> {
     let op = attrs.op.to_string();
     let dtype = if attrs.has("dtype") {
         attrs.dtype("dtype")?
-    } else if dist == Dist::Int {
+    } else if matches!(dist, Dist::Int | Dist::FullInt) {
         DType::Int64
     } else {
         DType::Float
     };
+    match dist {
+        // TensorFlow's CPU kernels of the V2 op take int32 and int64 only.
+        Dist::Int => check_dtype(attrs, dtype, &[DType::Int32, DType::Int64])?,
+        Dist::FullInt => check_dtype(
+            attrs,
+            dtype,
+            &[DType::Int32, DType::Int64, DType::UInt32, DType::UInt64],
+        )?,
+        _ => check_dtype(attrs, dtype, FLOAT_TYPES)?,
+    }
     Ok(Box::new(move |inputs| {
         let op = op.as_str();
         let seeds = if seed == Seed::KeyCounter { 3 } else { 1 };
         let ints = if dist == Dist::Int { 2 } else { 0 };
         expect_inputs(op, &inputs, 1 + seeds + ints)?;
         let shape = shape_of(op, &inputs[0])?;
-        let start = match seed {
+        let rng = match seed {
             Seed::Pair => {
-                let s = words(op, &inputs[1], "seed", 2)?;
-                if inputs[1].shape() != [2] {
-                    return Err(invalid(
-                        op,
-                        format!("seed must have shape [2], not {:?}", inputs[1].shape()),
-                    ));
-                }
-                pair_seed(s[0], s[1])
+                let (s0, s1) = seed_pair(op, &inputs[1])?;
+                key_counter_of_seed(s0, s1)
             }
-            Seed::KeyCounter => {
-                let key = words(op, &inputs[1], "key", 1)?;
-                let counter = words(op, &inputs[2], "counter", 1)?;
-                let alg = scalar_int(op, &inputs[3], "alg")?;
-                if !(1..=3).contains(&alg) {
-                    return Err(invalid(op, format!("Unsupported algorithm id: {alg}")));
-                }
-                let c1 = counter.get(1).copied().unwrap_or(0);
-                mix(key[0]
-                    ^ mix(counter[0].wrapping_add(GOLDEN)
-                        ^ mix(c1.wrapping_add(GOLDEN.wrapping_mul(2)))))
-            }
+            Seed::KeyCounter => v2_generator(op, &inputs[1], &inputs[2], &inputs[3])?,
         };
         let range = if dist == Dist::Int {
             let k = 1 + seeds;
-            Some((
-                scalar_int(op, &inputs[k], "minval")?,
-                scalar_int(op, &inputs[k + 1], "maxval")?,
-            ))
+            let lo = scalar_int(op, &inputs[k], "minval")?;
+            let hi = scalar_int(op, &inputs[k + 1], "maxval")?;
+            if tfdata_core::tensor::num_elements(&shape)? > 0 && lo >= hi {
+                return Err(invalid(
+                    op,
+                    format!("Need minval < maxval, got {lo} >= {hi}"),
+                ));
+            }
+            Some((lo, hi))
         } else {
             None
         };
-        Ok(vec![draw(op, dist, dtype, shape, range, &mut Bits(start))?])
+        Ok(vec![draw(op, dist, dtype, shape, range, rng)?])
     }))
 }
 
-/// tfdata's key and counter for a seed pair (the pair mixed into the key,
-/// a zero counter): not TensorFlow's scrambling, only a stable function of
-/// the seed for the V2 kernels here.
+/// TensorFlow's key and counter for a seed pair: key `uint64 [1]`,
+/// counter `uint64 [2]` (the words of [`key_counter_of_seed`], low first).
 fn key_counter(op: &str, inputs: Vec<Tensor>, with_alg: bool) -> Result<Vec<Tensor>> {
     expect_inputs(op, &inputs, 1)?;
-    let s = words(op, &inputs[0], "seed", 2)?;
-    if inputs[0].shape() != [2] {
-        return Err(invalid(
-            op,
-            format!("seed must have shape [2], not {:?}", inputs[0].shape()),
-        ));
-    }
+    let (s0, s1) = seed_pair(op, &inputs[0])?;
+    let g = key_counter_of_seed(s0, s1);
+    let word = |a: u32, b: u32| u64::from(a) | (u64::from(b) << 32);
     let mut out = vec![
-        Tensor::vector(&[pair_seed(s[0], s[1])]),
-        Tensor::vector(&[0u64, 0]),
+        Tensor::vector(&[word(g.key[0], g.key[1])]),
+        Tensor::vector(&[
+            word(g.counter[0], g.counter[1]),
+            word(g.counter[2], g.counter[3]),
+        ]),
     ];
     if with_alg {
         out.push(Tensor::scalar(PHILOX));
@@ -565,7 +998,7 @@ mod tests {
         ])
         .unwrap_err();
         assert!(
-            e.to_string().contains("Need minval < maxval: 0 >= 0"),
+            e.to_string().contains("Need minval < maxval, got 0 >= 0"),
             "{e}"
         );
         let big = kernel("RandomUniformInt", &[("Tout", ty(DType::Int64))]);
@@ -628,6 +1061,60 @@ mod tests {
             k(vec![Tensor::scalar(4i32)]).unwrap()[0],
             Tensor::scalar(4i32)
         );
+    }
+
+    #[test]
+    fn philox_matches_the_published_known_answers() {
+        // Random123's kat_vectors for philox4x32_10.
+        assert_eq!(
+            super::philox_block([0; 4], [0; 2]),
+            [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8]
+        );
+        assert_eq!(
+            super::philox_block([u32::MAX; 4], [u32::MAX; 2]),
+            [0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd]
+        );
+        assert_eq!(
+            super::philox_block(
+                [0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344],
+                [0xa409_3822, 0x299f_31d0]
+            ),
+            [0xd16c_fe09, 0x94fd_cceb, 0x5001_e420, 0x2412_6ea1]
+        );
+    }
+
+    #[test]
+    fn key_and_counter_are_tensorflows() {
+        // tf.raw_ops.StatelessRandomGetKeyCounter(seed=[1, 2]) in TF 2.21.
+        let out =
+            kernel("StatelessRandomGetKeyCounter", &[])(vec![Tensor::vector(&[1i32, 2])]).unwrap();
+        assert_eq!(out[0].to_vec::<u64>().unwrap(), [10413732777507651514]);
+        assert_eq!(out[1].to_vec::<u64>().unwrap(), [0, 17830669156045600267]);
+        // tf.raw_ops.StatelessRandomUniform(shape=[5], seed=[1, 2]).
+        let u: Vec<f32> = kernel("StatelessRandomUniform", &[("dtype", ty(DType::Float))])(vec![
+            Tensor::vector(&[5i32]),
+            Tensor::vector(&[1i32, 2]),
+        ])
+        .unwrap()[0]
+            .to_vec()
+            .unwrap();
+        assert_eq!(u, [0.8440604, 0.19204533, 0.9962232, 0.1603874, 0.27199018]);
+    }
+
+    #[test]
+    fn counter_skips_carry_as_tensorflows() {
+        let mut p = super::Philox {
+            counter: [u32::MAX, u32::MAX, u32::MAX, 0],
+            key: [0, 0],
+        };
+        p.next_block();
+        assert_eq!(p.counter, [0, 0, 0, 1]);
+        let mut q = super::Philox {
+            counter: [u32::MAX - 1, 7, 0, 0],
+            key: [0, 0],
+        };
+        q.skip(3 + (5 << 32));
+        assert_eq!(q.counter, [1, 13, 0, 0]);
     }
 
     #[test]

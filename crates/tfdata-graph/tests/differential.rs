@@ -1,0 +1,486 @@
+//! The differential tester: each case TensorFlow 2.21 ran eagerly on CPU
+//! (`interop/differential/gen.py` wrote them to `tests/differential/*.json`)
+//! replayed through our kernels, without TensorFlow, and compared bit for
+//! bit (NaN payloads and -0.0 included) unless the case declares another
+//! tolerance.
+//!
+//! A case is one op, run by its `NodeDef` through the kernel table as the
+//! executor dispatches it ([`tfdata_graph::kernels::lookup`], then `build`
+//! on the node's attributes, then the kernel on the inputs), or a composite:
+//! a traced `tf.function` and its library run by our function executor; a
+//! pipeline case is the `GraphDef` tf.data serializes, translated and
+//! iterated twice (fresh iterators) against TensorFlow's two iterations.
+//! Seeded stateful ops carry the outputs of successive runs of one kernel.
+//! An error case must fail with TensorFlow's status code and a message
+//! containing TensorFlow's; a case TensorFlow refuses with `NotFoundError`
+//! (no CPU kernel for those attributes) must be refused by ours too.
+//!
+//! `tests/differential/known_failures.txt` lists case ids known to fail
+//! (one a line, `#` comments): they are reported, not failed, and one that
+//! passes fails the test so that the list only shrinks.
+//!
+//! The committed cases are the bounded budget (hundreds of small cases, well
+//! under a second in a debug build); `gen.py --long` writes a longer one
+//! (thousands of values a case) for `DIFFERENTIAL_CASES=DIR cargo test -p
+//! tfdata-graph --test differential`.
+//!
+//! Every failure prints the op, the case id, the NodeDef, the inputs, the
+//! first differing index and both values' bits; a summary per op gives the
+//! pass counts and the largest difference seen.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use bytes::Bytes;
+use prost::Message;
+use serde_json::Value as Json;
+use tfdata_core::tensor::TensorData;
+use tfdata_core::{DType, Result, Tensor};
+use tfdata_graph::attrs::NodeAttrs;
+use tfdata_graph::function::{CompiledNode, Compiler, NodeCompiler};
+use tfdata_graph::value::Value;
+use tfdata_graph::{Library, kernels};
+use tfdata_proto::tensorflow::{FunctionDefLibrary, GraphDef, NodeDef};
+
+/// The committed cases, or `DIFFERENTIAL_CASES` (the longer by-hand budget:
+/// `gen.py --long` writes its cases there).
+fn dir() -> PathBuf {
+    std::env::var_os("DIFFERENTIAL_CASES").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/differential"),
+        PathBuf::from,
+    )
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    assert!(s.len().is_multiple_of(2), "odd hex length");
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// A stored proto: base64 of its zlib-compressed bytes (gen.py's `blob`).
+fn blob(s: &str) -> Vec<u8> {
+    let sextet = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("bad base64 byte {c}"),
+    };
+    let mut z = Vec::with_capacity(s.len() / 4 * 3);
+    for quad in s.trim_end_matches('=').as_bytes().chunks(4) {
+        let mut acc = 0u32;
+        for &c in quad {
+            acc = (acc << 6) | u32::from(sextet(c));
+        }
+        acc <<= 6 * (4 - quad.len() as u32);
+        z.extend_from_slice(&acc.to_be_bytes()[1..quad.len()]);
+    }
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::ZlibDecoder::new(&z[..]), &mut out).unwrap();
+    out
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// `dtype|d0,d1|hex`, as gen.py writes a tensor.
+fn tensor(s: &str) -> Tensor {
+    let mut parts = s.splitn(3, '|');
+    let (code, shape, bytes) = (
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+    );
+    let dtype = DType::from_code(code.parse().unwrap()).unwrap();
+    let shape: Vec<i64> = if shape.is_empty() {
+        Vec::new()
+    } else {
+        shape.split(',').map(|d| d.parse().unwrap()).collect()
+    };
+    Tensor::new(dtype, shape, TensorData::Buffer(Bytes::from(unhex(bytes)))).unwrap()
+}
+
+fn bytes_of(t: &Tensor) -> &[u8] {
+    match t.data() {
+        TensorData::Buffer(b) => b,
+        TensorData::Strings(_) => panic!("string tensors are not compared yet"),
+    }
+}
+
+fn summary(t: &Tensor) -> String {
+    let b = bytes_of(t);
+    let shown = if b.len() > 64 {
+        format!("{}...", hex(&b[..64]))
+    } else {
+        hex(b)
+    };
+    format!("{} {:?} {shown}", t.dtype(), t.shape())
+}
+
+/// One element's bits as a float (for differences), if `dtype` is a float.
+fn as_f64(dtype: DType, b: &[u8]) -> Option<f64> {
+    Some(match dtype {
+        DType::Float => f64::from(f32::from_le_bytes(b.try_into().ok()?)),
+        DType::Double => f64::from_le_bytes(b.try_into().ok()?),
+        DType::BFloat16 => {
+            let h = u16::from_le_bytes(b.try_into().ok()?);
+            f64::from(f32::from_bits(u32::from(h) << 16))
+        }
+        DType::Half => {
+            let h = u16::from_le_bytes(b.try_into().ok()?);
+            let (sign, exp, man) = ((h >> 15) & 1, (h >> 10) & 0x1f, h & 0x3ff);
+            let v = match exp {
+                0 => f64::from(man) * 2f64.powi(-24),
+                31 if man == 0 => f64::INFINITY,
+                31 => f64::NAN,
+                e => (1.0 + f64::from(man) / 1024.0) * 2f64.powi(i32::from(e) - 15),
+            };
+            if sign == 1 { -v } else { v }
+        }
+        DType::Int32 => f64::from(i32::from_le_bytes(b.try_into().ok()?)),
+        DType::Int64 => i64::from_le_bytes(b.try_into().ok()?) as f64,
+        DType::UInt32 => f64::from(u32::from_le_bytes(b.try_into().ok()?)),
+        DType::UInt64 => u64::from_le_bytes(b.try_into().ok()?) as f64,
+        _ => return None,
+    })
+}
+
+/// How two tensors differ: `None` when bit-identical.
+struct Diff {
+    text: String,
+    /// The largest |ours - TensorFlow's| over elements, when comparable.
+    max_abs: Option<f64>,
+}
+
+fn compare(want: &Tensor, got: &Tensor) -> Option<Diff> {
+    if want.dtype() != got.dtype() || want.shape() != got.shape() {
+        return Some(Diff {
+            text: format!(
+                "TensorFlow gave {} {:?}, ours {} {:?}",
+                want.dtype(),
+                want.shape(),
+                got.dtype(),
+                got.shape()
+            ),
+            max_abs: None,
+        });
+    }
+    let (w, g) = (bytes_of(want), bytes_of(got));
+    if w == g {
+        return None;
+    }
+    let size = want.dtype().size().unwrap();
+    let mut first = None;
+    let mut differing = 0;
+    let mut max_abs: Option<f64> = None;
+    for (i, (a, b)) in w.chunks(size).zip(g.chunks(size)).enumerate() {
+        if a == b {
+            continue;
+        }
+        differing += 1;
+        first.get_or_insert(i);
+        if let (Some(x), Some(y)) = (as_f64(want.dtype(), a), as_f64(want.dtype(), b)) {
+            let d = (x - y).abs();
+            max_abs = Some(max_abs.map_or(d, |m: f64| m.max(d)));
+        }
+    }
+    let i = first.unwrap();
+    let (a, b) = (&w[i * size..(i + 1) * size], &g[i * size..(i + 1) * size]);
+    let value =
+        |x: &[u8]| as_f64(want.dtype(), x).map_or_else(String::new, |v| format!(" ({v:e})"));
+    let le = |x: &[u8]| {
+        let mut r = x.to_vec();
+        r.reverse();
+        hex(&r)
+    };
+    Some(Diff {
+        text: format!(
+            "{differing} of {} elements differ; first at index {i}: TensorFlow 0x{}{}, ours 0x{}{}; max |diff| {:?}",
+            w.len() / size,
+            le(a),
+            value(a),
+            le(b),
+            value(b),
+            max_abs
+        ),
+        max_abs,
+    })
+}
+
+struct NoNodes;
+
+impl NodeCompiler for NoNodes {
+    fn compile_node(&self, _: &NodeDef, _: &mut Compiler<'_>) -> Option<Result<CompiledNode>> {
+        None
+    }
+    fn handles(&self, _: &str) -> bool {
+        false
+    }
+}
+
+/// Our outputs for each run of the case (one run unless it has "calls").
+fn run_case(
+    case: &Json,
+    nodes: &[NodeDef],
+    inputs: &[Tensor],
+    runs: usize,
+) -> Result<Vec<Vec<Tensor>>> {
+    let op = case["op"].as_str().unwrap();
+    if op == "dataset" {
+        // Each run: a fresh iterator, its elements' components in order.
+        let graph = blob(case["graph"].as_str().unwrap());
+        let translated = tfdata_graph::translate_bytes(&graph)?;
+        let mut out = Vec::new();
+        for _ in 0..runs {
+            let mut it = translated.dataset.iter()?;
+            let mut run = Vec::new();
+            // A bound, in case ours never ends.
+            for _ in 0..10_000 {
+                match it.next_element()? {
+                    Some(el) => run.extend(el.components),
+                    None => break,
+                }
+            }
+            out.push(run);
+        }
+        return Ok(out);
+    }
+    if op == "function" {
+        let lib = FunctionDefLibrary::decode(&blob(case["library"].as_str().unwrap())[..]).unwrap();
+        let graph = GraphDef {
+            library: Some(lib),
+            ..Default::default()
+        };
+        let library = Library::of(&graph)?;
+        let mut compiler = Compiler::new(&library, &NoNodes);
+        let f = compiler.function(case["function"].as_str().unwrap())?;
+        let args = inputs.iter().cloned().map(Value::Tensor).collect();
+        let out = f.call(args)?;
+        return Ok(vec![
+            out.into_iter()
+                .map(|v| v.into_tensor("result"))
+                .collect::<Result<_>>()?,
+        ]);
+    }
+    let node = &nodes[case["node"].as_u64().unwrap() as usize];
+    let Some(kernel) = kernels::lookup(op) else {
+        return Err(tfdata_core::Error::Unimplemented(format!(
+            "no kernel for {op}"
+        )));
+    };
+    let compute = (kernel.build)(&NodeAttrs::of(node))?;
+    (0..runs).map(|_| compute(inputs.to_vec())).collect()
+}
+
+#[derive(Default)]
+struct OpStats {
+    passed: usize,
+    failed: usize,
+    known: usize,
+    max_abs: f64,
+}
+
+#[test]
+fn kernels_match_tensorflow() {
+    let start = Instant::now();
+    let known: HashSet<String> = std::fs::read_to_string(dir().join("known_failures.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect();
+    let mut families: Vec<PathBuf> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json") && !p.ends_with("manifest.json"))
+        .collect();
+    families.sort();
+    assert!(!families.is_empty(), "no case files in {:?}", dir());
+    let mut stats: BTreeMap<String, OpStats> = BTreeMap::new();
+    let mut failures = String::new();
+    let mut unexpected = 0;
+    let mut fixed_known = Vec::new();
+    let mut total = 0;
+    for path in &families {
+        let file: Json = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let nodes: Vec<NodeDef> = file["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| NodeDef::decode(&unhex(h.as_str().unwrap())[..]).unwrap())
+            .collect();
+        for case in file["cases"].as_array().unwrap() {
+            total += 1;
+            let id = case["id"].as_str().unwrap();
+            let op = case["op"].as_str().unwrap();
+            let tolerance = case["tolerance"].as_str().unwrap();
+            assert_eq!(tolerance, "exact", "{id}: unknown tolerance {tolerance}");
+            let inputs: Vec<Tensor> = case
+                .get("inputs")
+                .map(|i| {
+                    i.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| tensor(t.as_str().unwrap()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let want: Option<Vec<Vec<Tensor>>> = if let Some(its) = case.get("iterations") {
+                // A pipeline: per iteration, every element's components.
+                Some(
+                    its.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|it| {
+                            it.as_array()
+                                .unwrap()
+                                .iter()
+                                .flat_map(|el| el.as_array().unwrap())
+                                .map(|t| tensor(t.as_str().unwrap()))
+                                .collect()
+                        })
+                        .collect(),
+                )
+            } else if let Some(calls) = case.get("calls") {
+                Some(
+                    calls
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|c| {
+                            c.as_array()
+                                .unwrap()
+                                .iter()
+                                .map(|t| tensor(t.as_str().unwrap()))
+                                .collect()
+                        })
+                        .collect(),
+                )
+            } else {
+                case.get("outputs").map(|o| {
+                    vec![
+                        o.as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|t| tensor(t.as_str().unwrap()))
+                            .collect(),
+                    ]
+                })
+            };
+            let runs = want.as_ref().map_or(1, Vec::len);
+            let got = run_case(case, &nodes, &inputs, runs);
+            let mut max_abs = 0f64;
+            let problem: Option<String> = match (&want, got) {
+                (Some(want), Ok(got)) => {
+                    let mut p = None;
+                    'runs: for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+                        if w.len() != g.len() {
+                            p = Some(format!(
+                                "run {k}: TensorFlow gave {} outputs, ours {}",
+                                w.len(),
+                                g.len()
+                            ));
+                            break;
+                        }
+                        for (j, (wt, gt)) in w.iter().zip(g).enumerate() {
+                            if let Some(d) = compare(wt, gt) {
+                                max_abs = max_abs.max(d.max_abs.unwrap_or(f64::INFINITY));
+                                p = Some(format!("run {k} output {j}: {}", d.text));
+                                break 'runs;
+                            }
+                        }
+                    }
+                    p
+                }
+                (Some(_), Err(e)) => Some(format!("TensorFlow gave values, ours failed: {e}")),
+                (None, got) => {
+                    let err = &case["error"];
+                    let code = err["code"].as_i64().unwrap();
+                    let message = err["message"].as_str().unwrap();
+                    match got {
+                        Ok(_) => Some(format!(
+                            "TensorFlow failed ({} {message:?}), ours gave values",
+                            err["class"].as_str().unwrap()
+                        )),
+                        // No CPU kernel in TensorFlow for these attributes:
+                        // any refusal of ours matches.
+                        Err(_) if code == 5 => None,
+                        Err(e) if e.code() as i64 == code && e.to_string().contains(message) => {
+                            None
+                        }
+                        Err(e) => Some(format!(
+                            "TensorFlow failed with {} {message:?}, ours with code {:?}: {e}",
+                            err["class"].as_str().unwrap(),
+                            e.code()
+                        )),
+                    }
+                }
+            };
+            let s = stats.entry(op.to_string()).or_default();
+            match problem {
+                None if known.contains(id) => fixed_known.push(id.to_string()),
+                None => s.passed += 1,
+                Some(p) => {
+                    s.max_abs = s.max_abs.max(max_abs);
+                    if known.contains(id) {
+                        s.known += 1;
+                    } else {
+                        s.failed += 1;
+                        unexpected += 1;
+                    }
+                    if known.contains(id) && std::env::var_os("DIFFERENTIAL_VERBOSE").is_none() {
+                        continue;
+                    }
+                    let node_text = match (case.get("node"), case.get("function")) {
+                        (Some(n), _) => format!("{:?}", nodes[n.as_u64().unwrap() as usize]),
+                        (None, Some(f)) => format!("function {f}"),
+                        (None, None) => "a dataset graph".to_string(),
+                    };
+                    let _ = writeln!(
+                        failures,
+                        "\n{op} case {id:?}{}\n  node: {node_text}\n  inputs: {}\n  {p}",
+                        if known.contains(id) {
+                            " (known failure)"
+                        } else {
+                            ""
+                        },
+                        inputs.iter().map(summary).collect::<Vec<_>>().join("; ")
+                    );
+                }
+            }
+        }
+    }
+    let mut table = String::new();
+    for (op, s) in &stats {
+        let _ = writeln!(
+            table,
+            "  {op:40} passed {:4}  failed {:4}  known failures {:4}  max |diff| {}",
+            s.passed, s.failed, s.known, s.max_abs
+        );
+    }
+    println!(
+        "{total} cases from {} files in {:?}:\n{table}",
+        families.len(),
+        start.elapsed()
+    );
+    if !failures.is_empty() {
+        println!("failures:{failures}");
+    }
+    assert!(
+        fixed_known.is_empty(),
+        "these cases pass now: remove them from known_failures.txt: {fixed_known:?}"
+    );
+    assert_eq!(
+        unexpected, 0,
+        "{unexpected} cases differ from TensorFlow (see above)"
+    );
+}
