@@ -463,8 +463,9 @@ struct Cli {
     /// For `parquet`: rows of the table.
     #[arg(long, default_value_t = 16_000_000)]
     sources_rows: u64,
-    /// For `hf` and `webdataset`: images in the data set.
-    #[arg(long, default_value_t = 2048)]
+    /// For `hf` and `webdataset`: images in the data set; enough for about
+    /// 8 s of timed reading (2,048 was one second, too short to trust).
+    #[arg(long, default_value_t = 16384)]
     sources_images: u64,
     /// For `parquet`, `hf`, `webdataset`: where the files are written once;
     /// default `target/bench-data/sources`.
