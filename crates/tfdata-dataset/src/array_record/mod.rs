@@ -115,28 +115,21 @@ impl ArrayRecordSource {
     /// The files the names stand for: each name, or the files a pattern
     /// matches (sorted); found once.
     fn files(&self) -> Result<Arc<Vec<String>>> {
-        let mut slot = self.files.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(files) = slot.as_ref() {
+        if let Some(files) = self
+            .files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
             return Ok(Arc::clone(files));
         }
-        self.check_names()?;
-        let mut files = Vec::new();
-        for name in &self.filenames {
-            if crate::io::pattern::has_wildcard(name) {
-                let matched = crate::io::glob(name)?;
-                if matched.is_empty() {
-                    return Err(Error::InvalidArgument(format!(
-                        "array_record_dataset: no files match {name}"
-                    )));
-                }
-                files.extend(matched);
-            } else {
-                files.push(name.clone());
-            }
-        }
-        let files = Arc::new(files);
-        *slot = Some(Arc::clone(&files));
-        Ok(files)
+        // Expanded outside the lock: a pattern lists a directory or a bucket.
+        let files = Arc::new(crate::columnar::expand_files(
+            "array_record_dataset",
+            &self.filenames,
+        )?);
+        let mut slot = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(Arc::clone(slot.get_or_insert(files)))
     }
 
     /// The splits, in file order: runs of whole chunks of about

@@ -31,7 +31,7 @@ use bytes::Bytes;
 use tfdata_core::{Error, Result};
 
 use crate::io::CompressionType;
-use crate::io::compression::{is_corruption, location};
+use crate::io::compression::{is_corruption, location, read_full};
 
 /// The tar block size.
 pub const BLOCK: u64 = 512;
@@ -302,17 +302,10 @@ impl<R: Read> TarMembers<R> {
         }
     }
 
-    /// Reads until `buf` is full or the input ends; how many bytes came.
+    /// Reads until `buf` is full or the input ends; how many bytes came. A
+    /// read error names the offset of the block being read.
     fn read_full(&mut self, buf: &mut [u8]) -> Result<usize> {
-        let mut got = 0;
-        while got < buf.len() {
-            match self.input.read(&mut buf[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.read_error(self.pos + got as u64, e)),
-            }
-        }
+        let got = read_full(&mut self.input, buf).map_err(|e| self.read_error(self.pos, e))?;
         self.pos += got as u64;
         Ok(got)
     }
@@ -408,15 +401,8 @@ pub fn tar_stream(
     mut input: Box<dyn Read + Send>,
 ) -> Result<(Box<dyn io::BufRead + Send>, CompressionType)> {
     let mut head = [0u8; 6];
-    let mut got = 0;
-    while got < head.len() {
-        match input.read(&mut head[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io(format!("reading webdataset shard {url}"), e)),
-        }
-    }
+    let got = read_full(&mut input, &mut head)
+        .map_err(|e| Error::io(format!("reading webdataset shard {url}"), e))?;
     let head = &head[..got];
     if let Some((_, name)) = MAGICS.iter().find(|(magic, _)| head.starts_with(magic)) {
         return Err(Error::InvalidArgument(format!(
