@@ -1,0 +1,1 @@
+"""Case families, one module each (gen.py imports every module here)."""

@@ -1,0 +1,195 @@
+"""The differential harness: how a case is traced, run by TensorFlow and
+stored (gen.py's docstring has the file format). Family modules under
+families/ build their cases with `Family`."""
+
+
+import base64
+import json
+import os
+import re
+import sys
+import zlib
+
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from tensorflow.core.framework import function_pb2, graph_pb2  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUT = os.path.join(ROOT, "crates", "tfdata-graph", "tests", "differential")
+
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+U64_MAX = 2**64 - 1
+FLOATS = [tf.float16, tf.bfloat16, tf.float32, tf.float64]
+
+# Seeds: zero, small, negative, the int32 extremes, and (int64 only) wide ones.
+SEEDS32 = [(0, 0), (1, 2), (-1, -7), (I32_MIN, I32_MAX), (I32_MAX, I32_MIN)]
+SEEDS64 = [(0, 0), (1, 2), (-3, 5), (2**40 + 3, -(2**50)), (I64_MIN, I64_MAX)]
+# Shapes: scalar, empty, empty inside, partial and several Philox groups.
+SHAPES = [[], [0], [3, 0, 2], [1], [5], [2, 3], [9], [4, 5]]
+
+
+def blob(b):
+    """A serialized proto as stored: zlib-compressed, base64 (graphs are most
+    of a case's bytes and compress five-fold)."""
+    return base64.b64encode(zlib.compress(b, 9)).decode()
+
+
+def tensor(t):
+    t = tf.convert_to_tensor(t)
+    a = t.numpy()
+    shape = ",".join(str(d) for d in a.shape)
+    return f"{t.dtype.as_datatype_enum}|{shape}|{np.ascontiguousarray(a).tobytes().hex()}"
+
+
+def node_def(fn, inputs):
+    """The one op node of `fn` traced over `inputs` (as placeholders)."""
+    # Unknown shapes: error cases must trace (shape inference would refuse
+    # them before the kernel runs), and the NodeDef does not depend on them.
+    specs = [tf.TensorSpec(None, tf.convert_to_tensor(x).dtype) for x in inputs]
+    g = tf.function(fn).get_concrete_function(*specs).graph.as_graph_def()
+    ops = [n for n in g.node if n.op not in ("Placeholder", "Identity", "NoOp", "Const")]
+    assert len(ops) == 1, [n.op for n in ops]
+    n = ops[0]
+    # Only the op and its attributes matter to a kernel.
+    n.name = "op"
+    del n.input[:]
+    strip(n)
+    return n
+
+
+def strip(n):
+    """Drops the attributes TensorFlow adds for itself (`_output_shapes`...)."""
+    for k in list(n.attr):
+        if k.startswith("_"):
+            del n.attr[k]
+
+
+def run_error(call):
+    try:
+        out = call()
+    except tf.errors.OpError as e:
+        # Without the "{{function_node ...}}" prefix, the "[Op:X]" suffix
+        # and the list of registered kernels a NotFoundError appends.
+        msg = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", e.message)
+        msg = msg.split(" [Op:")[0].split("\n")[0].strip()
+        if isinstance(e, tf.errors.NotFoundError):
+            msg = msg.split(":")[0]  # "Could not find device for node"
+        return None, {"code": e.error_code, "class": type(e).__name__, "message": msg}
+    return out, None
+
+
+def as_list(out):
+    if isinstance(out, (list, tuple)):
+        return [tensor(o) for o in out]
+    return [tensor(out)]
+
+
+class Family:
+    def __init__(self, name):
+        self.name = name
+        self.cases = []
+        self.ids = set()
+        # NodeDefs, each once: cases name them by index.
+        self.nodes = []
+
+    def add(self, op, fn, inputs, case_id, tolerance="exact", calls=1):
+        """One op case: fn(*tensors) calls tf.raw_ops.<op> with keyword args."""
+        assert case_id not in self.ids, case_id
+        self.ids.add(case_id)
+        inputs = [tf.convert_to_tensor(x) for x in inputs]
+        node = node_def(fn, inputs)
+        assert node.op == op, (node.op, op)
+        h = node.SerializeToString(deterministic=True).hex()
+        if h not in self.nodes:
+            self.nodes.append(h)
+        case = {"id": case_id, "op": op, "node": self.nodes.index(h),
+                "inputs": [tensor(x) for x in inputs], "tolerance": tolerance}
+        with tf.device("/CPU:0"):
+            if calls == 1:
+                out, err = run_error(lambda: fn(*inputs))
+                if err:
+                    case["error"] = err
+                else:
+                    case["outputs"] = as_list(out)
+            else:
+                # A stateful op: one kernel run `calls` times, as a map
+                # function runs it once per element.
+                f = tf.function(fn)
+                case["calls"] = [as_list(f(*inputs)) for _ in range(calls)]
+        self.cases.append(case)
+
+    def add_function(self, case_id, fn, inputs, tolerance="exact"):
+        """A composite: a traced tf.function and its library, run by our executor."""
+        assert case_id not in self.ids, case_id
+        self.ids.add(case_id)
+        inputs = [tf.convert_to_tensor(x) for x in inputs]
+        specs = [tf.TensorSpec(x.shape, x.dtype) for x in inputs]
+        cf = tf.function(fn).get_concrete_function(*specs)
+        lib = function_pb2.FunctionDefLibrary()
+        lib.function.append(cf.function_def)
+        lib.function.extend(cf.graph.as_graph_def().library.function)
+        for fd in lib.function:
+            fd.ClearField("arg_attr")
+            fd.ClearField("resource_arg_unique_id")
+            for k in list(fd.attr):
+                if k.startswith("_"):
+                    del fd.attr[k]
+            for n in fd.node_def:
+                strip(n)
+        with tf.device("/CPU:0"):
+            out = fn(*inputs)
+        self.cases.append({
+            "id": case_id, "op": "function", "function": cf.function_def.signature.name,
+            "library": blob(lib.SerializeToString(deterministic=True)), "inputs": [tensor(x) for x in inputs],
+            "outputs": as_list(out), "tolerance": tolerance})
+
+    def add_dataset(self, case_id, ds, tolerance="exact", stateful=False):
+        """A pipeline: the GraphDef tf.data serializes (what `distribute`
+        registers, without the compression map) and TensorFlow's elements from
+        two fresh iterators (each must equal ours from a fresh iterator). Where
+        the two differ (TensorFlow restarts a stateful op's stream with each
+        iterator) the case is split: the first iterator, and both."""
+        assert case_id not in self.ids, case_id
+        self.ids.add(case_id)
+        # Re-serialized deterministically (tf.data orders attribute maps as
+        # it likes, so the bytes would change from run to run).
+        graph = graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy())
+        graph = graph.SerializeToString(deterministic=True)
+        with tf.device("/CPU:0"):
+            runs = [[[tensor(c) for c in tf.nest.flatten(el)] for el in ds] for _ in range(2)]
+        # TensorFlow gives both iterators the same elements (a stateful op's
+        # stream restarts with each iterator).
+        assert runs[0] == runs[1], case_id
+        if not stateful:
+            self.cases.append({"id": case_id, "op": "dataset", "graph": blob(graph),
+                               "iterations": runs, "tolerance": tolerance})
+            return
+        # A stateful op: the first iterator alone, and the two.
+        self.cases.append({"id": case_id, "op": "dataset", "graph": blob(graph),
+                           "iterations": runs[:1], "tolerance": tolerance})
+        self.cases.append({"id": case_id + "/two iterators", "op": "dataset",
+                           "graph": blob(graph), "iterations": runs, "tolerance": tolerance})
+
+    def write(self, out=OUT):
+        os.makedirs(out, exist_ok=True)
+        path = os.path.join(out, self.name + ".json")
+        with open(path, "w") as f:
+            # One case a line: small, and diffs show which cases drifted.
+            f.write('{"tf": %s,\n"nodes": %s,\n"cases": [\n' % (
+                json.dumps(tf.__version__), json.dumps(self.nodes)))
+            f.write(",\n".join(json.dumps(c, sort_keys=True, separators=(",", ":"))
+                                for c in self.cases))
+            f.write("\n]}\n")
+        print(f"{path}: {len(self.cases)} cases, {os.path.getsize(path)} bytes")
+
+
+def dname(d):
+    return tf.as_dtype(d).name
+
+
+def seed_tensor(s, dtype):
+    return tf.constant(s, dtype)
