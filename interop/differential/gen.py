@@ -27,7 +27,9 @@ crates/tfdata-graph/tests/differential/<family>.json:
       | "error": {"code", "class", "message"}, "tolerance": "exact"}]}
 
 A tensor is a string "dtype|d0,d1,...|hex": TensorFlow's dtype enum, the
-shape, the little-endian bytes as numpy holds them; raw bytes, so the replay compares bits (NaN payloads, -0.0). "calls" is for
+shape, the little-endian bytes as numpy holds them; raw bytes, so the
+replay compares bits (NaN payloads, -0.0). A string tensor's third part is
+each string's bytes in hex, comma-separated, in row-major order. "calls" is for
 seeded stateful ops: the outputs of successive runs of one kernel, as a
 pipeline's map function runs it once per element. A composite case carries a
 FunctionDef library ("library": FunctionDefLibrary, "function": name)

@@ -42,6 +42,10 @@ def tensor(t):
     t = tf.convert_to_tensor(t)
     a = t.numpy()
     shape = ",".join(str(d) for d in a.shape)
+    if t.dtype == tf.string:
+        # Each string's bytes in hex, comma-separated, in row-major order.
+        items = ",".join(bytes(x).hex() for x in np.asarray(a, dtype=object).reshape(-1))
+        return f"{t.dtype.as_datatype_enum}|{shape}|{items}"
     return f"{t.dtype.as_datatype_enum}|{shape}|{np.ascontiguousarray(a).tobytes().hex()}"
 
 

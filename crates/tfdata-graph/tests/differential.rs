@@ -105,17 +105,42 @@ fn tensor(s: &str) -> Tensor {
     } else {
         shape.split(',').map(|d| d.parse().unwrap()).collect()
     };
+    if dtype == DType::String {
+        // Each string in hex, comma-separated (one empty string is "").
+        let n = shape.iter().product::<i64>();
+        let values: Vec<Bytes> = if n == 0 {
+            Vec::new()
+        } else {
+            bytes.split(',').map(|h| Bytes::from(unhex(h))).collect()
+        };
+        assert_eq!(values.len() as i64, n, "string tensor {s:.80}");
+        return Tensor::strings(values, shape).unwrap();
+    }
     Tensor::new(dtype, shape, TensorData::Buffer(Bytes::from(unhex(bytes)))).unwrap()
 }
 
 fn bytes_of(t: &Tensor) -> &[u8] {
     match t.data() {
         TensorData::Buffer(b) => b,
-        TensorData::Strings(_) => panic!("string tensors are not compared yet"),
+        TensorData::Strings(_) => &[],
     }
 }
 
 fn summary(t: &Tensor) -> String {
+    if let TensorData::Strings(s) = t.data() {
+        let shown: Vec<String> = s
+            .iter()
+            .take(4)
+            .map(|b| format!("{:?}", escaped(b)))
+            .collect();
+        return format!(
+            "{} {:?} [{}{}]",
+            t.dtype(),
+            t.shape(),
+            shown.join(", "),
+            if s.len() > 4 { ", ..." } else { "" }
+        );
+    }
     let b = bytes_of(t);
     let shown = if b.len() > 64 {
         format!("{}...", hex(&b[..64]))
@@ -153,6 +178,21 @@ fn as_f64(dtype: DType, b: &[u8]) -> Option<f64> {
     })
 }
 
+/// A string's bytes as text, invalid UTF-8 and controls escaped; long ones cut.
+fn escaped(b: &[u8]) -> String {
+    let s: String = b
+        .iter()
+        .take(64)
+        .flat_map(|&c| std::ascii::escape_default(c))
+        .map(char::from)
+        .collect();
+    if b.len() > 64 {
+        format!("{s}... ({} bytes)", b.len())
+    } else {
+        s
+    }
+}
+
 /// How two tensors differ: `None` when bit-identical.
 struct Diff {
     text: String,
@@ -169,6 +209,19 @@ fn compare(want: &Tensor, got: &Tensor) -> Option<Diff> {
                 want.shape(),
                 got.dtype(),
                 got.shape()
+            ),
+            max_abs: None,
+        });
+    }
+    if let (TensorData::Strings(w), TensorData::Strings(g)) = (want.data(), got.data()) {
+        let differing = w.iter().zip(g).filter(|(a, b)| a != b).count();
+        let i = w.iter().zip(g).position(|(a, b)| a != b)?;
+        return Some(Diff {
+            text: format!(
+                "{differing} of {} strings differ; first at index {i}: TensorFlow {:?}, ours {:?}",
+                w.len(),
+                escaped(&w[i]),
+                escaped(&g[i])
             ),
             max_abs: None,
         });
@@ -280,6 +333,13 @@ fn run_case(
     (0..runs).map(|_| compute(inputs.to_vec())).collect()
 }
 
+/// A family's cases (not the manifest, not the census).
+fn is_case_file(p: &std::path::Path) -> bool {
+    p.extension().is_some_and(|e| e == "json")
+        && !p.ends_with("manifest.json")
+        && !p.ends_with("census.json")
+}
+
 #[derive(Default)]
 struct OpStats {
     passed: usize,
@@ -301,7 +361,7 @@ fn kernels_match_tensorflow() {
     let mut families: Vec<PathBuf> = std::fs::read_dir(dir())
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json") && !p.ends_with("manifest.json"))
+        .filter(|p| is_case_file(p))
         .collect();
     families.sort();
     assert!(!families.is_empty(), "no case files in {:?}", dir());
@@ -482,5 +542,184 @@ fn kernels_match_tensorflow() {
     assert_eq!(
         unexpected, 0,
         "{unexpected} cases differ from TensorFlow (see above)"
+    );
+}
+
+/// How many committed cases run each op: an op case counts for its op; a
+/// function or pipeline case for every op its graph and library hold.
+fn cases_per_op() -> BTreeMap<String, usize> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| is_case_file(p))
+        .collect();
+    paths.sort();
+    for path in paths {
+        let file: Json = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for case in file["cases"].as_array().unwrap() {
+            let mut ops = std::collections::BTreeSet::new();
+            let library = match case["op"].as_str().unwrap() {
+                "function" => Some(
+                    FunctionDefLibrary::decode(&blob(case["library"].as_str().unwrap())[..])
+                        .unwrap(),
+                ),
+                "dataset" => {
+                    let g = GraphDef::decode(&blob(case["graph"].as_str().unwrap())[..]).unwrap();
+                    ops.extend(g.node.iter().map(|n| n.op.clone()));
+                    g.library
+                }
+                op => {
+                    ops.insert(op.to_string());
+                    None
+                }
+            };
+            for f in library.iter().flat_map(|l| &l.function) {
+                ops.extend(f.node_def.iter().map(|n| n.op.clone()));
+            }
+            for op in ops {
+                *counts.entry(op).or_default() += 1;
+            }
+        }
+    }
+    counts
+}
+
+/// The op census section of docs/compatibility.md, rendered from
+/// `tests/differential/census.json` (`interop/differential/census.py` reads
+/// it off TensorFlow 2.21), the ops tfdata workers run and the committed
+/// differential cases.
+fn render_census() -> String {
+    let census: Json = serde_json::from_str(
+        &std::fs::read_to_string(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/differential/census.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let supported: HashSet<&str> = tfdata_graph::supported_ops().into_iter().collect();
+    let cases = cases_per_op();
+    let families = census["families"].as_object().unwrap();
+    let mut out = String::new();
+    let (mut all, mut all_supported, mut all_tested) = (0, 0, 0);
+    let mut summary = String::new();
+    let mut details = String::new();
+    let mut in_census = HashSet::new();
+    let mut no_cpu = Vec::new();
+    for (family, entry) in families {
+        let ops: Vec<&str> = entry["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o.as_str().unwrap())
+            .collect();
+        no_cpu.extend(
+            entry["no_cpu_kernel"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o.as_str().unwrap()),
+        );
+        in_census.extend(ops.iter().copied());
+        let n_supported = ops.iter().filter(|o| supported.contains(*o)).count();
+        let n_tested = ops
+            .iter()
+            .filter(|o| supported.contains(*o) && cases.contains_key(**o))
+            .count();
+        all += ops.len();
+        all_supported += n_supported;
+        all_tested += n_tested;
+        writeln!(
+            summary,
+            "| {family} | {} | {n_supported} | {:.0}% | {n_tested} |",
+            ops.len(),
+            100.0 * n_supported as f64 / ops.len().max(1) as f64
+        )
+        .unwrap();
+        writeln!(
+            details,
+            "<details><summary>{family}: {n_supported} of {} supported</summary>\n\n| Op | tfdata | Differential cases |\n|---|---|---|",
+            ops.len()
+        )
+        .unwrap();
+        for op in &ops {
+            let yes = if supported.contains(op) { "yes" } else { "no" };
+            let n = cases.get(*op).copied().unwrap_or(0);
+            writeln!(details, "| `{op}` | {yes} | {n} |").unwrap();
+        }
+        details.push_str("\n</details>\n\n");
+    }
+    writeln!(
+        out,
+        "Generated by `cargo test -p tfdata-graph --test differential` (`TFDATA_BLESS=1` rewrites \
+         it) from `crates/tfdata-graph/tests/differential/census.json`, which \
+         `interop/differential/census.py` reads off TensorFlow {}: every op TensorFlow registers \
+         in these families with a CPU kernel. **{all_supported} of {all} supported ({:.1}%)**, \
+         {all_tested} of them with differential cases.\n",
+        census["tf"].as_str().unwrap(),
+        100.0 * all_supported as f64 / all.max(1) as f64
+    )
+    .unwrap();
+    out.push_str(
+        "| Family | Ops | Supported | Share | With differential cases |\n|---|---|---|---|---|\n",
+    );
+    out.push_str(&summary);
+    writeln!(
+        out,
+        "| **all** | **{all}** | **{all_supported}** | **{:.1}%** | **{all_tested}** |\n",
+        100.0 * all_supported as f64 / all.max(1) as f64
+    )
+    .unwrap();
+    out.push_str(&details);
+    let mut outside: Vec<&str> = supported
+        .iter()
+        .copied()
+        .filter(|o| !in_census.contains(o))
+        .collect();
+    outside.sort_unstable();
+    writeln!(
+        out,
+        "Supported outside the census (array, control flow, bitwise, nn): {}.\n",
+        outside
+            .iter()
+            .map(|o| format!("`{o}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+    .unwrap();
+    no_cpu.sort_unstable();
+    writeln!(
+        out,
+        "Not counted (no CPU kernel in TensorFlow, so TensorFlow's own workers cannot run them \
+         either): {}.",
+        no_cpu
+            .iter()
+            .map(|o| format!("`{o}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+    .unwrap();
+    out
+}
+
+#[test]
+fn the_op_census_in_the_docs_is_current() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/compatibility.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let (begin, end) = ("<!-- op census: begin -->\n", "<!-- op census: end -->");
+    let start = doc.find(begin).expect("the op census markers") + begin.len();
+    let stop = start + doc[start..].find(end).expect("the op census end marker");
+    let want = render_census();
+    if doc[start..stop] == want {
+        return;
+    }
+    if std::env::var_os("TFDATA_BLESS").is_some() {
+        std::fs::write(&path, format!("{}{want}{}", &doc[..start], &doc[stop..])).unwrap();
+        return;
+    }
+    panic!(
+        "docs/compatibility.md's op census is stale: run \
+         `TFDATA_BLESS=1 cargo test -p tfdata-graph --test differential` and commit it"
     );
 }
