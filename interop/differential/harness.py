@@ -40,7 +40,7 @@ def blob(b):
 
 def tensor(t):
     t = tf.convert_to_tensor(t)
-    a = t.numpy()
+    a = np.asarray(t.numpy())
     shape = ",".join(str(d) for d in a.shape)
     if t.dtype == tf.string:
         # Each string's bytes in hex, comma-separated, in row-major order.

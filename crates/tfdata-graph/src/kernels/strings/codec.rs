@@ -199,6 +199,16 @@ pub(super) fn decode_raw(attrs: &NodeAttrs) -> Result<Compute> {
             )?]);
         };
         let width = first.len();
+        if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| v.len() != width) {
+            return Err(invalid(
+                OP,
+                format!(
+                    "DecodeRaw requires input strings to all be the same size, but element {i} \
+                     has size {width} != {}",
+                    v.len()
+                ),
+            ));
+        }
         if width % size != 0 {
             return Err(invalid(
                 OP,
@@ -209,16 +219,6 @@ pub(super) fn decode_raw(attrs: &NodeAttrs) -> Result<Compute> {
                         .name()
                         .replace("float32", "float")
                         .replace("float64", "double")
-                ),
-            ));
-        }
-        if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| v.len() != width) {
-            return Err(invalid(
-                OP,
-                format!(
-                    "DecodeRaw requires input strings to all be the same size, but element {i} \
-                     has size {} != {width}",
-                    v.len()
                 ),
             ));
         }

@@ -155,7 +155,8 @@ pub(super) fn as_string(attrs: &NodeAttrs) -> Result<Compute> {
             DType::Bool => t
                 .to_vec::<bool>()?
                 .iter()
-                .map(|&b| pad(spec, b"", if b { b"true" } else { b"false" }, false))
+                // TensorFlow writes bools without the width or fill.
+                .map(|&b| Bytes::from_static(if b { b"true" } else { b"false" }))
                 .collect(),
             _ if float => tfdata_dataset::kernels::cast(t, DType::Double)?
                 .to_vec::<f64>()?

@@ -69,9 +69,43 @@ fn compile(op: &str, pattern: &[u8], full: bool) -> Result<Regex> {
         .dfa_size_limit(REGEX_SIZE_LIMIT)
         .build()
         .map_err(|e| {
-            let detail = e.to_string().replace('\n', " ");
+            let detail = re2_error(text).unwrap_or_else(|| e.to_string().replace('\n', " "));
             invalid(op, format!("Invalid pattern: {text}, error: {detail}"))
         })
+}
+
+/// RE2's words for the syntax errors users make (TensorFlow's message
+/// carries them: "missing ]: [cd"), read off `regex-syntax`'s parse of the
+/// pattern; `None` for the rest, which keep the `regex` crate's words.
+fn re2_error(text: &str) -> Option<String> {
+    use regex_syntax::ast::ErrorKind as K;
+    let err = regex_syntax::ast::parse::Parser::new().parse(text).err()?;
+    let span = err.span();
+    let at = |a: usize, b: usize| text.get(a..b).unwrap_or(text).to_string();
+    let (code, arg) = match err.kind() {
+        K::ClassUnclosed => ("missing ]", at(span.start.offset, text.len())),
+        K::GroupUnclosed => ("missing )", text.to_string()),
+        K::GroupUnopened => ("unexpected )", text.to_string()),
+        K::RepetitionMissing => (
+            "no argument for repetition operator",
+            at(span.start.offset, span.end.offset),
+        ),
+        K::RepetitionCountInvalid => (
+            "invalid repetition size",
+            at(span.start.offset, span.end.offset),
+        ),
+        K::ClassRangeInvalid => (
+            "invalid character class range",
+            at(span.start.offset, span.end.offset),
+        ),
+        K::EscapeUnrecognized => (
+            "invalid escape sequence",
+            at(span.start.offset, span.end.offset),
+        ),
+        K::EscapeUnexpectedEof => return Some("trailing \\".into()),
+        _ => return None,
+    };
+    Some(format!("{code}: {arg}"))
 }
 
 /// The last dynamic pattern compiled, as TensorFlow's regex ops cache it:
