@@ -24,7 +24,7 @@ crates/tfdata-graph/tests/differential/<family>.json:
     {"tf": version, "nodes": [hex NodeDef], "cases": [{"id", "op",
       "node": index into nodes (a NodeDef with only op and attributes),
       "inputs": [tensor], "outputs": [tensor] | "calls": [[tensor], ...]
-      | "error": {"code", "class", "message"}, "tolerance": "exact"}]}
+      | "error": {"code", "class", "message"}, "tolerance": "exact" | "ulp:N:why"}]}
 
 A tensor is a string "dtype|d0,d1,...|hex": TensorFlow's dtype enum, the
 shape, the little-endian bytes as numpy holds them; raw bytes, so the
