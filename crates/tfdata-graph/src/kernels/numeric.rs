@@ -740,7 +740,9 @@ macro_rules! num_float {
                 v as $t
             }
             fn div_count(self, n: u64) -> Self {
-                self / n as $t
+                // The mean of nothing: TensorFlow's NaN is the positive
+                // quiet one (x86's 0.0 / 0.0 gives the negative).
+                if n == 0 { <$t>::NAN } else { self / n as $t }
             }
         }
     };
