@@ -2,8 +2,8 @@
 //! (`interop/differential/gen.py` wrote them to `tests/differential/*.json`)
 //! replayed through our kernels, without TensorFlow, and compared bit for
 //! bit (NaN payloads and -0.0 included) unless the case declares a
-//! tolerance with its reason ([`Tolerance`]: floats within N ulps, or the
-//! sign of a zero).
+//! tolerance with its reason ([`Tolerance`]: floats within N ulps or an
+//! absolute bound, or the sign of a zero).
 //!
 //! A case is one op, run by its `NodeDef` through the kernel table as the
 //! executor dispatches it ([`tfdata_graph::kernels::lookup`], then `build`
@@ -189,6 +189,9 @@ enum Tolerance {
     /// `"zero-sign:why"`: equal bits, but 0.0 and -0.0 are one value (where
     /// TensorFlow's sign of a zero depends on the element's SIMD lane).
     ZeroSign,
+    /// `"abs:X:why"`: floats within X of each other (sums in another order
+    /// near zero, where ulps say little).
+    Abs(f64),
 }
 
 fn tolerance(text: &str) -> Option<Tolerance> {
@@ -200,7 +203,10 @@ fn tolerance(text: &str) -> Option<Tolerance> {
         (Some("ulp"), Some(n), Some(why)) if !why.trim().is_empty() => {
             n.parse().ok().map(Tolerance::Ulps)
         }
-        (Some("zero-sign"), Some(why), None) if !why.trim().is_empty() => Some(Tolerance::ZeroSign),
+        (Some("zero-sign"), Some(why), _) if !why.trim().is_empty() => Some(Tolerance::ZeroSign),
+        (Some("abs"), Some(x), Some(why)) if !why.trim().is_empty() => {
+            x.parse().ok().map(Tolerance::Abs)
+        }
         _ => None,
     }
 }
@@ -212,10 +218,11 @@ type FloatBits = (usize, u64, fn(&[u8]) -> bool);
 /// tolerance everywhere: NaN only against NaN (any payload), the rest by
 /// distance on the ordered line of floats, on which 0.0 and -0.0 are one.
 fn within(want: &Tensor, got: &Tensor, tol: Tolerance) -> bool {
-    let ulps = match tol {
+    let (ulps, abs) = match tol {
         Tolerance::Exact => return false,
-        Tolerance::Ulps(n) => n,
-        Tolerance::ZeroSign => 0,
+        Tolerance::Ulps(n) => (n, None),
+        Tolerance::ZeroSign => (0, None),
+        Tolerance::Abs(x) => (0, Some(x)),
     };
     if want.dtype() != got.dtype() || want.shape() != got.shape() {
         return false;
@@ -251,6 +258,10 @@ fn within(want: &Tensor, got: &Tensor, tol: Tolerance) -> bool {
             }
             if nan(a) || nan(b) {
                 return nan(a) && nan(b) && tol != Tolerance::ZeroSign;
+            }
+            if let Some(x) = abs {
+                let (a, b) = (as_f64(want.dtype(), a), as_f64(want.dtype(), b));
+                return a.zip(b).is_some_and(|(a, b)| a == b || (a - b).abs() <= x);
             }
             ordered(bits(a), sign).abs_diff(ordered(bits(b), sign)) <= ulps
         })

@@ -121,7 +121,10 @@ pub fn decode_and_crop_jpeg(
     let (Some(y), Some(x), Some(height), Some(width)) =
         (offset(*y), offset(*x), positive(*height), positive(*width))
     else {
-        return Err(invalid(KERNEL, "Invalid JPEG data or crop window."));
+        return Err(invalid(
+            KERNEL,
+            "jpeg::Uncompress failed. Invalid JPEG data or crop window.",
+        ));
     };
     decode(
         Op::JpegCrop,
@@ -279,7 +282,7 @@ fn decode(op: Op, contents: &Tensor, options: JpegOptions) -> Result<Tensor> {
         ))),
         Format::Unknown => Err(invalid(
             kernel,
-            "Unknown image file format. One of JPEG, PNG, GIF, BMP, WebP required.",
+            "Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP required.",
         )),
     }));
     result.unwrap_or_else(|_| Err(invalid(kernel, "image decoder failed on corrupt data")))

@@ -93,7 +93,10 @@ pub(super) fn decode(
             width: full.width,
         });
         if window.y + window.height > full.height || window.x + window.width > full.width {
-            return Err(invalid(kernel, "Invalid JPEG data or crop window."));
+            return Err(invalid(
+                kernel,
+                "jpeg::Uncompress failed. Invalid JPEG data or crop window.",
+            ));
         }
         let c = full.channels;
         out.clear();
@@ -133,7 +136,7 @@ pub(super) fn guarded<T>(kernel: &str, f: impl FnOnce() -> Result<T>) -> Result<
                 .unwrap_or("the decoder failed");
             Err(invalid(
                 kernel,
-                format!("jpeg::Uncompress failed. Invalid JPEG data: {message}"),
+                format!("jpeg::Uncompress failed. Invalid JPEG data or crop window. ({message})"),
             ))
         }
     }
@@ -170,7 +173,7 @@ impl<'a> JpegRows<'a> {
         let corrupt = |e: std::io::Error| {
             invalid(
                 kernel,
-                format!("jpeg::Uncompress failed. Invalid JPEG data: {e}"),
+                format!("jpeg::Uncompress failed. Invalid JPEG data or crop window. ({e})"),
             )
         };
         let mut decoder = Decompress::builder().from_mem(data).map_err(corrupt)?;
@@ -192,7 +195,7 @@ impl<'a> JpegRows<'a> {
         if !jpeg_complete(data) {
             return Err(invalid(
                 kernel,
-                "jpeg::Uncompress failed. Invalid JPEG data: premature end of JPEG data",
+                "jpeg::Uncompress failed. Invalid JPEG data or crop window. (premature end of JPEG data)",
             ));
         }
         // TensorFlow: channels 0 means min(components, 3); 1 is libjpeg's
@@ -257,7 +260,7 @@ impl<'a> JpegRows<'a> {
             .map_err(|e| {
                 invalid(
                     kernel,
-                    format!("jpeg::Uncompress failed. Invalid JPEG data: {e}"),
+                    format!("jpeg::Uncompress failed. Invalid JPEG data or crop window. ({e})"),
                 )
             })?;
         match self.cmyk {
@@ -276,7 +279,7 @@ impl<'a> JpegRows<'a> {
         self.started.finish().map_err(|e| {
             invalid(
                 kernel,
-                format!("jpeg::Uncompress failed. Invalid JPEG data: {e}"),
+                format!("jpeg::Uncompress failed. Invalid JPEG data or crop window. ({e})"),
             )
         })
     }
