@@ -4,10 +4,10 @@
 //! Examples are parsed by the engine's `tf.train.Example` parser
 //! ([`tfdata_dataset::example`]), which has TensorFlow's semantics and
 //! wording; this module turns its var-len results into TensorFlow's sparse
-//! triples (`indices`, `values`, `dense_shape`). Not supported, with a
-//! clear `Unimplemented` error: ragged features (`tf.io.RaggedFeature`)
-//! and dense features with an unknown first dimension
-//! (`FixedLenSequenceFeature(allow_missing=True)`).
+//! triples (`indices`, `values`, `dense_shape`) and ragged features
+//! (`tf.io.RaggedFeature`) into values and row splits. Not supported, with a
+//! clear `Unimplemented` error: dense features with an unknown first
+//! dimension (`FixedLenSequenceFeature(allow_missing=True)`).
 
 use std::collections::BTreeMap;
 
@@ -33,7 +33,7 @@ pub(super) const KERNELS: &[KernelDef] = &[
                 ("sparse_shapes", sparse),
                 ("dense_values", a.dtype_codes("Tdense")?.len()),
                 ("ragged_values", ragged),
-                ("ragged_outer_splits", ragged),
+                ("ragged_row_splits", ragged),
             ])
         },
         build: parse_example_v2,
@@ -77,6 +77,10 @@ struct Schema {
     sparse_types: Vec<DType>,
     dense_types: Vec<DType>,
     dense_shapes: Vec<Vec<i64>>,
+    /// `tf.io.RaggedFeature`s (ParseExampleV2 only): value and row-split
+    /// dtypes. Parsed as var-len features; a batch's values are
+    /// concatenated and its row splits are the running counts.
+    ragged_types: Vec<(DType, DType)>,
 }
 
 fn dims(op: &str, shape: &TensorShapeProto) -> Result<Vec<i64>> {
@@ -125,23 +129,55 @@ impl Schema {
                 )));
             }
         }
+        let ragged_values = attrs.dtypes("ragged_value_types")?;
+        let ragged_splits = attrs.dtypes("ragged_split_types")?;
+        if ragged_values.len() != ragged_splits.len() {
+            return Err(invalid(
+                op,
+                format!(
+                    "len(ragged_value_types) = {} but len(ragged_split_types) = {}",
+                    ragged_values.len(),
+                    ragged_splits.len()
+                ),
+            ));
+        }
+        if let Some(t) = ragged_splits
+            .iter()
+            .find(|t| !matches!(t, DType::Int32 | DType::Int64))
+        {
+            return Err(invalid(
+                op,
+                format!("ragged_split_types must be int32 or int64, got {t}"),
+            ));
+        }
         Ok(Schema {
             op,
             sparse_types,
             dense_types,
             dense_shapes,
+            ragged_types: ragged_values.into_iter().zip(ragged_splits).collect(),
         })
     }
 
     /// The feature specs by key, with the dense defaults (an empty default
     /// means the feature is required).
-    fn specs(
-        &self,
-        sparse_keys: &[Bytes],
-        dense_keys: &[Bytes],
-        defaults: &[Tensor],
-    ) -> Result<BTreeMap<String, FeatureSpec>> {
+    fn specs(&self, keys: &Keys<'_>, defaults: &[Tensor]) -> Result<BTreeMap<String, FeatureSpec>> {
         let op = self.op;
+        let Keys {
+            sparse: sparse_keys,
+            dense: dense_keys,
+            ragged: ragged_keys,
+        } = *keys;
+        if ragged_keys.len() != self.ragged_types.len() {
+            return Err(invalid(
+                op,
+                format!(
+                    "expected {} ragged keys, got {}",
+                    self.ragged_types.len(),
+                    ragged_keys.len()
+                ),
+            ));
+        }
         if sparse_keys.len() != self.sparse_types.len()
             || dense_keys.len() != self.dense_types.len()
         {
@@ -178,6 +214,9 @@ impl Schema {
             Ok(())
         };
         for (k, &t) in sparse_keys.iter().zip(&self.sparse_types) {
+            insert(key(k)?, FeatureSpec::var_len(t))?;
+        }
+        for (k, &(t, _)) in ragged_keys.iter().zip(&self.ragged_types) {
             insert(key(k)?, FeatureSpec::var_len(t))?;
         }
         for (i, k) in dense_keys.iter().enumerate() {
@@ -231,32 +270,60 @@ fn sparse_batch(op: &str, dtype: DType, rows: Vec<Tensor>) -> Result<[Tensor; 3]
             indices.extend([r as i64, c]);
         }
     }
-    let values = if dtype == DType::String {
-        let mut v = Vec::with_capacity(total as usize);
-        for row in &rows {
-            v.extend_from_slice(row.string_values()?);
-        }
-        Tensor::strings(v, vec![total as i64])?
-    } else {
-        let mut v = Vec::new();
-        for row in &rows {
-            if let TensorData::Buffer(b) = row.data() {
-                v.extend_from_slice(b);
-            }
-        }
-        Tensor::new(dtype, vec![total as i64], TensorData::Buffer(v.into()))?
-    };
     Ok([
         Tensor::from_slice(&indices, vec![total as i64, 2])?,
-        values,
+        concatenated(dtype, &rows, total)?,
         Tensor::vector(&[rows.len() as i64, longest]),
     ])
 }
 
-/// Outputs in TensorFlow's order: the sparse triples as three lists, then
-/// the dense values.
-fn assemble(sparse: Vec<[Tensor; 3]>, dense: Vec<Tensor>) -> Vec<Tensor> {
-    let mut out = Vec::with_capacity(sparse.len() * 3 + dense.len());
+/// Per-example 1-D values, one after another (`total` of them).
+fn concatenated(dtype: DType, rows: &[Tensor], total: u64) -> Result<Tensor> {
+    if dtype == DType::String {
+        let mut v = Vec::with_capacity(total as usize);
+        for row in rows {
+            v.extend_from_slice(row.string_values()?);
+        }
+        return Tensor::strings(v, vec![total as i64]);
+    }
+    let mut v = Vec::new();
+    for row in rows {
+        if let TensorData::Buffer(b) = row.data() {
+            v.extend_from_slice(b);
+        }
+    }
+    Tensor::new(dtype, vec![total as i64], TensorData::Buffer(v.into()))
+}
+
+/// A batch's ragged feature: the values concatenated and the row splits
+/// (`[0, n0, n0 + n1, ...]`) in `split_type`.
+fn ragged_batch(
+    op: &str,
+    (dtype, split_type): (DType, DType),
+    rows: &[Tensor],
+) -> Result<[Tensor; 2]> {
+    let total: u64 = rows.iter().map(Tensor::num_elements).sum();
+    check_size(op, dtype, total)?;
+    let mut splits = Vec::with_capacity(rows.len() + 1);
+    let mut at = 0i64;
+    splits.push(0);
+    for row in rows {
+        at += row.num_elements() as i64;
+        splits.push(at);
+    }
+    let splits = if split_type == DType::Int32 {
+        let narrow: Vec<i32> = splits.iter().map(|&v| v as i32).collect();
+        Tensor::vector(&narrow)
+    } else {
+        Tensor::vector(&splits)
+    };
+    Ok([concatenated(dtype, rows, total)?, splits])
+}
+
+/// Outputs in TensorFlow's order: the sparse triples as three lists, the
+/// dense values, then the ragged pairs as two lists.
+fn assemble(sparse: Vec<[Tensor; 3]>, dense: Vec<Tensor>, ragged: Vec<[Tensor; 2]>) -> Vec<Tensor> {
+    let mut out = Vec::with_capacity(sparse.len() * 3 + dense.len() + ragged.len() * 2);
     let mut triples: Vec<_> = sparse.into_iter().map(|t| t.into_iter()).collect();
     for _ in 0..3 {
         for t in &mut triples {
@@ -264,23 +331,42 @@ fn assemble(sparse: Vec<[Tensor; 3]>, dense: Vec<Tensor>) -> Vec<Tensor> {
         }
     }
     out.extend(dense);
+    let mut pairs: Vec<_> = ragged.into_iter().map(|t| t.into_iter()).collect();
+    for _ in 0..2 {
+        for t in &mut pairs {
+            out.extend(t.next());
+        }
+    }
     out
+}
+
+/// A parse's feature keys by kind.
+#[derive(Clone, Copy)]
+struct Keys<'a> {
+    sparse: &'a [Bytes],
+    dense: &'a [Bytes],
+    ragged: &'a [Bytes],
 }
 
 fn parse(
     schema: &Schema,
     serialized: &Tensor,
-    sparse_keys: &[Bytes],
-    dense_keys: &[Bytes],
+    keys: Keys<'_>,
     defaults: &[Tensor],
 ) -> Result<Vec<Tensor>> {
     let op = schema.op;
-    let specs = schema.specs(sparse_keys, dense_keys, defaults)?;
+    let specs = schema.specs(&keys, defaults)?;
+    let Keys {
+        sparse: sparse_keys,
+        dense: dense_keys,
+        ragged: ragged_keys,
+    } = keys;
     let records = strings(op, serialized, "serialized")?;
     let name = |k: &Bytes| String::from_utf8_lossy(k).into_owned();
     match serialized.shape() {
         [] => {
-            let mut parsed = parse_single_example(&records[0], &specs).map_err(|e| named(op, e))?;
+            let mut parsed = parse_single_example(&records[0], &specs)
+                .map_err(|e| named(op, unparseable(e, records)))?;
             let mut take = |k: &Bytes| {
                 parsed
                     .remove(&name(k))
@@ -290,19 +376,35 @@ fn parse(
                 .iter()
                 .map(|k| sparse_single(take(k)?))
                 .collect::<Result<Vec<_>>>()?;
-            let dense = dense_keys.iter().map(take).collect::<Result<Vec<_>>>()?;
-            Ok(assemble(sparse, dense))
+            let dense = dense_keys
+                .iter()
+                .map(&mut take)
+                .collect::<Result<Vec<_>>>()?;
+            // One example's ragged feature: its values, and no row splits
+            // (TensorFlow's empty splits for a scalar input).
+            let ragged = ragged_keys
+                .iter()
+                .zip(&schema.ragged_types)
+                .map(|(k, &(_, split))| {
+                    Ok([
+                        take(k)?,
+                        Tensor::new(split, vec![0], TensorData::Buffer(Bytes::new()))?,
+                    ])
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(assemble(sparse, dense, ragged))
         }
         [_] => {
             let (fixed, var): (BTreeMap<_, _>, BTreeMap<_, _>) = specs
                 .into_iter()
                 .partition(|(_, s)| matches!(s, FeatureSpec::Fixed { .. }));
-            let mut dense_out = parse_example_batch(records, &fixed).map_err(|e| named(op, e))?;
+            let mut dense_out = parse_example_batch(records, &fixed)
+                .map_err(|e| named(op, unparseable(e, records)))?;
             let mut rows: BTreeMap<String, Vec<Tensor>> = BTreeMap::new();
             if !var.is_empty() {
                 for (index, record) in records.iter().enumerate() {
                     let parsed = parse_single_example(record, &var)
-                        .map_err(|e| named(op, batch_wording(e, index)))?;
+                        .map_err(|e| named(op, unparseable(batch_wording(e, index), records)))?;
                     for (k, t) in parsed {
                         rows.entry(k).or_default().push(t);
                     }
@@ -321,7 +423,14 @@ fn parse(
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            Ok(assemble(sparse, dense))
+            let ragged = ragged_keys
+                .iter()
+                .zip(&schema.ragged_types)
+                .map(|(k, &types)| {
+                    ragged_batch(op, types, &rows.remove(&name(k)).unwrap_or_default())
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(assemble(sparse, dense, ragged))
         }
         other => Err(invalid(
             op,
@@ -331,6 +440,32 @@ fn parse(
             ),
         )),
     }
+}
+
+/// A record that is no `Example`, worded as TensorFlow words it ("Could not
+/// parse example input, value: '<the record>'"; ours cut at 256 bytes) with
+/// the parser's reason after.
+fn unparseable(e: Error, records: &[Bytes]) -> Error {
+    let Error::InvalidArgument(m) = &e else {
+        return e;
+    };
+    let Some(rest) = m.strip_prefix("Could not parse example input") else {
+        return e;
+    };
+    let index = rest
+        .split("Index: ")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|d| d.parse::<usize>().ok())
+        .unwrap_or(0);
+    let record = records.get(index).map_or(&[][..], |r| &r[..]);
+    const SHOWN: usize = 256;
+    let cut = if record.len() > SHOWN { "..." } else { "" };
+    Error::InvalidArgument(format!(
+        "Could not parse example input, value: '{}{cut}' ({})",
+        String::from_utf8_lossy(&record[..record.len().min(SHOWN)]),
+        rest.trim_start_matches([',', ':', ' '])
+    ))
 }
 
 /// A single-Example error worded as TensorFlow words it in a batch.
@@ -356,24 +491,19 @@ fn batch_wording(e: Error, index: usize) -> Error {
 
 fn parse_example_v2(attrs: &NodeAttrs) -> Result<Compute> {
     const OP: &str = "ParseExampleV2";
-    if !attrs.dtype_codes("ragged_value_types")?.is_empty() {
-        return Err(Error::Unimplemented(format!(
-            "{OP}: ragged features (tf.io.RaggedFeature) produce ragged values, which tfdata \
-             kernels do not represent; use VarLenFeature or FixedLenFeature"
-        )));
-    }
     let schema = Schema::of(OP, attrs)?;
     let n_dense = schema.dense_types.len();
     Ok(Box::new(move |inputs| {
         super::expect_inputs(OP, &inputs, 5 + n_dense)?;
         let sparse_keys = strings(OP, &inputs[2], "sparse_keys")?;
         let dense_keys = strings(OP, &inputs[3], "dense_keys")?;
-        if inputs[4].num_elements() != 0 {
-            return Err(Error::Unimplemented(format!(
-                "{OP}: ragged features are not supported by tfdata"
-            )));
-        }
-        parse(&schema, &inputs[0], sparse_keys, dense_keys, &inputs[5..])
+        let ragged_keys = strings(OP, &inputs[4], "ragged_keys")?;
+        let keys = Keys {
+            sparse: sparse_keys,
+            dense: dense_keys,
+            ragged: ragged_keys,
+        };
+        parse(&schema, &inputs[0], keys, &inputs[5..])
     }))
 }
 
@@ -404,7 +534,12 @@ fn parse_single(attrs: &NodeAttrs) -> Result<Compute> {
                 ),
             ));
         }
-        parse(&schema, &inputs[0], &sparse_keys, &dense_keys, &inputs[1..])
+        let keys = Keys {
+            sparse: &sparse_keys,
+            dense: &dense_keys,
+            ragged: &[],
+        };
+        parse(&schema, &inputs[0], keys, &inputs[1..])
     }))
 }
 
@@ -844,18 +979,22 @@ mod tests {
         );
         assert!(
             err(parse_v2(svec(&[&e0(), b"\xff\xff"]), seven()))
-                .contains("Could not parse example input, Index: 1")
+                .contains("Could not parse example input, value: '\u{fffd}\u{fffd}' (Index: 1")
         );
-        // Ragged features are refused when the node is built.
+        // Ragged split types other than int32/int64 are refused when the
+        // node is built.
         let r = run(
             "ParseExampleV2",
             &[
                 ("num_sparse", int(0)),
                 ("ragged_value_types", types(&[DType::Int64])),
+                ("ragged_split_types", types(&[DType::Float])),
             ],
             vec![],
         );
-        assert!(matches!(r, Err(tfdata_core::Error::Unimplemented(m)) if m.contains("ragged")));
+        assert!(
+            matches!(r, Err(tfdata_core::Error::InvalidArgument(m)) if m.contains("ragged_split_types"))
+        );
     }
 
     #[test]
