@@ -40,11 +40,15 @@ def blob(b):
 
 def tensor(t):
     t = tf.convert_to_tensor(t)
-    a = np.asarray(t.numpy())
+    raw = t.numpy()
+    a = np.asarray(raw)
     shape = ",".join(str(d) for d in a.shape)
     if t.dtype == tf.string:
-        # Each string's bytes in hex, comma-separated, in row-major order.
-        items = ",".join(bytes(x).hex() for x in np.asarray(a, dtype=object).reshape(-1))
+        # Each string's bytes in hex, comma-separated, in row-major order. A
+        # scalar is taken as the bytes it is: numpy's fixed-width bytes type
+        # would drop its trailing NULs.
+        values = [raw] if isinstance(raw, bytes) else np.asarray(raw, dtype=object).reshape(-1)
+        items = ",".join(bytes(x).hex() for x in values)
         return f"{t.dtype.as_datatype_enum}|{shape}|{items}"
     return f"{t.dtype.as_datatype_enum}|{shape}|{np.ascontiguousarray(a).tobytes().hex()}"
 
@@ -151,12 +155,14 @@ class Family:
             "library": blob(lib.SerializeToString(deterministic=True)), "inputs": [tensor(x) for x in inputs],
             "outputs": as_list(out), "tolerance": tolerance})
 
-    def add_dataset(self, case_id, ds, tolerance="exact", stateful=False):
+    def add_dataset(self, case_id, ds, tolerance="exact", stateful=False, iterators=2):
         """A pipeline: the GraphDef tf.data serializes (what `distribute`
         registers, without the compression map) and TensorFlow's elements from
         two fresh iterators (each must equal ours from a fresh iterator). Where
         the two differ (TensorFlow restarts a stateful op's stream with each
-        iterator) the case is split: the first iterator, and both."""
+        iterator) the case is split: the first iterator, and both. `iterators=1`
+        records one fresh iterator only: a seeded shuffle that reshuffles each
+        iteration gives each iterator of one dataset another order."""
         assert case_id not in self.ids, case_id
         self.ids.add(case_id)
         # Re-serialized deterministically (tf.data orders attribute maps as
@@ -164,10 +170,11 @@ class Family:
         graph = graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy())
         graph = graph.SerializeToString(deterministic=True)
         with tf.device("/CPU:0"):
-            runs = [[[tensor(c) for c in tf.nest.flatten(el)] for el in ds] for _ in range(2)]
+            runs = [[[tensor(c) for c in tf.nest.flatten(el)] for el in ds]
+                    for _ in range(iterators)]
         # TensorFlow gives both iterators the same elements (a stateful op's
         # stream restarts with each iterator).
-        assert runs[0] == runs[1], case_id
+        assert runs[0] == runs[-1], case_id
         if not stateful:
             self.cases.append({"id": case_id, "op": "dataset", "graph": blob(graph),
                                "iterations": runs, "tolerance": tolerance})
