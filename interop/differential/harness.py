@@ -41,6 +41,8 @@ def blob(b):
 def tensor(t):
     t = tf.convert_to_tensor(t)
     a = t.numpy()
+    if isinstance(a, bytes):
+        a = np.asarray(a, dtype=object)  # a scalar string
     shape = ",".join(str(d) for d in a.shape)
     if t.dtype == tf.string:
         # Each string's bytes in hex, comma-separated, in row-major order.
@@ -126,12 +128,14 @@ class Family:
                 case["calls"] = [as_list(f(*inputs)) for _ in range(calls)]
         self.cases.append(case)
 
-    def add_function(self, case_id, fn, inputs, tolerance="exact"):
-        """A composite: a traced tf.function and its library, run by our executor."""
+    def add_function(self, case_id, fn, inputs, tolerance="exact", unknown_shapes=False):
+        """A composite: a traced tf.function and its library, run by our
+        executor. With unknown_shapes, traced for inputs of any shape (error
+        cases that shape inference would refuse before a kernel runs)."""
         assert case_id not in self.ids, case_id
         self.ids.add(case_id)
         inputs = [tf.convert_to_tensor(x) for x in inputs]
-        specs = [tf.TensorSpec(x.shape, x.dtype) for x in inputs]
+        specs = [tf.TensorSpec(None if unknown_shapes else x.shape, x.dtype) for x in inputs]
         cf = tf.function(fn).get_concrete_function(*specs)
         lib = function_pb2.FunctionDefLibrary()
         lib.function.append(cf.function_def)
@@ -145,11 +149,16 @@ class Family:
             for n in fd.node_def:
                 strip(n)
         with tf.device("/CPU:0"):
-            out = fn(*inputs)
-        self.cases.append({
+            out, err = run_error(lambda: fn(*inputs))
+        case = {
             "id": case_id, "op": "function", "function": cf.function_def.signature.name,
             "library": blob(lib.SerializeToString(deterministic=True)), "inputs": [tensor(x) for x in inputs],
-            "outputs": as_list(out), "tolerance": tolerance})
+            "tolerance": tolerance}
+        if err:
+            case["error"] = err
+        else:
+            case["outputs"] = as_list(out)
+        self.cases.append(case)
 
     def add_dataset(self, case_id, ds, tolerance="exact", stateful=False):
         """A pipeline: the GraphDef tf.data serializes (what `distribute`

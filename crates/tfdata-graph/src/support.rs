@@ -68,7 +68,7 @@ pub fn unsupported_ops(graph: &GraphDef) -> Result<Vec<String>> {
 }
 
 fn supported(op: &str) -> bool {
-    EXECUTOR_OPS.contains(&op) || DATASET_OPS.contains(&op) || kernels::lookup(op).is_some()
+    EXECUTOR_OPS.contains(&op) || DATASET_OPS.contains(&op) || kernels::runs(op)
 }
 
 /// Every op tfdata workers run in TensorFlow graphs, sorted (for the docs).

@@ -203,9 +203,7 @@ impl<'a> Compiler<'a> {
             .iter()
             .filter(|&&i| {
                 let op = body.nodes[i].op.as_str();
-                !EXECUTOR_OPS.contains(&op)
-                    && kernels::lookup(op).is_none()
-                    && self.nodes.handles(op)
+                !EXECUTOR_OPS.contains(&op) && !kernels::runs(op) && self.nodes.handles(op)
             })
             .count();
         if handed_over > MAX_DATASET_NODES {
@@ -398,6 +396,12 @@ impl<'a> Compiler<'a> {
                         .map(|(n, c)| (n.to_string(), c))
                         .collect();
                     (outputs, Run::Kernel((k.build)(&attrs)?))
+                } else if let Some(k) = kernels::resource_lookup(op) {
+                    let outputs = (k.outputs)(&attrs)?
+                        .into_iter()
+                        .map(|(n, c)| (n.to_string(), c))
+                        .collect();
+                    (outputs, Run::Node((k.build)(&attrs)?))
                 } else {
                     let nodes = self.nodes;
                     match nodes.compile_node(node, self) {
