@@ -38,6 +38,7 @@ mod reduce;
 mod shape;
 mod slice;
 mod sparse;
+pub mod sparse_tensor;
 mod strings;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
@@ -109,6 +110,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             ragged::KERNELS,
             random::KERNELS,
             sparse::KERNELS,
+            sparse_tensor::KERNELS,
             io::KERNELS,
             assert::KERNELS,
         ] {
@@ -173,6 +175,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         ragged::KERNELS,
         random::KERNELS,
         sparse::KERNELS,
+        sparse_tensor::KERNELS,
         io::KERNELS,
         assert::KERNELS,
     ]
