@@ -101,6 +101,9 @@ class Family:
         self.ids = set()
         # NodeDefs, each once: cases name them by index.
         self.nodes = []
+        # A family's fix-up of pipeline graphs (names TensorFlow makes
+        # differently from run to run), so regenerating gives the same bytes.
+        self.normalize_graph = None
 
     def add(self, op, fn, inputs, case_id, tolerance="exact", calls=1):
         """One op case: fn(*tensors) calls tf.raw_ops.<op> with keyword args."""
@@ -171,6 +174,8 @@ class Family:
         # Re-serialized deterministically (tf.data orders attribute maps as
         # it likes, so the bytes would change from run to run).
         graph = graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy())
+        if self.normalize_graph:
+            self.normalize_graph(graph)
         graph = graph.SerializeToString(deterministic=True)
         with tf.device("/CPU:0"):
             runs = [[[tensor(c) for c in tf.nest.flatten(el)] for el in ds] for _ in range(2)]

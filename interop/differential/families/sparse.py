@@ -23,7 +23,7 @@ def example(i):
         "idx": tf.train.Feature(int64_list=tf.train.Int64List(value=[(7 * i + 3 * k) % 10 for k in range(i % 4)])),
         "val": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i + k) for k in range(i % 4)])),
     }
-    return tf.train.Example(features=tf.train.Features(feature=f)).SerializeToString()
+    return tf.train.Example(features=tf.train.Features(feature=f)).SerializeToString(deterministic=True)
 
 
 def family():
