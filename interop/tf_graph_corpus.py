@@ -689,6 +689,20 @@ def lookup_vocabulary_file(ctx):
     return tf.data.TextLineDataset(ctx.data.text).map(lambda s: vocab.lookup(tf.strings.split(s)))
 
 
+@case(fixture=True)
+def sparse_elements_batched(ctx):
+    """VarLenFeature parsed into a SparseTensor element (SerializeSparse to a variant), batched
+    (BatchDatasetV2 of serialized sparse tensors), read back (DeserializeSparse) and densified in
+    the last map; tf.sparse.reorder/reshape on the way. Exact."""
+    serialized = tf.constant([_example(i) for i in range(5)])
+    feature = {"tokens": tf.io.VarLenFeature(tf.int64)}
+
+    def last(sp):
+        return tf.sparse.to_dense(tf.sparse.reshape(tf.sparse.reorder(sp), [-1])), sp.dense_shape
+    return (tf.data.Dataset.from_tensor_slices(serialized)
+            .map(lambda s: tf.io.parse_single_example(s, feature)["tokens"]).batch(2).map(last))
+
+
 # --- images ----------------------------------------------------------------
 
 def _read(path):
