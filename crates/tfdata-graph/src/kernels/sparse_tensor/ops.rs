@@ -70,6 +70,12 @@ pub(super) fn reshape(_: &NodeAttrs) -> Result<Compute> {
                 dims.len()
             )));
         }
+        if let Some(d) = dims.iter().find(|&&d| d < 0) {
+            return Err(invalid(format!(
+                "Input shape {} has a negative dimension {d}",
+                shape_str(&dims)
+            )));
+        }
         let dense = product(&dims).ok_or_else(|| invalid("input shape overflows"))?;
         let mut out = target.clone();
         let mut unknown = None;
@@ -224,7 +230,7 @@ pub(super) fn concat(attrs: &NodeAttrs) -> Result<Compute> {
                     )));
                 }
             }
-            out_shape[axis] += dims[axis];
+            out_shape[axis] = out_shape[axis].wrapping_add(dims[axis]);
         }
         let dtype = inputs[n].dtype();
         let total: usize = parts.iter().map(|p| p.0.n).sum();
@@ -237,10 +243,10 @@ pub(super) fn concat(attrs: &NodeAttrs) -> Result<Compute> {
         for (ind, dims) in &parts {
             for k in 0..ind.n {
                 let mut row = ind.row(k).to_vec();
-                row[axis] += offset;
+                row[axis] = row[axis].wrapping_add(offset);
                 all.flat.extend(row);
             }
-            offset += dims[axis];
+            offset = offset.wrapping_add(dims[axis]);
         }
         let values: Vec<&Tensor> = inputs[n..2 * n].iter().collect();
         if values.iter().any(|v| v.dtype() != dtype) {
@@ -281,12 +287,24 @@ pub(super) fn fill_empty_rows(_: &NodeAttrs) -> Result<Compute> {
         let Some(&rows) = dims.first() else {
             return Err(invalid("dense_shape must not be empty"));
         };
+        if ind.rank != dims.len() {
+            return Err(invalid(format!(
+                "indices have {} columns but dense_shape has {} dimensions",
+                ind.rank,
+                dims.len()
+            )));
+        }
         if rows < 0 {
             return Err(invalid(format!(
                 "Dense shape rows must be >= 0, got {rows}"
             )));
         }
-        check_size("SparseFillEmptyRows", DType::Bool, rows as u64)?;
+        // Three counters a row besides the indicator.
+        check_size(
+            "SparseFillEmptyRows",
+            DType::Int64,
+            (rows as u64).saturating_mul(3),
+        )?;
         let rows = rows as usize;
         let mut counts = vec![0usize; rows];
         for i in 0..ind.n {

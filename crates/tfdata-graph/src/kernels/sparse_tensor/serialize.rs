@@ -134,9 +134,19 @@ pub(super) fn serialize_many_sparse(attrs: &NodeAttrs) -> Result<Compute> {
                 shape_str(&dims)
             )));
         }
+        if let Some(d) = dims.iter().find(|&&d| d < 0) {
+            return Err(invalid(format!(
+                "Input shape {} has a negative dimension {d}",
+                shape_str(&dims)
+            )));
+        }
         indices_valid(&ind, &dims)?;
+        crate::kernels::check_size(
+            "SerializeManySparse",
+            DType::String,
+            (dims[0] as u64).saturating_mul(3),
+        )?;
         let rows = dims[0] as usize;
-        crate::kernels::check_size("SerializeManySparse", DType::String, rows as u64 * 3)?;
         let inner_shape = Tensor::from_slice(&dims[1..], vec![dims.len() as i64 - 1])?;
         let shape_bytes = proto_bytes(&inner_shape);
         let mut out = Vec::with_capacity(rows * 3);

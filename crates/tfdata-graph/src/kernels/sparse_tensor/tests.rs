@@ -65,3 +65,48 @@ fn integer_matmul_wraps() {
     .unwrap();
     assert_eq!(out[0].to_vec::<i64>().unwrap(), [-2]);
 }
+
+#[test]
+fn hostile_shapes_are_errors() {
+    // A fill over a billion rows, a reshape of a negative shape, indices
+    // without columns: refused, no panic and no huge allocation.
+    let empty = i64s(&[], vec![0, 2]);
+    let e = run(
+        "SparseFillEmptyRows",
+        &[("T", ty(DType::Float))],
+        vec![
+            empty.clone(),
+            Tensor::vector::<f32>(&[]),
+            Tensor::vector(&[1i64 << 40, 2]),
+            Tensor::scalar(0.0f32),
+        ],
+    );
+    assert!(e.is_err());
+    let e = run(
+        "SparseFillEmptyRows",
+        &[("T", ty(DType::Float))],
+        vec![
+            i64s(&[], vec![1, 0]),
+            Tensor::vector(&[1.0f32]),
+            Tensor::vector(&[3i64]),
+            Tensor::scalar(0.0f32),
+        ],
+    );
+    assert!(e.is_err());
+    let e = run(
+        "SparseReshape",
+        &[],
+        vec![empty, Tensor::vector(&[-1i64, 2]), Tensor::vector(&[-1i64])],
+    );
+    assert!(e.is_err());
+    let e = run(
+        "SerializeManySparse",
+        &[("T", ty(DType::Float)), ("out_type", ty(DType::String))],
+        vec![
+            i64s(&[], vec![0, 2]),
+            Tensor::vector::<f32>(&[]),
+            Tensor::vector(&[i64::MAX, 2]),
+        ],
+    );
+    assert!(e.is_err());
+}
