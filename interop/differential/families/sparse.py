@@ -54,6 +54,9 @@ def family():
         add(f"SerializeManySparse/{out.name}", lambda i, v, s, out=out: R.DeserializeSparse(
             serialized_sparse=R.SerializeManySparse(sparse_indices=i, sparse_values=v, sparse_shape=s, out_type=out),
             dtype=tf.float32), [sorted_ind, tf.constant([1., 2., 3., 4., 5.]), i64([5, 3])])
+    add("DeserializeManySparse", lambda i, v, s: R.DeserializeManySparse(
+        serialized_sparse=R.SerializeManySparse(sparse_indices=i, sparse_values=v, sparse_shape=s, out_type=tf.string),
+        dtype=tf.float32), [sorted_ind, tf.constant([1., 2., 3., 4., 5.]), i64([5, 3])])
     add("SerializeManySparse/strings", lambda i, v, s: R.SerializeManySparse(
         sparse_indices=i, sparse_values=v, sparse_shape=s, out_type=tf.string),
         [sorted_ind, tf.constant([1., 2., 3., 4., 5.]), i64([5, 3])])
@@ -144,6 +147,25 @@ def family():
         [i64([[0, 5]]), tf.constant([1.]), sh, b])
     add("SparseTensorDenseMatMul/error/inner dimensions", mm(False, False), [ind, val, sh, b[:2]])
 
+    sadd = lambda ai, av, ash, bi, bv, bsh, t: R.SparseAdd(  # noqa: E731
+        a_indices=ai, a_values=av, a_shape=ash, b_indices=bi, b_values=bv, b_shape=bsh, thresh=t)
+    a_i, b_i = i64([[0, 1], [1, 0]]), i64([[0, 1], [0, 2], [1, 0], [1, 2]])
+    add("SparseAdd/float, thresh", sadd, [a_i, tf.constant([1., 2.]), sh, b_i, tf.constant([-1., 5., 0.5, 7.]), sh,
+                                         tf.constant(0.6)])
+    add("SparseAdd/float, no thresh", sadd, [a_i, tf.constant([1., 2.]), sh, b_i, tf.constant([-1., 5., 0.5, 7.]), sh,
+                                            tf.constant(0.)])
+    add("SparseAdd/int64", sadd, [a_i, i64([1, 2]), sh, b_i, i64([-1, 5, 3, 4]), sh, i64(0)])
+    add("SparseAdd/double, empty a", sadd, [tf.zeros([0, 2], tf.int64), tf.constant([], tf.float64), sh, b_i,
+                                           tf.constant([1., 2., 3., 4.], tf.float64), sh, tf.constant(0., tf.float64)])
+    add("SparseAdd/error/shapes differ", sadd, [a_i, tf.constant([1., 2.]), sh, b_i,
+                                               tf.constant([1., 2., 3., 4.]), i64([2, 4]), tf.constant(0.)])
+    dadd = lambda ai, av, ash, b: R.SparseTensorDenseAdd(a_indices=ai, a_values=av, a_shape=ash, b=b)  # noqa: E731
+    add("SparseTensorDenseAdd/float, repeated index", dadd, [i64([[0, 1], [0, 1], [1, 2]]), tf.constant([1., 2., 0.1]),
+                                                             sh, tf.constant([[0.3, 1., 1.], [1., 1., 1.]])])
+    add("SparseTensorDenseAdd/int32", dadd, [a_i, tf.constant([1, 2], tf.int32), sh, tf.ones([2, 3], tf.int32)])
+    add("SparseTensorDenseAdd/error/shapes differ", dadd, [a_i, tf.constant([1., 2.]), sh, tf.ones([3, 3])])
+    add("SparseTensorDenseAdd/error/index out of range", dadd, [i64([[5, 1]]), tf.constant([1.]), sh, tf.ones([2, 3])])
+
     pipeline_cases(fam)
     return fam
 
@@ -183,6 +205,10 @@ def pipeline_cases(fam):
         lambda sp, empty: (tf.sparse.to_dense(sp), empty)))
     fam.add_dataset("pipeline/sparse from_tensor_slices", D.from_tensor_slices(tf.sparse.SparseTensor(
         [[0, 1], [2, 0], [2, 3]], [1.0, 2.0, 3.0], [3, 4])).map(tf.sparse.to_dense))
+    fam.add_dataset("pipeline/sparse add of parsed features", D.from_tensor_slices(examples).batch(3).map(
+        lambda s: (lambda p: tf.sparse.to_dense(tf.sparse.add(
+            tf.sparse.reset_shape(p["tok"], [3, 8]), tf.sparse.reset_shape(tf.cast(p["tok"], tf.int64), [3, 8]))))(
+            tf.io.parse_example(s, varlen))))
     fam.add_dataset("pipeline/sparse dense matmul", D.from_tensor_slices(examples).batch(3).map(
         lambda s: tf.sparse.sparse_dense_matmul(
             tf.sparse.reset_shape(tf.io.parse_example(s, varlen)["w"], [3, 4]), tf.ones([4, 2]))))

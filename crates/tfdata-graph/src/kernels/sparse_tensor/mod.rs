@@ -12,7 +12,9 @@
 //!   `DeserializeSparse` reads back.
 //! * [`ops`]: `SparseReorder`, `SparseReshape`, `SparseSlice`,
 //!   `SparseConcat`, `SparseFillEmptyRows`, `SparseTensorDenseMatMul`.
+//! * [`arith`]: `SparseAdd`, `SparseTensorDenseAdd`.
 
+mod arith;
 mod ops;
 mod serialize;
 
@@ -99,6 +101,22 @@ pub(super) const KERNELS: &[KernelDef] = &[
             ])
         },
         build: ops::fill_empty_rows,
+    },
+    KernelDef {
+        op: "SparseAdd",
+        outputs: |_| {
+            Ok(vec![
+                ("sum_indices", 1),
+                ("sum_values", 1),
+                ("sum_shape", 1),
+            ])
+        },
+        build: arith::sparse_add,
+    },
+    KernelDef {
+        op: "SparseTensorDenseAdd",
+        outputs: |_| Ok(vec![("output", 1)]),
+        build: arith::dense_add,
     },
     KernelDef {
         op: "SparseTensorDenseMatMul",
