@@ -166,6 +166,23 @@ def family():
     add("SparseTensorDenseAdd/error/shapes differ", dadd, [a_i, tf.constant([1., 2.]), sh, tf.ones([3, 3])])
     add("SparseTensorDenseAdd/error/index out of range", dadd, [i64([[5, 1]]), tf.constant([1.]), sh, tf.ones([2, 3])])
 
+    i3 = i64([[1, 0, 2], [0, 1, 1], [1, 2, 0], [0, 1, 0], [1, 0, 1], [0, 0, 0]])
+    v3 = tf.constant([0.1, 0.7, -3.0, 1e-3, 2.5, -0.0])
+    s3 = i64([2, 3, 3])
+    for op in ("SparseReduceSum", "SparseReduceMax", "SparseReduceSumSparse", "SparseReduceMaxSparse"):
+        f = getattr(R, op)
+        for axes, keep in [([1], False), ([0, 2], False), ([-1], True), ([0, 1, 2], False), ([], False)]:
+            add(f"{op}/axes {axes}{', keep_dims' if keep else ''}",
+                lambda i, v, s, a, f=f, keep=keep: f(input_indices=i, input_values=v, input_shape=s,
+                                                     reduction_axes=a, keep_dims=keep),
+                [i3, v3, s3, tf.constant(axes, tf.int32)])
+        add(f"{op}/int64", lambda i, v, s, a, f=f: f(input_indices=i, input_values=v, input_shape=s,
+                                                     reduction_axes=a, keep_dims=False),
+            [i3, i64([1, -2, 3, 4, 5, -6]), s3, tf.constant([2], tf.int32)])
+        add(f"{op}/error/axis out of range", lambda i, v, s, a, f=f: f(
+            input_indices=i, input_values=v, input_shape=s, reduction_axes=a, keep_dims=False),
+            [i3, v3, s3, tf.constant([3], tf.int32)])
+
     pipeline_cases(fam)
     return fam
 
@@ -209,6 +226,9 @@ def pipeline_cases(fam):
         lambda s: (lambda p: tf.sparse.to_dense(tf.sparse.add(
             tf.sparse.reset_shape(p["tok"], [3, 8]), tf.sparse.reset_shape(tf.cast(p["tok"], tf.int64), [3, 8]))))(
             tf.io.parse_example(s, varlen))))
+    fam.add_dataset("pipeline/sparse reduce_sum of parsed weights", D.from_tensor_slices(examples).batch(3).map(
+        lambda s: (lambda w: (tf.sparse.reduce_sum(w, axis=1), tf.sparse.reduce_max(w, axis=0)))(
+            tf.io.parse_example(s, varlen)["w"])))
     fam.add_dataset("pipeline/sparse dense matmul", D.from_tensor_slices(examples).batch(3).map(
         lambda s: tf.sparse.sparse_dense_matmul(
             tf.sparse.reset_shape(tf.io.parse_example(s, varlen)["w"], [3, 4]), tf.ones([4, 2]))))

@@ -13,9 +13,11 @@
 //! * [`ops`]: `SparseReorder`, `SparseReshape`, `SparseSlice`,
 //!   `SparseConcat`, `SparseFillEmptyRows`, `SparseTensorDenseMatMul`.
 //! * [`arith`]: `SparseAdd`, `SparseTensorDenseAdd`.
+//! * [`reduce`]: `SparseReduceSum`, `SparseReduceMax` and their `...Sparse` forms.
 
 mod arith;
 mod ops;
+mod reduce;
 mod serialize;
 
 pub use serialize::variant_constant;
@@ -101,6 +103,38 @@ pub(super) const KERNELS: &[KernelDef] = &[
             ])
         },
         build: ops::fill_empty_rows,
+    },
+    KernelDef {
+        op: "SparseReduceSum",
+        outputs: |_| Ok(vec![("output", 1)]),
+        build: reduce::reduce_sum,
+    },
+    KernelDef {
+        op: "SparseReduceMax",
+        outputs: |_| Ok(vec![("output", 1)]),
+        build: reduce::reduce_max,
+    },
+    KernelDef {
+        op: "SparseReduceSumSparse",
+        outputs: |_| {
+            Ok(vec![
+                ("output_indices", 1),
+                ("output_values", 1),
+                ("output_shape", 1),
+            ])
+        },
+        build: reduce::reduce_sum_sparse,
+    },
+    KernelDef {
+        op: "SparseReduceMaxSparse",
+        outputs: |_| {
+            Ok(vec![
+                ("output_indices", 1),
+                ("output_values", 1),
+                ("output_shape", 1),
+            ])
+        },
+        build: reduce::reduce_max_sparse,
     },
     KernelDef {
         op: "SparseAdd",
