@@ -647,6 +647,62 @@ def parse_example_from_constants(ctx):
         lambda s: _densify(tf.io.parse_single_example(s, _features())))
 
 
+# --- lookup tables ---------------------------------------------------------
+
+_WORDS = ["the quick brown fox", "jumps over the lazy dog", "a cat", "", "fox fox unknown words"]
+
+
+@case(fixture=True)
+def lookup_static_hash_table(ctx):
+    """tf.lookup.StaticHashTable (KeyValueTensorInitializer, string -> int64) in map over split
+    tokens, its size, padded_batch. The table is a HashTableV2 and LookupTableImportV2 in the
+    outer graph, captured by the map. Exact."""
+    table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        ["the", "quick", "brown", "fox", "dog"], tf.constant([0, 1, 2, 3, 4], tf.int64)), default_value=-1)
+    return tf.data.Dataset.from_tensor_slices(_WORDS).map(
+        lambda s: (table.lookup(tf.strings.split(s)), table.size())).padded_batch(2)
+
+
+@case(fixture=True)
+def lookup_vocabulary_oov_buckets(ctx):
+    """tf.lookup.StaticVocabularyTable with 3 OOV buckets (Fingerprint64 of unknown tokens) in a
+    parallel map, and an int64-keyed one in a filter. Exact."""
+    vocab = tf.lookup.StaticVocabularyTable(tf.lookup.KeyValueTensorInitializer(
+        ["the", "quick", "brown", "fox"], tf.constant([0, 1, 2, 3], tf.int64)), num_oov_buckets=3)
+    ints = tf.lookup.StaticVocabularyTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant([2, 4, 6], tf.int64), tf.constant([0, 1, 2], tf.int64)), num_oov_buckets=2)
+    return (tf.data.Dataset.from_tensor_slices(_WORDS)
+            .map(lambda s: vocab.lookup(tf.strings.split(s)), num_parallel_calls=2, deterministic=True)
+            .unbatch().filter(lambda i: ints.lookup(i) < 3))
+
+
+@case(files=True)
+def lookup_vocabulary_file(ctx):
+    """tf.lookup.StaticVocabularyTable from a vocabulary file (TextFileInitializer: whole line ->
+    line number, InitializeTableFromTextFileV2 in the graph, the file read by the worker) with 5
+    OOV buckets, over TextLineDataset tokens. Exact."""
+    path = Path(ctx.scratch) / "vocab.txt"
+    path.write_text("".join(f"{w}\n" for w in ["Hello", "World", "The", "brown", "FOX", "service,", "2.21"]), encoding="utf-8")
+    vocab = tf.lookup.StaticVocabularyTable(tf.lookup.TextFileInitializer(
+        str(path), tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64,
+        tf.lookup.TextFileIndex.LINE_NUMBER), num_oov_buckets=5)
+    return tf.data.TextLineDataset(ctx.data.text).map(lambda s: vocab.lookup(tf.strings.split(s)))
+
+
+@case(fixture=True)
+def sparse_elements_batched(ctx):
+    """VarLenFeature parsed into a SparseTensor element (SerializeSparse to a variant), batched
+    (BatchDatasetV2 of serialized sparse tensors), read back (DeserializeSparse) and densified in
+    the last map; tf.sparse.reorder/reshape on the way. Exact."""
+    serialized = tf.constant([_example(i) for i in range(5)])
+    feature = {"tokens": tf.io.VarLenFeature(tf.int64)}
+
+    def last(sp):
+        return tf.sparse.to_dense(tf.sparse.reshape(tf.sparse.reorder(sp), [-1])), sp.dense_shape
+    return (tf.data.Dataset.from_tensor_slices(serialized)
+            .map(lambda s: tf.io.parse_single_example(s, feature)["tokens"]).batch(2).map(last))
+
+
 # --- images ----------------------------------------------------------------
 
 def _read(path):

@@ -103,6 +103,9 @@ class Family:
         self.ids = set()
         # NodeDefs, each once: cases name them by index.
         self.nodes = []
+        # A family's fix-up of pipeline graphs (names TensorFlow makes
+        # differently from run to run), so regenerating gives the same bytes.
+        self.normalize_graph = None
 
     def add(self, op, fn, inputs, case_id, tolerance="exact", calls=1):
         """One op case: fn(*tensors) calls tf.raw_ops.<op> with keyword args."""
@@ -130,12 +133,14 @@ class Family:
                 case["calls"] = [as_list(f(*inputs)) for _ in range(calls)]
         self.cases.append(case)
 
-    def add_function(self, case_id, fn, inputs, tolerance="exact"):
-        """A composite: a traced tf.function and its library, run by our executor."""
+    def add_function(self, case_id, fn, inputs, tolerance="exact", unknown_shapes=False):
+        """A composite: a traced tf.function and its library, run by our
+        executor. With unknown_shapes, traced for inputs of any shape (error
+        cases that shape inference would refuse before a kernel runs)."""
         assert case_id not in self.ids, case_id
         self.ids.add(case_id)
         inputs = [tf.convert_to_tensor(x) for x in inputs]
-        specs = [tf.TensorSpec(x.shape, x.dtype) for x in inputs]
+        specs = [tf.TensorSpec(None if unknown_shapes else x.shape, x.dtype) for x in inputs]
         cf = tf.function(fn).get_concrete_function(*specs)
         lib = function_pb2.FunctionDefLibrary()
         lib.function.append(cf.function_def)
@@ -149,11 +154,16 @@ class Family:
             for n in fd.node_def:
                 strip(n)
         with tf.device("/CPU:0"):
-            out = fn(*inputs)
-        self.cases.append({
+            out, err = run_error(lambda: fn(*inputs))
+        case = {
             "id": case_id, "op": "function", "function": cf.function_def.signature.name,
             "library": blob(lib.SerializeToString(deterministic=True)), "inputs": [tensor(x) for x in inputs],
-            "outputs": as_list(out), "tolerance": tolerance})
+            "tolerance": tolerance}
+        if err:
+            case["error"] = err
+        else:
+            case["outputs"] = as_list(out)
+        self.cases.append(case)
 
     def add_dataset(self, case_id, ds, tolerance="exact", stateful=False, iterators=2):
         """A pipeline: the GraphDef tf.data serializes (what `distribute`
@@ -168,6 +178,8 @@ class Family:
         # Re-serialized deterministically (tf.data orders attribute maps as
         # it likes, so the bytes would change from run to run).
         graph = graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy())
+        if self.normalize_graph:
+            self.normalize_graph(graph)
         graph = graph.SerializeToString(deterministic=True)
         with tf.device("/CPU:0"):
             runs = [[[tensor(c) for c in tf.nest.flatten(el)] for el in ds]

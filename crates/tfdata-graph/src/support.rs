@@ -46,6 +46,9 @@ pub fn unsupported_ops(graph: &GraphDef) -> Result<Vec<String>> {
         }
     };
     // TensorFlow's trailing compression map is cut off, not run.
+    if crate::translate::serves_variant(graph, &library)? {
+        missing.insert(crate::translate::SERVED_VARIANT.to_string());
+    }
     let compression = crate::translate::compression_map(graph, &library)?;
     let mut nodes = graph
         .node
@@ -68,7 +71,7 @@ pub fn unsupported_ops(graph: &GraphDef) -> Result<Vec<String>> {
 }
 
 fn supported(op: &str) -> bool {
-    EXECUTOR_OPS.contains(&op) || DATASET_OPS.contains(&op) || kernels::lookup(op).is_some()
+    EXECUTOR_OPS.contains(&op) || DATASET_OPS.contains(&op) || kernels::runs(op)
 }
 
 /// Every op tfdata workers run in TensorFlow graphs, sorted (for the docs).

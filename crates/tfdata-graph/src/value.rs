@@ -1,8 +1,13 @@
-//! What flows along a graph's edges: tensors, and datasets (TensorFlow's
-//! `DT_VARIANT` dataset handles, which dataset nodes produce and consume).
+//! What flows along a graph's edges: tensors, datasets (TensorFlow's
+//! `DT_VARIANT` dataset handles, which dataset nodes produce and consume),
+//! and resources.
+
+use std::sync::Arc;
 
 use tfdata_core::{Error, Result, Tensor};
 use tfdata_dataset::Dataset;
+
+use crate::kernels::lookup::LookupTable;
 
 #[derive(Clone, Debug)]
 pub enum Value {
@@ -12,6 +17,9 @@ pub enum Value {
     /// handle TensorFlow serialised): the engine's ops keep such state
     /// themselves, so the handle is only passed along, never read.
     Resource,
+    /// A lookup table (`HashTableV2`'s handle): made and filled when the
+    /// graph runs, then shared read-only by the functions capturing it.
+    Table(Arc<LookupTable>),
 }
 
 impl Value {
@@ -28,6 +36,7 @@ impl Value {
             Value::Tensor(t) => format!("a {} tensor", t.dtype()),
             Value::Dataset(_) => "a dataset".into(),
             Value::Resource => "a resource handle".into(),
+            Value::Table(_) => "a lookup table".into(),
         };
         Error::InvalidArgument(format!("{what}: expected a {want}, got {got}"))
     }

@@ -203,9 +203,7 @@ impl<'a> Compiler<'a> {
             .iter()
             .filter(|&&i| {
                 let op = body.nodes[i].op.as_str();
-                !EXECUTOR_OPS.contains(&op)
-                    && kernels::lookup(op).is_none()
-                    && self.nodes.handles(op)
+                !EXECUTOR_OPS.contains(&op) && !kernels::runs(op) && self.nodes.handles(op)
             })
             .count();
         if handed_over > MAX_DATASET_NODES {
@@ -326,8 +324,16 @@ impl<'a> Compiler<'a> {
         let attrs = NodeAttrs::of(node);
         let data_inputs = node.input.iter().filter(|i| !i.starts_with('^')).count();
         let out = |n: usize| vec![("output".to_string(), n)];
+        // A variant constant of tensors is a folded serialized
+        // SparseTensor, carried in its string form.
+        if node.op == "Const"
+            && matches!(attrs.dtype_code("dtype"), Ok(21))
+            && let Some(t) = variant_tensors(node)
+        {
+            return Ok((out(1), Run::Const(t)));
+        }
         Ok(match node.op.as_str() {
-            // Resource and variant constants are handles TensorFlow
+            // Resource and other variant constants are handles TensorFlow
             // serialised (a seed generator's, for instance).
             "Const" if matches!(attrs.dtype_code("dtype"), Ok(20 | 21)) => (out(1), Run::Resource),
             "Const" => (out(1), Run::Const(attrs.tensor("value")?)),
@@ -398,6 +404,12 @@ impl<'a> Compiler<'a> {
                         .map(|(n, c)| (n.to_string(), c))
                         .collect();
                     (outputs, Run::Kernel((k.build)(&attrs)?))
+                } else if let Some(k) = kernels::resource_lookup(op) {
+                    let outputs = (k.outputs)(&attrs)?
+                        .into_iter()
+                        .map(|(n, c)| (n.to_string(), c))
+                        .collect();
+                    (outputs, Run::Node((k.build)(&attrs)?))
                 } else {
                     let nodes = self.nodes;
                     match nodes.compile_node(node, self) {
@@ -450,6 +462,15 @@ fn function_body<'d>(name: &'d str, def: &'d FunctionDef) -> Result<Body<'d>> {
         control_rets: def.control_ret.values().map(String::as_str).collect(),
         in_function: true,
     })
+}
+
+/// A `DT_VARIANT` constant's value, if it holds tensors (a folded
+/// serialized SparseTensor).
+fn variant_tensors(node: &NodeDef) -> Option<tfdata_core::Tensor> {
+    match node.attr.get("value").and_then(|a| a.value.as_ref()) {
+        Some(attr_value::Value::Tensor(t)) => kernels::sparse_tensor::variant_constant(t),
+        _ => None,
+    }
 }
 
 fn in_node(e: Error, fname: &str, node: &NodeDef) -> Error {

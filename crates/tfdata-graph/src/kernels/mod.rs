@@ -28,6 +28,7 @@ mod fill;
 mod image;
 mod io;
 mod layout;
+pub mod lookup;
 mod math;
 mod numeric;
 mod parse;
@@ -37,6 +38,7 @@ mod reduce;
 mod shape;
 mod slice;
 mod sparse;
+pub mod sparse_tensor;
 mod strings;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
@@ -56,6 +58,25 @@ pub struct KernelDef {
     pub outputs: fn(&NodeAttrs) -> Result<OutputArgs>,
     /// Reads and checks the node's attributes, and returns the kernel.
     pub build: fn(&NodeAttrs) -> Result<Compute>,
+}
+
+/// An op on values rather than tensors: one that makes or reads a
+/// resource ([`crate::value::Value::Table`]). Built like a [`KernelDef`],
+/// run as a node of its own.
+pub struct ResourceKernelDef {
+    pub op: &'static str,
+    pub outputs: fn(&NodeAttrs) -> Result<OutputArgs>,
+    pub build: fn(&NodeAttrs) -> Result<crate::function::NodeFn>,
+}
+
+/// The resource op `op`, if the set has it.
+pub fn resource_lookup(op: &str) -> Option<&'static ResourceKernelDef> {
+    lookup::KERNELS.iter().find(|k| k.op == op)
+}
+
+/// Whether the kernel set runs `op` (on tensors or on resources).
+pub fn runs(op: &str) -> bool {
+    lookup(op).is_some() || resource_lookup(op).is_some()
 }
 
 /// `outputs` for ops with one output arg named `output`.
@@ -89,6 +110,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             ragged::KERNELS,
             random::KERNELS,
             sparse::KERNELS,
+            sparse_tensor::KERNELS,
             io::KERNELS,
             assert::KERNELS,
         ] {
@@ -108,6 +130,7 @@ pub fn lookup(op: &str) -> Option<&'static KernelDef> {
 /// Every op the kernel set runs, sorted.
 pub fn supported_ops() -> Vec<&'static str> {
     let mut ops: Vec<_> = table().keys().copied().collect();
+    ops.extend(lookup::KERNELS.iter().map(|k| k.op));
     ops.sort_unstable();
     ops
 }
@@ -152,6 +175,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         ragged::KERNELS,
         random::KERNELS,
         sparse::KERNELS,
+        sparse_tensor::KERNELS,
         io::KERNELS,
         assert::KERNELS,
     ]
@@ -170,6 +194,10 @@ fn each_op_has_one_kernel() {
                 k.op
             );
         }
+    }
+    for k in lookup::KERNELS {
+        assert!(seen.insert(k.op), "{} is in two kernel tables", k.op);
+        assert!(!crate::function::EXECUTOR_OPS.contains(&k.op));
     }
     assert_eq!(seen.len(), supported_ops().len());
 }

@@ -122,27 +122,50 @@ pub(crate) fn dataset_fn(bound: Bound, output: Option<Structure>) -> FunctionRef
     )
 }
 
+/// TensorFlow's `DT_VARIANT` code.
+const VARIANT: i32 = 21;
+
 /// The element structure a dataset node declares (`output_types`,
 /// `output_shapes`), flat as the graph has it; `None` if it declares none.
+///
+/// A `DT_VARIANT` component is a serialized SparseTensor (the only
+/// variants the kernel set makes: `SerializeSparse`,
+/// `SerializeManySparse`), carried as its `[..., 3]` string form.
 pub(crate) fn declared_structure(attrs: &NodeAttrs) -> Result<Option<Structure>> {
-    let key = if attrs.has("output_types") {
-        "output_types"
-    } else {
-        "Toutput_types"
-    };
-    let types = attrs.dtypes(key)?;
-    if types.is_empty() {
+    let key = types_key(attrs);
+    let codes = attrs.dtype_codes(key)?;
+    if codes.is_empty() {
         return Ok(None);
     }
     let shapes = attrs.shapes("output_shapes")?;
-    let specs = types
-        .iter()
-        .enumerate()
-        .map(|(i, &dtype)| {
+    let mut specs = Vec::with_capacity(codes.len());
+    for (i, &code) in codes.iter().enumerate() {
+        specs.push(if code == VARIANT {
+            TensorSpec::new(tfdata_core::DType::String, Shape::unknown_rank())
+        } else {
+            let dtype = tfdata_core::DType::from_code(code)
+                .map_err(|e| attrs.error(format!("attribute `{key}`: {e}")))?;
             TensorSpec::new(dtype, shapes.get(i).map_or(Shape::unknown_rank(), shape))
-        })
-        .collect();
+        });
+    }
     Ok(Some(Structure::from_components(specs)))
+}
+
+fn types_key(attrs: &NodeAttrs) -> &'static str {
+    if attrs.has("output_types") {
+        "output_types"
+    } else {
+        "Toutput_types"
+    }
+}
+
+/// Whether a dataset node's elements hold a `DT_VARIANT` component (a
+/// SparseTensor): tfdata carries it as strings, which a client expecting
+/// TensorFlow's variant cannot read, so such a pipeline is not served.
+pub(crate) fn declares_variant(attrs: &NodeAttrs) -> bool {
+    attrs
+        .dtype_codes(types_key(attrs))
+        .is_ok_and(|c| c.contains(&VARIANT))
 }
 
 pub(crate) fn shape(s: &TensorShapeProto) -> Shape {

@@ -125,6 +125,9 @@ pub fn translate_bytes(graph: &[u8]) -> Result<Translated> {
 pub fn translate(graph: &GraphDef) -> Result<Translated> {
     let library = Library::of(graph)?;
     let (result, compressed) = pipeline_result(graph, &library)?;
+    if serves_variant(graph, &library)? {
+        return Err(Error::Unimplemented(SERVED_VARIANT.into()));
+    }
     let nodes = DatasetNodes;
     let mut compiler = Compiler::new(&library, &nodes);
     let function = compiler.graph_result(graph, &result)?;
@@ -156,6 +159,26 @@ fn pipeline_result(graph: &GraphDef, library: &Library) -> Result<(String, bool)
         Some(input) => Ok((input.clone(), true)),
         None => Ok((result.clone(), false)),
     }
+}
+
+/// Why a graph whose elements hold a SparseTensor is not served.
+pub(crate) const SERVED_VARIANT: &str = "elements with a DT_VARIANT component (a SparseTensor) \
+    served to the client: tfdata carries a SparseTensor inside a pipeline in TensorFlow's string \
+    form, which a TensorFlow client expecting a variant cannot read";
+
+/// Whether the pipeline's elements (what the worker serves) hold a
+/// `DT_VARIANT` component.
+pub(crate) fn serves_variant(graph: &GraphDef, library: &Library) -> Result<bool> {
+    let (result, _) = pipeline_result(graph, library)?;
+    let name = match parse_input(&result, false)? {
+        InputRef::Output { node, .. } => node,
+        _ => return Ok(false),
+    };
+    Ok(graph
+        .node
+        .iter()
+        .find(|n| n.name == name)
+        .is_some_and(|n| inline::declares_variant(&crate::attrs::NodeAttrs::of(n))))
 }
 
 /// The graph's trailing compression map, if it has one.

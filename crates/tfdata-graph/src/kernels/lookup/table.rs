@@ -1,0 +1,407 @@
+//! A `HashTableV2` resource: TensorFlow's initializable hash table.
+//!
+//! The table is created empty when the graph runs its `HashTableV2` node,
+//! filled once by `LookupTableImportV2`, `InitializeTableV2` or
+//! `InitializeTableFromTextFileV2`, and read-only after that: map functions
+//! capture it (an `Arc`) and look keys up concurrently without a lock.
+//!
+//! TensorFlow's quirks are kept, because they decide which pipelines fail:
+//! a second initialisation succeeds when it brings as many entries as the
+//! table holds (it compares sizes, not contents) and fails otherwise; a
+//! failed initialisation leaves the entries it inserted before the failure
+//! staged, and a later successful one starts from them.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use bytes::Bytes;
+use tfdata_core::tensor::TensorData;
+use tfdata_core::{DType, Error, Result, Tensor};
+
+/// A key: int32 and int64 keys as `i64`, strings as their bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Key {
+    Int(i64),
+    Str(Bytes),
+}
+
+/// One value of the table's value dtype.
+#[derive(Clone, Debug)]
+pub enum Scalar {
+    I32(i32),
+    I64(i64),
+    F32(f32),
+    F64(f64),
+    Bool(bool),
+    Str(Bytes),
+}
+
+impl Scalar {
+    /// TensorFlow's `!=` on the stored type: NaN differs from itself.
+    fn same(&self, other: &Scalar) -> bool {
+        match (self, other) {
+            (Scalar::I32(a), Scalar::I32(b)) => a == b,
+            (Scalar::I64(a), Scalar::I64(b)) => a == b,
+            (Scalar::F32(a), Scalar::F32(b)) => a == b,
+            (Scalar::F64(a), Scalar::F64(b)) => a == b,
+            (Scalar::Bool(a), Scalar::Bool(b)) => a == b,
+            (Scalar::Str(a), Scalar::Str(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// As TensorFlow's `StrCat` prints a key or value in its errors.
+impl std::fmt::Display for Scalar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scalar::I32(v) => write!(f, "{v}"),
+            Scalar::I64(v) => write!(f, "{v}"),
+            Scalar::F32(v) => f.write_str(&g_format(f64::from(*v), 6, |s| {
+                s.parse::<f32>().ok() == Some(*v)
+            })),
+            Scalar::F64(v) => f.write_str(&g_format(*v, 15, |s| s.parse::<f64>().ok() == Some(*v))),
+            Scalar::Bool(v) => write!(f, "{}", u8::from(*v)),
+            Scalar::Str(s) => f.write_str(&String::from_utf8_lossy(s)),
+        }
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Key::Int(v) => write!(f, "{v}"),
+            Key::Str(s) => f.write_str(&String::from_utf8_lossy(s)),
+        }
+    }
+}
+
+/// C's `%.{p}g` with the fewest digits from `p` up that read back to the
+/// same value (TensorFlow's `FloatToBuffer`/`DoubleToBuffer` try `p`
+/// then the full 9 or 17).
+fn g_format(v: f64, p: usize, round_trips: impl Fn(&str) -> bool) -> String {
+    if v.is_nan() {
+        return "nan".into();
+    }
+    if v.is_infinite() {
+        return if v < 0.0 { "-inf" } else { "inf" }.into();
+    }
+    let first = c_g(v, p);
+    if round_trips(&first) {
+        return first;
+    }
+    c_g(v, if p == 6 { 9 } else { 17 })
+}
+
+/// C's `%.{p}g`.
+fn c_g(v: f64, p: usize) -> String {
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let sci = format!("{:.*e}", p.saturating_sub(1), v);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if exp < -4 || exp >= p as i32 {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
+    } else {
+        let decimals = (p as i32 - 1 - exp).max(0) as usize;
+        trim(&format!("{v:.decimals$}"))
+    }
+}
+
+/// The keys of `t` (int32, int64 or string), in row-major order.
+pub fn keys_of(t: &Tensor) -> Result<Vec<Key>> {
+    Ok(match t.dtype() {
+        DType::Int32 => t
+            .to_vec::<i32>()?
+            .into_iter()
+            .map(|v| Key::Int(v.into()))
+            .collect(),
+        DType::Int64 => t.to_vec::<i64>()?.into_iter().map(Key::Int).collect(),
+        DType::String => t.string_values()?.iter().cloned().map(Key::Str).collect(),
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "lookup table keys of dtype {other} are not supported"
+            )));
+        }
+    })
+}
+
+/// The values of `t`, in row-major order.
+pub fn scalars_of(t: &Tensor) -> Result<Vec<Scalar>> {
+    Ok(match t.dtype() {
+        DType::Int32 => t.to_vec::<i32>()?.into_iter().map(Scalar::I32).collect(),
+        DType::Int64 => t.to_vec::<i64>()?.into_iter().map(Scalar::I64).collect(),
+        DType::Float => t.to_vec::<f32>()?.into_iter().map(Scalar::F32).collect(),
+        DType::Double => t.to_vec::<f64>()?.into_iter().map(Scalar::F64).collect(),
+        DType::Bool => t.to_vec::<bool>()?.into_iter().map(Scalar::Bool).collect(),
+        DType::String => t
+            .string_values()?
+            .iter()
+            .cloned()
+            .map(Scalar::Str)
+            .collect(),
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "lookup table values of dtype {other} are not supported"
+            )));
+        }
+    })
+}
+
+/// A tensor of `dtype` and `shape` holding `values` (all of that dtype).
+pub fn tensor_of(dtype: DType, shape: Vec<i64>, values: Vec<Scalar>) -> Result<Tensor> {
+    fn collect<T>(values: Vec<Scalar>, f: impl Fn(Scalar) -> Option<T>) -> Result<Vec<T>> {
+        values
+            .into_iter()
+            .map(|v| f(v).ok_or_else(|| Error::Internal("lookup table: mixed value types".into())))
+            .collect()
+    }
+    match dtype {
+        DType::Int32 => Tensor::from_slice(
+            &collect(values, |v| {
+                if let Scalar::I32(x) = v {
+                    Some(x)
+                } else {
+                    None
+                }
+            })?,
+            shape,
+        ),
+        DType::Int64 => Tensor::from_slice(
+            &collect(values, |v| {
+                if let Scalar::I64(x) = v {
+                    Some(x)
+                } else {
+                    None
+                }
+            })?,
+            shape,
+        ),
+        DType::Float => Tensor::from_slice(
+            &collect(values, |v| {
+                if let Scalar::F32(x) = v {
+                    Some(x)
+                } else {
+                    None
+                }
+            })?,
+            shape,
+        ),
+        DType::Double => Tensor::from_slice(
+            &collect(values, |v| {
+                if let Scalar::F64(x) = v {
+                    Some(x)
+                } else {
+                    None
+                }
+            })?,
+            shape,
+        ),
+        DType::Bool => Tensor::from_slice(
+            &collect(values, |v| {
+                if let Scalar::Bool(x) = v {
+                    Some(x)
+                } else {
+                    None
+                }
+            })?,
+            shape,
+        ),
+        DType::String => Tensor::new(
+            DType::String,
+            shape,
+            TensorData::Strings(collect(values, |v| {
+                if let Scalar::Str(x) = v {
+                    Some(x)
+                } else {
+                    None
+                }
+            })?),
+        ),
+        other => Err(Error::InvalidArgument(format!(
+            "lookup table values of dtype {other} are not supported"
+        ))),
+    }
+}
+
+/// The (key, value) dtype pairs TensorFlow 2.21 registers `HashTableV2`'s
+/// CPU kernel for.
+pub const DTYPE_PAIRS: &[(DType, DType)] = &[
+    (DType::String, DType::String),
+    (DType::String, DType::Int64),
+    (DType::String, DType::Int32),
+    (DType::String, DType::Float),
+    (DType::String, DType::Double),
+    (DType::String, DType::Bool),
+    (DType::Int64, DType::String),
+    (DType::Int64, DType::Int64),
+    (DType::Int64, DType::Int32),
+    (DType::Int64, DType::Float),
+    (DType::Int64, DType::Double),
+    (DType::Int32, DType::String),
+    (DType::Int32, DType::Int32),
+    (DType::Int32, DType::Float),
+    (DType::Int32, DType::Double),
+];
+
+/// An initializable hash table (see the module docs).
+#[derive(Debug)]
+pub struct LookupTable {
+    key_dtype: DType,
+    value_dtype: DType,
+    /// Entries inserted by initialisations that have not (yet) succeeded.
+    staged: Mutex<HashMap<Key, Scalar>>,
+    /// The entries, once initialised: read without a lock.
+    ready: OnceLock<HashMap<Key, Scalar>>,
+}
+
+impl LookupTable {
+    pub fn new(key_dtype: DType, value_dtype: DType) -> Self {
+        LookupTable {
+            key_dtype,
+            value_dtype,
+            staged: Mutex::new(HashMap::new()),
+            ready: OnceLock::new(),
+        }
+    }
+
+    pub fn key_dtype(&self) -> DType {
+        self.key_dtype
+    }
+
+    pub fn value_dtype(&self) -> DType {
+        self.value_dtype
+    }
+
+    /// Entries, 0 before initialisation (`LookupTableSizeV2`).
+    pub fn size(&self) -> usize {
+        self.ready.get().map_or(0, HashMap::len)
+    }
+
+    pub fn is_initialized(&self) -> bool {
+        self.ready.get().is_some()
+    }
+
+    /// The values of `keys`, `default(i)` for the i-th key when missing.
+    pub fn find(&self, keys: &[Key], default: impl Fn(usize) -> Scalar) -> Result<Vec<Scalar>> {
+        let map = self
+            .ready
+            .get()
+            .ok_or_else(|| Error::FailedPrecondition("Table not initialized.".into()))?;
+        Ok(keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| map.get(k).cloned().unwrap_or_else(|| default(i)))
+            .collect())
+    }
+
+    /// Starts an initialisation: inserts go to the staged entries until
+    /// [`Init::finish`] makes them the table's.
+    pub fn init(&self) -> Init<'_> {
+        let staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        Init {
+            table: self,
+            staged,
+        }
+    }
+}
+
+/// An initialisation under way (holds the table's initialisation lock).
+pub struct Init<'a> {
+    table: &'a LookupTable,
+    staged: MutexGuard<'a, HashMap<Key, Scalar>>,
+}
+
+impl Init<'_> {
+    /// Entries in the table, if it is initialised already.
+    pub fn initialized_size(&self) -> Option<usize> {
+        self.table.ready.get().map(HashMap::len)
+    }
+
+    /// TensorFlow's answer to initialising an initialised table with
+    /// `total` entries: fine if the sizes agree.
+    pub fn again(&self, total: u64) -> Result<()> {
+        match self.initialized_size() {
+            Some(n) if n as u64 == total => Ok(()),
+            _ => Err(Error::FailedPrecondition(
+                "Table was already initialized with different data.".into(),
+            )),
+        }
+    }
+
+    /// Inserts one entry; the same key with another value is TensorFlow's
+    /// error (the entries before it stay staged).
+    pub fn insert(&mut self, key: Key, value: Scalar) -> Result<()> {
+        use std::collections::hash_map::Entry;
+        match self.staged.entry(key) {
+            Entry::Vacant(v) => {
+                v.insert(value);
+                Ok(())
+            }
+            Entry::Occupied(o) if o.get().same(&value) => Ok(()),
+            Entry::Occupied(o) => Err(Error::FailedPrecondition(format!(
+                "HashTable has different value for same key. Key {} has {} and trying to add value {value}",
+                o.key(),
+                o.get()
+            ))),
+        }
+    }
+
+    /// Makes the staged entries the table's: it is initialised.
+    pub fn finish(mut self) {
+        let entries = std::mem::take(&mut *self.staged);
+        // Only one initialisation holds the lock, and it checked the
+        // table was not initialised.
+        let _ = self.table.ready.set(entries);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_print_as_tensorflow_prints_them() {
+        let f = |v: f32| Scalar::F32(v).to_string();
+        assert_eq!(f(0.5), "0.5");
+        assert_eq!(f(1e20), "1e+20");
+        assert_eq!(f(0.1), "0.1");
+        assert_eq!(f(1.0 / 3.0), "0.333333343");
+        assert_eq!(f(123456.0), "123456");
+        assert_eq!(f(1234567.0), "1234567");
+        assert_eq!(f(1e-5), "1e-05");
+        assert_eq!(Scalar::F64(0.25).to_string(), "0.25");
+        assert_eq!(Scalar::F64(0.1).to_string(), "0.1");
+    }
+
+    #[test]
+    fn a_failed_initialisation_keeps_what_it_staged() {
+        let t = LookupTable::new(DType::String, DType::Int64);
+        let mut init = t.init();
+        init.insert(Key::Str("a".into()), Scalar::I64(1)).unwrap();
+        let e = init
+            .insert(Key::Str("a".into()), Scalar::I64(2))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("Key a has 1 and trying to add value 2")
+        );
+        drop(init);
+        assert!(!t.is_initialized());
+        let mut init = t.init();
+        init.insert(Key::Str("b".into()), Scalar::I64(2)).unwrap();
+        init.finish();
+        assert_eq!(t.size(), 2);
+        assert!(t.init().again(2).is_ok());
+        assert!(t.init().again(3).is_err());
+    }
+}
