@@ -15,6 +15,7 @@ pub mod resolve;
 pub mod source;
 pub mod structure;
 pub mod tensor_util;
+pub mod window;
 
 #[cfg(test)]
 mod tests;
@@ -57,6 +58,8 @@ pub const OP_NAMES: &[&str] = &[
     "zip",
     "concatenate",
     "enumerate",
+    "window",
+    "window_elements",
 ];
 
 fn one_input(op: &str, inputs: Vec<Dataset>) -> Result<Dataset> {
@@ -257,6 +260,21 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
         "enumerate" => {
             attrs.check_known(op, &["start"])?;
             one_input(op, inputs)?.enumerate(attrs.int_or(op, "start", 0)?)
+        }
+        "window" => {
+            attrs.check_known(op, &["size", "shift", "stride", "drop_remainder"])?;
+            let size = attrs.int(op, "size")?;
+            one_input(op, inputs)?.window(
+                size,
+                attrs.int_or(op, "shift", size)?,
+                attrs.int_or(op, "stride", 1)?,
+                attrs.bool_or(op, "drop_remainder", false)?,
+            )
+        }
+        "window_elements" => {
+            attrs.check_known(op, &["values", "shapes"])?;
+            no_inputs(op, &inputs)?;
+            Dataset::window_elements(attrs.tensors(op, "values")?, attrs.tensors(op, "shapes")?)?
         }
         other => {
             return Err(Error::InvalidArgument(format!(

@@ -15,6 +15,17 @@ use crate::attrs::NodeAttrs;
 use crate::function::Function;
 use crate::value::Value;
 
+/// How an element's components become one of a function's arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arg {
+    /// One component, as is.
+    Tensor,
+    /// A dataset (a `DT_VARIANT` argument): a window of `n` components,
+    /// which the element carries encoded as `2n` components
+    /// (`tfdata_dataset::ops::window`).
+    Window(usize),
+}
+
 /// A function with the captured values appended to its arguments.
 #[derive(Clone)]
 pub(crate) struct Bound {
@@ -23,6 +34,9 @@ pub(crate) struct Bound {
     /// The calling node, so each use of a function has its own name (two
     /// nodes may call one function with different captured values).
     pub node: String,
+    /// How the element's components map to the arguments; empty when each
+    /// component is one tensor argument (no dataset arguments).
+    pub args: Arc<[Arg]>,
 }
 
 impl Bound {
@@ -32,10 +46,33 @@ impl Bound {
     }
 
     /// Calls the function on an element's components.
-    fn call(&self, element: Element) -> Result<Vec<Value>> {
-        let mut args: Vec<Value> =
-            Vec::with_capacity(element.components.len() + self.captured.len());
-        args.extend(element.components.into_iter().map(Value::Tensor));
+    pub fn call(&self, element: Element) -> Result<Vec<Value>> {
+        self.call_components(element.components)
+    }
+
+    /// Calls the function on components (see [`Bound::args`]).
+    pub fn call_components(&self, components: Vec<tfdata_core::Tensor>) -> Result<Vec<Value>> {
+        let mut args: Vec<Value> = Vec::with_capacity(components.len() + self.captured.len());
+        let mut components = components.into_iter();
+        for arg in self.args.iter() {
+            match *arg {
+                Arg::Tensor => match components.next() {
+                    Some(t) => args.push(Value::Tensor(t)),
+                    None => break,
+                },
+                Arg::Window(n) => {
+                    let pairs: Vec<_> = components.by_ref().take(2 * n).collect();
+                    let ds = tfdata_dataset::Dataset::window_from_pairs(pairs).map_err(|e| {
+                        Error::InvalidArgument(format!(
+                            "{}: a dataset argument is not an encoded window: {e}",
+                            self.function.name
+                        ))
+                    })?;
+                    args.push(Value::Dataset(ds));
+                }
+            }
+        }
+        args.extend(components.map(Value::Tensor));
         args.extend(self.captured.iter().cloned());
         self.function.call(args)
     }
@@ -130,6 +167,12 @@ pub(crate) fn declared_structure(attrs: &NodeAttrs) -> Result<Option<Structure>>
     } else {
         "Toutput_types"
     };
+    // A dataset of datasets (`window`'s): its elements are encoded windows,
+    // whose structure the engine's op knows.
+    const DT_VARIANT: i32 = 21;
+    if attrs.has(key) && attrs.dtype_codes(key)?.contains(&DT_VARIANT) {
+        return Ok(None);
+    }
     let types = attrs.dtypes(key)?;
     if types.is_empty() {
         return Ok(None);

@@ -8,7 +8,7 @@ use tfdata_dataset::Dataset;
 use tfdata_proto::tensorflow::NodeDef;
 
 use super::files;
-use super::inline::{self, Bound, declared_structure};
+use super::inline::{self, Arg, Bound, declared_structure};
 use crate::attrs::NodeAttrs;
 use crate::function::{CompiledNode, Compiler, NodeFn};
 use crate::value::Value;
@@ -57,6 +57,7 @@ pub const DATASET_OPS: &[&str] = &[
     "CacheDatasetV2",
     "ZipDataset",
     "ConcatenateDataset",
+    "WindowDataset",
     // Wrappers that change no element.
     "OptionsDataset",
     "ModelDataset",
@@ -197,6 +198,42 @@ fn captured(attrs: &NodeAttrs) -> Result<usize> {
     Ok(attrs.dtype_codes("Targuments")?.len())
 }
 
+/// How the elements of the node's input become the arguments of its
+/// function `key` (which has `captured` more): each `DT_VARIANT` argument
+/// is a dataset, which `window` elements carry encoded
+/// ([`Arg::Window`]); empty when the function takes no dataset.
+fn element_args(
+    attrs: &NodeAttrs,
+    key: &str,
+    captured: usize,
+    compiler: &Compiler<'_>,
+) -> Result<Arc<[Arg]>> {
+    const DT_VARIANT: i32 = 21;
+    let name = &attrs.func(key)?.name;
+    let Some(sig) = compiler
+        .library()
+        .get(name)
+        .and_then(|d| d.signature.as_ref())
+    else {
+        return Ok(Arc::from([]));
+    };
+    let n = sig.input_arg.len().saturating_sub(captured);
+    let element = &sig.input_arg[..n];
+    if element.iter().all(|a| a.r#type != DT_VARIANT) {
+        return Ok(Arc::from([]));
+    }
+    Ok(element
+        .iter()
+        .map(|a| {
+            if a.r#type == DT_VARIANT {
+                Arg::Window(1)
+            } else {
+                Arg::Tensor
+            }
+        })
+        .collect())
+}
+
 /// Our seed from TensorFlow's pair: both zero means "random each time".
 fn seed(seed: i64, seed2: i64) -> Option<u64> {
     if seed == 0 && seed2 == 0 {
@@ -307,6 +344,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         "MapDataset" | "ParallelMapDataset" | "ParallelMapDatasetV2" => {
             let f = function(&attrs, "f", compiler)?;
             let n = captured(&attrs)?;
+            let args = element_args(&attrs, "f", n, compiler)?;
             let node_name = node.name.clone();
             let parallel = node.op != "MapDataset";
             let det = if node.op == "ParallelMapDataset" {
@@ -328,6 +366,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                             function: f.clone(),
                             captured,
                             node: node_name.clone(),
+                            args: args.clone(),
                         },
                         spec.clone(),
                     );
@@ -339,6 +378,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         "MapAndBatchDataset" => {
             let f = function(&attrs, "f", compiler)?;
             let n = captured(&attrs)?;
+            let args = element_args(&attrs, "f", n, compiler)?;
             let node_name = node.name.clone();
             // The map's own output is the batch's element without its batch dimension.
             let element = spec.as_ref().map(unbatched).transpose()?;
@@ -354,6 +394,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                             function: f.clone(),
                             captured,
                             node: node_name.clone(),
+                            args: args.clone(),
                         },
                         element.clone(),
                     );
@@ -365,6 +406,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         "FilterDataset" => {
             let f = function(&attrs, "predicate", compiler)?;
             let n = captured(&attrs)?;
+            let args = element_args(&attrs, "predicate", n, compiler)?;
             let node_name = node.name.clone();
             handle(
                 move |mut i| {
@@ -374,6 +416,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                         function: f.clone(),
                         captured,
                         node: node_name.clone(),
+                        args: args.clone(),
                     })))
                 },
                 node,
@@ -382,6 +425,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         "FlatMapDataset" => {
             let f = function(&attrs, "f", compiler)?;
             let n = captured(&attrs)?;
+            let args = element_args(&attrs, "f", n, compiler)?;
             let node_name = node.name.clone();
             handle(
                 move |mut i| {
@@ -392,6 +436,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                             function: f.clone(),
                             captured,
                             node: node_name.clone(),
+                            args: args.clone(),
                         },
                         spec.clone(),
                     );
@@ -407,6 +452,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         | "LegacyParallelInterleaveDatasetV2" => {
             let f = function(&attrs, "f", compiler)?;
             let n = captured(&attrs)?;
+            let args = element_args(&attrs, "f", n, compiler)?;
             let node_name = node.name.clone();
             let op = node.op.clone();
             handle(
@@ -431,6 +477,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                             function: f.clone(),
                             captured,
                             node: node_name.clone(),
+                            args: args.clone(),
                         },
                         spec.clone(),
                     );
@@ -570,6 +617,21 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                     .map(|v| v.into_dataset("ZipDataset input"))
                     .collect::<Result<Vec<_>>>()?;
                 Ok(Dataset::zip(inputs))
+            },
+            node,
+        ),
+        "WindowDataset" => handle(
+            |mut i| {
+                let input = i.dataset()?;
+                let size = i.int("size")?;
+                let shift = i.int("shift")?;
+                let stride = i.int("stride")?;
+                let drop = i.bool("drop_remainder")?;
+                let ds = input.window(size, shift, stride, drop);
+                // Bad sizes come from the graph: refused here with
+                // TensorFlow's message, as its kernel does on construction.
+                ds.validate()?;
+                Ok(ds)
             },
             node,
         ),

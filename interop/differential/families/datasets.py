@@ -1,0 +1,60 @@
+"""Dataset ops beyond the basics, written as users write pipelines: windows
+over time series, running state with scan, bucketing text by length,
+sampling from several datasets, and the small filters (unique, take_while,
+ignore_errors), with their edge cases and bad arguments."""
+
+import numpy as np  # noqa: F401
+import tensorflow as tf
+
+from harness import Family, set_input
+
+D = tf.data.Dataset
+
+
+def windows(fam):
+    series = D.range(10)
+    # Time series: sliding windows batched back to tensors.
+    for size, shift, stride, drop in [(3, 1, 1, True), (3, 1, 1, False), (4, 2, 1, True),
+                                      (4, 2, 1, False), (3, 2, 2, True), (3, 2, 2, False),
+                                      (2, 5, 1, False), (2, 5, 3, True), (1, 1, 1, False),
+                                      (20, 1, 1, True), (20, 1, 1, False), (10, 10, 1, True)]:
+        fam.add_dataset(f"window {size},{shift},{stride},drop={drop} of range(10)",
+                        series.window(size, shift, stride, drop).flat_map(
+                            lambda w, size=size: w.batch(size)))
+    fam.add_dataset("window of an empty dataset", D.range(0).window(3).flat_map(
+        lambda w: w.batch(3)))
+    fam.add_dataset("window default shift", D.range(7).window(3).flat_map(lambda w: w.batch(3)))
+    # Features and labels: windows of a zipped series, tuples and dicts.
+    feats = D.from_tensor_slices(np.arange(24, dtype=np.float32).reshape(12, 2))
+    labels = D.range(12).map(lambda i: i % 3)
+    fam.add_dataset("window of (features, label) tuples", D.zip((feats, labels)).window(
+        4, 2, 1, True).flat_map(lambda x, y: D.zip((x.batch(4), y.batch(4)))))
+    fam.add_dataset("window of dicts", D.zip((feats, labels)).map(
+        lambda x, y: {"x": x, "y": y}).window(5, 3, 1, False).flat_map(
+        lambda d: D.zip({"x": d["x"].batch(5), "y": d["y"].batch(5)})))
+    # Forecasting: inputs are the window's head, the target its last step.
+    fam.add_dataset("window split into inputs and target", D.range(20).map(
+        lambda i: tf.cast(i, tf.float32) * 0.5).window(6, 1, 1, True).flat_map(
+        lambda w: w.batch(6)).map(lambda w: (w[:-1], w[-1])).batch(4))
+    fam.add_dataset("window of strings", D.from_tensor_slices(
+        ["a", "bb", "ccc", "", "eeeee"]).window(2, 1, 1, False).flat_map(lambda w: w.batch(2)))
+    fam.add_dataset("window of variable-length rows, padded", D.range(1, 7).map(
+        lambda i: tf.range(i)).window(3, 2, 1, False).flat_map(
+        lambda w: w.padded_batch(3, padded_shapes=[None])))
+    fam.add_dataset("window interleaved", D.range(12).window(4, 4).interleave(
+        lambda w: w.map(lambda x: x * 10), cycle_length=2, block_length=1))
+    fam.add_dataset("window reduced inside flat_map", D.range(9).window(3).flat_map(
+        lambda w: w.take(2).skip(1)))
+    fam.add_dataset("windows taken before flat_map", D.range(9).window(2).take(3).flat_map(
+        lambda w: w.batch(2)))
+    for op_index, what in [(1, "size"), (2, "shift"), (3, "stride")]:
+        for bad in [0, -2]:
+            fam.add_dataset_error(f"window {what} {bad}", D.range(5).window(2).flat_map(
+                lambda w: w.batch(2)), lambda g, i=op_index, v=bad: set_input(
+                    g, "WindowDataset", i, v))
+
+
+def family():
+    fam = Family("datasets")
+    windows(fam)
+    return fam
