@@ -54,7 +54,38 @@ def windows(fam):
                     g, "WindowDataset", i, v))
 
 
+def scans(fam):
+    fam.add_dataset("scan running sum", D.range(10).scan(
+        tf.constant(0, tf.int64), lambda s, x: (s + x, s + x)))
+    fam.add_dataset("scan running mean with a (sum, count) state", D.range(1, 8).map(
+        lambda x: tf.cast(x, tf.float32) * 1.5).scan(
+        (tf.constant(0.0), tf.constant(0)),
+        lambda st, x: ((st[0] + x, st[1] + 1), (st[0] + x) / tf.cast(st[1] + 1, tf.float32))))
+    fam.add_dataset("scan exponential moving average", D.from_tensor_slices(
+        np.linspace(-2, 3, 12).astype(np.float32)).scan(
+        tf.constant(0.0), lambda ema, x: (0.9 * ema + 0.1 * x, (x, 0.9 * ema + 0.1 * x))))
+    fam.add_dataset("scan growing history (relaxed state shape)", D.range(5).scan(
+        tf.zeros([0], tf.int64), lambda h, x: (tf.concat([h, [x]], 0), h)))
+    fam.add_dataset("scan string accumulation", D.from_tensor_slices(["a", "b", "c"]).scan(
+        tf.constant(""), lambda acc, x: (tf.strings.join([acc, x]), tf.strings.length(acc))))
+    fam.add_dataset("scan over dict elements", D.range(6).map(
+        lambda i: {"id": i, "v": tf.cast(i, tf.float64) / 4}).scan(
+        tf.constant(0.0, tf.float64),
+        lambda s, d: (s + d["v"], {"id": d["id"], "total": s + d["v"]})))
+    fam.add_dataset("scan with a captured step", D.range(6).scan(
+        tf.constant(1, tf.int64), lambda s, x, k=tf.constant(3, tf.int64): (s * k % 101, s)))
+    fam.add_dataset("scan of an empty dataset", D.range(0).scan(
+        tf.constant(0, tf.int64), lambda s, x: (s + x, s)))
+    fam.add_dataset("scan of an infinite dataset, taken", D.range(3).repeat().scan(
+        tf.constant(0, tf.int64), lambda s, x: (s + x, s)).take(8))
+    fam.add_dataset("scan then batch", D.range(7).scan(
+        tf.constant(0, tf.int64), lambda s, x: (s + 1, (s, x * x))).batch(3))
+    fam.add_dataset("scan counter resets per element (per-row flat_map)", D.range(3).flat_map(
+        lambda n: D.range(n + 2).scan(tf.constant(0, tf.int64), lambda s, x: (s + x, s))))
+
+
 def family():
     fam = Family("datasets")
     windows(fam)
+    scans(fam)
     return fam

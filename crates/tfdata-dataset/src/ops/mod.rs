@@ -12,6 +12,7 @@ pub mod files;
 pub mod map;
 pub mod parallel;
 pub mod resolve;
+pub mod scan;
 pub mod source;
 pub mod structure;
 pub mod tensor_util;
@@ -60,6 +61,7 @@ pub const OP_NAMES: &[&str] = &[
     "enumerate",
     "window",
     "window_elements",
+    "scan",
 ];
 
 fn one_input(op: &str, inputs: Vec<Dataset>) -> Result<Dataset> {
@@ -269,6 +271,14 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
                 attrs.int_or(op, "shift", size)?,
                 attrs.int_or(op, "stride", 1)?,
                 attrs.bool_or(op, "drop_remainder", false)?,
+            )
+        }
+        "scan" => {
+            attrs.check_known(op, &["initial_state", "function", "preserve_cardinality"])?;
+            one_input(op, inputs)?.scan(
+                attrs.tensors(op, "initial_state")?,
+                attrs.function(op, "function")?.clone(),
+                attrs.bool_or(op, "preserve_cardinality", true)?,
             )
         }
         "window_elements" => {

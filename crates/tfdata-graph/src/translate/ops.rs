@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use tfdata_core::{DType, Error, Result, Tensor};
 use tfdata_dataset::Dataset;
+use tfdata_dataset::spec::{Shape, Structure, TensorSpec};
 use tfdata_proto::tensorflow::NodeDef;
 
 use super::files;
@@ -58,6 +59,8 @@ pub const DATASET_OPS: &[&str] = &[
     "ZipDataset",
     "ConcatenateDataset",
     "WindowDataset",
+    "ScanDataset",
+    "ExperimentalScanDataset",
     // Wrappers that change no element.
     "OptionsDataset",
     "ModelDataset",
@@ -635,6 +638,42 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
             },
             node,
         ),
+        "ScanDataset" | "ExperimentalScanDataset" => {
+            let f = function(&attrs, "f", compiler)?;
+            let n = captured(&attrs)?;
+            let args = element_args(&attrs, "f", n, compiler)?;
+            let n_state = attrs.dtype_codes("Tstate")?.len();
+            let preserve = attrs.bool_or("preserve_cardinality", false)?;
+            let node_name = node.name.clone();
+            handle(
+                move |mut i| {
+                    let input = i.dataset()?;
+                    let state = tensors(i.take(Some(n_state))?, "initial_state")?;
+                    let captured = i.take(Some(n))?;
+                    // The function returns the new state, then the
+                    // declared output: the state's specs only count it.
+                    let output = spec.as_ref().map(|s| {
+                        let mut specs: Vec<_> = state
+                            .iter()
+                            .map(|t| TensorSpec::new(t.dtype(), Shape::unknown_rank()))
+                            .collect();
+                        specs.extend(s.flatten().into_iter().cloned());
+                        Structure::from_components(specs)
+                    });
+                    let f = inline::map(
+                        Bound {
+                            function: f.clone(),
+                            captured,
+                            node: node_name.clone(),
+                            args: args.clone(),
+                        },
+                        output,
+                    );
+                    Ok(input.scan(state, f, preserve))
+                },
+                node,
+            )
+        }
         "ConcatenateDataset" => handle(
             |mut i| {
                 let a = i.dataset()?;
