@@ -84,8 +84,59 @@ def scans(fam):
         lambda n: D.range(n + 2).scan(tf.constant(0, tf.int64), lambda s, x: (s + x, s))))
 
 
+def groups(fam):
+    fam.add_dataset("group_by_window parity, window 3", D.range(11).group_by_window(
+        key_func=lambda x: x % 2, reduce_func=lambda k, w: w.batch(3), window_size=3))
+    fam.add_dataset("group_by_window keys flushed in key order at the end", D.from_tensor_slices(
+        np.array([5, 3, 9, 3, 1, 5, 7, 9, 2], np.int64)).group_by_window(
+        key_func=lambda x: 10 - x, reduce_func=lambda k, w: w.batch(10), window_size=2))
+    fam.add_dataset("group_by_window negative keys", D.range(-6, 6).group_by_window(
+        key_func=lambda x: x // 3, reduce_func=lambda k, w: w.batch(5), window_size=5))
+    fam.add_dataset("group_by_window reduce uses the key", D.range(12).group_by_window(
+        key_func=lambda x: x % 3,
+        reduce_func=lambda k, w: w.batch(2).map(lambda b: (tf.fill([2], k), b)),
+        window_size=2))
+    fam.add_dataset("group_by_window window_size_func", D.range(20).group_by_window(
+        key_func=lambda x: x % 4, reduce_func=lambda k, w: w.batch(8),
+        window_size_func=lambda k: k + 1))
+    fam.add_dataset("group_by_window of tuples", D.zip((D.range(8), D.range(8).map(
+        lambda x: tf.strings.as_string(x)))).group_by_window(
+        key_func=lambda a, b: a % 2, reduce_func=lambda k, w: w.batch(3), window_size=3))
+    fam.add_dataset("group_by_window of an empty dataset", D.range(0).group_by_window(
+        key_func=lambda x: x, reduce_func=lambda k, w: w.batch(2), window_size=2))
+    fam.add_dataset("group_by_window of an infinite dataset, taken", D.range(5).repeat()
+                    .group_by_window(key_func=lambda x: x % 2,
+                                     reduce_func=lambda k, w: w.batch(4), window_size=4).take(5))
+    # Text bucketing: sequences of different lengths, padded per bucket.
+    lengths = [3, 7, 1, 12, 5, 5, 2, 9, 14, 4, 8, 6, 1, 11, 3, 10]
+    seqs = D.from_tensor_slices(tf.constant(lengths, tf.int32)).map(
+        lambda n: tf.range(1, n + 1))
+    fam.add_dataset("group_by_window by length, padded", seqs.group_by_window(
+        key_func=lambda s: tf.cast(tf.size(s) // 5, tf.int64),
+        reduce_func=lambda k, w: w.padded_batch(3, padded_shapes=[None]), window_size=3))
+    fam.add_dataset("bucket_by_sequence_length", seqs.bucket_by_sequence_length(
+        element_length_func=lambda s: tf.size(s), bucket_boundaries=[4, 8, 12],
+        bucket_batch_sizes=[3, 2, 2, 1]))
+    fam.add_dataset("bucket_by_sequence_length padded to bucket, no remainder", seqs.filter(
+        lambda s: tf.size(s) < 10).bucket_by_sequence_length(
+        element_length_func=lambda s: tf.size(s), bucket_boundaries=[5, 10],
+        bucket_batch_sizes=[2, 2, 2], pad_to_bucket_boundary=True, drop_remainder=True))
+    fam.add_dataset("bucket_by_sequence_length of (tokens, label) with padding value",
+                    D.zip((seqs, D.range(16))).bucket_by_sequence_length(
+                        element_length_func=lambda s, y: tf.size(s),
+                        bucket_boundaries=[6], bucket_batch_sizes=[4, 3],
+                        padding_values=(tf.constant(-1, tf.int32), tf.constant(0, tf.int64))))
+    # Bad sizes come from the window size function, at run time.
+    fam.add_dataset_error("group_by_window window size 0", D.range(5).group_by_window(
+        key_func=lambda x: x % 2, reduce_func=lambda k, w: w.batch(2),
+        window_size_func=lambda k: k - k), lambda g: None)
+    fam.add_dataset_error("group_by_window window size -1", D.range(5).group_by_window(
+        key_func=lambda x: x % 2, reduce_func=lambda k, w: w.batch(2),
+        window_size_func=lambda k: k - 2), lambda g: None)
+
 def family():
     fam = Family("datasets")
     windows(fam)
     scans(fam)
+    groups(fam)
     return fam

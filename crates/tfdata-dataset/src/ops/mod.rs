@@ -9,6 +9,7 @@ pub mod batch;
 pub mod buffer_pool;
 pub mod control;
 pub mod files;
+pub mod group;
 pub mod map;
 pub mod parallel;
 pub mod resolve;
@@ -62,6 +63,7 @@ pub const OP_NAMES: &[&str] = &[
     "window",
     "window_elements",
     "scan",
+    "group_by_window",
 ];
 
 fn one_input(op: &str, inputs: Vec<Dataset>) -> Result<Dataset> {
@@ -279,6 +281,14 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
                 attrs.tensors(op, "initial_state")?,
                 attrs.function(op, "function")?.clone(),
                 attrs.bool_or(op, "preserve_cardinality", true)?,
+            )
+        }
+        "group_by_window" => {
+            attrs.check_known(op, &["key_func", "reduce_func", "window_size_func"])?;
+            one_input(op, inputs)?.group_by_window(
+                attrs.function(op, "key_func")?.clone(),
+                attrs.function(op, "reduce_func")?.clone(),
+                attrs.function(op, "window_size_func")?.clone(),
             )
         }
         "window_elements" => {

@@ -24,6 +24,10 @@ pub(crate) enum Arg {
     /// which the element carries encoded as `2n` components
     /// (`tfdata_dataset::ops::window`).
     Window(usize),
+    /// A dataset of the rows of a window encoded in all the remaining
+    /// components (`group_by_window`'s group: every component of the
+    /// input's elements).
+    Group,
 }
 
 /// A function with the captured values appended to its arguments.
@@ -60,8 +64,11 @@ impl Bound {
                     Some(t) => args.push(Value::Tensor(t)),
                     None => break,
                 },
-                Arg::Window(n) => {
-                    let pairs: Vec<_> = components.by_ref().take(2 * n).collect();
+                Arg::Window(_) | Arg::Group => {
+                    let pairs: Vec<_> = match *arg {
+                        Arg::Window(n) => components.by_ref().take(2 * n).collect(),
+                        _ => components.by_ref().collect(),
+                    };
                     let ds = tfdata_dataset::Dataset::window_from_pairs(pairs).map_err(|e| {
                         Error::InvalidArgument(format!(
                             "{}: a dataset argument is not an encoded window: {e}",

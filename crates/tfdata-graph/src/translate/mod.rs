@@ -16,6 +16,7 @@
 mod files;
 mod inline;
 mod ops;
+mod windows;
 
 use std::collections::HashMap;
 use tfdata_core::{Error, Result};

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use tfdata_core::{DType, Error, Result, Tensor};
 use tfdata_dataset::Dataset;
-use tfdata_dataset::spec::{Shape, Structure, TensorSpec};
 use tfdata_proto::tensorflow::NodeDef;
 
 use super::files;
@@ -61,6 +60,8 @@ pub const DATASET_OPS: &[&str] = &[
     "WindowDataset",
     "ScanDataset",
     "ExperimentalScanDataset",
+    "GroupByWindowDataset",
+    "ExperimentalGroupByWindowDataset",
     // Wrappers that change no element.
     "OptionsDataset",
     "ModelDataset",
@@ -82,7 +83,7 @@ pub const DATASET_OPS: &[&str] = &[
 ];
 
 /// The values a node receives, read in order with errors naming the node.
-struct Inputs {
+pub(super) struct Inputs {
     values: std::vec::IntoIter<Value>,
     node: String,
     op: String,
@@ -97,32 +98,32 @@ impl Inputs {
         }
     }
 
-    fn err(&self, msg: impl std::fmt::Display) -> Error {
+    pub(super) fn err(&self, msg: impl std::fmt::Display) -> Error {
         Error::InvalidArgument(format!("{} node {:?}: {msg}", self.op, self.node))
     }
 
-    fn next(&mut self, what: &str) -> Result<Value> {
+    pub(super) fn next(&mut self, what: &str) -> Result<Value> {
         let v = self.values.next();
         v.ok_or_else(|| self.err(format!("input `{what}` is missing")))
     }
 
-    fn dataset(&mut self) -> Result<Dataset> {
+    pub(super) fn dataset(&mut self) -> Result<Dataset> {
         let what = format!("{} input dataset", self.op);
         self.next("input_dataset")?.into_dataset(&what)
     }
 
-    fn tensor(&mut self, what: &str) -> Result<Tensor> {
+    pub(super) fn tensor(&mut self, what: &str) -> Result<Tensor> {
         let v = self.next(what)?;
         v.into_tensor(&format!("{} input `{what}`", self.op))
     }
 
     /// An integer scalar (int32 or int64), as TensorFlow's kernels accept.
-    fn int(&mut self, what: &str) -> Result<i64> {
+    pub(super) fn int(&mut self, what: &str) -> Result<i64> {
         let t = self.tensor(what)?;
         scalar_int(&t).map_err(|e| self.err(format!("input `{what}`: {e}")))
     }
 
-    fn bool(&mut self, what: &str) -> Result<bool> {
+    pub(super) fn bool(&mut self, what: &str) -> Result<bool> {
         let t = self.tensor(what)?;
         t.to_scalar::<bool>()
             .map_err(|e| self.err(format!("input `{what}`: {e}")))
@@ -138,7 +139,7 @@ impl Inputs {
     }
 
     /// The `n` next values, or all the rest.
-    fn take(&mut self, n: Option<usize>) -> Result<Vec<Value>> {
+    pub(super) fn take(&mut self, n: Option<usize>) -> Result<Vec<Value>> {
         match n {
             None => Ok(self.values.by_ref().collect()),
             Some(n) => {
@@ -163,7 +164,7 @@ fn scalar_int(t: &Tensor) -> Result<i64> {
 }
 
 /// A node making one dataset.
-fn handle(
+pub(super) fn handle(
     run: impl Fn(Inputs) -> Result<Dataset> + Send + Sync + 'static,
     node: &NodeDef,
 ) -> CompiledNode {
@@ -188,7 +189,7 @@ fn placeholder(outputs: &[&str]) -> CompiledNode {
 }
 
 /// The function attribute `key` of `node`, compiled.
-fn function(
+pub(super) fn function(
     attrs: &NodeAttrs,
     key: &str,
     compiler: &mut Compiler<'_>,
@@ -197,7 +198,7 @@ fn function(
 }
 
 /// How many captured inputs (`other_arguments`) the node has.
-fn captured(attrs: &NodeAttrs) -> Result<usize> {
+pub(super) fn captured(attrs: &NodeAttrs) -> Result<usize> {
     Ok(attrs.dtype_codes("Targuments")?.len())
 }
 
@@ -205,7 +206,7 @@ fn captured(attrs: &NodeAttrs) -> Result<usize> {
 /// function `key` (which has `captured` more): each `DT_VARIANT` argument
 /// is a dataset, which `window` elements carry encoded
 /// ([`Arg::Window`]); empty when the function takes no dataset.
-fn element_args(
+pub(super) fn element_args(
     attrs: &NodeAttrs,
     key: &str,
     captured: usize,
@@ -254,6 +255,9 @@ fn deterministic(attrs: &NodeAttrs) -> Result<bool> {
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
     let attrs = NodeAttrs::of(node);
     let spec = declared_structure(&attrs)?;
+    if let Some(compiled) = super::windows::compile(node, compiler, &attrs, &spec)? {
+        return Ok(compiled);
+    }
     Ok(match node.op.as_str() {
         "RangeDataset" => {
             let dtype = attrs
@@ -623,57 +627,6 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
             },
             node,
         ),
-        "WindowDataset" => handle(
-            |mut i| {
-                let input = i.dataset()?;
-                let size = i.int("size")?;
-                let shift = i.int("shift")?;
-                let stride = i.int("stride")?;
-                let drop = i.bool("drop_remainder")?;
-                let ds = input.window(size, shift, stride, drop);
-                // Bad sizes come from the graph: refused here with
-                // TensorFlow's message, as its kernel does on construction.
-                ds.validate()?;
-                Ok(ds)
-            },
-            node,
-        ),
-        "ScanDataset" | "ExperimentalScanDataset" => {
-            let f = function(&attrs, "f", compiler)?;
-            let n = captured(&attrs)?;
-            let args = element_args(&attrs, "f", n, compiler)?;
-            let n_state = attrs.dtype_codes("Tstate")?.len();
-            let preserve = attrs.bool_or("preserve_cardinality", false)?;
-            let node_name = node.name.clone();
-            handle(
-                move |mut i| {
-                    let input = i.dataset()?;
-                    let state = tensors(i.take(Some(n_state))?, "initial_state")?;
-                    let captured = i.take(Some(n))?;
-                    // The function returns the new state, then the
-                    // declared output: the state's specs only count it.
-                    let output = spec.as_ref().map(|s| {
-                        let mut specs: Vec<_> = state
-                            .iter()
-                            .map(|t| TensorSpec::new(t.dtype(), Shape::unknown_rank()))
-                            .collect();
-                        specs.extend(s.flatten().into_iter().cloned());
-                        Structure::from_components(specs)
-                    });
-                    let f = inline::map(
-                        Bound {
-                            function: f.clone(),
-                            captured,
-                            node: node_name.clone(),
-                            args: args.clone(),
-                        },
-                        output,
-                    );
-                    Ok(input.scan(state, f, preserve))
-                },
-                node,
-            )
-        }
         "ConcatenateDataset" => handle(
             |mut i| {
                 let a = i.dataset()?;
@@ -720,7 +673,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
     })
 }
 
-fn tensors(values: Vec<Value>, what: &str) -> Result<Vec<Tensor>> {
+pub(super) fn tensors(values: Vec<Value>, what: &str) -> Result<Vec<Tensor>> {
     values.into_iter().map(|v| v.into_tensor(what)).collect()
 }
 
