@@ -41,6 +41,8 @@ def blob(b):
 def tensor(t):
     t = tf.convert_to_tensor(t)
     a = t.numpy()
+    if isinstance(a, bytes):  # a scalar string
+        a = np.array(a, dtype=object)
     shape = ",".join(str(d) for d in a.shape)
     if t.dtype == tf.string:
         # Each string's bytes in hex, comma-separated, in row-major order.
@@ -151,7 +153,7 @@ class Family:
             "library": blob(lib.SerializeToString(deterministic=True)), "inputs": [tensor(x) for x in inputs],
             "outputs": as_list(out), "tolerance": tolerance})
 
-    def add_dataset(self, case_id, ds, tolerance="exact", stateful=False):
+    def add_dataset(self, case_id, ds, tolerance="exact", stateful=False, iterators=2):
         """A pipeline: the GraphDef tf.data serializes (what `distribute`
         registers, without the compression map) and TensorFlow's elements from
         two fresh iterators (each must equal ours from a fresh iterator). Where
@@ -164,10 +166,12 @@ class Family:
         graph = graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy())
         graph = graph.SerializeToString(deterministic=True)
         with tf.device("/CPU:0"):
-            runs = [[[tensor(c) for c in tf.nest.flatten(el)] for el in ds] for _ in range(2)]
+            runs = [[[tensor(c) for c in tf.nest.flatten(el)] for el in ds]
+                    for _ in range(iterators)]
         # TensorFlow gives both iterators the same elements (a stateful op's
-        # stream restarts with each iterator).
-        assert runs[0] == runs[1], case_id
+        # stream restarts with each iterator), unless the pipeline asks for
+        # new randomness per iterator (`iterators=1`: its first only).
+        assert runs[0] == runs[-1], case_id
         # What TensorFlow knows without running: the cardinality, and each
         # component's dtype and shape (None: unknown rank or dimension).
         known = {"cardinality": int(ds.cardinality()), "spec": spec_of(ds)}

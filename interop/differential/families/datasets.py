@@ -134,9 +134,69 @@ def groups(fam):
         key_func=lambda x: x % 2, reduce_func=lambda k, w: w.batch(2),
         window_size_func=lambda k: k - 2), lambda g: None)
 
+def sampling(fam):
+    fam.add_dataset("random seed 4", D.random(seed=4).take(10))
+    fam.add_dataset("random seed 4 rerandomized per epoch", D.random(
+        seed=4, rerandomize_each_iteration=True).take(3).repeat(3), iterators=1)
+    fam.add_dataset("random seed 7 as dice", D.random(seed=7).map(lambda x: x % 6 + 1).take(12))
+    fam.add_dataset("random zipped with data", D.zip((D.range(5), D.random(seed=11))))
+    a, b, c = D.range(0, 20), D.range(100, 110), D.range(1000, 1005)
+    fam.add_dataset("sample_from_datasets 0.3/0.7 seed 42", D.sample_from_datasets(
+        [D.range(5), D.range(10, 15)], weights=[0.3, 0.7], seed=42))
+    fam.add_dataset("sample_from_datasets three inputs seed 5", D.sample_from_datasets(
+        [a, b, c], weights=[0.5, 0.3, 0.2], seed=5))
+    fam.add_dataset("sample_from_datasets uniform seed 9", D.sample_from_datasets(
+        [a, b, c], seed=9))
+    fam.add_dataset("sample_from_datasets zero weight", D.sample_from_datasets(
+        [a, b], weights=[0.0, 1.0], seed=3))
+    fam.add_dataset("sample_from_datasets stop on empty", D.sample_from_datasets(
+        [a, c], weights=[0.5, 0.5], seed=2, stop_on_empty_dataset=True))
+    fam.add_dataset("sample_from_datasets of infinite inputs, taken", D.sample_from_datasets(
+        [D.range(3).repeat(), D.range(10, 13).repeat()], weights=[0.2, 0.8], seed=8).take(30))
+    fam.add_dataset("sample_from_datasets of (x, y) pairs", D.sample_from_datasets(
+        [D.zip((a, a.map(lambda x: x * 2))), D.zip((b, b.map(lambda x: -x)))],
+        weights=[0.6, 0.4], seed=13))
+    fam.add_dataset("sample_from_datasets weights from a dataset", D.sample_from_datasets(
+        [a, b], weights=D.from_tensor_slices([[0.9, 0.1], [0.1, 0.9]] * 10), seed=21))
+    fam.add_dataset("choose_from_datasets", D.choose_from_datasets(
+        [D.from_tensor_slices(["a", "b", "c"]), D.from_tensor_slices(["x", "y"])],
+        D.from_tensor_slices(tf.constant([0, 1, 0, 1, 1, 0, 0], tf.int64))))
+    fam.add_dataset("choose_from_datasets round robin, stop on empty", D.choose_from_datasets(
+        [a, c], D.range(2).repeat(), stop_on_empty_dataset=True))
+    fam.add_dataset("choose_from_datasets skips exhausted inputs", D.choose_from_datasets(
+        [c, b], D.range(2).repeat(8), stop_on_empty_dataset=False))
+    fam.add_dataset_error("choose_from_datasets index out of range", D.choose_from_datasets(
+        [a, b], D.from_tensor_slices(tf.constant([0, 1, 2], tf.int64))), lambda g: None)
+    fam.add_dataset_error("choose_from_datasets negative index", D.choose_from_datasets(
+        [a, b], D.from_tensor_slices(tf.constant([1, -1], tf.int64))), lambda g: None)
+    # The kernel itself.
+    for case_id, logits, n, seed, dtype in [
+            ("multinomial one row", [[0.1, 2.0, -1.0]], 6, [1, 2], tf.int64),
+            ("multinomial rows, int32", [[1.0, 1.0], [-3.0, 4.0], [0.0, 0.0]], 5, [7, -3],
+             tf.int32),
+            ("multinomial -inf logit", [[-np.inf, 0.0, 0.5, -np.inf]], 8, [4, 4], tf.int64),
+            ("multinomial zero samples", [[0.0, 1.0]], 0, [1, 1], tf.int64),
+            ("multinomial wide", [np.linspace(-3, 3, 40)], 12, [123, 456], tf.int64)]:
+        for ldtype in (tf.float32, tf.float64):
+            fam.add("StatelessMultinomial", lambda lg, ns, sd, dtype=dtype:
+                    tf.raw_ops.StatelessMultinomial(logits=lg, num_samples=ns, seed=sd,
+                                                    output_dtype=dtype),
+                    [tf.constant(logits, ldtype), tf.constant(n, tf.int32),
+                     tf.constant(seed, tf.int64)], f"{case_id} {ldtype.name}")
+    fam.add("StatelessMultinomial", lambda lg, ns, sd: tf.raw_ops.StatelessMultinomial(
+        logits=lg, num_samples=ns, seed=sd), [tf.constant([1.0, 2.0]), tf.constant(2),
+                                              tf.constant([1, 2], tf.int64)],
+            "multinomial logits not a matrix")
+    fam.add("StatelessMultinomial", lambda lg, ns, sd: tf.raw_ops.StatelessMultinomial(
+        logits=lg, num_samples=ns, seed=sd), [tf.constant([[1.0, 2.0]]), tf.constant(-1),
+                                              tf.constant([1, 2], tf.int64)],
+            "multinomial negative samples")
+
+
 def family():
     fam = Family("datasets")
     windows(fam)
     scans(fam)
     groups(fam)
+    sampling(fam)
     return fam

@@ -13,6 +13,7 @@ pub mod group;
 pub mod map;
 pub mod parallel;
 pub mod resolve;
+pub mod sample;
 pub mod scan;
 pub mod source;
 pub mod structure;
@@ -64,6 +65,8 @@ pub const OP_NAMES: &[&str] = &[
     "window_elements",
     "scan",
     "group_by_window",
+    "random",
+    "directed_interleave",
 ];
 
 fn one_input(op: &str, inputs: Vec<Dataset>) -> Result<Dataset> {
@@ -289,6 +292,29 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
                 attrs.function(op, "key_func")?.clone(),
                 attrs.function(op, "reduce_func")?.clone(),
                 attrs.function(op, "window_size_func")?.clone(),
+            )
+        }
+        "random" => {
+            attrs.check_known(op, &["seed", "seed2", "rerandomize_each_iteration"])?;
+            no_inputs(op, &inputs)?;
+            Dataset::random(
+                attrs.int_or(op, "seed", 0)?,
+                attrs.int_or(op, "seed2", 0)?,
+                attrs.bool_or(op, "rerandomize_each_iteration", false)?,
+            )
+        }
+        "directed_interleave" => {
+            attrs.check_known(op, &["stop_on_empty_dataset"])?;
+            let mut inputs = inputs.into_iter();
+            let Some(selector) = inputs.next() else {
+                return Err(Error::InvalidArgument(format!(
+                    "{op}: expects a selector dataset and data inputs"
+                )));
+            };
+            Dataset::directed_interleave(
+                selector,
+                inputs.collect(),
+                attrs.bool_or(op, "stop_on_empty_dataset", false)?,
             )
         }
         "window_elements" => {

@@ -29,6 +29,7 @@ mod image;
 mod io;
 mod layout;
 mod math;
+mod multinomial;
 mod numeric;
 mod parse;
 mod ragged;
@@ -88,6 +89,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             image::KERNELS,
             ragged::KERNELS,
             random::KERNELS,
+            multinomial::KERNELS,
             sparse::KERNELS,
             io::KERNELS,
             assert::KERNELS,
@@ -151,6 +153,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         image::KERNELS,
         ragged::KERNELS,
         random::KERNELS,
+        multinomial::KERNELS,
         sparse::KERNELS,
         io::KERNELS,
         assert::KERNELS,

@@ -16,6 +16,7 @@
 mod files;
 mod inline;
 mod ops;
+mod sampling;
 mod windows;
 
 use std::collections::HashMap;

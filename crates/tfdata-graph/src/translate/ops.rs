@@ -62,6 +62,11 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalScanDataset",
     "GroupByWindowDataset",
     "ExperimentalGroupByWindowDataset",
+    "RandomDataset",
+    "ExperimentalRandomDataset",
+    "RandomDatasetV2",
+    "DirectedInterleaveDataset",
+    "ExperimentalDirectedInterleaveDataset",
     // Wrappers that change no element.
     "OptionsDataset",
     "ModelDataset",
@@ -256,6 +261,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
     let attrs = NodeAttrs::of(node);
     let spec = declared_structure(&attrs)?;
     if let Some(compiled) = super::windows::compile(node, compiler, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::sampling::compile(node, &attrs)? {
         return Ok(compiled);
     }
     Ok(match node.op.as_str() {
