@@ -153,7 +153,8 @@ class Family:
             "library": blob(lib.SerializeToString(deterministic=True)), "inputs": [tensor(x) for x in inputs],
             "outputs": as_list(out), "tolerance": tolerance})
 
-    def add_dataset(self, case_id, ds, tolerance="exact", stateful=False, iterators=2):
+    def add_dataset(self, case_id, ds, tolerance="exact", stateful=False, iterators=2,
+                    edit=None):
         """A pipeline: the GraphDef tf.data serializes (what `distribute`
         registers, without the compression map) and TensorFlow's elements from
         two fresh iterators (each must equal ours from a fresh iterator). Where
@@ -164,6 +165,14 @@ class Family:
         # Re-serialized deterministically (tf.data orders attribute maps as
         # it likes, so the bytes would change from run to run).
         graph = graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy())
+        if edit is not None:
+            # A graph TensorFlow's Python does not write (an op's older
+            # name): TensorFlow runs the edited graph itself.
+            edit(graph)
+            element_spec = ds.element_spec
+            variant = tf.raw_ops.DatasetFromGraph(
+                graph_def=graph.SerializeToString(deterministic=True))
+            ds = tf.data.experimental.from_variant(variant, element_spec)
         graph = graph.SerializeToString(deterministic=True)
         with tf.device("/CPU:0"):
             runs = [[[tensor(c) for c in tf.nest.flatten(el)] for el in ds]
@@ -231,6 +240,17 @@ def spec_of(ds):
         dims = None if s.shape.rank is None else [d for d in s.shape.as_list()]
         out.append([s.dtype.as_datatype_enum, dims])
     return out
+
+
+def rename_op(old, new):
+    """An `edit` renaming every `old` node (graph and functions) to `new`."""
+    def edit(graph):
+        nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+        hits = [n for n in nodes if n.op == old]
+        assert hits, old
+        for n in hits:
+            n.op = new
+    return edit
 
 
 def set_input(graph, op, index, value):

@@ -6,7 +6,7 @@ ignore_errors), with their edge cases and bad arguments."""
 import numpy as np  # noqa: F401
 import tensorflow as tf
 
-from harness import Family, set_input
+from harness import Family, rename_op, set_input
 
 D = tf.data.Dataset
 
@@ -193,10 +193,69 @@ def sampling(fam):
             "multinomial negative samples")
 
 
+def selection(fam):
+    fam.add_dataset("unique ints", D.from_tensor_slices(
+        tf.constant([3, 1, 3, 2, 1, 5, 2, 3], tf.int64)).unique())
+    fam.add_dataset("unique int32 vectors", D.from_tensor_slices(
+        tf.constant([[1, 2], [1, 2], [2, 1], [1, 2], [2, 2]], tf.int32)).unique())
+    fam.add_dataset("unique strings", D.from_tensor_slices(
+        ["the", "cat", "the", "hat", "", "cat", ""]).unique())
+    fam.add_dataset("unique of an empty dataset", D.range(0).unique())
+    fam.add_dataset("unique of a repeat", D.range(4).repeat(3).unique())
+    fam.add_dataset("take_while", D.range(10).take_while(lambda x: x < 4))
+    fam.add_dataset("take_while never true", D.range(10).take_while(lambda x: x > 100))
+    fam.add_dataset("take_while stops at the first false", D.from_tensor_slices(
+        tf.constant([1, 2, 9, 3, 1], tf.int64)).take_while(lambda x: x < 5))
+    fam.add_dataset("take_while of an infinite dataset", D.range(5).repeat().take_while(
+        lambda x, k=tf.constant(4, tf.int64): x < k).take(20))
+    fam.add_dataset("take_while of tuples", D.zip((D.range(8), D.range(8).map(
+        lambda x: x * x))).take_while(lambda a, b: b < 20))
+    fam.add_dataset("ignore_errors after a failing map", D.from_tensor_slices(
+        [1.0, 2.0, 0.0, 4.0, 0.0, 8.0]).map(
+        lambda x: tf.debugging.check_numerics(1.0 / x, "division")).ignore_errors())
+    fam.add_dataset("ignore_errors of strings to numbers", D.from_tensor_slices(
+        ["1", "x", "3", "", "5"]).map(
+        lambda s: tf.strings.to_number(s, tf.int32)).ignore_errors())
+    fam.add_dataset("ignore_errors with nothing to ignore", D.range(4).ignore_errors())
+    fam.add_dataset("ignore_errors every element fails", D.from_tensor_slices(
+        [0.0, 0.0]).map(lambda x: tf.debugging.check_numerics(x / x, "nan")).ignore_errors())
+    for sizes, drop in [(3, False), (3, True), ([2, 3], False), ([2, 3], True),
+                        ([0, 2], False), (5, False), (1, False)]:
+        fam.add_dataset(f"rebatch {sizes} drop={drop} of batch(4)", D.range(10).batch(4).rebatch(
+            sizes, drop_remainder=drop))
+    fam.add_dataset("rebatch of (x, y) batches", D.zip((D.range(7), D.range(7).map(
+        lambda x: tf.strings.as_string(x)))).batch(3).rebatch(2))
+    fam.add_dataset("rebatch of matrices", D.from_tensor_slices(
+        np.arange(30, dtype=np.float32).reshape(10, 3)).batch(4).rebatch([3, 1]))
+
+
+def aliases(fam):
+    """The older names TensorFlow 2.21 still registers for the same kernels
+    (not ExperimentalRandomDataset: TensorFlow 2.21 fails to iterate it, its
+    kernel serialising it with RandomDatasetV2's inputs)."""
+    for old, new, ds in [
+            ("ScanDataset", "ExperimentalScanDataset", D.range(6).scan(
+                tf.constant(0, tf.int64), lambda s, x: (s + x, s))),
+            ("GroupByWindowDataset", "ExperimentalGroupByWindowDataset", D.range(9).group_by_window(
+                key_func=lambda x: x % 2, reduce_func=lambda k, w: w.batch(3), window_size=3)),
+            ("DirectedInterleaveDataset", "ExperimentalDirectedInterleaveDataset",
+             D.choose_from_datasets([D.range(3), D.range(5, 8)], D.range(2).repeat(3))),
+            ("UniqueDataset", "ExperimentalUniqueDataset", D.from_tensor_slices(
+                tf.constant([2, 2, 1], tf.int64)).unique()),
+            ("TakeWhileDataset", "ExperimentalTakeWhileDataset", D.range(9).take_while(
+                lambda x: x < 5)),
+            ("IgnoreErrorsDataset", "ExperimentalIgnoreErrorsDataset", D.from_tensor_slices(
+                [1.0, 0.0, 2.0]).map(lambda x: tf.debugging.check_numerics(1 / x, "x"))
+             .ignore_errors())]:
+        fam.add_dataset(f"{new}", ds, edit=rename_op(old, new))
+
+
 def family():
     fam = Family("datasets")
     windows(fam)
     scans(fam)
     groups(fam)
     sampling(fam)
+    selection(fam)
+    aliases(fam)
     return fam

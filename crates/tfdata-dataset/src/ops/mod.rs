@@ -15,6 +15,7 @@ pub mod parallel;
 pub mod resolve;
 pub mod sample;
 pub mod scan;
+pub mod select;
 pub mod source;
 pub mod structure;
 pub mod tensor_util;
@@ -67,6 +68,10 @@ pub const OP_NAMES: &[&str] = &[
     "group_by_window",
     "random",
     "directed_interleave",
+    "unique",
+    "take_while",
+    "ignore_errors",
+    "rebatch",
 ];
 
 fn one_input(op: &str, inputs: Vec<Dataset>) -> Result<Dataset> {
@@ -315,6 +320,25 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
                 selector,
                 inputs.collect(),
                 attrs.bool_or(op, "stop_on_empty_dataset", false)?,
+            )
+        }
+        "unique" => {
+            attrs.check_known(op, &[])?;
+            one_input(op, inputs)?.unique()
+        }
+        "take_while" => {
+            attrs.check_known(op, &["predicate"])?;
+            one_input(op, inputs)?.take_while(attrs.function(op, "predicate")?.clone())
+        }
+        "ignore_errors" => {
+            attrs.check_known(op, &[])?;
+            one_input(op, inputs)?.ignore_errors()
+        }
+        "rebatch" => {
+            attrs.check_known(op, &["batch_sizes", "drop_remainder"])?;
+            one_input(op, inputs)?.rebatch(
+                attrs.ints(op, "batch_sizes")?,
+                attrs.bool_or(op, "drop_remainder", false)?,
             )
         }
         "window_elements" => {

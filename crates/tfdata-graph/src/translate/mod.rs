@@ -17,6 +17,7 @@ mod files;
 mod inline;
 mod ops;
 mod sampling;
+mod select;
 mod windows;
 
 use std::collections::HashMap;

@@ -67,6 +67,13 @@ pub const DATASET_OPS: &[&str] = &[
     "RandomDatasetV2",
     "DirectedInterleaveDataset",
     "ExperimentalDirectedInterleaveDataset",
+    "UniqueDataset",
+    "ExperimentalUniqueDataset",
+    "TakeWhileDataset",
+    "ExperimentalTakeWhileDataset",
+    "IgnoreErrorsDataset",
+    "ExperimentalIgnoreErrorsDataset",
+    "RebatchDatasetV2",
     // Wrappers that change no element.
     "OptionsDataset",
     "ModelDataset",
@@ -264,6 +271,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::sampling::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::select::compile(node, compiler, &attrs)? {
         return Ok(compiled);
     }
     Ok(match node.op.as_str() {
