@@ -165,7 +165,8 @@ class Family:
             case["outputs"] = as_list(out)
         self.cases.append(case)
 
-    def add_dataset(self, case_id, ds, tolerance="exact", stateful=False, iterators=2):
+    def add_dataset(self, case_id, ds, tolerance="exact", stateful=False, iterators=2,
+                    edit=None):
         """A pipeline: the GraphDef tf.data serializes (what `distribute`
         registers, without the compression map) and TensorFlow's elements from
         two fresh iterators (each must equal ours from a fresh iterator). Where
@@ -180,22 +181,56 @@ class Family:
         graph = graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy())
         if self.normalize_graph:
             self.normalize_graph(graph)
+        if edit is not None:
+            # A graph TensorFlow's Python does not write (an op's older
+            # name): TensorFlow runs the edited graph itself.
+            edit(graph)
+            element_spec = ds.element_spec
+            variant = tf.raw_ops.DatasetFromGraph(
+                graph_def=graph.SerializeToString(deterministic=True))
+            ds = tf.data.experimental.from_variant(variant, element_spec)
         graph = graph.SerializeToString(deterministic=True)
         with tf.device("/CPU:0"):
             runs = [[[tensor(c) for c in tf.nest.flatten(el)] for el in ds]
                     for _ in range(iterators)]
         # TensorFlow gives both iterators the same elements (a stateful op's
-        # stream restarts with each iterator).
+        # stream restarts with each iterator), unless the pipeline asks for
+        # new randomness per iterator (`iterators=1`: its first only).
         assert runs[0] == runs[-1], case_id
+        # What TensorFlow knows without running: the cardinality, and each
+        # component's dtype and shape (None: unknown rank or dimension).
+        known = {"cardinality": int(ds.cardinality()), "spec": spec_of(ds)}
         if not stateful:
             self.cases.append({"id": case_id, "op": "dataset", "graph": blob(graph),
-                               "iterations": runs, "tolerance": tolerance})
+                               "iterations": runs, "tolerance": tolerance, **known})
             return
         # A stateful op: the first iterator alone, and the two.
         self.cases.append({"id": case_id, "op": "dataset", "graph": blob(graph),
-                           "iterations": runs[:1], "tolerance": tolerance})
+                           "iterations": runs[:1], "tolerance": tolerance, **known})
         self.cases.append({"id": case_id + "/two iterators", "op": "dataset",
-                           "graph": blob(graph), "iterations": runs, "tolerance": tolerance})
+                           "graph": blob(graph), "iterations": runs, "tolerance": tolerance,
+                           **known})
+
+    def add_dataset_error(self, case_id, ds, edit):
+        """A pipeline TensorFlow refuses: `ds`'s graph changed by
+        `edit(GraphDef)` (a valid pipeline made invalid, since eager
+        tf.data refuses bad arguments before a graph exists), and the error
+        TensorFlow gives building or iterating it."""
+        assert case_id not in self.ids, case_id
+        self.ids.add(case_id)
+        graph = graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy())
+        edit(graph)
+        graph = graph.SerializeToString(deterministic=True)
+
+        def run():
+            with tf.device("/CPU:0"):
+                variant = tf.raw_ops.DatasetFromGraph(graph_def=graph)
+                rebuilt = tf.data.experimental.from_variant(variant, ds.element_spec)
+                return [el for el in rebuilt]
+        out, err = run_error(run)
+        assert err is not None, case_id
+        self.cases.append({"id": case_id, "op": "dataset", "graph": blob(graph),
+                           "error": err, "tolerance": "exact"})
 
     def write(self, out=OUT):
         os.makedirs(out, exist_ok=True)
@@ -208,6 +243,42 @@ class Family:
                                 for c in self.cases))
             f.write("\n]}\n")
         print(f"{path}: {len(self.cases)} cases, {os.path.getsize(path)} bytes")
+
+
+def spec_of(ds):
+    """Each component's [dtype enum, dims] (dims None for an unknown rank,
+    a dimension None when unknown); None when a component is not a tensor
+    (a window's datasets)."""
+    out = []
+    for s in tf.nest.flatten(ds.element_spec):
+        if not isinstance(s, tf.TensorSpec):
+            return None
+        dims = None if s.shape.rank is None else [d for d in s.shape.as_list()]
+        out.append([s.dtype.as_datatype_enum, dims])
+    return out
+
+
+def rename_op(old, new):
+    """An `edit` renaming every `old` node (graph and functions) to `new`."""
+    def edit(graph):
+        nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+        hits = [n for n in nodes if n.op == old]
+        assert hits, old
+        for n in hits:
+            n.op = new
+    return edit
+
+
+def set_input(graph, op, index, value):
+    """Sets the Const feeding input `index` of the one `op` node of `graph`
+    to `value` (keeping its dtype)."""
+    hits = [n for n in graph.node if n.op == op]
+    assert len(hits) == 1, [n.op for n in graph.node]
+    name = hits[0].input[index].split(":")[0]
+    const = next(n for n in graph.node if n.name == name)
+    assert const.op == "Const", const
+    dtype = tf.as_dtype(const.attr["value"].tensor.dtype)
+    const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value, dtype))
 
 
 def dname(d):

@@ -24,6 +24,7 @@ mod iterators;
 pub mod json;
 pub mod kernels;
 pub mod ops;
+pub mod philox;
 pub mod pipeline;
 pub mod random;
 pub mod snapshot;

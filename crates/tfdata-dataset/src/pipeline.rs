@@ -128,6 +128,64 @@ mod tests {
     }
 
     #[test]
+    fn tensorflow_graph_ops_round_trip() {
+        crate::register_function("pipeline_test_scan", |e: tfdata_core::Element| {
+            Ok(tfdata_core::Element::new(vec![
+                e.components[0].clone(),
+                e.components[1].clone(),
+            ]))
+        });
+        crate::register_function("pipeline_test_key", |_e: tfdata_core::Element| {
+            Ok(tfdata_core::Element::new(vec![Tensor::scalar(0i64)]))
+        });
+        crate::functions::register_predicate("pipeline_test_lt", |e| {
+            Ok(e.components[0].to_scalar::<i64>()? < 5)
+        });
+        crate::register_dataset_function("pipeline_test_reduce", None, |e| {
+            Dataset::window_from_pairs(e.components[1..].to_vec())
+        });
+        let selector = Dataset::random(3, 4, true)
+            .take(20)
+            .map("pipeline_test_key");
+        let ds = Dataset::directed_interleave(
+            selector,
+            vec![
+                Dataset::range(30)
+                    .scan(
+                        vec![Tensor::scalar(0i64)],
+                        FunctionRef::named("pipeline_test_scan"),
+                        true,
+                    )
+                    .take_while(FunctionRef::named("pipeline_test_lt"))
+                    .unique()
+                    .ignore_errors(),
+            ],
+            false,
+        )
+        .group_by_window(
+            FunctionRef::named("pipeline_test_key"),
+            FunctionRef::named("pipeline_test_reduce"),
+            FunctionRef::named("pipeline_test_key"),
+        )
+        .window(2, 1, 1, false)
+        .take(3);
+        let rebatched = Dataset::range(9).batch(4, false).rebatch(vec![3, 2], true);
+        for ds in [ds, rebatched] {
+            let def = to_pipeline_def(&ds, false).unwrap();
+            let back = from_pipeline_def(&encode_decode(&def)).unwrap();
+            assert_eq!(back, ds);
+            assert_eq!(back.cardinality(), ds.cardinality());
+        }
+        let w = Dataset::window_from_pairs(vec![
+            Tensor::vector(&[1i64, 2, 3]),
+            Tensor::from_slice(&[1i64, 2], vec![2, 1]).unwrap(),
+        ])
+        .unwrap();
+        let def = to_pipeline_def(&w, false).unwrap();
+        assert_eq!(from_pipeline_def(&encode_decode(&def)).unwrap(), w);
+    }
+
+    #[test]
     fn bad_pipelines_are_rejected() {
         let mut def = to_pipeline_def(&Dataset::range(3), false).unwrap();
         def.format_version = 99;

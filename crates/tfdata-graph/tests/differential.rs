@@ -380,6 +380,7 @@ fn run_case(
         // Each run: a fresh iterator, its elements' components in order.
         let graph = blob(case["graph"].as_str().unwrap());
         let translated = tfdata_graph::translate_bytes(&graph)?;
+        check_known(case, &translated.dataset)?;
         let mut out = Vec::new();
         for _ in 0..runs {
             let mut it = translated.dataset.iter()?;
@@ -420,6 +421,46 @@ fn run_case(
     };
     let compute = (kernel.build)(&NodeAttrs::of(node))?;
     (0..runs).map(|_| compute(inputs.to_vec())).collect()
+}
+
+/// What TensorFlow knew of a pipeline without running it, when the case
+/// records it: its cardinality, and each component's dtype and shape.
+fn check_known(case: &Json, ds: &tfdata_dataset::Dataset) -> Result<()> {
+    let mismatch = |what: String| Err(tfdata_core::Error::Internal(what));
+    if let Some(want) = case.get("cardinality").and_then(Json::as_i64)
+        && ds.cardinality() != want
+    {
+        return mismatch(format!(
+            "cardinality: TensorFlow's {want}, ours {}",
+            ds.cardinality()
+        ));
+    }
+    let Some(want) = case.get("spec").and_then(Json::as_array) else {
+        return Ok(());
+    };
+    let Some(ours) = ds.element_spec()? else {
+        return mismatch("element spec: ours is unknown".into());
+    };
+    let ours: Vec<(i64, Option<Vec<Option<i64>>>)> = ours
+        .flatten()
+        .iter()
+        .map(|t| (t.dtype.code() as i64, t.shape.0.clone()))
+        .collect();
+    let want: Vec<(i64, Option<Vec<Option<i64>>>)> = want
+        .iter()
+        .map(|c| {
+            let dims = c[1]
+                .as_array()
+                .map(|d| d.iter().map(Json::as_i64).collect());
+            (c[0].as_i64().unwrap(), dims)
+        })
+        .collect();
+    if ours != want {
+        return mismatch(format!(
+            "element spec (dtype, dims): TensorFlow's {want:?}, ours {ours:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// A family's cases (not the manifest, not the census).

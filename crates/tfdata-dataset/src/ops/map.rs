@@ -294,15 +294,24 @@ fn open(
     let ds = functions::guarded(name, || f(e))?;
     ds.validate()?;
     let inner = ds.op.make_iterator(ctx)?;
+    Ok(tagged(inner, lineage))
+}
+
+/// `inner`'s elements tagged with `lineage`, the splits of what they were
+/// made from (see [`Tagged`]).
+pub(crate) fn tagged(
+    inner: Box<dyn ElementIterator>,
+    lineage: tfdata_core::Lineage,
+) -> Box<dyn ElementIterator> {
     if lineage.is_empty() {
-        return Ok(inner);
+        return inner;
     }
-    Ok(Box::new(Tagged {
+    Box::new(Tagged {
         inner,
         lineage,
         next: 0,
         ahead: None,
-    }))
+    })
 }
 
 /// Tags an inner dataset's elements with the input element's lineage, each

@@ -9,12 +9,17 @@ pub mod batch;
 pub mod buffer_pool;
 pub mod control;
 pub mod files;
+pub mod group;
 pub mod map;
 pub mod parallel;
 pub mod resolve;
+pub mod sample;
+pub mod scan;
+pub mod select;
 pub mod source;
 pub mod structure;
 pub mod tensor_util;
+pub mod window;
 
 #[cfg(test)]
 mod tests;
@@ -57,6 +62,16 @@ pub const OP_NAMES: &[&str] = &[
     "zip",
     "concatenate",
     "enumerate",
+    "window",
+    "window_elements",
+    "scan",
+    "group_by_window",
+    "random",
+    "directed_interleave",
+    "unique",
+    "take_while",
+    "ignore_errors",
+    "rebatch",
 ];
 
 fn one_input(op: &str, inputs: Vec<Dataset>) -> Result<Dataset> {
@@ -257,6 +272,79 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
         "enumerate" => {
             attrs.check_known(op, &["start"])?;
             one_input(op, inputs)?.enumerate(attrs.int_or(op, "start", 0)?)
+        }
+        "window" => {
+            attrs.check_known(op, &["size", "shift", "stride", "drop_remainder"])?;
+            let size = attrs.int(op, "size")?;
+            one_input(op, inputs)?.window(
+                size,
+                attrs.int_or(op, "shift", size)?,
+                attrs.int_or(op, "stride", 1)?,
+                attrs.bool_or(op, "drop_remainder", false)?,
+            )
+        }
+        "scan" => {
+            attrs.check_known(op, &["initial_state", "function", "preserve_cardinality"])?;
+            one_input(op, inputs)?.scan(
+                attrs.tensors(op, "initial_state")?,
+                attrs.function(op, "function")?.clone(),
+                attrs.bool_or(op, "preserve_cardinality", true)?,
+            )
+        }
+        "group_by_window" => {
+            attrs.check_known(op, &["key_func", "reduce_func", "window_size_func"])?;
+            one_input(op, inputs)?.group_by_window(
+                attrs.function(op, "key_func")?.clone(),
+                attrs.function(op, "reduce_func")?.clone(),
+                attrs.function(op, "window_size_func")?.clone(),
+            )
+        }
+        "random" => {
+            attrs.check_known(op, &["seed", "seed2", "rerandomize_each_iteration"])?;
+            no_inputs(op, &inputs)?;
+            Dataset::random(
+                attrs.int_or(op, "seed", 0)?,
+                attrs.int_or(op, "seed2", 0)?,
+                attrs.bool_or(op, "rerandomize_each_iteration", false)?,
+            )
+        }
+        "directed_interleave" => {
+            attrs.check_known(op, &["stop_on_empty_dataset"])?;
+            let mut inputs = inputs.into_iter();
+            let Some(selector) = inputs.next() else {
+                return Err(Error::InvalidArgument(format!(
+                    "{op}: expects a selector dataset and data inputs"
+                )));
+            };
+            Dataset::directed_interleave(
+                selector,
+                inputs.collect(),
+                attrs.bool_or(op, "stop_on_empty_dataset", false)?,
+            )
+        }
+        "unique" => {
+            attrs.check_known(op, &[])?;
+            one_input(op, inputs)?.unique()
+        }
+        "take_while" => {
+            attrs.check_known(op, &["predicate"])?;
+            one_input(op, inputs)?.take_while(attrs.function(op, "predicate")?.clone())
+        }
+        "ignore_errors" => {
+            attrs.check_known(op, &[])?;
+            one_input(op, inputs)?.ignore_errors()
+        }
+        "rebatch" => {
+            attrs.check_known(op, &["batch_sizes", "drop_remainder"])?;
+            one_input(op, inputs)?.rebatch(
+                attrs.ints(op, "batch_sizes")?,
+                attrs.bool_or(op, "drop_remainder", false)?,
+            )
+        }
+        "window_elements" => {
+            attrs.check_known(op, &["values", "shapes"])?;
+            no_inputs(op, &inputs)?;
+            Dataset::window_elements(attrs.tensors(op, "values")?, attrs.tensors(op, "shapes")?)?
         }
         other => {
             return Err(Error::InvalidArgument(format!(

@@ -30,6 +30,7 @@ mod io;
 mod layout;
 pub mod lookup;
 mod math;
+mod multinomial;
 mod numeric;
 mod parse;
 mod ragged;
@@ -109,6 +110,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             image::KERNELS,
             ragged::KERNELS,
             random::KERNELS,
+            multinomial::KERNELS,
             sparse::KERNELS,
             sparse_tensor::KERNELS,
             io::KERNELS,
@@ -174,6 +176,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         image::KERNELS,
         ragged::KERNELS,
         random::KERNELS,
+        multinomial::KERNELS,
         sparse::KERNELS,
         sparse_tensor::KERNELS,
         io::KERNELS,

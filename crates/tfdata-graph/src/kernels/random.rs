@@ -41,6 +41,8 @@ use bytes::Bytes;
 use tfdata_core::tensor::TensorData;
 use tfdata_core::{DType, Error, Result, Tensor};
 
+use tfdata_dataset::philox::{Philox, Words, lo_hi, philox_block};
+
 use super::strings::int_values;
 use super::{Compute, KernelDef, check_size, expect_inputs, one_output};
 use crate::attrs::NodeAttrs;
@@ -155,115 +157,10 @@ fn invalid(op: &str, message: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!("{op}: {message}"))
 }
 
-/// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as
-/// 1, 2, 3", SC'11): a counter-based generator, one block of four words
-/// per counter value.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Philox {
-    counter: [u32; 4],
-    key: [u32; 2],
-}
-
-const PHILOX_M0: u32 = 0xD251_1F53;
-const PHILOX_M1: u32 = 0xCD9E_8D57;
-const PHILOX_W0: u32 = 0x9E37_79B9;
-const PHILOX_W1: u32 = 0xBB67_AE85;
-
-/// Ten Philox rounds of `counter` under `key`.
-fn philox_block(mut c: [u32; 4], mut key: [u32; 2]) -> [u32; 4] {
-    for round in 0..10 {
-        if round > 0 {
-            key[0] = key[0].wrapping_add(PHILOX_W0);
-            key[1] = key[1].wrapping_add(PHILOX_W1);
-        }
-        let p0 = u64::from(PHILOX_M0) * u64::from(c[0]);
-        let p1 = u64::from(PHILOX_M1) * u64::from(c[2]);
-        c = [
-            (p1 >> 32) as u32 ^ c[1] ^ key[0],
-            p1 as u32,
-            (p0 >> 32) as u32 ^ c[3] ^ key[1],
-            p0 as u32,
-        ];
-    }
-    c
-}
-
-fn lo_hi(x: u64) -> [u32; 2] {
-    [x as u32, (x >> 32) as u32]
-}
-
-impl Philox {
-    /// Key `seed`, counter `[0, 0, seed2]` (a stateful node's generator).
-    fn from_seeds(seed: u64, seed2: u64) -> Philox {
-        let [c2, c3] = lo_hi(seed2);
-        Philox {
-            counter: [0, 0, c2, c3],
-            key: lo_hi(seed),
-        }
-    }
-
-    /// The block at the counter; the counter advances by one.
-    fn next_block(&mut self) -> [u32; 4] {
-        let out = philox_block(self.counter, self.key);
-        for w in &mut self.counter {
-            *w = w.wrapping_add(1);
-            if *w != 0 {
-                break;
-            }
-        }
-        out
-    }
-
-    /// Advances the counter by `n` blocks, carrying as TensorFlow's
-    /// `PhiloxRandom::Skip` does.
-    fn skip(&mut self, n: u64) {
-        let lo = n as u32;
-        let mut hi = (n >> 32) as u32;
-        self.counter[0] = self.counter[0].wrapping_add(lo);
-        if self.counter[0] < lo {
-            hi = hi.wrapping_add(1);
-        }
-        self.counter[1] = self.counter[1].wrapping_add(hi);
-        if self.counter[1] < hi {
-            self.counter[2] = self.counter[2].wrapping_add(1);
-            if self.counter[2] == 0 {
-                self.counter[3] = self.counter[3].wrapping_add(1);
-            }
-        }
-    }
-}
-
-/// One word at a time from a generator's blocks (TensorFlow's
-/// `SingleSampleAdapter`), for rejection sampling and shuffles.
-struct Words {
-    rng: Philox,
-    block: [u32; 4],
-    used: usize,
-}
-
-impl Words {
-    fn new(rng: Philox) -> Words {
-        Words {
-            rng,
-            block: [0; 4],
-            used: 4,
-        }
-    }
-
-    fn next(&mut self) -> u32 {
-        if self.used == 4 {
-            self.block = self.rng.next_block();
-            self.used = 0;
-        }
-        self.used += 1;
-        self.block[self.used - 1]
-    }
-}
-
 /// A stateless op's generator for a seed pair: the pair, as a counter, run
 /// through one Philox block under a fixed key; the block's first two words
 /// are the key, the last two the counter's upper half.
-fn key_counter_of_seed(s0: u64, s1: u64) -> Philox {
+pub(super) fn key_counter_of_seed(s0: u64, s1: u64) -> Philox {
     let [a, b] = lo_hi(s0);
     let [c, d] = lo_hi(s1);
     let mix = philox_block([a, b, c, d], [0x3EC8_F720, 0x0246_1E29]);
@@ -279,7 +176,7 @@ fn unit_f32(x: u32) -> f32 {
 }
 
 /// `[0, 1)` from the low 20 bits of `x0` and all of `x1`.
-fn unit_f64(x0: u32, x1: u32) -> f64 {
+pub(super) fn unit_f64(x0: u32, x1: u32) -> f64 {
     let mantissa = (u64::from(x0 & 0xF_FFFF) << 32) | u64::from(x1);
     f64::from_bits((1023 << 52) | mantissa) - 1.0
 }
@@ -432,7 +329,7 @@ fn truncated_f32(words: &mut Words) -> [f32; 4] {
     let mut out = [0f32; 4];
     let mut i = 0;
     loop {
-        let (x0, x1) = (words.next(), words.next());
+        let (x0, x1) = (words.next_word(), words.next_word());
         for f in box_muller_f32(x0, x1) {
             if f.abs() < 2.0 {
                 out[i] = f;
@@ -449,7 +346,12 @@ fn truncated_f64(words: &mut Words) -> [f64; 4] {
     let mut out = [0f64; 4];
     let mut i = 0;
     loop {
-        let x = [words.next(), words.next(), words.next(), words.next()];
+        let x = [
+            words.next_word(),
+            words.next_word(),
+            words.next_word(),
+            words.next_word(),
+        ];
         for d in box_muller_f64(x) {
             if d.abs() < 2.0 {
                 out[i] = d;
@@ -693,7 +595,7 @@ fn shuffle(attrs: &NodeAttrs) -> Result<Compute> {
         let mut words = Words::new(rng);
         let mut order: Vec<usize> = (0..rows).collect();
         for i in 0..rows - 1 {
-            let j = i + (words.next() % (rows - i) as u32) as usize;
+            let j = i + (words.next_word() % (rows - i) as u32) as usize;
             order.swap(i, j);
         }
         let per_row = (t.num_elements() as usize).checked_div(rows).unwrap_or(0);
@@ -726,7 +628,7 @@ enum Seed {
 }
 
 /// A seed pair input (int32 values sign-extend to 64 bits).
-fn seed_pair(op: &str, t: &Tensor) -> Result<(u64, u64)> {
+pub(super) fn seed_pair(op: &str, t: &Tensor) -> Result<(u64, u64)> {
     if t.shape() != [2] {
         return Err(invalid(
             op,
@@ -1064,26 +966,6 @@ mod tests {
     }
 
     #[test]
-    fn philox_matches_the_published_known_answers() {
-        // Random123's kat_vectors for philox4x32_10.
-        assert_eq!(
-            super::philox_block([0; 4], [0; 2]),
-            [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8]
-        );
-        assert_eq!(
-            super::philox_block([u32::MAX; 4], [u32::MAX; 2]),
-            [0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd]
-        );
-        assert_eq!(
-            super::philox_block(
-                [0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344],
-                [0xa409_3822, 0x299f_31d0]
-            ),
-            [0xd16c_fe09, 0x94fd_cceb, 0x5001_e420, 0x2412_6ea1]
-        );
-    }
-
-    #[test]
     fn key_and_counter_are_tensorflows() {
         // tf.raw_ops.StatelessRandomGetKeyCounter(seed=[1, 2]) in TF 2.21.
         let out =
@@ -1099,22 +981,6 @@ mod tests {
             .to_vec()
             .unwrap();
         assert_eq!(u, [0.8440604, 0.19204533, 0.9962232, 0.1603874, 0.27199018]);
-    }
-
-    #[test]
-    fn counter_skips_carry_as_tensorflows() {
-        let mut p = super::Philox {
-            counter: [u32::MAX, u32::MAX, u32::MAX, 0],
-            key: [0, 0],
-        };
-        p.next_block();
-        assert_eq!(p.counter, [0, 0, 0, 1]);
-        let mut q = super::Philox {
-            counter: [u32::MAX - 1, 7, 0, 0],
-            key: [0, 0],
-        };
-        q.skip(3 + (5 << 32));
-        assert_eq!(q.counter, [1, 13, 0, 0]);
     }
 
     #[test]

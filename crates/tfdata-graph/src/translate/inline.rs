@@ -15,6 +15,21 @@ use crate::attrs::NodeAttrs;
 use crate::function::Function;
 use crate::value::Value;
 
+/// How an element's components become one of a function's arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arg {
+    /// One component, as is.
+    Tensor,
+    /// A dataset (a `DT_VARIANT` argument): a window of `n` components,
+    /// which the element carries encoded as `2n` components
+    /// (`tfdata_dataset::ops::window`).
+    Window(usize),
+    /// A dataset of the rows of a window encoded in all the remaining
+    /// components (`group_by_window`'s group: every component of the
+    /// input's elements).
+    Group,
+}
+
 /// A function with the captured values appended to its arguments.
 #[derive(Clone)]
 pub(crate) struct Bound {
@@ -23,6 +38,9 @@ pub(crate) struct Bound {
     /// The calling node, so each use of a function has its own name (two
     /// nodes may call one function with different captured values).
     pub node: String,
+    /// How the element's components map to the arguments; empty when each
+    /// component is one tensor argument (no dataset arguments).
+    pub args: Arc<[Arg]>,
 }
 
 impl Bound {
@@ -32,10 +50,36 @@ impl Bound {
     }
 
     /// Calls the function on an element's components.
-    fn call(&self, element: Element) -> Result<Vec<Value>> {
-        let mut args: Vec<Value> =
-            Vec::with_capacity(element.components.len() + self.captured.len());
-        args.extend(element.components.into_iter().map(Value::Tensor));
+    pub fn call(&self, element: Element) -> Result<Vec<Value>> {
+        self.call_components(element.components)
+    }
+
+    /// Calls the function on components (see [`Bound::args`]).
+    pub fn call_components(&self, components: Vec<tfdata_core::Tensor>) -> Result<Vec<Value>> {
+        let mut args: Vec<Value> = Vec::with_capacity(components.len() + self.captured.len());
+        let mut components = components.into_iter();
+        for arg in self.args.iter() {
+            match *arg {
+                Arg::Tensor => match components.next() {
+                    Some(t) => args.push(Value::Tensor(t)),
+                    None => break,
+                },
+                Arg::Window(_) | Arg::Group => {
+                    let pairs: Vec<_> = match *arg {
+                        Arg::Window(n) => components.by_ref().take(2 * n).collect(),
+                        _ => components.by_ref().collect(),
+                    };
+                    let ds = tfdata_dataset::Dataset::window_from_pairs(pairs).map_err(|e| {
+                        Error::InvalidArgument(format!(
+                            "{}: a dataset argument is not an encoded window: {e}",
+                            self.function.name
+                        ))
+                    })?;
+                    args.push(Value::Dataset(ds));
+                }
+            }
+        }
+        args.extend(components.map(Value::Tensor));
         args.extend(self.captured.iter().cloned());
         self.function.call(args)
     }
@@ -134,6 +178,12 @@ const VARIANT: i32 = 21;
 pub(crate) fn declared_structure(attrs: &NodeAttrs) -> Result<Option<Structure>> {
     let key = types_key(attrs);
     let codes = attrs.dtype_codes(key)?;
+    // A dataset of datasets (`window`'s): TensorFlow declares each such
+    // variant a scalar; its elements are encoded windows, whose structure
+    // the engine's op knows.
+    if holds_datasets(attrs, &codes) {
+        return Ok(None);
+    }
     if codes.is_empty() {
         return Ok(None);
     }
@@ -165,7 +215,20 @@ fn types_key(attrs: &NodeAttrs) -> &'static str {
 pub(crate) fn declares_variant(attrs: &NodeAttrs) -> bool {
     attrs
         .dtype_codes(types_key(attrs))
-        .is_ok_and(|c| c.contains(&VARIANT))
+        .is_ok_and(|c| c.contains(&VARIANT) && !holds_datasets(attrs, &c))
+}
+
+/// Whether the declared elements are datasets: TensorFlow declares a
+/// dataset variant with a known scalar shape, a SparseTensor's (or a
+/// RaggedTensor's) with an unknown rank.
+fn holds_datasets(attrs: &NodeAttrs, codes: &[i32]) -> bool {
+    let shapes = attrs.shapes("output_shapes").unwrap_or(&[]);
+    codes.iter().enumerate().any(|(i, &c)| {
+        c == VARIANT
+            && shapes
+                .get(i)
+                .is_some_and(|s| !s.unknown_rank && s.dim.is_empty())
+    })
 }
 
 pub(crate) fn shape(s: &TensorShapeProto) -> Shape {

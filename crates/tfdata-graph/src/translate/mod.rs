@@ -16,6 +16,9 @@
 mod files;
 mod inline;
 mod ops;
+mod sampling;
+mod select;
+mod windows;
 
 use std::collections::HashMap;
 use tfdata_core::{Error, Result};

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use tfdata_core::{DType, Error, Result, Tensor};
 use tfdata_dataset::Dataset;
-use tfdata_proto::tensorflow::NodeDef;
+use tfdata_proto::tensorflow::{NodeDef, attr_value};
 
 use super::files;
-use super::inline::{self, Bound, declared_structure};
+use super::inline::{self, Arg, Bound, declared_structure};
 use crate::attrs::NodeAttrs;
 use crate::function::{CompiledNode, Compiler, NodeFn};
 use crate::value::Value;
@@ -57,6 +57,23 @@ pub const DATASET_OPS: &[&str] = &[
     "CacheDatasetV2",
     "ZipDataset",
     "ConcatenateDataset",
+    "WindowDataset",
+    "ScanDataset",
+    "ExperimentalScanDataset",
+    "GroupByWindowDataset",
+    "ExperimentalGroupByWindowDataset",
+    "RandomDataset",
+    "ExperimentalRandomDataset",
+    "RandomDatasetV2",
+    "DirectedInterleaveDataset",
+    "ExperimentalDirectedInterleaveDataset",
+    "UniqueDataset",
+    "ExperimentalUniqueDataset",
+    "TakeWhileDataset",
+    "ExperimentalTakeWhileDataset",
+    "IgnoreErrorsDataset",
+    "ExperimentalIgnoreErrorsDataset",
+    "RebatchDatasetV2",
     // Wrappers that change no element.
     "OptionsDataset",
     "ModelDataset",
@@ -78,7 +95,7 @@ pub const DATASET_OPS: &[&str] = &[
 ];
 
 /// The values a node receives, read in order with errors naming the node.
-struct Inputs {
+pub(super) struct Inputs {
     values: std::vec::IntoIter<Value>,
     node: String,
     op: String,
@@ -93,32 +110,32 @@ impl Inputs {
         }
     }
 
-    fn err(&self, msg: impl std::fmt::Display) -> Error {
+    pub(super) fn err(&self, msg: impl std::fmt::Display) -> Error {
         Error::InvalidArgument(format!("{} node {:?}: {msg}", self.op, self.node))
     }
 
-    fn next(&mut self, what: &str) -> Result<Value> {
+    pub(super) fn next(&mut self, what: &str) -> Result<Value> {
         let v = self.values.next();
         v.ok_or_else(|| self.err(format!("input `{what}` is missing")))
     }
 
-    fn dataset(&mut self) -> Result<Dataset> {
+    pub(super) fn dataset(&mut self) -> Result<Dataset> {
         let what = format!("{} input dataset", self.op);
         self.next("input_dataset")?.into_dataset(&what)
     }
 
-    fn tensor(&mut self, what: &str) -> Result<Tensor> {
+    pub(super) fn tensor(&mut self, what: &str) -> Result<Tensor> {
         let v = self.next(what)?;
         v.into_tensor(&format!("{} input `{what}`", self.op))
     }
 
     /// An integer scalar (int32 or int64), as TensorFlow's kernels accept.
-    fn int(&mut self, what: &str) -> Result<i64> {
+    pub(super) fn int(&mut self, what: &str) -> Result<i64> {
         let t = self.tensor(what)?;
         scalar_int(&t).map_err(|e| self.err(format!("input `{what}`: {e}")))
     }
 
-    fn bool(&mut self, what: &str) -> Result<bool> {
+    pub(super) fn bool(&mut self, what: &str) -> Result<bool> {
         let t = self.tensor(what)?;
         t.to_scalar::<bool>()
             .map_err(|e| self.err(format!("input `{what}`: {e}")))
@@ -134,7 +151,7 @@ impl Inputs {
     }
 
     /// The `n` next values, or all the rest.
-    fn take(&mut self, n: Option<usize>) -> Result<Vec<Value>> {
+    pub(super) fn take(&mut self, n: Option<usize>) -> Result<Vec<Value>> {
         match n {
             None => Ok(self.values.by_ref().collect()),
             Some(n) => {
@@ -159,7 +176,7 @@ fn scalar_int(t: &Tensor) -> Result<i64> {
 }
 
 /// A node making one dataset.
-fn handle(
+pub(super) fn handle(
     run: impl Fn(Inputs) -> Result<Dataset> + Send + Sync + 'static,
     node: &NodeDef,
 ) -> CompiledNode {
@@ -184,7 +201,7 @@ fn placeholder(outputs: &[&str]) -> CompiledNode {
 }
 
 /// The function attribute `key` of `node`, compiled.
-fn function(
+pub(super) fn function(
     attrs: &NodeAttrs,
     key: &str,
     compiler: &mut Compiler<'_>,
@@ -193,8 +210,63 @@ fn function(
 }
 
 /// How many captured inputs (`other_arguments`) the node has.
-fn captured(attrs: &NodeAttrs) -> Result<usize> {
+pub(super) fn captured(attrs: &NodeAttrs) -> Result<usize> {
     Ok(attrs.dtype_codes("Targuments")?.len())
+}
+
+/// How the elements of the node's input become the arguments of its
+/// function `key` (which has `captured` more): each `DT_VARIANT` argument
+/// is a dataset, which `window` elements carry encoded
+/// ([`Arg::Window`]); empty when the function takes no dataset.
+pub(super) fn element_args(
+    attrs: &NodeAttrs,
+    key: &str,
+    captured: usize,
+    compiler: &Compiler<'_>,
+) -> Result<Arc<[Arg]>> {
+    const DT_VARIANT: i32 = 21;
+    let name = &attrs.func(key)?.name;
+    let Some(sig) = compiler
+        .library()
+        .get(name)
+        .and_then(|d| d.signature.as_ref())
+    else {
+        return Ok(Arc::from([]));
+    };
+    let n = sig.input_arg.len().saturating_sub(captured);
+    let element = &sig.input_arg[..n];
+    let def = compiler.library().get(name);
+    // A variant argument is a dataset (a window) when TensorFlow declares
+    // it a scalar; a SparseTensor's serialized form has an unknown rank and
+    // stays a tensor.
+    let is_dataset = |i: usize| {
+        let shape = def
+            .and_then(|d| d.arg_attr.get(&(i as u32)))
+            .and_then(|a| a.attr.get("_output_shapes"))
+            .and_then(|v| match &v.value {
+                Some(attr_value::Value::List(l)) => l.shape.first().cloned(),
+                _ => None,
+            });
+        shape.is_none_or(|s| !s.unknown_rank && s.dim.is_empty())
+    };
+    if element
+        .iter()
+        .enumerate()
+        .all(|(i, a)| a.r#type != DT_VARIANT || !is_dataset(i))
+    {
+        return Ok(Arc::from([]));
+    }
+    Ok(element
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            if a.r#type == DT_VARIANT && is_dataset(i) {
+                Arg::Window(1)
+            } else {
+                Arg::Tensor
+            }
+        })
+        .collect())
 }
 
 /// Our seed from TensorFlow's pair: both zero means "random each time".
@@ -214,6 +286,15 @@ fn deterministic(attrs: &NodeAttrs) -> Result<bool> {
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
     let attrs = NodeAttrs::of(node);
     let spec = declared_structure(&attrs)?;
+    if let Some(compiled) = super::windows::compile(node, compiler, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::sampling::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::select::compile(node, compiler, &attrs)? {
+        return Ok(compiled);
+    }
     Ok(match node.op.as_str() {
         "RangeDataset" => {
             let dtype = attrs
@@ -307,6 +388,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         "MapDataset" | "ParallelMapDataset" | "ParallelMapDatasetV2" => {
             let f = function(&attrs, "f", compiler)?;
             let n = captured(&attrs)?;
+            let args = element_args(&attrs, "f", n, compiler)?;
             let node_name = node.name.clone();
             let parallel = node.op != "MapDataset";
             let det = if node.op == "ParallelMapDataset" {
@@ -328,6 +410,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                             function: f.clone(),
                             captured,
                             node: node_name.clone(),
+                            args: args.clone(),
                         },
                         spec.clone(),
                     );
@@ -339,6 +422,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         "MapAndBatchDataset" => {
             let f = function(&attrs, "f", compiler)?;
             let n = captured(&attrs)?;
+            let args = element_args(&attrs, "f", n, compiler)?;
             let node_name = node.name.clone();
             // The map's own output is the batch's element without its batch dimension.
             let element = spec.as_ref().map(unbatched).transpose()?;
@@ -354,6 +438,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                             function: f.clone(),
                             captured,
                             node: node_name.clone(),
+                            args: args.clone(),
                         },
                         element.clone(),
                     );
@@ -365,6 +450,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         "FilterDataset" => {
             let f = function(&attrs, "predicate", compiler)?;
             let n = captured(&attrs)?;
+            let args = element_args(&attrs, "predicate", n, compiler)?;
             let node_name = node.name.clone();
             handle(
                 move |mut i| {
@@ -374,6 +460,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                         function: f.clone(),
                         captured,
                         node: node_name.clone(),
+                        args: args.clone(),
                     })))
                 },
                 node,
@@ -382,6 +469,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         "FlatMapDataset" => {
             let f = function(&attrs, "f", compiler)?;
             let n = captured(&attrs)?;
+            let args = element_args(&attrs, "f", n, compiler)?;
             let node_name = node.name.clone();
             handle(
                 move |mut i| {
@@ -392,6 +480,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                             function: f.clone(),
                             captured,
                             node: node_name.clone(),
+                            args: args.clone(),
                         },
                         spec.clone(),
                     );
@@ -407,6 +496,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         | "LegacyParallelInterleaveDatasetV2" => {
             let f = function(&attrs, "f", compiler)?;
             let n = captured(&attrs)?;
+            let args = element_args(&attrs, "f", n, compiler)?;
             let node_name = node.name.clone();
             let op = node.op.clone();
             handle(
@@ -431,6 +521,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                             function: f.clone(),
                             captured,
                             node: node_name.clone(),
+                            args: args.clone(),
                         },
                         spec.clone(),
                     );
@@ -619,7 +710,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
     })
 }
 
-fn tensors(values: Vec<Value>, what: &str) -> Result<Vec<Tensor>> {
+pub(super) fn tensors(values: Vec<Value>, what: &str) -> Result<Vec<Tensor>> {
     values.into_iter().map(|v| v.into_tensor(what)).collect()
 }
 

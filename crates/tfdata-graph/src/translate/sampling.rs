@@ -1,0 +1,53 @@
+//! Dataset nodes of random sources and selection among datasets:
+//! `RandomDataset` (`Dataset.random`) and `DirectedInterleaveDataset`
+//! (`sample_from_datasets`, `choose_from_datasets`).
+
+use tfdata_core::Result;
+use tfdata_dataset::Dataset;
+use tfdata_proto::tensorflow::NodeDef;
+
+use super::ops::handle;
+use crate::attrs::NodeAttrs;
+use crate::function::CompiledNode;
+
+/// The node compiled, if it is one of this module's.
+pub(super) fn compile(node: &NodeDef, attrs: &NodeAttrs) -> Result<Option<CompiledNode>> {
+    Ok(Some(match node.op.as_str() {
+        "RandomDataset" | "ExperimentalRandomDataset" | "RandomDatasetV2" => {
+            let v2 = node.op == "RandomDatasetV2";
+            let rerandomize = attrs.bool_or("rerandomize_each_iteration", false)?;
+            handle(
+                move |mut i| {
+                    let seed = i.int("seed")?;
+                    let seed2 = i.int("seed2")?;
+                    if v2 {
+                        // The seed generator resource: the op keeps its own.
+                        i.next("seed_generator")?;
+                    }
+                    Ok(Dataset::random(seed, seed2, v2 && rerandomize))
+                },
+                node,
+            )
+        }
+        "DirectedInterleaveDataset" | "ExperimentalDirectedInterleaveDataset" => {
+            let stop = attrs.bool_or("stop_on_empty_dataset", false)?;
+            handle(
+                move |mut i| {
+                    let selector = i.next("selector_input_dataset")?;
+                    let selector = selector.into_dataset("DirectedInterleaveDataset selector")?;
+                    let inputs = i
+                        .take(None)?
+                        .into_iter()
+                        .map(|v| v.into_dataset("DirectedInterleaveDataset data input"))
+                        .collect::<Result<Vec<_>>>()?;
+                    let ds = Dataset::directed_interleave(selector, inputs, stop);
+                    // Checked here, as TensorFlow's kernel checks on construction.
+                    ds.validate()?;
+                    Ok(ds)
+                },
+                node,
+            )
+        }
+        _ => return Ok(None),
+    }))
+}
