@@ -144,7 +144,9 @@ mod tests {
         crate::register_dataset_function("pipeline_test_reduce", None, |e| {
             Dataset::window_from_pairs(e.components[1..].to_vec())
         });
-        let selector = Dataset::random(3, 4, true).take(20).map("pipeline_test_key");
+        let selector = Dataset::random(3, 4, true)
+            .take(20)
+            .map("pipeline_test_key");
         let ds = Dataset::directed_interleave(
             selector,
             vec![
