@@ -239,6 +239,10 @@ def selection(fam):
     fam.add_dataset("ignore_errors after a failing map", D.from_tensor_slices(
         [1.0, 2.0, 0.0, 4.0, 0.0, 8.0]).map(
         lambda x: tf.debugging.check_numerics(1.0 / x, "division")).ignore_errors())
+    fam.add_dataset("ignore_errors after a parallel map and prefetch", D.from_tensor_slices(
+        [1.0, 0.0, 2.0, 0.0, 0.0, 4.0, 5.0, 0.0]).map(
+        lambda x: tf.debugging.check_numerics(1.0 / x, "division"), num_parallel_calls=3,
+        deterministic=True).prefetch(2).ignore_errors())
     fam.add_dataset("ignore_errors of strings to numbers", D.from_tensor_slices(
         ["1", "x", "3", "", "5"]).map(
         lambda s: tf.strings.to_number(s, tf.int32)).ignore_errors())
