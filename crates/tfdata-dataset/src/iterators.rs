@@ -2,9 +2,11 @@
 
 use tfdata_core::{Element, Result};
 
-/// A running pipeline. `next_element` returns `Ok(None)` at the end; an
-/// `Err` ends the iteration (TensorFlow iterators do not resume after an
-/// error).
+/// A running pipeline. `next_element` returns `Ok(None)` at the end. An
+/// `Err` is the failure of one element: callers stop there (workers end the
+/// task), except `ignore_errors`, which calls again; ops whose errors are
+/// per element (`map`, parallel `map`, `prefetch`) then go on with the next
+/// element as TensorFlow's do, and an input's own error ends the others.
 pub trait ElementIterator: Send {
     fn next_element(&mut self) -> Result<Option<Element>>;
 

@@ -50,6 +50,7 @@ const MAX_ELEMENT_DIFFS: usize = 4;
 /// their modules, against files pyarrow, `datasets`, webdataset's TarWriter
 /// and Google's own `array_record` wrote.) The ops TensorFlow graphs bring
 /// (`window` and the windows it hands functions, `scan`, `group_by_window`,
+/// `group_by_reducer`,
 /// `random`, `directed_interleave`, `unique`, `take_while`,
 /// `ignore_errors`, `rebatch`) are checked against TensorFlow through the
 /// graphs it serialises, by `tfdata-graph`'s differential cases (the
@@ -66,6 +67,7 @@ const OPS_WITHOUT_CASES: &[&str] = &[
     "window_elements",
     "scan",
     "group_by_window",
+    "group_by_reducer",
     "random",
     "directed_interleave",
     "unique",

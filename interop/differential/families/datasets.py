@@ -126,6 +126,32 @@ def groups(fam):
                         element_length_func=lambda s, y: tf.size(s),
                         bucket_boundaries=[6], bucket_batch_sizes=[4, 3],
                         padding_values=(tf.constant(-1, tf.int32), tf.constant(0, tf.int64))))
+    R = tf.data.experimental.Reducer
+    fam.add_dataset("group_by_reducer sums per key", D.range(20).apply(
+        tf.data.experimental.group_by_reducer(
+            key_func=lambda x: x % 3, reducer=R(
+                init_func=lambda k: tf.constant(0, tf.int64),
+                reduce_func=lambda s, x: s + x, finalize_func=lambda s: s))))
+    fam.add_dataset("group_by_reducer (count, sum) to mean, keys out of order",
+                    D.from_tensor_slices(tf.constant([5, 1, 9, 3, 7, 2, 8], tf.int64)).apply(
+                        tf.data.experimental.group_by_reducer(
+                            key_func=lambda x: 10 - x % 4, reducer=R(
+                                init_func=lambda k: (tf.constant(0, tf.int64), k),
+                                reduce_func=lambda s, x: (s[0] + 1, s[1] + x),
+                                finalize_func=lambda n, t: (n, t, tf.cast(t, tf.float64) /
+                                                            tf.cast(n, tf.float64))))))
+    fam.add_dataset("group_by_reducer of an empty dataset", D.range(0).apply(
+        tf.data.experimental.group_by_reducer(
+            key_func=lambda x: x, reducer=R(
+                init_func=lambda k: tf.constant(0, tf.int64),
+                reduce_func=lambda s, x: s + x, finalize_func=lambda s: s))))
+    # Python writes ExperimentalGroupByReducerDataset; the newer name runs the same kernel.
+    fam.add_dataset("GroupByReducerDataset", D.range(7).apply(
+        tf.data.experimental.group_by_reducer(
+            key_func=lambda x: x // 3, reducer=R(
+                init_func=lambda k: tf.constant(1, tf.int64),
+                reduce_func=lambda s, x: s * (x + 1), finalize_func=lambda s: s))),
+        edit=rename_op("ExperimentalGroupByReducerDataset", "GroupByReducerDataset"))
     # Bad sizes come from the window size function, at run time.
     fam.add_dataset_error("group_by_window window size 0", D.range(5).group_by_window(
         key_func=lambda x: x % 2, reduce_func=lambda k, w: w.batch(2),
@@ -213,6 +239,10 @@ def selection(fam):
     fam.add_dataset("ignore_errors after a failing map", D.from_tensor_slices(
         [1.0, 2.0, 0.0, 4.0, 0.0, 8.0]).map(
         lambda x: tf.debugging.check_numerics(1.0 / x, "division")).ignore_errors())
+    fam.add_dataset("ignore_errors after a parallel map and prefetch", D.from_tensor_slices(
+        [1.0, 0.0, 2.0, 0.0, 0.0, 4.0, 5.0, 0.0]).map(
+        lambda x: tf.debugging.check_numerics(1.0 / x, "division"), num_parallel_calls=3,
+        deterministic=True).prefetch(2).ignore_errors())
     fam.add_dataset("ignore_errors of strings to numbers", D.from_tensor_slices(
         ["1", "x", "3", "", "5"]).map(
         lambda s: tf.strings.to_number(s, tf.int32)).ignore_errors())

@@ -1,6 +1,8 @@
 //! `group_by_window`: elements grouped by a key, each group handed to a
 //! reduce function as a window dataset once it has `window_size` elements
-//! (what `group_by_window` and `bucket_by_sequence_length` build).
+//! (what `group_by_window` and `bucket_by_sequence_length` build); and
+//! `group_by_reducer`: a state per key folded over its elements, finalized
+//! per key once the input ends.
 //!
 //! Three functions: `key_func` (element to an int64 scalar key) and
 //! `window_size_func` (key to an int64 scalar size, asked once per key) are
@@ -22,6 +24,27 @@ use crate::spec::{Shape, Structure, TensorSpec};
 use crate::{INFINITE_CARDINALITY, UNKNOWN_CARDINALITY};
 
 impl Dataset {
+    /// `group_by_reducer(key_func, Reducer(init_func, reduce_func,
+    /// finalize_func))`: `init_func(key)` is a key's first state,
+    /// `reduce_func(state..., element...)` the next, and once the input has
+    /// ended `finalize_func(state...)` is one output element per key, in
+    /// ascending key order.
+    pub fn group_by_reducer(
+        self,
+        key_func: FunctionRef,
+        init_func: FunctionRef,
+        reduce_func: FunctionRef,
+        finalize_func: FunctionRef,
+    ) -> Dataset {
+        Dataset::from_op(GroupByReducer {
+            input: self,
+            key_func,
+            init_func,
+            reduce_func,
+            finalize_func,
+        })
+    }
+
     /// `group_by_window(key_func, reduce_func, window_size_func)`.
     pub fn group_by_window(
         self,
@@ -223,6 +246,109 @@ impl ElementIterator for GroupByWindowIter {
                     None => return Ok(None),
                 }
             }
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct GroupByReducer {
+    pub input: Dataset,
+    pub key_func: FunctionRef,
+    pub init_func: FunctionRef,
+    pub reduce_func: FunctionRef,
+    pub finalize_func: FunctionRef,
+}
+
+impl DatasetOp for GroupByReducer {
+    fn name(&self) -> &'static str {
+        "group_by_reducer"
+    }
+
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+
+    fn attrs(&self) -> Attrs {
+        Attrs::new()
+            .with("key_func", self.key_func.clone())
+            .with("init_func", self.init_func.clone())
+            .with("reduce_func", self.reduce_func.clone())
+            .with("finalize_func", self.finalize_func.clone())
+    }
+
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        let input = self.input.element_spec()?;
+        allow_unregistered(resolve_map(&self.key_func, input.as_ref()))?;
+        allow_unregistered(resolve_map(&self.init_func, Some(&key_spec())))?;
+        // The state's structure is the functions' business: unknown here.
+        allow_unregistered(resolve_map(&self.reduce_func, None))?;
+        Ok(allow_unregistered(resolve_map(&self.finalize_func, None))?.and_then(|r| r.output))
+    }
+
+    fn cardinality(&self) -> i64 {
+        UNKNOWN_CARDINALITY
+    }
+
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        let input = self.input.element_spec()?;
+        Ok(Box::new(GroupByReducerIter {
+            input: Some(self.input.op.make_iterator(ctx)?),
+            funcs: [
+                resolve_map(&self.key_func, input.as_ref())?.f,
+                resolve_map(&self.init_func, Some(&key_spec()))?.f,
+                resolve_map(&self.reduce_func, None)?.f,
+                resolve_map(&self.finalize_func, None)?.f,
+            ],
+            names: [
+                self.key_func.name.clone(),
+                self.init_func.name.clone(),
+                self.reduce_func.name.clone(),
+                self.finalize_func.name.clone(),
+            ],
+            states: BTreeMap::new(),
+        }))
+    }
+}
+
+struct GroupByReducerIter {
+    /// `None` once the input has ended.
+    input: Option<Box<dyn ElementIterator>>,
+    /// key, init, reduce, finalize.
+    funcs: [MapFn; 4],
+    names: [String; 4],
+    /// One state per key seen, as TensorFlow keeps them (the key function
+    /// decides how many); emptied in key order once the input ends.
+    states: BTreeMap<i64, Vec<Tensor>>,
+}
+
+impl GroupByReducerIter {
+    fn call(&self, which: usize, components: Vec<Tensor>) -> Result<Vec<Tensor>> {
+        let f = &self.funcs[which];
+        Ok(functions::guarded(&self.names[which], || f(Element::new(components)))?.components)
+    }
+}
+
+impl ElementIterator for GroupByReducerIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        while let Some(input) = &mut self.input {
+            let Some(e) = input.next_element()? else {
+                self.input = None;
+                break;
+            };
+            let out = Element::new(self.call(0, e.components.clone())?);
+            let key = int64_scalar(&out, "`key_func` must return a scalar int64.")?;
+            let state = match self.states.remove(&key) {
+                Some(state) => state,
+                None => self.call(1, vec![Tensor::scalar(key)])?,
+            };
+            let mut args = state;
+            args.extend(e.components);
+            let next = self.call(2, args)?;
+            self.states.insert(key, next);
+        }
+        match self.states.pop_first() {
+            Some((_, state)) => Ok(Some(Element::new(self.call(3, state)?))),
+            None => Ok(None),
         }
     }
 }

@@ -66,6 +66,7 @@ pub const OP_NAMES: &[&str] = &[
     "window_elements",
     "scan",
     "group_by_window",
+    "group_by_reducer",
     "random",
     "directed_interleave",
     "unique",
@@ -297,6 +298,18 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
                 attrs.function(op, "key_func")?.clone(),
                 attrs.function(op, "reduce_func")?.clone(),
                 attrs.function(op, "window_size_func")?.clone(),
+            )
+        }
+        "group_by_reducer" => {
+            attrs.check_known(
+                op,
+                &["key_func", "init_func", "reduce_func", "finalize_func"],
+            )?;
+            one_input(op, inputs)?.group_by_reducer(
+                attrs.function(op, "key_func")?.clone(),
+                attrs.function(op, "init_func")?.clone(),
+                attrs.function(op, "reduce_func")?.clone(),
+                attrs.function(op, "finalize_func")?.clone(),
             )
         }
         "random" => {

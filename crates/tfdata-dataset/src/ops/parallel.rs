@@ -209,14 +209,12 @@ impl ElementIterator for ParallelMap {
 }
 
 impl ParallelMap {
+    /// One element's result. A function's error is that element's, as in
+    /// TensorFlow: the next call goes on with the next element (what
+    /// `ignore_errors` after a parallel `map` relies on). An input's error
+    /// ends the input (its `End` follows it), so the calls after it end.
     fn emit(&mut self, result: Result<Element>) -> Result<Option<Element>> {
-        match result {
-            Ok(e) => Ok(Some(e)),
-            Err(e) => {
-                self.finished = true;
-                Err(e)
-            }
-        }
+        result.map(Some)
     }
 }
 
@@ -257,8 +255,12 @@ impl Prefetcher {
                         if stop_flag.load(Ordering::SeqCst) {
                             return;
                         }
+                        // An error goes ahead like an element, and the
+                        // input goes on after it, as TensorFlow's prefetch
+                        // does (`ignore_errors` downstream skips it); the
+                        // channel bounds how far ahead.
                         let next = input.next_element();
-                        let last = !matches!(next, Ok(Some(_)));
+                        let last = matches!(next, Ok(None));
                         if tx.send(next).is_err() || last {
                             return;
                         }
@@ -281,9 +283,10 @@ impl ElementIterator for Prefetcher {
         }
         match self.rx.recv() {
             Ok(Ok(Some(e))) => Ok(Some(e)),
-            Ok(other) => {
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(None)) => {
                 self.finished = true;
-                other
+                Ok(None)
             }
             Err(_) => {
                 self.finished = true;

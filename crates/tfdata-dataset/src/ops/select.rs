@@ -533,6 +533,28 @@ mod tests {
     }
 
     #[test]
+    fn ignore_errors_skips_failed_maps_sequential_and_parallel() {
+        crate::register_function("ignore_errors_test_odd", |e: Element| {
+            let x = e.components[0].to_scalar::<i64>()?;
+            if x % 2 == 0 {
+                return Err(Error::InvalidArgument(format!("{x} is even")));
+            }
+            Ok(e)
+        });
+        for calls in [None, Some(3)] {
+            let ds = Dataset::range(9)
+                .map_with(FunctionRef::named("ignore_errors_test_odd"), calls, true)
+                .ignore_errors();
+            let got: Vec<i64> = ds
+                .iter()
+                .unwrap()
+                .map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap())
+                .collect();
+            assert_eq!(got, [1, 3, 5, 7], "num_parallel_calls {calls:?}");
+        }
+    }
+
+    #[test]
     fn unique_and_take_while() {
         let ds = Dataset::from_tensor_slices(vec![Tensor::vector(&[3i64, 1, 3, 2, 1])]).unique();
         let got: Vec<i64> = ds

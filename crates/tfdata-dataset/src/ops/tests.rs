@@ -152,7 +152,7 @@ fn map_sequential_and_parallel_keep_order() {
 }
 
 #[test]
-fn parallel_map_reports_errors_in_order_and_stops() {
+fn parallel_map_reports_errors_in_order_and_goes_on() {
     register_function("ops_test_fail_at_7", |e: Element| {
         if e.components[0].to_scalar::<i64>()? == 7 {
             return Err(Error::InvalidArgument("seven".into()));
@@ -171,7 +171,14 @@ fn parallel_map_reports_errors_in_order_and_stops() {
     }
     let err = it.next_element().unwrap_err();
     assert!(matches!(err, Error::UserFunction { .. }), "{err}");
-    assert!(it.next_element().unwrap().is_none());
+    // The error was element 7's, as in TensorFlow (and the sequential map):
+    // the next call goes on with element 8 (`ignore_errors` relies on it).
+    assert_eq!(
+        it.next_element().unwrap().unwrap().components[0]
+            .to_scalar::<i64>()
+            .unwrap(),
+        8
+    );
 }
 
 #[test]

@@ -62,6 +62,8 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalScanDataset",
     "GroupByWindowDataset",
     "ExperimentalGroupByWindowDataset",
+    "GroupByReducerDataset",
+    "ExperimentalGroupByReducerDataset",
     "RandomDataset",
     "ExperimentalRandomDataset",
     "RandomDatasetV2",

@@ -1,5 +1,6 @@
 //! Dataset nodes that gather elements or carry state across them:
-//! `WindowDataset`, `ScanDataset`, `GroupByWindowDataset`. Their functions
+//! `WindowDataset`, `ScanDataset`, `GroupByWindowDataset`,
+//! `GroupByReducerDataset`. Their functions
 //! receive windows as dataset arguments (see [`Arg::Window`]).
 
 use std::sync::Arc;
@@ -108,6 +109,37 @@ pub(super) fn compile(
                     reduce_bound.args = Arc::from([Arg::Tensor, Arg::Group]);
                     let reduce_fn = inline::dataset_fn(reduce_bound, spec.clone());
                     Ok(input.group_by_window(key_fn, reduce_fn, size_fn))
+                },
+                node,
+            )
+        }
+        "GroupByReducerDataset" | "ExperimentalGroupByReducerDataset" => {
+            let fns = [
+                ("key_func", "Tkey_func_other_arguments"),
+                ("init_func", "Tinit_func_other_arguments"),
+                ("reduce_func", "Treduce_func_other_arguments"),
+                ("finalize_func", "Tfinalize_func_other_arguments"),
+            ]
+            .map(|(key, types)| Fn::compile(attrs, key, types, compiler));
+            let [key, init, reduce, finalize] = fns;
+            let (key, init, reduce, finalize) = (key?, init?, reduce?, finalize?);
+            let node_name = node.name.clone();
+            handle(
+                move |mut i| {
+                    let input = i.dataset()?;
+                    let mut bound = |f: &Fn, spec| -> Result<_> {
+                        let captured = i.take(Some(f.captured))?;
+                        Ok(inline::map(f.bind(captured, &node_name), spec))
+                    };
+                    let int64 = Structure::Tensor(TensorSpec::new(
+                        tfdata_core::DType::Int64,
+                        Shape::scalar(),
+                    ));
+                    let key_fn = bound(&key, Some(int64))?;
+                    let init_fn = bound(&init, None)?;
+                    let reduce_fn = bound(&reduce, None)?;
+                    let finalize_fn = bound(&finalize, spec.clone())?;
+                    Ok(input.group_by_reducer(key_fn, init_fn, reduce_fn, finalize_fn))
                 },
                 node,
             )
