@@ -5,30 +5,53 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use std::collections::VecDeque;
+
 use tfdata_core::{Element, Error, Result};
 
 use super::parallel::Prefetcher;
 use crate::attrs::Attrs;
 use crate::dataset::{Dataset, DatasetOp, IterContext};
 use crate::iterators::{ElementIterator, VecIter};
+use crate::philox::{Philox, Words};
 use crate::spec::Structure;
 use crate::{INFINITE_CARDINALITY, UNKNOWN_CARDINALITY};
 
 /// Selecting, reordering, repeating and buffering.
 impl Dataset {
-    /// `shuffle(buffer_size, seed, reshuffle_each_iteration)`.
+    /// `shuffle(buffer_size, seed, reshuffle_each_iteration)`, with
+    /// TensorFlow's Python seeding: an op seed alone pairs with TensorFlow's
+    /// default graph seed, so `seed=7` gives `tf.data`'s `shuffle(seed=7)`
+    /// order (without a global seed).
     pub fn shuffle(
         self,
         buffer_size: i64,
         seed: Option<u64>,
         reshuffle_each_iteration: bool,
     ) -> Dataset {
+        let seeds = seed.map(|s| (DEFAULT_GRAPH_SEED, s as i64));
         Dataset::from_op(Shuffle::new(
             self,
             buffer_size,
-            seed,
+            seeds,
+            reshuffle_each_iteration,
+        ))
+    }
+
+    /// `shuffle` with TensorFlow's two seeds as its kernel takes them
+    /// (`ShuffleDatasetV3`'s `seed`, `seed2`); both zero draws fresh ones.
+    pub fn shuffle_with_seeds(
+        self,
+        buffer_size: i64,
+        seed: i64,
+        seed2: i64,
+        reshuffle_each_iteration: bool,
+    ) -> Dataset {
+        let seeds = (seed != 0 || seed2 != 0).then_some((seed, seed2));
+        Dataset::from_op(Shuffle::new(
+            self,
+            buffer_size,
+            seeds,
             reshuffle_each_iteration,
         ))
     }
@@ -465,37 +488,66 @@ impl ElementIterator for ShardIter {
     }
 }
 
-/// `shuffle(buffer_size, seed, reshuffle_each_iteration)`: TensorFlow's
-/// algorithm (a buffer of `buffer_size` elements; each output is a uniformly
-/// chosen buffer slot, refilled from the input). The random stream is not
-/// TensorFlow's, so the same seed gives a different (but reproducible) order.
+/// TensorFlow's `DEFAULT_GRAPH_SEED`: the graph seed Python pairs an op
+/// seed with when no global seed is set.
+pub const DEFAULT_GRAPH_SEED: i64 = 87_654_321;
+
+/// `shuffle(buffer_size, seed, reshuffle_each_iteration)` as TensorFlow's
+/// kernel runs it, so a seeded shuffle gives TensorFlow's order:
+///
+/// - Each iterator (each epoch under `repeat`) takes its seeds from a seed
+///   generator: the dataset's own `(seed, seed2)` when it does not
+///   reshuffle; else words `2k` and `2k + 1` of Philox(`seed`, `seed2`) for
+///   the dataset's `k`-th iterator (TensorFlow's `RandomSeedGenerator`,
+///   shared by the dataset's iterators).
+/// - The iterator keeps the buffer full from its input, and each output is
+///   the element `word % len` places after the oldest, drawn from
+///   Philox(its seeds) one 32-bit word at a time; the oldest takes its
+///   place.
 #[derive(Debug)]
 pub struct Shuffle {
     pub input: Dataset,
     pub buffer_size: i64,
-    pub seed: Option<u64>,
+    /// TensorFlow's `(seed, seed2)`; `None` for fresh random seeds.
+    pub seeds: Option<(i64, i64)>,
     pub reshuffle_each_iteration: bool,
-    /// Iterators made so far (each is a new epoch for reshuffling).
+    /// Iterators made so far (each asks the seed generator again).
     epochs: AtomicU64,
-    /// The seed drawn for an unseeded shuffle, fixed for this dataset.
-    unseeded: u64,
+    /// The seeds drawn for an unseeded shuffle, fixed for this dataset.
+    unseeded: (i64, i64),
 }
 
 impl Shuffle {
     pub fn new(
         input: Dataset,
         buffer_size: i64,
-        seed: Option<u64>,
+        seeds: Option<(i64, i64)>,
         reshuffle_each_iteration: bool,
     ) -> Self {
+        let drawn = crate::random::unseeded_seed();
         Shuffle {
             input,
             buffer_size,
-            seed,
+            seeds,
             reshuffle_each_iteration,
             epochs: AtomicU64::new(0),
-            unseeded: crate::random::unseeded_seed(),
+            // Nonzero, so that it never reads as "unseeded" again.
+            unseeded: ((drawn >> 1) as i64 | 1, (drawn as u32) as i64),
         }
+    }
+
+    /// The seeds of the `k`-th iterator.
+    fn iterator_seeds(&self, k: u64) -> (u64, u64) {
+        let (seed, seed2) = self.seeds.unwrap_or(self.unseeded);
+        if !self.reshuffle_each_iteration {
+            return (seed as u64, seed2 as u64);
+        }
+        let mut generator = Philox::from_seeds(seed as u64, seed2 as u64);
+        // Two words an iterator, four a block.
+        generator.skip(k / 2);
+        let block = generator.next_block();
+        let at = 2 * (k % 2) as usize;
+        (u64::from(block[at]), u64::from(block[at + 1]))
     }
 }
 
@@ -510,8 +562,14 @@ impl DatasetOp for Shuffle {
         let mut a = Attrs::new()
             .with("buffer_size", self.buffer_size)
             .with("reshuffle_each_iteration", self.reshuffle_each_iteration);
-        if let Some(seed) = self.seed {
-            a = a.with("seed", seed as i64);
+        if let Some((seed, seed2)) = self.seeds {
+            // The op seed alone when the graph seed is the default one, as
+            // pipelines have always been written.
+            if seed == DEFAULT_GRAPH_SEED {
+                a = a.with("seed", seed2);
+            } else {
+                a = a.with("seed", seed2).with("graph_seed", seed);
+            }
         }
         a
     }
@@ -529,12 +587,7 @@ impl DatasetOp for Shuffle {
     }
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
         let epoch = self.epochs.fetch_add(1, Ordering::SeqCst);
-        let base = self.seed.unwrap_or(self.unseeded);
-        let seed = if self.reshuffle_each_iteration {
-            base ^ epoch.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        } else {
-            base
-        };
+        let (seed, seed2) = self.iterator_seeds(epoch);
         let buffer_size = if self.buffer_size < 0 {
             1024
         } else {
@@ -542,18 +595,20 @@ impl DatasetOp for Shuffle {
         };
         Ok(Box::new(ShuffleIter {
             input: Some(self.input.op.make_iterator(ctx)?),
-            buffer: Vec::with_capacity(buffer_size.min(1 << 16)),
+            buffer: VecDeque::with_capacity(buffer_size.min(1 << 16)),
             buffer_size,
-            rng: StdRng::seed_from_u64(seed),
+            words: Words::new(Philox::from_seeds(seed, seed2)),
         }))
     }
 }
 
 struct ShuffleIter {
     input: Option<Box<dyn ElementIterator>>,
-    buffer: Vec<Element>,
+    /// The buffer from its oldest element on (TensorFlow's ring from
+    /// `start`).
+    buffer: VecDeque<Element>,
     buffer_size: usize,
-    rng: StdRng,
+    words: Words,
 }
 
 impl ElementIterator for ShuffleIter {
@@ -561,15 +616,16 @@ impl ElementIterator for ShuffleIter {
         while self.buffer.len() < self.buffer_size {
             let Some(input) = &mut self.input else { break };
             match input.next_element()? {
-                Some(e) => self.buffer.push(e),
+                Some(e) => self.buffer.push_back(e),
                 None => self.input = None,
             }
         }
         if self.buffer.is_empty() {
             return Ok(None);
         }
-        let i = self.rng.random_range(0..self.buffer.len());
-        Ok(Some(self.buffer.swap_remove(i)))
+        let i = (u64::from(self.words.next_word()) % self.buffer.len() as u64) as usize;
+        self.buffer.swap(0, i);
+        Ok(self.buffer.pop_front())
     }
 }
 

@@ -218,12 +218,24 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
             one_input(op, inputs)?.unbatch()
         }
         "shuffle" => {
-            attrs.check_known(op, &["buffer_size", "seed", "reshuffle_each_iteration"])?;
-            one_input(op, inputs)?.shuffle(
-                attrs.int(op, "buffer_size")?,
-                attrs.opt_int(op, "seed")?.map(|s| s as u64),
-                attrs.bool_or(op, "reshuffle_each_iteration", true)?,
-            )
+            attrs.check_known(
+                op,
+                &[
+                    "buffer_size",
+                    "seed",
+                    "graph_seed",
+                    "reshuffle_each_iteration",
+                ],
+            )?;
+            let input = one_input(op, inputs)?;
+            let buffer_size = attrs.int(op, "buffer_size")?;
+            let reshuffle = attrs.bool_or(op, "reshuffle_each_iteration", true)?;
+            match (attrs.opt_int(op, "graph_seed")?, attrs.opt_int(op, "seed")?) {
+                (Some(graph_seed), seed) => {
+                    input.shuffle_with_seeds(buffer_size, graph_seed, seed.unwrap_or(0), reshuffle)
+                }
+                (None, seed) => input.shuffle(buffer_size, seed.map(|s| s as u64), reshuffle),
+            }
         }
         "repeat" => {
             attrs.check_known(op, &["count"])?;

@@ -314,6 +314,37 @@ fn filter_shard_repeat_enumerate_zip_concatenate() {
 }
 
 #[test]
+fn seeded_shuffles_give_tensorflows_orders() {
+    // TensorFlow 2.21: `tf.data.Dataset.range(30).shuffle(10, seed=7)`,
+    // iterated twice (each iterator reshuffles), and
+    // `range(12).shuffle(5, seed=3, reshuffle_each_iteration=False).repeat(2)`.
+    let ds = Dataset::range(30).shuffle(10, Some(7), true);
+    assert_eq!(
+        scalars(&ds),
+        [
+            2, 4, 0, 3, 13, 8, 14, 15, 5, 18, 12, 6, 7, 20, 10, 24, 22, 25, 27, 23, 26, 29, 11, 28,
+            17, 19, 9, 1, 21, 16
+        ]
+    );
+    assert_eq!(
+        scalars(&ds),
+        [
+            9, 0, 3, 12, 2, 11, 13, 14, 6, 7, 17, 20, 1, 19, 5, 22, 10, 21, 4, 25, 15, 29, 24, 16,
+            26, 23, 28, 27, 8, 18
+        ]
+    );
+    let fixed = Dataset::range(12)
+        .shuffle(5, Some(3), false)
+        .repeat(Some(2));
+    assert_eq!(
+        scalars(&fixed),
+        [
+            2, 4, 0, 3, 6, 1, 7, 9, 5, 11, 10, 8, 2, 4, 0, 3, 6, 1, 7, 9, 5, 11, 10, 8
+        ]
+    );
+}
+
+#[test]
 fn shuffle_is_a_seeded_permutation_and_reshuffles() {
     let ds = Dataset::range(100).shuffle(100, Some(42), true);
     let first = scalars(&ds);

@@ -271,15 +271,6 @@ pub(super) fn element_args(
         .collect())
 }
 
-/// Our seed from TensorFlow's pair: both zero means "random each time".
-fn seed(seed: i64, seed2: i64) -> Option<u64> {
-    if seed == 0 && seed2 == 0 {
-        None
-    } else {
-        Some((seed as u64).rotate_left(32) ^ seed2 as u64)
-    }
-}
-
 /// TensorFlow's `deterministic` attribute: only "false" lets outputs reorder.
 fn deterministic(attrs: &NodeAttrs) -> Result<bool> {
     Ok(attrs.string_or("deterministic", "default")? != "false")
@@ -582,11 +573,11 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                 move |mut i| {
                     let input = i.dataset()?;
                     let buffer = i.int("buffer_size")?;
-                    let seed = seed(i.int("seed")?, i.int("seed2")?);
+                    let (seed, seed2) = (i.int("seed")?, i.int("seed2")?);
                     if v3 {
                         i.next("seed_generator")?;
                     }
-                    Ok(input.shuffle(buffer, seed, reshuffle))
+                    Ok(input.shuffle_with_seeds(buffer, seed, seed2, reshuffle))
                 },
                 node,
             )
@@ -605,9 +596,11 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                 move |mut i| {
                     let input = i.dataset()?;
                     let buffer = i.int("buffer_size")?;
-                    let seed = seed(i.int("seed")?, i.int("seed2")?);
+                    let (seed, seed2) = (i.int("seed")?, i.int("seed2")?);
                     let count = i.int("count")?;
-                    Ok(input.shuffle(buffer, seed, reshuffle).repeat(Some(count)))
+                    Ok(input
+                        .shuffle_with_seeds(buffer, seed, seed2, reshuffle)
+                        .repeat(Some(count)))
                 },
                 node,
             )
