@@ -92,6 +92,11 @@ def as_list(out):
     return [tensor(out)]
 
 
+def check_tolerance(tolerance, reason):
+    assert re.fullmatch(r"exact|ulp:\d+|abs:[0-9.e+-]+", tolerance), tolerance
+    assert (tolerance == "exact") == (reason is None), (tolerance, reason)
+
+
 class Family:
     def __init__(self, name):
         self.name = name
@@ -100,8 +105,14 @@ class Family:
         # NodeDefs, each once: cases name them by index.
         self.nodes = []
 
-    def add(self, op, fn, inputs, case_id, tolerance="exact", calls=1):
-        """One op case: fn(*tensors) calls tf.raw_ops.<op> with keyword args."""
+    def add(self, op, fn, inputs, case_id, tolerance="exact", calls=1, reason=None):
+        """One op case: fn(*tensors) calls tf.raw_ops.<op> with keyword args.
+
+        tolerance: "exact" (bit for bit), or for float outputs "ulp:N" (within
+        N units in the last place) or "abs:X" (within X); a tolerance other
+        than "exact" needs a `reason` (why the op cannot be bit-exact), which
+        the case carries. Integer and string outputs are always exact."""
+        check_tolerance(tolerance, reason)
         assert case_id not in self.ids, case_id
         self.ids.add(case_id)
         inputs = [tf.convert_to_tensor(x) for x in inputs]
@@ -112,6 +123,8 @@ class Family:
             self.nodes.append(h)
         case = {"id": case_id, "op": op, "node": self.nodes.index(h),
                 "inputs": [tensor(x) for x in inputs], "tolerance": tolerance}
+        if reason:
+            case["reason"] = reason
         with tf.device("/CPU:0"):
             if calls == 1:
                 out, err = run_error(lambda: fn(*inputs))

@@ -28,6 +28,7 @@ mod fill;
 mod image;
 mod io;
 mod layout;
+mod linalg;
 mod math;
 mod numeric;
 mod parse;
@@ -91,6 +92,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             sparse::KERNELS,
             io::KERNELS,
             assert::KERNELS,
+            linalg::KERNELS,
         ] {
             for k in set {
                 t.insert(k.op, k);
@@ -154,6 +156,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         sparse::KERNELS,
         io::KERNELS,
         assert::KERNELS,
+        linalg::KERNELS,
     ]
 }
 
