@@ -35,6 +35,7 @@ mod parse;
 mod ragged;
 mod random;
 mod reduce;
+mod segment;
 mod shape;
 mod slice;
 mod sparse;
@@ -93,6 +94,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             io::KERNELS,
             assert::KERNELS,
             linalg::KERNELS,
+            segment::KERNELS,
         ] {
             for k in set {
                 t.insert(k.op, k);
@@ -157,6 +159,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         io::KERNELS,
         assert::KERNELS,
         linalg::KERNELS,
+        segment::KERNELS,
     ]
 }
 
