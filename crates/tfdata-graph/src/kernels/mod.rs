@@ -31,6 +31,7 @@ mod layout;
 mod linalg;
 mod math;
 mod numeric;
+mod order;
 mod parse;
 mod ragged;
 mod random;
@@ -95,6 +96,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             assert::KERNELS,
             linalg::KERNELS,
             segment::KERNELS,
+            order::KERNELS,
         ] {
             for k in set {
                 t.insert(k.op, k);
@@ -160,6 +162,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         assert::KERNELS,
         linalg::KERNELS,
         segment::KERNELS,
+        order::KERNELS,
     ]
 }
 
