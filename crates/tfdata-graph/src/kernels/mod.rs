@@ -24,6 +24,7 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use crate::attrs::NodeAttrs;
 
 mod assert;
+mod einsum;
 mod fill;
 mod image;
 mod io;
@@ -97,6 +98,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             linalg::KERNELS,
             segment::KERNELS,
             order::KERNELS,
+            einsum::KERNELS,
         ] {
             for k in set {
                 t.insert(k.op, k);
@@ -163,6 +165,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         linalg::KERNELS,
         segment::KERNELS,
         order::KERNELS,
+        einsum::KERNELS,
     ]
 }
 
