@@ -41,6 +41,9 @@ def blob(b):
 def tensor(t):
     t = tf.convert_to_tensor(t)
     a = t.numpy()
+    if isinstance(a, bytes):
+        # A scalar string (numpy's bytes arrays would drop trailing NULs).
+        return f"{t.dtype.as_datatype_enum}||{a.hex()}"
     shape = ",".join(str(d) for d in a.shape)
     if t.dtype == tf.string:
         # Each string's bytes in hex, comma-separated, in row-major order.
@@ -80,6 +83,9 @@ def run_error(call):
         # and the list of registered kernels a NotFoundError appends.
         msg = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", e.message)
         msg = msg.split(" [Op:")[0].split("\n")[0].strip()
+        # Protobuf redacts the debug strings it prints behind a marker that
+        # varies from run to run ("goo.gle/debugstr", "goo.gle/debugonly").
+        msg = msg.split("goo.gle/debug")[0]
         if isinstance(e, tf.errors.NotFoundError):
             msg = msg.split(":")[0]  # "Could not find device for node"
         return None, {"code": e.error_code, "class": type(e).__name__, "message": msg}

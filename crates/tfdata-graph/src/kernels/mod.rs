@@ -38,6 +38,7 @@ mod ragged;
 mod random;
 mod reduce;
 mod segment;
+mod serialize;
 mod shape;
 mod slice;
 mod sparse;
@@ -99,6 +100,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             segment::KERNELS,
             order::KERNELS,
             einsum::KERNELS,
+            serialize::KERNELS,
         ] {
             for k in set {
                 t.insert(k.op, k);
@@ -166,6 +168,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         segment::KERNELS,
         order::KERNELS,
         einsum::KERNELS,
+        serialize::KERNELS,
     ]
 }
 
