@@ -43,6 +43,7 @@ mod shape;
 mod slice;
 mod sparse;
 mod strings;
+mod trig;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
 /// op's output args, in order).
@@ -101,6 +102,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             order::KERNELS,
             einsum::KERNELS,
             serialize::KERNELS,
+            trig::KERNELS,
         ] {
             for k in set {
                 t.insert(k.op, k);
@@ -169,6 +171,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         order::KERNELS,
         einsum::KERNELS,
         serialize::KERNELS,
+        trig::KERNELS,
     ]
 }
 
