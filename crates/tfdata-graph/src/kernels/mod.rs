@@ -31,6 +31,7 @@ mod io;
 mod layout;
 mod linalg;
 mod math;
+mod mathx;
 mod numeric;
 mod order;
 mod parse;
@@ -103,6 +104,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             einsum::KERNELS,
             serialize::KERNELS,
             trig::KERNELS,
+            mathx::KERNELS,
         ] {
             for k in set {
                 t.insert(k.op, k);
@@ -172,6 +174,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         einsum::KERNELS,
         serialize::KERNELS,
         trig::KERNELS,
+        mathx::KERNELS,
     ]
 }
 
