@@ -68,7 +68,7 @@ def family():
     # Random floats: sums in Eigen's order for some shapes only.
     # (Long inner dimensions in float32 only: they are most of the bytes.)
     shapes = {tf.float32: [(2, 3, 4), (3, 8, 5), (8, 64, 8), (12, 20, 10), (1, 17, 3), (3, 17, 1),
-                           (1, 100, 1), (2, 300, 1), (2, 600, 2)],
+                           (1, 100, 1), (2, 200, 1), (2, 400, 2)],
               tf.float64: [(2, 3, 4), (3, 8, 5), (1, 17, 3), (3, 17, 1), (2, 40, 2)]}
     for dt in (tf.float32, tf.float64):
         for (m, k, n) in shapes[dt]:
@@ -114,7 +114,9 @@ def family():
                 reason=None if tol == "exact" else REASON)
 
     for op in ("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"):
-        for dt in (tf.float32, tf.float64, tf.int32, tf.int64):
+        # (Every dtype for V2; V1 and V3 share its code, so float32 and int32 there.)
+        for dt in ((tf.float32, tf.float64, tf.int32, tf.int64) if op == "BatchMatMulV2"
+                   else (tf.float32, tf.int32)):
             for adj_x in (False, True):
                 for adj_y in (False, True):
                     x = ints(rng, [2, 4, 3] if adj_x else [2, 3, 4], dt)
@@ -122,7 +124,7 @@ def family():
                     bmm(op, x, y, f"{dt.name}/[2,3,4]x[2,4,5]", adj_x, adj_y)
         for dt in (tf.float32, tf.float64):
             for shapes in ([([3, 4, 5], [3, 5, 2]), ([2, 12, 12], [2, 12, 12]),
-                            ([2, 2, 150], [2, 150, 2]), ([1, 8, 32], [1, 32, 8]),
+                            ([2, 2, 100], [2, 100, 2]), ([1, 8, 32], [1, 32, 8]),
                             ([2, 3, 1, 7], [2, 3, 7, 4])]
                            if dt == tf.float32 and op == "BatchMatMulV2"
                            else [([3, 4, 5], [3, 5, 2])]):
@@ -150,7 +152,7 @@ def family():
     for op in ("BatchMatMulV2", "BatchMatMulV3"):
         for xs, ys in [([2, 1, 3, 4], [5, 4, 2]), ([3, 4], [2, 2, 4, 1]), ([1, 2, 3], [4, 3, 3]),
                        ([4, 1, 2, 3], [1, 5, 3, 2]), ([0, 2, 3], [3, 4]), ([0, 2, 3], [1, 3, 4])]:
-            for dt in (tf.float32, tf.int64):
+            for dt in (tf.float32, tf.int64) if op == "BatchMatMulV2" else (tf.int32,):
                 bmm(op, ints(rng, xs, dt), ints(rng, ys, dt), f"{dt.name}/broadcast {xs}x{ys}")
         bmm(op, ints(rng, [2, 3, 4], tf.int16, -300, 300), ints(rng, [4, 2], tf.int16, -300, 300),
             "int16 (wraps)")
