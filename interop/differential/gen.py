@@ -24,7 +24,8 @@ crates/tfdata-graph/tests/differential/<family>.json:
     {"tf": version, "nodes": [hex NodeDef], "cases": [{"id", "op",
       "node": index into nodes (a NodeDef with only op and attributes),
       "inputs": [tensor], "outputs": [tensor] | "calls": [[tensor], ...]
-      | "error": {"code", "class", "message"}, "tolerance": "exact" | "ulp:N:why"}]}
+      | "error": {"code", "class", "message"}, "tolerance": "exact" | "ulp:N" | "abs:X"
+      | "zero-sign", "reason": why, when the tolerance is not "exact"}]}
 
 A tensor is a string "dtype|d0,d1,...|hex": TensorFlow's dtype enum, the
 shape, the little-endian bytes as numpy holds them; raw bytes, so the
@@ -35,7 +36,8 @@ pipeline's map function runs it once per element. A composite case carries a
 FunctionDef library ("library": FunctionDefLibrary, "function": name)
 instead of a NodeDef; a pipeline case ("op": "dataset") the GraphDef tf.data
 serializes ("graph") and the elements of two fresh iterators ("iterations");
-both protos zlib-compressed and base64. "message" is the substring our error must contain:
+both protos zlib-compressed and base64. "tolerance" is "exact" (bit for bit) or, for float outputs only, "ulp:N"
+or "abs:X" (harness.Family.add); "message" is the substring our error must contain:
 TensorFlow's message without its "[Op:...]" suffix.
 
 Everything is seeded and deterministic: regenerating gives the same files

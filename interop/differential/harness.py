@@ -84,6 +84,9 @@ def run_error(call):
         # and the list of registered kernels a NotFoundError appends.
         msg = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", e.message)
         msg = msg.split(" [Op:")[0].split("\n")[0].strip()
+        # Protobuf redacts the debug strings it prints behind a marker that
+        # varies from run to run ("goo.gle/debugstr", "goo.gle/debugonly").
+        msg = msg.split("goo.gle/debug")[0]
         if isinstance(e, tf.errors.NotFoundError):
             msg = msg.split(":")[0]  # "Could not find device for node"
         return None, {"code": e.error_code, "class": type(e).__name__, "message": msg}
@@ -94,6 +97,20 @@ def as_list(out):
     if isinstance(out, (list, tuple)):
         return [tensor(o) for o in out]
     return [tensor(out)]
+
+
+def check_tolerance(tolerance, reason):
+    """The tolerance and its reason, which may also be written inside it
+    ("ulp:N:why", "abs:X:why", "zero-sign:why")."""
+    kind, _, rest = tolerance.partition(":")
+    if kind == "zero-sign" and rest:
+        tolerance, reason = "zero-sign", reason or rest
+    elif kind in ("ulp", "abs") and rest.count(":"):
+        value, _, why = rest.partition(":")
+        tolerance, reason = f"{kind}:{value}", reason or why
+    assert re.fullmatch(r"exact|zero-sign|ulp:\d+|abs:[0-9.e+-]+", tolerance), tolerance
+    assert (tolerance == "exact") == (reason is None), (tolerance, reason)
+    return tolerance, reason
 
 
 class Family:
@@ -107,8 +124,14 @@ class Family:
         # differently from run to run), so regenerating gives the same bytes.
         self.normalize_graph = None
 
-    def add(self, op, fn, inputs, case_id, tolerance="exact", calls=1):
-        """One op case: fn(*tensors) calls tf.raw_ops.<op> with keyword args."""
+    def add(self, op, fn, inputs, case_id, tolerance="exact", calls=1, reason=None):
+        """One op case: fn(*tensors) calls tf.raw_ops.<op> with keyword args.
+
+        tolerance: "exact" (bit for bit), or for float outputs "ulp:N" (within
+        N units in the last place) or "abs:X" (within X); a tolerance other
+        than "exact" needs a `reason` (why the op cannot be bit-exact), which
+        the case carries. Integer and string outputs are always exact."""
+        tolerance, reason = check_tolerance(tolerance, reason)
         assert case_id not in self.ids, case_id
         self.ids.add(case_id)
         inputs = [tf.convert_to_tensor(x) for x in inputs]
@@ -119,6 +142,8 @@ class Family:
             self.nodes.append(h)
         case = {"id": case_id, "op": op, "node": self.nodes.index(h),
                 "inputs": [tensor(x) for x in inputs], "tolerance": tolerance}
+        if reason:
+            case["reason"] = reason
         with tf.device("/CPU:0"):
             if calls == 1:
                 out, err = run_error(lambda: fn(*inputs))

@@ -24,23 +24,30 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use crate::attrs::NodeAttrs;
 
 mod assert;
+mod einsum;
 mod fill;
 mod image;
 mod io;
 mod layout;
+mod linalg;
 pub mod lookup;
 mod math;
+mod mathx;
 mod multinomial;
 mod numeric;
+mod order;
 mod parse;
 mod ragged;
 mod random;
 mod reduce;
+mod segment;
+mod serialize;
 mod shape;
 mod slice;
 mod sparse;
 pub mod sparse_tensor;
 mod strings;
+mod trig;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
 /// op's output args, in order).
@@ -115,6 +122,13 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             sparse_tensor::KERNELS,
             io::KERNELS,
             assert::KERNELS,
+            linalg::KERNELS,
+            segment::KERNELS,
+            order::KERNELS,
+            einsum::KERNELS,
+            serialize::KERNELS,
+            trig::KERNELS,
+            mathx::KERNELS,
         ] {
             for k in set {
                 t.insert(k.op, k);
@@ -181,6 +195,13 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         sparse_tensor::KERNELS,
         io::KERNELS,
         assert::KERNELS,
+        linalg::KERNELS,
+        segment::KERNELS,
+        order::KERNELS,
+        einsum::KERNELS,
+        serialize::KERNELS,
+        trig::KERNELS,
+        mathx::KERNELS,
     ]
 }
 
