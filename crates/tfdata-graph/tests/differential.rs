@@ -870,15 +870,74 @@ fn render_census() -> String {
     out
 }
 
-#[test]
-fn the_op_census_in_the_docs_is_current() {
+/// The table of differential families in docs/compatibility.md: each
+/// family's cases, its known failures and the first sentence of its
+/// module's docstring (`interop/differential/families/<name>.py`).
+fn render_families() -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let known: HashSet<String> =
+        std::fs::read_to_string(root.join("tests/differential/known_failures.txt"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(String::from)
+            .collect();
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(root.join("tests/differential"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| is_case_file(p))
+        .collect();
+    paths.sort();
+    let mut out =
+        String::from("| Family | Cases | Known failures | What it holds |\n|---|---|---|---|\n");
+    let (mut all, mut all_known) = (0, 0);
+    for path in paths {
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let file: Json = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let cases = file["cases"].as_array().unwrap();
+        let failing = cases
+            .iter()
+            .filter(|c| known.contains(c["id"].as_str().unwrap()))
+            .count();
+        let source = std::fs::read_to_string(
+            root.join(format!("../../interop/differential/families/{name}.py")),
+        )
+        .unwrap_or_default();
+        let doc = source
+            .split("\"\"\"")
+            .nth(1)
+            .unwrap_or("")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let first = doc.split_inclusive(". ").next().unwrap_or("").trim();
+        all += cases.len();
+        all_known += failing;
+        writeln!(out, "| `{name}` | {} | {failing} | {first} |", cases.len()).unwrap();
+    }
+    writeln!(out, "| **all** | **{all}** | **{all_known}** | |").unwrap();
+    out
+}
+
+/// Rewrites (`TFDATA_BLESS`) or checks the generated region between
+/// `<!-- {marker}: begin -->` and `<!-- {marker}: end -->`.
+fn check_generated(marker: &str, want: &str) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/compatibility.md");
     let doc = std::fs::read_to_string(&path).unwrap();
-    let (begin, end) = ("<!-- op census: begin -->\n", "<!-- op census: end -->");
-    let start = doc.find(begin).expect("the op census markers") + begin.len();
-    let stop = start + doc[start..].find(end).expect("the op census end marker");
-    let want = render_census();
-    if doc[start..stop] == want {
+    let (begin, end) = (
+        format!("<!-- {marker}: begin -->\n"),
+        format!("<!-- {marker}: end -->"),
+    );
+    let start = doc
+        .find(&begin)
+        .unwrap_or_else(|| panic!("the {marker} markers"))
+        + begin.len();
+    let stop = start
+        + doc[start..]
+            .find(&end)
+            .unwrap_or_else(|| panic!("the {marker} end marker"));
+    if doc[start..stop] == *want {
         return;
     }
     if std::env::var_os("TFDATA_BLESS").is_some() {
@@ -886,7 +945,13 @@ fn the_op_census_in_the_docs_is_current() {
         return;
     }
     panic!(
-        "docs/compatibility.md's op census is stale: run \
+        "docs/compatibility.md's {marker} is stale: run \
          `TFDATA_BLESS=1 cargo test -p tfdata-graph --test differential` and commit it"
     );
+}
+
+#[test]
+fn the_op_census_in_the_docs_is_current() {
+    check_generated("op census", &render_census());
+    check_generated("differential families", &render_families());
 }
