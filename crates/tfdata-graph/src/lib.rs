@@ -26,6 +26,7 @@ pub mod function;
 pub mod graph;
 pub mod kernels;
 mod support;
+pub mod table;
 pub mod translate;
 pub mod value;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tfdata_core::{Error, Result, Tensor};
 use tfdata_dataset::Dataset;
 
-use crate::kernels::lookup::LookupTable;
+use crate::table::LookupTable;
 
 #[derive(Clone, Debug)]
 pub enum Value {

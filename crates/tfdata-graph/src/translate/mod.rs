@@ -15,6 +15,7 @@
 
 mod files;
 mod inline;
+mod node;
 mod ops;
 mod sampling;
 mod select;

@@ -6,7 +6,7 @@ use tfdata_core::Result;
 use tfdata_dataset::Dataset;
 use tfdata_proto::tensorflow::NodeDef;
 
-use super::ops::handle;
+use super::node::handle;
 use crate::attrs::NodeAttrs;
 use crate::function::CompiledNode;
 

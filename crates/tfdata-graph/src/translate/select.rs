@@ -6,7 +6,7 @@ use tfdata_core::Result;
 use tfdata_proto::tensorflow::NodeDef;
 
 use super::inline::{self, Bound};
-use super::ops::{captured, element_args, function, handle};
+use super::node::{captured, element_args, function, handle};
 use crate::attrs::NodeAttrs;
 use crate::function::{CompiledNode, Compiler};
 

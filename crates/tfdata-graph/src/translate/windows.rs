@@ -11,7 +11,7 @@ use tfdata_dataset::spec::{Shape, Structure, TensorSpec};
 use tfdata_proto::tensorflow::NodeDef;
 
 use super::inline::{self, Arg, Bound};
-use super::ops::{captured, element_args, function, handle, tensors};
+use super::node::{captured, element_args, function, handle, tensors};
 use crate::attrs::NodeAttrs;
 use crate::function::{CompiledNode, Compiler};
 

@@ -16,7 +16,6 @@
 //! ([`super::ResourceKernelDef`]). Errors are TensorFlow's: its messages
 //! and codes, in the order its kernels check them.
 
-mod table;
 mod text;
 
 use std::sync::Arc;
@@ -26,8 +25,8 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use super::ResourceKernelDef;
 use crate::attrs::NodeAttrs;
 use crate::function::NodeFn;
+pub use crate::table::{Key, LookupTable, Scalar};
 use crate::value::Value;
-pub use table::{Key, LookupTable, Scalar};
 use text::TextFileSpec;
 
 /// Entries one table may hold (a text file's lines; tensors are bounded
@@ -129,7 +128,7 @@ fn node(f: impl Fn(Vec<Value>) -> Result<Vec<Value>> + Send + Sync + 'static) ->
 
 fn hash_table(attrs: &NodeAttrs) -> Result<NodeFn> {
     let (kd, vd) = (attrs.dtype("key_dtype")?, attrs.dtype("value_dtype")?);
-    if !table::DTYPE_PAIRS.contains(&(kd, vd)) {
+    if !crate::table::DTYPE_PAIRS.contains(&(kd, vd)) {
         return Err(attrs.error(format!(
             "HashTableV2 has no CPU kernel for key_dtype {kd}, value_dtype {vd}"
         )));
@@ -141,8 +140,8 @@ fn hash_table(attrs: &NodeAttrs) -> Result<NodeFn> {
 /// Fills `table` from `keys` and `values` of one shape (an initialised
 /// table accepts as many entries as it holds, as TensorFlow's does).
 fn import_values(table: &LookupTable, keys: &Tensor, values: &Tensor) -> Result<()> {
-    let keys = table::keys_of(keys)?;
-    let values = table::scalars_of(values)?;
+    let keys = crate::table::keys_of(keys)?;
+    let values = crate::table::scalars_of(values)?;
     if keys.is_empty() {
         return Err(Error::InvalidArgument(
             "keys and values cannot be empty tensors.".into(),
@@ -296,12 +295,12 @@ fn find(attrs: &NodeAttrs) -> Result<NodeFn> {
             return Err(Error::FailedPrecondition("Table not initialized.".into()));
         }
         // TensorFlow accepts a default per key but uses the first for all.
-        let default = table::scalars_of(&default)?.into_iter().next();
-        let key_list = table::keys_of(&keys)?;
+        let default = crate::table::scalars_of(&default)?.into_iter().next();
+        let key_list = crate::table::keys_of(&keys)?;
         let values = table.find(&key_list, |_| {
-            default.clone().unwrap_or(table::Scalar::I64(0))
+            default.clone().unwrap_or(crate::table::Scalar::I64(0))
         })?;
-        let out = table::tensor_of(table.value_dtype(), keys.shape().to_vec(), values)?;
+        let out = crate::table::tensor_of(table.value_dtype(), keys.shape().to_vec(), values)?;
         Ok(vec![Value::Tensor(out)])
     })
 }

@@ -13,8 +13,8 @@ use std::io::Read;
 use bytes::Bytes;
 use tfdata_core::{DType, Error, Result};
 
-use super::table::{Init, Key, LookupTable, Scalar};
 use super::{MAX_TABLE_ENTRIES, tf_name};
+use crate::table::{Init, Key, LookupTable, Scalar};
 
 const LINE_NUMBER: i64 = -1;
 const WHOLE_LINE: i64 = -2;

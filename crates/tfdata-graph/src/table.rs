@@ -1,4 +1,5 @@
-//! A `HashTableV2` resource: TensorFlow's initializable hash table.
+//! A `HashTableV2` resource: TensorFlow's initializable hash table (the
+//! data; its ops are `kernels::lookup`, its handle a `Value::Table`).
 //!
 //! The table is created empty when the graph runs its `HashTableV2` node,
 //! filled once by `LookupTableImportV2`, `InitializeTableV2` or
