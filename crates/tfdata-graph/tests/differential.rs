@@ -154,8 +154,9 @@ fn summary(t: &Tensor) -> String {
 /// One element's bits as a float (for differences), if `dtype` is a float.
 fn as_f64(dtype: DType, b: &[u8]) -> Option<f64> {
     Some(match dtype {
-        DType::Float => f64::from(f32::from_le_bytes(b.try_into().ok()?)),
-        DType::Double => f64::from_le_bytes(b.try_into().ok()?),
+        // A complex number's parts are compared one by one.
+        DType::Float | DType::Complex64 => f64::from(f32::from_le_bytes(b.try_into().ok()?)),
+        DType::Double | DType::Complex128 => f64::from_le_bytes(b.try_into().ok()?),
         DType::BFloat16 => {
             let h = u16::from_le_bytes(b.try_into().ok()?);
             f64::from(f32::from_bits(u32::from(h) << 16))
@@ -235,11 +236,12 @@ fn within(want: &Tensor, got: &Tensor, tol: Tolerance) -> bool {
             sign + bits
         }
     };
+    // Complex numbers: each part on its own, as a float.
     let (size, sign, nan): FloatBits = match want.dtype() {
-        DType::Float => (4, 1 << 31, |b| {
+        DType::Float | DType::Complex64 => (4, 1 << 31, |b| {
             f32::from_le_bytes(b.try_into().unwrap()).is_nan()
         }),
-        DType::Double => (8, 1 << 63, |b| {
+        DType::Double | DType::Complex128 => (8, 1 << 63, |b| {
             f64::from_le_bytes(b.try_into().unwrap()).is_nan()
         }),
         _ => return false,

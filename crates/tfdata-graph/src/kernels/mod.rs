@@ -24,6 +24,7 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use crate::attrs::NodeAttrs;
 
 mod assert;
+mod complex;
 mod fill;
 mod image;
 mod io;
@@ -100,6 +101,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
         let mut t = HashMap::new();
         for set in [
             math::KERNELS,
+            complex::KERNELS,
             reduce::KERNELS,
             shape::KERNELS,
             fill::KERNELS,
@@ -165,6 +167,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 fn all_tables() -> Vec<&'static [KernelDef]> {
     vec![
         math::KERNELS,
+        complex::KERNELS,
         reduce::KERNELS,
         shape::KERNELS,
         fill::KERNELS,
