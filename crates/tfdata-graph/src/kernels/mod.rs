@@ -37,6 +37,7 @@ mod ragged;
 mod random;
 mod reduce;
 mod shape;
+mod signal;
 mod slice;
 mod sparse;
 pub mod sparse_tensor;
@@ -102,6 +103,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
         for set in [
             math::KERNELS,
             complex::KERNELS,
+            signal::KERNELS,
             reduce::KERNELS,
             shape::KERNELS,
             fill::KERNELS,
@@ -168,6 +170,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
     vec![
         math::KERNELS,
         complex::KERNELS,
+        signal::KERNELS,
         reduce::KERNELS,
         shape::KERNELS,
         fill::KERNELS,
