@@ -42,6 +42,7 @@ mod slice;
 mod sparse;
 pub mod sparse_tensor;
 mod strings;
+pub mod tensor_list;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
 /// op's output args, in order).
@@ -73,8 +74,14 @@ pub struct ResourceKernelDef {
 
 /// The resource op `op`, if the set has it.
 pub fn resource_lookup(op: &str) -> Option<&'static ResourceKernelDef> {
-    lookup::KERNELS.iter().find(|k| k.op == op)
+    RESOURCE_TABLES
+        .iter()
+        .flat_map(|t| t.iter())
+        .find(|k| k.op == op)
 }
+
+/// The ops on values: lookup tables and TensorLists.
+const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[lookup::KERNELS, tensor_list::KERNELS];
 
 /// Whether the kernel set runs `op` (on tensors or on resources).
 pub fn runs(op: &str) -> bool {
@@ -134,7 +141,7 @@ pub fn lookup(op: &str) -> Option<&'static KernelDef> {
 /// Every op the kernel set runs, sorted.
 pub fn supported_ops() -> Vec<&'static str> {
     let mut ops: Vec<_> = table().keys().copied().collect();
-    ops.extend(lookup::KERNELS.iter().map(|k| k.op));
+    ops.extend(RESOURCE_TABLES.iter().flat_map(|t| t.iter()).map(|k| k.op));
     ops.sort_unstable();
     ops
 }
@@ -201,7 +208,7 @@ fn each_op_has_one_kernel() {
             );
         }
     }
-    for k in lookup::KERNELS {
+    for k in RESOURCE_TABLES.iter().flat_map(|t| t.iter()) {
         assert!(seen.insert(k.op), "{} is in two kernel tables", k.op);
         assert!(!crate::function::EXECUTOR_OPS.contains(&k.op));
     }
