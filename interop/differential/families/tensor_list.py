@@ -152,6 +152,56 @@ def concat_leading(x):
                                 leading_dims=tf.constant([1, 0, 2], tf.int64), element_dtype=F)
 
 
+def from_rows(x):
+    return R.TensorListFromTensor(tensor=x, element_shape=-1)
+
+
+# (A wrong element_dtype or a rank-2 element_shape is refused while
+# tracing, before a kernel runs.)
+MORE_ERRORS = {
+    "gather out of range": lambda x: R.TensorListGather(
+        input_handle=from_rows(x), indices=[0, 9], element_shape=-1, element_dtype=F),
+    "scatter count mismatch": lambda x: R.TensorListLength(input_handle=R.TensorListScatterIntoExistingList(
+        input_handle=from_rows(x), tensor=x, indices=[0])),
+    "from a scalar": lambda x: R.TensorListLength(input_handle=from_rows(x[0, 0])),
+    "from a tensor of the wrong element shape": lambda x: R.TensorListLength(
+        input_handle=R.TensorListFromTensor(tensor=x, element_shape=tf.constant([5]))),
+    "resize negative": lambda x: R.TensorListLength(input_handle=R.TensorListResize(
+        input_handle=from_rows(x), size=-1)),
+    "concat of scalars": lambda x: R.TensorListConcatV2(
+        input_handle=from_rows(x[0]), element_shape=-1, leading_dims=tf.constant([], tf.int64),
+        element_dtype=F)[0],
+    "stack with num_elements": lambda x: R.TensorListStack(
+        input_handle=from_rows(x), element_shape=-1, element_dtype=F, num_elements=7),
+    "stack with an incompatible element_shape": lambda x: R.TensorListStack(
+        input_handle=from_rows(x), element_shape=tf.constant([4]), element_dtype=F),
+    "gather of unset elements of unknown shape": lambda x: R.TensorListGather(
+        input_handle=R.TensorListReserve(element_shape=-1, num_elements=2, element_dtype=F),
+        indices=[1], element_shape=-1, element_dtype=F) + x[0, 0],
+}
+
+MORE = {
+    "ElementShape int64 of a partial shape": lambda x: R.TensorListElementShape(
+        input_handle=R.TensorListReserve(element_shape=tf.constant([3, -1], tf.int64),
+                                         num_elements=1, element_dtype=F), shape_type=tf.int64),
+    "GetItem ignores a mismatched element_shape for a set element": lambda x: R.TensorListGetItem(
+        input_handle=from_rows(x), index=1, element_shape=tf.constant([7]), element_dtype=F),
+    "scatter at the end grows the list": lambda x: R.TensorListStack(
+        input_handle=R.TensorListScatterIntoExistingList(input_handle=from_rows(x), tensor=x[:1] * 9.0,
+                                                         indices=[2]),
+        element_shape=-1, element_dtype=F),
+    "gather of nothing": lambda x: R.TensorListGather(
+        input_handle=from_rows(x), indices=tf.constant([], tf.int32), element_shape=-1, element_dtype=F),
+    "concat of an empty list of known shape": lambda x: R.TensorListConcatV2(
+        input_handle=R.EmptyTensorList(element_shape=tf.constant([-1, 2]), max_num_elements=-1,
+                                       element_dtype=F),
+        element_shape=tf.constant([-1, 2]), leading_dims=tf.constant([], tf.int64), element_dtype=F),
+    "pop of an unset element of known shape": lambda x: R.TensorListPopBack(
+        input_handle=R.TensorListReserve(element_shape=tf.constant([2]), num_elements=2, element_dtype=F),
+        element_shape=-1, element_dtype=F)[1] + x[0, :2],
+}
+
+
 class Traced:
     """Cases run as traced functions (TensorLists), not eagerly."""
 
@@ -199,6 +249,11 @@ def family():
     fam.add_function("error: stacking an empty list of unknown shape", stack_empty_unknown,
                      [tf.constant(1.0)])
     fam.add_function("error: reserving a negative size", reserve_negative, [tf.constant(-1)])
+    m2 = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    for name, f in MORE.items():
+        fam.add_function(name, f, [m2])
+    for name, f in MORE_ERRORS.items():
+        fam.add_function("error: " + name, f, [m2], unknown_shapes=True)
     # Pipelines: TensorArrays in map functions.
     ds = tf.data.Dataset.range(1, 6).map(
         lambda n: accumulate(tf.range(tf.cast(n, F))))

@@ -14,10 +14,9 @@
 //! Elements never set read as zeros of the element shape when it is known
 //! (from the op, the list, or the elements that are set), as in
 //! TensorFlow; otherwise reading them is TensorFlow's error. Messages are
-//! TensorFlow 2.21's, typos included ("out o range"). Where TensorFlow
-//! crashes or returns uninitialised memory (a negative scatter index,
-//! scattering past the end of a list, which leaves the gap uninitialised)
-//! ours is an error or zeros.
+//! TensorFlow 2.21's graph kernels'. Where TensorFlow crashes or returns
+//! uninitialised memory (a negative scatter index, scattering past the end
+//! of a list, which leaves the gap uninitialised) ours is an error.
 
 use std::sync::Arc;
 
@@ -241,7 +240,11 @@ fn stack(
     let mut parts = Vec::with_capacity(indices.len());
     for &i in indices {
         parts.push(match &list.items[i] {
-            Some(t) => t.clone(),
+            Some(t) => {
+                // Every element must have the shape (TensorFlow's merge error).
+                merge(&known(&shape), &known(t.shape()))?;
+                t.clone()
+            }
             None => zeros(list.dtype, &shape)?,
         });
     }
@@ -472,10 +475,19 @@ fn gather(attrs: &NodeAttrs) -> Result<NodeFn> {
         for i in indices {
             if i < 0 || i as usize >= n {
                 return Err(invalid(format!(
-                    "Index {i} out o range; list only has {n} elements."
+                    "Trying to gather element {i} in a list with {n} elements."
                 )));
             }
             picked.push(i as usize);
+        }
+        if picked.is_empty() {
+            let partial = merge(&shape, &l.element_shape)?;
+            if fully(&partial).is_none() {
+                return Err(invalid(format!(
+                    "Tried to gather 0-elements from a list with non-fully-defined shape: {}",
+                    show(&partial)
+                )));
+            }
         }
         let what = "Tried to gather uninitialized tensors from a list with non-fully-defined \
                     element_shape";
