@@ -1,6 +1,7 @@
 //! Complex numbers: `Complex`, `Real`, `Imag`, `ComplexAbs`, `Angle` and
 //! `Conj`, the ops `tf.signal` pipelines put around their FFTs
-//! (`tf.abs(tf.signal.stft(...))` is a `ComplexAbs`).
+//! (`tf.abs(tf.signal.stft(...))` is a `ComplexAbs`), and complex `AddV2`,
+//! `Sub` and `Mul` (built here for `math`'s kernels).
 //!
 //! A complex64 tensor is TensorFlow's layout: each element two float32
 //! (real, then imaginary), little-endian; complex128 two float64. These
@@ -198,6 +199,65 @@ fn build_conj(attrs: &NodeAttrs) -> Result<Compute> {
             _ => from_pairs::<f64>(shape, pairs::<f64>(b).map(|(r, i)| (r, -i)))?,
         }])
     }))
+}
+
+/// Complex `AddV2`, `Sub` and `Mul` (numpy broadcasting): `math`'s
+/// kernels hand a node over when its `T` is complex. The product is the
+/// textbook one, each product rounded then summed, as Eigen's SIMD packets
+/// compute it.
+pub(super) fn build_arith(attrs: &NodeAttrs) -> Result<Compute> {
+    let op = attrs.op.to_string();
+    let t = attrs.dtype("T")?;
+    let f: fn(f64, f64, f64, f64) -> (f64, f64) = match op.as_str() {
+        "AddV2" | "Add" => |a, b, c, d| (a + c, b + d),
+        "Sub" => |a, b, c, d| (a - c, b - d),
+        _ => |a, b, c, d| (a * c - b * d, a * d + b * c),
+    };
+    Ok(Box::new(move |inputs| {
+        let [x, y] = take::<2>(&op, inputs)?;
+        super::numeric::expect_dtype(&op, &x, 0, t)?;
+        super::numeric::expect_dtype(&op, &y, 1, t)?;
+        Ok(vec![match t {
+            DType::Complex64 => arith::<f32>(&op, &x, &y, f)?,
+            _ => arith::<f64>(&op, &x, &y, f)?,
+        }])
+    }))
+}
+
+fn arith<T: Part>(
+    op: &str,
+    x: &Tensor,
+    y: &Tensor,
+    f: fn(f64, f64, f64, f64) -> (f64, f64),
+) -> Result<Tensor> {
+    let shape = broadcast_shape(op, x.shape(), y.shape())?;
+    let n = out_elements(op, T::COMPLEX, &shape)?;
+    let (a, b) = (buffer(op, x)?, buffer(op, y)?);
+    let get = |buf: &[u8], i: usize| {
+        let at = |k: usize| super::numeric::at::<T>(buf, k).ftz();
+        (at(2 * i), at(2 * i + 1))
+    };
+    let mut out = out_buf::<T>(n * 2);
+    Plan::new(&shape, [x.shape(), y.shape()]).walk(|[i, j]| {
+        let ((p, q), (r, s)) = (get(a, i), get(b, j));
+        // In the parts' own precision: f32 products rounded to f32 before
+        // the sum, as Eigen does.
+        let (re, im) = if T::SIZE == 4 {
+            let g = |u: T, v: T| T::from_f64(u.to_f64() * v.to_f64());
+            match op {
+                "Mul" => (
+                    g(p, r).to_f64() - g(q, s).to_f64(),
+                    g(p, s).to_f64() + g(q, r).to_f64(),
+                ),
+                _ => f(p.to_f64(), q.to_f64(), r.to_f64(), s.to_f64()),
+            }
+        } else {
+            f(p.to_f64(), q.to_f64(), r.to_f64(), s.to_f64())
+        };
+        T::from_f64(re).ftz().put(&mut out);
+        T::from_f64(im).ftz().put(&mut out);
+    });
+    finish(T::COMPLEX, shape, out)
 }
 
 pub(super) const KERNELS: &[KernelDef] = &[
