@@ -174,6 +174,9 @@ fn transform(
     let prod = |d: &[usize]| d.iter().fold(1usize, |a, &b| a.saturating_mul(b));
     let work = batch.saturating_mul(prod(&region).max(prod(&f)));
     check_size(op, DType::Complex128, work as u64)?;
+    // A Bluestein transform works on up to four times its length.
+    let longest = f.iter().copied().max().unwrap_or(0);
+    check_size(op, DType::Complex128, (longest as u64).saturating_mul(4))?;
     let mut data = read_region(op, x, &x.shape()[lead..], &region, batch)?;
     let mut shape = vec![batch];
     shape.extend(&region);
