@@ -82,7 +82,14 @@ def run_error(call):
     except tf.errors.OpError as e:
         # Without the "{{function_node ...}}" prefix, the "[Op:X]" suffix
         # and the list of registered kernels a NotFoundError appends.
-        msg = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", e.message)
+        msg = e.message
+        if msg.startswith("Graph execution error:"):
+            # A traced function's error: the kernel's message is the line
+            # before the "[[{{node ...}}]]" one, after the traceback.
+            lines = msg.split("\n")
+            at = next((i for i, l in enumerate(lines) if l.strip().startswith("[[")), len(lines))
+            msg = lines[at - 1] if at > 0 else msg
+        msg = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", msg)
         msg = msg.split(" [Op:")[0].split("\n")[0].strip()
         # Protobuf redacts the debug strings it prints behind a marker that
         # varies from run to run ("goo.gle/debugstr", "goo.gle/debugonly").
@@ -158,10 +165,13 @@ class Family:
                 case["calls"] = [as_list(f(*inputs)) for _ in range(calls)]
         self.cases.append(case)
 
-    def add_function(self, case_id, fn, inputs, tolerance="exact", unknown_shapes=False):
+    def add_function(self, case_id, fn, inputs, tolerance="exact", unknown_shapes=False,
+                     traced=False):
         """A composite: a traced tf.function and its library, run by our
         executor. With unknown_shapes, traced for inputs of any shape (error
-        cases that shape inference would refuse before a kernel runs)."""
+        cases that shape inference would refuse before a kernel runs). With
+        traced, TensorFlow's outputs are the traced function's, not an eager
+        call's (a TensorArray is a Python list eagerly, a TensorList traced)."""
         assert case_id not in self.ids, case_id
         self.ids.add(case_id)
         inputs = [tf.convert_to_tensor(x) for x in inputs]
@@ -179,7 +189,7 @@ class Family:
             for n in fd.node_def:
                 strip(n)
         with tf.device("/CPU:0"):
-            out, err = run_error(lambda: fn(*inputs))
+            out, err = run_error(lambda: (cf if traced else fn)(*inputs))
         case = {
             "id": case_id, "op": "function", "function": cf.function_def.signature.name,
             "library": blob(lib.SerializeToString(deterministic=True)), "inputs": [tensor(x) for x in inputs],

@@ -14,6 +14,10 @@ their own processes) run the graph TensorFlow registers. Measured as
 
 (`cpu_seconds` and `peak_rss_bytes` are this client's.)
 
+`--pipeline` picks another pipeline of the kinds users write (text,
+recommendation features, time-series windows: see PIPELINES) on data made
+here.
+
 With `--serve-worker ADDRESS` it instead runs TensorFlow's WorkerServer for
 the dispatcher at ADDRESS until stdin closes.
 """
@@ -30,6 +34,66 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tensorflow as tf  # noqa: E402
 
 import tf_pipeline  # noqa: E402
+
+
+# Pipelines of issue 33's kinds, on data made here (the same every run): a
+# text pipeline (normalise, split, hash, pad), recommendation features
+# (batches of tf.train.Examples with variable-length ids parsed and
+# densified), and sliding windows over a time series. Each yields batches;
+# one epoch is EPOCH examples.
+EPOCH = 8192
+
+
+def sentences():
+    words = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "Data",
+             "service", "moves", "input", "preprocessing", "off", "trainers", "café!"]
+    out = []
+    for i in range(EPOCH):
+        n = 3 + (i * 7) % 17
+        out.append(" ".join(words[(i * 31 + k * 5) % len(words)] for k in range(n)))
+    return out
+
+
+def text_pipeline(batch_size):
+    def hashed(s):
+        s = tf.strings.lower(s, encoding="utf-8")
+        s = tf.strings.regex_replace(s, r"[^\w\s]", "")
+        ids = tf.strings.to_hash_bucket_fast(tf.strings.split(s), 100_000)[:32]
+        return tf.pad(ids, [[0, 32 - tf.shape(ids)[0]]], constant_values=-1)
+    return (tf.data.Dataset.from_tensor_slices(sentences()).repeat()
+            .map(hashed, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size))
+
+
+def recsys_pipeline(batch_size):
+    records = []
+    for i in range(EPOCH):
+        items = [(i * 131 + k * 17) % 50_000 for k in range(i % 12)]
+        records.append(tf.train.Example(features=tf.train.Features(feature={
+            "user": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"user%d" % (i % 977)])),
+            "items": tf.train.Feature(int64_list=tf.train.Int64List(value=items)),
+            "age": tf.train.Feature(float_list=tf.train.FloatList(value=[float(18 + i % 60)])),
+        })).SerializeToString())
+    spec = {"user": tf.io.FixedLenFeature([], tf.string),
+            "items": tf.io.VarLenFeature(tf.int64),
+            "age": tf.io.FixedLenFeature([], tf.float32)}
+
+    def parse(batch):
+        f = tf.io.parse_example(batch, spec)
+        return (tf.sparse.to_dense(f["items"], default_value=-1),
+                tf.strings.to_hash_bucket_fast(f["user"], 1024), (f["age"] - 40.0) / 20.0)
+    return (tf.data.Dataset.from_tensor_slices(records).repeat().batch(batch_size)
+            .map(parse, num_parallel_calls=tf.data.AUTOTUNE))
+
+
+def windows_pipeline(batch_size):
+    series = tf.data.Dataset.range(EPOCH + 63).map(
+        lambda i: tf.sin(tf.cast(i, tf.float32) / 10.0))
+    return (series.window(64, shift=1, drop_remainder=True)
+            .flat_map(lambda w: w.batch(64)).map(lambda w: (w[:-1], w[-1]))
+            .repeat().batch(batch_size))
+
+
+PIPELINES = {"text": text_pipeline, "recsys": recsys_pipeline, "windows": windows_pipeline}
 
 
 def serve_worker(dispatcher_address: str) -> int:
@@ -52,11 +116,16 @@ def main() -> int:
     parser.add_argument("--warmup-batches", type=int, default=2)
     parser.add_argument("--compression", choices=["AUTO", "NONE"], default="NONE")
     parser.add_argument("--job-name", default="graph-pipeline")
+    parser.add_argument("--pipeline", choices=["image", *PIPELINES], default="image")
     args = parser.parse_args()
     if args.serve_worker:
         return serve_worker(args.serve_worker)
 
-    ds = tf_pipeline.build(args.data_dir, "normalize", args.batch_size)
+    if args.pipeline == "image":
+        ds = tf_pipeline.build(args.data_dir, "normalize", args.batch_size)
+    else:
+        ds = PIPELINES[args.pipeline](args.batch_size)
+        args.examples = EPOCH
     ds = ds.apply(
         tf.data.experimental.service.distribute(
             "parallel_epochs",

@@ -77,6 +77,7 @@ fn run_once(
     data: &ImageData,
     options: &PipelineOptions,
     compression: &str,
+    pipeline_name: &str,
 ) -> Result<(SideResult, Option<u64>)> {
     let dispatcher = DispatchServer::new(DispatcherConfig::default())?;
     let command = match workers {
@@ -110,6 +111,10 @@ fn run_once(
         options.measure.warmup_batches.to_string(),
         "--compression".into(),
         compression.to_string(),
+        "--pipeline".into(),
+        pipeline_name.to_string(),
+        "--job-name".into(),
+        format!("graph-pipeline-{pipeline_name}"),
     ];
     let line = crate::data::run_python_script(python, "tf_graph_pipeline.py", &args)?;
     let result = pipeline::parse_tensorflow_result(&line)?;
@@ -118,33 +123,58 @@ fn run_once(
     Ok((result, rss))
 }
 
-/// Runs the scenario (`options.repeats` times, alternating the workers)
-/// and emits the median runs' report.
+/// The pipelines `--graph-pipelines` names: the image pipeline, and the
+/// kinds issue 33 names (`scripts/tf_graph_pipeline.py`'s `PIPELINES`).
+pub const PIPELINES: &[&str] = &["image", "text", "recsys", "windows"];
+
+/// Runs the scenario for each pipeline named.
 pub fn run(
     python: &Path,
     data: &ImageData,
     options: &PipelineOptions,
     compression: &str,
+    pipelines: &[String],
+    emit: &mut dyn FnMut(Map<String, Value>, String) -> Result<()>,
+) -> Result<()> {
+    for name in pipelines {
+        if !PIPELINES.contains(&name.as_str()) {
+            bail!("graph-pipeline: no pipeline {name:?}; pipelines: {PIPELINES:?}");
+        }
+        run_pipeline(python, data, options, compression, name, emit)?;
+    }
+    Ok(())
+}
+
+/// Runs one pipeline (`options.repeats` times, alternating the workers)
+/// and emits the median runs' report.
+fn run_pipeline(
+    python: &Path,
+    data: &ImageData,
+    options: &PipelineOptions,
+    compression: &str,
+    name: &str,
     emit: &mut dyn FnMut(Map<String, Value>, String) -> Result<()>,
 ) -> Result<()> {
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
     for run in 1..=options.repeats.max(1) {
-        eprintln!("tfdata-bench: graph-pipeline: tfdata worker (run {run}) ...");
+        eprintln!("tfdata-bench: graph-pipeline {name}: tfdata worker (run {run}) ...");
         ours.push(run_once(
             python,
             Workers::Tfdata,
             data,
             options,
             compression,
+            name,
         )?);
-        eprintln!("tfdata-bench: graph-pipeline: TensorFlow worker (run {run}) ...");
+        eprintln!("tfdata-bench: graph-pipeline {name}: TensorFlow worker (run {run}) ...");
         theirs.push(run_once(
             python,
             Workers::TensorFlow,
             data,
             options,
             compression,
+            name,
         )?);
     }
     let median = |mut runs: Vec<(SideResult, Option<u64>)>| {
@@ -164,8 +194,13 @@ pub fn run(
     let (ours_values, their_values) = (values(&ours), values(&theirs));
     let (ours, ours_rss) = median(ours);
     let (theirs, their_rss) = median(theirs);
+    let scenario = if name == "image" {
+        "graph-pipeline".to_string()
+    } else {
+        format!("graph-pipeline-{name}")
+    };
     let mut r = pipeline::report(
-        "graph-pipeline",
+        &scenario,
         Stage::Normalize,
         data,
         options,
@@ -184,8 +219,9 @@ pub fn run(
         r.insert("values".into(), json!(ours_values));
         r.insert("tensorflow_values".into(), json!(their_values));
     }
+    r.insert("pipeline".into(), json!(name));
     let mut text =
-        pipeline::summary("graph-pipeline", &ours, Some(&theirs)).replace(" tfdata ", " ours   ");
+        pipeline::summary(&scenario, &ours, Some(&theirs)).replace(" tfdata ", " ours   ");
     if let (Some(a), Some(b)) = (ours_rss, their_rss) {
         text.push_str(&format!(
             "\n{:<20} worker peak RSS: ours {:.0} MiB, TensorFlow's {:.0} MiB",

@@ -370,6 +370,12 @@ struct Cli {
     /// For `graph-pipeline`: the client's `compression` (`NONE` or `AUTO`).
     #[arg(long, default_value = "NONE", value_parser = ["NONE", "AUTO"])]
     graph_compression: String,
+    /// For `graph-pipeline`: the pipelines, comma-separated: `image` (the
+    /// `pipeline` scenario's), `text` (normalise, split, hash, pad),
+    /// `recsys` (batched Example parsing, var-len ids densified), `windows`
+    /// (sliding windows over a series).
+    #[arg(long, value_delimiter = ',', default_value = "image")]
+    graph_pipelines: Vec<String>,
     /// Also run each scenario with TensorFlow and report its result and the ratio.
     #[arg(long)]
     compare_tensorflow: bool,
@@ -707,6 +713,7 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
             &images()?,
             &options,
             &cli.graph_compression,
+            &cli.graph_pipelines,
             &mut emit,
         ),
         Scenario::PipelineCrop => pipeline::run_stages(

@@ -25,6 +25,7 @@ pub mod attrs;
 pub mod function;
 pub mod graph;
 pub mod kernels;
+pub mod list;
 mod support;
 pub mod table;
 pub mod translate;

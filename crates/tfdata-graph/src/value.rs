@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tfdata_core::{Error, Result, Tensor};
 use tfdata_dataset::Dataset;
 
+use crate::list::TensorList;
 use crate::table::LookupTable;
 
 #[derive(Clone, Debug)]
@@ -20,6 +21,10 @@ pub enum Value {
     /// A lookup table (`HashTableV2`'s handle): made and filled when the
     /// graph runs, then shared read-only by the functions capturing it.
     Table(Arc<LookupTable>),
+    /// A TensorList (TensorFlow's `DT_VARIANT` list of tensors, what a
+    /// `tf.TensorArray` becomes): made, written and read inside one
+    /// function call, carried through `While` loops.
+    List(Arc<TensorList>),
 }
 
 impl Value {
@@ -32,13 +37,21 @@ impl Value {
     }
 
     fn not_a(&self, want: &str, what: &str) -> Error {
-        let got = match self {
+        Error::InvalidArgument(format!(
+            "{what}: expected a {want}, got {}",
+            self.describe()
+        ))
+    }
+
+    /// What the value is, for errors ("a float tensor", "a TensorList").
+    pub fn describe(&self) -> String {
+        match self {
             Value::Tensor(t) => format!("a {} tensor", t.dtype()),
             Value::Dataset(_) => "a dataset".into(),
             Value::Resource => "a resource handle".into(),
             Value::Table(_) => "a lookup table".into(),
-        };
-        Error::InvalidArgument(format!("{what}: expected a {want}, got {got}"))
+            Value::List(_) => "a TensorList".into(),
+        }
     }
 
     pub fn tensor(&self, what: &str) -> Result<&Tensor> {

@@ -154,8 +154,9 @@ fn summary(t: &Tensor) -> String {
 /// One element's bits as a float (for differences), if `dtype` is a float.
 fn as_f64(dtype: DType, b: &[u8]) -> Option<f64> {
     Some(match dtype {
-        DType::Float => f64::from(f32::from_le_bytes(b.try_into().ok()?)),
-        DType::Double => f64::from_le_bytes(b.try_into().ok()?),
+        // A complex number's parts are compared one by one.
+        DType::Float | DType::Complex64 => f64::from(f32::from_le_bytes(b.try_into().ok()?)),
+        DType::Double | DType::Complex128 => f64::from_le_bytes(b.try_into().ok()?),
         DType::BFloat16 => {
             let h = u16::from_le_bytes(b.try_into().ok()?);
             f64::from(f32::from_bits(u32::from(h) << 16))
@@ -279,7 +280,12 @@ fn ordered_bits(b: &[u8]) -> i128 {
 /// One element as a float, for float dtypes only.
 fn float_value(dtype: DType, b: &[u8]) -> Option<f64> {
     match dtype {
-        DType::Float | DType::Double | DType::Half | DType::BFloat16 => as_f64(dtype, b),
+        DType::Float
+        | DType::Double
+        | DType::Half
+        | DType::BFloat16
+        | DType::Complex64
+        | DType::Complex128 => as_f64(dtype, b),
         _ => None,
     }
 }
@@ -316,7 +322,13 @@ fn compare(want: &Tensor, got: &Tensor, tol: Tolerance, tolerated: &mut f64) -> 
     if w == g {
         return None;
     }
-    let size = want.dtype().size().unwrap();
+    // Complex numbers are reported part by part (index 2k is element k's
+    // real part).
+    let size = match want.dtype() {
+        DType::Complex64 => 4,
+        DType::Complex128 => 8,
+        d => d.size().unwrap(),
+    };
     let mut first = None;
     let mut differing = 0;
     let mut max_abs: Option<f64> = None;

@@ -757,11 +757,25 @@ macro_rules! entry {
     };
 }
 
+/// A binary op whose complex form `super::complex` computes.
+macro_rules! complex_or {
+    ($op:literal, $kernel:expr) => {
+        KernelDef {
+            op: $op,
+            outputs: z_output,
+            build: |a| match attr_dtype(a, "T")? {
+                Some(DType::Complex64 | DType::Complex128) => super::complex::build_arith(a),
+                _ => build_typed(a, "T", 2, &$kernel),
+            },
+        }
+    };
+}
+
 pub(super) const KERNELS: &[KernelDef] = &[
     entry!("Add", z_output, 2, ADD_OR_CONCAT),
-    entry!("AddV2", z_output, 2, ADD_V2),
-    entry!("Sub", z_output, 2, SUB),
-    entry!("Mul", z_output, 2, MUL),
+    complex_or!("AddV2", ADD_V2),
+    complex_or!("Sub", SUB),
+    complex_or!("Mul", MUL),
     entry!("Div", z_output, 2, DIV),
     entry!("RealDiv", z_output, 2, REAL_DIV),
     entry!("DivNoNan", z_output, 2, DIV_NO_NAN),

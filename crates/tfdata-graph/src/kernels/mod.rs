@@ -24,6 +24,7 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use crate::attrs::NodeAttrs;
 
 mod assert;
+mod complex;
 mod einsum;
 mod fill;
 mod image;
@@ -43,10 +44,12 @@ mod reduce;
 mod segment;
 mod serialize;
 mod shape;
+mod signal;
 mod slice;
 mod sparse;
 pub mod sparse_tensor;
 mod strings;
+pub mod tensor_list;
 mod trig;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
@@ -79,8 +82,14 @@ pub struct ResourceKernelDef {
 
 /// The resource op `op`, if the set has it.
 pub fn resource_lookup(op: &str) -> Option<&'static ResourceKernelDef> {
-    lookup::KERNELS.iter().find(|k| k.op == op)
+    RESOURCE_TABLES
+        .iter()
+        .flat_map(|t| t.iter())
+        .find(|k| k.op == op)
 }
+
+/// The ops on values: lookup tables and TensorLists.
+const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[lookup::KERNELS, tensor_list::KERNELS];
 
 /// Whether the kernel set runs `op` (on tensors or on resources).
 pub fn runs(op: &str) -> bool {
@@ -108,6 +117,8 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
         let mut t = HashMap::new();
         for set in [
             math::KERNELS,
+            complex::KERNELS,
+            signal::KERNELS,
             reduce::KERNELS,
             shape::KERNELS,
             fill::KERNELS,
@@ -146,7 +157,7 @@ pub fn lookup(op: &str) -> Option<&'static KernelDef> {
 /// Every op the kernel set runs, sorted.
 pub fn supported_ops() -> Vec<&'static str> {
     let mut ops: Vec<_> = table().keys().copied().collect();
-    ops.extend(lookup::KERNELS.iter().map(|k| k.op));
+    ops.extend(RESOURCE_TABLES.iter().flat_map(|t| t.iter()).map(|k| k.op));
     ops.sort_unstable();
     ops
 }
@@ -181,6 +192,8 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 fn all_tables() -> Vec<&'static [KernelDef]> {
     vec![
         math::KERNELS,
+        complex::KERNELS,
+        signal::KERNELS,
         reduce::KERNELS,
         shape::KERNELS,
         fill::KERNELS,
@@ -219,7 +232,7 @@ fn each_op_has_one_kernel() {
             );
         }
     }
-    for k in lookup::KERNELS {
+    for k in RESOURCE_TABLES.iter().flat_map(|t| t.iter()) {
         assert!(seen.insert(k.op), "{} is in two kernel tables", k.op);
         assert!(!crate::function::EXECUTOR_OPS.contains(&k.op));
     }

@@ -16,6 +16,7 @@
 use tfdata_core::{DType, Error, Result, Tensor};
 
 use super::super::Compute;
+use super::super::complex::{from_pairs, pairs, part_of};
 use super::super::numeric::{
     Elem, Picker, Plan, broadcast_shape_opt, buffer, dispatch, expect_dtype, finish, invalid,
     out_elements, shape_str, unsupported, values, zeroed,
@@ -246,6 +247,18 @@ pub(super) fn build_cast(attrs: &NodeAttrs) -> Result<Compute> {
     let src = attrs.dtype("SrcT")?;
     let dst = attrs.dtype("DstT")?;
     let truncate = attrs.bool_or("Truncate", false)?;
+    if src != dst && (part_of(src).is_some() || part_of(dst).is_some()) {
+        for d in [src, dst] {
+            if numeric_size(d).is_none() && part_of(d).is_none() {
+                return Err(attrs.error(unsupported("Cast", d)));
+            }
+        }
+        return Ok(Box::new(move |inputs| {
+            let [x] = super::super::numeric::take::<1>("Cast", inputs)?;
+            expect_dtype("Cast", &x, 0, src)?;
+            Ok(vec![cast_complex(&x, dst)?])
+        }));
+    }
     if src != dst {
         if src == DType::String || dst == DType::String {
             return Err(Error::Unimplemented(format!(
@@ -273,6 +286,73 @@ pub(super) fn build_cast(attrs: &NodeAttrs) -> Result<Compute> {
             cast_from("Cast", dst, &x, truncate)
         )?])
     }))
+}
+
+/// A cast to or from a complex dtype (not both real): a real value
+/// becomes the real part (imaginary zero), a complex one keeps its real
+/// part ("discards the imaginary part", as `tf.cast` warns; to bool too:
+/// `0+1j` is false); between complex dtypes each part is converted.
+fn cast_complex(x: &Tensor, dst: DType) -> Result<Tensor> {
+    let op = "Cast";
+    let src = x.dtype();
+    let shape = x.shape().to_vec();
+    match (part_of(src), part_of(dst)) {
+        (Some(_), Some(_)) => {
+            let b = buffer(op, x)?;
+            if src == DType::Complex64 {
+                from_pairs::<f64>(
+                    shape,
+                    pairs::<f32>(b).map(|(r, i)| (r.ftz().into(), i.ftz().into())),
+                )
+            } else {
+                from_pairs::<f32>(
+                    shape,
+                    pairs::<f64>(b).map(|(r, i)| ((r as f32).ftz(), (i as f32).ftz())),
+                )
+            }
+        }
+        (None, Some(part)) => {
+            let real = if src == part {
+                x.clone()
+            } else {
+                cast_real(x, part)?
+            };
+            let b = buffer(op, &real)?;
+            if part == DType::Float {
+                from_pairs::<f32>(shape, values::<f32>(b).map(|r| (r, 0.0)))
+            } else {
+                from_pairs::<f64>(shape, values::<f64>(b).map(|r| (r, 0.0)))
+            }
+        }
+        (Some(part), None) => {
+            let b = buffer(op, x)?;
+            let mut out = Vec::new();
+            if part == DType::Float {
+                pairs::<f32>(b).for_each(|(r, _)| r.put(&mut out));
+            } else {
+                pairs::<f64>(b).for_each(|(r, _)| r.put(&mut out));
+            }
+            let real = finish(part, shape, out)?;
+            if dst == part {
+                Ok(real)
+            } else {
+                cast_real(&real, dst)
+            }
+        }
+        (None, None) => cast_real(x, dst),
+    }
+}
+
+/// A cast between real dtypes (neither a string).
+fn cast_real(x: &Tensor, dst: DType) -> Result<Tensor> {
+    dispatch!(
+        x.dtype(),
+        "Cast",
+        [
+            Float, Double, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64, Bool
+        ],
+        cast_from("Cast", dst, x, false)
+    )
 }
 
 /// The dtypes casts convert between (besides the identity).
