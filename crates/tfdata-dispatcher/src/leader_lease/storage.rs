@@ -32,11 +32,12 @@ pub const LEASE_NAME: &str = "leader_lease";
 /// The local lock file's name, next to the record.
 const LOCK_NAME: &str = "leader_lease.lock";
 
-/// The temporary file a local record is written to before the rename.
+/// The prefix of the temporary file a local record is written to (and
+/// synced) before the lock is taken; the process id and a counter follow.
 const TEMP_NAME: &str = "leader_lease.tmp";
 
 /// How long a local writer waits for the lock file before giving up with
-/// [`Error::Unavailable`]: holders keep it for one small write, so a lock
+/// [`Error::Unavailable`]: holders keep it for a read and a rename, so a lock
 /// held this long belongs to a stopped process (a SIGSTOPped one keeps its
 /// `flock`), and waiting longer would stall the caller's renewals.
 const LOCK_WAIT: Duration = Duration::from_secs(1);
@@ -181,9 +182,27 @@ impl LeaseStorage {
                         )));
                     }
                 };
-                let lock = lock_local(dir).await?;
-                let result = swap_local(dir, expected, &bytes);
-                drop(lock); // closing the file releases the flock
+                // The record is written and synced before the lock is
+                // taken: a dispatcher stopped (SIGSTOP) or stalled while it
+                // holds the lock keeps every other one from taking over, so
+                // the lock covers only the read, the comparison and the
+                // atomic rename.
+                let temp = write_temp(dir, &bytes)?;
+                let result = match lock_local(dir).await {
+                    Ok(lock) => {
+                        let result = swap_local(dir, expected, &temp, &bytes);
+                        drop(lock); // closing the file releases the flock
+                        result
+                    }
+                    Err(e) => Err(e),
+                };
+                match &result {
+                    // The rename is durable once the directory is.
+                    Ok(Swap::Written(_)) => sync_dir(dir)?,
+                    _ => {
+                        let _ = std::fs::remove_file(&temp);
+                    }
+                }
                 result
             }
         }
@@ -259,8 +278,37 @@ async fn lock_local(dir: &FsPath) -> Result<File> {
     )))
 }
 
-/// The read-compare-replace, with the lock held.
-fn swap_local(dir: &FsPath, expected: Option<&Bytes>, bytes: &Bytes) -> Result<Swap> {
+/// `bytes` in a new temporary file of this process in `dir`, synced.
+fn write_temp(dir: &FsPath, bytes: &Bytes) -> Result<std::path::PathBuf> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temp = dir.join(format!("{TEMP_NAME}.{}.{n}", std::process::id()));
+    let io = |what: &str| {
+        let what = format!("{what} {}", temp.display());
+        move |e| Error::io(what, e)
+    };
+    let mut file = File::create(&temp).map_err(io("creating"))?;
+    file.write_all(bytes).map_err(io("writing"))?;
+    file.sync_all().map_err(io("syncing"))?;
+    Ok(temp)
+}
+
+fn sync_dir(dir: &FsPath) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(format!("syncing {}", dir.display()), e))
+}
+
+/// The read-compare-replace, with the lock held: `temp` (holding `bytes`)
+/// renamed over the lease when the lease is still `expected`.
+fn swap_local(
+    dir: &FsPath,
+    expected: Option<&Bytes>,
+    temp: &FsPath,
+    bytes: &Bytes,
+) -> Result<Swap> {
     let path = dir.join(LEASE_NAME);
     let current = read_local(&path)?;
     let matches = match (expected, &current) {
@@ -271,19 +319,7 @@ fn swap_local(dir: &FsPath, expected: Option<&Bytes>, bytes: &Bytes) -> Result<S
     if !matches {
         return Ok(Swap::Conflict);
     }
-    let temp = dir.join(TEMP_NAME);
-    let io = |what: &str, p: &FsPath| {
-        let what = format!("{what} {}", p.display());
-        move |e| Error::io(what, e)
-    };
-    let mut file = File::create(&temp).map_err(io("creating", &temp))?;
-    file.write_all(bytes).map_err(io("writing", &temp))?;
-    file.sync_all().map_err(io("syncing", &temp))?;
-    drop(file);
-    std::fs::rename(&temp, &path).map_err(io("renaming to", &path))?;
-    // The rename is durable once the directory is.
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("syncing", dir))?;
+    std::fs::rename(temp, &path)
+        .map_err(|e| Error::io(format!("renaming to {}", path.display()), e))?;
     Ok(Swap::Written(Version::Local(bytes.clone())))
 }
