@@ -26,10 +26,12 @@ use crate::attrs::NodeAttrs;
 mod assert;
 mod fill;
 mod image;
+mod image_color;
 mod io;
 mod layout;
 pub mod lookup;
 mod math;
+mod matmul;
 mod numeric;
 mod parse;
 mod ragged;
@@ -107,6 +109,8 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             strings::KERNELS,
             parse::KERNELS,
             image::KERNELS,
+            image_color::KERNELS,
+            matmul::KERNELS,
             ragged::KERNELS,
             random::KERNELS,
             sparse::KERNELS,
@@ -172,6 +176,8 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         strings::KERNELS,
         parse::KERNELS,
         image::KERNELS,
+        image_color::KERNELS,
+        matmul::KERNELS,
         ragged::KERNELS,
         random::KERNELS,
         sparse::KERNELS,
