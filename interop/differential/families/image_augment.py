@@ -71,6 +71,8 @@ def family():
     fam.add("HSVToRGB", lambda x: R.HSVToRGB(images=x), [tf.constant(0.5)],
             "HSVToRGB/error/scalar")
     colour_composites(fam, rng)
+    geometry(fam, rng)
+    pipelines(fam, rng)
     return fam
 
 
@@ -123,3 +125,140 @@ def colour_composites(fam, rng):
                          lambda x, dt=dt: tf.image.convert_image_dtype(x, dt), [img_u8])
     fam.add_function("per_image_standardization/constant image",
                      tf.image.per_image_standardization, [np.full((2, 2, 3), 7, np.uint8)])
+
+
+def geometry(fam, rng):
+    """SampleDistortedBoundingBox in every form: seeded stateful runs (a
+    kernel's successive draws), stateless seeds, attribute corners and the
+    errors; then the crop as users write it (the op, then a slice)."""
+    box = tf.constant([[[0.1, 0.2, 0.7, 0.9]]], tf.float32)
+    boxes = tf.constant([[[0.0, 0.0, 1.0, 1.0], [0.3, 0.3, 0.4, 0.35], [0.5, 0.1, 0.95, 0.6]]],
+                        tf.float32)
+    none = tf.zeros([1, 0, 4], tf.float32)
+    configs = [
+        ("default", dict()),
+        ("inception", dict(aspect_ratio_range=[3 / 4, 4 / 3], area_range=[0.08, 1.0],
+                           max_attempts=10)),
+        ("wide aspect", dict(aspect_ratio_range=[0.1, 10.0], area_range=[0.01, 1.0])),
+        ("square half", dict(aspect_ratio_range=[1.0, 1.0], area_range=[0.5, 0.5])),
+        ("whole", dict(area_range=[1.0, 1.0])),
+        ("tiny area", dict(area_range=[0.001, 0.002], max_attempts=3)),
+        ("one attempt", dict(max_attempts=1)),
+    ]
+    sizes = [("37x53", [37, 53, 3]), ("1x1", [1, 1, 3]), ("480x640", [480, 640, 3]),
+             ("5x1000", [5, 1000, 1]), ("0x0", [0, 0, 3])]
+    seed = iter(range(1, 10**6))
+    for cname, cfg in configs:
+        for sname, size in sizes:
+            for covered in ((0.0, 0.1, 0.7) if cname in ("default", "inception") else (0.1,)):
+                for bname, b in (("box", box), ("boxes", boxes), ("none", none)):
+                    if bname != "box" and (covered != 0.1 or sname not in ("37x53", "480x640")):
+                        continue
+                    s1, s2 = next(seed), next(seed)
+                    attrs = dict(cfg, use_image_if_no_bounding_boxes=True)
+                    key = f"{cname}/{sname}/covered {covered}/{bname}"
+                    fam.add("SampleDistortedBoundingBoxV2",
+                            lambda sz, bb, mc, a=attrs, s1=s1, s2=s2:
+                            R.SampleDistortedBoundingBoxV2(image_size=sz, bounding_boxes=bb,
+                                                           min_object_covered=mc, seed=s1,
+                                                           seed2=s2, **a),
+                            [tf.constant(size, tf.int32), b, tf.constant(covered)],
+                            f"SampleDistortedBoundingBoxV2/{key}", calls=3)
+                    for st in ((s1, s2), (-s1, 2**31 - 1)):
+                        fam.add("StatelessSampleDistortedBoundingBox",
+                                lambda sz, bb, mc, sd, a=attrs:
+                                R.StatelessSampleDistortedBoundingBox(
+                                    image_size=sz, bounding_boxes=bb, min_object_covered=mc,
+                                    seed=sd, **a),
+                                [tf.constant(size, tf.int32), b, tf.constant(covered),
+                                 tf.constant(st, tf.int32)],
+                                f"StatelessSampleDistortedBoundingBox/{key}/seed {st}")
+    for dt in (tf.uint8, tf.int16, tf.int64):
+        fam.add("StatelessSampleDistortedBoundingBox",
+                lambda sz, bb, mc, sd: R.StatelessSampleDistortedBoundingBox(
+                    image_size=sz, bounding_boxes=bb, min_object_covered=mc, seed=sd),
+                [tf.constant([120, 77, 3], dt), box, tf.constant(0.1),
+                 tf.constant([5, 6], tf.int64)],
+                f"StatelessSampleDistortedBoundingBox/image_size {dt.name}")
+    fam.add("SampleDistortedBoundingBox", lambda sz, bb: R.SampleDistortedBoundingBox(
+        image_size=sz, bounding_boxes=bb, seed=4, seed2=9, min_object_covered=0.3),
+        [tf.constant([64, 48, 3]), boxes], "SampleDistortedBoundingBox/v1", calls=3)
+    bad = [
+        ("coordinate above 1", [64, 48, 3], [[[0.1, 0.2, 1.5, 0.9]]], 0.1, {}),
+        ("coordinate nan", [64, 48, 3], [[[np.nan, 0.2, 0.5, 0.9]]], 0.1, {}),
+        ("boxes rank 2", [64, 48, 3], [[0.1, 0.2, 0.5, 0.9]], 0.1, {}),
+        ("boxes of 3", [64, 48, 3], [[[0.1, 0.2, 0.5]]], 0.1, {}),
+        ("no boxes", [64, 48, 3], np.zeros((1, 0, 4)), 0.1, {}),
+        ("negative covered", [64, 48, 3], [[[0.1, 0.2, 0.5, 0.9]]], -0.5, {}),
+        ("image_size of 2", [64, 48], [[[0.1, 0.2, 0.5, 0.9]]], 0.1, {}),
+        ("negative height", [-4, 48, 3], [[[0.1, 0.2, 0.5, 0.9]]], 0.1, {}),
+        ("area above 1", [64, 48, 3], [[[0.1, 0.2, 0.5, 0.9]]], 0.1,
+         dict(area_range=[0.5, 1.5])),
+        ("zero aspect", [64, 48, 3], [[[0.1, 0.2, 0.5, 0.9]]], 0.1,
+         dict(aspect_ratio_range=[0.0, 1.0])),
+    ]
+    for name, size, b, covered, attrs in bad:
+        fam.add("StatelessSampleDistortedBoundingBox",
+                lambda sz, bb, mc, sd, a=attrs: R.StatelessSampleDistortedBoundingBox(
+                    image_size=sz, bounding_boxes=bb, min_object_covered=mc, seed=sd, **a),
+                [tf.constant(size, tf.int32), tf.constant(b, tf.float32),
+                 tf.constant(covered), tf.constant([1, 2])],
+                f"StatelessSampleDistortedBoundingBox/error/{name}")
+    img = rng.integers(0, 256, (41, 57, 3)).astype(np.uint8)
+
+    def inception_crop(x, s):
+        box = tf.constant([[[0.1, 0.2, 0.7, 0.9]]], tf.float32)
+        begin, size, _ = tf.image.sample_distorted_bounding_box(
+            tf.shape(x), box, min_object_covered=0.1, aspect_ratio_range=[3 / 4, 4 / 3],
+            area_range=[0.08, 1.0], max_attempts=10, seed=s)
+        return tf.slice(x, begin, size)
+
+    for s in (7, 8, 9):
+        fam.add_function(f"sample_distorted_bounding_box then slice/seed {s}",
+                         lambda x, s=s: inception_crop(x, s), [img])
+        fam.add_function(f"stateless_sample_distorted_bounding_box then slice/seed {s}",
+                         lambda x, s=s: tf.slice(x, *tf.image.stateless_sample_distorted_bounding_box(
+                             tf.shape(x), tf.constant([[[0.1, 0.2, 0.7, 0.9]]]), seed=[s, -s], min_object_covered=0.5,
+                             use_image_if_no_bounding_boxes=True)[:2]), [img])
+
+
+def pipelines(fam, rng):
+    """The Inception training pipeline over TensorFlow-encoded JPEGs:
+    decode, sample_distorted_bounding_box crop, resize, random flip,
+    normalise; seeded stateful, and stateless with per-element seeds."""
+    yy, xx = np.mgrid[0:45, 0:61]
+    imgs = [np.stack([(xx * k) % 256, (yy * 5) % 256, (xx + yy * k) % 256], -1).astype(np.uint8)
+            for k in (3, 4, 7)] + [rng.integers(0, 256, (45, 61, 3)).astype(np.uint8)]
+    jpegs = tf.stack([tf.io.encode_jpeg(i, quality=90) for i in imgs])
+    boxes = np.array([[[0.1, 0.1, 0.9, 0.8]]], np.float32)
+    mean = tf.constant([0.485, 0.456, 0.406])
+    std = tf.constant([0.229, 0.224, 0.225])
+    D = tf.data.Dataset
+
+    def stateful(data):
+        image = tf.io.decode_jpeg(data, channels=3)
+        begin, size, _ = tf.image.sample_distorted_bounding_box(
+            tf.shape(image), boxes, min_object_covered=0.1, aspect_ratio_range=[3 / 4, 4 / 3],
+            area_range=[0.08, 1.0], max_attempts=10, use_image_if_no_bounding_boxes=True,
+            seed=17)
+        image = tf.slice(image, begin, size)
+        image = tf.image.resize(image, [12, 12])
+        image = tf.image.random_flip_left_right(image, seed=23)
+        return (image / 255.0 - mean) / std
+
+    def stateless(i, data):
+        seed = tf.stack([i, tf.constant(42, tf.int64)])
+        image = tf.io.decode_jpeg(data, channels=3)
+        begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+            tf.shape(image), boxes, seed=seed, min_object_covered=0.1,
+            area_range=[0.08, 1.0])
+        image = tf.slice(image, begin, size)
+        image = tf.image.resize(image, [12, 12])
+        image = tf.image.stateless_random_flip_left_right(image, seed=seed + 1)
+        image = tf.image.stateless_random_hue(image / 255.0, 0.1, seed=seed + 2)
+        return (image - mean) / std
+
+    fam.add_dataset("inception crop pipeline, seeded", D.from_tensor_slices(jpegs).repeat(2)
+                    .map(stateful), stateful=True)
+    fam.add_dataset("inception crop pipeline, stateless", D.from_tensor_slices(jpegs).repeat(2)
+                    .enumerate().map(stateless).batch(3))

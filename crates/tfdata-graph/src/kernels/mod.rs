@@ -27,6 +27,7 @@ mod assert;
 mod fill;
 mod image;
 mod image_color;
+mod image_crop;
 mod io;
 mod layout;
 pub mod lookup;
@@ -110,6 +111,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             parse::KERNELS,
             image::KERNELS,
             image_color::KERNELS,
+            image_crop::KERNELS,
             matmul::KERNELS,
             ragged::KERNELS,
             random::KERNELS,
@@ -177,6 +179,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         parse::KERNELS,
         image::KERNELS,
         image_color::KERNELS,
+        image_crop::KERNELS,
         matmul::KERNELS,
         ragged::KERNELS,
         random::KERNELS,

@@ -159,7 +159,7 @@ fn invalid(op: &str, message: impl std::fmt::Display) -> Error {
 /// 1, 2, 3", SC'11): a counter-based generator, one block of four words
 /// per counter value.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Philox {
+pub(super) struct Philox {
     counter: [u32; 4],
     key: [u32; 2],
 }
@@ -235,14 +235,14 @@ impl Philox {
 
 /// One word at a time from a generator's blocks (TensorFlow's
 /// `SingleSampleAdapter`), for rejection sampling and shuffles.
-struct Words {
+pub(super) struct Words {
     rng: Philox,
     block: [u32; 4],
     used: usize,
 }
 
 impl Words {
-    fn new(rng: Philox) -> Words {
+    pub(super) fn new(rng: Philox) -> Words {
         Words {
             rng,
             block: [0; 4],
@@ -250,7 +250,7 @@ impl Words {
         }
     }
 
-    fn next(&mut self) -> u32 {
+    pub(super) fn next(&mut self) -> u32 {
         if self.used == 4 {
             self.block = self.rng.next_block();
             self.used = 0;
@@ -263,7 +263,7 @@ impl Words {
 /// A stateless op's generator for a seed pair: the pair, as a counter, run
 /// through one Philox block under a fixed key; the block's first two words
 /// are the key, the last two the counter's upper half.
-fn key_counter_of_seed(s0: u64, s1: u64) -> Philox {
+pub(super) fn key_counter_of_seed(s0: u64, s1: u64) -> Philox {
     let [a, b] = lo_hi(s0);
     let [c, d] = lo_hi(s1);
     let mix = philox_block([a, b, c, d], [0x3EC8_F720, 0x0246_1E29]);
@@ -274,7 +274,7 @@ fn key_counter_of_seed(s0: u64, s1: u64) -> Philox {
 }
 
 /// `[0, 1)` from the low 23 bits of `x`, as a float in `[1, 2)` minus 1.
-fn unit_f32(x: u32) -> f32 {
+pub(super) fn unit_f32(x: u32) -> f32 {
     f32::from_bits(0x3F80_0000 | (x & 0x7F_FFFF)) - 1.0
 }
 
@@ -594,7 +594,7 @@ fn floats(dtype: DType, shape: Vec<i64>, v: Vec<f32>) -> Result<Tensor> {
 
 /// The generator of a stateful node: seeded from `seed`/`seed2`, or, with
 /// both 0, from fresh seeds as TensorFlow does.
-fn node_generator(attrs: &NodeAttrs) -> Result<Mutex<Philox>> {
+pub(super) fn node_generator(attrs: &NodeAttrs) -> Result<Mutex<Philox>> {
     let seed = attrs.int_or("seed", 0)?;
     let seed2 = attrs.int_or("seed2", 0)?;
     let (seed, seed2) = if seed == 0 && seed2 == 0 {
@@ -607,7 +607,7 @@ fn node_generator(attrs: &NodeAttrs) -> Result<Mutex<Philox>> {
 }
 
 /// A node generator's start for this run, which reserves `blocks` blocks.
-fn reserve(generator: &Mutex<Philox>, blocks: u64) -> Philox {
+pub(super) fn reserve(generator: &Mutex<Philox>, blocks: u64) -> Philox {
     let mut g = generator.lock().unwrap_or_else(|e| e.into_inner());
     let start = *g;
     g.skip(blocks);
@@ -726,7 +726,7 @@ enum Seed {
 }
 
 /// A seed pair input (int32 values sign-extend to 64 bits).
-fn seed_pair(op: &str, t: &Tensor) -> Result<(u64, u64)> {
+pub(super) fn seed_pair(op: &str, t: &Tensor) -> Result<(u64, u64)> {
     if t.shape() != [2] {
         return Err(invalid(
             op,
