@@ -73,6 +73,7 @@ def family():
     colour_composites(fam, rng)
     geometry(fam, rng)
     pipelines(fam, rng)
+    area_and_shape(fam, rng)
     return fam
 
 
@@ -262,3 +263,38 @@ def pipelines(fam, rng):
                     .map(stateful), stateful=True)
     fam.add_dataset("inception crop pipeline, stateless", D.from_tensor_slices(jpegs).repeat(2)
                     .enumerate().map(stateless).batch(3))
+
+
+def area_and_shape(fam, rng):
+    """ResizeArea up, down and odd ratios on uint8 and float images, the
+    antialiased-free tf.image.resize(method="area"), and ExtractJpegShape."""
+    images = {"uint8": rng.integers(0, 256, (2, 7, 9, 3)).astype(np.uint8),
+              "float32 grey": rng.random((1, 11, 6, 1), dtype=np.float32),
+              "int16 rgba": rng.integers(-300, 300, (1, 5, 5, 4)).astype(np.int16),
+              "float64": rng.random((1, 4, 6, 2))}
+    for name, img in images.items():
+        for size in ([3, 4], [7, 9], [14, 5], [1, 1], [5, 13], [2, 8]):
+            for align in (False, True):
+                fam.add("ResizeArea", lambda x, s, a=align: R.ResizeArea(
+                    images=x, size=s, align_corners=a), [img, tf.constant(size)],
+                    f"ResizeArea/{name}/{size}/align {align}")
+    fam.add("ResizeArea", lambda x, s: R.ResizeArea(images=x, size=s),
+            [images["uint8"], tf.constant([0, 3])], "ResizeArea/error/zero size")
+    fam.add("ResizeArea", lambda x, s: R.ResizeArea(images=x, size=s),
+            [images["uint8"][0], tf.constant([2, 3])], "ResizeArea/error/rank 3")
+    fam.add_function("tf.image.resize area", lambda x: tf.image.resize(
+        x, [4, 5], method="area"), [images["uint8"][0]])
+    yy, xx = np.mgrid[0:19, 0:23]
+    smooth = np.stack([xx * 9 % 256, yy * 7 % 256, (xx + yy) % 256], -1).astype(np.uint8)
+    jpegs = {"rgb": tf.io.encode_jpeg(smooth), "grey": tf.io.encode_jpeg(smooth[..., :1]),
+             "progressive": tf.io.encode_jpeg(smooth, progressive=True)}
+    for name, data in jpegs.items():
+        for dt in (tf.int32, tf.int64):
+            fam.add("ExtractJpegShape", lambda d, dt=dt: R.ExtractJpegShape(
+                contents=d, output_type=dt), [data], f"ExtractJpegShape/{name}/{dt.name}")
+    raw = jpegs["rgb"].numpy()
+    for name, bad in (("empty", b""), ("png", tf.io.encode_png(smooth).numpy()),
+                      ("header only", raw[:20]), ("cut before scan", raw[:raw.find(b"\xff\xda")]),
+                      ("cut in scan", raw[:len(raw) // 2])):
+        fam.add("ExtractJpegShape", lambda d: R.ExtractJpegShape(contents=d),
+                [tf.constant(bad)], f"ExtractJpegShape/{name}")

@@ -26,6 +26,7 @@ use crate::attrs::NodeAttrs;
 mod assert;
 mod fill;
 mod image;
+mod image_area;
 mod image_color;
 mod image_crop;
 mod io;
@@ -110,6 +111,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             strings::KERNELS,
             parse::KERNELS,
             image::KERNELS,
+            image_area::KERNELS,
             image_color::KERNELS,
             image_crop::KERNELS,
             matmul::KERNELS,
@@ -178,6 +180,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         strings::KERNELS,
         parse::KERNELS,
         image::KERNELS,
+        image_area::KERNELS,
         image_color::KERNELS,
         image_crop::KERNELS,
         matmul::KERNELS,
