@@ -44,6 +44,8 @@ mod slice;
 mod sparse;
 pub mod sparse_tensor;
 mod strings;
+mod strings_more;
+mod unicode;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
 /// op's output args, in order).
@@ -109,6 +111,8 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             fill::KERNELS,
             slice::KERNELS,
             strings::KERNELS,
+            strings_more::KERNELS,
+            unicode::KERNELS,
             parse::KERNELS,
             image::KERNELS,
             image_area::KERNELS,
@@ -178,6 +182,8 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         fill::KERNELS,
         slice::KERNELS,
         strings::KERNELS,
+        strings_more::KERNELS,
+        unicode::KERNELS,
         parse::KERNELS,
         image::KERNELS,
         image_area::KERNELS,
