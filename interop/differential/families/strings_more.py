@@ -80,6 +80,7 @@ def family():
     split_and_hash_cases(fam)
     unicode_cases(fam)
     composites_and_pipeline(fam)
+    format_cases(fam)
     return fam
 
 
@@ -194,3 +195,36 @@ def composites_and_pipeline(fam):
     fam.add_dataset("text pipeline: lower, clean, split, ngrams, hash, padded_batch",
                     D.from_tensor_slices(lines).map(clean).padded_batch(
                         4, padding_values=(tf.constant(-1, tf.int64), tf.constant(-1, tf.int64))))
+
+
+def format_cases(fam):
+    tensors = {
+        "int scalar": tf.constant(3), "float": tf.constant(3.5), "1e20": tf.constant(1e20),
+        "0.1": tf.constant(0.1), "1/3": tf.constant(1 / 3, tf.float32),
+        "123456789": tf.constant(123456789.0), "1e-5": tf.constant(1.5e-5),
+        "specials": tf.constant([1.0, 2.5, np.nan, np.inf, -np.inf, -0.0, -np.nan]),
+        "double 1/3": tf.constant(1 / 3, tf.float64), "double 0.1": tf.constant(0.1, tf.float64),
+        "bools": tf.constant([True, False]), "string": tf.constant("hi"),
+        "strings": tf.constant(["a", "b c", 'q"\'\\', "\n\t\x01\xff"]),
+        "3x4": tf.constant(np.arange(12).reshape(3, 4)), "30": tf.constant(np.arange(30)),
+        "2x3x4": tf.constant(np.arange(24).reshape(2, 3, 4)), "empty": tf.constant([], tf.int32),
+        "2x0": tf.constant(np.zeros((2, 0))), "int64": tf.constant(2**40, tf.int64),
+        "uint8": tf.constant([255, 0], tf.uint8), "int8": tf.constant([-128, 5], tf.int8),
+        "half": tf.constant([1.5, 0.1], tf.float16), "uint64": tf.constant([2**64 - 1], tf.uint64),
+        "8x9 floats": tf.constant(np.linspace(-1, 1, 72).reshape(8, 9).astype(np.float32)),
+    }
+    for name, t in tensors.items():
+        for summ in (3, 1, 0, -1):
+            if summ in (1, 0) and name not in ("30", "3x4", "2x3x4", "8x9 floats", "strings"):
+                continue
+            fam.add("StringFormat", lambda x, s=summ: R.StringFormat(
+                inputs=[x], template="<{}>", placeholder="{}", summarize=s), [t],
+                f"StringFormat/{name}/summarize {summ}")
+    fam.add("StringFormat", lambda a, b: R.StringFormat(inputs=[a, b], template="{} and {} %s",
+                                                        placeholder="{}", summarize=3),
+            [tf.constant(1), tf.constant([2.0])], "StringFormat/two")
+    fam.add("StringFormat", lambda a: R.StringFormat(inputs=[a], template="x=%v;",
+                                                     placeholder="%v", summarize=3),
+            [tf.constant(1)], "StringFormat/placeholder %v")
+    fam.add_function("tf.strings.format", lambda x, y: tf.strings.format(
+        "loss {} at step {}", (x, y)), [tf.constant([0.25, 1e-3]), tf.constant(7)])

@@ -8,7 +8,11 @@
 //! never more than `width - 1`), `preserve_short_sequences` (one n-gram
 //! of the whole padded row when no width fits), the ragged splits' checks;
 //! v1 splitting on any byte of the delimiter (every byte when it is
-//! empty), with `skip_empty`.
+//! empty), with `skip_empty`. `StringFormat` (`tf.strings.format`) prints
+//! tensors as TensorFlow's `SummarizeValue` does: `summarize` elements at
+//! each end of every dimension, floats in the shortest of C's `%.6g` and
+//! `%.9g` (`%.15g`/`%.17g` for double) that reads back exactly, strings
+//! quoted and C-escaped.
 
 use bytes::Bytes;
 use tfdata_core::{DType, Error, Result, Tensor};
@@ -32,6 +36,11 @@ pub(super) const KERNELS: &[KernelDef] = &[
         op: "StringToHashBucket",
         outputs: super::one_output,
         build: hash_bucket,
+    },
+    KernelDef {
+        op: "StringFormat",
+        outputs: super::one_output,
+        build: string_format,
     },
 ];
 
@@ -319,6 +328,226 @@ fn hash_bucket(attrs: &NodeAttrs) -> Result<Compute> {
     }))
 }
 
+/// C's `%.{precision}g`.
+fn c_g(v: f64, precision: usize) -> String {
+    if v.is_nan() {
+        // glibc prints the sign of a NaN.
+        return if v.is_sign_negative() { "-nan" } else { "nan" }.into();
+    }
+    if v.is_infinite() {
+        return if v < 0.0 { "-inf" } else { "inf" }.into();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let p = precision.max(1);
+    let e = format!("{:.*e}", p - 1, v);
+    let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let x: i32 = exp.parse().unwrap_or(0);
+    let strip = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if x < -4 || x >= p as i32 {
+        let sign = if x < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", strip(mantissa), x.abs())
+    } else {
+        strip(&format!("{:.*}", (p as i32 - 1 - x).max(0) as usize, v))
+    }
+}
+
+/// TensorFlow's `StrCat` of a float: the shortest of 6 (15 for double)
+/// or 9 (17) significant digits that reads back exactly.
+fn float_text(v: f64, double: bool) -> String {
+    let (short, long) = if double { (15, 17) } else { (6, 9) };
+    let s = c_g(v, short);
+    let back_ok = if double {
+        s.parse::<f64>().is_ok_and(|b| b == v)
+    } else {
+        s.parse::<f32>().is_ok_and(|b| f64::from(b) == v)
+    };
+    if back_ok || v.is_nan() || v.is_infinite() {
+        s
+    } else {
+        c_g(v, long)
+    }
+}
+
+/// C escapes as `absl::Utf8SafeCEscape`: named escapes, octal for other
+/// ASCII non-printables, bytes from 0x80 as they are.
+fn c_escape(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for &b in s {
+        match b {
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\'' => out.extend_from_slice(b"\\'"),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x20..=0x7E | 0x80..=0xFF => out.push(b),
+            _ => out.extend_from_slice(format!("\\{b:03o}").as_bytes()),
+        }
+    }
+    out
+}
+
+/// Each element of `t` as TensorFlow's `SummarizeValue` prints it.
+fn element_texts(op: &str, t: &Tensor) -> Result<Vec<Vec<u8>>> {
+    let f = |v: Vec<f64>, double: bool| {
+        v.into_iter()
+            .map(|x| float_text(x, double).into_bytes())
+            .collect()
+    };
+    Ok(match t.dtype() {
+        DType::String => t
+            .string_values()?
+            .iter()
+            .map(|s| [b"\"".as_slice(), &c_escape(s), b"\""].concat())
+            .collect(),
+        DType::Bool => t
+            .to_vec::<bool>()?
+            .into_iter()
+            .map(|b| if b { b"1".to_vec() } else { b"0".to_vec() })
+            .collect(),
+        DType::Float | DType::Half | DType::BFloat16 => {
+            let c = tfdata_dataset::kernels::cast(t, DType::Float)?;
+            f(
+                c.to_vec::<f32>()?.into_iter().map(f64::from).collect(),
+                false,
+            )
+        }
+        DType::Double => f(t.to_vec::<f64>()?, true),
+        DType::UInt64 => t
+            .to_vec::<u64>()?
+            .iter()
+            .map(|x| x.to_string().into_bytes())
+            .collect(),
+        DType::Int8
+        | DType::Int16
+        | DType::Int32
+        | DType::Int64
+        | DType::UInt8
+        | DType::UInt16
+        | DType::UInt32 => tfdata_dataset::kernels::cast(t, DType::Int64)?
+            .to_vec::<i64>()?
+            .iter()
+            .map(|x| x.to_string().into_bytes())
+            .collect(),
+        d => {
+            return Err(Error::Unimplemented(format!(
+                "{op}: formatting {d} tensors is not supported by tfdata"
+            )));
+        }
+    })
+}
+
+/// TensorFlow's `PrintDimSpacing`.
+fn dim_spacing(dim: usize, rank: usize, out: &mut Vec<u8>) {
+    if dim + 1 == rank {
+        out.push(b' ');
+        return;
+    }
+    for _ in 0..rank - dim - 1 {
+        out.push(b'\n');
+    }
+    for _ in 0..=dim {
+        out.push(b' ');
+    }
+}
+
+/// TensorFlow's `PrintOneDimV2`: `ends` elements at each end of every
+/// dimension longer than twice that, `...` between.
+fn print_dim(
+    shape: &[usize],
+    ends: usize,
+    dim: usize,
+    elems: &[Vec<u8>],
+    at: usize,
+    out: &mut Vec<u8>,
+) {
+    if dim == shape.len() {
+        out.extend_from_slice(&elems[at]);
+        return;
+    }
+    out.push(b'[');
+    let count = shape[dim];
+    let per: usize = shape[dim + 1..].iter().product();
+    for i in 0..ends.min(count) {
+        if i > 0 {
+            dim_spacing(dim, shape.len(), out);
+        }
+        print_dim(shape, ends, dim + 1, elems, at + per * i, out);
+    }
+    if count > 2 * ends {
+        dim_spacing(dim, shape.len(), out);
+        out.extend_from_slice(b"...");
+    }
+    for i in ends.max(count.saturating_sub(ends))..count {
+        dim_spacing(dim, shape.len(), out);
+        print_dim(shape, ends, dim + 1, elems, at + per * i, out);
+    }
+    out.push(b']');
+}
+
+fn summarize(op: &str, t: &Tensor, max_entries: i64) -> Result<Vec<u8>> {
+    let elems = element_texts(op, t)?;
+    let n = elems.len();
+    let limit = if max_entries < 0 {
+        n
+    } else {
+        (max_entries as usize).min(n)
+    };
+    let shape: Vec<usize> = t.shape().iter().map(|&d| d as usize).collect();
+    let mut out = Vec::new();
+    print_dim(&shape, limit, 0, &elems, 0, &mut out);
+    Ok(out)
+}
+
+fn string_format(attrs: &NodeAttrs) -> Result<Compute> {
+    const OP: &str = "StringFormat";
+    let template = attrs.bytes("template")?.to_vec();
+    let placeholder = attrs.bytes("placeholder")?.to_vec();
+    let max_entries = attrs.int_or("summarize", 3)?;
+    // The template's pieces around each placeholder.
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    if placeholder.is_empty() {
+        pieces.push(template.clone());
+    } else {
+        let mut rest = template.as_slice();
+        while let Some(i) = rest
+            .windows(placeholder.len())
+            .position(|w| w == placeholder)
+        {
+            pieces.push(rest[..i].to_vec());
+            rest = &rest[i + placeholder.len()..];
+        }
+        pieces.push(rest.to_vec());
+    }
+    Ok(Box::new(move |inputs| {
+        if pieces.len() - 1 != inputs.len() {
+            return Err(invalid(
+                OP,
+                format!(
+                    "num placeholders in template and num inputs must match: {} vs. {}",
+                    pieces.len() - 1,
+                    inputs.len()
+                ),
+            ));
+        }
+        let mut out = pieces[0].clone();
+        for (t, piece) in inputs.iter().zip(&pieces[1..]) {
+            out.extend_from_slice(&summarize(OP, t, max_entries)?);
+            check_size(OP, DType::UInt8, out.len() as u64)?;
+            out.extend_from_slice(piece);
+        }
+        Ok(vec![Tensor::scalar_string(Bytes::from(out))])
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,5 +579,14 @@ mod tests {
     fn hash64_is_deterministic_and_spreads() {
         assert_ne!(hash64(b"a"), hash64(b"b"));
         assert_ne!(hash64(b"abcdefgh"), hash64(b"abcdefgi"));
+    }
+
+    #[test]
+    fn c_g_matches_printf() {
+        assert_eq!(c_g(0.1, 6), "0.1");
+        assert_eq!(c_g(1e20, 6), "1e+20");
+        assert_eq!(c_g(123456789.0, 6), "1.23457e+08");
+        assert_eq!(float_text(f64::from(1.0f32 / 3.0), false), "0.333333343");
+        assert_eq!(c_g(1.5e-5, 6), "1.5e-05");
     }
 }
