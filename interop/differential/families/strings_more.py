@@ -81,6 +81,7 @@ def family():
     unicode_cases(fam)
     composites_and_pipeline(fam)
     format_cases(fam)
+    script_cases(fam)
     return fam
 
 
@@ -228,3 +229,21 @@ def format_cases(fam):
             [tf.constant(1)], "StringFormat/placeholder %v")
     fam.add_function("tf.strings.format", lambda x, y: tf.strings.format(
         "loss {} at step {}", (x, y)), [tf.constant([0.25, 1e-3]), tf.constant(7)])
+
+
+def script_cases(fam):
+    # Scripts of Unicode 13 and before (TensorFlow's ICU), every plane,
+    # combining marks (Inherited), Common, unassigned, surrogates, bad values.
+    cps = [0x41, 0x3b1, 0x416, 0x5d0, 0x627, 0x915, 0x4e00, 0x3042, 0x30a2, 0xac00, 0x1f600,
+           0x301, 0x30, 0x20, -1, 0x110000, 0xd800, 0xe000, 0x378, 0x10ffff, 0x1e900, 0x16fe4,
+           0x0e01, 0x10a0, 0x1200, 0x13a0, 0x1780, 0x1820, 0x0f40, 0x10000, 0x1d400, 0x2f800,
+           0xfeff, 0x200d, 0x64b, -2**31, 2**31 - 1]
+    fam.add("UnicodeScript", lambda x: tf.raw_ops.UnicodeScript(input=x),
+            [tf.constant(cps, tf.int32)], "UnicodeScript/assorted")
+    fam.add("UnicodeScript", lambda x: tf.raw_ops.UnicodeScript(input=x),
+            [tf.reshape(tf.range(0x0, 0x528, 3, tf.int32), [-1, 8])], "UnicodeScript/BMP sweep")
+    fam.add("UnicodeScript", lambda x: tf.raw_ops.UnicodeScript(input=x),
+            [tf.constant([0x1e290, 0x10f70, 0x873, 0x2ebf0, 0x11f00, 0x1e4d0], tf.int32)],
+            "UnicodeScript/assigned after Unicode 13")
+    fam.add_function("unicode_script of decoded text", lambda s: tf.strings.unicode_script(
+        tf.strings.unicode_decode(s, "UTF-8")).flat_values, [tf.constant(GOOD)])

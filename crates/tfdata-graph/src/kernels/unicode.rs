@@ -15,6 +15,13 @@
 //! without failing a strict op. Encoders refuse, replace or drop code
 //! points outside Unicode or in the surrogate range.
 //!
+//! `UnicodeScript` gives ICU's Script property in ICU4C's `UScriptCode`
+//! numbering (ICU4X's data), -1 outside Unicode. ICU4X's data is a newer
+//! Unicode than TensorFlow's ICU (Unicode 13 or older): some code points
+//! assigned since (Unicode 14's Toto and Old Uyghur, 15's Kawi, and a few
+//! letters added to old blocks) have their script here and Unknown (103) in
+//! TensorFlow.
+//!
 //! Input encodings: UTF-8, UTF-16-BE, UTF-32-BE and ISO-8859-1 (ICU's
 //! other converters are refused as unimplemented); output encodings are
 //! TensorFlow's three.
@@ -52,6 +59,11 @@ pub(super) const KERNELS: &[KernelDef] = &[
         op: "UnicodeTranscode",
         outputs: super::one_output,
         build: transcode,
+    },
+    KernelDef {
+        op: "UnicodeScript",
+        outputs: super::one_output,
+        build: |_| Ok(Box::new(script)),
     },
 ];
 
@@ -404,6 +416,31 @@ fn transcode(attrs: &NodeAttrs) -> Result<Compute> {
         }
         Ok(vec![Tensor::strings(out, inputs[0].shape().to_vec())?])
     }))
+}
+
+fn script(inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+    const OP: &str = "UnicodeScript";
+    expect_inputs(OP, &inputs, 1)?;
+    let x = &inputs[0];
+    if x.dtype() != DType::Int32 {
+        return Err(invalid(
+            OP,
+            format!("input must be int32, got {}", x.dtype()),
+        ));
+    }
+    let map = icu_properties::CodePointMapData::<icu_properties::props::Script>::new();
+    let out: Vec<i32> = x
+        .to_vec::<i32>()?
+        .into_iter()
+        .map(|c| match u32::try_from(c) {
+            // ICU4X keeps ICU4C's numbers; the accessor is deprecated only
+            // for want of users.
+            #[allow(deprecated)]
+            Ok(c) if c <= 0x10FFFF => i32::from(map.get32(c).to_icu4c_value()),
+            _ => -1,
+        })
+        .collect();
+    Ok(vec![Tensor::from_slice(&out, x.shape().to_vec())?])
 }
 
 #[cfg(test)]
