@@ -74,6 +74,7 @@ def family():
     geometry(fam, rng)
     pipelines(fam, rng)
     area_and_shape(fam, rng)
+    scale_cases(fam, rng)
     return fam
 
 
@@ -298,3 +299,46 @@ def area_and_shape(fam, rng):
                       ("cut in scan", raw[:len(raw) // 2])):
         fam.add("ExtractJpegShape", lambda d: R.ExtractJpegShape(contents=d),
                 [tf.constant(bad)], f"ExtractJpegShape/{name}")
+
+
+def scale_cases(fam, rng):
+    """ScaleAndTranslate: every kernel, antialias on and off, down and up,
+    translations, uint8 and float images; tf.image.resize as users call it."""
+    images = {"uint8": rng.integers(0, 256, (1, 7, 9, 3)).astype(np.uint8),
+              "float32": rng.random((2, 6, 5, 1), dtype=np.float32)}
+    kernels = ["lanczos1", "lanczos3", "lanczos5", "gaussian", "box", "triangle", "keyscubic",
+               "mitchellcubic"]
+    for name, img in images.items():
+        h, w = img.shape[1:3]
+        for kernel in kernels:
+            for size in ([4, 5], [h + 3, w * 2 - 1], [h, w]):
+                for aa in (True, False):
+                    if not aa and size == [h, w]:
+                        continue
+                    scale = [size[0] / h, size[1] / w]
+                    fam.add("ScaleAndTranslate", lambda x, s, sc, t, k=kernel, a=aa:
+                            R.ScaleAndTranslate(images=x, size=s, scale=sc, translation=t,
+                                                kernel_type=k, antialias=a),
+                            [img, tf.constant(size, tf.int32), tf.constant(scale, tf.float32),
+                             tf.constant([0.0, 0.0])],
+                            f"ScaleAndTranslate/{name}/{kernel}/{size}/antialias {aa}")
+        fam.add("ScaleAndTranslate", lambda x, s, sc, t: R.ScaleAndTranslate(
+            images=x, size=s, scale=sc, translation=t, kernel_type="lanczos3"),
+            [img, tf.constant([7, 7]), tf.constant([0.7, 1.3]), tf.constant([1.5, -2.25])],
+            f"ScaleAndTranslate/{name}/translated")
+    fam.add("ScaleAndTranslate", lambda x, s, sc, t: R.ScaleAndTranslate(
+        images=x, size=s, scale=sc, translation=t),
+        [images["float32"], tf.constant([3, 3]), tf.constant([0.0, 1.0]), tf.constant([0.0, 0.0])],
+        "ScaleAndTranslate/error/zero scale")
+    img = rng.random((11, 17, 3), dtype=np.float32)
+    for method in ("bilinear", "bicubic", "area", "lanczos3", "lanczos5", "gaussian",
+                   "mitchellcubic"):
+        for aa in (True, False):
+            if not aa and method in ("bilinear", "bicubic", "area"):
+                continue
+            fam.add_function(f"tf.image.resize {method} antialias {aa} down",
+                             lambda x, m=method, a=aa: tf.image.resize(x, [5, 7], method=m,
+                                                                       antialias=a), [img])
+            fam.add_function(f"tf.image.resize {method} antialias {aa} up",
+                             lambda x, m=method, a=aa: tf.image.resize(x, [13, 21], method=m,
+                                                                       antialias=a), [img])
