@@ -75,6 +75,7 @@ def family():
     pipelines(fam, rng)
     area_and_shape(fam, rng)
     scale_cases(fam, rng)
+    nms_cases(fam, rng)
     return fam
 
 
@@ -342,3 +343,57 @@ def scale_cases(fam, rng):
             fam.add_function(f"tf.image.resize {method} antialias {aa} up",
                              lambda x, m=method, a=aa: tf.image.resize(x, [13, 21], method=m,
                                                                        antialias=a), [img])
+
+
+def nms_cases(fam, rng):
+    """Non-max suppression V3/V4/V5: hard and soft, thresholds, ties,
+    flipped and empty boxes, padding, and the errors."""
+    n = 40
+    centres = rng.random((n, 2), dtype=np.float32)
+    sizes = rng.random((n, 2), dtype=np.float32) * 0.4
+    boxes = np.concatenate([centres - sizes / 2, centres + sizes / 2], 1).astype(np.float32)
+    boxes[3] = boxes[3][[2, 3, 0, 1]]  # flipped corners
+    boxes[5] = [0.2, 0.2, 0.2, 0.6]  # no area
+    scores = rng.random(n, dtype=np.float32)
+    scores[7] = scores[8] = scores[9]  # ties
+    scores[11] = np.nan
+    b, s = tf.constant(boxes), tf.constant(scores)
+    for max_out in (0, 5, 100):
+        for iou in (0.0, 0.3, 0.5, 1.0):
+            for st in (-np.inf, 0.4):
+                key = f"max {max_out}/iou {iou}/score {st}"
+                fam.add("NonMaxSuppressionV3", lambda b, s, m, i, t: R.NonMaxSuppressionV3(
+                    boxes=b, scores=s, max_output_size=m, iou_threshold=i, score_threshold=t),
+                    [b, s, tf.constant(max_out), tf.constant(iou), tf.constant(st, tf.float32)],
+                    f"NonMaxSuppressionV3/{key}")
+                fam.add("NonMaxSuppressionV4", lambda b, s, m, i, t: R.NonMaxSuppressionV4(
+                    boxes=b, scores=s, max_output_size=m, iou_threshold=i, score_threshold=t,
+                    pad_to_max_output_size=True),
+                    [b, s, tf.constant(max_out), tf.constant(iou), tf.constant(st, tf.float32)],
+                    f"NonMaxSuppressionV4/padded/{key}")
+                for sigma in (0.0, 0.5):
+                    fam.add("NonMaxSuppressionV5", lambda b, s, m, i, t, g:
+                            R.NonMaxSuppressionV5(boxes=b, scores=s, max_output_size=m,
+                                                  iou_threshold=i, score_threshold=t,
+                                                  soft_nms_sigma=g),
+                            [b, s, tf.constant(max_out), tf.constant(iou),
+                             tf.constant(st, tf.float32), tf.constant(sigma)],
+                            f"NonMaxSuppressionV5/{key}/sigma {sigma}")
+    args = lambda b, s: [b, s, tf.constant(5), tf.constant(0.5), tf.constant(0.0)]  # noqa: E731
+    for name, bb, ss in (("boxes 3 cols", b[:, :3], s), ("scores short", b, s[:-1]),
+                         ("boxes 1-D", tf.reshape(b, [-1]), s)):
+        fam.add("NonMaxSuppressionV3", lambda b, s, m, i, t: R.NonMaxSuppressionV3(
+            boxes=b, scores=s, max_output_size=m, iou_threshold=i, score_threshold=t),
+            args(bb, ss), f"NonMaxSuppressionV3/error/{name}")
+    fam.add("NonMaxSuppressionV3", lambda b, s, m, i, t: R.NonMaxSuppressionV3(
+        boxes=b, scores=s, max_output_size=m, iou_threshold=i, score_threshold=t),
+        [b, s, tf.constant(5), tf.constant(1.5), tf.constant(0.0)],
+        "NonMaxSuppressionV3/error/iou above 1")
+    fam.add("NonMaxSuppressionV3", lambda b, s, m, i, t: R.NonMaxSuppressionV3(
+        boxes=b, scores=s, max_output_size=m, iou_threshold=i, score_threshold=t),
+        [tf.zeros([0, 4]), tf.zeros([0]), tf.constant(5), tf.constant(0.5), tf.constant(0.0)],
+        "NonMaxSuppressionV3/no boxes")
+    fam.add_function("tf.image.non_max_suppression", lambda b, s: tf.image.
+                     non_max_suppression(b, s, 10, 0.5), [b, s])
+    fam.add_function("tf.image.non_max_suppression_with_scores", lambda b, s: tf.image.
+                     non_max_suppression_with_scores(b, s, 10, 0.5, 0.1, 0.3), [b, s])

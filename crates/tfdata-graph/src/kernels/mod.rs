@@ -29,6 +29,7 @@ mod image;
 mod image_area;
 mod image_color;
 mod image_crop;
+mod image_nms;
 mod image_scale;
 mod io;
 mod layout;
@@ -119,6 +120,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             image_area::KERNELS,
             image_color::KERNELS,
             image_crop::KERNELS,
+            image_nms::KERNELS,
             image_scale::KERNELS,
             matmul::KERNELS,
             ragged::KERNELS,
@@ -191,6 +193,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         image_area::KERNELS,
         image_color::KERNELS,
         image_crop::KERNELS,
+        image_nms::KERNELS,
         image_scale::KERNELS,
         matmul::KERNELS,
         ragged::KERNELS,
