@@ -76,6 +76,7 @@ def family():
     area_and_shape(fam, rng)
     scale_cases(fam, rng)
     nms_cases(fam, rng)
+    draw_cases(fam, rng)
     return fam
 
 
@@ -397,3 +398,32 @@ def nms_cases(fam, rng):
                      non_max_suppression(b, s, 10, 0.5), [b, s])
     fam.add_function("tf.image.non_max_suppression_with_scores", lambda b, s: tf.image.
                      non_max_suppression_with_scores(b, s, 10, 0.5, 0.1, 0.3), [b, s])
+
+
+def draw_cases(fam, rng):
+    """DrawBoundingBoxes(V2): default and given colours, grey/RGB/RGBA,
+    boxes partly or wholly outside, inverted, NaN, and the errors."""
+    boxes = tf.constant([[[0.1, 0.1, 0.5, 0.6], [0.0, 0.0, 1.0, 1.0], [-0.2, 0.3, 0.4, 1.5],
+                          [0.6, 0.6, 0.2, 0.9], [1.2, 0.1, 1.5, 0.5], [np.nan, 0.1, 0.5, 0.5],
+                          [0.3, 0.3, 0.3, 0.3]] + [[0.05 * k, 0.02 * k, 0.9, 0.95]
+                                                   for k in range(6)]] * 2, tf.float32)
+    for depth in (1, 3, 4):
+        img = rng.random((2, 9, 11, depth), dtype=np.float32)
+        fam.add("DrawBoundingBoxes", lambda x, b: R.DrawBoundingBoxes(images=x, boxes=b),
+                [img, boxes], f"DrawBoundingBoxes/depth {depth}")
+        for name, colors in (("none", np.zeros((0, 4), np.float32)),
+                             ("two", np.array([[0.1, 0.2, 0.3, 0.4], [0.9, 0.8, 0.7, 0.6]],
+                                              np.float32)),
+                             ("five channels", rng.random((3, 5), dtype=np.float32))):
+            fam.add("DrawBoundingBoxesV2", lambda x, b, c: R.DrawBoundingBoxesV2(
+                images=x, boxes=b, colors=c), [img, boxes, colors],
+                f"DrawBoundingBoxesV2/depth {depth}/colors {name}")
+    img = rng.random((2, 9, 11, 3), dtype=np.float32)
+    fam.add("DrawBoundingBoxesV2", lambda x, b, c: R.DrawBoundingBoxesV2(images=x, boxes=b,
+                                                                           colors=c),
+            [img, boxes, np.ones((2, 2), np.float32)], "DrawBoundingBoxesV2/error/few channels")
+    fam.add("DrawBoundingBoxesV2", lambda x, b, c: R.DrawBoundingBoxesV2(images=x, boxes=b,
+                                                                           colors=c),
+            [img, boxes[:1], np.ones((2, 4), np.float32)], "DrawBoundingBoxesV2/error/batch")
+    fam.add_function("tf.image.draw_bounding_boxes", lambda x, b: tf.image.draw_bounding_boxes(
+        x, b, [[1.0, 0.0, 0.0]]), [img, boxes])

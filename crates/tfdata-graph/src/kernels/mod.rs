@@ -29,6 +29,7 @@ mod image;
 mod image_area;
 mod image_color;
 mod image_crop;
+mod image_draw;
 mod image_nms;
 mod image_scale;
 mod io;
@@ -120,6 +121,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             image_area::KERNELS,
             image_color::KERNELS,
             image_crop::KERNELS,
+            image_draw::KERNELS,
             image_nms::KERNELS,
             image_scale::KERNELS,
             matmul::KERNELS,
@@ -193,6 +195,7 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         image_area::KERNELS,
         image_color::KERNELS,
         image_crop::KERNELS,
+        image_draw::KERNELS,
         image_nms::KERNELS,
         image_scale::KERNELS,
         matmul::KERNELS,
