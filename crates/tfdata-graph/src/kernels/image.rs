@@ -179,7 +179,7 @@ enum Method {
 }
 
 /// A 4-D image batch's dimensions.
-fn batch_dims(op: &str, t: &Tensor) -> Result<[usize; 4]> {
+pub(super) fn batch_dims(op: &str, t: &Tensor) -> Result<[usize; 4]> {
     match *t.shape() {
         [b, h, w, c] => Ok([b as usize, h as usize, w as usize, c as usize]),
         _ => Err(invalid(
@@ -190,7 +190,7 @@ fn batch_dims(op: &str, t: &Tensor) -> Result<[usize; 4]> {
 }
 
 /// The values of a real tensor as float32 (as TensorFlow casts them).
-fn floats(op: &str, t: &Tensor) -> Result<Vec<f32>> {
+pub(super) fn floats(op: &str, t: &Tensor) -> Result<Vec<f32>> {
     if t.dtype() == DType::Float {
         return t.to_vec();
     }
@@ -200,7 +200,7 @@ fn floats(op: &str, t: &Tensor) -> Result<Vec<f32>> {
 }
 
 /// TensorFlow's `CalculateResizeScale`.
-fn resize_scale(in_size: usize, out_size: usize, align_corners: bool) -> f32 {
+pub(super) fn resize_scale(in_size: usize, out_size: usize, align_corners: bool) -> f32 {
     if align_corners && out_size > 1 {
         (in_size - 1) as f32 / (out_size - 1) as f32
     } else {

@@ -66,9 +66,14 @@ enum Kind {
 }
 
 /// The multiply-accumulate of a dot product: fused and flushed for floats,
-/// wrapping for integers.
+/// wrapping for integers; `mac_unfused` rounds the product first, as
+/// Eigen's matrix-vector path does (`tf.image.rgb_to_grayscale`'s
+/// `[pixels, 3] x [3, 1]` equals TensorFlow's bit for bit that way).
 pub(super) trait Mac: Elem {
     fn mac(self, a: Self, b: Self) -> Self;
+    fn mac_unfused(self, a: Self, b: Self) -> Self {
+        self.mac(a, b)
+    }
 }
 
 impl Mac for f32 {
@@ -76,12 +81,20 @@ impl Mac for f32 {
     fn mac(self, a: f32, b: f32) -> f32 {
         a.mul_add(b, self).ftz()
     }
+    #[inline(always)]
+    fn mac_unfused(self, a: f32, b: f32) -> f32 {
+        (self + a * b).ftz()
+    }
 }
 
 impl Mac for f64 {
     #[inline(always)]
     fn mac(self, a: f64, b: f64) -> f64 {
         a.mul_add(b, self).ftz()
+    }
+    #[inline(always)]
+    fn mac_unfused(self, a: f64, b: f64) -> f64 {
+        (self + a * b).ftz()
     }
 }
 
@@ -359,15 +372,23 @@ fn run<A: Operand<O>, B: Operand<O>, O: Mac>(
     let lhs = pack::<A, O>(xb, matrices(x, m), m, k, a.adj[0]);
     let rhs = pack::<B, O>(yb, matrices(y, n), n, k, !a.adj[1]);
     let mut slots = out.chunks_exact_mut(O::SIZE);
+    // A matrix times a vector: Eigen's GEMV, whose products are rounded
+    // before they are added.
+    let unfused = n == 1;
     for &(bi, bj) in &l.pairs {
         let lm = lhs.get(bi * m * k..(bi + 1) * m * k).unwrap_or(&[]);
         let rm = rhs.get(bj * n * k..(bj + 1) * n * k).unwrap_or(&[]);
         for row in lm.chunks_exact(k) {
             for col in rm.chunks_exact(k) {
-                let v = row
-                    .iter()
-                    .zip(col)
-                    .fold(O::ZERO, |acc, (&p, &q)| acc.mac(p, q));
+                let v = if unfused {
+                    row.iter()
+                        .zip(col)
+                        .fold(O::ZERO, |acc, (&p, &q)| acc.mac_unfused(p, q))
+                } else {
+                    row.iter()
+                        .zip(col)
+                        .fold(O::ZERO, |acc, (&p, &q)| acc.mac(p, q))
+                };
                 if let Some(slot) = slots.next() {
                     v.set(slot);
                 }

@@ -28,6 +28,12 @@ mod complex;
 mod einsum;
 mod fill;
 mod image;
+mod image_area;
+mod image_color;
+mod image_crop;
+mod image_draw;
+mod image_nms;
+mod image_scale;
 mod io;
 mod layout;
 mod linalg;
@@ -49,8 +55,10 @@ mod slice;
 mod sparse;
 pub mod sparse_tensor;
 mod strings;
+mod strings_more;
 pub mod tensor_list;
 mod trig;
+mod unicode;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
 /// op's output args, in order).
@@ -124,8 +132,16 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
             fill::KERNELS,
             slice::KERNELS,
             strings::KERNELS,
+            strings_more::KERNELS,
+            unicode::KERNELS,
             parse::KERNELS,
             image::KERNELS,
+            image_area::KERNELS,
+            image_color::KERNELS,
+            image_crop::KERNELS,
+            image_draw::KERNELS,
+            image_nms::KERNELS,
+            image_scale::KERNELS,
             ragged::KERNELS,
             random::KERNELS,
             multinomial::KERNELS,
@@ -199,8 +215,16 @@ fn all_tables() -> Vec<&'static [KernelDef]> {
         fill::KERNELS,
         slice::KERNELS,
         strings::KERNELS,
+        strings_more::KERNELS,
+        unicode::KERNELS,
         parse::KERNELS,
         image::KERNELS,
+        image_area::KERNELS,
+        image_color::KERNELS,
+        image_crop::KERNELS,
+        image_draw::KERNELS,
+        image_nms::KERNELS,
+        image_scale::KERNELS,
         ragged::KERNELS,
         random::KERNELS,
         multinomial::KERNELS,

@@ -171,7 +171,7 @@ pub(super) fn key_counter_of_seed(s0: u64, s1: u64) -> Philox {
 }
 
 /// `[0, 1)` from the low 23 bits of `x`, as a float in `[1, 2)` minus 1.
-fn unit_f32(x: u32) -> f32 {
+pub(super) fn unit_f32(x: u32) -> f32 {
     f32::from_bits(0x3F80_0000 | (x & 0x7F_FFFF)) - 1.0
 }
 
@@ -496,7 +496,7 @@ fn floats(dtype: DType, shape: Vec<i64>, v: Vec<f32>) -> Result<Tensor> {
 
 /// The generator of a stateful node: seeded from `seed`/`seed2`, or, with
 /// both 0, from fresh seeds as TensorFlow does.
-fn node_generator(attrs: &NodeAttrs) -> Result<Mutex<Philox>> {
+pub(super) fn node_generator(attrs: &NodeAttrs) -> Result<Mutex<Philox>> {
     let seed = attrs.int_or("seed", 0)?;
     let seed2 = attrs.int_or("seed2", 0)?;
     let (seed, seed2) = if seed == 0 && seed2 == 0 {
@@ -509,7 +509,7 @@ fn node_generator(attrs: &NodeAttrs) -> Result<Mutex<Philox>> {
 }
 
 /// A node generator's start for this run, which reserves `blocks` blocks.
-fn reserve(generator: &Mutex<Philox>, blocks: u64) -> Philox {
+pub(super) fn reserve(generator: &Mutex<Philox>, blocks: u64) -> Philox {
     let mut g = generator.lock().unwrap_or_else(|e| e.into_inner());
     let start = *g;
     g.skip(blocks);
