@@ -72,10 +72,10 @@ def work_dir(tmp_path):
 
 def tensorflow_only(ds):
     """`ds` with its values unchanged, through an op tfdata workers do not
-    run (`MatMul`, adding 0): in a mixed cluster only TensorFlow workers get
-    its tasks, which is what tests of capability routing need now that
-    tfdata workers run plain TensorFlow graphs too."""
+    run (`MatrixDeterminant`, adding 0): in a mixed cluster only TensorFlow
+    workers get its tasks, which is what tests of capability routing need
+    now that tfdata workers run plain TensorFlow graphs too."""
     import tensorflow as tf
 
-    zero = lambda: tf.cast(tf.reduce_sum(tf.linalg.matmul([[0.0]], [[0.0]])), tf.int64)  # noqa: E731
+    zero = lambda: tf.cast(tf.linalg.det([[0.0]]), tf.int64)  # noqa: E731
     return ds.map(lambda x: x + zero())
