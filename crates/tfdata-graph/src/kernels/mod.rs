@@ -123,40 +123,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
     static TABLE: OnceLock<HashMap<&'static str, &'static KernelDef>> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut t = HashMap::new();
-        for set in [
-            math::KERNELS,
-            complex::KERNELS,
-            signal::KERNELS,
-            reduce::KERNELS,
-            shape::KERNELS,
-            fill::KERNELS,
-            slice::KERNELS,
-            strings::KERNELS,
-            strings_more::KERNELS,
-            unicode::KERNELS,
-            parse::KERNELS,
-            image::KERNELS,
-            image_area::KERNELS,
-            image_color::KERNELS,
-            image_crop::KERNELS,
-            image_draw::KERNELS,
-            image_nms::KERNELS,
-            image_scale::KERNELS,
-            ragged::KERNELS,
-            random::KERNELS,
-            multinomial::KERNELS,
-            sparse::KERNELS,
-            sparse_tensor::KERNELS,
-            io::KERNELS,
-            assert::KERNELS,
-            linalg::KERNELS,
-            segment::KERNELS,
-            order::KERNELS,
-            einsum::KERNELS,
-            serialize::KERNELS,
-            trig::KERNELS,
-            mathx::KERNELS,
-        ] {
+        for set in ALL_TABLES {
             for k in set {
                 t.insert(k.op, k);
             }
@@ -203,50 +170,48 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
     Ok(())
 }
 
-/// Every kernel table, for the check that no op is in two of them.
-#[cfg(test)]
-fn all_tables() -> Vec<&'static [KernelDef]> {
-    vec![
-        math::KERNELS,
-        complex::KERNELS,
-        signal::KERNELS,
-        reduce::KERNELS,
-        shape::KERNELS,
-        fill::KERNELS,
-        slice::KERNELS,
-        strings::KERNELS,
-        strings_more::KERNELS,
-        unicode::KERNELS,
-        parse::KERNELS,
-        image::KERNELS,
-        image_area::KERNELS,
-        image_color::KERNELS,
-        image_crop::KERNELS,
-        image_draw::KERNELS,
-        image_nms::KERNELS,
-        image_scale::KERNELS,
-        ragged::KERNELS,
-        random::KERNELS,
-        multinomial::KERNELS,
-        sparse::KERNELS,
-        sparse_tensor::KERNELS,
-        io::KERNELS,
-        assert::KERNELS,
-        linalg::KERNELS,
-        segment::KERNELS,
-        order::KERNELS,
-        einsum::KERNELS,
-        serialize::KERNELS,
-        trig::KERNELS,
-        mathx::KERNELS,
-    ]
-}
+/// Every tensor kernel table: the one list the lookup table is built from
+/// and the check that no op is in two of them reads.
+const ALL_TABLES: [&[KernelDef]; 32] = [
+    math::KERNELS,
+    complex::KERNELS,
+    signal::KERNELS,
+    reduce::KERNELS,
+    shape::KERNELS,
+    fill::KERNELS,
+    slice::KERNELS,
+    strings::KERNELS,
+    strings_more::KERNELS,
+    unicode::KERNELS,
+    parse::KERNELS,
+    image::KERNELS,
+    image_area::KERNELS,
+    image_color::KERNELS,
+    image_crop::KERNELS,
+    image_draw::KERNELS,
+    image_nms::KERNELS,
+    image_scale::KERNELS,
+    ragged::KERNELS,
+    random::KERNELS,
+    multinomial::KERNELS,
+    sparse::KERNELS,
+    sparse_tensor::KERNELS,
+    io::KERNELS,
+    assert::KERNELS,
+    linalg::KERNELS,
+    segment::KERNELS,
+    order::KERNELS,
+    einsum::KERNELS,
+    serialize::KERNELS,
+    trig::KERNELS,
+    mathx::KERNELS,
+];
 
 #[cfg(test)]
 #[test]
 fn each_op_has_one_kernel() {
     let mut seen = std::collections::HashSet::new();
-    for table in all_tables() {
+    for table in ALL_TABLES {
         for k in table {
             assert!(seen.insert(k.op), "{} is in two kernel tables", k.op);
             assert!(
