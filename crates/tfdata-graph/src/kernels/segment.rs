@@ -295,25 +295,7 @@ fn sorted<T: Seg>(op: &str, r: Red, data: &Tensor, ids: &Tensor) -> Result<Tenso
     let packed = cols.checked_div(T::LANES).unwrap_or(0) * T::LANES;
     let mut start = 0;
     while start < ids.len() {
-        let id = ids[start];
-        let mut end = start + 1;
-        while end < ids.len() && ids[end] == id {
-            end += 1;
-        }
-        if let Some(&next) = ids.get(end)
-            && next < id
-        {
-            return Err(invalid(op, "segment ids are not increasing"));
-        }
-        if id < 0 || id >= out_rows {
-            return Err(invalid(
-                op,
-                format!(
-                    "Segment id {id} out of range [0, {out_rows}), possibly because \
-                     'segment_ids' input is not sorted."
-                ),
-            ));
-        }
+        let (id, end) = sorted_run(op, &ids, start, out_rows)?;
         let slot = out.row(id as usize);
         if end - start == 1 {
             for (o, v) in slot.iter_mut().zip(row_of::<T>(b, cols, start)) {
@@ -498,25 +480,7 @@ fn sparse<T: Seg>(op: &str, r: Sparse, inputs: &[Tensor]) -> Result<Tensor> {
     let b = buffer(op, data)?;
     let mut start = 0;
     while start < ids.len() {
-        let id = ids[start];
-        let mut end = start + 1;
-        while end < ids.len() && ids[end] == id {
-            end += 1;
-        }
-        if let Some(&next) = ids.get(end)
-            && next < id
-        {
-            return Err(invalid(op, "segment ids are not increasing"));
-        }
-        if id < 0 || id >= out_rows {
-            return Err(invalid(
-                op,
-                format!(
-                    "Segment id {id} out of range [0, {out_rows}), possibly because \
-                     'segment_ids' input is not sorted."
-                ),
-            ));
-        }
+        let (id, end) = sorted_run(op, &ids, start, out_rows)?;
         let rows_of = &idx[start..end];
         if let Some(k) = rows_of.iter().position(|&i| i < 0 || i as usize >= rows) {
             return Err(invalid(
@@ -580,6 +544,29 @@ fn sparse_reduce<T: Seg>(r: Sparse, b: &[u8], cols: usize, rows: &[i64], slot: &
         }
         *o = acc;
     }
+}
+
+/// The run of equal ids from `start` in sorted segment ids: its id and
+/// where it ends, with TensorFlow's errors for a decrease or an id out of
+/// `[0, out_rows)`.
+fn sorted_run(op: &str, ids: &[i64], start: usize, out_rows: i64) -> Result<(i64, usize)> {
+    let id = ids[start];
+    let end = start + ids[start..].iter().take_while(|&&x| x == id).count();
+    if let Some(&next) = ids.get(end)
+        && next < id
+    {
+        return Err(invalid(op, "segment ids are not increasing"));
+    }
+    if id < 0 || id >= out_rows {
+        return Err(invalid(
+            op,
+            format!(
+                "Segment id {id} out of range [0, {out_rows}), possibly because \
+                 'segment_ids' input is not sorted."
+            ),
+        ));
+    }
+    Ok((id, end))
 }
 
 #[cfg(test)]
