@@ -4,6 +4,7 @@ families/ build their cases with `Family`."""
 
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -18,6 +19,20 @@ import tensorflow as tf  # noqa: E402
 from tensorflow.core.framework import function_pb2, graph_pb2  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CRATE = os.path.join(ROOT, "crates", "tfdata-graph")
+
+
+@contextlib.contextmanager
+def in_crate():
+    """Runs the block in crates/tfdata-graph, where `cargo test` replays the
+    cases: file sources and vocabularies are written and named there by
+    paths relative to the crate, which hold on any checkout."""
+    cwd = os.getcwd()
+    os.chdir(CRATE)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
 OUT = os.path.join(ROOT, "crates", "tfdata-graph", "tests", "differential")
 
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1

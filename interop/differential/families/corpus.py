@@ -11,9 +11,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from harness import ROOT, Family
+from harness import Family, in_crate
 
-CRATE = os.path.join(ROOT, "crates", "tfdata-graph")
 DATA = "tests/data/corpus"
 D = tf.data.Dataset
 
@@ -34,13 +33,9 @@ def write_files():
 
 def family():
     fam = Family("corpus")
-    cwd = os.getcwd()
-    os.chdir(CRATE)
-    try:
+    with in_crate():
         write_files()
         build(fam)
-    finally:
-        os.chdir(cwd)
     return fam
 
 
@@ -80,7 +75,7 @@ def build(fam):
             "user": tf.train.Feature(bytes_list=tf.train.BytesList(value=[f"user{i % 5}".encode()])),
             "items": tf.train.Feature(int64_list=tf.train.Int64List(value=items)),
             "age": tf.train.Feature(float_list=tf.train.FloatList(value=[float(20 + i)])),
-        })).SerializeToString())
+        })).SerializeToString(deterministic=True))
     spec = {"user": tf.io.FixedLenFeature([], tf.string),
             "items": tf.io.VarLenFeature(tf.int64),
             "age": tf.io.FixedLenFeature([], tf.float32, default_value=0.0)}

@@ -12,10 +12,9 @@ import re
 import numpy as np  # noqa: F401
 import tensorflow as tf
 
-from harness import ROOT, Family
+from harness import Family, in_crate
 
 R = tf.raw_ops
-CRATE = os.path.join(ROOT, "crates", "tfdata-graph")
 DATA = "tests/data/lookup"
 
 FILES = {
@@ -51,7 +50,11 @@ def i64(*v):
 
 
 def family():
-    os.chdir(CRATE)
+    with in_crate():
+        return build()
+
+
+def build():
     os.makedirs(DATA, exist_ok=True)
     for name, text in FILES.items():
         with open(os.path.join(DATA, name), "w", newline="") as f:

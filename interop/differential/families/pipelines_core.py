@@ -14,9 +14,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from harness import ROOT, Family
+from harness import Family, in_crate
 
-CRATE = os.path.join(ROOT, "crates", "tfdata-graph")
 DATA = "tests/data/pipelines"
 
 
@@ -25,7 +24,7 @@ def example(i):
         "id": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
         "text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[f"row {i}".encode()])),
         "tokens": tf.train.Feature(int64_list=tf.train.Int64List(value=list(range(i % 4)))),
-    })).SerializeToString()
+    })).SerializeToString(deterministic=True)
 
 
 def write_files():
@@ -50,13 +49,9 @@ def write_files():
 
 def family():
     fam = Family("pipelines_core")
-    cwd = os.getcwd()
-    os.chdir(CRATE)
-    try:
+    with in_crate():
         write_files()
         build(fam)
-    finally:
-        os.chdir(cwd)
     return fam
 
 
