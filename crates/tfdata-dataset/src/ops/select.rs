@@ -483,24 +483,7 @@ fn concat_rows(parts: &[&Tensor]) -> Result<Tensor> {
         }
         shape[0] += t.shape()[0];
     }
-    let data = match first.data() {
-        TensorData::Buffer(_) => {
-            let mut buf = Vec::with_capacity(parts.iter().map(|t| t.byte_size()).sum());
-            for t in parts {
-                if let TensorData::Buffer(b) = t.data() {
-                    buf.extend_from_slice(b);
-                }
-            }
-            TensorData::Buffer(buf.into())
-        }
-        TensorData::Strings(_) => {
-            let mut all = Vec::new();
-            for t in parts {
-                all.extend_from_slice(t.string_values()?);
-            }
-            TensorData::Strings(all)
-        }
-    };
+    let data = super::tensor_util::joined_data(parts);
     Tensor::new(first.dtype(), shape, data)
 }
 

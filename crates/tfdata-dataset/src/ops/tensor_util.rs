@@ -50,8 +50,26 @@ pub fn stack(parts: &[&Tensor]) -> Result<Tensor> {
     let mut shape = Vec::with_capacity(first.shape().len() + 1);
     shape.push(parts.len() as i64);
     shape.extend_from_slice(first.shape());
-    let data = match first.data() {
-        TensorData::Buffer(_) => {
+    let data = joined_data(parts);
+    Tensor::new(first.dtype(), shape, data)
+}
+
+/// The tensors' values one after another, in the first one's kind (bytes
+/// or strings): the data of a stack or a concatenation along the first
+/// dimension, whose shape the caller knows.
+pub fn joined_data(parts: &[&Tensor]) -> TensorData {
+    match parts.first().map(|t| t.data()) {
+        Some(TensorData::Strings(_)) => {
+            let n = parts.iter().map(|t| t.num_elements() as usize).sum();
+            let mut strings = Vec::with_capacity(n);
+            for t in parts {
+                if let TensorData::Strings(s) = t.data() {
+                    strings.extend(s.iter().cloned());
+                }
+            }
+            TensorData::Strings(strings)
+        }
+        _ => {
             let total: usize = parts.iter().map(|t| t.byte_size()).sum();
             let mut buf = super::buffer_pool::take(total);
             for t in parts {
@@ -61,17 +79,7 @@ pub fn stack(parts: &[&Tensor]) -> Result<Tensor> {
             }
             TensorData::Buffer(super::buffer_pool::freeze(buf))
         }
-        TensorData::Strings(_) => {
-            let mut strings = Vec::new();
-            for t in parts {
-                if let TensorData::Strings(s) = t.data() {
-                    strings.extend(s.iter().cloned());
-                }
-            }
-            TensorData::Strings(strings)
-        }
-    };
-    Tensor::new(first.dtype(), shape, data)
+    }
 }
 
 /// Shape equality without a `memcmp` call per row: batching scalars compares

@@ -116,24 +116,7 @@ fn encode_component(op: &str, c: usize, parts: &[&Tensor]) -> Result<(Tensor, Te
         dims.extend_from_slice(t.shape());
         total += t.num_elements();
     }
-    let data = match first.data() {
-        TensorData::Buffer(_) => {
-            let mut buf = Vec::with_capacity(parts.iter().map(|t| t.byte_size()).sum());
-            for t in parts {
-                if let TensorData::Buffer(b) = t.data() {
-                    buf.extend_from_slice(b);
-                }
-            }
-            TensorData::Buffer(buf.into())
-        }
-        TensorData::Strings(_) => {
-            let mut all = Vec::with_capacity(total as usize);
-            for t in parts {
-                all.extend_from_slice(t.string_values()?);
-            }
-            TensorData::Strings(all)
-        }
-    };
+    let data = super::tensor_util::joined_data(parts);
     let values = Tensor::new(dtype, vec![total as i64], data)?;
     let shapes = Tensor::from_slice(&dims, vec![parts.len() as i64, rank as i64])?;
     Ok((values, shapes))
