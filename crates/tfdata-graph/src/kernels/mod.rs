@@ -46,6 +46,7 @@ mod order;
 mod parse;
 mod ragged;
 mod random;
+mod random_samplers;
 mod reduce;
 mod segment;
 mod serialize;
@@ -172,7 +173,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 
 /// Every tensor kernel table: the one list the lookup table is built from
 /// and the check that no op is in two of them reads.
-const ALL_TABLES: [&[KernelDef]; 32] = [
+const ALL_TABLES: [&[KernelDef]; 33] = [
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
@@ -193,6 +194,7 @@ const ALL_TABLES: [&[KernelDef]; 32] = [
     image_scale::KERNELS,
     ragged::KERNELS,
     random::KERNELS,
+    random_samplers::KERNELS,
     multinomial::KERNELS,
     sparse::KERNELS,
     sparse_tensor::KERNELS,

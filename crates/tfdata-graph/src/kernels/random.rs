@@ -192,7 +192,7 @@ fn unit_bf16(x: u32) -> u16 {
 }
 
 /// Float to half, rounding to nearest even (Eigen's conversion).
-fn f32_to_f16(f: f32) -> u16 {
+pub(super) fn f32_to_f16(f: f32) -> u16 {
     let x = f.to_bits();
     let sign = ((x >> 16) & 0x8000) as u16;
     let a = x & 0x7FFF_FFFF;
@@ -242,7 +242,7 @@ fn box_muller_f32(x0: u32, x1: u32) -> [f32; 2] {
 }
 
 /// Box-Muller in double from four words: two standard normals.
-fn box_muller_f64(x: [u32; 4]) -> [f64; 2] {
+pub(super) fn box_muller_f64(x: [u32; 4]) -> [f64; 2] {
     let u1 = unit_f64(x[0], x[1]).max(1.0e-7);
     let v1 = 2.0 * std::f64::consts::PI * unit_f64(x[2], x[3]);
     let r = (-2.0 * u1.ln()).sqrt();
@@ -261,7 +261,7 @@ enum Dist {
 }
 
 /// The requested output shape (a 1-D int32/int64 tensor).
-fn shape_of(op: &str, t: &Tensor) -> Result<Vec<i64>> {
+pub(super) fn shape_of(op: &str, t: &Tensor) -> Result<Vec<i64>> {
     if t.shape().len() > 1 {
         return Err(invalid(op, "shape must be a vector of {int32,int64}"));
     }
@@ -517,7 +517,7 @@ pub(super) fn reserve(generator: &Mutex<Philox>, blocks: u64) -> Philox {
 }
 
 /// A scalar integer input (`minval`, `maxval`).
-fn scalar_int(op: &str, t: &Tensor, what: &str) -> Result<i64> {
+pub(super) fn scalar_int(op: &str, t: &Tensor, what: &str) -> Result<i64> {
     let v = int_values(op, t, what)?;
     match (t.shape(), v.as_slice()) {
         ([], [x]) => Ok(*x),
@@ -655,7 +655,12 @@ fn u64s(op: &str, t: &Tensor, what: &str) -> Result<Vec<u64>> {
 }
 
 /// The generator of a V2 call from its `key`, `counter` and `alg` inputs.
-fn v2_generator(op: &str, key: &Tensor, counter: &Tensor, alg: &Tensor) -> Result<Philox> {
+pub(super) fn v2_generator(
+    op: &str,
+    key: &Tensor,
+    counter: &Tensor,
+    alg: &Tensor,
+) -> Result<Philox> {
     let alg = scalar_int(op, alg, "alg")?;
     let counter_shape = counter.shape();
     let counter_len = match counter_shape {
