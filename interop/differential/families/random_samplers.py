@@ -140,4 +140,33 @@ def family():
                 [tf.constant(shape, tf.int32), seed_tensor((1, 2), tf.int32),
                  tf.constant(c, tf.float32), tf.constant(p, tf.float32)],
                 f"StatelessRandomBinomial/error/{shape}/{len(c)},{len(p)}")
+    # --- Multinomial (tf.random.categorical): a seeded node's runs ----------
+    # Few rows and samples: TensorFlow shards rows over threads only past
+    # ~10000 cycles of estimated work, and a second shard would skip ahead.
+    logits = {
+        "[1,3]": [[0.0, 1.0, 2.0]],
+        "[2,4]": [[-1.0, 0.5, 3.0, 0.0], [10.0, -INF, 9.0, NAN]],
+        "[3,2]": [[0.0, 0.0], [-50.0, 50.0], [INF, 1.0]],
+    }
+    for name, lg in logits.items():
+        for dt in (tf.float32, tf.float64):
+            for ns, out in ((1, tf.int64), (5, tf.int32), (9, tf.int64)):
+                fam.add("Multinomial",
+                        lambda logits, num_samples, out=out: R.Multinomial(
+                            logits=logits, num_samples=num_samples, seed=21, seed2=22,
+                            output_dtype=out),
+                        [tf.constant(lg, dt), tf.constant(ns, tf.int32)],
+                        f"Multinomial/{dname(dt)}/{name}/{ns} samples/{dname(out)}", calls=3)
+    for seed, seed2 in ((0, 1), (123, 0), (-7, 2**33)):
+        fam.add("Multinomial",
+                lambda logits, num_samples, seed=seed, seed2=seed2: R.Multinomial(
+                    logits=logits, num_samples=num_samples, seed=seed, seed2=seed2),
+                [tf.constant([[1.0, 2.0, 3.0, 4.0, 5.0]], tf.float32), tf.constant(6, tf.int32)],
+                f"Multinomial/seed {seed},{seed2}", calls=3)
+    for lg, ns in (([[1.0, 2.0]], 0), (np.zeros([0, 3]), 4)):
+        fam.add("Multinomial",
+                lambda logits, num_samples: R.Multinomial(
+                    logits=logits, num_samples=num_samples, seed=21, seed2=22),
+                [tf.constant(lg, tf.float32), tf.constant(ns, tf.int32)],
+                f"Multinomial/empty/{np.shape(lg)}/{ns}", calls=2)
     return fam
