@@ -46,6 +46,7 @@ mod order;
 mod parse;
 mod ragged;
 mod random;
+mod random_index_shuffle;
 mod random_samplers;
 mod reduce;
 mod segment;
@@ -173,7 +174,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 
 /// Every tensor kernel table: the one list the lookup table is built from
 /// and the check that no op is in two of them reads.
-const ALL_TABLES: [&[KernelDef]; 33] = [
+const ALL_TABLES: [&[KernelDef]; 34] = [
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
@@ -195,6 +196,7 @@ const ALL_TABLES: [&[KernelDef]; 33] = [
     ragged::KERNELS,
     random::KERNELS,
     random_samplers::KERNELS,
+    random_index_shuffle::KERNELS,
     multinomial::KERNELS,
     sparse::KERNELS,
     sparse_tensor::KERNELS,
