@@ -220,15 +220,13 @@ fn poisson(rate: f64, highest: f64, draws: &mut Draws) -> Option<f64> {
 /// `count`: a binomial(`count`, `prob`) sample for a small mean.
 fn binomial_inversion(count: f64, prob: f64, draws: &mut Draws) -> Option<f64> {
     let mut geom_sum = 0.0;
-    let mut num_geom = 0u32;
     let log_q = (-prob).ln_1p();
-    for _ in 0..MAX_ROUNDS {
+    for num_geom in 0..MAX_ROUNDS {
         let u = draws.uniform();
         geom_sum += (u.ln() / log_q).ceil();
         if geom_sum > count {
             return Some(f64::from(num_geom));
         }
-        num_geom += 1;
     }
     None
 }
@@ -344,7 +342,8 @@ fn x86_i32(x: f64) -> i32 {
 }
 
 fn x86_i64(x: f64) -> i64 {
-    if x >= -9.223372036854775808e18 && x < 9.223372036854775808e18 {
+    // -2^63 <= x < 2^63.
+    if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&x) {
         x as i64
     } else {
         i64::MIN
@@ -680,7 +679,10 @@ fn binomial_kernel(attrs: &NodeAttrs) -> Result<Compute> {
             let prob = pv[broadcast_index(probs.shape(), &batch_shape, b)];
             // TensorFlow's kernel leaves these elements unwritten (whatever
             // the buffer held): no value to match, so refused.
-            if prob.is_nan() && !(count <= 0.0) && matches!(out_type, DType::Int32 | DType::Int64) {
+            if prob.is_nan()
+                && (count > 0.0 || count.is_nan())
+                && matches!(out_type, DType::Int32 | DType::Int64)
+            {
                 return Err(invalid(format!(
                     "{OP}: a NaN probability has no {out_type} sample (TensorFlow leaves the output uninitialized)"
                 )));
