@@ -1,4 +1,5 @@
-"""Rejection samplers: gamma, Poisson and binomial, stateless and seeded stateful.
+"""Rejection samplers: gamma, Poisson, binomial, multinomial and parameterized truncated
+normal, stateless and seeded stateful.
 
 (The old RandomPoisson is not here: TensorFlow 2.21 refuses it in graphs, GraphDef
 version 25 removed it for RandomPoissonV2.)"""
@@ -169,4 +170,78 @@ def family():
                     logits=logits, num_samples=num_samples, seed=21, seed2=22),
                 [tf.constant(lg, tf.float32), tf.constant(ns, tf.int32)],
                 f"Multinomial/empty/{np.shape(lg)}/{ns}", calls=2)
+    _truncated(fam)
     return fam
+
+
+def _truncated(fam):
+    """Parameterized truncated normals: each sampler (normals, uniforms,
+    exponential), one-sided and flipped bounds. One shard of TensorFlow's
+    work only (one batch of the stateful op, a few elements stateless):
+    past that its values depend on its thread count."""
+    R = tf.raw_ops
+    params = {
+        "standard": (0.0, 1.0, -2.0, 2.0),
+        "narrow": (0.0, 1.0, 0.5, 0.7),
+        "tail": (0.0, 1.0, 3.0, INF),
+        "left tail": (1.0, 2.0, -INF, -6.0),
+        "wide": (5.0, 0.5, -INF, INF),
+        "shifted": (-3.0, 4.0, 1.0, 30.0),
+        "upper": (2.0, 1.0, -INF, 1.5),
+    }
+    for dt in (tf.float32, tf.float64):
+        for name, (m, s, lo, hi) in params.items():
+            # Both bounds infinite: "Invalid parameters" (stateless case only,
+            # as an error case).
+            if name != "wide":
+                fam.add("ParameterizedTruncatedNormal",
+                        lambda shape, means, stdevs, minvals, maxvals:
+                            R.ParameterizedTruncatedNormal(
+                                shape=shape, means=means, stdevs=stdevs, minvals=minvals,
+                                maxvals=maxvals, seed=31, seed2=32),
+                        [tf.constant([3, 7], tf.int32)]
+                        + [tf.constant(x, dt) for x in (m, s, lo, hi)],
+                        f"ParameterizedTruncatedNormal/{dname(dt)}/{name}", calls=3)
+            fam.add("StatelessParameterizedTruncatedNormal",
+                    lambda shape, seed, means, stddevs, minvals, maxvals:
+                        R.StatelessParameterizedTruncatedNormal(
+                            shape=shape, seed=seed, means=means, stddevs=stddevs,
+                            minvals=minvals, maxvals=maxvals),
+                    [tf.constant([9], tf.int32), seed_tensor((41, 42), tf.int64)]
+                    + [tf.constant(x, dt) for x in (m, s, lo, hi)],
+                    f"StatelessParameterizedTruncatedNormal/{dname(dt)}/{name}")
+        # Per-batch parameters, one batch (stateful) and broadcast (stateless).
+        fam.add("ParameterizedTruncatedNormal",
+                lambda shape, means, stdevs, minvals, maxvals: R.ParameterizedTruncatedNormal(
+                    shape=shape, means=means, stdevs=stdevs, minvals=minvals,
+                    maxvals=maxvals, seed=33, seed2=34),
+                [tf.constant([1, 6], tf.int64), tf.constant([1.0], dt), tf.constant([2.0], dt),
+                 tf.constant([0.0], dt), tf.constant([1.5], dt)],
+                f"ParameterizedTruncatedNormal/{dname(dt)}/vector parameters", calls=2)
+        fam.add("StatelessParameterizedTruncatedNormal",
+                lambda shape, seed, means, stddevs, minvals, maxvals:
+                    R.StatelessParameterizedTruncatedNormal(
+                        shape=shape, seed=seed, means=means, stddevs=stddevs,
+                        minvals=minvals, maxvals=maxvals),
+                [tf.constant([3, 2, 3], tf.int32), seed_tensor((-4, 5), tf.int32),
+                 tf.constant([[0.0], [10.0]], dt), tf.constant([1.0, 2.0, 0.5], dt),
+                 tf.constant(-1.0, dt), tf.constant([[1.0], [30.0]], dt)],
+                f"StatelessParameterizedTruncatedNormal/{dname(dt)}/broadcast")
+    for m, s, lo, hi in ((0.0, -1.0, -1.0, 1.0), (0.0, 1.0, 2.0, 1.0), (0.0, 1.0, -INF, INF)):
+        fam.add("StatelessParameterizedTruncatedNormal",
+                lambda shape, seed, means, stddevs, minvals, maxvals:
+                    R.StatelessParameterizedTruncatedNormal(
+                        shape=shape, seed=seed, means=means, stddevs=stddevs,
+                        minvals=minvals, maxvals=maxvals),
+                [tf.constant([4], tf.int32), seed_tensor((1, 2), tf.int64)]
+                + [tf.constant(x, tf.float32) for x in (m, s, lo, hi)],
+                f"StatelessParameterizedTruncatedNormal/error/{m},{s},{lo},{hi}")
+    fam.add("StatelessParameterizedTruncatedNormal",
+            lambda shape, seed, means, stddevs, minvals, maxvals:
+                R.StatelessParameterizedTruncatedNormal(
+                    shape=shape, seed=seed, means=means, stddevs=stddevs,
+                    minvals=minvals, maxvals=maxvals),
+            [tf.constant([4], tf.int32), seed_tensor((1, 2), tf.int64),
+             tf.constant([0.0, 1.0], tf.float32), tf.constant(1.0, tf.float32),
+             tf.constant(-1.0, tf.float32), tf.constant(1.0, tf.float32)],
+            "StatelessParameterizedTruncatedNormal/error/shape")

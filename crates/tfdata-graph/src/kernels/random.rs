@@ -243,7 +243,7 @@ fn f32_to_bf16(f: f32) -> u16 {
 }
 
 /// Box-Muller in float from two words: two standard normals.
-fn box_muller_f32(x0: u32, x1: u32) -> [f32; 2] {
+pub(super) fn box_muller_f32(x0: u32, x1: u32) -> [f32; 2] {
     let u1 = unit_f32(x0).max(1.0e-7);
     // `2 * M_PI * u` with M_PI a double: computed in double, then rounded.
     let v1 = (2.0 * std::f64::consts::PI * f64::from(unit_f32(x1))) as f32;
