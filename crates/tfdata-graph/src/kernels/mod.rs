@@ -25,6 +25,7 @@ use crate::attrs::NodeAttrs;
 
 mod assert;
 mod complex;
+mod compressed;
 mod einsum;
 mod fill;
 mod image;
@@ -43,6 +44,7 @@ mod mathx;
 mod multinomial;
 mod numeric;
 mod order;
+mod padded_raw;
 mod parse;
 mod ragged;
 mod random;
@@ -172,7 +174,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 
 /// Every tensor kernel table: the one list the lookup table is built from
 /// and the check that no op is in two of them reads.
-const ALL_TABLES: [&[KernelDef]; 32] = [
+const ALL_TABLES: [&[KernelDef]; 34] = [
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
@@ -205,6 +207,8 @@ const ALL_TABLES: [&[KernelDef]; 32] = [
     serialize::KERNELS,
     trig::KERNELS,
     mathx::KERNELS,
+    compressed::KERNELS,
+    padded_raw::KERNELS,
 ];
 
 #[cfg(test)]

@@ -1,0 +1,165 @@
+"""More of tf.io's parsing: ParseExample (V1), DecodeCompressed (zlib and
+gzip containers, cut streams, bad headers and checksums), DecodePaddedRaw,
+the SequenceExample parsers and DecodeJSONExample."""
+
+import gzip
+import random
+import zlib
+
+import numpy as np  # noqa: F401
+import tensorflow as tf
+
+from harness import Family
+from families.parsing import example
+
+R = tf.raw_ops
+
+
+def s(*v):
+    return tf.constant(list(v), tf.string)
+
+
+def parse_example_v1(fam):
+    records = [
+        example(id=1, label=[0.5], tokens=[3, 1, 4], text=b"first", vec=[1.0, 2.0, 3.0]),
+        example(id=2, tokens=[], text=b"", vec=[4.0, 5.0, 6.0]),
+        example(id=-(2**63), label=[float("nan")], tokens=[2**63 - 1], text=[b"a", b"\xff"],
+                vec=[0.0, -0.0, 1e-45]),
+    ]
+
+    def v1(serialized, names, sk, dk, defaults, sparse_types, dense_shapes):
+        return tf.nest.flatten(R.ParseExample(
+            serialized=serialized, names=names, sparse_keys=sk, dense_keys=dk,
+            dense_defaults=defaults, sparse_types=sparse_types, dense_shapes=dense_shapes))
+
+    fam.add("ParseExample",
+            lambda ser, names, k1, k2, d1, d2, d3, a, b, c: v1(
+                ser, names, [k1, k2], [d1, d2, d3], [a, b, c],
+                [tf.int64, tf.string], [[], [1], [3]]),
+            [s(*records), s(), tf.constant("tokens"), tf.constant("text"), tf.constant("id"),
+             tf.constant("label"), tf.constant("vec"), tf.constant(7, tf.int64),
+             tf.constant([-1.0]), tf.constant([], tf.float32)],
+            "ParseExample/sparse and dense with defaults")
+    fam.add("ParseExample",
+            lambda ser, names, k1: v1(ser, names, [k1], [], [], [tf.int64], []),
+            [s(), s(), tf.constant("tokens")], "ParseExample/empty batch")
+    fam.add("ParseExample",
+            lambda ser, names, k1: v1(ser, names, [k1], [], [], [tf.int64], []),
+            [s(records[0], records[1]), s(b"a", b"b"), tf.constant("tokens")],
+            "ParseExample/with names")
+    for name, ser, names, key, dtype in (
+            ("scalar serialized", tf.constant(records[0]), s(), "id", tf.int64),
+            ("names shape", s(records[0]), s(b"a", b"b"), "id", tf.int64),
+            ("missing", s(records[1]), s(), "label", tf.float32),
+            ("wrong type", s(records[0]), s(), "text", tf.float32),
+            ("corrupt", s(b"\x0a\x05garbage"), s(), "id", tf.int64)):
+        shape = [1] if dtype == tf.float32 else []
+        fam.add("ParseExample",
+                lambda ser, names, k, d, dtype=dtype, shape=shape: v1(
+                    ser, names, [], [k], [d], [], [shape]),
+                [ser, names, tf.constant(key), tf.constant([], dtype)],
+                f"ParseExample/error/{name}")
+
+
+def decode_compressed(fam):
+    rng = random.Random(7)
+    noise = bytes(rng.getrandbits(8) for _ in range(3000))
+    text = (b"the quick brown fox jumps over the lazy dog " * 40 +
+            "ünïcödé ☃ ".encode() * 20)
+    z_text = zlib.compress(text, 9)
+    z_noise = zlib.compress(noise)
+    g_text = gzip.compress(text, mtime=0)
+    g_noise = gzip.compress(noise, mtime=0)
+
+    def dc(ct):
+        return lambda b: R.DecodeCompressed(bytes=b, compression_type=ct)
+
+    fam.add("DecodeCompressed", dc("ZLIB"),
+            [s(z_text, z_noise, zlib.compress(b""), b"", z_text + b"trailing", z_text + z_noise)],
+            "DecodeCompressed/zlib")
+    fam.add("DecodeCompressed", dc("GZIP"),
+            [tf.constant([[g_text, g_noise], [gzip.compress(b"", mtime=0), b""],
+                          [g_text + g_noise, g_noise[:-4]]])],
+            "DecodeCompressed/gzip, members concatenated")
+    fam.add("DecodeCompressed", dc(""), [s(z_text, b"", b"\x00\xff")], "DecodeCompressed/none")
+    fam.add("DecodeCompressed", dc("ZLIB"), [tf.constant(z_text)], "DecodeCompressed/scalar")
+    # Cut streams: TensorFlow gives what the cut stream decodes to.
+    fam.add("DecodeCompressed", dc("ZLIB"),
+            [s(*[z_text[:n] for n in (1, 2, 3, 7, 20, 50, 100, 200, len(z_text) - 4,
+                                      len(z_text) - 1)])],
+            "DecodeCompressed/zlib cut")
+    fam.add("DecodeCompressed", dc("ZLIB"),
+            [s(*[z_noise[:n] for n in (10, 100, 1000, len(z_noise) - 5)])],
+            "DecodeCompressed/zlib stored blocks cut")
+    fam.add("DecodeCompressed", dc("GZIP"),
+            [s(*[g_text[:n] for n in (1, 2, 5, 10, 11, 30, 100, len(g_text) - 8,
+                                      len(g_text) - 5, len(g_text) - 1)])],
+            "DecodeCompressed/gzip cut")
+    # A gzip header with a file name, a comment and a header CRC.
+    named = bytearray(b"\x1f\x8b\x08\x1e\x00\x00\x00\x00\x00\xff") + b"name.txt\x00comment\x00"
+    hcrc = zlib.crc32(bytes(named)) & 0xffff
+    named += hcrc.to_bytes(2, "little")
+    body = zlib.compressobj(6, zlib.DEFLATED, -15)
+    raw = body.compress(text) + body.flush()
+    named += raw + (zlib.crc32(text)).to_bytes(4, "little") + len(text).to_bytes(4, "little")
+    fam.add("DecodeCompressed", dc("GZIP"), [s(bytes(named))],
+            "DecodeCompressed/gzip header fields")
+    bad_adler = bytearray(z_text)
+    bad_adler[-1] ^= 1
+    bad_crc = bytearray(g_text)
+    bad_crc[-5] ^= 1
+    bad_len = bytearray(g_text)
+    bad_len[-1] ^= 1
+    for name, ct, data in (
+            ("zlib header", "ZLIB", b"garbage"),
+            ("raw deflate", "ZLIB", raw),
+            ("zlib as gzip", "GZIP", z_text),
+            ("gzip as zlib", "ZLIB", g_text),
+            ("gzip trailing", "GZIP", g_text + b"junk"),
+            ("gzip then zlib", "GZIP", g_text + z_text),
+            ("adler", "ZLIB", bytes(bad_adler)),
+            ("crc", "GZIP", bytes(bad_crc)),
+            ("length", "GZIP", bytes(bad_len)),
+            ("method", "ZLIB", b"\x79\x9c" + z_text[2:]),
+            ("gzip method", "GZIP", b"\x1f\x8b\x07" + g_text[3:]),
+            ("gzip flags", "GZIP", b"\x1f\x8b\x08\x80" + g_text[4:])):
+        fam.add("DecodeCompressed", dc(ct), [s(data)], f"DecodeCompressed/error/{name}")
+    fam.add("DecodeCompressed", dc("gzip"), [s(g_text)], "DecodeCompressed/error/lower case")
+
+
+def decode_padded_raw(fam):
+    def dp(out_type, little_endian=True):
+        return lambda b, n: R.DecodePaddedRaw(input_bytes=b, fixed_length=n, out_type=out_type,
+                                              little_endian=little_endian)
+
+    i32 = lambda v: tf.constant(v, tf.int32)  # noqa: E731
+    fam.add("DecodePaddedRaw", dp(tf.int16), [s(b"\x01\x02\x03", b"\x04", b""), i32(4)],
+            "DecodePaddedRaw/int16 padded")
+    fam.add("DecodePaddedRaw", dp(tf.int16, False), [s(b"\x01\x02\x03", b"\xff\xfe"), i32(4)],
+            "DecodePaddedRaw/int16 big endian")
+    fam.add("DecodePaddedRaw", dp(tf.uint8), [tf.constant([[b"ab"], [b"cdefg"]]), i32(3)],
+            "DecodePaddedRaw/uint8 cut and padded")
+    fam.add("DecodePaddedRaw", dp(tf.float32),
+            [s(b"\x00\x00\x80\x3f\x00\x00\xc0\x7f", b"\x00\x00\x80\xff", b"\x00\x00\x00\x80"),
+             i32(8)], "DecodePaddedRaw/float32 specials")
+    fam.add("DecodePaddedRaw", dp(tf.float64, False), [s(b"\x3f\xf0", b"\x80"), i32(16)],
+            "DecodePaddedRaw/float64 big endian")
+    for t in (tf.int8, tf.int32, tf.int64, tf.uint16, tf.float16, tf.bfloat16):
+        fam.add("DecodePaddedRaw", dp(t), [s(b"\xff" * 9, "é☃".encode()), i32(8)],
+                f"DecodePaddedRaw/{t.name}")
+    fam.add("DecodePaddedRaw", dp(tf.int32), [tf.constant(b"\x01\x02"), i32(4)],
+            "DecodePaddedRaw/scalar")
+    fam.add("DecodePaddedRaw", dp(tf.int32), [s(), i32(4)], "DecodePaddedRaw/empty")
+    for name, n in (("not a multiple", 3), ("zero", 0), ("negative", -4)):
+        fam.add("DecodePaddedRaw", dp(tf.int16), [s(b"\x01"), i32(n)],
+                f"DecodePaddedRaw/error/{name}")
+    fam.add("DecodePaddedRaw", dp(tf.int16), [s(b"\x01"), i32([2])],
+            "DecodePaddedRaw/error/length not scalar")
+
+
+def family():
+    fam = Family("parsing_more")
+    parse_example_v1(fam)
+    decode_compressed(fam)
+    decode_padded_raw(fam)
+    return fam
