@@ -157,9 +157,98 @@ def decode_padded_raw(fam):
             "DecodePaddedRaw/error/length not scalar")
 
 
+def sequence_example(text):
+    from google.protobuf import text_format
+    return text_format.Parse(text, tf.train.SequenceExample()).SerializeToString()
+
+
+SEQ = sequence_example('''
+context { feature { key: "id" value { int64_list { value: [7] } } }
+          feature { key: "tags" value { bytes_list { value: ["a", "\\303\\251"] } } }
+          feature { key: "len" value { float_list { value: [1.5, -0.0] } } } }
+feature_lists {
+  feature_list { key: "tok" value { feature { int64_list { value: [1, 2] } }
+                                    feature { int64_list { value: [3, -9223372036854775808] } }
+                                    feature { int64_list { value: [5, 6] } } } }
+  feature_list { key: "w" value { feature { float_list { value: [0.5] } }
+                                  feature { float_list { value: [] } }
+                                  feature { float_list { value: [1, nan, -inf] } } } }
+  feature_list { key: "words" value { feature { bytes_list { value: ["x"] } }
+                                      feature { bytes_list { value: ["y", "z"] } } } }
+  feature_list { key: "empty" value { } }
+}''')
+
+
+def parse_single_sequence(fam):
+    def pss(ser, empty, ck_s, ck_d, fk_s, fk_d, defaults, name, c_sparse_types=(),
+            c_dense_shapes=(), f_sparse_types=(), f_dense_types=(), f_dense_shapes=()):
+        return tf.nest.flatten(R.ParseSingleSequenceExample(
+            serialized=ser, feature_list_dense_missing_assumed_empty=empty,
+            context_sparse_keys=ck_s, context_dense_keys=ck_d, feature_list_sparse_keys=fk_s,
+            feature_list_dense_keys=fk_d, context_dense_defaults=defaults, debug_name=name,
+            context_sparse_types=list(c_sparse_types), context_dense_shapes=list(c_dense_shapes),
+            feature_list_sparse_types=list(f_sparse_types),
+            feature_list_dense_types=list(f_dense_types),
+            feature_list_dense_shapes=list(f_dense_shapes)))
+
+    k = tf.constant
+    fam.add("ParseSingleSequenceExample",
+            lambda ser, empty, c1, c2, d1, d2, f1, f2, f3, g1, g2, g3, dd1, dd2, name: pss(
+                ser, empty, [c1, c2], [d1, d2], [f1, f2, f3], [g1, g2, g3], [dd1, dd2], name,
+                c_sparse_types=[tf.string, tf.float32], c_dense_shapes=[[], [2, 1]],
+                f_sparse_types=[tf.float32, tf.string, tf.int64],
+                f_dense_types=[tf.int64, tf.string, tf.float32],
+                f_dense_shapes=[[2], [], [3]]),
+            [k(SEQ), s(b"gone"), k("tags"), k("len"), k("id"), k("absent"), k("w"), k("words"),
+             k("missing"), k("tok"), k("empty"), k("gone"), k([], tf.int64),
+             k([[4], [5]], tf.int64), k("dbg")],
+            "ParseSingleSequenceExample/context and feature lists")
+    fam.add("ParseSingleSequenceExample",
+            lambda ser, empty, name: pss(ser, empty, [], [], [], [], [], name),
+            [k(b""), s(), k("")], "ParseSingleSequenceExample/empty record, no features")
+    fam.add("ParseSingleSequenceExample",
+            lambda ser, empty, f1, name: pss(ser, empty, [], [], [f1], [], [], name,
+                                             f_sparse_types=[tf.int64]),
+            [k(b""), s(), k("tok"), k("")], "ParseSingleSequenceExample/empty record, sparse list")
+    errs = [
+        ("missing list", dict(fk_d=["gone"], f_dense_types=[tf.int64], f_dense_shapes=[[2]])),
+        ("list count", dict(fk_d=["w"], f_dense_types=[tf.float32], f_dense_shapes=[[1]])),
+        ("list type", dict(fk_d=["tok"], f_dense_types=[tf.float32], f_dense_shapes=[[2]])),
+        ("sparse list type", dict(fk_s=["tok"], f_sparse_types=[tf.string])),
+        ("context missing", dict(ck_d=["nope"], defaults=[tf.constant([], tf.int64)],
+                                 c_dense_shapes=[[]])),
+        ("context type", dict(ck_d=["id"], defaults=[tf.constant([], tf.float32)],
+                              c_dense_shapes=[[]])),
+        ("context count", dict(ck_d=["id"], defaults=[tf.constant([], tf.int64)],
+                               c_dense_shapes=[[2]])),
+        ("context sparse type", dict(ck_s=["id"], c_sparse_types=[tf.float32])),
+        ("corrupt", dict(ser=b"\x0a\x05garbage", ck_s=["id"], c_sparse_types=[tf.int64])),
+        ("not scalar", dict(ser=[SEQ], ck_s=["id"], c_sparse_types=[tf.int64])),
+    ]
+    for name, kw in errs:
+        ser = kw.pop("ser", SEQ)
+        ck_s = kw.pop("ck_s", [])
+        ck_d = kw.pop("ck_d", [])
+        fk_s = kw.pop("fk_s", [])
+        fk_d = kw.pop("fk_d", [])
+        defaults = kw.pop("defaults", [])
+        keys = [k(x) for x in ck_s + ck_d + fk_s + fk_d]
+        counts = (len(ck_s), len(ck_d), len(fk_s), len(fk_d))
+
+        def fn(ser, empty, *rest, kw=kw, counts=counts):
+            a, b, c, d = counts
+            keys, defaults, name = rest[:a + b + c + d], rest[a + b + c + d:-1], rest[-1]
+            return pss(ser, empty, list(keys[:a]), list(keys[a:a + b]),
+                       list(keys[a + b:a + b + c]), list(keys[a + b + c:]), list(defaults),
+                       name, **kw)
+        fam.add("ParseSingleSequenceExample", fn, [k(ser), s()] + keys + defaults + [k("")],
+                f"ParseSingleSequenceExample/error/{name}")
+
+
 def family():
     fam = Family("parsing_more")
     parse_example_v1(fam)
     decode_compressed(fam)
     decode_padded_raw(fam)
+    parse_single_sequence(fam)
     return fam

@@ -50,6 +50,7 @@ mod ragged;
 mod random;
 mod reduce;
 mod segment;
+mod sequence_example;
 mod serialize;
 mod shape;
 mod signal;
@@ -174,7 +175,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 
 /// Every tensor kernel table: the one list the lookup table is built from
 /// and the check that no op is in two of them reads.
-const ALL_TABLES: [&[KernelDef]; 34] = [
+const ALL_TABLES: [&[KernelDef]; 35] = [
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
@@ -209,6 +210,7 @@ const ALL_TABLES: [&[KernelDef]; 34] = [
     mathx::KERNELS,
     compressed::KERNELS,
     padded_raw::KERNELS,
+    sequence_example::KERNELS,
 ];
 
 #[cfg(test)]
