@@ -10,9 +10,16 @@ import numpy as np  # noqa: F401
 import tensorflow as tf
 
 from harness import Family
-from families.parsing import example
+from families.parsing import example as example_proto_bytes
 
 R = tf.raw_ops
+
+
+def example(**features):
+    """An Example's bytes with its features in key order, so that
+    regenerating gives the same bytes (map order is otherwise arbitrary)."""
+    e = tf.train.Example.FromString(example_proto_bytes(**features))
+    return e.SerializeToString(deterministic=True)
 
 
 def s(*v):
@@ -159,7 +166,8 @@ def decode_padded_raw(fam):
 
 def sequence_example(text):
     from google.protobuf import text_format
-    return text_format.Parse(text, tf.train.SequenceExample()).SerializeToString()
+    return text_format.Parse(text, tf.train.SequenceExample()).SerializeToString(
+        deterministic=True)
 
 
 SEQ = sequence_example('''
