@@ -25,6 +25,7 @@ use crate::attrs::NodeAttrs;
 
 mod assert;
 mod complex;
+mod compressed;
 mod einsum;
 mod fill;
 mod image;
@@ -43,6 +44,7 @@ mod mathx;
 mod multinomial;
 mod numeric;
 mod order;
+mod padded_raw;
 mod parse;
 mod ragged;
 mod random;
@@ -51,6 +53,7 @@ mod random_samplers;
 mod random_truncated;
 mod reduce;
 mod segment;
+mod sequence_example;
 mod serialize;
 mod shape;
 mod signal;
@@ -211,6 +214,9 @@ const ALL_TABLES: [&[KernelDef]; 35] = [
     serialize::KERNELS,
     trig::KERNELS,
     mathx::KERNELS,
+    compressed::KERNELS,
+    padded_raw::KERNELS,
+    sequence_example::KERNELS,
 ];
 
 #[cfg(test)]

@@ -39,6 +39,19 @@ pub(super) const KERNELS: &[KernelDef] = &[
         build: parse_example_v2,
     },
     KernelDef {
+        op: "ParseExample",
+        outputs: |a| {
+            let sparse = a.count("Nsparse")?;
+            Ok(vec![
+                ("sparse_indices", sparse),
+                ("sparse_values", a.dtype_codes("sparse_types")?.len()),
+                ("sparse_shapes", sparse),
+                ("dense_values", a.dtype_codes("Tdense")?.len()),
+            ])
+        },
+        build: parse_example_v1,
+    },
+    KernelDef {
         op: "ParseSingleExample",
         outputs: |a| {
             let sparse = a.count("num_sparse")?;
@@ -92,7 +105,12 @@ fn dims(op: &str, shape: &TensorShapeProto) -> Result<Vec<i64>> {
 
 impl Schema {
     fn of(op: &'static str, attrs: &NodeAttrs) -> Result<Schema> {
-        let num_sparse = attrs.count("num_sparse")?;
+        // ParseExample (V1) names the count `Nsparse`.
+        let num_sparse = attrs.count(if op == "ParseExample" {
+            "Nsparse"
+        } else {
+            "num_sparse"
+        })?;
         let sparse_types = attrs.dtypes("sparse_types")?;
         let dense_types = attrs.dtypes("Tdense")?;
         let dense_shapes = attrs
@@ -504,6 +522,62 @@ fn parse_example_v2(attrs: &NodeAttrs) -> Result<Compute> {
             ragged: ragged_keys,
         };
         parse(&schema, &inputs[0], keys, &inputs[5..])
+    }))
+}
+
+/// `ParseExample` (V1): a batch only, and the keys as one scalar tensor
+/// each rather than one vector per kind.
+fn parse_example_v1(attrs: &NodeAttrs) -> Result<Compute> {
+    const OP: &str = "ParseExample";
+    let schema = Schema::of(OP, attrs)?;
+    let n_sparse = schema.sparse_types.len();
+    let n_dense = schema.dense_types.len();
+    Ok(Box::new(move |inputs| {
+        super::expect_inputs(OP, &inputs, 2 + n_sparse + 2 * n_dense)?;
+        let (serialized, names) = (&inputs[0], &inputs[1]);
+        if serialized.shape().len() != 1 {
+            return Err(invalid(
+                OP,
+                format!(
+                    "Expected serialized to be a vector, got shape: {}",
+                    shape_string(serialized.shape())
+                ),
+            ));
+        }
+        if names.num_elements() > 0 && names.shape() != serialized.shape() {
+            return Err(invalid(
+                OP,
+                format!(
+                    "Expected names have the same shape as serialized: name.shape={}, \
+                     serialized.shape={}",
+                    shape_string(names.shape()),
+                    shape_string(serialized.shape())
+                ),
+            ));
+        }
+        let scalars = |what: &str, list: &[Tensor]| -> Result<Vec<Bytes>> {
+            list.iter()
+                .enumerate()
+                .map(|(i, t)| match (t.shape(), strings(OP, t, what)?) {
+                    ([], [k]) => Ok(k.clone()),
+                    _ => Err(invalid(
+                        OP,
+                        format!(
+                            "Expected {what}[{i}] to be a scalar, got shape: {}",
+                            shape_string(t.shape())
+                        ),
+                    )),
+                })
+                .collect()
+        };
+        let sparse_keys = scalars("sparse_keys", &inputs[2..2 + n_sparse])?;
+        let dense_keys = scalars("dense_keys", &inputs[2 + n_sparse..2 + n_sparse + n_dense])?;
+        let keys = Keys {
+            sparse: &sparse_keys,
+            dense: &dense_keys,
+            ragged: &[],
+        };
+        parse(&schema, serialized, keys, &inputs[2 + n_sparse + n_dense..])
     }))
 }
 
