@@ -26,6 +26,8 @@ pub mod function;
 pub mod graph;
 pub mod kernels;
 pub mod list;
+pub mod queue;
+pub mod reader;
 mod support;
 pub mod table;
 pub mod translate;

@@ -8,6 +8,8 @@ use tfdata_core::{Error, Result, Tensor};
 use tfdata_dataset::Dataset;
 
 use crate::list::TensorList;
+use crate::queue::FifoQueue;
+use crate::reader::Reader;
 use crate::table::LookupTable;
 
 #[derive(Clone, Debug)]
@@ -25,6 +27,10 @@ pub enum Value {
     /// `tf.TensorArray` becomes): made, written and read inside one
     /// function call, carried through `While` loops.
     List(Arc<TensorList>),
+    /// A `FIFOQueueV2` (work items for the legacy readers) and a legacy
+    /// reader: made and used inside one function's calls.
+    Queue(Arc<FifoQueue>),
+    Reader(Arc<Reader>),
 }
 
 impl Value {
@@ -51,6 +57,8 @@ impl Value {
             Value::Resource => "a resource handle".into(),
             Value::Table(_) => "a lookup table".into(),
             Value::List(_) => "a TensorList".into(),
+            Value::Queue(_) => "a queue".into(),
+            Value::Reader(_) => "a reader".into(),
         }
     }
 

@@ -51,6 +51,7 @@ mod random;
 mod random_index_shuffle;
 mod random_samplers;
 mod random_truncated;
+mod readers;
 mod reduce;
 mod segment;
 mod sequence_example;
@@ -103,7 +104,8 @@ pub fn resource_lookup(op: &str) -> Option<&'static ResourceKernelDef> {
 }
 
 /// The ops on values: lookup tables and TensorLists.
-const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[lookup::KERNELS, tensor_list::KERNELS];
+const RESOURCE_TABLES: &[&[ResourceKernelDef]] =
+    &[lookup::KERNELS, tensor_list::KERNELS, readers::KERNELS];
 
 /// Whether the kernel set runs `op` (on tensors or on resources).
 pub fn runs(op: &str) -> bool {
@@ -178,7 +180,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 
 /// Every tensor kernel table: the one list the lookup table is built from
 /// and the check that no op is in two of them reads.
-const ALL_TABLES: [&[KernelDef]; 35] = [
+const ALL_TABLES: [&[KernelDef]; 38] = [
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
