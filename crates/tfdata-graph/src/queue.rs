@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use tfdata_core::{Error, Result, Tensor};
+use tfdata_core::{DType, Error, Result, Tensor};
 
 /// Tuples one queue may hold, whatever its capacity says (bounded memory).
 pub const MAX_QUEUE_ELEMENTS: usize = 1 << 20;
@@ -31,6 +31,10 @@ pub struct FifoQueue {
     /// What errors call it: TensorFlow's "FIFOQueue '<name>'".
     name: String,
     capacity: Option<usize>,
+    /// The components' dtypes, and their shapes when the queue declares
+    /// them (empty when it does not; `-1` is a dimension of any size).
+    types: Vec<DType>,
+    shapes: Vec<Vec<i64>>,
     state: Mutex<QueueState>,
 }
 
@@ -42,12 +46,27 @@ struct QueueState {
 
 impl FifoQueue {
     /// A queue; `capacity` `None` is unbounded (TensorFlow's `-1`).
-    pub fn new(name: &str, capacity: Option<usize>) -> FifoQueue {
+    pub fn new(
+        name: &str,
+        capacity: Option<usize>,
+        types: Vec<DType>,
+        shapes: Vec<Vec<i64>>,
+    ) -> FifoQueue {
         FifoQueue {
             name: format!("FIFOQueue '{name}'"),
             capacity,
+            types,
+            shapes,
             state: Mutex::new(QueueState::default()),
         }
+    }
+
+    pub fn types(&self) -> &[DType] {
+        &self.types
+    }
+
+    pub fn shapes(&self) -> &[Vec<i64>] {
+        &self.shapes
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {

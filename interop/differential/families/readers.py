@@ -275,6 +275,37 @@ def build():
         r = R.IdentityReaderV2()
         return R.ReaderReadV2(reader_handle=r, queue_handle=q)
     case("queue_two_components", two_components, [tf.constant(["a"])])
+
+    def one_element_tensors(names):
+        q = R.FIFOQueueV2(component_types=[tf.string], shapes=[], capacity=-1)
+        R.QueueEnqueueV2(handle=q, components=[names])
+        R.QueueCloseV2(handle=q)
+        return R.ReaderReadV2(reader_handle=R.IdentityReaderV2(), queue_handle=q)
+    case("queue_element_not_scalar", one_element_tensors, [tf.constant(["a", "b"])])
+    case("queue_element_one_of_rank_1", one_element_tensors, [tf.constant(["a"])])
+
+    def enqueue_checked(types, shapes, comps, many=False):
+        def fn(names):
+            q = R.FIFOQueueV2(component_types=types, shapes=shapes, capacity=-1)
+            op = R.QueueEnqueueManyV2 if many else R.QueueEnqueueV2
+            # Constants made here: a tensor from outside would be captured.
+            op(handle=q, components=[tf.constant(*c) if c is not None else names
+                                     for c in comps])
+            return R.QueueSizeV2(handle=q)
+        return fn
+    S = tf.string
+    for case_id, args in [
+            ("enqueue_wrong_dtype", ([S], [[]], [(1,)])),
+            ("enqueue_too_many_components", ([S], [[]], [None, None])),
+            ("enqueue_wrong_shape", ([S], [[]], [(["a"],)])),
+            ("enqueue_shapeless_queue", ([S], [], [([["a", "b"]],)])),
+            ("enqueue_many_wrong_shape", ([S], [[]], [([["a"]],)], True)),
+            ("enqueue_many_batches_differ", ([S, S], [[], []], [(["a"],), (["a", "b"],)], True)),
+            ("enqueue_many_shapeless", ([S], [], [([["a", "b"]],)], True)),
+            ("enqueue_many_empty", ([S], [[]], [([], tf.string)], True)),
+            ("enqueue_many_ints", ([tf.int32, S], [[2], []],
+                                   [([[1, 2], [3, 4]], tf.int32), None], True))]:
+        case(case_id, enqueue_checked(*args), [tf.constant(["x", "y"])])
     return fam
 
 

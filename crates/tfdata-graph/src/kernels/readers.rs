@@ -167,10 +167,30 @@ fn fifo_queue(attrs: &NodeAttrs) -> Result<NodeFn> {
     if types.is_empty() {
         return Err(attrs.error("component_types must not be empty"));
     }
+    let shapes = attrs
+        .shapes("shapes")?
+        .iter()
+        .map(|p| {
+            if p.unknown_rank {
+                return Err(attrs.error("a FIFOQueue's shapes must be of known rank"));
+            }
+            Ok(p.dim.iter().map(|d| d.size).collect::<Vec<i64>>())
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if !shapes.is_empty() && shapes.len() != types.len() {
+        return Err(attrs.error(format!(
+            "shapes must have the same length as component_types ({} vs. {})",
+            shapes.len(),
+            types.len()
+        )));
+    }
     let capacity = attrs.int_or("capacity", -1)?;
     let capacity = usize::try_from(capacity).ok();
     let name = attrs.node.to_string();
-    once(move || FifoQueue::new(&name, capacity), Value::Queue)
+    once(
+        move || FifoQueue::new(&name, capacity, types.clone(), shapes.clone()),
+        Value::Queue,
+    )
 }
 
 /// The tensors of a tuple after the handle.
@@ -211,24 +231,30 @@ fn enqueue(many: bool) -> Result<NodeFn> {
             "QueueEnqueueV2"
         };
         let (q, tensors) = components(op, inputs)?;
+        check_signature(&q, &tensors)?;
         if !many {
+            for (i, t) in tensors.iter().enumerate() {
+                check_shape(&q, i, t.shape(), &[])?;
+            }
             q.enqueue(vec![tensors])?;
             return Ok(Vec::new());
         }
         let mut batch: Option<i64> = None;
         for (i, t) in tensors.iter().enumerate() {
+            // (TensorFlow reads a scalar's missing first dimension: garbage
+            // in its message, or a crash when the queue has no shapes.)
             let Some(&n) = t.shape().first() else {
                 return Err(Error::InvalidArgument(format!(
-                    "Shape mismatch in tuple component {i}. Expected rank at least 1, got 0"
+                    "Shape mismatch in tuple component {i}. Expected a batch, got []"
                 )));
             };
-            if batch.is_some_and(|b| b != n) {
+            let b = *batch.get_or_insert(n);
+            check_shape(&q, i, t.shape(), &[b])?;
+            if b != n {
                 return Err(Error::InvalidArgument(format!(
-                    "Shape mismatch in tuple component {i}. Expected batch size {}, got {n}",
-                    batch.unwrap_or_default()
+                    "Shape mismatch in tuple component {i}. Expected [{b}], got [{n}]"
                 )));
             }
-            batch = Some(n);
         }
         let n = batch.unwrap_or(0) as usize;
         if n > crate::queue::MAX_QUEUE_ELEMENTS {
@@ -248,6 +274,47 @@ fn enqueue(many: bool) -> Result<NodeFn> {
         q.enqueue(tuples)?;
         Ok(Vec::new())
     })
+}
+
+/// TensorFlow's `MatchSignature`: the handle, then the queue's dtypes.
+fn check_signature(q: &FifoQueue, tensors: &[Tensor]) -> Result<()> {
+    let have: Vec<DType> = tensors.iter().map(Tensor::dtype).collect();
+    if have == q.types() {
+        return Ok(());
+    }
+    let show = |ds: &[DType]| {
+        std::iter::once("resource")
+            .chain(ds.iter().map(|d| super::lookup::tf_name(*d)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(Error::InvalidArgument(format!(
+        "Signature mismatch, have: {}-> expected: {}->",
+        show(&have),
+        show(q.types())
+    )))
+}
+
+/// A component's shape against the queue's (after `batch`, for
+/// `EnqueueMany`), when the queue declares shapes.
+fn check_shape(q: &FifoQueue, i: usize, shape: &[i64], batch: &[i64]) -> Result<()> {
+    let Some(want) = q.shapes().get(i) else {
+        return Ok(());
+    };
+    let want: Vec<i64> = batch.iter().chain(want).copied().collect();
+    let fits = want.len() == shape.len() && want.iter().zip(shape).all(|(w, h)| *w < 0 || w == h);
+    if fits {
+        return Ok(());
+    }
+    let show = |s: &[i64]| {
+        let dims: Vec<String> = s.iter().map(i64::to_string).collect();
+        format!("[{}]", dims.join(","))
+    };
+    Err(Error::InvalidArgument(format!(
+        "Shape mismatch in tuple component {i}. Expected {}, got {}",
+        show(&want),
+        show(shape)
+    )))
 }
 
 fn close(_: &NodeAttrs) -> Result<NodeFn> {
