@@ -32,6 +32,9 @@ pub enum ReaderKind {
         header: u64,
         record: u64,
         footer: u64,
+        /// Bytes from one record's start to the next's (0: `record`).
+        hop: u64,
+        compression: CompressionType,
     },
     WholeFile,
     Identity,
@@ -74,10 +77,11 @@ enum Source {
         line: i64,
     },
     Records(TfRecordReader),
+    /// The bytes between header and footer (uncompressed), and the offset
+    /// and number of the next record.
     Fixed {
-        data: Bytes,
-        pos: u64,
-        limit: u64,
+        body: Bytes,
+        next: u64,
         index: i64,
     },
 }
@@ -109,6 +113,35 @@ fn tfrecord_error(e: Error) -> Error {
         };
     }
     e
+}
+
+/// A file's bytes, decompressed for `GZIP` and `ZLIB`, refused past
+/// [`crate::MAX_TENSOR_BYTES`].
+fn uncompressed(path: &str, raw: Bytes, compression: CompressionType) -> Result<Bytes> {
+    use std::io::Read;
+    if compression == CompressionType::None {
+        return Ok(raw);
+    }
+    let reader = tfdata_dataset::io::compression::decompressing_reader(
+        Box::new(std::io::Cursor::new(raw)),
+        compression,
+        tfdata_dataset::io::DEFAULT_BUFFER_SIZE,
+    );
+    let limit = crate::MAX_TENSOR_BYTES as u64;
+    let mut out = Vec::new();
+    reader
+        .take(limit + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| Error::DataLoss {
+            location: path.to_string(),
+            reason: format!("the {compression} stream is corrupt or truncated: {e}"),
+        })?;
+    if out.len() as u64 > limit {
+        return Err(Error::InvalidArgument(format!(
+            "{path}: more than {limit} bytes uncompressed"
+        )));
+    }
+    Ok(out.into())
 }
 
 /// A whole file, refused past [`crate::MAX_TENSOR_BYTES`].
@@ -255,18 +288,26 @@ impl Reader {
             }
             ReaderKind::FixedLength {
                 header,
-                record: _,
                 footer,
+                compression,
+                ..
             } => {
-                let data = read_whole(&path)?;
+                let data = uncompressed(&path, read_whole(&path)?, *compression)?;
                 let len = data.len() as u64;
                 if len < *header {
-                    return Err(out_of_range("reached end of file".into()));
+                    return Err(out_of_range(
+                        if *compression == CompressionType::None {
+                            "reached end of file"
+                        } else {
+                            "EOF reached"
+                        }
+                        .into(),
+                    ));
                 }
+                let end = len.saturating_sub(*footer).max(*header);
                 s.source = Some(Source::Fixed {
-                    data,
-                    pos: *header,
-                    limit: len.saturating_sub(*footer),
+                    body: data.slice(*header as usize..end as usize),
+                    next: 0,
                     index: 0,
                 });
             }
@@ -309,21 +350,19 @@ impl Reader {
                 })
             }
             (
-                ReaderKind::FixedLength { record, .. },
-                Some(Source::Fixed {
-                    data,
-                    pos,
-                    limit,
-                    index,
-                }),
+                ReaderKind::FixedLength { record, hop, .. },
+                Some(Source::Fixed { body, next, index }),
             ) => {
-                // A partial record before the footer is dropped, as in
-                // TensorFlow: the work item just ends.
-                if pos.saturating_add(*record) > *limit {
+                // Records start every `hop` bytes and must fit before the
+                // footer; a partial last one is dropped, as in TensorFlow.
+                // (With `record_bytes` and `hop_bytes` 0 there is no end:
+                // empty records, one per read, as in TensorFlow.)
+                let end = next.saturating_add(*record);
+                if end > body.len() as u64 {
                     return Ok((None, true));
                 }
-                let v = data.slice(*pos as usize..(*pos + *record) as usize);
-                *pos += *record;
+                let v = body.slice(*next as usize..end as usize);
+                *next += if *hop == 0 { *record } else { *hop };
                 let k = key(index.to_string());
                 *index += 1;
                 Ok((Some((k, v)), false))

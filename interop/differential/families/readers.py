@@ -11,8 +11,10 @@ to the crate, where the Rust test runs.
 TensorFlow names a queue "_<a process-wide counter>_<node name>" in its
 errors: the messages are kept from after the name."""
 
+import gzip
 import os
 import re
+import zlib
 
 import tensorflow as tf
 
@@ -34,6 +36,10 @@ FIXED = {
     "fixed.bin": b"HH" + b"abc" + b"\x00\xff\x01" + b"xyz" + b"F",
     "fixed_partial.bin": b"HH" + b"abc" + b"de" + b"F",
     "fixed_short.bin": b"H",
+    "hops.bin": b"HH" + b"abcdefgh" + b"F",
+    "hops.gz": gzip.compress(b"HH" + b"abcdefg" + b"F", mtime=0),
+    "hops.zlib": zlib.compress(b"HH" + b"abcdefg" + b"F"),
+    "tiny.gz": gzip.compress(b"HHa", mtime=0),
 }
 RECORDS = [b"first", b"", b"\x00\xff" * 40, b"last record"]
 
@@ -164,6 +170,31 @@ def build():
     case("fixed_partial_record", reading(fixed(), reads=2), [files("fixed_partial.bin")])
     case("fixed_shorter_than_header", reading(fixed(), reads=1), [files("fixed_short.bin")])
     case("fixed_missing_file", reading(fixed(), reads=1), [files("nope.bin")])
+
+    def fixed_with(**kw):
+        return lambda: R.FixedLengthRecordReaderV2(**kw)
+    for hop in [1, 2, 3, 4, 5, 6, 9]:
+        case("fixed_hop_%d" % hop,
+             reading(fixed_with(header_bytes=2, record_bytes=3, footer_bytes=1, hop_bytes=hop),
+                     up_to=[100]), [files("hops.bin", "fixed.bin")])
+    case("fixed_record_0", reading(fixed_with(record_bytes=0), up_to=[5], reads=2),
+         [files("fixed.bin")])
+    case("fixed_record_0_hop", reading(fixed_with(record_bytes=0, hop_bytes=4), up_to=[10]),
+         [files("fixed.bin")])
+    case("fixed_footer_past_header", reading(fixed_with(header_bytes=3, record_bytes=1,
+                                                       footer_bytes=20), reads=1),
+         [files("fixed.bin")])
+    for enc, name in [("GZIP", "hops.gz"), ("ZLIB", "hops.zlib"), ("NONE", "hops.bin")]:
+        for hop in [0, 2]:
+            case("fixed_%s_hop_%d" % (enc.lower(), hop),
+                 reading(fixed_with(header_bytes=2, record_bytes=3, footer_bytes=1,
+                                    hop_bytes=hop, encoding=enc), up_to=[100]), [files(name)])
+    case("fixed_gzip_shorter_than_header",
+         reading(fixed_with(header_bytes=20, record_bytes=3, encoding="GZIP"), reads=1),
+         [files("hops.gz")])
+    case("fixed_gzip_footer_past_body",
+         reading(fixed_with(header_bytes=2, record_bytes=1, footer_bytes=5, encoding="GZIP"),
+                 reads=1), [files("tiny.gz")])
 
     # Whole files and identity: one record per work item, serializable state.
     case("whole_read", reading(whole, reads=2, serialize=True),

@@ -377,34 +377,26 @@ fn fixed_length_reader(attrs: &NodeAttrs) -> Result<NodeFn> {
         let v = attrs.int_or(k, 0)?;
         u64::try_from(v).map_err(|_| Error::InvalidArgument(format!("{k} must be >= 0 not {v}")))
     };
-    let (header, record, footer) = (
+    let (header, record, footer, hop) = (
         get("header_bytes")?,
         get("record_bytes")?,
         get("footer_bytes")?,
+        get("hop_bytes")?,
     );
-    // TensorFlow's reader also steps by `hop_bytes` and reads compressed
-    // files (`encoding`); those are not implemented here.
-    if attrs.int_or("hop_bytes", 0)? != 0 {
-        return Err(Error::Unimplemented(
-            "FixedLengthRecordReaderV2 with hop_bytes is not supported".into(),
-        ));
-    }
-    if !attrs.string_or("encoding", "")?.is_empty() {
-        return Err(Error::Unimplemented(
-            "FixedLengthRecordReaderV2 with an encoding is not supported".into(),
-        ));
-    }
-    if record == 0 {
-        return Err(Error::InvalidArgument(format!(
-            "record_bytes must be > 0 not {record}"
-        )));
-    }
+    // TensorFlow reads any other `encoding` as uncompressed bytes.
+    let compression = match attrs.string_or("encoding", "")? {
+        "GZIP" => CompressionType::Gzip,
+        "ZLIB" => CompressionType::Zlib,
+        _ => CompressionType::None,
+    };
     make_reader(
         attrs,
         ReaderKind::FixedLength {
             header,
             record,
             footer,
+            hop,
+            compression,
         },
     )
 }
@@ -454,6 +446,12 @@ fn read_up_to(_: &NodeAttrs) -> Result<NodeFn> {
                 "ReaderReadUpToV2: num_records must be >= 0 not {n}"
             )));
         }
+        // TensorFlow reserves room for `num_records` keys and values.
+        super::check_size(
+            "ReaderReadUpToV2",
+            DType::String,
+            (n as u64).saturating_mul(2),
+        )?;
         let (keys, values) = r.read_up_to(&q, n)?;
         let len = vec![keys.len() as i64];
         Ok(vec![
