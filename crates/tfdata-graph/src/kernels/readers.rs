@@ -478,3 +478,78 @@ fn restore_state(r: &Reader, rest: Vec<Value>) -> Result<Vec<Value>> {
     r.restore_state(&bytes)?;
     Ok(Vec::new())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tfdata_core::Tensor;
+    use tonic::Code;
+
+    use crate::queue::FifoQueue;
+    use crate::reader::{Reader, ReaderKind};
+
+    fn queue_of(names: &[&str], close: bool) -> FifoQueue {
+        let q = FifoQueue::new("q", None, vec![tfdata_core::DType::String], vec![vec![]]);
+        q.enqueue(
+            names
+                .iter()
+                .map(|n| vec![Tensor::scalar_string(n.to_string())])
+                .collect(),
+        )
+        .unwrap();
+        if close {
+            q.close();
+        }
+        q
+    }
+
+    #[test]
+    fn an_open_empty_queue_is_an_error_not_a_hang() {
+        let q = queue_of(&[], false);
+        let r = Reader::new(ReaderKind::Identity, "r");
+        let err = r.read(&q).unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err}");
+        let closed = queue_of(&[], true);
+        assert_eq!(r.read(&closed).unwrap_err().code(), Code::OutOfRange);
+    }
+
+    #[test]
+    fn a_full_queue_refuses_instead_of_waiting() {
+        let q = FifoQueue::new("q", Some(1), vec![tfdata_core::DType::String], vec![]);
+        q.enqueue(vec![vec![Tensor::scalar_string("a")]]).unwrap();
+        let err = q
+            .enqueue(vec![vec![Tensor::scalar_string("b")]])
+            .unwrap_err();
+        assert!(err.to_string().contains("capacity"), "{err}");
+    }
+
+    #[test]
+    fn text_lines_are_keyed_by_file_and_line_and_state_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.txt");
+        std::fs::write(&path, "h\nx\r\ny").unwrap();
+        let p = path.to_str().unwrap();
+        let q = queue_of(&[p], true);
+        let r = Reader::new(
+            ReaderKind::TextLine {
+                skip_header_lines: 1,
+            },
+            "r",
+        );
+        let (keys, values) = r.read_up_to(&q, 5).unwrap();
+        assert_eq!(keys, vec![format!("{p}:2"), format!("{p}:3")]);
+        assert_eq!(values, vec!["x", "y"]);
+        assert_eq!(r.num_work_units_completed(), 1);
+        // Identity readers keep only the base state, which round-trips.
+        let id = Arc::new(Reader::new(ReaderKind::Identity, "i"));
+        id.read(&queue_of(&["w"], true)).unwrap();
+        let state = id.serialize_state().unwrap();
+        let again = Reader::new(ReaderKind::Identity, "j");
+        again
+            .restore_state(&state.string_values().unwrap()[0])
+            .unwrap();
+        assert_eq!(again.serialize_state().unwrap(), state);
+        assert_eq!(r.serialize_state().unwrap_err().code(), Code::Unimplemented);
+    }
+}
