@@ -160,6 +160,8 @@ def build():
                        ("GZIP", "records.gz")]:
         case("tfrecord_%s" % (comp or "plain").lower(), reading(tfrecord(comp), up_to=[3, 3]),
              [files(name)])
+    case("tfrecord_unknown_compression", reading(tfrecord("BAD"), up_to=[10]),
+         [files("records.tfrecord")])
     case("tfrecord_two_files", reading(tfrecord(), reads=6),
          [files("records.tfrecord", "records.tfrecord")])
     case("tfrecord_truncated", reading(tfrecord(), up_to=[10]), [files("corrupt.tfrecord")])

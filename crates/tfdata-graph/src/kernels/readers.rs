@@ -367,8 +367,20 @@ fn text_line_reader(attrs: &NodeAttrs) -> Result<NodeFn> {
     )
 }
 
+/// `GZIP` and `ZLIB`, and anything else as no compression (the legacy
+/// readers' reading of their attributes).
+fn compression_or_none(name: &str) -> CompressionType {
+    match name {
+        "GZIP" => CompressionType::Gzip,
+        "ZLIB" => CompressionType::Zlib,
+        _ => CompressionType::None,
+    }
+}
+
 fn tfrecord_reader(attrs: &NodeAttrs) -> Result<NodeFn> {
-    let compression = CompressionType::parse(attrs.string_or("compression_type", "")?)?;
+    // TensorFlow reads an unknown `compression_type` as uncompressed (and
+    // logs it).
+    let compression = compression_or_none(attrs.string_or("compression_type", "")?);
     make_reader(attrs, ReaderKind::TfRecord { compression })
 }
 
@@ -384,11 +396,7 @@ fn fixed_length_reader(attrs: &NodeAttrs) -> Result<NodeFn> {
         get("hop_bytes")?,
     );
     // TensorFlow reads any other `encoding` as uncompressed bytes.
-    let compression = match attrs.string_or("encoding", "")? {
-        "GZIP" => CompressionType::Gzip,
-        "ZLIB" => CompressionType::Zlib,
-        _ => CompressionType::None,
-    };
+    let compression = compression_or_none(attrs.string_or("encoding", "")?);
     make_reader(
         attrs,
         ReaderKind::FixedLength {
