@@ -13,8 +13,10 @@
 //! worker compresses served elements itself ([`Translated::compressed`]),
 //! as it does for tfdata pipelines.
 
+mod consume;
 mod files;
 mod inline;
+mod iterators;
 mod node;
 mod ops;
 mod sampling;
@@ -247,4 +249,11 @@ impl NodeCompiler for DatasetNodes {
     fn handles(&self, op: &str) -> bool {
         DATASET_OPS.contains(&op)
     }
+}
+
+/// The dataset nodes (and the nodes consuming datasets: `ReduceDataset`,
+/// iterators) as a [`NodeCompiler`], for running a function body that
+/// builds or reads datasets outside a pipeline.
+pub fn dataset_nodes() -> impl NodeCompiler {
+    DatasetNodes
 }

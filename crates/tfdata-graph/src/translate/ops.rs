@@ -97,6 +97,18 @@ pub const DATASET_OPS: &[&str] = &[
     "AnonymousMemoryCache",
     // File names.
     "MatchingFiles",
+    // Datasets run inside functions (consume.rs, iterators.rs).
+    "ReduceDataset",
+    "DatasetToSingleElement",
+    "DatasetCardinality",
+    "ExperimentalDatasetCardinality",
+    "AnonymousIterator",
+    "AnonymousIteratorV2",
+    "AnonymousIteratorV3",
+    "MakeIterator",
+    "IteratorGetNext",
+    "IteratorGetNextSync",
+    "DeleteIterator",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
@@ -109,6 +121,12 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::select::compile(node, compiler, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::consume::compile(node, compiler, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::iterators::compile(node, &attrs)? {
         return Ok(compiled);
     }
     Ok(match node.op.as_str() {

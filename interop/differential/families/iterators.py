@@ -1,0 +1,169 @@
+"""Datasets consumed inside functions: `reduce` of a window or of a dataset
+built per element (ReduceDataset), `get_single_element`
+(DatasetToSingleElement), `cardinality()` (DatasetCardinality), a
+`for x in ds:` loop in a tf.function (autograph's ScanDataset and
+ReduceDataset), and `iter(ds)` with `next(it)` (AnonymousIteratorV3,
+MakeIterator, IteratorGetNext), with their edge cases and errors."""
+
+import numpy as np
+import tensorflow as tf
+
+from harness import Family, rename_op
+
+D = tf.data.Dataset
+I64 = tf.int64
+
+
+def family():
+    fam = Family("iterators")
+    reduces(fam)
+    single_elements(fam)
+    cardinalities(fam)
+    loops_and_iterators(fam)
+    raw_iterators(fam)
+    return fam
+
+
+def reduces(fam):
+    zero = tf.constant(0, I64)
+    fam.add_dataset("window.reduce sum in a map", D.range(10).window(3).map(
+        lambda w: w.reduce(zero, lambda s, x: s + x)))
+    fam.add_dataset("window.reduce with drop_remainder, (count, sum, max) state",
+                    D.range(1, 12).map(lambda i: tf.cast(i, tf.float32) * -0.5).window(
+                        4, 3, 1, True).map(lambda w: w.reduce(
+                            (tf.constant(0), tf.constant(0.0), tf.constant(-np.inf)),
+                            lambda s, x: (s[0] + 1, s[1] + x, tf.maximum(s[2], x)))))
+    fam.add_dataset("window.reduce of strings", D.from_tensor_slices(
+        ["a", "", "ccc", "\u00e9\u00e8", "x" * 300]).window(2, 1, 1, False).map(
+        lambda w: w.reduce(tf.constant(""), lambda s, x: tf.strings.join([s, x], "|"))))
+    fam.add_dataset("window.reduce growing state (relaxed shape)", D.range(7).window(3).map(
+        lambda w: w.reduce(tf.zeros([0], I64), lambda s, x: tf.concat([s, [x * x]], 0))))
+    fam.add_dataset("window of tuples reduced", D.zip((D.range(6), D.range(6).map(
+        lambda i: tf.cast(i, tf.float64) / 3))).window(4).map(
+        lambda a, b: (a.reduce(zero, lambda s, x: s + x),
+                      b.reduce(tf.constant(0.0, tf.float64), lambda s, x: s + x))))
+    fam.add_dataset("reduce of a range built per element (empty ones give the state)",
+                    D.range(5).map(lambda n: D.range(n).reduce(
+                        tf.constant(100, I64), lambda s, x: s - x)))
+    fam.add_dataset("reduce with a captured tensor", D.range(4).map(
+        lambda n, k=tf.constant(7, I64): D.range(n, n + 3).reduce(
+            zero, lambda s, x: s * k + x)))
+    fam.add_dataset("reduce of a batched dataset (matrix state)", D.range(3).map(
+        lambda n: D.range(12).map(lambda x: tf.cast(x + n, tf.float32)).batch(4).reduce(
+            tf.zeros([4]), lambda s, x: s + tf.cast(tf.shape(x)[0], tf.float32) * x)))
+    fam.add_dataset("reduce overflowing int32", D.range(2).map(
+        lambda n: D.from_tensor_slices(tf.constant([2**31 - 1, 1, 5], tf.int32)).reduce(
+            tf.constant(0, tf.int32), lambda s, x: s + x)))
+    fam.add_dataset("reduce with NaN and infinities", D.range(1).map(
+        lambda n: D.from_tensor_slices(tf.constant([1.0, np.inf, -0.0, np.nan])).reduce(
+            (tf.constant(0.0), tf.constant(np.inf)),
+            lambda s, x: (s[0] + x, tf.minimum(s[1], x)))))
+    fam.add_function("reduce in a tf.function", lambda n: D.range(n).reduce(
+        tf.constant(0, I64), lambda s, x: s + x * x), [tf.constant(10, I64)])
+    fam.add_function("reduce of an empty dataset in a tf.function", lambda n: D.range(n).reduce(
+        (tf.constant(0, I64), tf.constant("")), lambda s, x: (s[0] + 1, tf.strings.join(
+            [s[1], tf.strings.as_string(x)]))), [tf.constant(0, I64)])
+
+
+def single_elements(fam):
+    fam.add_dataset("get_single_element of from_tensors in a map", D.range(4).map(
+        lambda i: D.from_tensors((i * 2, tf.strings.as_string(i))).get_single_element()))
+    fam.add_dataset("get_single_element of window(1)", D.range(5).window(1).map(
+        lambda w: w.get_single_element()))
+    fam.add_dataset("get_single_element of a filtered range", D.range(6).map(
+        lambda i: D.range(10).filter(lambda x: x == i + 2).get_single_element()))
+    fam.add_function("get_single_element of a batch", lambda x: D.from_tensor_slices(x).batch(
+        10).get_single_element(), [tf.constant([[1.5, -2.0], [np.nan, 0.0]])])
+    fam.add_function("get_single_element of an empty dataset", lambda n: D.range(n).take(
+        0).get_single_element(), [tf.constant(3, I64)], traced=True)
+    fam.add_function("get_single_element of two elements", lambda n: D.range(n)
+                     .get_single_element(), [tf.constant(2, I64)], traced=True)
+
+
+def cardinalities(fam):
+    fam.add_dataset("cardinality of datasets built per element", D.range(4).map(
+        lambda n: (D.range(n).cardinality(), D.range(n).batch(3).cardinality(),
+                   D.range(n).filter(lambda x: x > 0).cardinality(),
+                   D.range(n).repeat().cardinality(), D.range(n).repeat(3).take(5)
+                   .cardinality(), D.range(n).repeat().filter(lambda x: x >= 0)
+                   .cardinality())))
+    fam.add_dataset("filter of an infinite dataset, taken", D.range(3).repeat().filter(
+        lambda x: x > 0).take(5))
+    fam.add_dataset("ExperimentalDatasetCardinality (the op's older name)", D.range(4).map(
+        lambda n: D.range(n).batch(3).cardinality()), edit=rename_op(
+            "DatasetCardinality", "ExperimentalDatasetCardinality"))
+    fam.add_dataset("window cardinality", D.range(7).window(3).map(lambda w: w.cardinality()))
+    fam.add_function("cardinality in a tf.function", lambda n: (
+        D.range(n).cardinality(), D.range(n).shard(3, 1).cardinality(),
+        D.range(n).skip(4).cardinality()), [tf.constant(10, I64)])
+
+
+def loops_and_iterators(fam):
+    def loop_sum(n):
+        s = tf.constant(0, I64)
+        for x in D.range(n):
+            s += x
+        return s
+
+    fam.add_function("for loop over a dataset (scan and reduce)", loop_sum,
+                     [tf.constant(7, I64)])
+
+    def loop_strings(x):
+        out = tf.constant("")
+        for s in D.from_tensor_slices(x):
+            out = tf.strings.join([out, s], "-")
+        return out
+
+    fam.add_function("for loop over strings", loop_strings,
+                     [tf.constant(["un", "", "tr\u00f6is"])])
+
+    def two_next(n):
+        it = iter(D.range(n).map(lambda x: x * 3))
+        a = next(it)
+        b = next(it)
+        return a, b, a + b
+
+    fam.add_function("iter and next", two_next, [tf.constant(5, I64)], traced=True)
+    fam.add_function("next past the end", two_next, [tf.constant(1, I64)], traced=True)
+
+    def next_tuple(x):
+        it = iter(D.from_tensor_slices((x, tf.strings.as_string(x))).batch(2))
+        first = next(it)
+        second = next(it)
+        return first[0], first[1], second[0], second[1]
+
+    fam.add_function("next of batched tuples", next_tuple,
+                     [tf.constant([1.5, -0.0, np.nan, 4.0, 9.0])], traced=True)
+
+
+def raw_iterators(fam):
+    """The iterator ops as tf.raw_ops spell them (older versions, the
+    synchronous read, an explicit delete)."""
+    def read(version, sync):
+        def fn(n):
+            ds = D.range(n).map(lambda x: (x, tf.cast(x, tf.float32) / 4))
+            types, shapes = [I64, tf.float32], [[], []]
+            deleter = None
+            if version == 1:
+                h = tf.raw_ops.AnonymousIterator(output_types=types, output_shapes=shapes)
+            elif version == 2:
+                h, deleter = tf.raw_ops.AnonymousIteratorV2(output_types=types,
+                                                           output_shapes=shapes)
+            else:
+                h = tf.raw_ops.AnonymousIteratorV3(output_types=types, output_shapes=shapes)
+            tf.raw_ops.MakeIterator(dataset=ds._variant_tensor, iterator=h)
+            get = tf.raw_ops.IteratorGetNextSync if sync else tf.raw_ops.IteratorGetNext
+            a = get(iterator=h, output_types=types, output_shapes=shapes)
+            b = get(iterator=h, output_types=types, output_shapes=shapes)
+            if deleter is not None:
+                tf.raw_ops.DeleteIterator(handle=h, deleter=deleter)
+            return a[0], a[1], b[0], b[1]
+        return fn
+
+    for version in [1, 2, 3]:
+        for sync in [False, True]:
+            what = f"AnonymousIterator{'' if version == 1 else f'V{version}'}" + (
+                " with IteratorGetNextSync" if sync else "")
+            fam.add_function(what, read(version, sync), [tf.constant(4, I64)], traced=True)
+            fam.add_function(what + " past the end", read(version, sync),
+                             [tf.constant(1, I64)], traced=True)
