@@ -29,6 +29,9 @@ pub enum Value {
     /// An iterator over a dataset (`AnonymousIteratorV3`'s handle), made,
     /// bound and read inside one function call.
     Iterator(Arc<IteratorHandle>),
+    /// A `tf.experimental.Optional` (`IteratorGetNextAsOptional`'s
+    /// output): an element's components, or none at the end.
+    Optional(Option<Arc<[Tensor]>>),
 }
 
 impl Value {
@@ -56,6 +59,7 @@ impl Value {
             Value::Table(_) => "a lookup table".into(),
             Value::List(_) => "a TensorList".into(),
             Value::Iterator(_) => "an iterator".into(),
+            Value::Optional(_) => "an optional".into(),
         }
     }
 

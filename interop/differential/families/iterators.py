@@ -51,6 +51,8 @@ def reduces(fam):
     fam.add_dataset("reduce of a batched dataset (matrix state)", D.range(3).map(
         lambda n: D.range(12).map(lambda x: tf.cast(x + n, tf.float32)).batch(4).reduce(
             tf.zeros([4]), lambda s, x: s + tf.cast(tf.shape(x)[0], tf.float32) * x)))
+    fam.add_dataset("reduce of a seeded shuffle built per element", D.range(6).map(
+        lambda n: D.range(n).shuffle(3, seed=2).reduce(zero, lambda s, x: s * 7 + x)))
     fam.add_dataset("reduce overflowing int32", D.range(2).map(
         lambda n: D.from_tensor_slices(tf.constant([2**31 - 1, 1, 5], tf.int32)).reduce(
             tf.constant(0, tf.int32), lambda s, x: s + x)))
@@ -134,6 +136,39 @@ def loops_and_iterators(fam):
 
     fam.add_function("next of batched tuples", next_tuple,
                      [tf.constant([1.5, -0.0, np.nan, 4.0, 9.0])], traced=True)
+
+    def loop_iter(n):
+        s = tf.constant(0, I64)
+        c = tf.constant(0)
+        for x in iter(D.range(n).filter(lambda x: x % 2 == 1)):
+            s = s * 10 + x
+            c += 1
+        return s, c
+
+    fam.add_function("for loop over iter(ds) (optionals)", loop_iter, [tf.constant(9, I64)],
+                     traced=True)
+    fam.add_function("for loop over iter(ds) of nothing", loop_iter, [tf.constant(0, I64)],
+                     traced=True)
+
+    def as_optional(n):
+        it = iter(D.range(n).map(lambda x: (x, tf.strings.as_string(x))))
+        a = it.get_next_as_optional()
+        b = it.get_next_as_optional()
+        return a.has_value(), b.has_value(), a.get_value()[1], b.get_value()[0]
+
+    fam.add_function("get_next_as_optional", as_optional, [tf.constant(3, I64)], traced=True)
+    fam.add_function("get_next_as_optional past the end", as_optional, [tf.constant(1, I64)],
+                     traced=True)
+
+    def optionals(x):
+        o = tf.experimental.Optional.from_value((x, x * 2))
+        e = tf.experimental.Optional.empty(tf.TensorSpec([], I64))
+        return o.has_value(), o.get_value()[1], e.has_value()
+
+    fam.add_function("Optional.from_value and empty", optionals, [tf.constant(-3, I64)],
+                     traced=True)
+    fam.add_function("Optional.empty get_value", lambda x: tf.experimental.Optional.empty(
+        tf.TensorSpec([], I64)).get_value() + x, [tf.constant(1, I64)], traced=True)
 
 
 def raw_iterators(fam):

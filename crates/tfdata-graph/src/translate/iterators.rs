@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use tfdata_core::{Error, Result};
+use tfdata_core::{Error, Result, Tensor};
 use tfdata_proto::tensorflow::NodeDef;
 
 use super::consume::Declared;
-use super::node::Inputs;
+use super::node::{Inputs, tensors};
 use crate::attrs::NodeAttrs;
 use crate::function::CompiledNode;
 use crate::iterator::IteratorHandle;
@@ -59,6 +59,56 @@ pub(super) fn compile(node: &NodeDef, attrs: &NodeAttrs) -> Result<Option<Compil
                 }),
             }
         }
+        "IteratorGetNextAsOptional" => {
+            let declared = Declared::of(attrs)?;
+            CompiledNode {
+                outputs: vec![("optional".into(), 1)],
+                run: Arc::new(move |values| {
+                    let mut i = Inputs::new(values, &name, &op);
+                    let handle = iterator(&mut i)?;
+                    let Some(element) = handle.next()? else {
+                        return Ok(vec![Value::Optional(None)]);
+                    };
+                    declared.check(&element.components)?;
+                    Ok(vec![Value::Optional(Some(element.components.into()))])
+                }),
+            }
+        }
+        "OptionalFromValue" => CompiledNode {
+            outputs: vec![("optional".into(), 1)],
+            run: Arc::new(move |values| {
+                let components = tensors(values, "OptionalFromValue components")?;
+                Ok(vec![Value::Optional(Some(components.into()))])
+            }),
+        },
+        "OptionalNone" => CompiledNode {
+            outputs: vec![("optional".into(), 1)],
+            run: Arc::new(|_| Ok(vec![Value::Optional(None)])),
+        },
+        "OptionalHasValue" => CompiledNode {
+            outputs: vec![("has_value".into(), 1)],
+            run: Arc::new(move |values| {
+                let mut i = Inputs::new(values, &name, &op);
+                let has = optional(&mut i)?.is_some();
+                Ok(vec![Value::Tensor(Tensor::scalar(has))])
+            }),
+        },
+        "OptionalGetValue" => {
+            let declared = Declared::of(attrs)?;
+            CompiledNode {
+                outputs: vec![("components".into(), declared.types.len())],
+                run: Arc::new(move |values| {
+                    let mut i = Inputs::new(values, &name, &op);
+                    let Some(components) = optional(&mut i)? else {
+                        return Err(Error::InvalidArgument(
+                            "The given optional does not have a value.".into(),
+                        ));
+                    };
+                    declared.check(&components)?;
+                    Ok(components.iter().cloned().map(Value::Tensor).collect())
+                }),
+            }
+        }
         "DeleteIterator" => CompiledNode {
             outputs: Vec::new(),
             run: Arc::new(move |values| {
@@ -73,6 +123,17 @@ pub(super) fn compile(node: &NodeDef, attrs: &NodeAttrs) -> Result<Option<Compil
 
 fn new_handle() -> Value {
     Value::Iterator(Arc::new(IteratorHandle::new()))
+}
+
+/// The node's `optional` input: the components, `None` when it has none.
+fn optional(i: &mut Inputs) -> Result<Option<Arc<[Tensor]>>> {
+    match i.next("optional")? {
+        Value::Optional(o) => Ok(o),
+        other => Err(i.err(format!(
+            "input `optional` must be an optional, got {}",
+            other.describe()
+        ))),
+    }
 }
 
 /// The node's `iterator` (or `handle`) input.

@@ -108,7 +108,12 @@ pub const DATASET_OPS: &[&str] = &[
     "MakeIterator",
     "IteratorGetNext",
     "IteratorGetNextSync",
+    "IteratorGetNextAsOptional",
     "DeleteIterator",
+    "OptionalFromValue",
+    "OptionalNone",
+    "OptionalHasValue",
+    "OptionalGetValue",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
