@@ -8,7 +8,7 @@ MakeIterator, IteratorGetNext), with their edge cases and errors."""
 import numpy as np
 import tensorflow as tf
 
-from harness import Family, rename_op
+from harness import Family, rename_op, set_input
 
 D = tf.data.Dataset
 I64 = tf.int64
@@ -21,6 +21,7 @@ def family():
     cardinalities(fam)
     loops_and_iterators(fam)
     raw_iterators(fam)
+    tables(fam)
     return fam
 
 
@@ -202,3 +203,39 @@ def raw_iterators(fam):
             fam.add_function(what, read(version, sync), [tf.constant(4, I64)], traced=True)
             fam.add_function(what + " past the end", read(version, sync),
                              [tf.constant(1, I64)], traced=True)
+
+
+def tables(fam):
+    """Lookup tables filled from a dataset (InitializeTableFromDataset), as a
+    pipeline's outer graph carries them."""
+    from families.lookup import stable_table_names
+    fam.normalize_graph = stable_table_names
+    DI = tf.data.experimental.DatasetInitializer
+
+    words = D.zip((D.from_tensor_slices(["a", "b", "", "\u00e9t\u00e9"]), D.range(4).take(4)))
+    table = tf.lookup.StaticHashTable(DI(words), -1)
+    fam.add_dataset("table from a dataset of (string, int64)", D.from_tensor_slices(
+        ["a", "zz", "", "\u00e9t\u00e9", "b"]).map(lambda w: (w, table.lookup(w))))
+    halves = D.range(5).map(lambda i: (i * 3, tf.cast(i, tf.float32) / 2))
+    table2 = tf.lookup.StaticHashTable(DI(halves), np.float32(np.nan))
+    fam.add_dataset("table from a mapped dataset (int64 to float), size", D.range(16).map(
+        lambda i: (table2.lookup(i), table2.size())))
+    same = D.zip((D.from_tensor_slices([4, 4, 7]), D.from_tensor_slices([1.0, 1.0, -0.0])))
+    table3 = tf.lookup.StaticHashTable(DI(same), -5.0)
+    fam.add_dataset("table from a dataset repeating a pair", D.from_tensor_slices(
+        tf.constant([4, 7, 5], tf.int32)).map(lambda k: table3.lookup(k)))
+
+    def init_keys(value):
+        def edit(graph):
+            init = next(n for n in graph.node if n.op == "InitializeTableFromDataset")
+            zip_node = next(n for n in graph.node if n.name == init.input[1])
+            slices = next(n for n in graph.node if n.name == zip_node.input[0])
+            const = next(n for n in graph.node if n.name == slices.input[0])
+            const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value, tf.string))
+        return edit
+
+    pipeline = D.from_tensor_slices(["a", "b"]).map(lambda w: table.lookup(w))
+    fam.add_dataset_error("table from a dataset with a key given two values", pipeline,
+                          init_keys(["a", "b", "a", "c"]))
+    fam.add_dataset_error("table from an empty dataset", pipeline,
+                          lambda g: set_input(g, "TakeDataset", 1, 0))

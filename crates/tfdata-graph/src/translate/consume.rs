@@ -184,7 +184,7 @@ fn type_string(d: DType) -> &'static str {
 }
 
 /// TensorFlow's `PartialTensorShape::DebugString`: `[2,?]`, `<unknown>`.
-fn shape_string(s: &Shape) -> String {
+pub(super) fn shape_string(s: &Shape) -> String {
     match &s.0 {
         None => "<unknown>".into(),
         Some(dims) => {

@@ -21,6 +21,7 @@ mod node;
 mod ops;
 mod sampling;
 mod select;
+mod table_init;
 mod windows;
 
 use std::collections::HashMap;

@@ -114,6 +114,8 @@ pub const DATASET_OPS: &[&str] = &[
     "OptionalNone",
     "OptionalHasValue",
     "OptionalGetValue",
+    // A lookup table filled from a dataset (table_init.rs).
+    "InitializeTableFromDataset",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
@@ -132,6 +134,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::iterators::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::table_init::compile(node) {
         return Ok(compiled);
     }
     Ok(match node.op.as_str() {
