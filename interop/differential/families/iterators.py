@@ -207,7 +207,8 @@ def raw_iterators(fam):
 
 def tables(fam):
     """Lookup tables filled from a dataset (InitializeTableFromDataset), as a
-    pipeline's outer graph carries them."""
+    pipeline's outer graph carries them (add_dataset_error's edits name the
+    tables stably themselves)."""
     from families.lookup import stable_table_names
     fam.normalize_graph = stable_table_names
     DI = tf.data.experimental.DatasetInitializer
@@ -227,6 +228,7 @@ def tables(fam):
 
     def init_keys(value):
         def edit(graph):
+            stable_table_names(graph)
             init = next(n for n in graph.node if n.op == "InitializeTableFromDataset")
             zip_node = next(n for n in graph.node if n.name == init.input[1])
             slices = next(n for n in graph.node if n.name == zip_node.input[0])
@@ -237,5 +239,5 @@ def tables(fam):
     pipeline = D.from_tensor_slices(["a", "b"]).map(lambda w: table.lookup(w))
     fam.add_dataset_error("table from a dataset with a key given two values", pipeline,
                           init_keys(["a", "b", "a", "c"]))
-    fam.add_dataset_error("table from an empty dataset", pipeline,
-                          lambda g: set_input(g, "TakeDataset", 1, 0))
+    fam.add_dataset_error("table from an empty dataset", pipeline, lambda g: (
+        stable_table_names(g), set_input(g, "TakeDataset", 1, 0)))
