@@ -22,6 +22,7 @@ def family():
     loops_and_iterators(fam)
     raw_iterators(fam)
     tables(fam)
+    optimized(fam)
     return fam
 
 
@@ -241,3 +242,41 @@ def tables(fam):
                           init_keys(["a", "b", "a", "c"]))
     fam.add_dataset_error("table from an empty dataset", pipeline, lambda g: (
         stable_table_names(g), set_input(g, "TakeDataset", 1, 0)))
+
+
+def insert_optimize(v2, names):
+    """An edit putting an OptimizeDataset (or V2) node asking for the static
+    rewrites `names` before the graph's result (tf.data applies the rewrites
+    itself when iterating, so its serialized graphs never hold one)."""
+    def edit(graph):
+        ret = next(n for n in graph.node if n.op == "_Retval")
+        src = ret.input[0]
+        src_node = next(n for n in graph.node if n.name == src.split(":")[0])
+        consts = []
+        for k, values in enumerate([names, [], []] if v2 else [names]):
+            c = graph.node.add()
+            c.name, c.op = f"optimizations_{k}", "Const"
+            c.attr["dtype"].type = tf.string.as_datatype_enum
+            c.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(values, tf.string,
+                                                                 shape=[len(values)]))
+            consts.append(c.name)
+        o = graph.node.add()
+        o.name, o.op = "optimize", "OptimizeDatasetV2" if v2 else "OptimizeDataset"
+        o.input.extend([src] + consts)
+        for k in ("output_types", "output_shapes"):
+            o.attr[k].CopyFrom(src_node.attr[k])
+        o.attr["optimization_configs"].list.SetInParent()
+        ret.input[0] = o.name
+    return edit
+
+
+def optimized(fam):
+    ds = D.range(10).map(lambda x: x * 2).map(lambda y: y + 1).filter(
+        lambda z: z % 3 == 0).batch(2)
+    rewrites = ["map_fusion", "filter_fusion", "noop_elimination", "map_and_batch_fusion"]
+    for v2 in [False, True]:
+        op = "OptimizeDatasetV2" if v2 else "OptimizeDataset"
+        fam.add_dataset(f"{op} with fusions", ds, edit=insert_optimize(v2, rewrites))
+        fam.add_dataset(f"{op} naming an unknown rewrite", D.from_tensor_slices(
+            ["a", "b"]).map(lambda s: tf.strings.join([s, s])),
+            edit=insert_optimize(v2, ["no_such_rewrite"]))

@@ -90,6 +90,8 @@ pub const DATASET_OPS: &[&str] = &[
     "AssertCardinalityDataset",
     "AssertNextDataset",
     "AssertPrevDataset",
+    "OptimizeDataset",
+    "OptimizeDatasetV2",
     // Resources those nodes take, which the engine keeps itself.
     "DummySeedGenerator",
     "AnonymousSeedGenerator",
@@ -529,7 +531,12 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         | "PrivateThreadPoolDataset"
         | "ExperimentalPrivateThreadPoolDataset"
         | "AssertNextDataset"
-        | "AssertPrevDataset" => handle(|mut i| i.dataset(), node),
+        | "AssertPrevDataset"
+        // TensorFlow's static rewrites (fusions, no-op elimination,
+        // parallelisation): each keeps the elements; the names of the
+        // rewrites to apply are ignored, unknown ones too, as TensorFlow does.
+        | "OptimizeDataset"
+        | "OptimizeDatasetV2" => handle(|mut i| i.dataset(), node),
         "AssertCardinalityDataset" => handle(
             |mut i| {
                 let input = i.dataset()?;
