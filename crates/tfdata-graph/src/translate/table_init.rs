@@ -89,6 +89,14 @@ fn fill(table: &LookupTable, dataset: &tfdata_dataset::Dataset) -> Result<()> {
     if init.initialized_size().is_some() {
         return Ok(());
     }
+    // TensorFlow would read an infinite dataset forever.
+    if dataset.cardinality() == tfdata_dataset::INFINITE_CARDINALITY {
+        return Err(Error::InvalidArgument(
+            "InitializeTableFromDataset: the dataset is infinite (TensorFlow would read it \
+             forever)"
+                .into(),
+        ));
+    }
     let mut it = dataset.iter()?;
     let mut read = 0usize;
     while let Some(element) = it.next_element()? {
