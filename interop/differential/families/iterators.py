@@ -62,6 +62,9 @@ def reduces(fam):
         lambda n: D.from_tensor_slices(tf.constant([1.0, np.inf, -0.0, np.nan])).reduce(
             (tf.constant(0.0), tf.constant(np.inf)),
             lambda s, x: (s[0] + x, tf.minimum(s[1], x)))))
+    fam.add_dataset("reduce over windows (dataset elements)", D.range(3).map(
+        lambda n: D.range(n, n + 8).window(3).reduce(zero, lambda s, w: s * 100 + w.reduce(
+            zero, lambda a, x: a + x))))
     fam.add_function("reduce in a tf.function", lambda n: D.range(n).reduce(
         tf.constant(0, I64), lambda s, x: s + x * x), [tf.constant(10, I64)])
     fam.add_function("reduce of an empty dataset in a tf.function", lambda n: D.range(n).reduce(
@@ -118,6 +121,13 @@ def loops_and_iterators(fam):
             out = tf.strings.join([out, s], "-")
         return out
 
+    def loop_windows(n):
+        s = tf.constant(0, I64)
+        for w in D.range(n).window(2):
+            s = s * 10 + w.reduce(tf.constant(0, I64), lambda a, x: a + x)
+        return s
+
+    fam.add_function("for loop over windows", loop_windows, [tf.constant(7, I64)])
     fam.add_function("for loop over strings", loop_strings,
                      [tf.constant(["un", "", "tr\u00f6is"])])
 

@@ -11,8 +11,9 @@ use tfdata_dataset::Dataset;
 use tfdata_dataset::spec::Shape;
 use tfdata_proto::tensorflow::NodeDef;
 
+use super::inline::Bound;
 use super::inline::shape;
-use super::node::{Inputs, captured, function, tensors};
+use super::node::{Inputs, captured, element_args, function, tensors};
 use crate::attrs::NodeAttrs;
 use crate::function::{CompiledNode, Compiler};
 use crate::value::Value;
@@ -34,6 +35,9 @@ pub(super) fn compile(
             let f = function(attrs, "f", compiler)?;
             let n_captured = captured(attrs)?;
             let n_state = attrs.dtype_codes("Tstate")?.len();
+            // The state's arguments are tensors; an element's may be
+            // datasets (a reduce over `window`'s datasets).
+            let args = element_args(attrs, "f", n_captured, compiler)?;
             let declared = Declared::of(attrs)?;
             let outputs = vec![("components".to_string(), declared.types.len())];
             CompiledNode {
@@ -42,7 +46,12 @@ pub(super) fn compile(
                     let mut i = Inputs::new(values, &name, &op);
                     let input = i.dataset()?;
                     let mut state = tensors(i.take(Some(n_state))?, "initial_state")?;
-                    let captured = i.take(Some(n_captured))?;
+                    let bound = Bound {
+                        function: f.clone(),
+                        captured: i.take(Some(n_captured))?,
+                        node: name.clone(),
+                        args: args.clone(),
+                    };
                     if input.cardinality() == tfdata_dataset::INFINITE_CARDINALITY {
                         return Err(infinite(&op));
                     }
@@ -53,12 +62,9 @@ pub(super) fn compile(
                         if read > MAX_ELEMENTS {
                             return Err(too_many(&op));
                         }
-                        let mut args: Vec<Value> =
-                            Vec::with_capacity(state.len() + element.components.len());
-                        args.extend(state.drain(..).map(Value::Tensor));
-                        args.extend(element.components.into_iter().map(Value::Tensor));
-                        args.extend(captured.iter().cloned());
-                        let out = tensors(f.call(args)?, &f.name)?;
+                        let mut components = std::mem::take(&mut state);
+                        components.extend(element.components);
+                        let out = tensors(bound.call_components(components)?, &f.name)?;
                         if out.len() != n_state {
                             return Err(Error::InvalidArgument(format!(
                                 "The number of components of the initial state and the reduce \
