@@ -32,6 +32,9 @@ pub enum Value {
     /// A `tf.experimental.Optional` (`IteratorGetNextAsOptional`'s
     /// output): an element's components, or none at the end.
     Optional(Option<Arc<[Tensor]>>),
+    /// An element compressed as TensorFlow's `CompressElement` does
+    /// (snappy), until `UncompressElement` reads it back.
+    Compressed(Arc<tfdata_proto::data::CompressedElement>),
 }
 
 impl Value {
@@ -60,6 +63,7 @@ impl Value {
             Value::List(_) => "a TensorList".into(),
             Value::Iterator(_) => "an iterator".into(),
             Value::Optional(_) => "an optional".into(),
+            Value::Compressed(_) => "a compressed element".into(),
         }
     }
 

@@ -23,6 +23,7 @@ def family():
     raw_iterators(fam)
     tables(fam)
     optimized(fam)
+    compressed(fam)
     return fam
 
 
@@ -290,3 +291,24 @@ def optimized(fam):
         fam.add_dataset(f"{op} naming an unknown rewrite", D.from_tensor_slices(
             ["a", "b"]).map(lambda s: tf.strings.join([s, s])),
             edit=insert_optimize(v2, ["no_such_rewrite"]))
+
+
+def compressed(fam):
+    """CompressElement and UncompressElement round trips in a function (the
+    compressed variant itself never leaves TensorFlow's kernels)."""
+    def round_trip(*xs):
+        c = tf.raw_ops.CompressElement(components=list(xs))
+        return tuple(tf.raw_ops.UncompressElement(
+            compressed=c, output_types=[x.dtype for x in xs],
+            output_shapes=[x.shape for x in xs]))
+
+    fam.add_function("CompressElement round trip of numbers", round_trip, [
+        tf.constant([[1.5, -0.0], [np.nan, np.inf]]), tf.constant(7, I64),
+        tf.constant([True, False, True]), tf.constant(np.arange(300, dtype=np.int32) % 7)],
+        traced=True)
+    fam.add_function("CompressElement round trip of strings", round_trip, [
+        tf.constant(["", "a" * 1000, "\u00e9t\u00e9", "\x00\xff"]), tf.constant("solo")],
+        traced=True)
+    fam.add_function("CompressElement round trip of empty tensors", round_trip, [
+        tf.zeros([0, 3], tf.float64), tf.constant([], tf.string), tf.zeros([2, 0], tf.uint8)],
+        traced=True)

@@ -13,6 +13,7 @@
 //! worker compresses served elements itself ([`Translated::compressed`]),
 //! as it does for tfdata pipelines.
 
+mod compression;
 mod consume;
 mod files;
 mod inline;

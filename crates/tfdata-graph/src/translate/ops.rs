@@ -116,6 +116,9 @@ pub const DATASET_OPS: &[&str] = &[
     "OptionalNone",
     "OptionalHasValue",
     "OptionalGetValue",
+    // Elements compressed and read back inside a function (compression.rs).
+    "CompressElement",
+    "UncompressElement",
     // A lookup table filled from a dataset (table_init.rs).
     "InitializeTableFromDataset",
 ];
@@ -139,6 +142,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::table_init::compile(node) {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::compression::compile(node, &attrs)? {
         return Ok(compiled);
     }
     Ok(match node.op.as_str() {
