@@ -2,8 +2,11 @@
 built per element (ReduceDataset), `get_single_element`
 (DatasetToSingleElement), `cardinality()` (DatasetCardinality), a
 `for x in ds:` loop in a tf.function (autograph's ScanDataset and
-ReduceDataset), and `iter(ds)` with `next(it)` (AnonymousIteratorV3,
-MakeIterator, IteratorGetNext), with their edge cases and errors."""
+ReduceDataset), `iter(ds)` with `next(it)` and `for x in iter(ds):`
+(AnonymousIterator*, MakeIterator, IteratorGetNext*, optionals), tables
+filled from a dataset (InitializeTableFromDataset), OptimizeDataset
+wrappers, and CompressElement round trips, with their edge cases and
+errors."""
 
 import numpy as np
 import tensorflow as tf
