@@ -5,8 +5,8 @@ built per element (ReduceDataset), `get_single_element`
 ReduceDataset), `iter(ds)` with `next(it)` and `for x in iter(ds):`
 (AnonymousIterator*, MakeIterator, IteratorGetNext*, optionals), tables
 filled from a dataset (InitializeTableFromDataset), OptimizeDataset
-wrappers, and CompressElement round trips, with their edge cases and
-errors."""
+wrappers, CompressElement round trips and WindowOp, with their edge cases
+and errors."""
 
 import numpy as np
 import tensorflow as tf
@@ -27,6 +27,7 @@ def family():
     tables(fam)
     optimized(fam)
     compressed(fam)
+    window_ops(fam)
     return fam
 
 
@@ -315,3 +316,26 @@ def compressed(fam):
     fam.add_function("CompressElement round trip of empty tensors", round_trip, [
         tf.zeros([0, 3], tf.float64), tf.constant([], tf.string), tf.zeros([2, 0], tf.uint8)],
         traced=True)
+
+
+def window_ops(fam):
+    """WindowOp: a dataset of the elements given as tensors, read back by
+    reduce and batch."""
+    def pairs(a, b):
+        v = tf.raw_ops.WindowOp(inputs=[a, b, a * 2, b, a * 3], output_types=[a.dtype, b.dtype],
+                                output_shapes=[a.shape, b.shape])
+        ds = tf.data.experimental.from_variant(v, (tf.TensorSpec(a.shape, a.dtype),
+                                                   tf.TensorSpec(b.shape, b.dtype)))
+        return ds.reduce((tf.zeros_like(a), tf.constant("")), lambda s, x: (
+            s[0] + x[0], tf.strings.join([s[1], x[1]])))
+
+    fam.add_function("WindowOp of (float, string) pairs, a partial one dropped", pairs,
+                     [tf.constant([1.5, -2.0]), tf.constant("ab")])
+
+    def rows(x):
+        v = tf.raw_ops.WindowOp(inputs=[x, x + 1, x * x], output_types=[x.dtype],
+                                output_shapes=[x.shape])
+        ds = tf.data.experimental.from_variant(v, tf.TensorSpec(x.shape, x.dtype))
+        return ds.batch(3).get_single_element(), ds.cardinality()
+
+    fam.add_function("WindowOp of rows batched", rows, [tf.constant([[1, 2], [3, 4]])])

@@ -23,6 +23,7 @@ mod ops;
 mod sampling;
 mod select;
 mod table_init;
+mod window_op;
 mod windows;
 
 use std::collections::HashMap;

@@ -119,6 +119,8 @@ pub const DATASET_OPS: &[&str] = &[
     // Elements compressed and read back inside a function (compression.rs).
     "CompressElement",
     "UncompressElement",
+    // A dataset of elements given as tensors (window_op.rs).
+    "WindowOp",
     // A lookup table filled from a dataset (table_init.rs).
     "InitializeTableFromDataset",
 ];
@@ -145,6 +147,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::compression::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::window_op::compile(node, &attrs)? {
         return Ok(compiled);
     }
     Ok(match node.op.as_str() {
