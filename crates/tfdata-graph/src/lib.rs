@@ -24,6 +24,7 @@
 pub mod attrs;
 pub mod function;
 pub mod graph;
+pub mod iterator;
 pub mod kernels;
 pub mod list;
 mod support;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tfdata_core::{Error, Result, Tensor};
 use tfdata_dataset::Dataset;
 
+use crate::iterator::IteratorHandle;
 use crate::list::TensorList;
 use crate::table::LookupTable;
 
@@ -25,6 +26,15 @@ pub enum Value {
     /// `tf.TensorArray` becomes): made, written and read inside one
     /// function call, carried through `While` loops.
     List(Arc<TensorList>),
+    /// An iterator over a dataset (`AnonymousIteratorV3`'s handle), made,
+    /// bound and read inside one function call.
+    Iterator(Arc<IteratorHandle>),
+    /// A `tf.experimental.Optional` (`IteratorGetNextAsOptional`'s
+    /// output): an element's components, or none at the end.
+    Optional(Option<Arc<[Tensor]>>),
+    /// An element compressed as TensorFlow's `CompressElement` does
+    /// (snappy), until `UncompressElement` reads it back.
+    Compressed(Arc<tfdata_proto::data::CompressedElement>),
 }
 
 impl Value {
@@ -51,6 +61,9 @@ impl Value {
             Value::Resource => "a resource handle".into(),
             Value::Table(_) => "a lookup table".into(),
             Value::List(_) => "a TensorList".into(),
+            Value::Iterator(_) => "an iterator".into(),
+            Value::Optional(_) => "an optional".into(),
+            Value::Compressed(_) => "a compressed element".into(),
         }
     }
 

@@ -42,7 +42,7 @@ use serde_json::Value as Json;
 use tfdata_core::tensor::TensorData;
 use tfdata_core::{DType, Result, Tensor};
 use tfdata_graph::attrs::NodeAttrs;
-use tfdata_graph::function::{CompiledNode, Compiler, NodeCompiler};
+use tfdata_graph::function::Compiler;
 use tfdata_graph::value::Value;
 use tfdata_graph::{Library, kernels};
 use tfdata_proto::tensorflow::{FunctionDefLibrary, GraphDef, NodeDef};
@@ -374,17 +374,6 @@ fn compare(want: &Tensor, got: &Tensor, tol: Tolerance, tolerated: &mut f64) -> 
     })
 }
 
-struct NoNodes;
-
-impl NodeCompiler for NoNodes {
-    fn compile_node(&self, _: &NodeDef, _: &mut Compiler<'_>) -> Option<Result<CompiledNode>> {
-        None
-    }
-    fn handles(&self, _: &str) -> bool {
-        false
-    }
-}
-
 /// Our outputs for each run of the case (one run unless it has "calls").
 fn run_case(
     case: &Json,
@@ -420,7 +409,10 @@ fn run_case(
             ..Default::default()
         };
         let library = Library::of(&graph)?;
-        let mut compiler = Compiler::new(&library, &NoNodes);
+        // Dataset nodes too: a function may build a dataset and reduce or
+        // iterate it.
+        let nodes = tfdata_graph::translate::dataset_nodes();
+        let mut compiler = Compiler::new(&library, &nodes);
         let f = compiler.function(case["function"].as_str().unwrap())?;
         let args = inputs.iter().cloned().map(Value::Tensor).collect();
         let out = f.call(args)?;

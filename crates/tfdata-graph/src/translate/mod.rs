@@ -13,12 +13,17 @@
 //! worker compresses served elements itself ([`Translated::compressed`]),
 //! as it does for tfdata pipelines.
 
+mod compression;
+mod consume;
 mod files;
 mod inline;
+mod iterators;
 mod node;
 mod ops;
 mod sampling;
 mod select;
+mod table_init;
+mod window_op;
 mod windows;
 
 use std::collections::HashMap;
@@ -253,4 +258,11 @@ impl NodeCompiler for DatasetNodes {
     fn handles(&self, op: &str) -> bool {
         DATASET_OPS.contains(&op)
     }
+}
+
+/// The dataset nodes (and the nodes consuming datasets: `ReduceDataset`,
+/// iterators) as a [`NodeCompiler`], for running a function body that
+/// builds or reads datasets outside a pipeline.
+pub fn dataset_nodes() -> impl NodeCompiler {
+    DatasetNodes
 }

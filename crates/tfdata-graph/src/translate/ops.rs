@@ -90,6 +90,8 @@ pub const DATASET_OPS: &[&str] = &[
     "AssertCardinalityDataset",
     "AssertNextDataset",
     "AssertPrevDataset",
+    "OptimizeDataset",
+    "OptimizeDatasetV2",
     // Resources those nodes take, which the engine keeps itself.
     "DummySeedGenerator",
     "AnonymousSeedGenerator",
@@ -97,6 +99,30 @@ pub const DATASET_OPS: &[&str] = &[
     "AnonymousMemoryCache",
     // File names.
     "MatchingFiles",
+    // Datasets run inside functions (consume.rs, iterators.rs).
+    "ReduceDataset",
+    "DatasetToSingleElement",
+    "DatasetCardinality",
+    "ExperimentalDatasetCardinality",
+    "AnonymousIterator",
+    "AnonymousIteratorV2",
+    "AnonymousIteratorV3",
+    "MakeIterator",
+    "IteratorGetNext",
+    "IteratorGetNextSync",
+    "IteratorGetNextAsOptional",
+    "DeleteIterator",
+    "OptionalFromValue",
+    "OptionalNone",
+    "OptionalHasValue",
+    "OptionalGetValue",
+    // Elements compressed and read back inside a function (compression.rs).
+    "CompressElement",
+    "UncompressElement",
+    // A dataset of elements given as tensors (window_op.rs).
+    "WindowOp",
+    // A lookup table filled from a dataset (table_init.rs).
+    "InitializeTableFromDataset",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
@@ -109,6 +135,21 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::select::compile(node, compiler, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::consume::compile(node, compiler, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::iterators::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::table_init::compile(node) {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::compression::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::window_op::compile(node, &attrs)? {
         return Ok(compiled);
     }
     Ok(match node.op.as_str() {
@@ -501,7 +542,12 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         | "PrivateThreadPoolDataset"
         | "ExperimentalPrivateThreadPoolDataset"
         | "AssertNextDataset"
-        | "AssertPrevDataset" => handle(|mut i| i.dataset(), node),
+        | "AssertPrevDataset"
+        // TensorFlow's static rewrites (fusions, no-op elimination,
+        // parallelisation): each keeps the elements; the names of the
+        // rewrites to apply are ignored, unknown ones too, as TensorFlow does.
+        | "OptimizeDataset"
+        | "OptimizeDatasetV2" => handle(|mut i| i.dataset(), node),
         "AssertCardinalityDataset" => handle(
             |mut i| {
                 let input = i.dataset()?;
