@@ -24,8 +24,10 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use crate::attrs::NodeAttrs;
 
 mod assert;
+mod bundle;
 mod complex;
 mod einsum;
+mod file_write;
 mod fill;
 mod image;
 mod image_area;
@@ -172,7 +174,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 
 /// Every tensor kernel table: the one list the lookup table is built from
 /// and the check that no op is in two of them reads.
-const ALL_TABLES: [&[KernelDef]; 32] = [
+const ALL_TABLES: [&[KernelDef]; 34] = [
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
@@ -205,6 +207,8 @@ const ALL_TABLES: [&[KernelDef]; 32] = [
     serialize::KERNELS,
     trig::KERNELS,
     mathx::KERNELS,
+    file_write::KERNELS,
+    bundle::KERNELS,
 ];
 
 #[cfg(test)]
