@@ -9,13 +9,14 @@ unit test rewrites it byte for byte. Ops that write files (WriteFile, SaveV2,
 MergeV2Checkpoints) are traced functions that write under
 /tmp/tfdata-differential-persist* and read back what they wrote."""
 
+import glob
 import os
 import shutil
 
 import numpy as np
 import tensorflow as tf
 
-from harness import Family, in_crate
+from harness import Family, in_crate, rename_op
 
 R = tf.raw_ops
 DATA = "tests/data/persist"
@@ -207,11 +208,65 @@ def build():
             return R.MergeV2Checkpoints(checkpoint_prefixes=[a, b], destination_prefix=d + "/m")
     f.add_function("merge/duplicate key", no_result(merge_duplicate),
                    [tf.constant(f"{TMP}-merge-dup"), tf.constant(1.0)])
+    tfrecord_cases(f)
     clean()
     return f
 
 
+def tfrecord_cases(f):
+    """DatasetToTFRecord in a map function: element i writes a dataset of
+    i + 1 records to its own file (in /tmp, which exists: the op makes no
+    directory) and reads the file's bytes back."""
+    records = tf.constant(["", "a", "héllo", "x" * 1000, "\x00\xff"])
+
+    def write_read(i, records=records, name="plain"):
+        path = tf.strings.join([f"{TMP}-tfrecord-{name}-", tf.strings.as_string(i), ".tfrecord"])
+        ds = tf.data.Dataset.from_tensor_slices(records).take(i + 1)
+        w = R.DatasetToTFRecord(input_dataset=ds._variant_tensor, filename=path,
+                                compression_type="")
+        with tf.control_dependencies([w]):
+            return tf.io.read_file(path)
+    f.add_dataset("dataset_to_tfrecord/records", tf.data.Dataset.range(5).map(write_read))
+    f.add_dataset("dataset_to_tfrecord/experimental",
+                  tf.data.Dataset.range(2).map(lambda i: write_read(i, name="exp")),
+                  edit=rename_op("DatasetToTFRecord", "ExperimentalDatasetToTFRecord"))
+    f.add_dataset("dataset_to_tfrecord/empty dataset",
+                  tf.data.Dataset.range(1).map(
+                      lambda i: write_read(i - 1, name="empty")))
+
+    def write_ints(i):
+        ds = tf.data.Dataset.range(3)
+        w = R.DatasetToTFRecord(input_dataset=ds._variant_tensor,
+                                filename=f"{TMP}-tfrecord-ints.tfrecord", compression_type="")
+        with tf.control_dependencies([w]):
+            return i
+    f.add_dataset_error("dataset_to_tfrecord/int64 elements",
+                        tf.data.Dataset.range(1).map(write_ints), edit=lambda g: None)
+    kernel_message(f)
+
+    def write_pairs(i):
+        ds = tf.data.Dataset.from_tensors((tf.constant("a"), tf.constant("b")))
+        w = R.DatasetToTFRecord(input_dataset=ds._variant_tensor,
+                                filename=f"{TMP}-tfrecord-pairs.tfrecord", compression_type="")
+        with tf.control_dependencies([w]):
+            return i
+    f.add_dataset_error("dataset_to_tfrecord/two components",
+                        tf.data.Dataset.range(1).map(write_pairs), edit=lambda g: None)
+    kernel_message(f)
+
+
+def kernel_message(f):
+    """The last case's error as the kernel's message alone: TensorFlow
+    prefixes a map function's error with the map's node number, which
+    changes from run to run ("... passed to MapDataset:39 transformation
+    with iterator: Iterator::Root::Prefetch::Map: <kernel's message>")."""
+    err = f.cases[-1]["error"]
+    err["message"] = err["message"].rsplit("::Map: ", 1)[1]
+
+
 def clean():
+    for p in glob.glob(TMP + "-tfrecord-*"):
+        os.remove(p)
     for d in [TMP, TMP + "-save-mixed", TMP + "-save-empty", TMP + "-save-dup", TMP + "-merge-two",
               TMP + "-merge-missing", TMP + "-merge-none", TMP + "-merge-dup"]:
         shutil.rmtree(d, ignore_errors=True)

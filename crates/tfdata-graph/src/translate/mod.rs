@@ -19,6 +19,7 @@ mod node;
 mod ops;
 mod sampling;
 mod select;
+mod sinks;
 mod windows;
 
 use std::collections::HashMap;
