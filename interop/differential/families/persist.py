@@ -208,9 +208,40 @@ def build():
             return R.MergeV2Checkpoints(checkpoint_prefixes=[a, b], destination_prefix=d + "/m")
     f.add_function("merge/duplicate key", no_result(merge_duplicate),
                    [tf.constant(f"{TMP}-merge-dup"), tf.constant(1.0)])
+    v1_cases(f)
     tfrecord_cases(f)
     clean()
     return f
+
+
+def v1_cases(f):
+    """Restore and RestoreSlice of a V1 checkpoint TensorFlow's Save wrote
+    (committed under tests/data/persist/v1)."""
+    d = os.path.join(DATA, "v1")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    # TensorFlow's V1 writer has no bfloat16, uint32 or uint64.
+    names = sorted(n for n in CKPT if CKPT[n].dtype not in (tf.bfloat16, tf.uint32, tf.uint64))
+    prefix = os.path.join(d, "all")
+    R.Save(filename=prefix, tensor_names=names, data=[CKPT[n] for n in names])
+
+    def restore(dt):
+        return lambda p, n: R.Restore(file_pattern=p, tensor_name=n, dt=dt)
+    for n in names:
+        f.add("Restore", restore(CKPT[n].dtype), [tf.constant(prefix), tf.constant(n)],
+              f"restore_v1/{n}")
+    f.add("Restore", restore(tf.float32), [tf.constant(prefix[:-1] + "*"), tf.constant("f32")],
+          "restore_v1/glob pattern")
+    f.add("RestoreSlice",
+          lambda p, n, sl: R.RestoreSlice(file_pattern=p, tensor_name=n, shape_and_slice=sl,
+                                          dt=tf.string),
+          [tf.constant(prefix), tf.constant("str"), tf.constant("")], "restore_slice_v1/whole")
+    f.add("Restore", restore(tf.int32), [tf.constant(prefix), tf.constant("f32")],
+          "restore_v1/wrong dtype")
+    f.add("Restore", restore(tf.int32), [tf.constant(prefix), tf.constant("nope")],
+          "restore_v1/missing tensor")
+    f.add("Restore", restore(tf.int32), [tf.constant(d + "/none*"), tf.constant("f32")],
+          "restore_v1/no files")
 
 
 def tfrecord_cases(f):

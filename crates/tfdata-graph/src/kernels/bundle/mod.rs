@@ -8,6 +8,7 @@
 
 mod format;
 mod table;
+mod v1;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -37,6 +38,16 @@ pub(super) const KERNELS: &[KernelDef] = &[
         op: "MergeV2Checkpoints",
         outputs: |_| Ok(vec![]),
         build: merge_v2,
+    },
+    KernelDef {
+        op: "Restore",
+        outputs: |_| Ok(vec![("tensor", 1)]),
+        build: restore_v1,
+    },
+    KernelDef {
+        op: "RestoreSlice",
+        outputs: |_| Ok(vec![("tensor", 1)]),
+        build: restore_slice_v1,
     },
 ];
 
@@ -324,6 +335,41 @@ fn restore_v2(attrs: &NodeAttrs) -> Result<Compute> {
         }
         Ok(out)
     }))
+}
+
+/// `Restore`: a whole tensor of a V1 checkpoint (`v1`).
+fn restore_v1(attrs: &NodeAttrs) -> Result<Compute> {
+    let dt = attrs.dtype("dt")?;
+    Ok(Box::new(move |inputs| {
+        let [pattern, name] = take::<2>("Restore", inputs)?;
+        let (pattern, name) = v1_names(&pattern, &name)?;
+        Ok(vec![v1::restore(&pattern, &name, dt)?])
+    }))
+}
+
+/// `RestoreSlice` with an empty `shape_and_slice` (the whole tensor); a
+/// part of a tensor is refused.
+fn restore_slice_v1(attrs: &NodeAttrs) -> Result<Compute> {
+    let dt = attrs.dtype("dt")?;
+    Ok(Box::new(move |inputs| {
+        let [pattern, name, spec] = take::<3>("RestoreSlice", inputs)?;
+        let (pattern, name) = v1_names(&pattern, &name)?;
+        let spec = one_string("shape_and_slice", &spec)?;
+        if !spec.is_empty() {
+            return Err(Error::Unimplemented(format!(
+                "RestoreSlice of part of a tensor (shape_and_slice {spec:?}): tfdata restores \
+                 whole tensors only"
+            )));
+        }
+        Ok(vec![v1::restore(&pattern, &name, dt)?])
+    }))
+}
+
+/// `Restore`'s file pattern and tensor name, each one string.
+fn v1_names(pattern: &Tensor, name: &Tensor) -> Result<(String, String)> {
+    let pattern = one_string("file_pattern", pattern)?;
+    let name = one_string("tensor_name", name)?;
+    Ok((pattern, name))
 }
 
 fn merge_v2(attrs: &NodeAttrs) -> Result<Compute> {

@@ -137,3 +137,45 @@ fn reads_and_rewrites_tensorflows_checkpoint_byte_for_byte() {
         );
     }
 }
+
+/// The V1 checkpoint TensorFlow's `Save` wrote (persist.py).
+#[test]
+fn reads_tensorflows_v1_checkpoint() {
+    let tf = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/persist/v1/all");
+    let attrs = [("dt", super::super::testing::ty(DType::Int32))];
+    let restore = |name: &str, spec: Option<&str>| {
+        let mut inputs = vec![
+            Tensor::scalar_string(tf.to_string()),
+            Tensor::scalar_string(name.to_string()),
+        ];
+        match spec {
+            None => run("Restore", &attrs, inputs),
+            Some(s) => {
+                inputs.push(Tensor::scalar_string(s.to_string()));
+                run("RestoreSlice", &attrs, inputs)
+            }
+        }
+    };
+    let want = Tensor::from_slice(&[1i32, 2, 3, i32::MIN], vec![2, 2]).unwrap();
+    assert_eq!(restore("i32", None).unwrap()[0], want);
+    assert_eq!(restore("i32", Some("")).unwrap()[0], want);
+    let err = restore("i32", Some("2 2 0,1:-")).unwrap_err();
+    assert!(err.to_string().contains("whole tensors only"), "{err}");
+    assert!(restore("f32", None).is_err());
+    let mut bytes = std::fs::read(tf).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let damaged = dir.path().join("damaged");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x40;
+    std::fs::write(&damaged, bytes).unwrap();
+    let err = run(
+        "Restore",
+        &attrs,
+        vec![
+            Tensor::scalar_string(damaged.to_str().unwrap().to_string()),
+            Tensor::scalar_string("i32"),
+        ],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
+}
