@@ -243,6 +243,27 @@ def v1_cases(f):
     f.add("Restore", restore(tf.int32), [tf.constant(d + "/none*"), tf.constant("f32")],
           "restore_v1/no files")
 
+    # Save and SaveSlices (whole tensors), then Restore.
+    def save_restore_v1(p, t1, t2):
+        w = R.Save(filename=p, tensor_names=["z", "a"], data=[t1, t2])
+        with tf.control_dependencies([w]):
+            return (R.Restore(file_pattern=p, tensor_name="a", dt=t2.dtype),
+                    R.Restore(file_pattern=p, tensor_name="z", dt=t1.dtype))
+    f.add_function("save_v1/mixed", save_restore_v1,
+                   [tf.constant(f"{TMP}-v1-mixed"), CKPT["str"], CKPT["c128"]])
+    f.add_function("save_v1/empty", save_restore_v1,
+                   [tf.constant(f"{TMP}-v1-empty"), CKPT["empty"], CKPT["empty_str"]])
+
+    def save_slices_restore(p, t1, t2):
+        w = R.SaveSlices(filename=p, tensor_names=["x", "y"], shapes_and_slices=["", ""],
+                         data=[t1, t2])
+        with tf.control_dependencies([w]):
+            return (R.RestoreSlice(file_pattern=p, tensor_name="y", shape_and_slice="",
+                                   dt=t2.dtype),
+                    R.Restore(file_pattern=p, tensor_name="x", dt=t1.dtype))
+    f.add_function("save_slices/whole tensors", save_slices_restore,
+                   [tf.constant(f"{TMP}-v1-slices"), CKPT["f16"], CKPT["i64"]])
+
 
 def tfrecord_cases(f):
     """DatasetToTFRecord in a map function: element i writes a dataset of
@@ -296,7 +317,7 @@ def kernel_message(f):
 
 
 def clean():
-    for p in glob.glob(TMP + "-tfrecord-*"):
+    for p in glob.glob(TMP + "-tfrecord-*") + glob.glob(TMP + "-v1-*"):
         os.remove(p)
     for d in [TMP, TMP + "-save-mixed", TMP + "-save-empty", TMP + "-save-dup", TMP + "-merge-two",
               TMP + "-merge-missing", TMP + "-merge-none", TMP + "-merge-dup"]:

@@ -40,6 +40,16 @@ pub(super) const KERNELS: &[KernelDef] = &[
         build: merge_v2,
     },
     KernelDef {
+        op: "Save",
+        outputs: |_| Ok(vec![]),
+        build: |a| save_v1(a, false),
+    },
+    KernelDef {
+        op: "SaveSlices",
+        outputs: |_| Ok(vec![]),
+        build: |a| save_v1(a, true),
+    },
+    KernelDef {
         op: "Restore",
         outputs: |_| Ok(vec![("tensor", 1)]),
         build: restore_v1,
@@ -334,6 +344,44 @@ fn restore_v2(attrs: &NodeAttrs) -> Result<Compute> {
             out.push(format::decode(name, &entry, stored, &bytes)?);
         }
         Ok(out)
+    }))
+}
+
+/// `Save` and `SaveSlices` (whose `shapes_and_slices` must all be empty:
+/// whole tensors): a V1 checkpoint file (`v1`).
+fn save_v1(attrs: &NodeAttrs, slices: bool) -> Result<Compute> {
+    let n = attrs.dtypes("T")?.len();
+    let fixed = if slices { 3 } else { 2 };
+    Ok(Box::new(move |inputs| {
+        if inputs.len() != n + fixed {
+            return Err(invalid(format!(
+                "Save: expected {} inputs, got {}",
+                n + fixed,
+                inputs.len()
+            )));
+        }
+        let mut inputs = inputs.into_iter();
+        let mut next = || inputs.next().ok_or_else(|| invalid("Save: missing input"));
+        let filename = one_string("filename", &next()?)?;
+        let names = strings(&next()?)?;
+        if slices {
+            no_slices(&strings(&next()?)?)?;
+        }
+        let tensors: Vec<Tensor> = inputs.collect();
+        if names.len() != tensors.len() {
+            return Err(invalid(format!(
+                "Expected {} tensors but got {} tensor names.",
+                tensors.len(),
+                names.len()
+            )));
+        }
+        let named: Vec<(String, &Tensor)> = names.into_iter().zip(&tensors).collect();
+        let mut seen = std::collections::HashSet::new();
+        if let Some((dup, _)) = named.iter().find(|(n, _)| !seen.insert(n.as_str())) {
+            return Err(invalid(format!("Duplicate tensor name: {dup}")));
+        }
+        commit(&filename, &v1::file_bytes(&named)?)?;
+        Ok(vec![])
     }))
 }
 
