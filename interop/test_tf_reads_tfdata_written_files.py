@@ -1,5 +1,6 @@
 """Files a tfdata worker writes while it runs a TensorFlow 2.21 pipeline,
-read back by TensorFlow: V2 checkpoints (`SaveV2`, `MergeV2Checkpoints`),
+read back by TensorFlow: V2 checkpoints (`SaveV2`, `MergeV2Checkpoints`), V1
+checkpoints (`Save`),
 TFRecord files (`DatasetToTFRecord`, uncompressed and GZIP) and `WriteFile`.
 
 Each pipeline is distributed by TensorFlow's client to our dispatcher and
@@ -32,7 +33,7 @@ RECORDS = ["", "a", "héllo", "x" * 70000]
 def writer_pipeline(root):
     """Element i writes, under `root`: checkpoint `ckpt-i` (then merged with a
     second bundle into `merged-i`), `records-i.tfrecord` (i + 1 records),
-    `records-i.gz` (GZIP) and `file-i.txt`; it yields i once all are written."""
+    `records-i.gz` (GZIP), the V1 checkpoint `v1-i` and `file-i.txt`; it yields i once all are written."""
     names = sorted(TENSORS)
 
     def write(i):
@@ -59,9 +60,11 @@ def writer_pipeline(root):
         t2 = R.DatasetToTFRecord(input_dataset=records._variant_tensor,
                                  filename=tf.strings.join([base, "-records.gz"]),
                                  compression_type="GZIP")
+        v1 = R.Save(filename=tf.strings.join([base, "-v1"]), tensor_names=names,
+                    data=[TENSORS[n] for n in names])
         w = tf.io.write_file(tf.strings.join([base, "-file.txt"]),
                              tf.strings.join(["element ", tf.strings.as_string(i)]))
-        with tf.control_dependencies([s3, t1, t2, w]):
+        with tf.control_dependencies([s3, t1, t2, v1, w]):
             return tf.identity(i)
 
     return tf.data.Dataset.range(3).map(write)
@@ -94,6 +97,9 @@ def check_files(root):
         got = [r.numpy() for r in tf.data.TFRecordDataset(base + "-records.gz", "GZIP")]
         assert got == want
         assert tf.io.read_file(base + "-file.txt").numpy() == f"element {i}".encode()
+        for name, want in TENSORS.items():
+            got = R.Restore(file_pattern=base + "-v1", tensor_name=name, dt=want.dtype)
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
 def test_tensorflow_reads_what_a_tfdata_worker_wrote(tfdata_dispatcher, tmp_path):
