@@ -161,14 +161,18 @@ def test_from_tensors_repeated_is_split_once_per_repetition(tfdata_dispatcher):
         w.stop()
 
 
-def test_unsplittable_tensorflow_sources_are_refused_naming_the_op(tfdata_dispatcher):
+def test_unsplittable_tensorflow_sources_are_refused_naming_the_op(tfdata_dispatcher, tmp_path):
+    """A source TensorFlow's own dispatcher cannot split either ("Cannot create split
+    providers for dataset of type CSVDatasetV2")."""
     import pytest
 
     d = tfdata_dispatcher()
     workers = tf_workers(d.port, 1)
-    ds = tf.data.Dataset.random(seed=1).take(3).apply(
+    path = tmp_path / "x.csv"
+    path.write_text("1,2\n3,4\n")
+    ds = tf.data.experimental.CsvDataset(str(path), [tf.int64, tf.int64]).apply(
         service.distribute(processing_mode="distributed_epoch", service=f"grpc://localhost:{d.port}"))
-    with pytest.raises(tf.errors.OpError, match="RandomDataset"):
+    with pytest.raises(tf.errors.OpError, match="CSVDatasetV2"):
         list(ds.as_numpy_iterator())
     for w in workers:
         w.stop()

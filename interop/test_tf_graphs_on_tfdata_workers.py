@@ -199,6 +199,48 @@ def test_distributed_epoch_over_tensor_slices(dispatcher, workers):
     assert sorted(got) == sorted(zip(range(30), names))
 
 
+def _check_random_read_whole(got):
+    # The range split: each value exactly once.
+    assert sorted(r for r, _ in got) == list(range(40))
+    # The random values: two prefixes of TensorFlow's stream (one per worker
+    # that took splits), so stream[k] comes at most twice, never more often
+    # than stream[k - 1], and nothing else comes.
+    stream = list(tf.data.Dataset.random(seed=4).take(40).as_numpy_iterator())
+    assert len(set(stream)) == 40
+    drawn = collections.Counter(v for _, v in got)
+    assert set(drawn) <= set(stream)
+    counts = [drawn[v] for v in stream]
+    assert all(c <= 2 for c in counts) and counts == sorted(counts, reverse=True), counts
+
+
+def test_distributed_epoch_reads_random_whole_on_each_worker(dispatcher, workers):
+    """TensorFlow gives `RandomDataset` a provider of endless splits its
+    iterator never reads: in distributed_epoch the range is split across the
+    two workers and each worker draws the whole seeded random stream (the same
+    test with TensorFlow's own workers: TFDATA_CORPUS_WORKERS=tensorflow)."""
+    d = dispatcher()
+    workers(d.port, 2)
+    ds = tf.data.Dataset.zip(tf.data.Dataset.range(40), tf.data.Dataset.random(seed=4))
+    got = within(TIMEOUT, "distributed_epoch over zip(range, random)", lambda: _values(
+        ds.apply(service.distribute(processing_mode="distributed_epoch",
+                                    service=f"grpc://localhost:{d.port}"))), d.port)
+    _check_random_read_whole(got)
+
+
+@pytest.mark.skipif(WORKERS == "tensorflow", reason="the point is tfdata workers under TensorFlow's dispatcher")
+def test_tensorflows_dispatcher_splits_random_for_tfdata_workers(workers):
+    """The same under TensorFlow's own dispatcher: its RandomDataset split
+    provider and our workers' count of sources agree."""
+    dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
+    port = int(dispatcher.target.rsplit(":", 1)[1])
+    workers(port, 2)
+    ds = tf.data.Dataset.zip(tf.data.Dataset.range(40), tf.data.Dataset.random(seed=4))
+    got = within(TIMEOUT, "zip(range, random) under TensorFlow's dispatcher", lambda: _values(
+        ds.apply(service.distribute(processing_mode="distributed_epoch", service=dispatcher.target))))
+    _check_random_read_whole(got)
+    dispatcher._stop()
+
+
 def test_static_sharding_data(dispatcher, workers):
     ports = [free_port(), free_port()]
     d = dispatcher([f"localhost:{p}" for p in ports])

@@ -703,6 +703,29 @@ def sparse_elements_batched(ctx):
             .map(lambda s: tf.io.parse_single_example(s, feature)["tokens"]).batch(2).map(last))
 
 
+@case(compressions=("AUTO", None))
+def sparse_elements_served(ctx):
+    """A recommendation pipeline as users write it: VarLenFeature ids and scores parsed per
+    example, batched, and served as SparseTensors (a DT_VARIANT component each, which the
+    worker sends as TensorFlow's variant of indices, values and shape); compressed and not.
+    Exact."""
+    serialized = tf.constant([_example(i) for i in range(7)])
+    return (tf.data.Dataset.from_tensor_slices(serialized)
+            .map(lambda s: tf.io.parse_single_example(s, _features()))
+            .batch(3))
+
+
+@case()
+def sparse_elements_served_parse_example(ctx):
+    """Batch first, then tf.io.parse_example (ParseExampleV2 over a batch): the sparse
+    features served unbatched with .unbatch() and rebatched with padded ids alongside. Exact."""
+    serialized = tf.constant([_example(i) for i in range(9)])
+    features = {"tokens": tf.io.VarLenFeature(tf.int64), "id": tf.io.FixedLenFeature([], tf.int64)}
+    return (tf.data.Dataset.from_tensor_slices(serialized).batch(4)
+            .map(lambda s: tf.io.parse_example(s, features))
+            .map(lambda f: (f["id"], f["tokens"])))
+
+
 # --- images ----------------------------------------------------------------
 
 def _read(path):
@@ -806,7 +829,8 @@ def elements(ds, limit=0):
     out = []
     for el in ds:
         leaves = []
-        for t in tf.nest.flatten(el):
+        # SparseTensors as their indices, values and dense shape.
+        for t in tf.nest.flatten(el, expand_composites=True):
             a = t.numpy()
             if t.dtype == tf.string:
                 leaves.append(("string", tuple(t.shape), np.array(a, dtype=object).ravel().tolist()))

@@ -12,8 +12,11 @@
 use std::fmt;
 
 use bytes::{Bytes, BytesMut};
+use prost::Message;
 use tfdata_proto::data::{CompressedComponentMetadata, CompressedElement, UncompressedElement};
-use tfdata_proto::tensorflow::{TensorProto, TensorShapeProto, tensor_shape_proto};
+use tfdata_proto::tensorflow::{
+    TensorProto, TensorShapeProto, VariantTensorDataProto, tensor_shape_proto,
+};
 
 use crate::lineage::Lineage;
 use crate::tensor::{TensorData, num_elements};
@@ -321,6 +324,73 @@ pub fn to_uncompressed(element: &Element) -> UncompressedElement {
     }
 }
 
+/// TensorFlow's `DT_VARIANT` code.
+const DT_VARIANT: i32 = 21;
+/// The type name TensorFlow gives a variant holding one tensor.
+const TENSOR_VARIANT: &str = "tensorflow::Tensor";
+
+/// A SparseTensor component as TensorFlow serves it: a `DT_VARIANT` tensor
+/// of shape `[..., 3]` each of whose entries holds one tensor (indices,
+/// values, dense shape). tfdata pipelines carry it in the string form of
+/// `SerializeSparse(out_type=string)`, each string a serialized
+/// `TensorProto`; this wraps those tensors as the variant's entries.
+pub fn sparse_variant_proto(t: &Tensor) -> Result<TensorProto> {
+    let strings = t.string_values().map_err(|_| {
+        Error::InvalidArgument(format!(
+            "a SparseTensor component to serve as a variant is a {} tensor, not the string form",
+            t.dtype()
+        ))
+    })?;
+    if t.shape().last() != Some(&3) {
+        return Err(Error::InvalidArgument(format!(
+            "a SparseTensor component to serve as a variant has shape {:?}, not [..., 3]",
+            t.shape()
+        )));
+    }
+    let variant_val = strings
+        .iter()
+        .map(|s| {
+            let tensor = TensorProto::decode(s.as_ref()).map_err(|e| {
+                Error::InvalidArgument(format!(
+                    "a SparseTensor component's string is not a serialized TensorProto: {e}"
+                ))
+            })?;
+            Ok(VariantTensorDataProto {
+                type_name: TENSOR_VARIANT.into(),
+                tensors: vec![tensor],
+                ..Default::default()
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(TensorProto {
+        dtype: DT_VARIANT,
+        tensor_shape: Some(shape_proto(t.shape())),
+        variant_val,
+        ..Default::default()
+    })
+}
+
+/// [`to_uncompressed`], the components at `sparse_variants` served as
+/// TensorFlow's SparseTensor variants ([`sparse_variant_proto`]).
+pub fn to_uncompressed_with_variants(
+    element: &Element,
+    sparse_variants: &[usize],
+) -> Result<UncompressedElement> {
+    let components = element
+        .components
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            if sparse_variants.contains(&i) {
+                sparse_variant_proto(t)
+            } else {
+                Ok(tensor_to_proto(t))
+            }
+        })
+        .collect::<Result<_>>()?;
+    Ok(UncompressedElement { components })
+}
+
 pub fn from_uncompressed(element: &UncompressedElement) -> Result<Element> {
     element
         .components
@@ -335,6 +405,21 @@ const MAX_UNCOMPRESSED_BYTES: usize = u32::MAX as usize;
 
 /// Compresses an element as TensorFlow's `CompressElement` does.
 pub fn compress(element: &Element) -> Result<CompressedElement> {
+    compress_with_variants(element, &[])
+}
+
+/// [`compress`], the components at `sparse_variants` served as TensorFlow's
+/// SparseTensor variants: each one piece, its serialized `TensorProto`, as
+/// TensorFlow compresses a variant.
+pub fn compress_with_variants(
+    element: &Element,
+    sparse_variants: &[usize],
+) -> Result<CompressedElement> {
+    let variants: Vec<(usize, Vec<u8>)> = sparse_variants
+        .iter()
+        .filter_map(|&i| element.components.get(i).map(|t| (i, t)))
+        .map(|(i, t)| Ok((i, sparse_variant_proto(t)?.encode_to_vec())))
+        .collect::<Result<_>>()?;
     let total = element.byte_size();
     if total > MAX_UNCOMPRESSED_BYTES {
         return Err(Error::InvalidArgument(format!(
@@ -343,8 +428,17 @@ pub fn compress(element: &Element) -> Result<CompressedElement> {
     }
     let mut pieces: Vec<&[u8]> = Vec::new();
     let mut metadata = Vec::with_capacity(element.components.len());
-    for t in &element.components {
+    for (i, t) in element.components.iter().enumerate() {
         let mut uncompressed_bytes = Vec::new();
+        if let Some((_, proto)) = variants.iter().find(|(v, _)| *v == i) {
+            pieces.push(proto);
+            metadata.push(CompressedComponentMetadata {
+                dtype: DT_VARIANT,
+                tensor_shape: Some(shape_proto(t.shape())),
+                uncompressed_bytes: vec![proto.len() as u64],
+            });
+            continue;
+        }
         match t.data() {
             TensorData::Buffer(b) => {
                 // A tensor without a buffer contributes no piece and no entry.
@@ -446,6 +540,41 @@ pub fn uncompress(compressed: &CompressedElement) -> Result<Element> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sparse_variants_wrap_tensors_and_refuse_other_forms() {
+        let part = |t: &Tensor| Bytes::from(tensor_to_proto(t).encode_to_vec());
+        let indices = Tensor::from_slice(&[0i64, 2], vec![2, 1]).unwrap();
+        let values = Tensor::from_slice(&[7i64, 9], vec![2]).unwrap();
+        let shape = Tensor::from_slice(&[4i64], vec![1]).unwrap();
+        let sparse =
+            Tensor::strings(vec![part(&indices), part(&values), part(&shape)], vec![3]).unwrap();
+        let el = Element::new(vec![Tensor::scalar(1i64), sparse.clone()]);
+        let plain = to_uncompressed_with_variants(&el, &[1]).unwrap();
+        assert_eq!(plain.components[0], tensor_to_proto(&el.components[0]));
+        let v = &plain.components[1];
+        assert_eq!((v.dtype, v.variant_val.len()), (21, 3));
+        assert_eq!(
+            tensor_from_proto(&v.variant_val[1].tensors[0]).unwrap(),
+            values
+        );
+        let compressed = compress_with_variants(&el, &[1]).unwrap();
+        assert_eq!(compressed.component_metadata[1].dtype, 21);
+        assert_eq!(
+            compressed.component_metadata[1].uncompressed_bytes,
+            [v.encode_to_vec().len() as u64]
+        );
+        // Not the string form: a clear error, never a wrong value.
+        for bad in [
+            Tensor::from_slice(&[1i64, 2, 3], vec![3]).unwrap(),
+            Tensor::strings(vec![part(&indices), part(&values)], vec![2]).unwrap(),
+            Tensor::strings(vec![Bytes::from_static(b"\xff\xff"); 3], vec![3]).unwrap(),
+        ] {
+            let el = Element::new(vec![bad]);
+            assert!(to_uncompressed_with_variants(&el, &[0]).is_err());
+            assert!(compress_with_variants(&el, &[0]).is_err());
+        }
+    }
 
     fn sample() -> Element {
         Element::new(vec![

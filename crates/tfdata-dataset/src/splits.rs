@@ -151,6 +151,14 @@ impl IndexSplitProvider {
             next: Mutex::new(0),
         }
     }
+
+    /// Splits without end (`0, 1, ...` up to `i64::MAX`), for a source that
+    /// ignores them: TensorFlow gives `RandomDataset` such a provider, so
+    /// dispatchers and workers agree on the number of providers while every
+    /// worker draws the whole random stream.
+    pub fn unbounded() -> Self {
+        Self::new(i64::MAX as u64)
+    }
 }
 
 impl SplitProvider for IndexSplitProvider {
@@ -176,7 +184,12 @@ impl SplitProvider for IndexSplitProvider {
     }
 
     fn cardinality(&self) -> i64 {
-        self.count as i64
+        if self.count == i64::MAX as u64 {
+            // TensorFlow's kint64max provider counts as infinite.
+            crate::INFINITE_CARDINALITY
+        } else {
+            self.count as i64
+        }
     }
 }
 

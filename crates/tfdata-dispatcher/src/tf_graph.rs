@@ -6,7 +6,9 @@
 //! values), `TensorDataset` (one split) and `TensorSliceDataset` (splits are
 //! slice indices) over constants
 //! or `MatchingFiles` (which is how `TFRecordDataset(files)` and
-//! `list_files` read). Anything else is refused, naming the op.
+//! `list_files` read), and `RandomDataset`, whose provider of endless index
+//! splits its iterator never reads (TensorFlow's: each worker draws the
+//! whole random stream). Anything else is refused, naming the op.
 
 use std::collections::HashMap;
 
@@ -131,6 +133,11 @@ impl<'a> Graph<'a> {
                 }
                 Ok(Box::new(RangeSplitProvider::new(start, stop, step)))
             }
+            // TensorFlow's RandomDataset: endless splits nobody reads, so
+            // dispatchers and workers count the same providers.
+            "RandomDataset" | "RandomDatasetV2" | "ExperimentalRandomDataset" => {
+                Ok(Box::new(IndexSplitProvider::unbounded()))
+            }
             // One split, the element (TensorFlow's TensorDataset).
             "TensorDataset" => Ok(Box::new(IndexSplitProvider::new(1))),
             "TensorSliceDataset" => {
@@ -154,7 +161,7 @@ impl<'a> Graph<'a> {
             other => Err(Error::InvalidArgument(format!(
                 "distributed_epoch: this dispatcher cannot split the TensorFlow source dataset {other} \
                  (node {}); splittable: RangeDataset, TensorDataset, TensorSliceDataset (including \
-                 TFRecordDataset over file names and list_files)",
+                 TFRecordDataset over file names and list_files), RandomDataset",
                 source.name
             ))),
         }
@@ -228,6 +235,37 @@ pub(crate) mod tests {
             ..Default::default()
         }
         .encode_to_vec()
+    }
+
+    #[test]
+    fn random_sources_get_endless_unread_splits() {
+        // zip(range(10), random()): two providers, as TensorFlow's
+        // dispatcher makes; the random one never ends.
+        let nodes = vec![
+            constant("start", 0),
+            constant("stop", 10),
+            constant("step", 1),
+            node("range", "RangeDataset", &["start", "stop", "step"]),
+            constant("seed", 1),
+            constant("seed2", 2),
+            node("random", "RandomDataset", &["seed", "seed2"]),
+            node("zip", "ZipDataset", &["range", "random"]),
+            node("out", "_Retval", &["zip"]),
+        ];
+        let graph = |nodes: &[NodeDef]| {
+            GraphDef {
+                node: nodes.to_vec(),
+                ..Default::default()
+            }
+            .encode_to_vec()
+        };
+        let providers = split_providers(&graph(&nodes)).unwrap();
+        assert_eq!(providers.len(), 2);
+        assert_eq!(providers[0].cardinality(), 10);
+        assert_eq!(
+            providers[1].cardinality(),
+            tfdata_dataset::INFINITE_CARDINALITY
+        );
     }
 
     #[test]

@@ -46,9 +46,6 @@ pub fn unsupported_ops(graph: &GraphDef) -> Result<Vec<String>> {
         }
     };
     // TensorFlow's trailing compression map is cut off, not run.
-    if crate::translate::serves_variant(graph, &library)? {
-        missing.insert(crate::translate::SERVED_VARIANT.to_string());
-    }
     let compression = crate::translate::compression_map(graph, &library)?;
     let mut nodes = graph
         .node

@@ -398,7 +398,7 @@ impl Worker {
             async move {
                 tracing::info!("task received");
                 match worker.load_pipeline(&runner).await {
-                    Ok((dataset, ctx, compress)) => runner.run_pipeline(dataset, ctx, compress),
+                    Ok((dataset, ctx, form)) => runner.run_pipeline(dataset, ctx, form),
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot start task");
                         runner.fail(e);
@@ -413,7 +413,11 @@ impl Worker {
     async fn load_pipeline(
         &self,
         runner: &TaskRunner,
-    ) -> Result<(tfdata_dataset::Dataset, tfdata_dataset::IterContext, bool)> {
+    ) -> Result<(
+        tfdata_dataset::Dataset,
+        tfdata_dataset::IterContext,
+        crate::pipeline::ServedForm,
+    )> {
         let def = &runner.def;
         if def.worker_address != self.address {
             return Err(Error::Internal(format!(
@@ -462,7 +466,7 @@ impl Worker {
         // Translating a TensorFlow graph compiles its functions and may
         // glob files: not on an RPC thread.
         let (num_workers, shard_index) = (def.num_workers, def.worker_index);
-        let (dataset, requested_compression) = tokio::task::spawn_blocking(move || {
+        let (dataset, mut form) = tokio::task::spawn_blocking(move || {
             crate::pipeline::build_dataset(&dataset_def, static_policy, num_workers, shard_index)
         })
         .await
@@ -510,8 +514,8 @@ impl Worker {
                 ctx.split_providers.insert(source.op_key(), provider);
             }
         }
-        let compress = requested_compression && !self.compression_disabled(&dataset_id).await?;
-        Ok((dataset, ctx, compress))
+        form.compress = form.compress && !self.compression_disabled(&dataset_id).await?;
+        Ok((dataset, ctx, form))
     }
 
     /// Whether the dispatcher recorded that compression is off at runtime for

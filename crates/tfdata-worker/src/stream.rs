@@ -494,6 +494,21 @@ async fn serve(
                 return;
             }
             Ok(Batch::Elements { elements, index }) => {
+                let sparse = task.sparse_variants();
+                if !sparse.is_empty() {
+                    // The stream carries tfdata tensors; these components
+                    // are TensorFlow variants only `GetElement` can send.
+                    let _ = tx
+                        .send(Err(Status::failed_precondition(format!(
+                            "task {}: components {sparse:?} of the elements are SparseTensors \
+                             (TensorFlow's DT_VARIANT), which tfdata's element stream cannot \
+                             carry; read the dataset with TensorFlow's client, or densify them \
+                             (tf.sparse.to_dense) in the last map",
+                            task.task_id().0
+                        ))))
+                        .await;
+                    return;
+                }
                 let encoder = BatchEncoder::with_elements(&elements);
                 credit.elements = credit
                     .elements

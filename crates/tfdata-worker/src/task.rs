@@ -129,6 +129,12 @@ impl TaskRunner {
         self.producer.compress()
     }
 
+    /// The served components that are SparseTensor variants (known once the
+    /// pipeline runs): tfdata's element stream cannot carry them.
+    pub fn sparse_variants(&self) -> Arc<[usize]> {
+        self.producer.form().sparse_variants
+    }
+
     /// Fails the task before its pipeline starts (bad definition, unloadable dataset).
     pub fn fail(&self, err: Error) {
         self.producer.fail(err);
@@ -141,16 +147,22 @@ impl TaskRunner {
         self.producer.close();
     }
 
-    /// Runs `dataset` on a new thread; elements are compressed when served if
-    /// `compress`. `ctx` carries the sources' remote split providers in
+    /// Runs `dataset` on a new thread; elements are served in `form`
+    /// (compressed, SparseTensor variants; a `bool` means compressed or
+    /// not). `ctx` carries the sources' remote split providers in
     /// distributed_epoch mode.
-    pub fn run_pipeline(&self, dataset: Dataset, ctx: IterContext, compress: bool) {
+    pub fn run_pipeline(
+        &self,
+        dataset: Dataset,
+        ctx: IterContext,
+        form: impl Into<crate::pipeline::ServedForm>,
+    ) {
         let ledger = Arc::clone(&self.ledger);
         let _entered = self.span.enter();
         self.producer.run(
             dataset,
             ctx,
-            compress,
+            form.into(),
             Box::new(move || ledger.pipeline_ended()),
         );
     }

@@ -18,6 +18,7 @@ use crate::dataset::{Dataset, DatasetOp, IterContext};
 use crate::iterators::ElementIterator;
 use crate::philox::{Philox, Words};
 use crate::spec::{Shape, Structure, TensorSpec};
+use crate::splits::{IndexSplitProvider, SplitProvider};
 use crate::{INFINITE_CARDINALITY, UNKNOWN_CARDINALITY};
 
 impl Dataset {
@@ -73,6 +74,13 @@ pub struct Random {
 impl DatasetOp for Random {
     fn name(&self) -> &'static str {
         "random"
+    }
+
+    /// TensorFlow's `RandomDataset` has a provider of endless index splits
+    /// that its iterator never reads: in distributed_epoch the other
+    /// sources are split and each worker draws the whole random stream.
+    fn split_provider(&self) -> Option<Result<Box<dyn SplitProvider>>> {
+        Some(Ok(Box::new(IndexSplitProvider::unbounded())))
     }
 
     fn attrs(&self) -> Attrs {
@@ -283,6 +291,33 @@ mod tests {
         assert_eq!(ints(&ds, 3), ints(&ds, 3));
         let re = Dataset::random(87654321, 4, true);
         assert_ne!(ints(&re, 3), ints(&re, 3));
+    }
+
+    #[test]
+    fn random_ignores_its_endless_splits() {
+        // TensorFlow: random() has a provider of endless index splits, which
+        // its iterator never reads; each worker draws the whole stream.
+        let ds = Dataset::random(87654321, 4, false);
+        let provider = ds.op().split_provider().unwrap().unwrap();
+        assert_eq!(provider.cardinality(), crate::INFINITE_CARDINALITY);
+        let mut ctx = IterContext::new();
+        let provider: Arc<dyn SplitProvider> = Arc::from(provider);
+        ctx.split_providers
+            .insert(ds.op_key(), Arc::clone(&provider));
+        let mut it = ds.iter_with(&ctx).unwrap();
+        let first = it.next_element().unwrap().unwrap().components[0]
+            .to_scalar::<i64>()
+            .unwrap();
+        assert_eq!(first, 3128586565);
+        assert_eq!(
+            provider
+                .get_next()
+                .unwrap()
+                .unwrap()
+                .to_scalar::<i64>()
+                .unwrap(),
+            0
+        );
     }
 
     #[test]

@@ -370,7 +370,7 @@ pub(crate) fn split_providers_for(def: &wire::DatasetDef) -> Result<Vec<Box<dyn 
                  (splittable sources: range, from_tensors, from_tensor_slices, list_files, \
                  tfrecord_dataset, text_line_dataset, fixed_length_record_dataset, load, \
                  parquet_dataset, arrow_dataset, huggingface_dataset, webdataset, \
-                 array_record_dataset)",
+                 array_record_dataset, random)",
                 source.op().name()
             ))),
         })

@@ -48,6 +48,9 @@ mod order;
 mod parse;
 mod ragged;
 mod random;
+mod random_index_shuffle;
+mod random_samplers;
+mod random_truncated;
 mod reduce;
 mod segment;
 mod serialize;
@@ -174,7 +177,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 
 /// Every tensor kernel table: the one list the lookup table is built from
 /// and the check that no op is in two of them reads.
-const ALL_TABLES: [&[KernelDef]; 34] = [
+const ALL_TABLES: [&[KernelDef]; 37] = [
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
@@ -195,6 +198,9 @@ const ALL_TABLES: [&[KernelDef]; 34] = [
     image_scale::KERNELS,
     ragged::KERNELS,
     random::KERNELS,
+    random_samplers::KERNELS,
+    random_index_shuffle::KERNELS,
+    random_truncated::KERNELS,
     multinomial::KERNELS,
     sparse::KERNELS,
     sparse_tensor::KERNELS,

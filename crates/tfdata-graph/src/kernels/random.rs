@@ -74,6 +74,16 @@ pub(super) const KERNELS: &[KernelDef] = &[
         build: shuffle,
     },
     KernelDef {
+        op: "NonDeterministicInts",
+        outputs: one_output,
+        build: non_deterministic_ints,
+    },
+    KernelDef {
+        op: "StatelessShuffle",
+        outputs: one_output,
+        build: stateless_shuffle,
+    },
+    KernelDef {
         op: "StatelessRandomUniformV2",
         outputs: one_output,
         build: |a| stateless(a, Dist::Uniform, Seed::KeyCounter),
@@ -192,7 +202,7 @@ fn unit_bf16(x: u32) -> u16 {
 }
 
 /// Float to half, rounding to nearest even (Eigen's conversion).
-fn f32_to_f16(f: f32) -> u16 {
+pub(super) fn f32_to_f16(f: f32) -> u16 {
     let x = f.to_bits();
     let sign = ((x >> 16) & 0x8000) as u16;
     let a = x & 0x7FFF_FFFF;
@@ -233,7 +243,7 @@ fn f32_to_bf16(f: f32) -> u16 {
 }
 
 /// Box-Muller in float from two words: two standard normals.
-fn box_muller_f32(x0: u32, x1: u32) -> [f32; 2] {
+pub(super) fn box_muller_f32(x0: u32, x1: u32) -> [f32; 2] {
     let u1 = unit_f32(x0).max(1.0e-7);
     // `2 * M_PI * u` with M_PI a double: computed in double, then rounded.
     let v1 = (2.0 * std::f64::consts::PI * f64::from(unit_f32(x1))) as f32;
@@ -242,7 +252,7 @@ fn box_muller_f32(x0: u32, x1: u32) -> [f32; 2] {
 }
 
 /// Box-Muller in double from four words: two standard normals.
-fn box_muller_f64(x: [u32; 4]) -> [f64; 2] {
+pub(super) fn box_muller_f64(x: [u32; 4]) -> [f64; 2] {
     let u1 = unit_f64(x[0], x[1]).max(1.0e-7);
     let v1 = 2.0 * std::f64::consts::PI * unit_f64(x[2], x[3]);
     let r = (-2.0 * u1.ln()).sqrt();
@@ -261,7 +271,7 @@ enum Dist {
 }
 
 /// The requested output shape (a 1-D int32/int64 tensor).
-fn shape_of(op: &str, t: &Tensor) -> Result<Vec<i64>> {
+pub(super) fn shape_of(op: &str, t: &Tensor) -> Result<Vec<i64>> {
     if t.shape().len() > 1 {
         return Err(invalid(op, "shape must be a vector of {int32,int64}"));
     }
@@ -517,7 +527,7 @@ pub(super) fn reserve(generator: &Mutex<Philox>, blocks: u64) -> Philox {
 }
 
 /// A scalar integer input (`minval`, `maxval`).
-fn scalar_int(op: &str, t: &Tensor, what: &str) -> Result<i64> {
+pub(super) fn scalar_int(op: &str, t: &Tensor, what: &str) -> Result<i64> {
     let v = int_values(op, t, what)?;
     match (t.shape(), v.as_slice()) {
         ([], [x]) => Ok(*x),
@@ -592,31 +602,92 @@ fn shuffle(attrs: &NodeAttrs) -> Result<Compute> {
         }
         // One word per swap: `rows - 1` words, reserved in blocks of four.
         let rng = reserve(&generator, (rows as u64 - 1).div_ceil(4));
-        let mut words = Words::new(rng);
-        let mut order: Vec<usize> = (0..rows).collect();
-        for i in 0..rows - 1 {
-            let j = i + (words.next_word() % (rows - i) as u32) as usize;
-            order.swap(i, j);
-        }
-        let per_row = (t.num_elements() as usize).checked_div(rows).unwrap_or(0);
-        let data = match t.data() {
-            TensorData::Strings(s) => TensorData::Strings(
-                order
-                    .iter()
-                    .flat_map(|&r| s[r * per_row..(r + 1) * per_row].iter().cloned())
-                    .collect(),
-            ),
-            TensorData::Buffer(b) => {
-                let width = per_row * t.dtype().size().unwrap_or(1);
-                let mut out = Vec::with_capacity(b.len());
-                for &r in &order {
-                    out.extend_from_slice(&b[r * width..(r + 1) * width]);
-                }
-                TensorData::Buffer(Bytes::from(out))
-            }
-        };
-        Ok(vec![Tensor::new(t.dtype(), t.shape().to_vec(), data)?])
+        Ok(vec![shuffle_rows(t, rows, rng)?])
     }))
+}
+
+/// `NonDeterministicInts`: 64 fresh random bits per element, cut to the
+/// output type (TensorFlow's registered int32, int64, uint32, uint64). No
+/// seed reaches it: inside `tfdata_dataset::random::with_seed` the bits
+/// come from that scope, else from the OS's entropy.
+fn non_deterministic_ints(attrs: &NodeAttrs) -> Result<Compute> {
+    let dtype = attrs.dtype("dtype")?;
+    check_dtype(
+        attrs,
+        dtype,
+        &[DType::Int32, DType::Int64, DType::UInt32, DType::UInt64],
+    )?;
+    Ok(Box::new(move |inputs| {
+        const OP: &str = "NonDeterministicInts";
+        expect_inputs(OP, &inputs, 1)?;
+        let shape = shape_of(OP, &inputs[0])?;
+        let n = tfdata_core::tensor::num_elements(&shape)?;
+        check_size(OP, dtype, n)?;
+        let bits: Vec<u64> = (0..n)
+            .map(|_| tfdata_dataset::random::unseeded_seed())
+            .collect();
+        Ok(vec![match dtype {
+            DType::Int32 => {
+                Tensor::from_slice(&bits.iter().map(|&x| x as i32).collect::<Vec<_>>(), shape)?
+            }
+            DType::UInt32 => {
+                Tensor::from_slice(&bits.iter().map(|&x| x as u32).collect::<Vec<_>>(), shape)?
+            }
+            DType::Int64 => {
+                Tensor::from_slice(&bits.iter().map(|&x| x as i64).collect::<Vec<_>>(), shape)?
+            }
+            _ => Tensor::from_slice(&bits, shape)?,
+        }])
+    }))
+}
+
+/// `StatelessShuffle`: [`shuffle_rows`] from the key, counter and
+/// algorithm inputs (TensorFlow's V2 checks), nothing reserved.
+fn stateless_shuffle(_: &NodeAttrs) -> Result<Compute> {
+    Ok(Box::new(move |inputs| {
+        const OP: &str = "StatelessShuffle";
+        expect_inputs(OP, &inputs, 4)?;
+        let rng = v2_generator(OP, &inputs[1], &inputs[2], &inputs[3])?;
+        let t = &inputs[0];
+        let rows = match t.shape().first() {
+            Some(&rows) if rows > 1 && t.num_elements() > 1 => rows as usize,
+            _ => return Ok(vec![t.clone()]),
+        };
+        if rows as u64 > u64::from(u32::MAX) {
+            return Err(invalid(OP, "more than 2^32 rows are not supported"));
+        }
+        Ok(vec![shuffle_rows(t, rows, rng)?])
+    }))
+}
+
+/// `t`'s `rows` rows (more than one) in a Fisher-Yates order: swap `i`
+/// with `i + word % (rows - i)`, one Philox word per swap, as TensorFlow's
+/// `ShuffleRange`.
+fn shuffle_rows(t: &Tensor, rows: usize, rng: Philox) -> Result<Tensor> {
+    let mut words = Words::new(rng);
+    let mut order: Vec<usize> = (0..rows).collect();
+    for i in 0..rows - 1 {
+        let j = i + (words.next_word() % (rows - i) as u32) as usize;
+        order.swap(i, j);
+    }
+    let per_row = (t.num_elements() as usize).checked_div(rows).unwrap_or(0);
+    let data = match t.data() {
+        TensorData::Strings(s) => TensorData::Strings(
+            order
+                .iter()
+                .flat_map(|&r| s[r * per_row..(r + 1) * per_row].iter().cloned())
+                .collect(),
+        ),
+        TensorData::Buffer(b) => {
+            let width = per_row * t.dtype().size().unwrap_or(1);
+            let mut out = Vec::with_capacity(b.len());
+            for &r in &order {
+                out.extend_from_slice(&b[r * width..(r + 1) * width]);
+            }
+            TensorData::Buffer(Bytes::from(out))
+        }
+    };
+    Tensor::new(t.dtype(), t.shape().to_vec(), data)
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -655,7 +726,12 @@ fn u64s(op: &str, t: &Tensor, what: &str) -> Result<Vec<u64>> {
 }
 
 /// The generator of a V2 call from its `key`, `counter` and `alg` inputs.
-fn v2_generator(op: &str, key: &Tensor, counter: &Tensor, alg: &Tensor) -> Result<Philox> {
+pub(super) fn v2_generator(
+    op: &str,
+    key: &Tensor,
+    counter: &Tensor,
+    alg: &Tensor,
+) -> Result<Philox> {
     let alg = scalar_int(op, alg, "alg")?;
     let counter_shape = counter.shape();
     let counter_len = match counter_shape {
@@ -962,6 +1038,48 @@ mod tests {
         assert_eq!(
             k(vec![Tensor::scalar(4i32)]).unwrap()[0],
             Tensor::scalar(4i32)
+        );
+    }
+
+    #[test]
+    fn non_deterministic_ints_are_fresh_bits_of_the_type() {
+        for dtype in [DType::Int32, DType::Int64, DType::UInt32, DType::UInt64] {
+            let k = kernel("NonDeterministicInts", &[("dtype", ty(dtype))]);
+            let a = k(vec![Tensor::vector(&[2i64, 50])]).unwrap().remove(0);
+            let b = k(vec![Tensor::vector(&[2i64, 50])]).unwrap().remove(0);
+            assert_eq!((a.dtype(), a.shape()), (dtype, &[2i64, 50][..]));
+            // 100 draws of 32 or 64 bits: repeats (or equal runs) would
+            // mean the bits are not fresh.
+            assert_ne!(a, b);
+            let mut words: Vec<u64> = match dtype {
+                DType::Int32 => a
+                    .to_vec::<i32>()
+                    .unwrap()
+                    .iter()
+                    .map(|&x| x as u64)
+                    .collect(),
+                DType::UInt32 => a
+                    .to_vec::<u32>()
+                    .unwrap()
+                    .iter()
+                    .map(|&x| x as u64)
+                    .collect(),
+                DType::Int64 => a
+                    .to_vec::<i64>()
+                    .unwrap()
+                    .iter()
+                    .map(|&x| x as u64)
+                    .collect(),
+                _ => a.to_vec::<u64>().unwrap(),
+            };
+            words.sort_unstable();
+            words.dedup();
+            assert!(words.len() >= 99, "{}", words.len());
+        }
+        let float = node("NonDeterministicInts", &[("dtype", ty(DType::Float))]);
+        assert!(
+            (super::super::lookup("NonDeterministicInts").unwrap().build)(&NodeAttrs::of(&float))
+                .is_err()
         );
     }
 

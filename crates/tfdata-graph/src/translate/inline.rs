@@ -209,13 +209,19 @@ fn types_key(attrs: &NodeAttrs) -> &'static str {
     }
 }
 
-/// Whether a dataset node's elements hold a `DT_VARIANT` component (a
-/// SparseTensor): tfdata carries it as strings, which a client expecting
-/// TensorFlow's variant cannot read, so such a pipeline is not served.
-pub(crate) fn declares_variant(attrs: &NodeAttrs) -> bool {
-    attrs
-        .dtype_codes(types_key(attrs))
-        .is_ok_and(|c| c.contains(&VARIANT) && !holds_datasets(attrs, &c))
+/// The components of a dataset node's elements that are `DT_VARIANT`
+/// SparseTensors (carried as strings inside the pipeline); none for a
+/// dataset of datasets.
+pub(crate) fn declared_variants(attrs: &NodeAttrs) -> Vec<usize> {
+    match attrs.dtype_codes(types_key(attrs)) {
+        Ok(codes) if !holds_datasets(attrs, &codes) => codes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c == VARIANT)
+            .map(|(i, _)| i)
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Whether the declared elements are datasets: TensorFlow declares a

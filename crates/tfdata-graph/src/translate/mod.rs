@@ -42,6 +42,10 @@ pub struct Translated {
     /// The graph ended in the `CompressElement` map TensorFlow's clients
     /// add for `compression="AUTO"`: serve its elements compressed.
     pub compressed: bool,
+    /// The served components TensorFlow declares `DT_VARIANT` (each a
+    /// SparseTensor), which the pipeline carries in string form: the worker
+    /// serves them as TensorFlow's variants.
+    pub sparse_variants: Vec<usize>,
 }
 
 impl Translated {
@@ -130,9 +134,7 @@ pub fn translate_bytes(graph: &[u8]) -> Result<Translated> {
 pub fn translate(graph: &GraphDef) -> Result<Translated> {
     let library = Library::of(graph)?;
     let (result, compressed) = pipeline_result(graph, &library)?;
-    if serves_variant(graph, &library)? {
-        return Err(Error::Unimplemented(SERVED_VARIANT.into()));
-    }
+    let sparse_variants = served_variants(graph, &library)?;
     let nodes = DatasetNodes;
     let mut compiler = Compiler::new(&library, &nodes);
     let function = compiler.graph_result(graph, &result)?;
@@ -150,6 +152,7 @@ pub fn translate(graph: &GraphDef) -> Result<Translated> {
     Ok(Translated {
         dataset,
         compressed,
+        sparse_variants,
     })
 }
 
@@ -166,24 +169,21 @@ fn pipeline_result(graph: &GraphDef, library: &Library) -> Result<(String, bool)
     }
 }
 
-/// Why a graph whose elements hold a SparseTensor is not served.
-pub(crate) const SERVED_VARIANT: &str = "elements with a DT_VARIANT component (a SparseTensor) \
-    served to the client: tfdata carries a SparseTensor inside a pipeline in TensorFlow's string \
-    form, which a TensorFlow client expecting a variant cannot read";
-
-/// Whether the pipeline's elements (what the worker serves) hold a
-/// `DT_VARIANT` component.
-pub(crate) fn serves_variant(graph: &GraphDef, library: &Library) -> Result<bool> {
+/// The served components (what the pipeline's last node yields) that
+/// TensorFlow declares `DT_VARIANT`: SparseTensors, the only variants
+/// besides nested datasets that tfdata's kernels make.
+pub(crate) fn served_variants(graph: &GraphDef, library: &Library) -> Result<Vec<usize>> {
     let (result, _) = pipeline_result(graph, library)?;
     let name = match parse_input(&result, false)? {
         InputRef::Output { node, .. } => node,
-        _ => return Ok(false),
+        _ => return Ok(Vec::new()),
     };
     Ok(graph
         .node
         .iter()
         .find(|n| n.name == name)
-        .is_some_and(|n| inline::declares_variant(&crate::attrs::NodeAttrs::of(n))))
+        .map(|n| inline::declared_variants(&crate::attrs::NodeAttrs::of(n)))
+        .unwrap_or_default())
 }
 
 /// The graph's trailing compression map, if it has one.
@@ -207,7 +207,8 @@ pub(crate) fn compression_map<'g>(
 }
 
 /// A `MapDataset`/`ParallelMapDatasetV2` whose function only compresses
-/// its arguments into one `CompressElement` variant, capturing nothing.
+/// its arguments into one `CompressElement` variant (SparseTensor arguments
+/// read and serialized back on the way), capturing nothing.
 fn is_compression_map(node: &NodeDef, library: &Library) -> bool {
     if !matches!(node.op.as_str(), "MapDataset" | "ParallelMapDatasetV2") {
         return false;
@@ -221,9 +222,14 @@ fn is_compression_map(node: &NodeDef, library: &Library) -> bool {
     let ops: Vec<&str> = def.node_def.iter().map(|n| n.op.as_str()).collect();
     captured == 0
         && ops.contains(&"CompressElement")
-        && ops
-            .iter()
-            .all(|op| matches!(*op, "CompressElement" | "Identity"))
+        // A SparseTensor component is read into a SparseTensor and
+        // serialized back to its variant before compression.
+        && ops.iter().all(|op| {
+            matches!(
+                *op,
+                "CompressElement" | "Identity" | "DeserializeSparse" | "SerializeSparse"
+            )
+        })
         && def
             .signature
             .as_ref()

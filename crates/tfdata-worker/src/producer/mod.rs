@@ -18,11 +18,13 @@ pub mod buffer;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tfdata_core::{Element, Error, Result, TaskId, element};
 use tfdata_dataset::{Dataset, IterContext};
 use tfdata_proto::data::get_element_response::Element as Payload;
+
+use crate::pipeline::ServedForm;
 
 use buffer::{ElementBuffer, PipelineTimes, Taken};
 
@@ -60,9 +62,10 @@ pub struct Producer {
     buffer: Arc<ElementBuffer>,
     /// The pipeline has not been started (or failed to start) yet.
     pending: AtomicBool,
-    /// Whether the dataset asks for compression (and the dispatcher did not
-    /// turn it off); known once the pipeline starts.
-    compress: AtomicBool,
+    /// How elements are served: compressed when the dataset asks for it
+    /// (and the dispatcher did not turn it off), SparseTensor components as
+    /// variants; known once the pipeline starts.
+    form: OnceLock<ServedForm>,
     /// The error the pipeline failed with, returned to every later take.
     failure: Mutex<Option<Arc<Error>>>,
 }
@@ -86,14 +89,19 @@ impl Producer {
                 limits.bytes,
             )),
             pending: AtomicBool::new(true),
-            compress: AtomicBool::new(false),
+            form: OnceLock::new(),
             failure: Mutex::new(None),
         }
     }
 
     /// Whether elements are to be compressed (known once the pipeline runs).
     pub fn compress(&self) -> bool {
-        self.compress.load(Ordering::SeqCst)
+        self.form.get().is_some_and(|f| f.compress)
+    }
+
+    /// How elements are served (the default until the pipeline runs).
+    pub fn form(&self) -> ServedForm {
+        self.form.get().cloned().unwrap_or_default()
     }
 
     /// Fails the task before its pipeline starts (bad definition, unloadable dataset).
@@ -109,13 +117,13 @@ impl Producer {
     }
 
     /// Runs `dataset` on a new thread, in the caller's span; elements are
-    /// compressed when served if `compress`. `ctx` carries the sources'
-    /// remote split providers in distributed_epoch mode.
-    pub fn run(&self, dataset: Dataset, ctx: IterContext, compress: bool, on_end: EndHook) {
+    /// served in `form`. `ctx` carries the sources' remote split providers
+    /// in distributed_epoch mode.
+    pub fn run(&self, dataset: Dataset, ctx: IterContext, form: ServedForm, on_end: EndHook) {
         if !self.pending.swap(false, Ordering::SeqCst) {
             return;
         }
-        self.compress.store(compress, Ordering::SeqCst);
+        let _ = self.form.set(form);
         self.buffer.start_clock();
         let task_id = self.task_id;
         let buffer = Arc::clone(&self.buffer);
@@ -212,15 +220,10 @@ impl Producer {
     pub async fn encode(&self, element: Element) -> Result<Payload> {
         // `GetElement` readers record no split names.
         element.lineage.mark_sent();
-        let compress = self.compress();
+        let form = self.form();
+        let compress = form.compress;
         let large = element.byte_size() >= ENCODE_OFF_RUNTIME_BYTES;
-        let encode = move || -> Result<Payload> {
-            Ok(if compress {
-                Payload::Compressed(element::compress(&element)?)
-            } else {
-                Payload::Uncompressed(element::to_uncompressed(&element))
-            })
-        };
+        let encode = move || wire_payload(&element, &form);
         // Cheap encodings stay inline (no compression only clones `Bytes`);
         // Snappy over large elements would hold an RPC thread for milliseconds.
         if !(compress && large) {
@@ -320,4 +323,20 @@ fn produce(
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `element` in TensorFlow's wire form, as `GetElement` sends it.
+pub(crate) fn wire_payload(element: &Element, form: &ServedForm) -> Result<Payload> {
+    Ok(match (form.compress, form.sparse_variants.is_empty()) {
+        (true, true) => Payload::Compressed(element::compress(element)?),
+        (true, false) => Payload::Compressed(element::compress_with_variants(
+            element,
+            &form.sparse_variants,
+        )?),
+        (false, true) => Payload::Uncompressed(element::to_uncompressed(element)),
+        (false, false) => Payload::Uncompressed(element::to_uncompressed_with_variants(
+            element,
+            &form.sparse_variants,
+        )?),
+    })
 }

@@ -150,7 +150,17 @@ impl StreamWriter {
             "writing snapshot stream"
         );
         tfdata_dataset::random::with_seed(stream_seed(base, stream), || {
-            let (dataset, _) = crate::pipeline::build_dataset(&dataset_def, None, 0, 0)?;
+            let (dataset, form) = crate::pipeline::build_dataset(&dataset_def, None, 0, 0)?;
+            if !form.sparse_variants.is_empty() {
+                // Snapshot chunks hold the elements' tensors; a SparseTensor
+                // there would be the pipeline's string form, not
+                // TensorFlow's variant.
+                return Err(Error::Unimplemented(format!(
+                    "snapshot {base}: the dataset's elements hold SparseTensors (components \
+                     {:?}), which tfdata snapshots cannot write; densify them in the last map",
+                    form.sparse_variants
+                )));
+            }
             let sources = dataset.sources();
             if sources.len() as i64 != p.num_sources {
                 return Err(Error::FailedPrecondition(format!(

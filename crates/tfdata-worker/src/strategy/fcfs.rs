@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use tfdata_core::ranges::IndexRanges;
-use tfdata_core::{Element, Error, Lineage, Result, element};
+use tfdata_core::{Element, Error, Lineage, Result};
 use tfdata_proto::data::get_element_response::Element as Payload;
 use tokio::task::JoinHandle;
 
@@ -154,8 +154,9 @@ impl FirstComeFirstServed {
         let index = self.next_index.fetch_add(1, Ordering::SeqCst);
         let lineage = element.take_lineage();
         let copy = element.clone();
-        let compress = producer.compress();
-        let encoding = tokio::task::spawn_blocking(move || encoded(&copy, compress));
+        let form = producer.form();
+        let encoding =
+            tokio::task::spawn_blocking(move || crate::producer::wire_payload(&copy, &form));
         *ahead = Some(Ahead {
             element,
             lineage,
@@ -236,13 +237,4 @@ impl FirstComeFirstServed {
             Batch::EndOfSequence { first } => Ok(Next::EndOfSequence { first }),
         }
     }
-}
-
-/// `element` as `GetElement` sends it.
-fn encoded(element: &Element, compress: bool) -> Result<Payload> {
-    Ok(if compress {
-        Payload::Compressed(element::compress(element)?)
-    } else {
-        Payload::Uncompressed(element::to_uncompressed(element))
-    })
 }
