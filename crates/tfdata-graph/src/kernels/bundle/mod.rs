@@ -204,7 +204,10 @@ fn make_dir(dir: &str) -> Result<()> {
 /// Writes `bytes` as `path` through a temporary file and a rename, so a
 /// reader never sees half a file.
 fn commit(path: &str, bytes: &[u8]) -> Result<()> {
-    let temp = format!("{path}.tempstate{}", std::process::id());
+    // Unique per write: two calls in this process never share a temporary.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temp = format!("{path}.tempstate{}-{n}", std::process::id());
     create_file(&temp, bytes)?;
     tfdata_dataset::io::file_system(path)?.rename(&temp, path)
 }
