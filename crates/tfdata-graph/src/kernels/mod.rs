@@ -24,9 +24,11 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use crate::attrs::NodeAttrs;
 
 mod assert;
+mod bundle;
 mod complex;
 mod compressed;
 mod einsum;
+mod file_write;
 mod fill;
 mod image;
 mod image_area;
@@ -217,6 +219,8 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     compressed::KERNELS,
     padded_raw::KERNELS,
     sequence_example::KERNELS,
+    file_write::KERNELS,
+    bundle::KERNELS,
 ];
 
 #[cfg(test)]

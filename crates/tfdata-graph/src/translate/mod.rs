@@ -24,6 +24,7 @@ mod sampling;
 mod select;
 mod table_init;
 mod window_op;
+mod sinks;
 mod windows;
 
 use std::collections::HashMap;

@@ -123,11 +123,17 @@ pub const DATASET_OPS: &[&str] = &[
     "WindowOp",
     // A lookup table filled from a dataset (table_init.rs).
     "InitializeTableFromDataset",
+    // Sinks (`sinks::OPS`).
+    "DatasetToTFRecord",
+    "ExperimentalDatasetToTFRecord",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
     let attrs = NodeAttrs::of(node);
     let spec = declared_structure(&attrs)?;
+    if let Some(compiled) = super::sinks::compile(node) {
+        return Ok(compiled);
+    }
     if let Some(compiled) = super::windows::compile(node, compiler, &attrs, &spec)? {
         return Ok(compiled);
     }
