@@ -228,7 +228,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
 fn each_op_has_one_kernel() {
     let mut seen = std::collections::HashSet::new();
     for table in ALL_TABLES {
-        for k in table {
+        for k in *table {
             assert!(seen.insert(k.op), "{} is in two kernel tables", k.op);
             assert!(
                 !crate::function::EXECUTOR_OPS.contains(&k.op),

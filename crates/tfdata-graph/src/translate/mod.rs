@@ -22,9 +22,9 @@ mod node;
 mod ops;
 mod sampling;
 mod select;
+mod sinks;
 mod table_init;
 mod window_op;
-mod sinks;
 mod windows;
 
 use std::collections::HashMap;
