@@ -45,6 +45,7 @@ mod numeric;
 mod order;
 mod parse;
 mod ragged;
+mod ragged_ops;
 mod random;
 mod reduce;
 mod segment;
@@ -172,7 +173,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 
 /// Every tensor kernel table: the one list the lookup table is built from
 /// and the check that no op is in two of them reads.
-const ALL_TABLES: [&[KernelDef]; 32] = [
+const ALL_TABLES: [&[KernelDef]; 33] = [
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
@@ -192,6 +193,7 @@ const ALL_TABLES: [&[KernelDef]; 32] = [
     image_nms::KERNELS,
     image_scale::KERNELS,
     ragged::KERNELS,
+    ragged_ops::KERNELS,
     random::KERNELS,
     multinomial::KERNELS,
     sparse::KERNELS,

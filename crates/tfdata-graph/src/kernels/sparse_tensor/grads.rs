@@ -104,7 +104,7 @@ pub(super) fn sparse_add_grad(_: &NodeAttrs) -> Result<Compute> {
     }))
 }
 
-pub(super) fn fill_empty_rows_grad(_: &NodeAttrs) -> Result<Compute> {
+pub(in crate::kernels) fn fill_empty_rows_grad(_: &NodeAttrs) -> Result<Compute> {
     Ok(Box::new(|inputs| {
         let [rev, grad] = take::<2>("SparseFillEmptyRowsGrad", inputs)?;
         if rev.shape().len() != 1 {

@@ -28,6 +28,9 @@ mod serialize;
 mod split;
 
 pub use serialize::variant_constant;
+// Shared with `RaggedFillEmptyRows` and its gradient, which are these on row ids.
+pub(super) use grads::fill_empty_rows_grad;
+pub(super) use ops::fill_empty_rows;
 
 use tfdata_core::{DType, Error, Result, Tensor};
 
