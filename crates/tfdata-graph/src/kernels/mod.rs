@@ -54,6 +54,7 @@ mod shape;
 mod signal;
 mod slice;
 mod sparse;
+mod sparse_cross;
 pub mod sparse_tensor;
 mod strings;
 mod strings_more;
@@ -173,7 +174,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 
 /// Every tensor kernel table: the one list the lookup table is built from
 /// and the check that no op is in two of them reads.
-const ALL_TABLES: [&[KernelDef]; 33] = [
+const ALL_TABLES: [&[KernelDef]; 34] = [
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
@@ -197,6 +198,7 @@ const ALL_TABLES: [&[KernelDef]; 33] = [
     random::KERNELS,
     multinomial::KERNELS,
     sparse::KERNELS,
+    sparse_cross::KERNELS,
     sparse_tensor::KERNELS,
     io::KERNELS,
     assert::KERNELS,
