@@ -64,6 +64,38 @@ pub(super) const KERNELS: &[ResourceKernelDef] = &[
         outputs: |_| Ok(vec![("size", 1)]),
         build: size,
     },
+    // The V1 ops (a `Ref(string)` handle where V2 has a resource): the
+    // same tables, which TensorFlow still runs in graph functions.
+    ResourceKernelDef {
+        op: "HashTable",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: hash_table,
+    },
+    ResourceKernelDef {
+        op: "LookupTableImport",
+        outputs: |_| Ok(Vec::new()),
+        build: import,
+    },
+    ResourceKernelDef {
+        op: "InitializeTable",
+        outputs: |_| Ok(Vec::new()),
+        build: initialize,
+    },
+    ResourceKernelDef {
+        op: "InitializeTableFromTextFile",
+        outputs: |_| Ok(Vec::new()),
+        build: from_text_file,
+    },
+    ResourceKernelDef {
+        op: "LookupTableFind",
+        outputs: |_| Ok(vec![("values", 1)]),
+        build: find,
+    },
+    ResourceKernelDef {
+        op: "LookupTableSize",
+        outputs: |_| Ok(vec![("size", 1)]),
+        build: size,
+    },
 ];
 
 /// TensorFlow's `DataTypeString`.

@@ -1,0 +1,60 @@
+"""The V1 lookup-table ops (a Ref(string) handle where the V2 ops have a
+resource): HashTable, InitializeTable, LookupTableImport,
+InitializeTableFromTextFile, LookupTableFind and LookupTableSize, in traced
+functions (TensorFlow runs them in graphs only). The vocabulary file is the
+lookup family's, under crates/tfdata-graph/tests/data/lookup."""
+
+import tensorflow as tf
+
+from harness import Family, in_crate
+
+R = tf.raw_ops
+VOCAB = "tests/data/lookup/vocab.txt"
+
+
+def family():
+    with in_crate():
+        return build()
+
+
+def build():
+    fam = Family("tables")
+    add = lambda *a, **k: fam.add_function(*a, traced=True, **k)  # noqa: E731
+
+    def filled(init, kd, vd, keys, values):
+        def fn(query, default):
+            t = R.HashTable(key_dtype=kd, value_dtype=vd)
+            # Built inside the function: an eager constant would be captured
+            # as an extra argument.
+            op = init(table_handle=t, keys=tf.constant(keys[0], keys[1]), values=tf.constant(values[0], values[1]))
+            with tf.control_dependencies([op]):
+                return R.LookupTableFind(table_handle=t, keys=query, default_value=default), \
+                    R.LookupTableSize(table_handle=t)
+        return fn
+
+    s = lambda *v: tf.constant(list(v), tf.string)  # noqa: E731
+    add("V1/InitializeTable string to int64",
+                     filled(R.InitializeTable, tf.string, tf.int64, (["a", "b", "\u00e9"], tf.string), ([1, 2, 3], tf.int64)),
+                     [s("a", "c", "\u00e9", ""), tf.constant(-1, tf.int64)])
+    add("V1/LookupTableImport int64 to float",
+                     filled(R.LookupTableImport, tf.int64, tf.float32, ([5, -7, 2**40], tf.int64), ([0.5, -0., 3.], tf.float32)),
+                     [tf.constant([[5, 6], [2**40, -7]], tf.int64), tf.constant(9.)])
+    add("V1/InitializeTable int32 to string",
+                     filled(R.InitializeTable, tf.int32, tf.string, ([1, 2], tf.int32), (["one", "two"], tf.string)),
+                     [tf.constant([2, 3, 1]), tf.constant("?")])
+    add("V1/error/duplicate key",
+                     filled(R.InitializeTable, tf.string, tf.int64, (["a", "a"], tf.string), ([1, 2], tf.int64)),
+                     [s("a"), tf.constant(-1, tf.int64)])
+    add("V1/error/default shape",
+                     filled(R.InitializeTable, tf.string, tf.int64, (["a"], tf.string), ([1], tf.int64)),
+                     [s("a"), tf.constant([-1, -2], tf.int64)], unknown_shapes=True)
+
+    def from_file(query, default):
+        t = R.HashTable(key_dtype=tf.string, value_dtype=tf.int64)
+        op = R.InitializeTableFromTextFile(table_handle=t, filename=VOCAB, key_index=-2, value_index=-1)
+        with tf.control_dependencies([op]):
+            return R.LookupTableFind(table_handle=t, keys=query, default_value=default), \
+                R.LookupTableSize(table_handle=t)
+    add("V1/InitializeTableFromTextFile", from_file,
+                     [s("fox", "the", "cat", "dog"), tf.constant(-1, tf.int64)])
+    return fam
