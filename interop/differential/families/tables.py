@@ -57,4 +57,38 @@ def build():
                 R.LookupTableSize(table_handle=t)
     add("V1/InitializeTableFromTextFile", from_file,
                      [s("fox", "the", "cat", "dog"), tf.constant(-1, tf.int64)])
+    mutable_cases(add)
     return fam
+
+
+def mutable_cases(add):
+    """MutableHashTableV2 made, filled and read inside one function call."""
+    def case(name, kd, vd, ins, rm, default, query, anonymous=False, unknown=False):
+        def fn(q, d):
+            if anonymous:
+                t = R.AnonymousMutableHashTable(key_dtype=kd, value_dtype=vd)
+            else:
+                t = R.MutableHashTableV2(key_dtype=kd, value_dtype=vd)
+            ops = []
+            for keys, values in ins:
+                with tf.control_dependencies(ops):
+                    ops = [R.LookupTableInsertV2(table_handle=t, keys=tf.constant(keys, kd),
+                                                 values=tf.constant(values, vd))]
+            if rm is not None:
+                with tf.control_dependencies(ops):
+                    ops = [R.LookupTableRemoveV2(table_handle=t, keys=tf.constant(rm, kd))]
+            with tf.control_dependencies(ops):
+                return R.LookupTableFindV2(table_handle=t, keys=q, default_value=d), \
+                    R.LookupTableSizeV2(table_handle=t)
+        add(f"mutable/{name}", fn, [tf.constant(query, kd), tf.constant(default, vd)], unknown_shapes=unknown)
+    case("string to int64, overwrite and remove", tf.string, tf.int64,
+         [(["a", "b", "a"], [1, 2, 3]), (["c", "b"], [4, 5])], ["c", "zz"], -1, ["a", "b", "c", "d"])
+    case("per-key default", tf.string, tf.int64, [(["a", "b"], [1, 2])], None, [-1, -2, -3], ["a", "b", "c"])
+    case("int32 to float", tf.int32, tf.float32, [([1, 2], [1.5, -0.])], None, 0., [[2, 9], [1, 1]])
+    case("int64 to string, remove", tf.int64, tf.string, [([1, 2], ["x", "\u00e9"])], [2, 7], "?", [2, 9, 1])
+    case("int64 to double, matrix keys", tf.int64, tf.float64, [([[1, 2], [3, 1]], [[0.1, 0.2], [0.3, 0.4]])],
+         [[3]], 9., [1, 2, 3])
+    case("anonymous", tf.string, tf.bool, [(["t"], [True])], None, False, ["t", "f"], anonymous=True)
+    case("empty", tf.string, tf.int64, [], None, -1, ["a"])
+    case("error/insert shapes", tf.string, tf.int64, [(["a", "b"], [[1, 2]])], None, -1, ["a"], unknown=True)
+    case("error/default shape", tf.string, tf.int64, [(["a"], [1])], None, [-1], ["a", "b", "c"], unknown=True)
