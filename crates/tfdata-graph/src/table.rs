@@ -254,6 +254,10 @@ pub const DTYPE_PAIRS: &[(DType, DType)] = &[
     (DType::Int32, DType::Double),
 ];
 
+/// Entries a mutable table may hold (the bound on an initialised table's
+/// text-file entries, `kernels::lookup::MAX_TABLE_ENTRIES`, likewise).
+pub const MAX_MUTABLE_ENTRIES: usize = 1 << 24;
+
 /// An initializable hash table (see the module docs).
 #[derive(Debug)]
 pub struct LookupTable {
@@ -300,14 +304,14 @@ impl LookupTable {
     }
 
     /// Sets `keys[i]` to `values[i]` (a later repeat wins), bounded by
-    /// [`crate::kernels::lookup::MAX_TABLE_ENTRIES`].
+    /// [`MAX_MUTABLE_ENTRIES`].
     pub fn insert(&self, keys: Vec<Key>, values: Vec<Scalar>) -> Result<()> {
         let mut map = self.mutable_map()?;
         for (k, v) in keys.into_iter().zip(values) {
-            if map.len() >= crate::kernels::lookup::MAX_TABLE_ENTRIES && !map.contains_key(&k) {
+            if map.len() >= MAX_MUTABLE_ENTRIES && !map.contains_key(&k) {
                 return Err(Error::InvalidArgument(format!(
                     "mutable table: more than {} entries",
-                    crate::kernels::lookup::MAX_TABLE_ENTRIES
+                    MAX_MUTABLE_ENTRIES
                 )));
             }
             map.insert(k, v);
