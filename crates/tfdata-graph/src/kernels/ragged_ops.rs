@@ -282,21 +282,27 @@ fn ragged_gather(attrs: &NodeAttrs) -> Result<Compute> {
         for &index in &indices {
             let (mut start, mut limit) = (index, index + 1);
             for (dim, s) in splits.iter().enumerate() {
+                // An inner split may equal the next level's length (TensorFlow's
+                // check allows it, then reads past the end): refused here.
+                let at = |i: i64| {
+                    s.get(i as usize)
+                        .copied()
+                        .ok_or_else(|| invalid("Ragged splits must not point past values"))
+                };
                 let out_dim = dim as i64 + idims.len() as i64 - 1;
                 if out_dim >= 0 {
                     let out = &mut out_splits[out_dim as usize];
-                    let delta = out[out.len() - 1] - s[start as usize];
+                    let delta = out[out.len() - 1] - at(start)?;
                     check_size(
                         OP,
                         DType::Int64,
                         (out.len() as u64) + (limit - start) as u64,
                     )?;
                     for j in start..limit {
-                        out.push(s[j as usize + 1] + delta);
+                        out.push(at(j + 1)? + delta);
                     }
                 }
-                start = s[start as usize];
-                limit = s[limit as usize];
+                (start, limit) = (at(start)?, at(limit)?);
             }
             if limit != start {
                 slices.push((start, limit));
@@ -500,4 +506,35 @@ fn fill_empty_rows(attrs: &NodeAttrs) -> Result<Compute> {
         };
         Ok(std::iter::once(rowids_out).chain(out).collect())
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use tfdata_core::{DType, Tensor};
+
+    use super::super::testing::{int, run, ty};
+
+    #[test]
+    fn gather_refuses_an_inner_split_past_the_next_level() {
+        // The outer splits end at 3, the inner splits' length: TensorFlow's
+        // check passes it and then reads past the inner splits.
+        let err = run(
+            "RaggedGather",
+            &[
+                ("PARAMS_RAGGED_RANK", int(2)),
+                ("OUTPUT_RAGGED_RANK", int(2)),
+                ("Tvalues", ty(DType::Float)),
+                ("Tindices", ty(DType::Int32)),
+                ("Tsplits", ty(DType::Int64)),
+            ],
+            vec![
+                Tensor::vector(&[0i64, 3]),
+                Tensor::vector(&[0i64, 1, 2]),
+                Tensor::vector(&[1.0f32, 2.0]),
+                Tensor::vector(&[0i32]),
+            ],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("point past values"), "{err}");
+    }
 }
