@@ -90,5 +90,13 @@ def mutable_cases(add):
          [[3]], 9., [1, 2, 3])
     case("anonymous", tf.string, tf.bool, [(["t"], [True])], None, False, ["t", "f"], anonymous=True)
     case("empty", tf.string, tf.int64, [], None, -1, ["a"])
+
+    def v1(q, d):
+        t = R.MutableHashTable(key_dtype=tf.int64, value_dtype=tf.float32)
+        ins = R.LookupTableInsert(table_handle=t, keys=tf.constant([3, 1, 3], tf.int64),
+                                  values=tf.constant([0.5, -2., 7.]))
+        with tf.control_dependencies([ins]):
+            return R.LookupTableFind(table_handle=t, keys=q, default_value=d), R.LookupTableSize(table_handle=t)
+    add("mutable/V1 ops", v1, [tf.constant([1, 2, 3], tf.int64), tf.constant(0.25)])
     case("error/insert shapes", tf.string, tf.int64, [(["a", "b"], [[1, 2]])], None, -1, ["a"], unknown=True)
     case("error/default shape", tf.string, tf.int64, [(["a"], [1])], None, [-1], ["a", "b", "c"], unknown=True)
