@@ -57,6 +57,13 @@ def build():
                 R.LookupTableSize(table_handle=t)
     add("V1/InitializeTableFromTextFile", from_file,
                      [s("fox", "the", "cat", "dog"), tf.constant(-1, tf.int64)])
+    def anonymous(query, default):
+        t = R.AnonymousHashTable(key_dtype=tf.string, value_dtype=tf.int32)
+        op = R.LookupTableImportV2(table_handle=t, keys=tf.constant(["x", "y"]), values=tf.constant([4, 5]))
+        with tf.control_dependencies([op]):
+            return R.LookupTableFindV2(table_handle=t, keys=query, default_value=default), \
+                R.LookupTableSizeV2(table_handle=t)
+    add("AnonymousHashTable", anonymous, [s("y", "z", "x"), tf.constant(-1)])
     mutable_cases(add)
     return fam
 

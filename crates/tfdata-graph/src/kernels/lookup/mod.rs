@@ -95,6 +95,12 @@ pub(super) const KERNELS: &[ResourceKernelDef] = &[
         outputs: |_| Ok(Vec::new()),
         build: mutable::remove,
     },
+    // A new table each run, as TensorFlow's anonymous table is.
+    ResourceKernelDef {
+        op: "AnonymousHashTable",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: hash_table,
+    },
     // The V1 ops (a `Ref(string)` handle where V2 has a resource): the
     // same tables, which TensorFlow still runs in graph functions.
     ResourceKernelDef {
