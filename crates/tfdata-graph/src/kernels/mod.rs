@@ -49,6 +49,7 @@ mod order;
 mod padded_raw;
 mod parse;
 mod ragged;
+mod ragged_ops;
 mod random;
 mod random_index_shuffle;
 mod random_samplers;
@@ -61,6 +62,7 @@ mod shape;
 mod signal;
 mod slice;
 mod sparse;
+mod sparse_cross;
 pub mod sparse_tensor;
 mod strings;
 mod strings_more;
@@ -200,12 +202,14 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     image_nms::KERNELS,
     image_scale::KERNELS,
     ragged::KERNELS,
+    ragged_ops::KERNELS,
     random::KERNELS,
     random_samplers::KERNELS,
     random_index_shuffle::KERNELS,
     random_truncated::KERNELS,
     multinomial::KERNELS,
     sparse::KERNELS,
+    sparse_cross::KERNELS,
     sparse_tensor::KERNELS,
     io::KERNELS,
     assert::KERNELS,
