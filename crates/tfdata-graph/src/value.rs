@@ -9,6 +9,7 @@ use tfdata_dataset::Dataset;
 
 use crate::list::TensorList;
 use crate::table::LookupTable;
+use crate::variable::Variable as ResourceVariable;
 
 #[derive(Clone, Debug)]
 pub enum Value {
@@ -25,6 +26,10 @@ pub enum Value {
     /// `tf.TensorArray` becomes): made, written and read inside one
     /// function call, carried through `While` loops.
     List(Arc<TensorList>),
+    /// A resource variable (`VarHandleOp`'s handle): made and assigned when
+    /// the graph runs, then read and advanced by the functions capturing
+    /// it (a `tf.random.Generator`'s state).
+    Variable(Arc<ResourceVariable>),
 }
 
 impl Value {
@@ -51,6 +56,7 @@ impl Value {
             Value::Resource => "a resource handle".into(),
             Value::Table(_) => "a lookup table".into(),
             Value::List(_) => "a TensorList".into(),
+            Value::Variable(_) => "a resource variable".into(),
         }
     }
 

@@ -24,9 +24,11 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use crate::attrs::NodeAttrs;
 
 mod assert;
+mod bitcast;
 mod complex;
 mod einsum;
 mod fill;
+mod generator;
 mod image;
 mod image_area;
 mod image_color;
@@ -62,6 +64,7 @@ mod strings_more;
 pub mod tensor_list;
 mod trig;
 mod unicode;
+mod variable;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
 /// op's output args, in order).
@@ -99,8 +102,14 @@ pub fn resource_lookup(op: &str) -> Option<&'static ResourceKernelDef> {
         .find(|k| k.op == op)
 }
 
-/// The ops on values: lookup tables and TensorLists.
-const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[lookup::KERNELS, tensor_list::KERNELS];
+/// The ops on values: lookup tables, TensorLists, variables and the RNG
+/// states in them.
+const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[
+    lookup::KERNELS,
+    tensor_list::KERNELS,
+    variable::KERNELS,
+    generator::KERNELS,
+];
 
 /// Whether the kernel set runs `op` (on tensors or on resources).
 pub fn runs(op: &str) -> bool {
@@ -175,7 +184,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 
 /// Every tensor kernel table: the one list the lookup table is built from
 /// and the check that no op is in two of them reads.
-const ALL_TABLES: [&[KernelDef]; 35] = [
+const ALL_TABLES: [&[KernelDef]; 36] = [
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
@@ -211,6 +220,7 @@ const ALL_TABLES: [&[KernelDef]; 35] = [
     serialize::KERNELS,
     trig::KERNELS,
     mathx::KERNELS,
+    bitcast::KERNELS,
 ];
 
 #[cfg(test)]
