@@ -339,3 +339,98 @@ fn binomial(attrs: &NodeAttrs) -> Result<NodeFn> {
         Ok(vec![Value::Tensor(out)])
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tfdata_core::{DType, Tensor};
+
+    use super::super::testing::{node, ty};
+    use crate::attrs::NodeAttrs;
+    use crate::value::Value;
+    use crate::variable::Variable;
+
+    fn state(v: &[i64]) -> Value {
+        let var = Variable::new(DType::Int64);
+        var.assign(Tensor::vector(v)).unwrap();
+        Value::Variable(Arc::new(var))
+    }
+
+    fn read_and_skip(var: &Value, delta: u64) -> Vec<i64> {
+        let k = super::super::resource_lookup("RngReadAndSkip").unwrap();
+        let f = (k.build)(&NodeAttrs::of(&node("RngReadAndSkip", &[]))).unwrap();
+        let out = f(vec![
+            var.clone(),
+            Value::Tensor(Tensor::scalar(1i32)),
+            Value::Tensor(Tensor::scalar(delta)),
+        ])
+        .unwrap();
+        out[0].tensor("state").unwrap().to_vec::<i64>().unwrap()
+    }
+
+    #[test]
+    fn read_and_skip_returns_the_state_and_advances_it_256_blocks_a_delta() {
+        let var = state(&[5, -1, 7]);
+        assert_eq!(read_and_skip(&var, 3), [5, -1, 7]);
+        assert_eq!(read_and_skip(&var, 0), [5 + 768, -1, 7]);
+        // TensorFlow's Skip: the high word of 256 * (2^64 - 1) wraps when
+        // the low word carries, and nothing reaches the counter's high half.
+        read_and_skip(&var, u64::MAX);
+        assert_eq!(read_and_skip(&var, 0), [517, -1, 7]);
+    }
+
+    #[test]
+    fn concurrent_callers_get_successive_states() {
+        let var = state(&[0, 0, 1]);
+        let seen: Vec<i64> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        (0..50)
+                            .map(|_| read_and_skip(&var, 1)[0])
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        let mut sorted = seen.clone();
+        sorted.sort_unstable();
+        let want: Vec<i64> = (0..200).map(|i| i * 256).collect();
+        assert_eq!(sorted, want);
+    }
+
+    #[test]
+    fn stateful_uniform_draws_what_the_stateless_op_draws_from_the_state() {
+        let var = state(&[11, 22, 33]);
+        let k = super::super::resource_lookup("StatefulUniform").unwrap();
+        let attrs = [
+            ("dtype", ty(DType::Float)),
+            ("shape_dtype", ty(DType::Int32)),
+        ];
+        let f = (k.build)(&NodeAttrs::of(&node("StatefulUniform", &attrs))).unwrap();
+        let got = f(vec![
+            var.clone(),
+            Value::Tensor(Tensor::scalar(1i64)),
+            Value::Tensor(Tensor::vector(&[5i32])),
+        ])
+        .unwrap();
+        let want = super::super::testing::run(
+            "StatelessRandomUniformV2",
+            &[("dtype", ty(DType::Float)), ("Tshape", ty(DType::Int32))],
+            vec![
+                Tensor::vector(&[5i32]),
+                Tensor::vector(&[33u64]),
+                Tensor::vector(&[11u64, 22]),
+                Tensor::scalar(1i32),
+            ],
+        )
+        .unwrap();
+        assert_eq!(got[0].tensor("out").unwrap(), &want[0]);
+        assert_eq!(read_and_skip(&var, 0), [11 + 5 * 256, 22, 33]);
+    }
+}
