@@ -433,4 +433,27 @@ mod tests {
         assert_eq!(got[0].tensor("out").unwrap(), &want[0]);
         assert_eq!(read_and_skip(&var, 0), [11 + 5 * 256, 22, 33]);
     }
+
+    #[test]
+    fn refuses_what_tensorflow_cannot_run() {
+        let k = super::super::resource_lookup("RngReadAndSkip").unwrap();
+        let f = (k.build)(&NodeAttrs::of(&node("RngReadAndSkip", &[]))).unwrap();
+        let call = |var: Value, alg: i32| {
+            f(vec![
+                var,
+                Value::Tensor(Tensor::scalar(alg)),
+                Value::Tensor(Tensor::scalar(1u64)),
+            ])
+            .unwrap_err()
+            .to_string()
+        };
+        // TensorFlow copies a longer state past its 3-element output.
+        assert!(call(state(&[1, 2, 3, 4]), 1).contains("4 elements"));
+        assert!(call(state(&[1, 2]), 1).contains("at least 3; got 2"));
+        assert!(call(state(&[1, 2, 3]), 2).contains("ThreeFry"));
+        assert!(call(state(&[1, 2, 3]), 9).contains("Unsupported algorithm id: 9"));
+        let never_assigned = Value::Variable(Arc::new(Variable::new(DType::Int64)));
+        assert!(call(never_assigned, 1).contains("never initialized"));
+        assert!(call(Value::Resource, 1).contains("VarHandleOp"));
+    }
 }
