@@ -31,6 +31,7 @@ mod support;
 pub mod table;
 pub mod translate;
 pub mod value;
+pub mod variable;
 
 pub use graph::{Library, decode_graph};
 pub use support::{supported_ops, unsupported_ops};

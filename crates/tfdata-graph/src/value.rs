@@ -10,6 +10,7 @@ use tfdata_dataset::Dataset;
 use crate::iterator::IteratorHandle;
 use crate::list::TensorList;
 use crate::table::LookupTable;
+use crate::variable::Variable as ResourceVariable;
 
 #[derive(Clone, Debug)]
 pub enum Value {
@@ -35,6 +36,10 @@ pub enum Value {
     /// An element compressed as TensorFlow's `CompressElement` does
     /// (snappy), until `UncompressElement` reads it back.
     Compressed(Arc<tfdata_proto::data::CompressedElement>),
+    /// A resource variable (`VarHandleOp`'s handle): made and assigned when
+    /// the graph runs, then read and advanced by the functions capturing
+    /// it (a `tf.random.Generator`'s state).
+    Variable(Arc<ResourceVariable>),
 }
 
 impl Value {
@@ -64,6 +69,7 @@ impl Value {
             Value::Iterator(_) => "an iterator".into(),
             Value::Optional(_) => "an optional".into(),
             Value::Compressed(_) => "a compressed element".into(),
+            Value::Variable(_) => "a resource variable".into(),
         }
     }
 

@@ -25,11 +25,13 @@ use crate::attrs::NodeAttrs;
 
 mod assert;
 mod bundle;
+mod bitcast;
 mod complex;
 mod compressed;
 mod einsum;
 mod file_write;
 mod fill;
+mod generator;
 mod image;
 mod image_area;
 mod image_color;
@@ -69,6 +71,7 @@ mod strings_more;
 pub mod tensor_list;
 mod trig;
 mod unicode;
+mod variable;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
 /// op's output args, in order).
@@ -106,8 +109,14 @@ pub fn resource_lookup(op: &str) -> Option<&'static ResourceKernelDef> {
         .find(|k| k.op == op)
 }
 
-/// The ops on values: lookup tables and TensorLists.
-const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[lookup::KERNELS, tensor_list::KERNELS];
+/// The ops on values: lookup tables, TensorLists, variables and the RNG
+/// states in them.
+const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[
+    lookup::KERNELS,
+    tensor_list::KERNELS,
+    variable::KERNELS,
+    generator::KERNELS,
+];
 
 /// Whether the kernel set runs `op` (on tensors or on resources).
 pub fn runs(op: &str) -> bool {
@@ -225,6 +234,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     sequence_example::KERNELS,
     file_write::KERNELS,
     bundle::KERNELS,
+    bitcast::KERNELS,
 ];
 
 #[cfg(test)]
