@@ -55,6 +55,8 @@ mod signal;
 mod slice;
 mod sparse;
 pub mod sparse_tensor;
+mod special;
+mod special_fns;
 mod strings;
 mod strings_more;
 pub mod tensor_list;
@@ -207,6 +209,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     trig::KERNELS,
     mathx::KERNELS,
     grads::KERNELS,
+    special::KERNELS,
 ];
 
 #[cfg(test)]
