@@ -25,6 +25,7 @@ use crate::attrs::NodeAttrs;
 
 mod assert;
 mod complex;
+mod counting;
 mod einsum;
 mod fill;
 mod grads;
@@ -210,6 +211,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     mathx::KERNELS,
     grads::KERNELS,
     special::KERNELS,
+    counting::KERNELS,
 ];
 
 #[cfg(test)]
