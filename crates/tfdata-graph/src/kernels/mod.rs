@@ -50,6 +50,7 @@ mod ragged;
 mod random;
 mod reduce;
 mod segment;
+mod segment_grad;
 mod serialize;
 mod shape;
 mod signal;
@@ -212,6 +213,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     grads::KERNELS,
     special::KERNELS,
     counting::KERNELS,
+    segment_grad::KERNELS,
 ];
 
 #[cfg(test)]
