@@ -61,6 +61,7 @@ mod special;
 mod special_fns;
 mod strings;
 mod strings_more;
+mod strings_segment;
 pub mod tensor_list;
 mod trig;
 mod unicode;
@@ -214,6 +215,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     special::KERNELS,
     counting::KERNELS,
     segment_grad::KERNELS,
+    strings_segment::KERNELS,
 ];
 
 #[cfg(test)]
