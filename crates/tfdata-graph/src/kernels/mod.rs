@@ -28,10 +28,12 @@ mod bundle;
 mod bitcast;
 mod complex;
 mod compressed;
+mod counting;
 mod einsum;
 mod file_write;
 mod fill;
 mod generator;
+mod grads;
 mod image;
 mod image_area;
 mod image_color;
@@ -59,6 +61,7 @@ mod random_truncated;
 mod reduce;
 mod segment;
 mod sequence_example;
+mod segment_grad;
 mod serialize;
 mod shape;
 mod signal;
@@ -66,8 +69,11 @@ mod slice;
 mod sparse;
 mod sparse_cross;
 pub mod sparse_tensor;
+mod special;
+mod special_fns;
 mod strings;
 mod strings_more;
+mod strings_segment;
 pub mod tensor_list;
 mod trig;
 mod unicode;
@@ -235,6 +241,11 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     file_write::KERNELS,
     bundle::KERNELS,
     bitcast::KERNELS,
+    grads::KERNELS,
+    special::KERNELS,
+    counting::KERNELS,
+    segment_grad::KERNELS,
+    strings_segment::KERNELS,
 ];
 
 #[cfg(test)]
