@@ -16,10 +16,12 @@
 mod files;
 mod inline;
 mod node;
+mod older;
 mod ops;
 mod sampling;
 mod select;
 mod windows;
+mod wrappers;
 
 use std::collections::HashMap;
 use tfdata_core::{Error, Result};

@@ -1,0 +1,227 @@
+"""Dataset ops TensorFlow's Python writes rarely or no more: wrappers that
+keep the elements (thread pools, statistics, sleep, choose-fastest), the
+older names and versions of supported ops (sliding windows, padded batch
+V1, parallel interleave V1, parallel filter), `from_list` and
+`MatchingFilesDataset`. Ops Python cannot write are built with raw ops
+(`tf.data.experimental.from_variant`) or by editing a graph that TensorFlow
+then runs itself."""
+
+import inspect
+import os
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import op_def_pb2  # noqa: F401
+from tensorflow.python.data.experimental.ops import testing
+from tensorflow.python.framework import op_def_registry
+
+from harness import Family, in_crate, rename_op, set_input
+
+D = tf.data.Dataset
+DATA = "tests/data/datasets_more"
+
+
+def raw(op, spec, **kwargs):
+    """A dataset of one raw dataset op (its `output_types`/`output_shapes`
+    from `spec`)."""
+    flat = tf.nest.flatten(spec)
+    params = inspect.signature(op).parameters
+    if "output_types" in params:
+        kwargs.setdefault("output_types", [s.dtype for s in flat])
+    if "output_shapes" in params:
+        kwargs.setdefault("output_shapes", [s.shape for s in flat])
+    return tf.data.experimental.from_variant(op(**kwargs), spec)
+
+
+def unoptimized(ds):
+    """`ds` run as its graph says: TensorFlow's default rewrites re-serialize
+    the pipeline, which some old kernels (ParallelFilterDataset,
+    PaddedBatchDataset) cannot do."""
+    o = tf.data.Options()
+    o.experimental_optimization.apply_default_optimizations = False
+    o.autotune.enabled = False
+    return ds.with_options(o)
+
+
+def retarget(old, new, inserts=(), drop_last=False):
+    """An `edit` making the one `old` node a `new` node: attributes `new`
+    does not declare dropped, `inserts` ((input index, name, tensor))
+    added as Const inputs, with `drop_last` its last input removed."""
+    def edit(graph):
+        hits = [n for n in graph.node if n.op == old]
+        assert len(hits) == 1, [n.op for n in graph.node]
+        node = hits[0]
+        node.op = new
+        declared = {a.name for a in op_def_registry.get(new).attr}
+        for k in list(node.attr):
+            if k not in declared:
+                del node.attr[k]
+        for index, name, value in inserts:
+            const = graph.node.add()
+            const.name = f"{node.name}/{name}"
+            const.op = "Const"
+            t = tf.make_tensor_proto(value)
+            const.attr["dtype"].type = t.dtype
+            const.attr["value"].tensor.CopyFrom(t)
+            node.input.insert(index, const.name)
+        if drop_last:
+            del node.input[-1]
+    return edit
+
+
+def wrappers(fam):
+    ds = D.range(6).map(lambda x: x * x)
+    spec = ds.element_spec
+    v = ds._variant_tensor
+    pool = tf.raw_ops.ThreadPoolHandle(num_threads=2, display_name="pool")
+    fam.add_dataset("ThreadPoolDataset", raw(tf.raw_ops.ThreadPoolDataset, spec,
+                                             input_dataset=v, thread_pool=pool))
+    fam.add_dataset("ExperimentalThreadPoolDataset", raw(
+        tf.raw_ops.ExperimentalThreadPoolDataset, spec, input_dataset=v,
+        thread_pool=tf.raw_ops.ExperimentalThreadPoolHandle(num_threads=1, display_name="p")))
+    for us in [0, 50]:
+        fam.add_dataset(f"SleepDataset {us}us", raw(tf.raw_ops.SleepDataset, spec,
+                                                    input_dataset=v, sleep_microseconds=us))
+    fam.add_dataset("ExperimentalSleepDataset", raw(
+        tf.raw_ops.ExperimentalSleepDataset, spec, input_dataset=v, sleep_microseconds=10))
+    fam.add_dataset_error("SleepDataset negative", raw(
+        tf.raw_ops.SleepDataset, spec, input_dataset=v, sleep_microseconds=1),
+        lambda g: set_input(g, "SleepDataset", 1, -1))
+    strings = D.from_tensor_slices(["a", "", "ccc"]).batch(2)
+    for op in ["LatencyStatsDataset", "ExperimentalLatencyStatsDataset",
+               "BytesProducedStatsDataset", "ExperimentalBytesProducedStatsDataset"]:
+        fam.add_dataset(op, raw(getattr(tf.raw_ops, op), strings.element_spec,
+                                input_dataset=strings._variant_tensor, tag="stats"))
+    for op, handle in [("SetStatsAggregatorDataset", "StatsAggregatorHandleV2"),
+                       ("SetStatsAggregatorDataset", "StatsAggregatorHandle"),
+                       ("ExperimentalSetStatsAggregatorDataset",
+                        "ExperimentalStatsAggregatorHandle")]:
+        fam.add_dataset(f"{op} with {handle}", raw(
+            getattr(tf.raw_ops, op), spec, input_dataset=v,
+            stats_aggregator=getattr(tf.raw_ops, handle)(), tag="t", counter_prefix="c"))
+    for op in ["ChooseFastestDataset", "ExperimentalChooseFastestDataset"]:
+        same = [D.range(9).map(lambda x: x + 1), D.range(1, 10)]
+        fam.add_dataset(op, raw(getattr(tf.raw_ops, op), same[0].element_spec,
+                                input_datasets=[d._variant_tensor for d in same],
+                                num_experiments=2))
+    fam.add_dataset("ChooseFastestDataset of three, one experiment", raw(
+        tf.raw_ops.ChooseFastestDataset, tf.TensorSpec([None], tf.int64),
+        input_datasets=[D.range(7).batch(3)._variant_tensor] * 3, num_experiments=1))
+    for new in ["NonSerializableDataset", "ExperimentalNonSerializableDataset"]:
+        fam.add_dataset(new, D.range(5).batch(2).ignore_errors(),
+                        edit=retarget("IgnoreErrorsDataset", new))
+    # It asserts which transformations follow it (a map, which
+    # TensorFlow's default optimizations make parallel).
+    fam.add_dataset("ExperimentalAssertNextDataset", D.range(4).apply(
+        testing.assert_next(["ParallelMapV2"])).map(lambda x: x + 1))
+
+
+def older_names(fam):
+    fam.add_dataset("ExperimentalMapAndBatchDataset", D.range(10).apply(
+        tf.data.experimental.map_and_batch(lambda x: x * 2, 4)),
+        edit=rename_op("MapAndBatchDataset", "ExperimentalMapAndBatchDataset"))
+    fam.add_dataset("ExperimentalUnbatchDataset", D.range(7).batch(3).unbatch(),
+                    edit=rename_op("UnbatchDataset", "ExperimentalUnbatchDataset"))
+    for new in ["ParallelInterleaveDataset", "ExperimentalParallelInterleaveDataset"]:
+        for sloppy in [False]:
+            ds = D.range(1, 5).apply(tf.data.experimental.parallel_interleave(
+                lambda x: D.range(x).map(lambda y: y + 10 * x), cycle_length=2,
+                block_length=2))
+            # V1 takes `sloppy` after `block_length` (input 3; no captures).
+            fam.add_dataset(f"{new} sloppy={sloppy}", ds, edit=retarget(
+                "LegacyParallelInterleaveDatasetV2", new, [(3, "sloppy", sloppy)]))
+    fam.add_dataset("ParallelFilterDataset", unoptimized(D.range(20).filter(
+        lambda x: x % 3 == 1)),
+                    edit=retarget("FilterDataset", "ParallelFilterDataset",
+                                  [(1, "num_parallel_calls", np.int64(2))]))
+    fam.add_dataset("ParallelFilterDataset with a capture", unoptimized(D.range(12).filter(
+        lambda x, k=tf.constant(4, tf.int64): x % k == 0)),
+        edit=retarget("FilterDataset", "ParallelFilterDataset",
+                      [(2, "num_parallel_calls", np.int64(-1))]))
+
+
+def padded_batch_v1(fam):
+    # Written as V2 without drop_remainder (TensorFlow cannot serialize V1).
+    v1 = retarget("PaddedBatchDatasetV2", "PaddedBatchDataset", drop_last=True)
+    rows = D.range(7).map(lambda x: tf.range(x))
+    for size, shape, pad in [(2, [None], -1), (3, [6], 9), (7, [None], 0), (10, [None], 0)]:
+        fam.add_dataset(f"PaddedBatchDataset {size} to {shape} with {pad}", unoptimized(
+            rows.padded_batch(size, shape, tf.constant(pad, tf.int64))), edit=v1)
+    words = D.from_tensor_slices([["a", "b"], ["c", "dé"], ["", "f"]])
+    fam.add_dataset("PaddedBatchDataset of strings", unoptimized(
+        words.padded_batch(2, [3], "<pad>")), edit=v1)
+    fam.add_dataset("PaddedBatchDataset of pairs", unoptimized(
+        D.zip((rows, rows.map(lambda r: tf.cast(r, tf.float32) / 3))).padded_batch(3)), edit=v1)
+
+
+def sliding(fam):
+    for op in ["SlidingWindowDataset", "ExperimentalSlidingWindowDataset"]:
+        drops = [True, False] if op == "SlidingWindowDataset" else [None]
+        for size, shift, stride in [(3, 2, 1), (3, 1, 2), (5, 1, 1), (2, 3, 1), (1, 1, 1),
+                                    (9, 1, 1)]:
+            for drop in drops:
+                extra = {} if drop is None else {"drop_remainder": drop}
+                fam.add_dataset(
+                    f"{op} {size},{shift},{stride}" + ("" if drop is None else f" drop={drop}"),
+                    raw(getattr(tf.raw_ops, op), tf.TensorSpec([None], tf.int64),
+                        input_dataset=D.range(7)._variant_tensor, window_size=size,
+                        window_shift=shift, window_stride=stride, **extra))
+        for index, what in [(1, "size"), (2, "shift"), (3, "stride")]:
+            fam.add_dataset_error(f"{op} {what} 0", raw(
+                getattr(tf.raw_ops, op), tf.TensorSpec([None], tf.int64),
+                input_dataset=D.range(7)._variant_tensor, window_size=2, window_shift=1,
+                window_stride=1), lambda g, op=op, i=index: set_input(g, op, i, 0))
+    pairs = D.range(8).map(lambda x: (tf.cast(x, tf.float32) / 2, tf.strings.as_string(x)))
+    fam.add_dataset("SlidingWindowDataset of pairs", raw(
+        tf.raw_ops.SlidingWindowDataset,
+        (tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.string)),
+        input_dataset=pairs._variant_tensor, window_size=3, window_shift=2, window_stride=1,
+        drop_remainder=False))
+    fam.add_dataset("SlidingWindowDataset of an empty dataset", raw(
+        tf.raw_ops.SlidingWindowDataset, tf.TensorSpec([None], tf.int64),
+        input_dataset=D.range(0)._variant_tensor, window_size=2, window_shift=1,
+        window_stride=1, drop_remainder=False))
+
+
+def lists(fam):
+    fam.add_dataset("from_list ints", tf.data.experimental.from_list([1, 2, 3]))
+    fam.add_dataset("from_list tuples of varying shapes", tf.data.experimental.from_list(
+        [([1, 2], "a"), ([3], "bb"), ([4, 5, 6], "")]))
+    fam.add_dataset("from_list dicts", tf.data.experimental.from_list(
+        [{"x": 1.5, "y": np.int64(-1)}, {"x": float("nan"), "y": np.int64(2**62)}]))
+    fam.add_dataset("from_list matrices", tf.data.experimental.from_list(
+        [np.eye(2, dtype=np.float64), np.ones((2, 2)) * -0.0]).batch(2))
+    fam.add_dataset("ListDataset, a short last run dropped", raw(
+        tf.raw_ops.ListDataset, (tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64)),
+        tensors=[tf.constant(i, tf.int64) for i in range(5)]))
+
+
+def matching_files(fam):
+    os.makedirs(f"{DATA}/sub", exist_ok=True)
+    for name in ["b.txt", "a.txt", "c.csv", "sub/d.txt"]:
+        with open(f"{DATA}/{name}", "w") as f:
+            f.write(name)
+    for op in ["MatchingFilesDataset", "ExperimentalMatchingFilesDataset"]:
+        fam.add_dataset(f"{op} *.txt", raw(getattr(tf.raw_ops, op), tf.TensorSpec([], tf.string),
+                                           patterns=f"{DATA}/*.txt"))
+    fam.add_dataset("MatchingFilesDataset two patterns", raw(
+        tf.raw_ops.MatchingFilesDataset, tf.TensorSpec([], tf.string),
+        patterns=[f"{DATA}/*.csv", f"{DATA}/*/*.txt"]))
+    fam.add_dataset("MatchingFilesDataset overlapping patterns", raw(
+        tf.raw_ops.MatchingFilesDataset, tf.TensorSpec([], tf.string),
+        patterns=[f"{DATA}/*.txt", f"{DATA}/a*"]))
+    fam.add_dataset_error("MatchingFilesDataset no match", raw(
+        tf.raw_ops.MatchingFilesDataset, tf.TensorSpec([], tf.string),
+        patterns=[f"{DATA}/*.none"]), lambda g: None)
+
+
+def family():
+    fam = Family("datasets_more")
+    wrappers(fam)
+    older_names(fam)
+    padded_batch_v1(fam)
+    sliding(fam)
+    lists(fam)
+    with in_crate():
+        matching_files(fam)
+    return fam
