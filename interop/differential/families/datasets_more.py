@@ -215,6 +215,112 @@ def matching_files(fam):
         patterns=[f"{DATA}/*.none"]), lambda g: None)
 
 
+def write_csv_files():
+    os.makedirs(f"{DATA}/csv", exist_ok=True)
+    files = {
+        "basic.csv": "id,name,score,weight\n1,alpha,0.5,2\n2,,1.5,\n3,\"gamma, the third\",,4\n"
+                     "-4,\"say \"\"hi\"\"\",2.25,8\n",
+        "crlf.csv": "1,a\r\n2,\"b\r\nc\"\r\n3,c\r4,d",
+        "multiline.csv": "1,\"line one\nline two\"\n2,\"\"\n3,\"é ü 字\"\n",
+        "na.csv": "1,NA,x\nNA,2.5,NA\n3,,z\n",
+        "wide.csv": "0,1,2,3,4,5\n10,11,12,13,14,15\n20,21,22,23,24,25\n",
+        "pipes.txt": "a|1\nb b|2\n\"c|d\"|3\n",
+        "quotes_literal.csv": "\"a\",1\nb\"c,2\n",
+        "numbers.csv": " 12 ,1e3,-0,inf\n2147483647,-1.5E-3,nan,-inf\n+7,  2.5,1e400,1e-400\n",
+        "bad.csv": "1,a\n2\nx,c\n4,d,e\n5,e\n6,f\"g\n7,\"h\"i\n8,\"ok\"\n9,\"open\n",
+        "blank.csv": "1\n\n2\n\n",
+        "trailing_delim.csv": "1,\n2,\n",
+        "empty.csv": "",
+        "header_only.csv": "a,b\n",
+        "overflow.csv": "2147483648\n",
+        "unclosed.csv": "1,\"open\n",
+        "quote_inside.csv": "7,\"h\"i\n",
+        "unquoted_quote.csv": "6,f\"g\n",
+        "too_many.csv": "4,d,e\n",
+    }
+    for name, text in files.items():
+        with open(f"{DATA}/csv/{name}", "w", newline="") as f:
+            f.write(text)
+    body = "1,one\n2,two\n3,\"th,ree\"\n".encode()
+    import gzip
+    import zlib
+    with open(f"{DATA}/csv/small.csv.gz", "wb") as raw, \
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+        f.write(body)
+    with open(f"{DATA}/csv/small.csv.zz", "wb") as f:
+        f.write(zlib.compress(body))
+
+
+def csv(fam):
+    C = tf.data.experimental.CsvDataset
+    d = f"{DATA}/csv"
+    i32, i64, f32, f64, s = tf.int32, tf.int64, tf.float32, tf.float64, tf.string
+    fam.add_dataset("CsvDataset header, defaults, quotes", C(
+        f"{d}/basic.csv", [tf.constant(0, i64), tf.constant("?"), tf.constant(-1.0), i32],
+        header=True).ignore_errors())
+    fam.add_dataset("CsvDataset required field missing, errors ignored", C(
+        f"{d}/basic.csv", [i64, s, f32, tf.constant(0, i32)], header=True).ignore_errors())
+    fam.add_dataset("CsvDataset all defaults given", C(
+        f"{d}/basic.csv", [tf.constant(0, i64), tf.constant("?"), tf.constant(-1.0, f64),
+                           tf.constant(7, i32)], header=True))
+    fam.add_dataset("CsvDataset CRLF and CR line ends", C(f"{d}/crlf.csv", [i32, s]))
+    fam.add_dataset("CsvDataset quoted newlines and unicode", C(
+        f"{d}/multiline.csv", [i64, tf.constant("<empty>")]))
+    fam.add_dataset("CsvDataset na_value", C(
+        f"{d}/na.csv", [tf.constant(-1, i64), tf.constant(0.0, f64), tf.constant("-")],
+        na_value="NA"))
+    fam.add_dataset("CsvDataset select_cols", C(f"{d}/wide.csv", [i64, i32, f32],
+                                                select_cols=[0, 3, 5]))
+    fam.add_dataset("CsvDataset exclude_cols", C(f"{d}/wide.csv", [i64, i64, i64, i64],
+                                                 exclude_cols=[1, 4]))
+    fam.add_dataset("CsvDataset select_cols past the record, errors ignored", C(
+        f"{d}/wide.csv", [i64, i64], select_cols=[1, 6]).ignore_errors())
+    fam.add_dataset("CsvDataset field_delim |", C(f"{d}/pipes.txt", [s, i64], field_delim="|"))
+    fam.add_dataset("CsvDataset use_quote_delim=False", C(
+        f"{d}/quotes_literal.csv", [s, i64], use_quote_delim=False))
+    fam.add_dataset("CsvDataset numbers", C(f"{d}/numbers.csv", [i32, f32, f64, f64]))
+    fam.add_dataset("CsvDataset numbers as float32", C(f"{d}/numbers.csv", [i64, f64, f32, f32])
+                    .ignore_errors())
+    fam.add_dataset("CsvDataset bad records skipped by ignore_errors", C(
+        f"{d}/bad.csv", [i64, s]).ignore_errors())
+    fam.add_dataset("CsvDataset blank lines with a default", C(
+        f"{d}/blank.csv", [tf.constant(-9, i64)]))
+    fam.add_dataset("CsvDataset trailing delimiter", C(
+        f"{d}/trailing_delim.csv", [i64, tf.constant("", s)]))
+    fam.add_dataset("CsvDataset several files, empty ones", C(
+        [f"{d}/empty.csv", f"{d}/pipes.txt", f"{d}/empty.csv", f"{d}/blank.csv"],
+        [tf.constant("", s)], field_delim="\t").ignore_errors())
+    fam.add_dataset("CsvDataset header only", C(f"{d}/header_only.csv", [s, s], header=True))
+    for comp, ext in [("GZIP", "gz"), ("ZLIB", "zz")]:
+        fam.add_dataset(f"CsvDataset {comp}", C(f"{d}/small.csv.{ext}", [i64, s],
+                                                compression_type=comp, buffer_size=4))
+    fam.add_dataset("CsvDataset in a pipeline", C(
+        f"{d}/wide.csv", [i64] * 6).map(lambda *r: tf.stack(r)).batch(2))
+    for bad_file, defaults, what in [
+            ("bad.csv", [i64, s], "too few fields"),
+            ("overflow.csv", [i32], "int32 overflow"),
+            ("empty.csv", [s], "empty file with a header"),
+            ("too_many.csv", [i64, s], "too many fields"),
+            ("unclosed.csv", [i64, s], "unclosed quote"),
+            ("quote_inside.csv", [i64, s], "quote inside a string"),
+            ("unquoted_quote.csv", [i64, s], "unquoted quote"),
+            ("pipes.txt", [i64], "not an int64")]:
+        fam.add_dataset_error(f"CsvDataset error: {what}", C(
+            f"{d}/{bad_file}", defaults, header=what.endswith("header")), lambda g: None)
+    ok = C(f"{d}/wide.csv", [i64, i64], select_cols=[0, 1])
+    for index, value, what in [(2, 0, "buffer_size 0"), (4, "ab", "two-char delimiter"),
+                               (1, "BZIP", "unknown compression"),
+                               (7, [1, 0], "select_cols decreasing"),
+                               (7, [-1, 0], "select_cols negative"),
+                               (7, [0, 1, 2], "select_cols longer than the outputs")]:
+        fam.add_dataset_error(f"CsvDataset error: {what}", ok,
+                              lambda g, i=index, v=value: set_input(g, "CSVDatasetV2", i, v))
+    for new in ["CSVDataset", "ExperimentalCSVDataset"]:
+        fam.add_dataset(new, C(f"{d}/basic.csv", [i64, s, f32, tf.constant(0, i32)],
+                               header=True, select_cols=[0, 1, 2, 3]).ignore_errors(),
+                        edit=retarget("CSVDatasetV2", new, drop_last=True))
+
+
 def family():
     fam = Family("datasets_more")
     wrappers(fam)
@@ -224,4 +330,6 @@ def family():
     lists(fam)
     with in_crate():
         matching_files(fam)
+        write_csv_files()
+        csv(fam)
     return fam

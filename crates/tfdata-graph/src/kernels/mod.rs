@@ -55,6 +55,8 @@ mod slice;
 mod sparse;
 pub mod sparse_tensor;
 mod strings;
+// The number syntax of TensorFlow's `safe_strto*`, which `CSVDataset` parses too.
+pub(crate) use strings::{parse_f32, parse_float, parse_int};
 mod strings_more;
 pub mod tensor_list;
 mod trig;

@@ -130,6 +130,10 @@ pub const DATASET_OPS: &[&str] = &[
     "ParallelInterleaveDataset",
     "ExperimentalParallelInterleaveDataset",
     "PaddedBatchDataset",
+    // CSV files (csv.rs).
+    "CSVDataset",
+    "CSVDatasetV2",
+    "ExperimentalCSVDataset",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
@@ -145,6 +149,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::wrappers::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::csv::compile(node, &attrs, &spec)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::older::compile(node, compiler, &attrs, &spec)? {
