@@ -321,6 +321,43 @@ def csv(fam):
                         edit=retarget("CSVDatasetV2", new, drop_last=True))
 
 
+def example(i):
+    f = tf.train.Feature
+    feats = {"id": f(int64_list=tf.train.Int64List(value=[i * 7 - 10])),
+             "score": f(float_list=tf.train.FloatList(value=[i / 4, -i])),
+             "tags": f(bytes_list=tf.train.BytesList(value=[f"t{j}é".encode() for j in range(i % 3)]))}
+    if i % 2:
+        feats["opt"] = f(float_list=tf.train.FloatList(value=[1.5 * i]))
+    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString(
+        deterministic=True)
+
+
+def parse_examples(fam):
+    P = tf.data.experimental.parse_example_dataset
+    io = tf.io
+    records = D.from_tensor_slices([example(i) for i in range(7)])
+    dense = {"id": io.FixedLenFeature([], tf.int64),
+             "score": io.FixedLenFeature([2], tf.float32),
+             "opt": io.FixedLenFeature([1], tf.float32, default_value=[-1.0])}
+    fam.add_dataset("parse_example_dataset dense, batches of 3", records.batch(3).apply(P(dense)))
+    fam.add_dataset("parse_example_dataset dense, parallel", records.batch(2).apply(
+        P(dense, num_parallel_calls=3)))
+    fam.add_dataset("parse_example_dataset of one-record batches", records.batch(1).apply(P(
+        {"id": io.FixedLenFeature([], tf.int64)})))
+    sparse = {"tags": io.VarLenFeature(tf.string), "id": io.FixedLenFeature([], tf.int64),
+              "score": io.VarLenFeature(tf.float32)}
+    fam.add_dataset("parse_example_dataset sparse features densified", records.batch(3).apply(
+        P(sparse)).map(lambda d: (tf.sparse.to_dense(d["tags"]), d["id"],
+                                  tf.sparse.to_dense(d["score"]), d["tags"].indices)))
+    fam.add_dataset_error("parse_example_dataset a required feature missing", records.batch(
+        4).apply(P({"opt": io.FixedLenFeature([1], tf.float32)})), lambda g: None)
+    fam.add_dataset_error("parse_example_dataset bad bytes", D.from_tensor_slices(
+        [b"\x0a\x05garbage"]).batch(1).apply(P(dense)), lambda g: None)
+    for new in ["ParseExampleDataset", "ExperimentalParseExampleDataset"]:
+        fam.add_dataset(new, records.batch(3).apply(P(dense)),
+                        edit=retarget("ParseExampleDatasetV2", new))
+
+
 def family():
     fam = Family("datasets_more")
     wrappers(fam)
@@ -328,6 +365,7 @@ def family():
     padded_batch_v1(fam)
     sliding(fam)
     lists(fam)
+    parse_examples(fam)
     with in_crate():
         matching_files(fam)
         write_csv_files()

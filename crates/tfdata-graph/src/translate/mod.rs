@@ -19,6 +19,7 @@ mod inline;
 mod node;
 mod older;
 mod ops;
+mod parse_dataset;
 mod sampling;
 mod select;
 mod windows;

@@ -134,6 +134,10 @@ pub const DATASET_OPS: &[&str] = &[
     "CSVDataset",
     "CSVDatasetV2",
     "ExperimentalCSVDataset",
+    // Parsed Examples (parse_dataset.rs).
+    "ParseExampleDataset",
+    "ParseExampleDatasetV2",
+    "ExperimentalParseExampleDataset",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
@@ -149,6 +153,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::wrappers::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::parse_dataset::compile(node, &attrs, &spec)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::csv::compile(node, &attrs, &spec)? {
