@@ -358,6 +358,62 @@ def parse_examples(fam):
                         edit=retarget("ParseExampleDatasetV2", new))
 
 
+def sparse_elements(fam):
+    """SparseTensor elements, read back by a map (a pipeline serves tensors)."""
+    st = tf.sparse.SparseTensor([[0, 1], [2, 0], [2, 2], [3, 1]], [1.5, -2.0, 3.0, float("nan")],
+                                [5, 3])
+    parts = lambda s: (s.indices, s.values, s.dense_shape)  # noqa: E731
+
+    def slices(indices, values, shape):
+        """SparseTensorSliceDataset (TensorFlow 2.21's from_tensor_slices of a
+        SparseTensor writes a TensorSliceDataset of serialized rows instead)."""
+        indices, values, shape = (tf.constant(indices, tf.int64), tf.constant(values),
+                                  tf.constant(shape, tf.int64))
+        r = len(shape.numpy()) - 1
+        spec = (tf.TensorSpec([None, r], tf.int64), tf.TensorSpec([None], values.dtype),
+                tf.TensorSpec([r], tf.int64))
+        return raw(tf.raw_ops.SparseTensorSliceDataset, spec, indices=indices, values=values,
+                   dense_shape=shape)
+    fam.add_dataset("SparseTensorSliceDataset", slices(
+        [[0, 1], [2, 0], [2, 2], [3, 1]], [1.5, -2.0, 3.0, float("nan")], [5, 3]))
+    fam.add_dataset("SparseTensorSliceDataset rank 3 strings", slices(
+        [[0, 0, 1], [0, 1, 0], [1, 1, 1]], ["a", "é", ""], [2, 2, 2]))
+    fam.add_dataset("SparseTensorSliceDataset empty", slices(
+        np.zeros([0, 2], np.int64), np.zeros([0], np.int32), [3, 4]))
+    fam.add_dataset("SparseTensorSliceDataset rank 1", slices([[1], [3]], np.array([7, 8]), [4]))
+    fam.add_dataset("SparseTensorSliceDataset no rows", slices(
+        np.zeros([0, 2], np.int64), np.zeros([0], np.float64), [0, 4]))
+    fam.add_dataset("from_tensor_slices of a SparseTensor, densified", D.from_tensor_slices(
+        st).map(tf.sparse.to_dense))
+    ok = slices([[0, 1], [2, 0]], [1, 2], [3, 3])
+    for index, value, what in [
+            (0, np.array([[2, 0], [0, 1]], np.int64), "out of order"),
+            (1, np.array([1, 2, 3], np.int32), "more values than indices"),
+            (0, np.array([0, 2], np.int64), "indices a vector"),
+            (2, np.array([3, 3, 3], np.int64), "shape of another rank")]:
+        fam.add_dataset_error(f"SparseTensorSliceDataset {what}", ok,
+                              lambda g, i=index, v=value: set_input(
+                                  g, "SparseTensorSliceDataset", i, v))
+    rows = D.range(1, 7).map(lambda x: tf.range(x, dtype=tf.int32) * 2)
+    B = tf.data.experimental.dense_to_sparse_batch
+    fam.add_dataset("dense_to_sparse_batch 2 to [6]", rows.apply(B(2, [6])).map(parts))
+    fam.add_dataset("dense_to_sparse_batch 4 to [8], short last batch", rows.apply(
+        B(4, [8])).map(parts))
+    grids = D.range(1, 4).map(lambda x: tf.fill([x, 3 - x + 1], tf.strings.as_string(x)))
+    fam.add_dataset("dense_to_sparse_batch of string matrices", grids.apply(B(2, [3, 3])).map(
+        parts))
+    fam.add_dataset("dense_to_sparse_batch densified", rows.apply(B(3, [6])).map(
+        tf.sparse.to_dense))
+    fam.add_dataset_error("dense_to_sparse_batch row larger than the shape", rows.apply(
+        B(2, [3])).map(parts), lambda g: None)
+    fam.add_dataset_error("dense_to_sparse_batch rank mismatch", rows.apply(
+        B(2, [3])).map(parts), lambda g: set_input(g, "DenseToSparseBatchDataset", 2,
+                                                   np.array([3, 3], np.int64)))
+    fam.add_dataset("ExperimentalDenseToSparseBatchDataset", rows.apply(B(2, [6])).map(parts),
+                    edit=rename_op("DenseToSparseBatchDataset",
+                                   "ExperimentalDenseToSparseBatchDataset"))
+
+
 def family():
     fam = Family("datasets_more")
     wrappers(fam)
@@ -366,6 +422,7 @@ def family():
     sliding(fam)
     lists(fam)
     parse_examples(fam)
+    sparse_elements(fam)
     with in_crate():
         matching_files(fam)
         write_csv_files()

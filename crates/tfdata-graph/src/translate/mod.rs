@@ -22,6 +22,7 @@ mod ops;
 mod parse_dataset;
 mod sampling;
 mod select;
+mod sparse_datasets;
 mod windows;
 mod wrappers;
 

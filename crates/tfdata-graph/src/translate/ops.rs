@@ -138,6 +138,10 @@ pub const DATASET_OPS: &[&str] = &[
     "ParseExampleDataset",
     "ParseExampleDatasetV2",
     "ExperimentalParseExampleDataset",
+    // SparseTensor elements (sparse_datasets.rs).
+    "SparseTensorSliceDataset",
+    "DenseToSparseBatchDataset",
+    "ExperimentalDenseToSparseBatchDataset",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
@@ -153,6 +157,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::wrappers::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::sparse_datasets::compile(node, &attrs)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::parse_dataset::compile(node, &attrs, &spec)? {

@@ -16,10 +16,10 @@ use tfdata_dataset::spec::Structure;
 use tfdata_dataset::{FunctionRef, Inline};
 use tfdata_proto::tensorflow::{AttrValue, NodeDef, attr_value};
 
-use super::node::{handle, tensors};
+use super::node::{handle, kernel, sparse_serializer, tensors};
 use crate::attrs::NodeAttrs;
 use crate::function::CompiledNode;
-use crate::kernels::{self, Compute};
+use crate::kernels::Compute;
 
 /// The node compiled, if it is one of this module's.
 pub(super) fn compile(
@@ -67,9 +67,6 @@ pub(super) fn compile(
     )))
 }
 
-/// TensorFlow's `DT_VARIANT`: `SerializeSparse`'s output type inside a pipeline.
-const DT_VARIANT: i32 = 21;
-
 struct Parser {
     parse: Compute,
     /// `SerializeSparse` for each sparse feature's dtype.
@@ -85,12 +82,6 @@ fn list(values: attr_value::ListValue) -> AttrValue {
     AttrValue {
         value: Some(attr_value::Value::List(values)),
     }
-}
-
-fn kernel(op: &str, node: &NodeDef) -> Result<Compute> {
-    let k = kernels::lookup(op)
-        .ok_or_else(|| Error::Internal(format!("the kernel set has no {op}")))?;
-    (k.build)(&NodeAttrs::of(node))
 }
 
 impl Parser {
@@ -163,26 +154,7 @@ impl Parser {
         let parse = kernel("ParseExampleV2", &parse)?;
         let serialize = sparse_types
             .iter()
-            .map(|&t| {
-                let mut n = NodeDef {
-                    op: "SerializeSparse".into(),
-                    name: node.name.clone(),
-                    ..Default::default()
-                };
-                n.attr.insert(
-                    "T".into(),
-                    AttrValue {
-                        value: Some(attr_value::Value::Type(t)),
-                    },
-                );
-                n.attr.insert(
-                    "out_type".into(),
-                    AttrValue {
-                        value: Some(attr_value::Value::Type(DT_VARIANT)),
-                    },
-                );
-                kernel("SerializeSparse", &n)
-            })
+            .map(|&t| sparse_serializer(&node.name, t))
             .collect::<Result<Vec<_>>>()?;
         let mut all: Vec<(&Bytes, usize)> = sparse_keys
             .iter()
