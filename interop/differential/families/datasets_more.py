@@ -183,6 +183,26 @@ def sliding(fam):
         window_stride=1, drop_remainder=False))
 
 
+def rebatch_v1(fam):
+    def rb(ds, n, op="RebatchDataset", **kw):
+        spec = ds.element_spec
+        return raw(getattr(tf.raw_ops, op), spec, input_dataset=ds._variant_tensor,
+                   num_replicas=n, **kw)
+    for b, total, n in [(4, 8, 2), (5, 11, 2), (3, 7, 3), (4, 9, 3), (2, 5, 4), (6, 6, 4),
+                        (1, 3, 1)]:
+        fam.add_dataset(f"RebatchDataset batch {b} of {total} over {n}",
+                        rb(D.range(total).batch(b), n))
+    pairs = D.zip((D.range(7), D.range(7).map(lambda x: tf.strings.as_string(x)))).map(
+        lambda a, b: (tf.reshape(tf.cast(a, tf.float32), [1]), b)).batch(3)
+    fam.add_dataset("RebatchDataset of pairs", rb(pairs, 2))
+    fam.add_dataset("RebatchDataset use_fallback=False", rb(D.range(9).batch(4), 3,
+                                                           use_fallback=False))
+    fam.add_dataset("ExperimentalRebatchDataset", rb(D.range(9).batch(4), 2,
+                                                     op="ExperimentalRebatchDataset"))
+    fam.add_dataset_error("RebatchDataset 0 replicas", rb(D.range(9).batch(4), 2),
+                          lambda g: set_input(g, "RebatchDataset", 1, 0))
+
+
 def lists(fam):
     fam.add_dataset("from_list ints", tf.data.experimental.from_list([1, 2, 3]))
     fam.add_dataset("from_list tuples of varying shapes", tf.data.experimental.from_list(
@@ -421,6 +441,7 @@ def family():
     padded_batch_v1(fam)
     sliding(fam)
     lists(fam)
+    rebatch_v1(fam)
     parse_examples(fam)
     sparse_elements(fam)
     with in_crate():

@@ -1,8 +1,8 @@
 //! Dataset ops TensorFlow's Python no longer writes (or writes only
 //! through `tf.data.experimental`), which graphs saved by older versions
 //! still hold: `SlidingWindowDataset`, `ParallelFilterDataset`,
-//! `ListDataset` (`from_list`) and `MatchingFilesDataset`, with their
-//! `Experimental*` names.
+//! `ListDataset` (`from_list`), `MatchingFilesDataset` and
+//! `RebatchDataset` (V1), with their `Experimental*` names.
 
 use std::sync::Arc;
 
@@ -89,8 +89,101 @@ pub(super) fn compile(
             },
             node,
         ),
+        "RebatchDataset" | "ExperimentalRebatchDataset" => handle(
+            move |mut i| {
+                let input = i.dataset()?;
+                let replicas = i.int("num_replicas")?;
+                if replicas <= 0 {
+                    return Err(Error::InvalidArgument(
+                        "num_replicas must be greater than zero.".into(),
+                    ));
+                }
+                Ok(Dataset::from_op(Declared {
+                    input: input.flat_map(split_batches(replicas as usize)),
+                    spec: spec.clone(),
+                    cardinality: tfdata_dataset::UNKNOWN_CARDINALITY,
+                }))
+            },
+            node,
+        ),
         _ => return Ok(None),
     }))
+}
+
+/// Rows `range` of `t`, which may be empty (past the last row too).
+fn rows_of(t: &tfdata_core::Tensor, range: std::ops::Range<usize>) -> Result<tfdata_core::Tensor> {
+    if !range.is_empty() {
+        return tfdata_dataset::ops::tensor_util::slice_rows(t, range);
+    }
+    let mut shape = t.shape().to_vec();
+    let Some(first) = shape.first_mut() else {
+        return Err(Error::InvalidArgument(
+            "RebatchDataset: an element's components must be batches (rank >= 1)".into(),
+        ));
+    };
+    *first = 0;
+    let data = match t.data() {
+        tfdata_core::tensor::TensorData::Strings(_) => {
+            tfdata_core::tensor::TensorData::Strings(Vec::new())
+        }
+        tfdata_core::tensor::TensorData::Buffer(_) => {
+            tfdata_core::tensor::TensorData::Buffer(bytes::Bytes::new())
+        }
+    };
+    tfdata_core::Tensor::new(t.dtype(), shape, data)
+}
+
+/// `RebatchDataset` (V1): each batch of `B` rows split into `replicas`
+/// minibatches of `ceil(B / replicas)` rows, the last ones shorter or
+/// empty, so every replica gets one minibatch of every batch.
+fn split_batches(replicas: usize) -> FunctionRef {
+    let f: tfdata_dataset::functions::DatasetFn = Arc::new(move |batch: Element| {
+        let rows = match batch.components.first().map(|t| t.shape()) {
+            Some([b, ..]) => *b as usize,
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "RebatchDataset: an element's components must be batches (rank >= 1)".into(),
+                ));
+            }
+        };
+        let per = rows.div_ceil(replicas);
+        let mut parts = Vec::with_capacity(replicas);
+        for r in 0..replicas {
+            let range = (r * per).min(rows)..((r + 1) * per).min(rows);
+            let part = batch
+                .components
+                .iter()
+                .map(|t| rows_of(t, range.clone()))
+                .collect::<Result<Vec<_>>>()?;
+            parts.push(Element::new(part));
+        }
+        let spec = batch
+            .components
+            .iter()
+            .map(|t| {
+                tfdata_dataset::spec::TensorSpec::new(
+                    t.dtype(),
+                    tfdata_dataset::spec::Shape::known(&t.shape()[1..]).prepend(None),
+                )
+            })
+            .collect();
+        Ok(Dataset::from_op(ListElements {
+            rows: Arc::new(parts),
+            spec: Structure::from_components(spec),
+        }))
+    });
+    FunctionRef::inline(
+        "rebatch_split",
+        Inline {
+            dataset: Some(Arc::new(move |_| {
+                Ok(ResolvedDatasetFn {
+                    f: f.clone(),
+                    output: None,
+                })
+            })),
+            ..Default::default()
+        },
+    )
 }
 
 /// `MatchingFilesDataset`'s names: each pattern's matches in order, one

@@ -130,6 +130,8 @@ pub const DATASET_OPS: &[&str] = &[
     "ParallelInterleaveDataset",
     "ExperimentalParallelInterleaveDataset",
     "PaddedBatchDataset",
+    "RebatchDataset",
+    "ExperimentalRebatchDataset",
     // CSV files (csv.rs).
     "CSVDataset",
     "CSVDatasetV2",
