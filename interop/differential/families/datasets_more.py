@@ -203,6 +203,19 @@ def rebatch_v1(fam):
                           lambda g: set_input(g, "RebatchDataset", 1, 0))
 
 
+def sampling_v1(fam):
+    for rate, seed, seed2, n in [(0.5, 1, 2, 40), (0.1, 7, 0, 60), (0.9, 0, 3, 30),
+                                 (0.0, 5, 5, 10), (1.0, 5, 5, 10), (0.5, -3, 2**40, 40)]:
+        ds = D.range(n)
+        fam.add_dataset(f"SamplingDataset rate {rate} seeds {seed},{seed2}", raw(
+            tf.raw_ops.SamplingDataset, ds.element_spec, input_dataset=ds._variant_tensor,
+            rate=rate, seed=seed, seed2=seed2))
+    ds = D.range(25).map(lambda x: (x, tf.strings.as_string(x)))
+    fam.add_dataset("SamplingDataset of pairs, repeated", raw(
+        tf.raw_ops.SamplingDataset, ds.element_spec, input_dataset=ds._variant_tensor,
+        rate=0.3, seed=11, seed2=12).repeat(2))
+
+
 def lists(fam):
     fam.add_dataset("from_list ints", tf.data.experimental.from_list([1, 2, 3]))
     fam.add_dataset("from_list tuples of varying shapes", tf.data.experimental.from_list(
@@ -442,6 +455,7 @@ def family():
     sliding(fam)
     lists(fam)
     rebatch_v1(fam)
+    sampling_v1(fam)
     parse_examples(fam)
     sparse_elements(fam)
     with in_crate():

@@ -13,6 +13,7 @@
 //! worker compresses served elements itself ([`Translated::compressed`]),
 //! as it does for tfdata pipelines.
 
+mod bernoulli;
 mod csv;
 mod files;
 mod inline;

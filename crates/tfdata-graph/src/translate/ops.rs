@@ -140,6 +140,8 @@ pub const DATASET_OPS: &[&str] = &[
     "ParseExampleDataset",
     "ParseExampleDatasetV2",
     "ExperimentalParseExampleDataset",
+    // Bernoulli sampling (bernoulli.rs).
+    "SamplingDataset",
     // SparseTensor elements (sparse_datasets.rs).
     "SparseTensorSliceDataset",
     "DenseToSparseBatchDataset",
@@ -159,6 +161,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::wrappers::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::bernoulli::compile(node)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::sparse_datasets::compile(node, &attrs)? {
