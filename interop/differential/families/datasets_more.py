@@ -1,10 +1,11 @@
 """Dataset ops TensorFlow's Python writes rarely or no more: wrappers that
 keep the elements (thread pools, statistics, sleep, choose-fastest), the
 older names and versions of supported ops (sliding windows, padded batch
-V1, parallel interleave V1, parallel filter), `from_list` and
-`MatchingFilesDataset`. Ops Python cannot write are built with raw ops
-(`tf.data.experimental.from_variant`) or by editing a graph that TensorFlow
-then runs itself."""
+V1, parallel interleave V1, parallel filter, rebatch V1), `from_list`,
+`MatchingFilesDataset`, CSV files, parsed Examples, SparseTensor slices and
+dense-to-sparse batches, and Bernoulli sampling. Ops Python cannot write are
+built with raw ops (`tf.data.experimental.from_variant`) or by editing a
+graph that TensorFlow then runs itself."""
 
 import inspect
 import os
