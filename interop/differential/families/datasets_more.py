@@ -448,6 +448,52 @@ def sparse_elements(fam):
                                    "ExperimentalDenseToSparseBatchDataset"))
 
 
+def sql(fam):
+    import sqlite3
+    path = f"{DATA}/people.db"
+    if os.path.exists(path):
+        os.remove(path)
+    db = sqlite3.connect(path)
+    db.execute("create table people (id integer, name text, score real, flag integer)")
+    db.executemany("insert into people values (?, ?, ?, ?)", [
+        (1, "ada", 1.5, 1), (2, None, None, 0), (None, "é 字", 2.0, None),
+        (2**40, "", -3.25, 7), (-5, "x" * 300, 1e300, -1)])
+    db.commit()
+    db.close()
+    S = tf.data.experimental.SqlDataset
+    i64, i32, s, f64, f32 = tf.int64, tf.int32, tf.string, tf.float64, tf.float32
+    fam.add_dataset("SqlDataset rows", S("sqlite", path, "select id, name, score from people",
+                                         (i64, s, f64)))
+    fam.add_dataset("SqlDataset narrow and unsigned types", S(
+        "sqlite", path, "select id, id, id, id, flag, flag from people",
+        (tf.int8, tf.int16, i32, tf.uint8, tf.uint16, tf.bool)))
+    fam.add_dataset("SqlDataset integers as doubles", S(
+        "sqlite", path, "select id, score from people", (f64, f64)))
+    fam.add_dataset_error("SqlDataset float32 refused", S(
+        "sqlite", path, "select score from people", (f64,)),
+        lambda g: [n.attr["output_types"].list.type.__setitem__(0, 1)
+                   for n in g.node if n.op == "SqlDataset"])
+    fam.add_dataset("SqlDataset integers as text", S(
+        "sqlite", path, "select id, flag from people where id is not null or flag is null",
+        (s, s)))
+    fam.add_dataset("SqlDataset where, order by, in a pipeline", S(
+        "sqlite", path, "select name, id from people where id > 0 order by id desc",
+        (s, i64)).batch(2))
+    fam.add_dataset("SqlDataset no rows", S("sqlite", path, "select id from people where 0",
+                                            (i64,)))
+    fam.add_dataset_error("SqlDataset column count", S("sqlite", path,
+                                                       "select id, name from people",
+                                                       (i64, s, f64)), lambda g: None)
+    fam.add_dataset_error("SqlDataset bad query", S("sqlite", path, "selec id from people",
+                                                    (i64,)), lambda g: None)
+    fam.add_dataset_error("SqlDataset no such table", S("sqlite", path, "select a from nope",
+                                                        (i64,)), lambda g: None)
+    fam.add_dataset_error("SqlDataset driver", S("sqlite", path, "select id from people", (i64,)),
+                          lambda g: set_input(g, "SqlDataset", 0, "mysql"))
+    fam.add_dataset("ExperimentalSqlDataset", S("sqlite", path, "select id from people", (i64,)),
+                    edit=rename_op("SqlDataset", "ExperimentalSqlDataset"))
+
+
 def family():
     fam = Family("datasets_more")
     wrappers(fam)
@@ -463,4 +509,5 @@ def family():
         matching_files(fam)
         write_csv_files()
         csv(fam)
+        sql(fam)
     return fam

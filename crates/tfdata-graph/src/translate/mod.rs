@@ -24,6 +24,7 @@ mod parse_dataset;
 mod sampling;
 mod select;
 mod sparse_datasets;
+mod sql;
 mod windows;
 mod wrappers;
 

@@ -140,6 +140,9 @@ pub const DATASET_OPS: &[&str] = &[
     "ParseExampleDataset",
     "ParseExampleDatasetV2",
     "ExperimentalParseExampleDataset",
+    // SQLite queries (sql.rs).
+    "SqlDataset",
+    "ExperimentalSqlDataset",
     // Bernoulli sampling (bernoulli.rs).
     "SamplingDataset",
     // SparseTensor elements (sparse_datasets.rs).
@@ -161,6 +164,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::wrappers::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::sql::compile(node, &attrs, &spec)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::bernoulli::compile(node)? {
