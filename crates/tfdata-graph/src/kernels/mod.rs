@@ -24,8 +24,8 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use crate::attrs::NodeAttrs;
 
 mod assert;
-mod bundle;
 mod bitcast;
+mod bundle;
 mod complex;
 mod compressed;
 mod counting;
@@ -60,8 +60,8 @@ mod random_samplers;
 mod random_truncated;
 mod reduce;
 mod segment;
-mod sequence_example;
 mod segment_grad;
+mod sequence_example;
 mod serialize;
 mod shape;
 mod signal;
@@ -72,6 +72,8 @@ pub mod sparse_tensor;
 mod special;
 mod special_fns;
 mod strings;
+// The number syntax of TensorFlow's `safe_strto*`, which `CSVDataset` parses too.
+pub(crate) use strings::{parse_f32, parse_float, parse_int};
 mod strings_more;
 mod strings_segment;
 pub mod tensor_list;

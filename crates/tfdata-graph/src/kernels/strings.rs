@@ -26,7 +26,7 @@ mod format;
 pub(super) mod hash;
 mod re;
 
-pub(super) use codec::{parse_f32, parse_float, parse_int};
+pub(crate) use codec::{parse_f32, parse_float, parse_int};
 
 pub(super) const KERNELS: &[KernelDef] = &[
     KernelDef {

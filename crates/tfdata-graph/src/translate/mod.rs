@@ -13,19 +13,26 @@
 //! worker compresses served elements itself ([`Translated::compressed`]),
 //! as it does for tfdata pipelines.
 
+mod bernoulli;
 mod compression;
 mod consume;
+mod csv;
 mod files;
 mod inline;
 mod iterators;
 mod node;
+mod older;
 mod ops;
+mod parse_dataset;
 mod sampling;
 mod select;
 mod sinks;
+mod sparse_datasets;
+mod sql;
 mod table_init;
 mod window_op;
 mod windows;
+mod wrappers;
 
 use std::collections::HashMap;
 use tfdata_core::{Error, Result};
