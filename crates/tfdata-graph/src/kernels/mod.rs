@@ -57,6 +57,7 @@ pub mod sparse_tensor;
 mod strings;
 mod strings_more;
 pub mod tensor_list;
+mod tensor_list_bulk;
 mod trig;
 mod unicode;
 
@@ -97,7 +98,11 @@ pub fn resource_lookup(op: &str) -> Option<&'static ResourceKernelDef> {
 }
 
 /// The ops on values: lookup tables and TensorLists.
-const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[lookup::KERNELS, tensor_list::KERNELS];
+const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[
+    lookup::KERNELS,
+    tensor_list::KERNELS,
+    tensor_list_bulk::KERNELS,
+];
 
 /// Whether the kernel set runs `op` (on tensors or on resources).
 pub fn runs(op: &str) -> bool {
