@@ -31,8 +31,10 @@ mod image;
 mod image_area;
 mod image_color;
 mod image_crop;
+mod image_crop_grad;
 mod image_draw;
 mod image_nms;
+mod image_resize_grad;
 mod image_scale;
 mod io;
 mod layout;
@@ -177,7 +179,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 
 /// Every tensor kernel table: the one list the lookup table is built from
 /// and the check that no op is in two of them reads.
-const ALL_TABLES: [&[KernelDef]; 32] = [
+const ALL_TABLES: [&[KernelDef]; 34] = [
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
@@ -193,8 +195,10 @@ const ALL_TABLES: [&[KernelDef]; 32] = [
     image_area::KERNELS,
     image_color::KERNELS,
     image_crop::KERNELS,
+    image_crop_grad::KERNELS,
     image_draw::KERNELS,
     image_nms::KERNELS,
+    image_resize_grad::KERNELS,
     image_scale::KERNELS,
     ragged::KERNELS,
     random::KERNELS,
