@@ -38,8 +38,10 @@ mod image;
 mod image_area;
 mod image_color;
 mod image_crop;
+mod image_crop_grad;
 mod image_draw;
 mod image_nms;
+mod image_resize_grad;
 mod image_scale;
 mod io;
 mod layout;
@@ -77,6 +79,7 @@ pub(crate) use strings::{parse_f32, parse_float, parse_int};
 mod strings_more;
 mod strings_segment;
 pub mod tensor_list;
+mod tensor_list_bulk;
 mod trig;
 mod unicode;
 mod variable;
@@ -117,13 +120,14 @@ pub fn resource_lookup(op: &str) -> Option<&'static ResourceKernelDef> {
         .find(|k| k.op == op)
 }
 
-/// The ops on values: lookup tables, TensorLists, variables and the RNG
-/// states in them.
+/// The ops on values: lookup tables, TensorLists (one at a time and in
+/// bulk), variables and the RNG states in them.
 const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[
     lookup::KERNELS,
     tensor_list::KERNELS,
     variable::KERNELS,
     generator::KERNELS,
+    tensor_list_bulk::KERNELS,
 ];
 
 /// Whether the kernel set runs `op` (on tensors or on resources).
@@ -215,8 +219,10 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     image_area::KERNELS,
     image_color::KERNELS,
     image_crop::KERNELS,
+    image_crop_grad::KERNELS,
     image_draw::KERNELS,
     image_nms::KERNELS,
+    image_resize_grad::KERNELS,
     image_scale::KERNELS,
     ragged::KERNELS,
     ragged_ops::KERNELS,
