@@ -778,6 +778,7 @@ fn render_census() -> String {
     let mut details = String::new();
     let mut in_census = HashSet::new();
     let mut no_cpu = Vec::new();
+    let mut removed = Vec::new();
     for (family, entry) in families {
         let ops: Vec<&str> = entry["ops"]
             .as_array()
@@ -787,6 +788,13 @@ fn render_census() -> String {
             .collect();
         no_cpu.extend(
             entry["no_cpu_kernel"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o.as_str().unwrap()),
+        );
+        removed.extend(
+            entry["removed_from_graphs"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -863,10 +871,30 @@ fn render_census() -> String {
     writeln!(
         out,
         "Not counted (no CPU kernel in TensorFlow, so TensorFlow's own workers cannot run them \
-         either): {}.",
+         either): {}.\n",
         no_cpu
             .iter()
             .map(|o| format!("`{o}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+    .unwrap();
+    removed.sort_unstable();
+    writeln!(
+        out,
+        "Not counted (removed from graphs: TensorFlow {} refuses a graph of its own GraphDef \
+         version that uses one, so no TensorFlow client sends them and its workers cannot run \
+         them): {}.",
+        census["tf"].as_str().unwrap(),
+        removed
+            .iter()
+            .map(|o| {
+                if supported.contains(o) {
+                    format!("`{o}` (supported)")
+                } else {
+                    format!("`{o}`")
+                }
+            })
             .collect::<Vec<_>>()
             .join(", ")
     )
