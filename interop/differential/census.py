@@ -16,7 +16,12 @@ An op's family is the generated Python module TensorFlow registers it from
 here is a hand-written list but the families' names and the handful of ops
 the issue names from libraries outside them (`Einsum`, `TopKV2`,
 `Unique`...). Ops with no CPU kernel in TensorFlow (GPU- or TPU-only) are
-listed apart: a tf.data worker runs on CPU, TensorFlow's own included.
+listed apart: a tf.data worker runs on CPU, TensorFlow's own included. So are
+ops TensorFlow 2.21 removed from graphs (an `OpDef.deprecation` at a GraphDef
+version at or below its own): TensorFlow refuses a graph of its own version
+that uses one ("Op AdjustContrast is not available in GraphDef version
+2474"), so no TensorFlow 2.21 client sends them and its workers cannot run
+them either.
 """
 
 import importlib
@@ -28,6 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.framework import kernels  # noqa: E402
+from tensorflow.python.framework import op_def_registry  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "crates", "tfdata-graph", "tests", "differential", "census.json")
@@ -66,6 +72,12 @@ def has_cpu_kernel(op):
     return any(k.device_type == "CPU" for k in kernels.get_registered_kernels_for_op(op).kernel)
 
 
+def removed(op):
+    """Whether TensorFlow refuses `op` in graphs of its own GraphDef version."""
+    d = op_def_registry.get(op)
+    return d.HasField("deprecation") and d.deprecation.version <= tf.version.GRAPH_DEF_VERSION
+
+
 def main():
     families = {}
     seen = set()
@@ -82,8 +94,9 @@ def main():
         "tf": tf.__version__,
         "families": {
             family: {
-                "ops": [op for op in ops if has_cpu_kernel(op)],
+                "ops": [op for op in ops if has_cpu_kernel(op) and not removed(op)],
                 "no_cpu_kernel": [op for op in ops if not has_cpu_kernel(op)],
+                "removed_from_graphs": [op for op in ops if has_cpu_kernel(op) and removed(op)],
             }
             for family, ops in families.items()
         },

@@ -214,6 +214,14 @@ mod tests {
             UNKNOWN_CARDINALITY
         );
         assert_eq!(
+            Dataset::range(0).filter("p").cardinality(),
+            UNKNOWN_CARDINALITY
+        );
+        assert_eq!(
+            Dataset::range(1).repeat(None).filter("p").cardinality(),
+            UNKNOWN_CARDINALITY
+        );
+        assert_eq!(
             Dataset::zip(vec![Dataset::range(3), Dataset::range(5)]).cardinality(),
             3
         );

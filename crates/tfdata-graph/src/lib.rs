@@ -24,6 +24,7 @@
 pub mod attrs;
 pub mod function;
 pub mod graph;
+pub mod iterator;
 pub mod kernels;
 pub mod list;
 pub mod queue;
@@ -32,6 +33,7 @@ mod support;
 pub mod table;
 pub mod translate;
 pub mod value;
+pub mod variable;
 
 pub use graph::{Library, decode_graph};
 pub use support::{supported_ops, unsupported_ops};

@@ -254,6 +254,10 @@ pub const DTYPE_PAIRS: &[(DType, DType)] = &[
     (DType::Int32, DType::Double),
 ];
 
+/// Entries a mutable table may hold (the bound on an initialised table's
+/// text-file entries, `kernels::lookup::MAX_TABLE_ENTRIES`, likewise).
+pub const MAX_MUTABLE_ENTRIES: usize = 1 << 24;
+
 /// An initializable hash table (see the module docs).
 #[derive(Debug)]
 pub struct LookupTable {
@@ -263,6 +267,9 @@ pub struct LookupTable {
     staged: Mutex<HashMap<Key, Scalar>>,
     /// The entries, once initialised: read without a lock.
     ready: OnceLock<HashMap<Key, Scalar>>,
+    /// A mutable table's entries (`MutableHashTableV2`): inserted and
+    /// removed under the lock; `staged` and `ready` stay unused.
+    mutable: Option<Mutex<HashMap<Key, Scalar>>>,
 }
 
 impl LookupTable {
@@ -272,7 +279,53 @@ impl LookupTable {
             value_dtype,
             staged: Mutex::new(HashMap::new()),
             ready: OnceLock::new(),
+            mutable: None,
         }
+    }
+
+    /// An empty mutable table: always initialised, filled by [`Self::insert`].
+    pub fn new_mutable(key_dtype: DType, value_dtype: DType) -> Self {
+        LookupTable {
+            mutable: Some(Mutex::new(HashMap::new())),
+            ..LookupTable::new(key_dtype, value_dtype)
+        }
+    }
+
+    pub fn is_mutable(&self) -> bool {
+        self.mutable.is_some()
+    }
+
+    fn mutable_map(&self) -> Result<MutexGuard<'_, HashMap<Key, Scalar>>> {
+        let m = self.mutable.as_ref().ok_or_else(|| {
+            Error::InvalidArgument("this lookup table is not a mutable table".into())
+        })?;
+        m.lock()
+            .map_err(|_| Error::Internal("mutable table lock poisoned".into()))
+    }
+
+    /// Sets `keys[i]` to `values[i]` (a later repeat wins), bounded by
+    /// [`MAX_MUTABLE_ENTRIES`].
+    pub fn insert(&self, keys: Vec<Key>, values: Vec<Scalar>) -> Result<()> {
+        let mut map = self.mutable_map()?;
+        for (k, v) in keys.into_iter().zip(values) {
+            if map.len() >= MAX_MUTABLE_ENTRIES && !map.contains_key(&k) {
+                return Err(Error::InvalidArgument(format!(
+                    "mutable table: more than {} entries",
+                    MAX_MUTABLE_ENTRIES
+                )));
+            }
+            map.insert(k, v);
+        }
+        Ok(())
+    }
+
+    /// Removes `keys` (missing ones are ignored).
+    pub fn remove(&self, keys: &[Key]) -> Result<()> {
+        let mut map = self.mutable_map()?;
+        for k in keys {
+            map.remove(k);
+        }
+        Ok(())
     }
 
     pub fn key_dtype(&self) -> DType {
@@ -285,15 +338,26 @@ impl LookupTable {
 
     /// Entries, 0 before initialisation (`LookupTableSizeV2`).
     pub fn size(&self) -> usize {
+        if self.mutable.is_some() {
+            return self.mutable_map().map_or(0, |m| m.len());
+        }
         self.ready.get().map_or(0, HashMap::len)
     }
 
     pub fn is_initialized(&self) -> bool {
-        self.ready.get().is_some()
+        self.mutable.is_some() || self.ready.get().is_some()
     }
 
     /// The values of `keys`, `default(i)` for the i-th key when missing.
     pub fn find(&self, keys: &[Key], default: impl Fn(usize) -> Scalar) -> Result<Vec<Scalar>> {
+        if self.mutable.is_some() {
+            let map = self.mutable_map()?;
+            return Ok(keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| map.get(k).cloned().unwrap_or_else(|| default(i)))
+                .collect());
+        }
         let map = self
             .ready
             .get()

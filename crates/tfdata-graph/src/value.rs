@@ -7,10 +7,12 @@ use std::sync::Arc;
 use tfdata_core::{Error, Result, Tensor};
 use tfdata_dataset::Dataset;
 
+use crate::iterator::IteratorHandle;
 use crate::list::TensorList;
 use crate::queue::FifoQueue;
 use crate::reader::Reader;
 use crate::table::LookupTable;
+use crate::variable::Variable as ResourceVariable;
 
 #[derive(Clone, Debug)]
 pub enum Value {
@@ -31,6 +33,19 @@ pub enum Value {
     /// reader: made and used inside one function's calls.
     Queue(Arc<FifoQueue>),
     Reader(Arc<Reader>),
+    /// An iterator over a dataset (`AnonymousIteratorV3`'s handle), made,
+    /// bound and read inside one function call.
+    Iterator(Arc<IteratorHandle>),
+    /// A `tf.experimental.Optional` (`IteratorGetNextAsOptional`'s
+    /// output): an element's components, or none at the end.
+    Optional(Option<Arc<[Tensor]>>),
+    /// An element compressed as TensorFlow's `CompressElement` does
+    /// (snappy), until `UncompressElement` reads it back.
+    Compressed(Arc<tfdata_proto::data::CompressedElement>),
+    /// A resource variable (`VarHandleOp`'s handle): made and assigned when
+    /// the graph runs, then read and advanced by the functions capturing
+    /// it (a `tf.random.Generator`'s state).
+    Variable(Arc<ResourceVariable>),
 }
 
 impl Value {
@@ -59,6 +74,10 @@ impl Value {
             Value::List(_) => "a TensorList".into(),
             Value::Queue(_) => "a queue".into(),
             Value::Reader(_) => "a reader".into(),
+            Value::Iterator(_) => "an iterator".into(),
+            Value::Optional(_) => "an optional".into(),
+            Value::Compressed(_) => "a compressed element".into(),
+            Value::Variable(_) => "a resource variable".into(),
         }
     }
 

@@ -42,7 +42,7 @@ use serde_json::Value as Json;
 use tfdata_core::tensor::TensorData;
 use tfdata_core::{DType, Result, Tensor};
 use tfdata_graph::attrs::NodeAttrs;
-use tfdata_graph::function::{CompiledNode, Compiler, NodeCompiler};
+use tfdata_graph::function::Compiler;
 use tfdata_graph::value::Value;
 use tfdata_graph::{Library, kernels};
 use tfdata_proto::tensorflow::{FunctionDefLibrary, GraphDef, NodeDef};
@@ -374,17 +374,6 @@ fn compare(want: &Tensor, got: &Tensor, tol: Tolerance, tolerated: &mut f64) -> 
     })
 }
 
-struct NoNodes;
-
-impl NodeCompiler for NoNodes {
-    fn compile_node(&self, _: &NodeDef, _: &mut Compiler<'_>) -> Option<Result<CompiledNode>> {
-        None
-    }
-    fn handles(&self, _: &str) -> bool {
-        false
-    }
-}
-
 /// Our outputs for each run of the case (one run unless it has "calls").
 fn run_case(
     case: &Json,
@@ -420,7 +409,10 @@ fn run_case(
             ..Default::default()
         };
         let library = Library::of(&graph)?;
-        let mut compiler = Compiler::new(&library, &NoNodes);
+        // Dataset nodes too: a function may build a dataset and reduce or
+        // iterate it.
+        let nodes = tfdata_graph::translate::dataset_nodes();
+        let mut compiler = Compiler::new(&library, &nodes);
         let f = compiler.function(case["function"].as_str().unwrap())?;
         let args = inputs.iter().cloned().map(Value::Tensor).collect();
         let out = f.call(args)?;
@@ -786,6 +778,7 @@ fn render_census() -> String {
     let mut details = String::new();
     let mut in_census = HashSet::new();
     let mut no_cpu = Vec::new();
+    let mut removed = Vec::new();
     for (family, entry) in families {
         let ops: Vec<&str> = entry["ops"]
             .as_array()
@@ -795,6 +788,13 @@ fn render_census() -> String {
             .collect();
         no_cpu.extend(
             entry["no_cpu_kernel"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o.as_str().unwrap()),
+        );
+        removed.extend(
+            entry["removed_from_graphs"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -871,10 +871,30 @@ fn render_census() -> String {
     writeln!(
         out,
         "Not counted (no CPU kernel in TensorFlow, so TensorFlow's own workers cannot run them \
-         either): {}.",
+         either): {}.\n",
         no_cpu
             .iter()
             .map(|o| format!("`{o}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+    .unwrap();
+    removed.sort_unstable();
+    writeln!(
+        out,
+        "Not counted (removed from graphs: TensorFlow {} refuses a graph of its own GraphDef \
+         version that uses one, so no TensorFlow client sends them and its workers cannot run \
+         them): {}.",
+        census["tf"].as_str().unwrap(),
+        removed
+            .iter()
+            .map(|o| {
+                if supported.contains(o) {
+                    format!("`{o}` (supported)")
+                } else {
+                    format!("`{o}`")
+                }
+            })
             .collect::<Vec<_>>()
             .join(", ")
     )

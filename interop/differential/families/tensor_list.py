@@ -202,6 +202,105 @@ MORE = {
 }
 
 
+def reserve(shape, n):
+    return R.TensorListReserve(element_shape=tf.constant(shape) if shape != -1 else -1,
+                               num_elements=n, element_dtype=F)
+
+
+def set_item(l, i, v):
+    return R.TensorListSetItem(input_handle=l, index=i, item=v)
+
+
+def stack(l):
+    return R.TensorListStack(input_handle=l, element_shape=-1, element_dtype=F)
+
+
+def concat_v2(l, shape=-1, leading=()):
+    return R.TensorListConcatV2(input_handle=l, element_shape=shape, element_dtype=F,
+                                leading_dims=tf.constant(list(leading), tf.int64))
+
+
+def split(x, shape, lengths):
+    return R.TensorListSplit(tensor=x, element_shape=shape, lengths=tf.constant(lengths, tf.int64))
+
+
+# The bulk ops: Concat (V1), Split, Scatter, ScatterV2, ConcatLists, and
+# ConcatV2's leading dim taken from the element shape or the set elements.
+BULK = {
+    "Concat V1": lambda x: R.TensorListConcat(input_handle=from_rows(x), element_dtype=F),
+    "Concat V1 of strings": lambda x: R.TensorListConcat(
+        input_handle=from_rows(tf.constant([["a", "b"], ["", "d\u00e9"]])), element_dtype=tf.string),
+    "Concat V1 infers the leading dim of unset elements": lambda x: R.TensorListConcat(
+        input_handle=set_item(reserve([-1, 2], 3), 0, x), element_dtype=F),
+    "Concat V1 ignores the first dim of its attr": lambda x: R.TensorListConcat(
+        input_handle=set_item(reserve([-1, 2], 3), 1, x), element_dtype=F, element_shape=[5, 2]),
+    "ConcatV2 takes the leading dim from the element shape": lambda x: concat_v2(reserve([2, 2], 2)),
+    "ConcatV2 infers the leading dim of unset elements": lambda x: concat_v2(
+        set_item(reserve([-1, 2], 3), 2, x), leading=[4]),
+    "Split into ranges": lambda x: concat_v2(split(tf.reshape(tf.range(12.0), [6, 2]) + x[0, 0],
+                                                    tf.constant([-1, 2]), [1, 0, 3, 2])),
+    "Split then stack": lambda x: stack(split(tf.reshape(x, [4, 1]), -1, [2, 2])),
+    "Split of nothing": lambda x: R.TensorListLength(input_handle=split(x[:0], -1, np.zeros([0], np.int64))),
+    "Split of an empty tensor into empty ranges": lambda x: concat_v2(split(x[:0], -1, [0, 0])),
+    "Scatter": lambda x: stack(R.TensorListScatter(tensor=x, indices=[3, 0], element_shape=tf.constant([2]))),
+    "Scatter, repeated index: the last row wins": lambda x: stack(R.TensorListScatter(
+        tensor=tf.concat([x, x * 5.0], 0), indices=[1, 1, 0, 1], element_shape=-1)),
+    "Scatter of no rows": lambda x: R.TensorListLength(input_handle=R.TensorListScatter(
+        tensor=x[:0], indices=tf.constant([], tf.int32), element_shape=-1)),
+    "ScatterV2 with num_elements past the indices": lambda x: stack(R.TensorListScatterV2(
+        tensor=x, indices=[3, 0], element_shape=tf.constant([2]), num_elements=6)),
+    "ScatterV2 with num_elements -1": lambda x: stack(R.TensorListScatterV2(
+        tensor=x, indices=[1, 0], element_shape=-1, num_elements=-1)),
+    "ConcatLists": lambda x: stack(R.TensorListConcatLists(
+        input_a=from_rows(x), input_b=from_rows(x * 2.0), element_dtype=F)),
+    "ConcatLists keeps unset elements": lambda x: stack(R.TensorListConcatLists(
+        input_a=reserve([2], 2), input_b=R.TensorListFromTensor(tensor=x, element_shape=tf.constant([2])),
+        element_dtype=F)),
+    "ConcatLists keeps input_a's max_num_elements": lambda x: R.TensorListLength(input_handle=R.TensorListConcatLists(
+        input_a=R.EmptyTensorList(element_shape=-1, max_num_elements=1, element_dtype=F),
+        input_b=from_rows(x), element_dtype=F)),
+}
+
+BULK_ERRORS = {
+    "Concat V1 of unset elements": lambda x: R.TensorListConcat(
+        input_handle=reserve([2, 2], 2), element_dtype=F, element_shape=[2, 2])[0],
+    "Concat V1 of a list of a known shape, attr unknown": lambda x: R.TensorListConcat(
+        input_handle=reserve([2, 2], 2), element_dtype=F)[0],
+    "Concat V1 of an empty list": lambda x: R.TensorListConcat(
+        input_handle=R.EmptyTensorList(element_shape=tf.constant([-1, 2]), max_num_elements=-1,
+                                       element_dtype=F), element_dtype=F)[0],
+    "Concat V1 of scalars": lambda x: R.TensorListConcat(input_handle=from_rows(x[0]), element_dtype=F)[0],
+    "Concat V1 with a rank-0 element_shape": lambda x: R.TensorListConcat(
+        input_handle=from_rows(x), element_dtype=F, element_shape=[])[0],
+    "Concat V1 of vectors with a rank-2 element_shape": lambda x: R.TensorListConcat(
+        input_handle=from_rows(x), element_dtype=F, element_shape=[None, 2])[0],
+    "ConcatV2, first dim differs from the element shape's": lambda x: concat_v2(
+        set_item(reserve([-1, 2], 3), 0, tf.ones([3, 2])), shape=tf.constant([2, 2]))[0],
+    "ConcatV2, elements of different leading dims and too few leading_dims": lambda x: concat_v2(
+        set_item(set_item(reserve([-1, 2], 3), 0, tf.ones([3, 2])), 1, x[:1]))[0],
+    "Split with a negative length": lambda x: R.TensorListLength(input_handle=split(x, -1, [-1, 3])),
+    "Split past the end": lambda x: R.TensorListLength(input_handle=split(x, -1, [1, 4])),
+    "Split leaving rows": lambda x: R.TensorListLength(input_handle=split(x, -1, [1])),
+    "Scatter with a negative index": lambda x: R.TensorListLength(input_handle=R.TensorListScatter(
+        tensor=x, indices=[0, -1], element_shape=-1)),
+    "Scatter with too few indices": lambda x: R.TensorListLength(input_handle=R.TensorListScatter(
+        tensor=x, indices=[0], element_shape=-1)),
+    "Scatter into an incompatible element shape": lambda x: R.TensorListLength(input_handle=R.TensorListScatter(
+        tensor=x, indices=[0, 1], element_shape=tf.constant([3]))),
+    "Scatter of a scalar": lambda x: R.TensorListLength(input_handle=R.TensorListScatter(
+        tensor=x[0, 0], indices=[0, 1], element_shape=-1)),
+    "ScatterV2 past num_elements": lambda x: R.TensorListLength(input_handle=R.TensorListScatterV2(
+        tensor=x, indices=[0, 2], element_shape=-1, num_elements=2)),
+    "ScatterV2 with num_elements below -1": lambda x: R.TensorListLength(input_handle=R.TensorListScatterV2(
+        tensor=x, indices=[0, 1], element_shape=-1, num_elements=-2)),
+    "ConcatLists of different element shapes": lambda x: R.TensorListLength(input_handle=R.TensorListConcatLists(
+        input_a=R.TensorListFromTensor(tensor=x, element_shape=tf.constant([-1])),
+        input_b=R.TensorListFromTensor(tensor=x, element_shape=tf.constant([2])), element_dtype=F)),
+    "ConcatLists of a known and an unknown rank": lambda x: R.TensorListLength(input_handle=R.TensorListConcatLists(
+        input_a=reserve([2], 1), input_b=from_rows(x), element_dtype=F)),
+}
+
+
 class Traced:
     """Cases run as traced functions (TensorLists), not eagerly."""
 
@@ -253,6 +352,10 @@ def family():
     for name, f in MORE.items():
         fam.add_function(name, f, [m2])
     for name, f in MORE_ERRORS.items():
+        fam.add_function("error: " + name, f, [m2], unknown_shapes=True)
+    for name, f in BULK.items():
+        fam.add_function(name, f, [m2])
+    for name, f in BULK_ERRORS.items():
         fam.add_function("error: " + name, f, [m2], unknown_shapes=True)
     # Pipelines: TensorArrays in map functions.
     ds = tf.data.Dataset.range(1, 6).map(

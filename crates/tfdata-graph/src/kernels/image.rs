@@ -322,7 +322,7 @@ fn resize(attrs: &NodeAttrs, method: Method) -> Result<Compute> {
 
 /// TensorFlow's nearest-neighbour source index (`HalfPixelScalerForNN`:
 /// no `- 0.5`; `roundf` with `align_corners`).
-fn nearest_indices(
+pub(super) fn nearest_indices(
     in_size: usize,
     out_size: usize,
     scale: f32,
@@ -346,20 +346,22 @@ const TABLE_SIZE: usize = 1024;
 
 /// TensorFlow's bicubic coefficient table (Keys' `a = -0.5` with half-pixel
 /// centres, `-0.75` for the legacy kernel).
-fn cubic_table(keys: bool) -> Vec<f32> {
-    let a: f32 = if keys { -0.5 } else { -0.75 };
+pub(super) fn cubic_table(keys: bool) -> Vec<f32> {
+    // TensorFlow's `a` is a double: x is rounded to float32, the
+    // polynomials are evaluated in float64, then stored as float32.
+    let a: f64 = if keys { -0.5 } else { -0.75 };
     let mut t = vec![0f32; (TABLE_SIZE + 1) * 2];
     for i in 0..=TABLE_SIZE {
-        let mut x = (i as f64 / TABLE_SIZE as f64) as f32;
-        t[i * 2] = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
-        x += 1.0;
-        t[i * 2 + 1] = ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a;
+        let mut x = f64::from((i as f64 / TABLE_SIZE as f64) as f32);
+        t[i * 2] = (((a + 2.0) * x - (a + 3.0)) * x * x + 1.0) as f32;
+        x = f64::from((x + 1.0) as f32);
+        t[i * 2 + 1] = (((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a) as f32;
     }
     t
 }
 
 /// TensorFlow's `GetWeightsAndIndices`: four source indices and weights.
-fn cubic_weights(
+pub(super) fn cubic_weights(
     table: &[f32],
     scale: f32,
     out: usize,

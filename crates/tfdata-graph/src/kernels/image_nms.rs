@@ -1,6 +1,9 @@
-//! Non-max suppression: `NonMaxSuppressionV3`, `V4` (padded, with the
-//! count) and `V5` (soft-NMS with a Gaussian weight, and the scores), what
-//! `tf.image.non_max_suppression[_padded|_with_scores]` emit.
+//! Non-max suppression: `NonMaxSuppression` (V1: the IoU threshold an
+//! attr) and `V2` (no score threshold), `V3`, `V4` (padded, with the
+//! count), `V5` (soft-NMS with a Gaussian weight, and the scores), what
+//! `tf.image.non_max_suppression[_padded|_with_scores]` emit, and
+//! `NonMaxSuppressionWithOverlaps` (the similarity of two boxes given as a
+//! matrix instead of computed as IoU).
 //!
 //! TensorFlow's greedy selection, replayed: candidates above the score
 //! threshold in a priority queue (higher score first, lower index on
@@ -21,14 +24,29 @@ use crate::attrs::NodeAttrs;
 
 pub(super) const KERNELS: &[KernelDef] = &[
     KernelDef {
+        op: "NonMaxSuppression",
+        outputs: |_| Ok(vec![("selected_indices", 1)]),
+        build: |a| build(a, Version::V1),
+    },
+    KernelDef {
+        op: "NonMaxSuppressionV2",
+        outputs: |_| Ok(vec![("selected_indices", 1)]),
+        build: |a| build(a, Version::V2),
+    },
+    KernelDef {
         op: "NonMaxSuppressionV3",
         outputs: |_| Ok(vec![("selected_indices", 1)]),
-        build: |a| build(a, 3),
+        build: |a| build(a, Version::V3),
+    },
+    KernelDef {
+        op: "NonMaxSuppressionWithOverlaps",
+        outputs: |_| Ok(vec![("selected_indices", 1)]),
+        build: |a| build(a, Version::Overlaps),
     },
     KernelDef {
         op: "NonMaxSuppressionV4",
         outputs: |_| Ok(vec![("selected_indices", 1), ("valid_outputs", 1)]),
-        build: |a| build(a, 4),
+        build: |a| build(a, Version::V4),
     },
     KernelDef {
         op: "NonMaxSuppressionV5",
@@ -39,9 +57,25 @@ pub(super) const KERNELS: &[KernelDef] = &[
                 ("valid_outputs", 1),
             ])
         },
-        build: |a| build(a, 5),
+        build: |a| build(a, Version::V5),
     },
 ];
+
+/// Which op: what its inputs are and what it returns.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Version {
+    /// `iou_threshold` an attr; no score threshold.
+    V1,
+    /// `iou_threshold` an input; no score threshold.
+    V2,
+    V3,
+    /// V3 and the count, optionally padded.
+    V4,
+    /// V4 (unpadded unless asked), the scores, soft NMS.
+    V5,
+    /// V3's inputs with an `[n, n]` similarity matrix for the boxes.
+    Overlaps,
+}
 
 fn invalid(op: &str, message: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!("{op}: {message}"))
@@ -116,9 +150,10 @@ fn scalar_f32(op: &str, t: &Tensor, what: &str) -> Result<f32> {
         .map_err(|_| invalid(op, format!("{what} must be float32, got {}", t.dtype())))
 }
 
-fn build(attrs: &NodeAttrs, version: u8) -> Result<Compute> {
+fn build(attrs: &NodeAttrs, version: Version) -> Result<Compute> {
     let op = attrs.op.to_string();
-    let pad = version >= 4 && attrs.bool_or("pad_to_max_output_size", false)?;
+    let pad = matches!(version, Version::V4 | Version::V5)
+        && attrs.bool_or("pad_to_max_output_size", false)?;
     for key in ["T", "T_threshold"] {
         if attrs.has(key) && attrs.dtype(key)? != DType::Float {
             return Err(Error::Unimplemented(format!(
@@ -127,54 +162,71 @@ fn build(attrs: &NodeAttrs, version: u8) -> Result<Compute> {
             )));
         }
     }
+    let attr_iou = if version == Version::V1 {
+        attrs.float_or("iou_threshold", 0.5)?
+    } else {
+        0.0
+    };
     Ok(Box::new(move |inputs| {
         let op = op.as_str();
-        expect_inputs(op, &inputs, if version == 5 { 6 } else { 5 })?;
+        let wanted = match version {
+            Version::V1 => 3,
+            Version::V2 => 4,
+            Version::V5 => 6,
+            _ => 5,
+        };
+        expect_inputs(op, &inputs, wanted)?;
         let (boxes_t, scores_t) = (&inputs[0], &inputs[1]);
         let max_t = &inputs[2];
         if !max_t.shape().is_empty() {
+            let rank_note = if version == Version::Overlaps {
+                String::new()
+            } else {
+                format!(
+                    " (Shape must be rank 0 but is rank {})",
+                    max_t.shape().len()
+                )
+            };
             return Err(invalid(
                 op,
                 format!(
-                    "max_output_size must be 0-D, got shape {}",
+                    "max_output_size must be 0-D, got shape {}{rank_note}",
                     shape_string(max_t.shape())
                 ),
             ));
         }
         let max_out = max_t.to_scalar::<i32>()?;
-        let iou_threshold = scalar_f32(op, &inputs[3], "iou_threshold")?;
-        let score_threshold = scalar_f32(op, &inputs[4], "score_threshold")?;
-        let sigma = if version == 5 {
+        let threshold_name = if version == Version::Overlaps {
+            "overlap_threshold"
+        } else {
+            "iou_threshold"
+        };
+        let iou_threshold = match version {
+            Version::V1 => attr_iou,
+            _ => scalar_f32(op, &inputs[3], threshold_name)?,
+        };
+        // V1 and V2 take every box (TensorFlow's lowest float, so a box
+        // scored -inf is still left out).
+        let score_threshold = match version {
+            Version::V1 | Version::V2 => f32::MIN,
+            _ => scalar_f32(op, &inputs[4], "score_threshold")?,
+        };
+        let sigma = if version == Version::V5 {
             scalar_f32(op, &inputs[5], "soft_nms_sigma")?
         } else {
             0.0
         };
-        if !(0.0..=1.0).contains(&iou_threshold) {
+        if version != Version::Overlaps && !(0.0..=1.0).contains(&iou_threshold) {
             return Err(invalid(op, "iou_threshold must be in [0, 1]"));
         }
-        if version == 5 && sigma < 0.0 {
+        if version == Version::V5 && sigma < 0.0 {
             return Err(invalid(op, "soft_nms_sigma must be non-negative"));
         }
-        if boxes_t.shape().len() != 2 {
-            return Err(invalid(
-                op,
-                format!(
-                    "boxes must be 2-D{} (Shape must be rank 2 but is rank {})",
-                    shape_string(boxes_t.shape()),
-                    boxes_t.shape().len()
-                ),
-            ));
-        }
-        let n = boxes_t.shape()[0] as usize;
-        if boxes_t.shape()[1] != 4 {
-            return Err(invalid(
-                op,
-                format!(
-                    "boxes must have 4 columns (Dimension must be 4 but is {})",
-                    boxes_t.shape()[1]
-                ),
-            ));
-        }
+        let n = if version == Version::Overlaps {
+            check_overlaps(op, boxes_t)?
+        } else {
+            check_boxes(op, boxes_t)?
+        };
         if scores_t.shape().len() != 1 {
             return Err(invalid(
                 op,
@@ -194,9 +246,20 @@ fn build(attrs: &NodeAttrs, version: u8) -> Result<Compute> {
                 ),
             ));
         }
+        if max_out < 0 {
+            return Err(invalid(op, "output size must be non-negative"));
+        }
         let boxes: Vec<f32> = boxes_t.to_vec()?;
         let scores: Vec<f32> = scores_t.to_vec()?;
-        let limit = max_out.max(0) as usize;
+        // The similarity of a candidate to a selected box.
+        let similarity = |candidate: usize, chosen: usize| {
+            if version == Version::Overlaps {
+                boxes[candidate * n + chosen]
+            } else {
+                iou(&boxes, candidate, chosen)
+            }
+        };
+        let limit = max_out as usize;
         let mut heap: BinaryHeap<Candidate> = scores
             .iter()
             .enumerate()
@@ -220,7 +283,7 @@ fn build(attrs: &NodeAttrs, version: u8) -> Result<Compute> {
             let original = c.score;
             let mut hard = false;
             for j in (c.begin..selected.len()).rev() {
-                let sim = iou(&boxes, c.index, selected[j]);
+                let sim = similarity(c.index, selected[j]);
                 c.score *= weight(sim);
                 if !soft && sim > iou_threshold {
                     hard = true;
@@ -249,14 +312,56 @@ fn build(attrs: &NodeAttrs, version: u8) -> Result<Compute> {
             selected_scores.resize(limit, 0.0);
         }
         let mut out = vec![Tensor::vector(&indices)];
-        if version == 5 {
+        if version == Version::V5 {
             out.push(Tensor::vector(&selected_scores));
         }
-        if version >= 4 {
+        if matches!(version, Version::V4 | Version::V5) {
             out.push(Tensor::scalar(valid));
         }
         Ok(out)
     }))
+}
+
+/// `boxes` must be `[n, 4]`; returns n.
+fn check_boxes(op: &str, boxes: &Tensor) -> Result<usize> {
+    if boxes.shape().len() != 2 {
+        return Err(invalid(
+            op,
+            format!(
+                "boxes must be 2-D{} (Shape must be rank 2 but is rank {})",
+                shape_string(boxes.shape()),
+                boxes.shape().len()
+            ),
+        ));
+    }
+    if boxes.shape()[1] != 4 {
+        return Err(invalid(
+            op,
+            format!(
+                "boxes must have 4 columns (Dimension must be 4 but is {})",
+                boxes.shape()[1]
+            ),
+        ));
+    }
+    Ok(boxes.shape()[0] as usize)
+}
+
+/// `overlaps` must be `[n, n]`; returns n.
+fn check_overlaps(op: &str, overlaps: &Tensor) -> Result<usize> {
+    let s = overlaps.shape();
+    if s.len() != 2 {
+        return Err(invalid(
+            op,
+            format!("overlaps must be 2-D{}", shape_string(s)),
+        ));
+    }
+    if s[0] != s[1] {
+        return Err(invalid(
+            op,
+            format!("overlaps must be square{}", shape_string(s)),
+        ));
+    }
+    Ok(s[0] as usize)
 }
 
 #[cfg(test)]

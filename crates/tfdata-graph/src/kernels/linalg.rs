@@ -33,6 +33,11 @@ pub(super) const KERNELS: &[KernelDef] = &[
         build: |a| build(a, Kind::MatMul),
     },
     KernelDef {
+        op: "SparseMatMul",
+        outputs: product_output,
+        build: |a| build(a, Kind::Sparse),
+    },
+    KernelDef {
         op: "BatchMatMul",
         outputs: one_output,
         build: |a| build(a, Kind::V1),
@@ -63,6 +68,9 @@ enum Kind {
     V2,
     /// V2 with separate input and output dtypes.
     V3,
+    /// `SparseMatMul`: MatMul of `Ta`, `Tb` into float; its sparsity hints
+    /// only choose TF's algorithm (the sum's order: within the same bound).
+    Sparse,
 }
 
 /// The multiply-accumulate of a dot product: fused and flushed for floats,
@@ -146,7 +154,7 @@ struct Attrs {
 
 fn build(attrs: &NodeAttrs, kind: Kind) -> Result<Compute> {
     let (ka, kb) = match kind {
-        Kind::MatMul => ("transpose_a", "transpose_b"),
+        Kind::MatMul | Kind::Sparse => ("transpose_a", "transpose_b"),
         _ => ("adj_x", "adj_y"),
     };
     let opt = |key: &str| -> Result<Option<DType>> {
@@ -158,6 +166,8 @@ fn build(attrs: &NodeAttrs, kind: Kind) -> Result<Compute> {
     };
     let (inputs, out) = if kind == Kind::V3 {
         ([opt("Ta")?, opt("Tb")?], opt("Tout")?)
+    } else if kind == Kind::Sparse {
+        ([opt("Ta")?, opt("Tb")?], Some(DType::Float))
     } else {
         let t = opt("T")?;
         ([t, t], t)
@@ -188,6 +198,7 @@ fn accepted(kind: Kind, d: DType) -> bool {
     use DType::*;
     match kind {
         Kind::MatMul | Kind::V1 => matches!(d, Float | Double | Int32 | Int64),
+        Kind::Sparse => d == Float,
         Kind::V2 => matches!(d, Float | Double | Int16 | Int32 | Int64),
         Kind::V3 => matches!(d, Float | Double | Int16 | Int32 | Int64 | Int8 | UInt8),
     }
@@ -206,8 +217,16 @@ struct Layout {
 fn layout(op: &str, a: &Attrs, x: &[i64], y: &[i64]) -> Result<Layout> {
     let bad = |m: String| invalid(op, m);
     let (rx, ry) = (x.len(), y.len());
+    // SparseMatMul's own words for its rank errors.
+    if a.kind == Kind::Sparse {
+        for (name, r) in [("a", rx), ("b", ry)] {
+            if r != 2 {
+                return Err(bad(format!("{name} is not a matrix")));
+            }
+        }
+    }
     match a.kind {
-        Kind::MatMul | Kind::V1 => {
+        Kind::MatMul | Kind::V1 | Kind::Sparse => {
             if rx != ry {
                 return Err(bad(format!(
                     "In[0] and In[1] has different ndims: {} vs. {}",
@@ -215,7 +234,7 @@ fn layout(op: &str, a: &Attrs, x: &[i64], y: &[i64]) -> Result<Layout> {
                     shape_str(y)
                 )));
             }
-            if a.kind == Kind::MatMul && rx != 2 {
+            if matches!(a.kind, Kind::MatMul | Kind::Sparse) && rx != 2 {
                 return Err(bad(format!("In[0] and In[1] ndims must be == 2: {rx}")));
             }
             if rx < 2 {
@@ -259,6 +278,13 @@ fn layout(op: &str, a: &Attrs, x: &[i64], y: &[i64]) -> Result<Layout> {
     } else {
         (dim(my[0])?, dim(my[1])?)
     };
+    if kx != ky && a.kind == Kind::Sparse {
+        return Err(bad(format!(
+            "Matrix size incompatible: a: {}, b: {}",
+            shape_str(x),
+            shape_str(y)
+        )));
+    }
     if kx != ky {
         return Err(bad(format!(
             "Matrix size-incompatible: In[0]: {}, In[1]: {}",

@@ -24,16 +24,24 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use crate::attrs::NodeAttrs;
 
 mod assert;
+mod bitcast;
+mod bundle;
 mod complex;
 mod compressed;
+mod counting;
 mod einsum;
+mod file_write;
 mod fill;
+mod generator;
+mod grads;
 mod image;
 mod image_area;
 mod image_color;
 mod image_crop;
+mod image_crop_grad;
 mod image_draw;
 mod image_nms;
+mod image_resize_grad;
 mod image_scale;
 mod io;
 mod layout;
@@ -47,6 +55,7 @@ mod order;
 mod padded_raw;
 mod parse;
 mod ragged;
+mod ragged_ops;
 mod random;
 mod random_index_shuffle;
 mod random_samplers;
@@ -54,18 +63,27 @@ mod random_truncated;
 mod readers;
 mod reduce;
 mod segment;
+mod segment_grad;
 mod sequence_example;
 mod serialize;
 mod shape;
 mod signal;
 mod slice;
 mod sparse;
+mod sparse_cross;
 pub mod sparse_tensor;
+mod special;
+mod special_fns;
 mod strings;
+// The number syntax of TensorFlow's `safe_strto*`, which `CSVDataset` parses too.
+pub(crate) use strings::{parse_f32, parse_float, parse_int};
 mod strings_more;
+mod strings_segment;
 pub mod tensor_list;
+mod tensor_list_bulk;
 mod trig;
 mod unicode;
+mod variable;
 
 /// A built kernel: input tensors in, output tensors out (flattened over the
 /// op's output args, in order).
@@ -103,9 +121,16 @@ pub fn resource_lookup(op: &str) -> Option<&'static ResourceKernelDef> {
         .find(|k| k.op == op)
 }
 
-/// The ops on values: lookup tables and TensorLists.
-const RESOURCE_TABLES: &[&[ResourceKernelDef]] =
-    &[lookup::KERNELS, tensor_list::KERNELS, readers::KERNELS];
+/// The ops on values: lookup tables, TensorLists (one at a time and in
+/// bulk), variables and the RNG states in them, legacy readers and queues.
+const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[
+    lookup::KERNELS,
+    tensor_list::KERNELS,
+    variable::KERNELS,
+    generator::KERNELS,
+    tensor_list_bulk::KERNELS,
+    readers::KERNELS,
+];
 
 /// Whether the kernel set runs `op` (on tensors or on resources).
 pub fn runs(op: &str) -> bool {
@@ -132,7 +157,7 @@ fn table() -> &'static HashMap<&'static str, &'static KernelDef> {
     TABLE.get_or_init(|| {
         let mut t = HashMap::new();
         for set in ALL_TABLES {
-            for k in set {
+            for k in *set {
                 t.insert(k.op, k);
             }
         }
@@ -180,7 +205,7 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 
 /// Every tensor kernel table: the one list the lookup table is built from
 /// and the check that no op is in two of them reads.
-const ALL_TABLES: [&[KernelDef]; 38] = [
+const ALL_TABLES: &[&[KernelDef]] = &[
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
@@ -196,16 +221,20 @@ const ALL_TABLES: [&[KernelDef]; 38] = [
     image_area::KERNELS,
     image_color::KERNELS,
     image_crop::KERNELS,
+    image_crop_grad::KERNELS,
     image_draw::KERNELS,
     image_nms::KERNELS,
+    image_resize_grad::KERNELS,
     image_scale::KERNELS,
     ragged::KERNELS,
+    ragged_ops::KERNELS,
     random::KERNELS,
     random_samplers::KERNELS,
     random_index_shuffle::KERNELS,
     random_truncated::KERNELS,
     multinomial::KERNELS,
     sparse::KERNELS,
+    sparse_cross::KERNELS,
     sparse_tensor::KERNELS,
     io::KERNELS,
     assert::KERNELS,
@@ -219,6 +248,14 @@ const ALL_TABLES: [&[KernelDef]; 38] = [
     compressed::KERNELS,
     padded_raw::KERNELS,
     sequence_example::KERNELS,
+    file_write::KERNELS,
+    bundle::KERNELS,
+    bitcast::KERNELS,
+    grads::KERNELS,
+    special::KERNELS,
+    counting::KERNELS,
+    segment_grad::KERNELS,
+    strings_segment::KERNELS,
 ];
 
 #[cfg(test)]
@@ -226,7 +263,7 @@ const ALL_TABLES: [&[KernelDef]; 38] = [
 fn each_op_has_one_kernel() {
     let mut seen = std::collections::HashSet::new();
     for table in ALL_TABLES {
-        for k in table {
+        for k in *table {
             assert!(seen.insert(k.op), "{} is in two kernel tables", k.op);
             assert!(
                 !crate::function::EXECUTOR_OPS.contains(&k.op),

@@ -260,7 +260,7 @@ pub(super) fn box_muller_f64(x: [u32; 4]) -> [f64; 2] {
 }
 
 #[derive(Clone, Copy, PartialEq)]
-enum Dist {
+pub(super) enum Dist {
     Uniform,
     Normal,
     Truncated,
@@ -376,7 +376,7 @@ fn truncated_f64(words: &mut Words) -> [f64; 4] {
 
 /// `n` values of `dist` as a tensor of `dtype` from the generator `rng`
 /// (`range` for [`Dist::Int`]).
-fn draw(
+pub(super) fn draw(
     op: &str,
     dist: Dist,
     dtype: DType,
@@ -539,7 +539,7 @@ pub(super) fn scalar_int(op: &str, t: &Tensor, what: &str) -> Result<i64> {
 }
 
 /// Checks a float op's `dtype` attribute (integer ops': `ints`).
-fn check_dtype(attrs: &NodeAttrs, dtype: DType, allowed: &[DType]) -> Result<()> {
+pub(super) fn check_dtype(attrs: &NodeAttrs, dtype: DType, allowed: &[DType]) -> Result<()> {
     if allowed.contains(&dtype) {
         Ok(())
     } else {
@@ -550,7 +550,8 @@ fn check_dtype(attrs: &NodeAttrs, dtype: DType, allowed: &[DType]) -> Result<()>
     }
 }
 
-const FLOAT_TYPES: &[DType] = &[DType::Half, DType::BFloat16, DType::Float, DType::Double];
+pub(super) const FLOAT_TYPES: &[DType] =
+    &[DType::Half, DType::BFloat16, DType::Float, DType::Double];
 
 fn stateful(attrs: &NodeAttrs, dist: Dist) -> Result<Compute> {
     let op = attrs.op.to_string();

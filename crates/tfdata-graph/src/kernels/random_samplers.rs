@@ -398,7 +398,7 @@ fn output(dtype: DType, shape: Vec<i64>, v: &[f64]) -> Result<Tensor> {
 }
 
 /// Checks a type attribute against the types TensorFlow registers.
-fn check_type(attrs: &NodeAttrs, name: &str, allowed: &[DType]) -> Result<DType> {
+pub(super) fn check_type(attrs: &NodeAttrs, name: &str, allowed: &[DType]) -> Result<DType> {
     let dtype = attrs.dtype(name)?;
     if allowed.contains(&dtype) {
         Ok(dtype)
@@ -410,8 +410,8 @@ fn check_type(attrs: &NodeAttrs, name: &str, allowed: &[DType]) -> Result<DType>
     }
 }
 
-const FLOATS: &[DType] = &[DType::Half, DType::Float, DType::Double];
-const NUMBERS: &[DType] = &[
+pub(super) const FLOATS: &[DType] = &[DType::Half, DType::Float, DType::Double];
+pub(super) const NUMBERS: &[DType] = &[
     DType::Half,
     DType::Float,
     DType::Double,
@@ -646,55 +646,89 @@ fn binomial_kernel(attrs: &NodeAttrs) -> Result<Compute> {
                 debug_shape(seed.shape())
             )));
         }
-        let Some(batch_shape) = broadcast_shape(counts.shape(), probs.shape()) else {
-            return Err(invalid(format!(
-                "counts and probs must have compatible batch dimensions: {} vs. {}",
-                debug_shape(counts.shape()),
-                debug_shape(probs.shape())
-            )));
-        };
-        if shape_t.shape().len() != 1 {
-            return Err(invalid(format!(
-                "Input shape should be a vector, got shape: {}",
-                debug_shape(shape_t.shape())
-            )));
-        }
-        let shape = shape_of(OP, shape_t)?;
-        if !ends_with(&shape, &batch_shape) {
-            return Err(invalid("Shape passed in must end with broadcasted shape."));
-        }
+        let (shape, batch_shape) = binomial_shapes(OP, shape_t, counts, probs)?;
         let n = tfdata_core::tensor::num_elements(&shape)?;
         check_size(OP, out_type, n)?;
         if n == 0 {
             return Ok(vec![output(out_type, shape, &[])?]);
         }
-        let batches = tfdata_core::tensor::num_elements(&batch_shape)?;
-        let samples = n / batches.max(1);
         let (s0, s1) = seed_pair(OP, seed)?;
         let base = key_counter_of_seed(s0, s1);
-        let (cv, pv) = (values(OP, counts)?, values(OP, probs)?);
-        let mut out = vec![0f64; n as usize];
-        for b in 0..batches {
-            let count = cv[broadcast_index(counts.shape(), &batch_shape, b)];
-            let prob = pv[broadcast_index(probs.shape(), &batch_shape, b)];
-            // TensorFlow's kernel leaves these elements unwritten (whatever
-            // the buffer held): no value to match, so refused.
-            if prob.is_nan()
-                && (count > 0.0 || count.is_nan())
-                && matches!(out_type, DType::Int32 | DType::Int64)
-            {
-                return Err(invalid(format!(
-                    "{OP}: a NaN probability has no {out_type} sample (TensorFlow leaves the output uninitialized)"
-                )));
-            }
-            for s in 0..samples {
-                out[(s * batches + b) as usize] =
-                    binomial(param_type, count, prob, base, b * samples + s)
-                        .ok_or_else(|| no_convergence(OP))?;
-            }
-        }
-        Ok(vec![output(out_type, shape, &out)?])
+        let types = (param_type, out_type);
+        let out = binomial_samples(OP, types, &shape, &batch_shape, counts, probs, base)?;
+        Ok(vec![out])
     }))
+}
+
+/// A binomial op's output shape and the broadcast shape of its counts and
+/// probabilities (its batches), checked as TensorFlow's kernels check them.
+pub(super) fn binomial_shapes(
+    op: &str,
+    shape_t: &Tensor,
+    counts: &Tensor,
+    probs: &Tensor,
+) -> Result<(Vec<i64>, Vec<i64>)> {
+    let Some(batch_shape) = broadcast_shape(counts.shape(), probs.shape()) else {
+        return Err(invalid(format!(
+            "counts and probs must have compatible batch dimensions: {} vs. {}",
+            debug_shape(counts.shape()),
+            debug_shape(probs.shape())
+        )));
+    };
+    if shape_t.shape().len() != 1 {
+        return Err(invalid(format!(
+            "Input shape should be a vector, got shape: {}",
+            debug_shape(shape_t.shape())
+        )));
+    }
+    let shape = shape_of(op, shape_t)?;
+    if !ends_with(&shape, &batch_shape) {
+        return Err(invalid("Shape passed in must end with broadcasted shape."));
+    }
+    Ok((shape, batch_shape))
+}
+
+/// The binomial samples of output `shape` (`batch_shape` its trailing
+/// dimensions), output `i` drawn from `base` skipped as TensorFlow's
+/// functor skips it. `types`: the parameters' and the output's.
+pub(super) fn binomial_samples(
+    op: &str,
+    (param_type, out_type): (DType, DType),
+    shape: &[i64],
+    batch_shape: &[i64],
+    counts: &Tensor,
+    probs: &Tensor,
+    base: Philox,
+) -> Result<Tensor> {
+    let n = tfdata_core::tensor::num_elements(shape)?;
+    check_size(op, out_type, n)?;
+    if n == 0 {
+        return output(out_type, shape.to_vec(), &[]);
+    }
+    let batches = tfdata_core::tensor::num_elements(batch_shape)?;
+    let samples = n / batches.max(1);
+    let (cv, pv) = (values(op, counts)?, values(op, probs)?);
+    let mut out = vec![0f64; n as usize];
+    for b in 0..batches {
+        let count = cv[broadcast_index(counts.shape(), batch_shape, b)];
+        let prob = pv[broadcast_index(probs.shape(), batch_shape, b)];
+        // TensorFlow's kernel leaves these elements unwritten (whatever
+        // the buffer held): no value to match, so refused.
+        if prob.is_nan()
+            && (count > 0.0 || count.is_nan())
+            && matches!(out_type, DType::Int32 | DType::Int64)
+        {
+            return Err(invalid(format!(
+                "{op}: a NaN probability has no {out_type} sample (TensorFlow leaves the output uninitialized)"
+            )));
+        }
+        for s in 0..samples {
+            out[(s * batches + b) as usize] =
+                binomial(param_type, count, prob, base, b * samples + s)
+                    .ok_or_else(|| no_convergence(op))?;
+        }
+    }
+    output(out_type, shape.to_vec(), &out)
 }
 
 #[cfg(test)]

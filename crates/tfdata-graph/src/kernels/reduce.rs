@@ -225,7 +225,13 @@ impl Extreme for bool {
 
 /// Checks a scalar axis input and resolves it against `rank` (TF's
 /// ArgMax and scan ops name the problems in their own words).
-fn scalar_axis(op: &str, what: &str, t: &Tensor, rank: usize, prefix: &str) -> Result<usize> {
+pub(super) fn scalar_axis(
+    op: &str,
+    what: &str,
+    t: &Tensor,
+    rank: usize,
+    prefix: &str,
+) -> Result<usize> {
     if !t.shape().is_empty() {
         return Err(invalid(op, format!("{what}{}", shape_str(t.shape()))));
     }

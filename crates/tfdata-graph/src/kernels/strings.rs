@@ -23,10 +23,10 @@ use crate::attrs::NodeAttrs;
 
 mod codec;
 mod format;
-mod hash;
+pub(super) mod hash;
 mod re;
 
-pub(super) use codec::{parse_f32, parse_float, parse_int};
+pub(crate) use codec::{parse_f32, parse_float, parse_int};
 
 pub(super) const KERNELS: &[KernelDef] = &[
     KernelDef {

@@ -32,11 +32,11 @@ use crate::value::Value;
 
 pub use crate::list::{PartialShape, TensorList};
 
-fn invalid(msg: impl Into<String>) -> Error {
+pub(super) fn invalid(msg: impl Into<String>) -> Error {
     Error::InvalidArgument(msg.into())
 }
 
-fn show(s: &PartialShape) -> String {
+pub(super) fn show(s: &PartialShape) -> String {
     match s {
         None => "<unknown>".into(),
         Some(d) => {
@@ -49,12 +49,12 @@ fn show(s: &PartialShape) -> String {
     }
 }
 
-fn known(s: &[i64]) -> PartialShape {
+pub(super) fn known(s: &[i64]) -> PartialShape {
     Some(s.to_vec())
 }
 
 /// TensorFlow's `PartialTensorShape::MergeWith`.
-fn merge(a: &PartialShape, b: &PartialShape) -> Result<PartialShape> {
+pub(super) fn merge(a: &PartialShape, b: &PartialShape) -> Result<PartialShape> {
     let (Some(x), Some(y)) = (a, b) else {
         return Ok(a.clone().or_else(|| b.clone()));
     };
@@ -66,7 +66,11 @@ fn merge(a: &PartialShape, b: &PartialShape) -> Result<PartialShape> {
         ))
     };
     if x.len() != y.len() {
-        return Err(err());
+        return Err(invalid(format!(
+            "PartialTensorShape: Incompatible ranks during merge: {} vs. {}",
+            x.len(),
+            y.len()
+        )));
     }
     x.iter()
         .zip(y)
@@ -80,17 +84,17 @@ fn merge(a: &PartialShape, b: &PartialShape) -> Result<PartialShape> {
         .map(Some)
 }
 
-fn compatible(a: &PartialShape, b: &PartialShape) -> bool {
+pub(super) fn compatible(a: &PartialShape, b: &PartialShape) -> bool {
     merge(a, b).is_ok()
 }
 
-fn fully(s: &PartialShape) -> Option<&[i64]> {
+pub(super) fn fully(s: &PartialShape) -> Option<&[i64]> {
     s.as_deref().filter(|d| d.iter().all(|&x| x >= 0))
 }
 
 /// An `element_shape` input: int32 or int64, a scalar -1 for an unknown
 /// rank, or a vector of dims (-1 unknown).
-fn read_shape(t: &Tensor) -> Result<PartialShape> {
+pub(super) fn read_shape(t: &Tensor) -> Result<PartialShape> {
     let dims: Vec<i64> = match t.dtype() {
         DType::Int32 => t.to_vec::<i32>()?.into_iter().map(i64::from).collect(),
         DType::Int64 => t.to_vec::<i64>()?,
@@ -117,7 +121,7 @@ fn read_shape(t: &Tensor) -> Result<PartialShape> {
     }
 }
 
-fn scalar_i64(t: &Tensor, what: &str) -> Result<i64> {
+pub(super) fn scalar_i64(t: &Tensor, what: &str) -> Result<i64> {
     match t.dtype() {
         DType::Int32 => t.to_vec::<i32>()?.first().map(|&v| i64::from(v)),
         DType::Int64 => t.to_vec::<i64>()?.first().copied(),
@@ -127,7 +131,7 @@ fn scalar_i64(t: &Tensor, what: &str) -> Result<i64> {
     .ok_or_else(|| invalid(format!("{what} must be an integer scalar")))
 }
 
-fn list_of(v: Value, op: &str) -> Result<Arc<TensorList>> {
+pub(super) fn list_of(v: Value, op: &str) -> Result<Arc<TensorList>> {
     match v {
         Value::List(l) => Ok(l),
         other => Err(invalid(format!(
@@ -137,7 +141,7 @@ fn list_of(v: Value, op: &str) -> Result<Arc<TensorList>> {
     }
 }
 
-fn take<const N: usize>(op: &str, inputs: Vec<Value>) -> Result<[Value; N]> {
+pub(super) fn take<const N: usize>(op: &str, inputs: Vec<Value>) -> Result<[Value; N]> {
     let n = inputs.len();
     inputs
         .try_into()
@@ -156,7 +160,7 @@ fn check_dtype(want: DType, list: &TensorList) -> Result<()> {
 }
 
 /// A tensor of `dtype` and `shape` filled with zeros (empty strings).
-fn zeros(dtype: DType, shape: &[i64]) -> Result<Tensor> {
+pub(super) fn zeros(dtype: DType, shape: &[i64]) -> Result<Tensor> {
     let n = tfdata_core::tensor::num_elements(shape)?;
     super::check_size("TensorList", dtype, n)?;
     match dtype.size() {
@@ -175,7 +179,7 @@ fn zeros(dtype: DType, shape: &[i64]) -> Result<Tensor> {
 
 /// Tensors of one dtype, concatenated along a new or their first axis
 /// (`shape` is the result's).
-fn join(dtype: DType, shape: Vec<i64>, parts: &[Tensor]) -> Result<Tensor> {
+pub(super) fn join(dtype: DType, shape: Vec<i64>, parts: &[Tensor]) -> Result<Tensor> {
     let n = tfdata_core::tensor::num_elements(&shape)?;
     super::check_size("TensorList", dtype, n)?;
     if dtype.size().is_some() {
@@ -241,16 +245,18 @@ fn stack(
     join(list.dtype, out_shape, &parts)
 }
 
-fn node(f: impl Fn(Vec<Value>) -> Result<Vec<Value>> + Send + Sync + 'static) -> Result<NodeFn> {
+pub(super) fn node(
+    f: impl Fn(Vec<Value>) -> Result<Vec<Value>> + Send + Sync + 'static,
+) -> Result<NodeFn> {
     Ok(Arc::new(f))
 }
 
-fn list_value(l: TensorList) -> Value {
+pub(super) fn list_value(l: TensorList) -> Value {
     Value::List(Arc::new(l))
 }
 
 /// Bounds a list's length (each element costs a slot).
-fn check_len(op: &str, n: i64) -> Result<usize> {
+pub(super) fn check_len(op: &str, n: i64) -> Result<usize> {
     super::check_size(op, DType::Int64, n.max(0) as u64)?;
     Ok(n as usize)
 }
@@ -333,7 +339,7 @@ fn from_tensor(attrs: &NodeAttrs) -> Result<NodeFn> {
 }
 
 /// The `n` rows of `t` (of shape `[n] + rest`).
-fn unstack(t: &Tensor, n: i64, rest: &[i64]) -> Result<Vec<Tensor>> {
+pub(super) fn unstack(t: &Tensor, n: i64, rest: &[i64]) -> Result<Vec<Tensor>> {
     let n = check_len("TensorList", n)?;
     let per = tfdata_core::tensor::num_elements(rest)? as usize;
     (0..n)
@@ -609,86 +615,8 @@ fn scatter(_: &NodeAttrs) -> Result<NodeFn> {
     })
 }
 
-fn concat(attrs: &NodeAttrs) -> Result<NodeFn> {
-    let dtype = attrs.dtype("element_dtype")?;
-    node(move |inputs| {
-        let [l, shape, leading] = take("TensorListConcatV2", inputs)?;
-        let l = list_of(l, "TensorListConcatV2")?;
-        check_dtype(dtype, &l)?;
-        let shape = read_shape(shape.tensor("element_shape")?)?;
-        let leading = leading.tensor("leading_dims")?.to_vec::<i64>()?;
-        let partial = merge(&shape, &l.element_shape)?;
-        // The dims after the first, which every element must share.
-        let mut rest: PartialShape = partial
-            .as_ref()
-            .map(|d| d.iter().skip(1).copied().collect());
-        if matches!(&partial, Some(d) if d.is_empty()) {
-            return Err(invalid(
-                "Concat requires elements to be at least vectors, found scalars instead.",
-            ));
-        }
-        for (i, item) in l.items.iter().enumerate() {
-            if let Some(t) = item {
-                let Some((_, r)) = t.shape().split_first() else {
-                    return Err(invalid(format!(
-                        "Concat saw a scalar shape at index {i} but requires at least vectors."
-                    )));
-                };
-                rest = merge(&rest, &known(r))?;
-            }
-        }
-        let rest_dims = fully(&rest).map(<[i64]>::to_vec);
-        if l.items.is_empty() {
-            let Some(r) = rest_dims else {
-                return Err(invalid(format!(
-                    "All except the first dimension must be fully defined when concating an \
-                     empty tensor list. element_shape: {}",
-                    show(&partial)
-                )));
-            };
-            let mut s = vec![0];
-            s.extend(r);
-            return Ok(vec![
-                Value::Tensor(zeros(dtype, &s)?),
-                Value::Tensor(Tensor::from_slice::<i64>(&[], vec![0])?),
-            ]);
-        }
-        let mut parts = Vec::with_capacity(l.items.len());
-        let mut lengths = Vec::with_capacity(l.items.len());
-        let mut total = 0i64;
-        for (i, item) in l.items.iter().enumerate() {
-            let t = match item {
-                Some(t) => t.clone(),
-                None => {
-                    let (Some(r), Some(&lead)) = (&rest_dims, leading.get(i)) else {
-                        return Err(invalid(format!(
-                            "Trying to concat list with uninitialized element at index {i} but \
-                             element_shape is not fully defined and leading_dims is not given: {}",
-                            show(&partial)
-                        )));
-                    };
-                    let mut s = vec![lead];
-                    s.extend(r);
-                    zeros(dtype, &s)?
-                }
-            };
-            let first = t.shape()[0];
-            lengths.push(first);
-            total = total.saturating_add(first);
-            parts.push(t);
-        }
-        let mut s = vec![total];
-        s.extend(parts[0].shape()[1..].iter().copied());
-        let n = lengths.len() as i64;
-        Ok(vec![
-            Value::Tensor(join(dtype, s, &parts)?),
-            Value::Tensor(Tensor::from_slice(&lengths, vec![n])?),
-        ])
-    })
-}
-
-const HANDLE: fn(&NodeAttrs) -> Result<super::OutputArgs> = |_| Ok(vec![("handle", 1)]);
-const OUTPUT_HANDLE: fn(&NodeAttrs) -> Result<super::OutputArgs> =
+pub(super) const HANDLE: fn(&NodeAttrs) -> Result<super::OutputArgs> = |_| Ok(vec![("handle", 1)]);
+pub(super) const OUTPUT_HANDLE: fn(&NodeAttrs) -> Result<super::OutputArgs> =
     |_| Ok(vec![("output_handle", 1)]);
 
 pub(super) const KERNELS: &[ResourceKernelDef] = &[
@@ -756,11 +684,6 @@ pub(super) const KERNELS: &[ResourceKernelDef] = &[
         op: "TensorListScatterIntoExistingList",
         outputs: OUTPUT_HANDLE,
         build: scatter,
-    },
-    ResourceKernelDef {
-        op: "TensorListConcatV2",
-        outputs: |_| Ok(vec![("tensor", 1), ("lengths", 1)]),
-        build: concat,
     },
 ];
 

@@ -13,13 +13,26 @@
 //! worker compresses served elements itself ([`Translated::compressed`]),
 //! as it does for tfdata pipelines.
 
+mod bernoulli;
+mod compression;
+mod consume;
+mod csv;
 mod files;
 mod inline;
+mod iterators;
 mod node;
+mod older;
 mod ops;
+mod parse_dataset;
 mod sampling;
 mod select;
+mod sinks;
+mod sparse_datasets;
+mod sql;
+mod table_init;
+mod window_op;
 mod windows;
+mod wrappers;
 
 use std::collections::HashMap;
 use tfdata_core::{Error, Result};
@@ -253,4 +266,11 @@ impl NodeCompiler for DatasetNodes {
     fn handles(&self, op: &str) -> bool {
         DATASET_OPS.contains(&op)
     }
+}
+
+/// The dataset nodes (and the nodes consuming datasets: `ReduceDataset`,
+/// iterators) as a [`NodeCompiler`], for running a function body that
+/// builds or reads datasets outside a pipeline.
+pub fn dataset_nodes() -> impl NodeCompiler {
+    DatasetNodes
 }

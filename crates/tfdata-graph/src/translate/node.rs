@@ -198,3 +198,32 @@ pub(super) fn deterministic(attrs: &NodeAttrs) -> Result<bool> {
 pub(super) fn tensors(values: Vec<Value>, what: &str) -> Result<Vec<Tensor>> {
     values.into_iter().map(|v| v.into_tensor(what)).collect()
 }
+
+/// The kernel of `op` built for `node` (a node this translation makes up
+/// to run a kernel the way a graph would).
+pub(super) fn kernel(op: &str, node: &NodeDef) -> Result<crate::kernels::Compute> {
+    let k = crate::kernels::lookup(op)
+        .ok_or_else(|| Error::Internal(format!("the kernel set has no {op}")))?;
+    (k.build)(&NodeAttrs::of(node))
+}
+
+/// `SerializeSparse` for values of dtype `code`: a SparseTensor's
+/// `(indices, values, dense_shape)` as the `[3]` string form a pipeline
+/// carries a SparseTensor in (TensorFlow's `DT_VARIANT` encoding).
+pub(super) fn sparse_serializer(node: &str, code: i32) -> Result<crate::kernels::Compute> {
+    const DT_VARIANT: i32 = 21;
+    let mut n = NodeDef {
+        op: "SerializeSparse".into(),
+        name: node.to_string(),
+        ..Default::default()
+    };
+    for (key, t) in [("T", code), ("out_type", DT_VARIANT)] {
+        n.attr.insert(
+            key.into(),
+            tfdata_proto::tensorflow::AttrValue {
+                value: Some(attr_value::Value::Type(t)),
+            },
+        );
+    }
+    kernel("SerializeSparse", &n)
+}

@@ -90,6 +90,8 @@ pub const DATASET_OPS: &[&str] = &[
     "AssertCardinalityDataset",
     "AssertNextDataset",
     "AssertPrevDataset",
+    "OptimizeDataset",
+    "OptimizeDatasetV2",
     // Resources those nodes take, which the engine keeps itself.
     "DummySeedGenerator",
     "AnonymousSeedGenerator",
@@ -97,11 +99,93 @@ pub const DATASET_OPS: &[&str] = &[
     "AnonymousMemoryCache",
     // File names.
     "MatchingFiles",
+    // Datasets run inside functions (consume.rs, iterators.rs).
+    "ReduceDataset",
+    "DatasetToSingleElement",
+    "DatasetCardinality",
+    "ExperimentalDatasetCardinality",
+    "AnonymousIterator",
+    "AnonymousIteratorV2",
+    "AnonymousIteratorV3",
+    "MakeIterator",
+    "IteratorGetNext",
+    "IteratorGetNextSync",
+    "IteratorGetNextAsOptional",
+    "DeleteIterator",
+    "OptionalFromValue",
+    "OptionalNone",
+    "OptionalHasValue",
+    "OptionalGetValue",
+    // Elements compressed and read back inside a function (compression.rs).
+    "CompressElement",
+    "UncompressElement",
+    // A dataset of elements given as tensors (window_op.rs).
+    "WindowOp",
+    // A lookup table filled from a dataset (table_init.rs).
+    "InitializeTableFromDataset",
+    // Sinks (`sinks::OPS`).
+    "DatasetToTFRecord",
+    "ExperimentalDatasetToTFRecord",
+    // Wrappers (wrappers.rs).
+    "ThreadPoolDataset",
+    "ExperimentalThreadPoolDataset",
+    "ThreadPoolHandle",
+    "ExperimentalThreadPoolHandle",
+    "NonSerializableDataset",
+    "ExperimentalNonSerializableDataset",
+    "SleepDataset",
+    "ExperimentalSleepDataset",
+    "ExperimentalAssertNextDataset",
+    "LatencyStatsDataset",
+    "ExperimentalLatencyStatsDataset",
+    "BytesProducedStatsDataset",
+    "ExperimentalBytesProducedStatsDataset",
+    "SetStatsAggregatorDataset",
+    "ExperimentalSetStatsAggregatorDataset",
+    "StatsAggregatorHandle",
+    "StatsAggregatorHandleV2",
+    "ExperimentalStatsAggregatorHandle",
+    "ChooseFastestDataset",
+    "ExperimentalChooseFastestDataset",
+    // Older ops (older.rs) and older names of the ops above.
+    "SlidingWindowDataset",
+    "ExperimentalSlidingWindowDataset",
+    "ParallelFilterDataset",
+    "ListDataset",
+    "MatchingFilesDataset",
+    "ExperimentalMatchingFilesDataset",
+    "ExperimentalMapAndBatchDataset",
+    "ExperimentalUnbatchDataset",
+    "ParallelInterleaveDataset",
+    "ExperimentalParallelInterleaveDataset",
+    "PaddedBatchDataset",
+    "RebatchDataset",
+    "ExperimentalRebatchDataset",
+    // CSV files (csv.rs).
+    "CSVDataset",
+    "CSVDatasetV2",
+    "ExperimentalCSVDataset",
+    // Parsed Examples (parse_dataset.rs).
+    "ParseExampleDataset",
+    "ParseExampleDatasetV2",
+    "ExperimentalParseExampleDataset",
+    // SQLite queries (sql.rs).
+    "SqlDataset",
+    "ExperimentalSqlDataset",
+    // Bernoulli sampling (bernoulli.rs).
+    "SamplingDataset",
+    // SparseTensor elements (sparse_datasets.rs).
+    "SparseTensorSliceDataset",
+    "DenseToSparseBatchDataset",
+    "ExperimentalDenseToSparseBatchDataset",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
     let attrs = NodeAttrs::of(node);
     let spec = declared_structure(&attrs)?;
+    if let Some(compiled) = super::sinks::compile(node) {
+        return Ok(compiled);
+    }
     if let Some(compiled) = super::windows::compile(node, compiler, &attrs, &spec)? {
         return Ok(compiled);
     }
@@ -109,6 +193,42 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::select::compile(node, compiler, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::consume::compile(node, compiler, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::iterators::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::table_init::compile(node) {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::compression::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::window_op::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::wrappers::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::sql::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::bernoulli::compile(node)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::sparse_datasets::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::parse_dataset::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::csv::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::older::compile(node, compiler, &attrs, &spec)? {
         return Ok(compiled);
     }
     Ok(match node.op.as_str() {
@@ -235,7 +355,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                 node,
             )
         }
-        "MapAndBatchDataset" => {
+        "MapAndBatchDataset" | "ExperimentalMapAndBatchDataset" => {
             let f = function(&attrs, "f", compiler)?;
             let n = captured(&attrs)?;
             let args = element_args(&attrs, "f", n, compiler)?;
@@ -309,7 +429,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         | "ParallelInterleaveDatasetV2"
         | "ParallelInterleaveDatasetV3"
         | "ParallelInterleaveDatasetV4"
-        | "LegacyParallelInterleaveDatasetV2" => {
+        | "LegacyParallelInterleaveDatasetV2"
+        | "ParallelInterleaveDataset"
+        | "ExperimentalParallelInterleaveDataset" => {
             let f = function(&attrs, "f", compiler)?;
             let n = captured(&attrs)?;
             let args = element_args(&attrs, "f", n, compiler)?;
@@ -329,6 +451,12 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                             Some(i.int("num_parallel_calls")?)
                         }
                         "ParallelInterleaveDatasetV3" => Some(i.int("num_parallel_calls")?),
+                        // The oldest: `sloppy` (an input) lets outputs
+                        // reorder, which the engine's order also satisfies.
+                        "ParallelInterleaveDataset" | "ExperimentalParallelInterleaveDataset" => {
+                            let _sloppy = i.bool("sloppy")?;
+                            Some(cycle)
+                        }
                         // The legacy ops run `cycle_length` inputs in parallel.
                         _ => Some(cycle),
                     };
@@ -370,8 +498,10 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
             },
             node,
         ),
-        "PaddedBatchDatasetV2" => {
+        "PaddedBatchDatasetV2" | "PaddedBatchDataset" => {
             let n = attrs.count("N")?;
+            // The first version has no `drop_remainder` and keeps a short last batch.
+            let v2 = node.op == "PaddedBatchDatasetV2";
             handle(
                 move |mut i| {
                     let input = i.dataset()?;
@@ -382,13 +512,15 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                         .map(|v| v.into_tensor("padded_shapes")?.to_vec::<i64>())
                         .collect::<Result<Vec<_>>>()?;
                     let values = tensors(i.take(Some(n))?, "padding_values")?;
-                    let drop = i.bool("drop_remainder")?;
+                    let drop = v2 && i.bool("drop_remainder")?;
                     Ok(input.padded_batch(size, Some(shapes), Some(values), drop))
                 },
                 node,
             )
         }
-        "UnbatchDataset" => handle(|mut i| Ok(i.dataset()?.unbatch()), node),
+        "UnbatchDataset" | "ExperimentalUnbatchDataset" => {
+            handle(|mut i| Ok(i.dataset()?.unbatch()), node)
+        }
         "ShuffleDataset" | "ShuffleDatasetV3" => {
             let reshuffle = attrs.bool_or("reshuffle_each_iteration", true)?;
             let v3 = node.op == "ShuffleDatasetV3";
@@ -501,7 +633,12 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         | "PrivateThreadPoolDataset"
         | "ExperimentalPrivateThreadPoolDataset"
         | "AssertNextDataset"
-        | "AssertPrevDataset" => handle(|mut i| i.dataset(), node),
+        | "AssertPrevDataset"
+        // TensorFlow's static rewrites (fusions, no-op elimination,
+        // parallelisation): each keeps the elements; the names of the
+        // rewrites to apply are ignored, unknown ones too, as TensorFlow does.
+        | "OptimizeDataset"
+        | "OptimizeDatasetV2" => handle(|mut i| i.dataset(), node),
         "AssertCardinalityDataset" => handle(
             |mut i| {
                 let input = i.dataset()?;

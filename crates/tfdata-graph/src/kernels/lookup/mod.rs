@@ -16,6 +16,7 @@
 //! ([`super::ResourceKernelDef`]). Errors are TensorFlow's: its messages
 //! and codes, in the order its kernels check them.
 
+mod mutable;
 mod text;
 
 use std::sync::Arc;
@@ -61,6 +62,74 @@ pub(super) const KERNELS: &[ResourceKernelDef] = &[
     },
     ResourceKernelDef {
         op: "LookupTableSizeV2",
+        outputs: |_| Ok(vec![("size", 1)]),
+        build: size,
+    },
+    ResourceKernelDef {
+        op: "MutableHashTableV2",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: mutable::table,
+    },
+    ResourceKernelDef {
+        op: "MutableHashTable",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: mutable::table,
+    },
+    ResourceKernelDef {
+        op: "AnonymousMutableHashTable",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: mutable::anonymous_table,
+    },
+    ResourceKernelDef {
+        op: "LookupTableInsertV2",
+        outputs: |_| Ok(Vec::new()),
+        build: mutable::insert,
+    },
+    ResourceKernelDef {
+        op: "LookupTableInsert",
+        outputs: |_| Ok(Vec::new()),
+        build: mutable::insert,
+    },
+    ResourceKernelDef {
+        op: "LookupTableRemoveV2",
+        outputs: |_| Ok(Vec::new()),
+        build: mutable::remove,
+    },
+    // A new table each run, as TensorFlow's anonymous table is.
+    ResourceKernelDef {
+        op: "AnonymousHashTable",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: hash_table,
+    },
+    // The V1 ops (a `Ref(string)` handle where V2 has a resource): the
+    // same tables, which TensorFlow still runs in graph functions.
+    ResourceKernelDef {
+        op: "HashTable",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: hash_table,
+    },
+    ResourceKernelDef {
+        op: "LookupTableImport",
+        outputs: |_| Ok(Vec::new()),
+        build: import,
+    },
+    ResourceKernelDef {
+        op: "InitializeTable",
+        outputs: |_| Ok(Vec::new()),
+        build: initialize,
+    },
+    ResourceKernelDef {
+        op: "InitializeTableFromTextFile",
+        outputs: |_| Ok(Vec::new()),
+        build: from_text_file,
+    },
+    ResourceKernelDef {
+        op: "LookupTableFind",
+        outputs: |_| Ok(vec![("values", 1)]),
+        build: find,
+    },
+    ResourceKernelDef {
+        op: "LookupTableSize",
         outputs: |_| Ok(vec![("size", 1)]),
         build: size,
     },
@@ -284,6 +353,9 @@ fn find(attrs: &NodeAttrs) -> Result<NodeFn> {
             ),
         )?;
         let scalar_default = default.shape().is_empty();
+        if table.is_mutable() {
+            return mutable::find(&table, &keys, &default);
+        }
         if !scalar_default && default.shape() != keys.shape() {
             return Err(Error::InvalidArgument(format!(
                 "Expected shape [] or {} for default value, got {}",

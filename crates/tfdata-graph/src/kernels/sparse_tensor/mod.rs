@@ -13,19 +13,29 @@
 //! * [`ops`]: `SparseReorder`, `SparseReshape`, `SparseSlice`,
 //!   `SparseConcat`, `SparseFillEmptyRows`, `SparseTensorDenseMatMul`.
 //! * [`arith`]: `SparseAdd`, `SparseTensorDenseAdd`.
+//! * [`cwise`]: `SparseDenseCwiseAdd`/`Mul`/`Div`, `SparseSparseMaximum`/
+//!   `Minimum`, `SparseSoftmax`.
+//! * [`split`]: `SparseSplit`, one tensor cut in pieces along a dimension.
+//! * [`grads`]: the gradients `SparseAddGrad`, `SparseFillEmptyRowsGrad`, `SparseSliceGrad`.
 //! * [`reduce`]: `SparseReduceSum`, `SparseReduceMax` and their `...Sparse` forms.
 
 mod arith;
+mod cwise;
+mod grads;
 mod ops;
 mod reduce;
 mod serialize;
+mod split;
 
 pub use serialize::variant_constant;
+// Shared with `RaggedFillEmptyRows` and its gradient, which are these on row ids.
+pub(super) use grads::fill_empty_rows_grad;
+pub(super) use ops::fill_empty_rows;
 
 use tfdata_core::{DType, Error, Result, Tensor};
 
-use super::KernelDef;
 use super::layout::{Out, Src};
+use super::{KernelDef, one_output};
 
 pub(super) const KERNELS: &[KernelDef] = &[
     KernelDef {
@@ -156,6 +166,56 @@ pub(super) const KERNELS: &[KernelDef] = &[
         op: "SparseTensorDenseMatMul",
         outputs: |_| Ok(vec![("product", 1)]),
         build: ops::dense_matmul,
+    },
+    KernelDef {
+        op: "SparseDenseCwiseAdd",
+        outputs: one_output,
+        build: cwise::dense_add,
+    },
+    KernelDef {
+        op: "SparseDenseCwiseMul",
+        outputs: one_output,
+        build: cwise::dense_mul,
+    },
+    KernelDef {
+        op: "SparseDenseCwiseDiv",
+        outputs: one_output,
+        build: cwise::dense_div,
+    },
+    KernelDef {
+        op: "SparseSparseMaximum",
+        outputs: |_| Ok(vec![("output_indices", 1), ("output_values", 1)]),
+        build: cwise::sparse_maximum,
+    },
+    KernelDef {
+        op: "SparseSparseMinimum",
+        outputs: |_| Ok(vec![("output_indices", 1), ("output_values", 1)]),
+        build: cwise::sparse_minimum,
+    },
+    KernelDef {
+        op: "SparseSoftmax",
+        outputs: one_output,
+        build: cwise::softmax,
+    },
+    KernelDef {
+        op: "SparseSplit",
+        outputs: split::outputs,
+        build: split::sparse_split,
+    },
+    KernelDef {
+        op: "SparseAddGrad",
+        outputs: |_| Ok(vec![("a_val_grad", 1), ("b_val_grad", 1)]),
+        build: grads::sparse_add_grad,
+    },
+    KernelDef {
+        op: "SparseFillEmptyRowsGrad",
+        outputs: |_| Ok(vec![("d_values", 1), ("d_default_value", 1)]),
+        build: grads::fill_empty_rows_grad,
+    },
+    KernelDef {
+        op: "SparseSliceGrad",
+        outputs: |_| Ok(vec![("val_grad", 1)]),
+        build: grads::slice_grad,
     },
 ];
 

@@ -265,7 +265,7 @@ pub(super) fn concat(attrs: &NodeAttrs) -> Result<Compute> {
     }))
 }
 
-pub(super) fn fill_empty_rows(_: &NodeAttrs) -> Result<Compute> {
+pub(in crate::kernels) fn fill_empty_rows(_: &NodeAttrs) -> Result<Compute> {
     Ok(Box::new(|inputs| {
         let [indices, values, shape, default] = take::<4>("SparseFillEmptyRows", inputs)?;
         let ind = indices_of(&indices, "indices")?;

@@ -10,7 +10,7 @@ use crate::kernels::{Compute, check_size, expect_inputs};
 
 /// `StringToNumberOp`'s float parsing (double-conversion with leading and
 /// trailing spaces, hex, `inf`/`infinity`/`nan` in any case allowed).
-pub(in crate::kernels) fn parse_float(s: &[u8]) -> Option<f64> {
+pub(crate) fn parse_float(s: &[u8]) -> Option<f64> {
     let t = std::str::from_utf8(trim_space(s)).ok()?;
     let (neg, body) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),
@@ -30,7 +30,7 @@ pub(in crate::kernels) fn parse_float(s: &[u8]) -> Option<f64> {
 
 /// [`parse_float`] rounded once to float32, as double-conversion's
 /// `StringToFloat` does (hex input, rare, is rounded through float64).
-pub(in crate::kernels) fn parse_f32(s: &[u8]) -> Option<f32> {
+pub(crate) fn parse_f32(s: &[u8]) -> Option<f32> {
     let t = std::str::from_utf8(trim_space(s)).ok()?;
     if t.contains(['x', 'X']) {
         parse_float(s).map(|v| v as f32)
@@ -41,7 +41,7 @@ pub(in crate::kernels) fn parse_f32(s: &[u8]) -> Option<f32> {
 }
 
 /// `safe_strto64`: an optionally signed decimal integer, spaces around.
-pub(in crate::kernels) fn parse_int(s: &[u8]) -> Option<i64> {
+pub(crate) fn parse_int(s: &[u8]) -> Option<i64> {
     std::str::from_utf8(trim_space(s)).ok()?.parse::<i64>().ok()
 }
 

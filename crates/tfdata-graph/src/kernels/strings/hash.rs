@@ -125,7 +125,7 @@ fn weak_hash_32(s: &[u8], i: usize, mut a: u64, mut b: u64) -> (u64, u64) {
 }
 
 /// farmhash `Fingerprint64` (TensorFlow's `Fingerprint64`).
-pub(super) fn fingerprint64(s: &[u8]) -> u64 {
+pub(in crate::kernels) fn fingerprint64(s: &[u8]) -> u64 {
     let len = s.len();
     if len <= 16 {
         return len_0_to_16(s);
@@ -210,7 +210,7 @@ pub(super) fn fingerprint64(s: &[u8]) -> u64 {
 }
 
 /// SipHash-2-4 keyed with `key` (TensorFlow's `StrongKeyedHash`).
-pub(super) fn siphash(key: [u64; 2], data: &[u8]) -> u64 {
+pub(in crate::kernels) fn siphash(key: [u64; 2], data: &[u8]) -> u64 {
     let mut v0 = key[0] ^ 0x736f_6d65_7073_6575;
     let mut v1 = key[1] ^ 0x646f_7261_6e64_6f6d;
     let mut v2 = key[0] ^ 0x6c79_6765_6e65_7261;
