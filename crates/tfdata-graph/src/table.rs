@@ -258,6 +258,9 @@ pub const DTYPE_PAIRS: &[(DType, DType)] = &[
 /// text-file entries, `kernels::lookup::MAX_TABLE_ENTRIES`, likewise).
 pub const MAX_MUTABLE_ENTRIES: usize = 1 << 24;
 
+/// A table of tensors' entries: each key's value, flattened.
+type RowMap = HashMap<Key, Vec<Scalar>>;
+
 /// An initializable hash table (see the module docs).
 #[derive(Debug)]
 pub struct LookupTable {
@@ -270,6 +273,9 @@ pub struct LookupTable {
     /// A mutable table's entries (`MutableHashTableV2`): inserted and
     /// removed under the lock; `staged` and `ready` stay unused.
     mutable: Option<Mutex<HashMap<Key, Scalar>>>,
+    /// A table of tensors (`MutableHashTableOfTensorsV2`): its value shape
+    /// (a vector's) and each key's value, flattened.
+    rows: Option<(Vec<i64>, Mutex<RowMap>)>,
 }
 
 impl LookupTable {
@@ -280,7 +286,66 @@ impl LookupTable {
             staged: Mutex::new(HashMap::new()),
             ready: OnceLock::new(),
             mutable: None,
+            rows: None,
         }
+    }
+
+    /// An empty mutable table whose values are tensors of `value_shape`.
+    pub fn new_of_tensors(key_dtype: DType, value_dtype: DType, value_shape: Vec<i64>) -> Self {
+        LookupTable {
+            rows: Some((value_shape, Mutex::new(HashMap::new()))),
+            ..LookupTable::new(key_dtype, value_dtype)
+        }
+    }
+
+    /// A table of tensors' value shape.
+    pub fn value_shape(&self) -> Option<&[i64]> {
+        self.rows.as_ref().map(|(s, _)| s.as_slice())
+    }
+
+    fn rows_map(&self) -> Result<MutexGuard<'_, RowMap>> {
+        let (_, m) = self.rows.as_ref().ok_or_else(|| {
+            Error::InvalidArgument("this lookup table is not a table of tensors".into())
+        })?;
+        m.lock()
+            .map_err(|_| Error::Internal("mutable table lock poisoned".into()))
+    }
+
+    /// Sets `keys[i]` to row `i` of `values` (each `values.len() /
+    /// keys.len()` long; a later repeat wins), bounded by
+    /// [`MAX_MUTABLE_ENTRIES`].
+    pub fn insert_rows(&self, keys: Vec<Key>, values: Vec<Scalar>) -> Result<()> {
+        let mut map = self.rows_map()?;
+        let width = values.len().checked_div(keys.len()).unwrap_or(0);
+        let mut values = values.into_iter();
+        for k in keys {
+            if map.len() >= MAX_MUTABLE_ENTRIES && !map.contains_key(&k) {
+                return Err(Error::InvalidArgument(format!(
+                    "mutable table: more than {} entries",
+                    MAX_MUTABLE_ENTRIES
+                )));
+            }
+            map.insert(k, values.by_ref().take(width).collect());
+        }
+        Ok(())
+    }
+
+    /// The rows of `keys`, flattened; `default(i)` for the i-th key when
+    /// missing.
+    pub fn find_rows(
+        &self,
+        keys: &[Key],
+        default: impl Fn(usize) -> Vec<Scalar>,
+    ) -> Result<Vec<Scalar>> {
+        let map = self.rows_map()?;
+        let mut out = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            match map.get(k) {
+                Some(row) => out.extend_from_slice(row),
+                None => out.extend(default(i)),
+            }
+        }
+        Ok(out)
     }
 
     /// An empty mutable table: always initialised, filled by [`Self::insert`].
@@ -321,6 +386,13 @@ impl LookupTable {
 
     /// Removes `keys` (missing ones are ignored).
     pub fn remove(&self, keys: &[Key]) -> Result<()> {
+        if self.rows.is_some() {
+            let mut map = self.rows_map()?;
+            for k in keys {
+                map.remove(k);
+            }
+            return Ok(());
+        }
         let mut map = self.mutable_map()?;
         for k in keys {
             map.remove(k);
@@ -338,6 +410,9 @@ impl LookupTable {
 
     /// Entries, 0 before initialisation (`LookupTableSizeV2`).
     pub fn size(&self) -> usize {
+        if self.rows.is_some() {
+            return self.rows_map().map_or(0, |m| m.len());
+        }
         if self.mutable.is_some() {
             return self.mutable_map().map_or(0, |m| m.len());
         }
@@ -345,7 +420,7 @@ impl LookupTable {
     }
 
     pub fn is_initialized(&self) -> bool {
-        self.mutable.is_some() || self.ready.get().is_some()
+        self.mutable.is_some() || self.rows.is_some() || self.ready.get().is_some()
     }
 
     /// The values of `keys`, `default(i)` for the i-th key when missing.

@@ -81,6 +81,21 @@ pub(super) const KERNELS: &[ResourceKernelDef] = &[
         build: mutable::anonymous_table,
     },
     ResourceKernelDef {
+        op: "MutableHashTableOfTensorsV2",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: mutable::table_of_tensors,
+    },
+    ResourceKernelDef {
+        op: "MutableHashTableOfTensors",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: mutable::table_of_tensors,
+    },
+    ResourceKernelDef {
+        op: "AnonymousMutableHashTableOfTensors",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: mutable::anonymous_table_of_tensors,
+    },
+    ResourceKernelDef {
         op: "LookupTableInsertV2",
         outputs: |_| Ok(Vec::new()),
         build: mutable::insert,
@@ -353,6 +368,9 @@ fn find(attrs: &NodeAttrs) -> Result<NodeFn> {
             ),
         )?;
         let scalar_default = default.shape().is_empty();
+        if let Some(value_shape) = table.value_shape() {
+            return mutable::find_rows(&table, value_shape, &keys, &default);
+        }
         if table.is_mutable() {
             return mutable::find(&table, &keys, &default);
         }
