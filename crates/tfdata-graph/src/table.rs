@@ -276,6 +276,9 @@ pub struct LookupTable {
     /// A table of tensors (`MutableHashTableOfTensorsV2`): its value shape
     /// (a vector's) and each key's value, flattened.
     rows: Option<(Vec<i64>, Mutex<RowMap>)>,
+    /// A dense table's (`MutableDenseHashTableV2`) empty and deleted keys,
+    /// which may not be used as keys (its entries are `rows`).
+    reserved: Option<(Key, Key)>,
 }
 
 impl LookupTable {
@@ -287,6 +290,39 @@ impl LookupTable {
             ready: OnceLock::new(),
             mutable: None,
             rows: None,
+            reserved: None,
+        }
+    }
+
+    /// An empty dense table (`tf.lookup.experimental.DenseHashTable`):
+    /// a table of tensors whose `empty` and `deleted` keys are refused.
+    pub fn new_dense(
+        key_dtype: DType,
+        value_dtype: DType,
+        value_shape: Vec<i64>,
+        empty: Key,
+        deleted: Key,
+    ) -> Self {
+        LookupTable {
+            reserved: Some((empty, deleted)),
+            ..LookupTable::new_of_tensors(key_dtype, value_dtype, value_shape)
+        }
+    }
+
+    pub fn is_dense(&self) -> bool {
+        self.reserved.is_some()
+    }
+
+    /// TensorFlow's refusal of a dense table's empty or deleted key.
+    fn check_reserved(&self, key: &Key) -> Result<()> {
+        match &self.reserved {
+            Some((empty, _)) if empty == key => Err(Error::InvalidArgument(
+                "Using the empty_key as a table key is not allowed".into(),
+            )),
+            Some((_, deleted)) if deleted == key => Err(Error::InvalidArgument(
+                "Using the deleted_key as a table key is not allowed".into(),
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -319,6 +355,8 @@ impl LookupTable {
         let width = values.len().checked_div(keys.len()).unwrap_or(0);
         let mut values = values.into_iter();
         for k in keys {
+            // Keys before a refused one stay inserted, as in TensorFlow.
+            self.check_reserved(&k)?;
             if map.len() >= MAX_MUTABLE_ENTRIES && !map.contains_key(&k) {
                 return Err(Error::InvalidArgument(format!(
                     "mutable table: more than {} entries",
@@ -340,6 +378,7 @@ impl LookupTable {
         let map = self.rows_map()?;
         let mut out = Vec::new();
         for (i, k) in keys.iter().enumerate() {
+            self.check_reserved(k)?;
             match map.get(k) {
                 Some(row) => out.extend_from_slice(row),
                 None => out.extend(default(i)),
@@ -389,6 +428,7 @@ impl LookupTable {
         if self.rows.is_some() {
             let mut map = self.rows_map()?;
             for k in keys {
+                self.check_reserved(k)?;
                 map.remove(k);
             }
             return Ok(());

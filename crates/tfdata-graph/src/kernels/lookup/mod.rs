@@ -16,6 +16,7 @@
 //! ([`super::ResourceKernelDef`]). Errors are TensorFlow's: its messages
 //! and codes, in the order its kernels check them.
 
+mod dense;
 mod mutable;
 mod text;
 
@@ -94,6 +95,16 @@ pub(super) const KERNELS: &[ResourceKernelDef] = &[
         op: "AnonymousMutableHashTableOfTensors",
         outputs: |_| Ok(vec![("table_handle", 1)]),
         build: mutable::anonymous_table_of_tensors,
+    },
+    ResourceKernelDef {
+        op: "MutableDenseHashTableV2",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: dense::table,
+    },
+    ResourceKernelDef {
+        op: "AnonymousMutableDenseHashTable",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: dense::anonymous_table,
     },
     ResourceKernelDef {
         op: "LookupTableInsertV2",

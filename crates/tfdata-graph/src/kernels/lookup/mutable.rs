@@ -144,6 +144,7 @@ pub(super) fn insert(_: &NodeAttrs) -> Result<NodeFn> {
                 shape_string(values.shape())
             )));
         }
+        super::dense::check_key_shape(&table, &keys)?;
         if table.value_shape().is_some() {
             table.insert_rows(keys_of(&keys)?, scalars_of(&values)?)?;
             return Ok(Vec::new());
@@ -166,6 +167,7 @@ pub(super) fn remove(_: &NodeAttrs) -> Result<NodeFn> {
                 super::tf_name(keys.dtype())
             )));
         }
+        super::dense::check_key_shape(&table, &keys)?;
         table.remove(&keys_of(&keys)?)?;
         Ok(Vec::new())
     })
@@ -207,11 +209,12 @@ pub(super) fn find_rows(
             shape_string(default.shape())
         )));
     }
+    super::dense::check_key_shape(table, keys)?;
     let width = value_shape.iter().product::<i64>() as usize;
     let defaults = scalars_of(default)?;
     // TensorFlow's test: a default with as many values as the output is
-    // one per key.
-    let per_key = defaults.len() as u64 == keys.num_elements() * width as u64;
+    // one per key. A dense table always uses the first.
+    let per_key = !table.is_dense() && defaults.len() as u64 == keys.num_elements() * width as u64;
     let key_list = keys_of(keys)?;
     let values = table.find_rows(&key_list, |i| {
         let at = if per_key { i * width } else { 0 };
