@@ -235,6 +235,12 @@ fn hash_table(attrs: &NodeAttrs) -> Result<NodeFn> {
 /// Fills `table` from `keys` and `values` of one shape (an initialised
 /// table accepts as many entries as it holds, as TensorFlow's does).
 fn import_values(table: &LookupTable, keys: &Tensor, values: &Tensor) -> Result<()> {
+    if table.value_shape().is_some() {
+        // TensorFlow replaces a mutable table's contents; not done here.
+        return Err(Error::Unimplemented(
+            "importing into a table of tensors or a dense table is not supported".into(),
+        ));
+    }
     let keys = crate::table::keys_of(keys)?;
     let values = crate::table::scalars_of(values)?;
     if keys.is_empty() {

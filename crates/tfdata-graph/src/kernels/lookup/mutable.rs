@@ -3,7 +3,9 @@
 //! node and kept across the function's calls as TensorFlow keeps a
 //! kernel's table, `AnonymousMutableHashTable` (a new table each run),
 //! `LookupTableInsertV2`, `LookupTableRemoveV2`, and `LookupTableFindV2` /
-//! `LookupTableSizeV2` on them. Scalar values only; `LookupTableExportV2`
+//! `LookupTableSizeV2` on them. The tables of tensors
+//! (`MutableHashTableOfTensorsV2`, V1, anonymous) hold a vector per key;
+//! dense tables (`dense`) are tables of tensors too. `LookupTableExportV2`
 //! is left out: TensorFlow exports in its hash map's order, which tfdata
 //! cannot reproduce.
 
