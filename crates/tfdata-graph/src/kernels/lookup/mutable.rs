@@ -213,6 +213,12 @@ pub(super) fn find_rows(
     }
     super::dense::check_key_shape(table, keys)?;
     let width = value_shape.iter().product::<i64>() as usize;
+    // The output is a row per key: bounded like any output.
+    crate::kernels::check_size(
+        "LookupTableFindV2",
+        table.value_dtype(),
+        keys.num_elements().saturating_mul(width as u64),
+    )?;
     let defaults = scalars_of(default)?;
     // TensorFlow's test: a default with as many values as the output is
     // one per key. A dense table always uses the first.
