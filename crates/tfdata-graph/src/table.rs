@@ -258,6 +258,9 @@ pub const DTYPE_PAIRS: &[(DType, DType)] = &[
 /// text-file entries, `kernels::lookup::MAX_TABLE_ENTRIES`, likewise).
 pub const MAX_MUTABLE_ENTRIES: usize = 1 << 24;
 
+/// A table of tensors' entries: each key's value, flattened.
+type RowMap = HashMap<Key, Vec<Scalar>>;
+
 /// An initializable hash table (see the module docs).
 #[derive(Debug)]
 pub struct LookupTable {
@@ -270,6 +273,12 @@ pub struct LookupTable {
     /// A mutable table's entries (`MutableHashTableV2`): inserted and
     /// removed under the lock; `staged` and `ready` stay unused.
     mutable: Option<Mutex<HashMap<Key, Scalar>>>,
+    /// A table of tensors (`MutableHashTableOfTensorsV2`): its value shape
+    /// (a vector's) and each key's value, flattened.
+    rows: Option<(Vec<i64>, Mutex<RowMap>)>,
+    /// A dense table's (`MutableDenseHashTableV2`) empty and deleted keys,
+    /// which may not be used as keys (its entries are `rows`).
+    reserved: Option<(Key, Key)>,
 }
 
 impl LookupTable {
@@ -280,7 +289,102 @@ impl LookupTable {
             staged: Mutex::new(HashMap::new()),
             ready: OnceLock::new(),
             mutable: None,
+            rows: None,
+            reserved: None,
         }
+    }
+
+    /// An empty dense table (`tf.lookup.experimental.DenseHashTable`):
+    /// a table of tensors whose `empty` and `deleted` keys are refused.
+    pub fn new_dense(
+        key_dtype: DType,
+        value_dtype: DType,
+        value_shape: Vec<i64>,
+        empty: Key,
+        deleted: Key,
+    ) -> Self {
+        LookupTable {
+            reserved: Some((empty, deleted)),
+            ..LookupTable::new_of_tensors(key_dtype, value_dtype, value_shape)
+        }
+    }
+
+    pub fn is_dense(&self) -> bool {
+        self.reserved.is_some()
+    }
+
+    /// TensorFlow's refusal of a dense table's empty or deleted key.
+    fn check_reserved(&self, key: &Key) -> Result<()> {
+        match &self.reserved {
+            Some((empty, _)) if empty == key => Err(Error::InvalidArgument(
+                "Using the empty_key as a table key is not allowed".into(),
+            )),
+            Some((_, deleted)) if deleted == key => Err(Error::InvalidArgument(
+                "Using the deleted_key as a table key is not allowed".into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// An empty mutable table whose values are tensors of `value_shape`.
+    pub fn new_of_tensors(key_dtype: DType, value_dtype: DType, value_shape: Vec<i64>) -> Self {
+        LookupTable {
+            rows: Some((value_shape, Mutex::new(HashMap::new()))),
+            ..LookupTable::new(key_dtype, value_dtype)
+        }
+    }
+
+    /// A table of tensors' value shape.
+    pub fn value_shape(&self) -> Option<&[i64]> {
+        self.rows.as_ref().map(|(s, _)| s.as_slice())
+    }
+
+    fn rows_map(&self) -> Result<MutexGuard<'_, RowMap>> {
+        let (_, m) = self.rows.as_ref().ok_or_else(|| {
+            Error::InvalidArgument("this lookup table is not a table of tensors".into())
+        })?;
+        m.lock()
+            .map_err(|_| Error::Internal("mutable table lock poisoned".into()))
+    }
+
+    /// Sets `keys[i]` to row `i` of `values` (each `values.len() /
+    /// keys.len()` long; a later repeat wins), bounded by
+    /// [`MAX_MUTABLE_ENTRIES`].
+    pub fn insert_rows(&self, keys: Vec<Key>, values: Vec<Scalar>) -> Result<()> {
+        let mut map = self.rows_map()?;
+        let width = values.len().checked_div(keys.len()).unwrap_or(0);
+        let mut values = values.into_iter();
+        for k in keys {
+            // Keys before a refused one stay inserted, as in TensorFlow.
+            self.check_reserved(&k)?;
+            if map.len() >= MAX_MUTABLE_ENTRIES && !map.contains_key(&k) {
+                return Err(Error::InvalidArgument(format!(
+                    "mutable table: more than {} entries",
+                    MAX_MUTABLE_ENTRIES
+                )));
+            }
+            map.insert(k, values.by_ref().take(width).collect());
+        }
+        Ok(())
+    }
+
+    /// The rows of `keys`, flattened; `default(i)` for the i-th key when
+    /// missing.
+    pub fn find_rows(
+        &self,
+        keys: &[Key],
+        default: impl Fn(usize) -> Vec<Scalar>,
+    ) -> Result<Vec<Scalar>> {
+        let map = self.rows_map()?;
+        let mut out = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            self.check_reserved(k)?;
+            match map.get(k) {
+                Some(row) => out.extend_from_slice(row),
+                None => out.extend(default(i)),
+            }
+        }
+        Ok(out)
     }
 
     /// An empty mutable table: always initialised, filled by [`Self::insert`].
@@ -321,6 +425,14 @@ impl LookupTable {
 
     /// Removes `keys` (missing ones are ignored).
     pub fn remove(&self, keys: &[Key]) -> Result<()> {
+        if self.rows.is_some() {
+            let mut map = self.rows_map()?;
+            for k in keys {
+                self.check_reserved(k)?;
+                map.remove(k);
+            }
+            return Ok(());
+        }
         let mut map = self.mutable_map()?;
         for k in keys {
             map.remove(k);
@@ -338,6 +450,9 @@ impl LookupTable {
 
     /// Entries, 0 before initialisation (`LookupTableSizeV2`).
     pub fn size(&self) -> usize {
+        if self.rows.is_some() {
+            return self.rows_map().map_or(0, |m| m.len());
+        }
         if self.mutable.is_some() {
             return self.mutable_map().map_or(0, |m| m.len());
         }
@@ -345,7 +460,7 @@ impl LookupTable {
     }
 
     pub fn is_initialized(&self) -> bool {
-        self.mutable.is_some() || self.ready.get().is_some()
+        self.mutable.is_some() || self.rows.is_some() || self.ready.get().is_some()
     }
 
     /// The values of `keys`, `default(i)` for the i-th key when missing.

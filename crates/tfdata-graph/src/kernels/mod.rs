@@ -55,6 +55,7 @@ mod order;
 mod padded_raw;
 mod parse;
 mod ragged;
+mod ragged_cross;
 mod ragged_ops;
 mod random;
 mod random_index_shuffle;
@@ -228,6 +229,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     image_scale::KERNELS,
     ragged::KERNELS,
     ragged_ops::KERNELS,
+    ragged_cross::KERNELS,
     random::KERNELS,
     random_samplers::KERNELS,
     random_index_shuffle::KERNELS,

@@ -63,7 +63,7 @@ fn shape_str(s: &[i64]) -> String {
 }
 
 /// TensorFlow's `FingerprintCat64`: two fingerprints combined into one.
-fn fingerprint_cat64(fp1: u64, fp2: u64) -> u64 {
+pub(super) fn fingerprint_cat64(fp1: u64, fp2: u64) -> u64 {
     const MUL: u64 = 0xc6a4_a793_5bd1_e995;
     let shift_mix = |v: u64| v ^ (v >> 47);
     let mut r = fp1 ^ MUL;
@@ -373,7 +373,7 @@ fn joined(cols: &[Column], b: usize, picks: &[usize], sep: &[u8]) -> Result<Byte
     Ok(Bytes::from(s))
 }
 
-fn bucket(h: u64, num_buckets: i64) -> i64 {
+pub(super) fn bucket(h: u64, num_buckets: i64) -> i64 {
     if num_buckets > 0 {
         (h % num_buckets as u64) as i64
     } else {

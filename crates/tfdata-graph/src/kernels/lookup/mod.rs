@@ -16,6 +16,7 @@
 //! ([`super::ResourceKernelDef`]). Errors are TensorFlow's: its messages
 //! and codes, in the order its kernels check them.
 
+mod dense;
 mod mutable;
 mod text;
 
@@ -79,6 +80,31 @@ pub(super) const KERNELS: &[ResourceKernelDef] = &[
         op: "AnonymousMutableHashTable",
         outputs: |_| Ok(vec![("table_handle", 1)]),
         build: mutable::anonymous_table,
+    },
+    ResourceKernelDef {
+        op: "MutableHashTableOfTensorsV2",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: mutable::table_of_tensors,
+    },
+    ResourceKernelDef {
+        op: "MutableHashTableOfTensors",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: mutable::table_of_tensors,
+    },
+    ResourceKernelDef {
+        op: "AnonymousMutableHashTableOfTensors",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: mutable::anonymous_table_of_tensors,
+    },
+    ResourceKernelDef {
+        op: "MutableDenseHashTableV2",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: dense::table,
+    },
+    ResourceKernelDef {
+        op: "AnonymousMutableDenseHashTable",
+        outputs: |_| Ok(vec![("table_handle", 1)]),
+        build: dense::anonymous_table,
     },
     ResourceKernelDef {
         op: "LookupTableInsertV2",
@@ -209,6 +235,12 @@ fn hash_table(attrs: &NodeAttrs) -> Result<NodeFn> {
 /// Fills `table` from `keys` and `values` of one shape (an initialised
 /// table accepts as many entries as it holds, as TensorFlow's does).
 fn import_values(table: &LookupTable, keys: &Tensor, values: &Tensor) -> Result<()> {
+    if table.value_shape().is_some() {
+        // TensorFlow replaces a mutable table's contents; not done here.
+        return Err(Error::Unimplemented(
+            "importing into a table of tensors or a dense table is not supported".into(),
+        ));
+    }
     let keys = crate::table::keys_of(keys)?;
     let values = crate::table::scalars_of(values)?;
     if keys.is_empty() {
@@ -353,6 +385,9 @@ fn find(attrs: &NodeAttrs) -> Result<NodeFn> {
             ),
         )?;
         let scalar_default = default.shape().is_empty();
+        if let Some(value_shape) = table.value_shape() {
+            return mutable::find_rows(&table, value_shape, &keys, &default);
+        }
         if table.is_mutable() {
             return mutable::find(&table, &keys, &default);
         }
