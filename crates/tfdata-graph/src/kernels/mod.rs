@@ -54,6 +54,7 @@ mod numeric;
 mod order;
 mod padded_raw;
 mod parse;
+mod quantized;
 mod ragged;
 mod ragged_ops;
 mod random;
@@ -252,6 +253,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     grads::KERNELS,
     special::KERNELS,
     counting::KERNELS,
+    quantized::KERNELS,
     segment_grad::KERNELS,
     strings_segment::KERNELS,
 ];
