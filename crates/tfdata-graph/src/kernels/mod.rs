@@ -24,6 +24,7 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use crate::attrs::NodeAttrs;
 
 mod assert;
+mod bincount_batched;
 mod bitcast;
 mod bundle;
 mod complex;
@@ -254,6 +255,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     special::KERNELS,
     counting::KERNELS,
     quantized::KERNELS,
+    bincount_batched::KERNELS,
     segment_grad::KERNELS,
     strings_segment::KERNELS,
 ];
