@@ -47,7 +47,7 @@ fn check_t(attrs: &NodeAttrs, op: &str, key: &str, allowed: &[DType]) -> Result<
 }
 
 /// Elements TF sums weights in.
-trait Weight: Elem {
+pub(super) trait Weight: Elem {
     fn plus(self, o: Self) -> Self;
     fn one() -> Self;
 }

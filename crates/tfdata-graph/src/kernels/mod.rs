@@ -24,6 +24,7 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use crate::attrs::NodeAttrs;
 
 mod assert;
+mod bincount_batched;
 mod bitcast;
 mod bundle;
 mod complex;
@@ -54,6 +55,7 @@ mod numeric;
 mod order;
 mod padded_raw;
 mod parse;
+mod quantized;
 mod ragged;
 mod ragged_cross;
 mod ragged_ops;
@@ -256,6 +258,8 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     grads::KERNELS,
     special::KERNELS,
     counting::KERNELS,
+    quantized::KERNELS,
+    bincount_batched::KERNELS,
     segment_grad::KERNELS,
     strings_segment::KERNELS,
 ];
