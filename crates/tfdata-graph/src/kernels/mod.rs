@@ -41,10 +41,12 @@ mod image_crop;
 mod image_crop_grad;
 mod image_draw;
 mod image_nms;
+mod image_nms_combined;
 mod image_resize_grad;
 mod image_scale;
 mod io;
 mod layout;
+mod libstdcxx_order;
 mod linalg;
 pub mod lookup;
 mod math;
@@ -222,6 +224,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     image_crop_grad::KERNELS,
     image_draw::KERNELS,
     image_nms::KERNELS,
+    image_nms_combined::KERNELS,
     image_resize_grad::KERNELS,
     image_scale::KERNELS,
     ragged::KERNELS,

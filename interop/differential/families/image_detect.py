@@ -1,0 +1,118 @@
+"""tf.image detection ops: CombinedNonMaxSuppression on random boxes (one box
+set shared by all classes, and a box per class), with tied scores (within a
+class and across classes, enough candidates that the final sort takes its
+introsort path), NaN and -inf scores, boxes outside [0, 1] with and without
+clipping, pad_per_class both ways, small and large limits, and the errors;
+CropAndResizeGradBoxes (boxes partly outside the image, flipped, one-row,
+one-column and one-pixel crops, float, integer and half images, errors)."""
+
+import numpy as np
+import tensorflow as tf
+
+from harness import Family
+
+R = tf.raw_ops
+
+
+def combined_nms_cases(fam, rng):
+    def op(pad, clip):
+        return lambda b, s, m, t, i, st: R.CombinedNonMaxSuppression(
+            boxes=b, scores=s, max_output_size_per_class=m, max_total_size=t,
+            iou_threshold=i, score_threshold=st, pad_per_class=pad, clip_boxes=clip)
+
+    batch, n, classes = 2, 24, 3
+    for q in (1, classes):
+        centres = rng.random((batch, n, q, 2), dtype=np.float32) * 1.2 - 0.1
+        sizes = rng.random((batch, n, q, 2), dtype=np.float32) * 0.5
+        boxes = np.concatenate([centres - sizes / 2, centres + sizes / 2], -1)
+        boxes[0, 3] = boxes[0, 3][:, [2, 3, 0, 1]]  # flipped corners
+        boxes[0, 5] = [0.2, 0.2, 0.2, 0.6]  # no area
+        boxes[1, 2, 0] = [np.nan, 0.1, 0.5, 0.5]
+        # Scores quantised to tenths: many ties, in a class and across them.
+        scores = np.round(rng.random((batch, n, classes), dtype=np.float32) * 10) / 10
+        scores = scores.astype(np.float32)
+        scores[0, 11, 0] = np.nan
+        scores[0, 12, 1] = -np.inf
+        b, s = tf.constant(boxes.astype(np.float32)), tf.constant(scores)
+        for pad in (False, True):
+            for clip in (True, False):
+                for per_class, total in ((2, 5), (10, 100), (100, 7), (30, 40)):
+                    for iou, score in ((0.5, 0.0), (0.3, 0.45), (1.0, -np.inf)):
+                        key = (f"q {q}/pad {pad}/clip {clip}/max {per_class} {total}"
+                               f"/iou {iou}/score {score}")
+                        fam.add("CombinedNonMaxSuppression", op(pad, clip),
+                                [b, s, tf.constant(per_class), tf.constant(total),
+                                 tf.constant(iou), tf.constant(np.float32(score))],
+                                f"CombinedNonMaxSuppression/{key}")
+    # All scores tied across many classes: the final order is libstdc++'s.
+    b = tf.constant(rng.random((1, 40, 1, 4), dtype=np.float32))
+    s = tf.fill([1, 40, 6], 0.5)
+    fam.add("CombinedNonMaxSuppression", op(False, True),
+            [b, s, tf.constant(40), tf.constant(300), tf.constant(1.0), tf.constant(0.0)],
+            "CombinedNonMaxSuppression/all tied")
+    fam.add("CombinedNonMaxSuppression", op(False, True),
+            [tf.zeros([2, 0, 1, 4]), tf.zeros([2, 0, 3]), tf.constant(3), tf.constant(4),
+             tf.constant(0.5), tf.constant(0.0)], "CombinedNonMaxSuppression/no boxes")
+    fam.add("CombinedNonMaxSuppression", op(True, True),
+            [tf.zeros([2, 0, 1, 4]), tf.zeros([2, 0, 3]), tf.constant(3), tf.constant(4),
+             tf.constant(0.5), tf.constant(0.0)], "CombinedNonMaxSuppression/no boxes padded")
+    b = tf.constant(rng.random((2, 5, 1, 4), dtype=np.float32))
+    s = tf.constant(rng.random((2, 5, 3), dtype=np.float32))
+    one = lambda x: tf.constant(x)  # noqa: E731
+    for name, args in {
+        "boxes 3-D": [b[:, :, 0], s, one(3), one(4), one(0.5), one(0.0)],
+        "q not 1 or classes": [tf.concat([b, b], 2), s, one(3), one(4), one(0.5), one(0.0)],
+        "boxes 3 columns": [b[..., :3], s, one(3), one(4), one(0.5), one(0.0)],
+        "scores count": [b, s[:, :4], one(3), one(4), one(0.5), one(0.0)],
+        "batch": [b, s[:1], one(3), one(4), one(0.5), one(0.0)],
+        "per class 1-D": [b, s, one([3]), one(4), one(0.5), one(0.0)],
+        "per class zero": [b, s, one(0), one(4), one(0.5), one(0.0)],
+        "total 1-D": [b, s, one(3), one([4]), one(0.5), one(0.0)],
+        "total negative": [b, s, one(3), one(-1), one(0.5), one(0.0)],
+        "iou 1-D": [b, s, one(3), one(4), one([0.5]), one(0.0)],
+        "iou above 1": [b, s, one(3), one(4), one(1.5), one(0.0)],
+        "iou NaN": [b, s, one(3), one(4), one(np.float32(np.nan)), one(0.0)],
+        "score 1-D": [b, s, one(3), one(4), one(0.5), one([0.0])],
+    }.items():
+        fam.add("CombinedNonMaxSuppression", op(False, True), args,
+                f"CombinedNonMaxSuppression/error/{name}")
+
+
+def crop_grad_boxes_cases(fam, rng):
+    op = lambda g, im, b, i: R.CropAndResizeGradBoxes(  # noqa: E731
+        grads=g, image=im, boxes=b, box_ind=i)
+    boxes = np.array([[0.1, 0.2, 0.8, 0.9], [-0.2, 0.3, 1.1, 0.7], [0.9, 0.8, 0.1, 0.05],
+                      [0.5, 0.5, 0.5, 0.5], [0.0, 0.0, 1.0, 1.0], [0.33, 0.21, 0.47, 0.96]],
+                     np.float32)
+    idx = tf.constant([0, 1, 1, 0, 1, 0], tf.int32)
+    for dt in (tf.float32, tf.float64, tf.uint8, tf.int32, tf.float16):
+        image = tf.cast(rng.random((2, 6, 7, 3)) * 200 - (0 if dt == tf.uint8 else 60), dt)
+        for crop in ((3, 4), (1, 5), (4, 1), (1, 1), (6, 7)):
+            g = tf.constant(rng.standard_normal((6, *crop, 3)).astype(np.float32))
+            fam.add("CropAndResizeGradBoxes", op, [g, image, tf.constant(boxes), idx],
+                    f"CropAndResizeGradBoxes/{crop}/{dt.name}")
+    image = tf.constant(rng.random((2, 5, 5, 2), dtype=np.float32))
+    g = tf.ones([2, 3, 3, 2])
+    b, i = tf.constant(boxes[:2]), idx[:2]
+    for name, args in {
+        "one-pixel image": [g, image[:, :1, :1], b, i],
+        "no boxes": [tf.zeros([0, 3, 3, 2]), image, tf.zeros([0, 4]), tf.zeros([0], tf.int32)],
+        "error/grads 3-D": [g[0], image, b, i],
+        "error/empty crop": [tf.ones([2, 0, 3, 2]), image, b, i],
+        "error/image 3-D": [g, image[0], b, i],
+        "error/empty image": [g, image[:, :0], b, i],
+        "error/depth": [g, image[..., :1], b, i],
+        "error/box count": [g, image, b[:1], i[:1]],
+        "error/boxes of 3 columns": [g, image, b[:, :3], i],
+        "error/box_ind short": [g, image, b, i[:1]],
+        "error/box_ind 2-D": [g, image, b, tf.reshape(i, [2, 1])],
+    }.items():
+        fam.add("CropAndResizeGradBoxes", op, args, f"CropAndResizeGradBoxes/{name}")
+
+
+def family():
+    fam = Family("image_detect")
+    rng = np.random.default_rng(34)
+    combined_nms_cases(fam, rng)
+
+    return fam
