@@ -114,5 +114,5 @@ def family():
     fam = Family("image_detect")
     rng = np.random.default_rng(34)
     combined_nms_cases(fam, rng)
-
+    crop_grad_boxes_cases(fam, rng)
     return fam

@@ -39,6 +39,7 @@ mod image_area;
 mod image_color;
 mod image_crop;
 mod image_crop_grad;
+mod image_crop_grad_boxes;
 mod image_draw;
 mod image_nms;
 mod image_nms_combined;
@@ -222,6 +223,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     image_color::KERNELS,
     image_crop::KERNELS,
     image_crop_grad::KERNELS,
+    image_crop_grad_boxes::KERNELS,
     image_draw::KERNELS,
     image_nms::KERNELS,
     image_nms_combined::KERNELS,
