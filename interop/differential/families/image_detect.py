@@ -4,7 +4,9 @@ class and across classes, enough candidates that the final sort takes its
 introsort path), NaN and -inf scores, boxes outside [0, 1] with and without
 clipping, pad_per_class both ways, small and large limits, and the errors;
 CropAndResizeGradBoxes (boxes partly outside the image, flipped, one-row,
-one-column and one-pixel crops, float, integer and half images, errors)."""
+one-column and one-pixel crops, float, integer and half images, errors);
+ScaleAndTranslateGrad (every kernel, antialias on and off, down, up, with
+translations, identity, an empty original, errors)."""
 
 import numpy as np
 import tensorflow as tf
@@ -110,9 +112,45 @@ def crop_grad_boxes_cases(fam, rng):
         fam.add("CropAndResizeGradBoxes", op, args, f"CropAndResizeGradBoxes/{name}")
 
 
+def scale_grad_cases(fam, rng):
+    def op(kernel, aa):
+        return lambda g, im, s, t: R.ScaleAndTranslateGrad(
+            grads=g, original_image=im, scale=s, translation=t, kernel_type=kernel,
+            antialias=aa)
+
+    image = tf.constant(rng.random((2, 7, 6, 2), dtype=np.float32))
+    kernels = ("lanczos1", "lanczos3", "lanczos5", "gaussian", "box", "triangle",
+               "keyscubic", "mitchellcubic")
+    for kernel in kernels:
+        for aa in (True, False):
+            for out, scale, trans in (((3, 4), (0.45, 0.7), (0.0, 0.0)),
+                                      ((14, 9), (2.0, 1.5), (0.0, 0.0)),
+                                      ((5, 8), (0.8, 1.3), (0.7, -1.2)),
+                                      ((7, 6), (1.0, 1.0), (0.0, 0.0))):
+                g = tf.constant(rng.standard_normal((2, *out, 2)).astype(np.float32))
+                fam.add("ScaleAndTranslateGrad", op(kernel, aa),
+                        [g, image, tf.constant(scale, tf.float32),
+                         tf.constant(trans, tf.float32)],
+                        f"ScaleAndTranslateGrad/{kernel}/aa {aa}/{out}/{scale}/{trans}")
+    g = tf.ones([2, 3, 4, 2])
+    one = lambda x: tf.constant(x, tf.float32)  # noqa: E731
+    f = op("lanczos3", True)
+    for name, args in {
+        "empty original": [g, image[:, :0], one([0.5, 0.5]), one([0.0, 0.0])],
+        "far translation": [g, image, one([0.5, 0.5]), one([40.0, -40.0])],
+        "error/grads 3-D": [g[0], image, one([0.5, 0.5]), one([0.0, 0.0])],
+        "error/original 3-D": [g, image[0], one([0.5, 0.5]), one([0.0, 0.0])],
+        "error/scale zero": [g, image, one([0.0, 0.5]), one([0.0, 0.0])],
+        "error/scale of 3": [g, image, one([0.5, 0.5, 0.5]), one([0.0, 0.0])],
+        "error/translation 2-D": [g, image, one([0.5, 0.5]), one([[0.0, 0.0]])],
+    }.items():
+        fam.add("ScaleAndTranslateGrad", f, args, f"ScaleAndTranslateGrad/{name}")
+
+
 def family():
     fam = Family("image_detect")
     rng = np.random.default_rng(34)
     combined_nms_cases(fam, rng)
     crop_grad_boxes_cases(fam, rng)
+    scale_grad_cases(fam, rng)
     return fam

@@ -45,6 +45,7 @@ mod image_nms;
 mod image_nms_combined;
 mod image_resize_grad;
 mod image_scale;
+mod image_scale_grad;
 mod io;
 mod layout;
 mod libstdcxx_order;
@@ -229,6 +230,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     image_nms_combined::KERNELS,
     image_resize_grad::KERNELS,
     image_scale::KERNELS,
+    image_scale_grad::KERNELS,
     ragged::KERNELS,
     ragged_ops::KERNELS,
     random::KERNELS,
