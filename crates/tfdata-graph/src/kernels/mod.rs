@@ -43,6 +43,7 @@ mod image_crop_grad_boxes;
 mod image_draw;
 mod image_nms;
 mod image_nms_combined;
+mod image_projective;
 mod image_resize_grad;
 mod image_scale;
 mod image_scale_grad;
@@ -228,6 +229,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     image_draw::KERNELS,
     image_nms::KERNELS,
     image_nms_combined::KERNELS,
+    image_projective::KERNELS,
     image_resize_grad::KERNELS,
     image_scale::KERNELS,
     image_scale_grad::KERNELS,
