@@ -9,7 +9,10 @@ ScaleAndTranslateGrad (every kernel, antialias on and off, down, up, with
 translations, identity, an empty original, errors);
 ImageProjectiveTransformV2/V3 (identity, rotation, zoom with a transform per
 image, perspective, far shifts, a vanishing line, NaN; both interpolations,
-every fill mode, float32/float64/uint8/int32, a one-pixel image, errors)."""
+every fill mode, float32/float64/uint8/int32, a one-pixel image, errors);
+ExtractGlimpse/V2 with zero noise (normalised, pixel and far offsets, centred
+or not, glimpses inside, across the edge, larger than the image, empty),
+the random-noise modes where the glimpse stays inside the image, errors."""
 
 import numpy as np
 import tensorflow as tf
@@ -211,6 +214,48 @@ def projective_cases(fam, rng):
         fam.add("ImageProjectiveTransformV3", f, args, f"ImageProjectiveTransformV3/{name}")
 
 
+def glimpse_cases(fam, rng):
+    def op(v2, centered, normalized, noise, uniform=False):
+        raw = R.ExtractGlimpseV2 if v2 else R.ExtractGlimpse
+        return lambda im, s, o: raw(input=im, size=s, offsets=o, centered=centered,
+                                    normalized=normalized, uniform_noise=uniform, noise=noise)
+
+    image = tf.constant(rng.random((3, 6, 5, 1), dtype=np.float32))
+    offsets = {
+        "normalized": [[0.1, -0.3], [0.9, 0.9], [-1.2, 0.5]],
+        "pixels": [[2.0, 3.5], [-2.7, 6.2], [7.9, -0.4]],
+        "far": [[40.0, -50.0], [-1e6, 1e6], [4.5, 4.5]],
+    }
+    for v2 in (False, True):
+        name = "ExtractGlimpseV2" if v2 else "ExtractGlimpse"
+        for key, o in offsets.items():
+            for centered in (True, False):
+                for normalized in (True, False):
+                    for size in ((3, 4), (1, 1), (8, 7), (0, 3)):
+                        fam.add(name, op(v2, centered, normalized, "zero"),
+                                [image, tf.constant(size), tf.constant(o, tf.float32)],
+                                f"{name}/{key}/centered {centered}/normalized {normalized}/{size}")
+        # Random noise modes where the glimpse stays inside (no noise drawn).
+        inside = tf.constant([[0.0, 0.0], [0.1, -0.1], [-0.2, 0.2]], tf.float32)
+        for noise, uniform in (("uniform", False), ("gaussian", False), ("", True), ("", False)):
+            fam.add(name, op(v2, True, True, noise, uniform),
+                    [image, tf.constant([3, 3]), inside],
+                    f"{name}/inside/noise {noise!r} uniform {uniform}")
+    f = op(True, True, True, "zero")
+    o = tf.constant(offsets["normalized"], tf.float32)
+    for key, args in {
+        "empty image": [image[:, :0], tf.constant([2, 2]), o],
+        "error/input 3-D": [image[0], tf.constant([2, 2]), o],
+        "error/size of 1": [image, tf.constant([2]), o],
+        "error/size 2-D": [image, tf.constant([[2, 2]]), o],
+        "error/size negative": [image, tf.constant([2, -1]), o],
+        "error/offsets 1-D": [image, tf.constant([2, 2]), o[0]],
+        "error/offsets batch": [image, tf.constant([2, 2]), o[:2]],
+        "error/offsets of 1": [image, tf.constant([2, 2]), o[:, :1]],
+    }.items():
+        fam.add("ExtractGlimpseV2", f, args, f"ExtractGlimpseV2/{key}")
+
+
 def family():
     fam = Family("image_detect")
     rng = np.random.default_rng(34)
@@ -218,4 +263,5 @@ def family():
     crop_grad_boxes_cases(fam, rng)
     scale_grad_cases(fam, rng)
     projective_cases(fam, rng)
+    glimpse_cases(fam, rng)
     return fam

@@ -41,6 +41,7 @@ mod image_crop;
 mod image_crop_grad;
 mod image_crop_grad_boxes;
 mod image_draw;
+mod image_glimpse;
 mod image_nms;
 mod image_nms_combined;
 mod image_projective;
@@ -227,6 +228,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     image_crop_grad::KERNELS,
     image_crop_grad_boxes::KERNELS,
     image_draw::KERNELS,
+    image_glimpse::KERNELS,
     image_nms::KERNELS,
     image_nms_combined::KERNELS,
     image_projective::KERNELS,
