@@ -12,7 +12,9 @@ image, perspective, far shifts, a vanishing line, NaN; both interpolations,
 every fill mode, float32/float64/uint8/int32, a one-pixel image, errors);
 ExtractGlimpse/V2 with zero noise (normalised, pixel and far offsets, centred
 or not, glimpses inside, across the edge, larger than the image, empty),
-the random-noise modes where the glimpse stays inside the image, errors."""
+the random-noise modes where the glimpse stays inside the image, errors;
+DecodeBmp (8/24/32-bit, bottom-up and top-down, wide headers, every
+channels value, truncated and foreign files)."""
 
 import numpy as np
 import tensorflow as tf
@@ -256,6 +258,38 @@ def glimpse_cases(fam, rng):
         fam.add("ExtractGlimpseV2", f, args, f"ExtractGlimpseV2/{key}")
 
 
+def bmp(w, h, bpp, header=54, compression=0, data=None, trim=0):
+    import struct
+    row = (bpp // 8 * w + 3) // 4 * 4
+    if data is None:
+        data = bytes((i * 7 + 3) % 256 for i in range(row * abs(h)))
+    head = b"BM" + struct.pack("<IHHI", header + len(data), 0, 0, header)
+    head += struct.pack("<IiiHHIIiiII", 40, w, h, 1, bpp, compression, len(data), 0, 0, 0, 0)
+    blob = head + b"\0" * (header - len(head)) + data
+    return blob[:len(blob) - trim] if trim else blob
+
+
+def bmp_cases(fam):
+    op = lambda ch: lambda c: R.DecodeBmp(contents=c, channels=ch)  # noqa: E731
+    files = {
+        "24-bit": bmp(5, 3, 24), "32-bit": bmp(3, 4, 32), "8-bit": bmp(6, 2, 8),
+        "top down": bmp(5, -3, 24), "wide header": bmp(2, 2, 24, header=70),
+        "bitfields": bmp(3, 2, 32, compression=3), "one pixel": bmp(1, 1, 24),
+        "error/truncated": bmp(5, 3, 24, trim=5), "error/16-bit": bmp(3, 2, 16),
+        "error/zero width": bmp(0, 2, 24), "error/zero height": bmp(3, 0, 24),
+        "error/short": bmp(3, 2, 24)[:20], "error/not an image": b"hello, world" * 4,
+        "error/png": tf.io.encode_png(tf.zeros([2, 2, 3], tf.uint8)).numpy(),
+        "error/jpeg": tf.io.encode_jpeg(tf.zeros([2, 2, 3], tf.uint8)).numpy(),
+        "error/gif": b"GIF89a" + b"\0" * 40,
+    }
+    for name, blob in files.items():
+        for ch in (0, 1, 3, 4):
+            if ch and name.startswith("error/") and name != "error/truncated":
+                continue
+            fam.add("DecodeBmp", op(ch), [tf.constant(blob)], f"DecodeBmp/{name}/channels {ch}")
+    fam.add("DecodeBmp", op(0), [tf.constant([files["24-bit"]])], "DecodeBmp/error/vector")
+
+
 def family():
     fam = Family("image_detect")
     rng = np.random.default_rng(34)
@@ -264,4 +298,5 @@ def family():
     scale_grad_cases(fam, rng)
     projective_cases(fam, rng)
     glimpse_cases(fam, rng)
+    bmp_cases(fam)
     return fam

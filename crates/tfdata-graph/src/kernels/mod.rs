@@ -36,6 +36,7 @@ mod generator;
 mod grads;
 mod image;
 mod image_area;
+mod image_bmp;
 mod image_color;
 mod image_crop;
 mod image_crop_grad;
@@ -223,6 +224,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     parse::KERNELS,
     image::KERNELS,
     image_area::KERNELS,
+    image_bmp::KERNELS,
     image_color::KERNELS,
     image_crop::KERNELS,
     image_crop_grad::KERNELS,
