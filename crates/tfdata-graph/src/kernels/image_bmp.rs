@@ -53,12 +53,7 @@ fn build(attrs: &NodeAttrs) -> Result<Compute> {
                 super::strings::shape_string(contents.shape())
             )));
         }
-        if let Some(data) = contents
-            .string_values()
-            .ok()
-            .filter(|_| scalar)
-            .and_then(|v| v.first())
-        {
+        if let Some(data) = contents.string_values().ok().and_then(|v| v.first()) {
             if let Some((format, op)) = other_format(data) {
                 return Err(invalid(format!(
                     "Trying to decode {format} format using DecodeBmp op. Use `{op}` or \
