@@ -31,7 +31,7 @@ fn invalid(message: impl std::fmt::Display) -> Error {
 }
 
 #[derive(Clone, Copy)]
-enum Kernel {
+pub(super) enum Kernel {
     Lanczos(f32),
     Gaussian,
     Box,
@@ -41,7 +41,7 @@ enum Kernel {
 }
 
 impl Kernel {
-    fn parse(s: &str) -> Option<Kernel> {
+    pub(super) fn parse(s: &str) -> Option<Kernel> {
         Some(match s {
             "lanczos1" => Kernel::Lanczos(1.0),
             "lanczos3" => Kernel::Lanczos(3.0),
@@ -126,13 +126,20 @@ impl Kernel {
 }
 
 /// One axis's spans: each output's first input sample and `size` weights.
-struct Spans {
-    size: usize,
-    starts: Vec<usize>,
-    weights: Vec<f32>,
+pub(super) struct Spans {
+    pub(super) size: usize,
+    pub(super) starts: Vec<usize>,
+    pub(super) weights: Vec<f32>,
 }
 
-fn spans(kernel: Kernel, out: usize, input: usize, scale: f32, translate: f32, aa: bool) -> Spans {
+pub(super) fn spans(
+    kernel: Kernel,
+    out: usize,
+    input: usize,
+    scale: f32,
+    translate: f32,
+    aa: bool,
+) -> Spans {
     let inv_scale = (1.0 / f64::from(scale)) as f32;
     let inv_translate = -inv_scale * translate;
     let kernel_scale = if aa { inv_scale.max(1.0) } else { 1.0 };
@@ -173,7 +180,58 @@ fn spans(kernel: Kernel, out: usize, input: usize, scale: f32, translate: f32, a
     }
 }
 
-fn two_floats(t: &Tensor) -> Result<[f32; 2]> {
+/// Resamples `[b, h, w, c]` values to `[b, oh, ow, c]`: rows first into an
+/// intermediate, then columns (TensorFlow's `GatherSpans`; its summation
+/// order, each output the weighted sum over its span from the first tap).
+pub(super) fn gather(
+    rows: &Spans,
+    cols: &Spans,
+    v: &[f32],
+    [b, h, w, c]: [usize; 4],
+    oh: usize,
+    ow: usize,
+) -> Vec<f32> {
+    let mut out = vec![0.0f32; b * oh * ow * c];
+    let mut mid = vec![0.0f32; oh * w * c];
+    let (in_row, mid_row, out_row) = (w * c, w * c, ow * c);
+    for n in 0..b {
+        let img = &v[n * h * in_row..(n + 1) * h * in_row];
+        // Rows: each output row a weighted sum of input rows.
+        mid.fill(0.0);
+        for y in 0..oh {
+            let start = rows.starts[y];
+            let real = (start + rows.size).min(h) - start;
+            let dst = &mut mid[y * mid_row..(y + 1) * mid_row];
+            for k in 0..real {
+                let wgt = rows.weights[y * rows.size + k];
+                let src = &img[(start + k) * in_row..(start + k + 1) * in_row];
+                for (d, s) in dst.iter_mut().zip(src) {
+                    *d += wgt * s;
+                }
+            }
+        }
+        // Columns: each output pixel a weighted sum along its row.
+        let dst_img = &mut out[n * oh * out_row..(n + 1) * oh * out_row];
+        for y in 0..oh {
+            let src_row = &mid[y * mid_row..(y + 1) * mid_row];
+            for x in 0..ow {
+                let start = cols.starts[x];
+                let real = (start + cols.size).min(w) - start;
+                let px = &mut dst_img[y * out_row + x * c..y * out_row + (x + 1) * c];
+                for k in 0..real {
+                    let wgt = cols.weights[x * cols.size + k];
+                    let s = &src_row[(start + k) * c..(start + k + 1) * c];
+                    for (d, s) in px.iter_mut().zip(s) {
+                        *d += wgt * s;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+pub(super) fn two_floats(t: &Tensor) -> Result<[f32; 2]> {
     if t.shape().len() != 1 {
         return Err(invalid(format!(
             "t must be 1-dimensional{}",
@@ -232,43 +290,7 @@ fn scale_and_translate(attrs: &NodeAttrs) -> Result<Compute> {
         let v = floats(OP, image)?;
         let cols = spans(kernel, ow, w, col_scale, col_t, aa);
         let rows = spans(kernel, oh, h, row_scale, row_t, aa);
-        let mut out = vec![0.0f32; b * oh * ow * c];
-        let mut mid = vec![0.0f32; oh * w * c];
-        let (in_row, mid_row, out_row) = (w * c, w * c, ow * c);
-        for n in 0..b {
-            let img = &v[n * h * in_row..(n + 1) * h * in_row];
-            // Rows: each output row a weighted sum of input rows.
-            mid.fill(0.0);
-            for y in 0..oh {
-                let start = rows.starts[y];
-                let real = (start + rows.size).min(h) - start;
-                let dst = &mut mid[y * mid_row..(y + 1) * mid_row];
-                for k in 0..real {
-                    let wgt = rows.weights[y * rows.size + k];
-                    let src = &img[(start + k) * in_row..(start + k + 1) * in_row];
-                    for (d, s) in dst.iter_mut().zip(src) {
-                        *d += wgt * s;
-                    }
-                }
-            }
-            // Columns: each output pixel a weighted sum along its row.
-            let dst_img = &mut out[n * oh * out_row..(n + 1) * oh * out_row];
-            for y in 0..oh {
-                let src_row = &mid[y * mid_row..(y + 1) * mid_row];
-                for x in 0..ow {
-                    let start = cols.starts[x];
-                    let real = (start + cols.size).min(w) - start;
-                    let px = &mut dst_img[y * out_row + x * c..y * out_row + (x + 1) * c];
-                    for k in 0..real {
-                        let wgt = cols.weights[x * cols.size + k];
-                        let s = &src_row[(start + k) * c..(start + k + 1) * c];
-                        for (d, s) in px.iter_mut().zip(s) {
-                            *d += wgt * s;
-                        }
-                    }
-                }
-            }
-        }
+        let out = gather(&rows, &cols, &v, [b, h, w, c], oh, ow);
         Ok(vec![Tensor::from_slice(
             &out,
             vec![b as i64, oh as i64, ow as i64, c as i64],

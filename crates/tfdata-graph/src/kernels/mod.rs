@@ -37,15 +37,22 @@ mod generator;
 mod grads;
 mod image;
 mod image_area;
+mod image_bmp;
 mod image_color;
 mod image_crop;
 mod image_crop_grad;
+mod image_crop_grad_boxes;
 mod image_draw;
+mod image_glimpse;
 mod image_nms;
+mod image_nms_combined;
+mod image_projective;
 mod image_resize_grad;
 mod image_scale;
+mod image_scale_grad;
 mod io;
 mod layout;
+mod libstdcxx_order;
 mod linalg;
 pub mod lookup;
 mod math;
@@ -222,13 +229,19 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     parse::KERNELS,
     image::KERNELS,
     image_area::KERNELS,
+    image_bmp::KERNELS,
     image_color::KERNELS,
     image_crop::KERNELS,
     image_crop_grad::KERNELS,
+    image_crop_grad_boxes::KERNELS,
     image_draw::KERNELS,
+    image_glimpse::KERNELS,
     image_nms::KERNELS,
+    image_nms_combined::KERNELS,
+    image_projective::KERNELS,
     image_resize_grad::KERNELS,
     image_scale::KERNELS,
+    image_scale_grad::KERNELS,
     ragged::KERNELS,
     ragged_ops::KERNELS,
     ragged_cross::KERNELS,
