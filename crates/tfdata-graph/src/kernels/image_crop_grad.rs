@@ -177,7 +177,7 @@ fn build(attrs: &NodeAttrs) -> Result<Compute> {
 }
 
 /// `boxes` `[n, 4]` float32 and `box_index` `[n]`; returns n.
-fn check_boxes(boxes: &Tensor, index: &Tensor) -> Result<usize> {
+pub(super) fn check_boxes(boxes: &Tensor, index: &Tensor) -> Result<usize> {
     let bs = boxes.shape();
     if bs.len() != 2 {
         return Err(invalid(format!("boxes must be 2-D{}", shape_string(bs))));

@@ -150,26 +150,11 @@ fn build(attrs: &NodeAttrs) -> Result<Compute> {
     }))
 }
 
-/// `boxes` `[n, 4]` and `box_index` `[n]` (both empty passes); returns n.
+/// `boxes` `[n, 4]` and `box_index` `[n]`, as the image gradient checks
+/// them, except that both empty passes; returns n.
 fn check_boxes(boxes: &Tensor, index: &Tensor) -> Result<usize> {
     if boxes.num_elements() == 0 && index.num_elements() == 0 {
         return Ok(0);
     }
-    let bs = boxes.shape();
-    if bs.len() != 2 {
-        return Err(invalid(format!("boxes must be 2-D{}", shape_string(bs))));
-    }
-    if bs[1] != 4 {
-        return Err(invalid("boxes must have 4 columns"));
-    }
-    if index.shape().len() != 1 {
-        return Err(invalid(format!(
-            "box_index must be 1-D{}",
-            shape_string(index.shape())
-        )));
-    }
-    if index.shape()[0] != bs[0] {
-        return Err(invalid("box_index has incompatible shape"));
-    }
-    Ok(bs[0] as usize)
+    super::image_crop_grad::check_boxes(boxes, index)
 }

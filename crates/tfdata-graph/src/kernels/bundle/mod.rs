@@ -230,15 +230,7 @@ fn save_v2(attrs: &NodeAttrs) -> Result<Compute> {
         };
         let (prefix, names, slices) = (next()?, next()?, next()?);
         let tensors: Vec<Tensor> = inputs.collect();
-        let prefix = one_string("prefix", &prefix)?;
-        let (names, slices) = (strings(&names)?, strings(&slices)?);
-        if names.len() != slices.len() {
-            return Err(invalid(format!(
-                "tensor_names and shape_and_slices have different number of elements: {} vs. {}",
-                names.len(),
-                slices.len()
-            )));
-        }
+        let (prefix, names, slices) = names_and_slices(&prefix, &names, &slices)?;
         if names.len() != tensors.len() {
             return Err(invalid(format!(
                 "Got {} tensor names but {} tensors.",
@@ -258,19 +250,30 @@ fn save_v2(attrs: &NodeAttrs) -> Result<Compute> {
     }))
 }
 
+/// `SaveV2`'s and `RestoreV2`'s common inputs: the prefix, and as many
+/// tensor names as slice specs.
+fn names_and_slices(
+    prefix: &Tensor,
+    names: &Tensor,
+    slices: &Tensor,
+) -> Result<(String, Vec<String>, Vec<String>)> {
+    let prefix = one_string("prefix", prefix)?;
+    let (names, slices) = (strings(names)?, strings(slices)?);
+    if names.len() != slices.len() {
+        return Err(invalid(format!(
+            "tensor_names and shape_and_slices have different number of elements: {} vs. {}",
+            names.len(),
+            slices.len()
+        )));
+    }
+    Ok((prefix, names, slices))
+}
+
 fn restore_v2(attrs: &NodeAttrs) -> Result<Compute> {
     let dtypes = attrs.dtypes("dtypes")?;
     Ok(Box::new(move |inputs| {
         let [prefix, names, slices] = take::<3>("RestoreV2", inputs)?;
-        let prefix = one_string("prefix", &prefix)?;
-        let (names, slices) = (strings(&names)?, strings(&slices)?);
-        if names.len() != slices.len() {
-            return Err(invalid(format!(
-                "tensor_names and shape_and_slices have different number of elements: {} vs. {}",
-                names.len(),
-                slices.len()
-            )));
-        }
+        let (prefix, names, slices) = names_and_slices(&prefix, &names, &slices)?;
         if names.len() != dtypes.len() {
             return Err(invalid(format!(
                 "Got {} tensor names, but {} expected dtypes.",
