@@ -218,21 +218,16 @@ fn batch<T: Real>(
             for (&z, &u) in z.iter().zip(&u) {
                 let g = (plus - z * z) / T::of(2.0);
                 let accept = u <= g.exp();
-                if accept || iterations + 1 >= MAX_ITERATIONS {
-                    if !accept {
-                        return Err(Error::Internal(
-                            "TruncatedNormal uniform rejection sampler failed to  accept a sample."
-                                .into(),
-                        ));
-                    }
+                if accepted(
+                    accept,
+                    &mut iterations,
+                    "TruncatedNormal uniform rejection sampler failed to  accept a sample.",
+                )? {
                     emit(z * stddev + mean);
                     left -= 1;
                     if left == 0 {
                         break;
                     }
-                    iterations = 0;
-                } else {
-                    iterations += 1;
                 }
             }
         }
@@ -251,26 +246,37 @@ fn batch<T: Real>(
                 let g = (-x * x / T::of(2.0)).exp();
                 let u = pair[1];
                 let accept = u <= g && z < norm_max;
-                if accept || iterations + 1 >= MAX_ITERATIONS {
-                    if !accept {
-                        return Err(Error::Internal(
-                            "TruncatedNormal exponential distribution rejection sampler failed to accept a sample."
-                                .into(),
-                        ));
-                    }
+                if accepted(
+                    accept,
+                    &mut iterations,
+                    "TruncatedNormal exponential distribution rejection sampler failed to accept a sample.",
+                )? {
                     emit(z * stddev + mean);
                     left -= 1;
                     if left == 0 {
                         break;
                     }
-                    iterations = 0;
-                } else {
-                    iterations += 1;
                 }
             }
         }
     }
     Ok(())
+}
+
+/// One proposal of the uniform and exponential samplers: whether it is
+/// taken (which restarts the count of rejections in a row), or the error
+/// TensorFlow gives (`failure`) when the last of `MAX_ITERATIONS` proposals
+/// in a row is rejected too.
+fn accepted(accept: bool, iterations: &mut u32, failure: &str) -> Result<bool> {
+    if accept {
+        *iterations = 0;
+        Ok(true)
+    } else if *iterations + 1 >= MAX_ITERATIONS {
+        Err(Error::Internal(failure.into()))
+    } else {
+        *iterations += 1;
+        Ok(false)
+    }
 }
 
 fn float_type(attrs: &NodeAttrs) -> Result<DType> {
