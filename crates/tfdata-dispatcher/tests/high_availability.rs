@@ -322,10 +322,12 @@ async fn a_leader_that_cannot_renew_stops_writing_and_exits() {
     let journal_at_exit = journal_files(dir.path());
     let answers = callers.await.unwrap();
     let refused = answers.iter().filter(|(_, a)| a.is_err()).count();
+    // A call in flight while the deposed leader's server shuts down sees
+    // its stream reset (`CANCELLED`); it was not served either.
     assert!(
         answers
             .iter()
-            .all(|(_, a)| matches!(a, Ok(_) | Err(Code::Unavailable))),
+            .all(|(_, a)| matches!(a, Ok(_) | Err(Code::Unavailable) | Err(Code::Cancelled))),
         "{answers:?}"
     );
     assert!(refused > 0, "{answers:?}");
