@@ -52,6 +52,7 @@ mod image_scale;
 mod image_scale_grad;
 mod io;
 mod layout;
+mod lgamma_fdlibm;
 mod libstdcxx_order;
 mod linalg;
 pub mod lookup;
@@ -84,6 +85,8 @@ mod sparse_cross;
 pub mod sparse_tensor;
 mod special;
 mod special_fns;
+mod special_gamma;
+mod special_gamma_fns;
 mod strings;
 // The number syntax of TensorFlow's `safe_strto*`, which `CSVDataset` parses too.
 pub(crate) use strings::{parse_f32, parse_float, parse_int};
@@ -270,6 +273,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     bitcast::KERNELS,
     grads::KERNELS,
     special::KERNELS,
+    special_gamma::KERNELS,
     counting::KERNELS,
     quantized::KERNELS,
     bincount_batched::KERNELS,
