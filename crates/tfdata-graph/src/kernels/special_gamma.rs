@@ -188,10 +188,16 @@ fn evaluate<T: Gamma>(
         k += 1;
     });
     if too_far {
+        // Only Zeta and Polygamma (whose x is zeta's q) get here.
+        let what = if matches!(f, F::Zeta) {
+            "q (non-integer, with an integer x)"
+        } else {
+            "x (non-integer)"
+        };
         return Err(invalid(
             op,
             format!(
-                "q below -{} (non-integer, with an integer x) needs more series steps than tfdata takes",
+                "a double {what} below -{} needs more series steps than tfdata takes",
                 sg::ZETA_STEPS
             ),
         ));
