@@ -8,8 +8,10 @@
 //!
 //! Only x > 0 is computed here; other arguments (zero, negatives, NaN,
 //! infinities, where glibc has its own treatment of negatives) go to the
-//! `libm` crate. The coefficients are fdlibm's, written as their bit
-//! patterns.
+//! `libm` crate. The coefficients are fdlibm's (Sun Microsystems, 1993:
+//! "Permission to use, copy, modify, and distribute this software is
+//! freely granted, provided that this notice is preserved"), written as
+//! their bit patterns, which the `libm` crate's port lists.
 
 macro_rules! lgamma_positive {
     ($name:ident, $t:ty, $bits:ty, $fallback:path, $cut:ident, {$($consts:item)*}) => {

@@ -389,11 +389,12 @@ fn igammac_fraction<T: Real>(a: T, x: T, mode: Mode) -> T {
             dqkm1 *= s;
         }
     }
-    let dlogax = x.ln() - digamma(a);
+    // d/da ln(factor), needed by the derivatives only.
+    let dlogax = || x.ln() - digamma(a);
     match mode {
         Mode::Value => ans * ax,
-        Mode::Derivative => ans * (ax * dlogax) + dans * ax,
-        Mode::SampleDerivative => -(dans + ans * dlogax) * x,
+        Mode::Derivative => ans * (ax * dlogax()) + dans * ax,
+        Mode::SampleDerivative => -(dans + ans * dlogax()) * x,
     }
 }
 
@@ -425,11 +426,12 @@ fn igamma_series<T: Real>(a: T, x: T, ln_x: T, mode: Mode) -> T {
             break;
         }
     }
-    let dlogax = x.ln() - digamma(a + one);
+    // d/da ln(factor), needed by the derivatives only.
+    let dlogax = || x.ln() - digamma(a + one);
     match mode {
         Mode::Value => ans * ax,
-        Mode::Derivative => ans * (ax * dlogax) + dans * ax,
-        Mode::SampleDerivative => -(dans + ans * dlogax) * x / a,
+        Mode::Derivative => ans * (ax * dlogax()) + dans * ax,
+        Mode::SampleDerivative => -(dans + ans * dlogax()) * x / a,
     }
 }
 
