@@ -63,6 +63,27 @@ def family():
                         tf.reshape(tf.constant(tiny, dt), [1, -1])], f"{dt.name} denormal")
         add(op, f, [tf.ones([2, 3]), tf.ones([4])], "error/shapes")
 
+    # Wide ranges: parameters from 1e-6 to 1e5 with x near them (where both the series
+    # and the continued fraction run long), zeta and polygamma of negative arguments.
+    for dt in (tf.float32, tf.float64):
+        a = 10 ** rng.uniform(-6, 5, 120)
+        x = a * rng.uniform(0.5, 1.5, 120)
+        for op in ("Igamma", "Igammac", "IgammaGradA", "RandomGammaGrad"):
+            an, bn = BINARY[op][0]
+            add(op, lambda p, q, op=op, an=an, bn=bn: getattr(R, op)(**{an: p, bn: q}),
+                [tf.constant(a, dt), tf.constant(x, dt)], f"{dt.name} wide")
+        order = np.floor(rng.uniform(1, 12, 120))
+        q = rng.uniform(-200, 5, 120)
+        add("Zeta", lambda p, r: R.Zeta(x=p, q=r), [tf.constant(order, dt), tf.constant(q, dt)],
+            f"{dt.name} wide")
+        add("Polygamma", lambda p, r: R.Polygamma(a=p, x=r),
+            [tf.constant(order - 1, dt), tf.constant(10 ** rng.uniform(-5, 4, 120), dt)],
+            f"{dt.name} wide")
+        add("Betainc", lambda p, r, t: R.Betainc(a=p, b=r, x=t),
+            [tf.constant(10 ** rng.uniform(-4, 4, 120), dt),
+             tf.constant(10 ** rng.uniform(-4, 4, 120), dt),
+             tf.constant(rng.uniform(0, 1, 120), dt)], f"{dt.name} wide")
+
     # Large parameters: the continued fraction and the series' iteration limits.
     big_a = [0.5, 5.0, 50.0, 500.0, 5000.0, 1e5]
     for op in ("Igamma", "Igammac", "IgammaGradA", "RandomGammaGrad"):
