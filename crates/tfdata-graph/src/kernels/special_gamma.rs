@@ -6,8 +6,10 @@
 //! registers them. The math is [`super::special_gamma_fns`], run in the
 //! tensor's precision.
 //!
-//! TensorFlow runs CPU kernels with denormals flushed (FTZ/DAZ): inputs and
-//! results here are flushed likewise.
+//! TensorFlow runs CPU kernels with denormals flushed (FTZ/DAZ): inputs, and
+//! every intermediate and final result ([`Flushed`]), are flushed likewise;
+//! the one place a subnormal input still counts is the libm `log` that
+//! `Igammac` takes of its x ([`sg::Real::ln_of_subnormal`]).
 
 use tfdata_core::{DType, Result, Tensor};
 
@@ -78,8 +80,8 @@ gamma!(f32);
 gamma!(f64);
 
 /// One element (`None`: zeta's sum would take too many steps, see
-/// [`sg::zeta`]).
-/// `subnormal`: the second argument was a positive subnormal (flushed).
+/// [`sg::zeta`]); `subnormal`: the second argument was a positive subnormal
+/// (now flushed).
 fn eval<R: Real>(f: F, args: [R; 3], subnormal: bool) -> Option<R> {
     let [p, q, r] = args;
     Some(match f {
@@ -117,8 +119,9 @@ fn run<T: Gamma>(op: &str, f: F, inputs: &[Tensor]) -> Result<Tensor> {
     match inputs {
         [x, y] => {
             let shape = broadcast_shape(op, x.shape(), y.shape())?;
-            let ones: &[i64] = &[];
-            evaluate::<T>(op, f, &shape, [x, y, x], [x.shape(), y.shape(), ones])
+            // A binary op's third operand: a scalar stand-in, never read.
+            let scalar: &[i64] = &[];
+            evaluate::<T>(op, f, &shape, [x, y, x], [x.shape(), y.shape(), scalar])
         }
         [a, b, x] => {
             let shape = betainc_shape(op, a.shape(), b.shape(), x.shape())?;
