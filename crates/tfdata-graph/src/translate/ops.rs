@@ -338,6 +338,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
             let args = element_args(&attrs, "f", n, compiler)?;
             let node_name = node.name.clone();
             let parallel = node.op != "MapDataset";
+            let preserve = attrs.bool_or("preserve_cardinality", true)?;
             let det = if node.op == "ParallelMapDataset" {
                 !attrs.bool_or("sloppy", false)?
             } else {
@@ -367,7 +368,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                         },
                         spec.clone(),
                     );
-                    Ok(input.map_with(f, calls, det))
+                    let mapped = input.map_with(f, calls, det);
+                    // TensorFlow 1's maps do not keep their input's cardinality.
+                    Ok(if preserve { mapped } else { mapped.without_cardinality() })
                 },
                 node,
             )
