@@ -111,6 +111,20 @@ def feed_handle(op, index, maker, inputs=(), **attrs):
     return edit
 
 
+def feed_handle_all(op, index, maker, **attrs):
+    """`feed_handle` for every `op` node, each fed its own `maker` node."""
+    def edit(graph):
+        nodes = [n for n in graph.node if n.op == op]
+        assert nodes, op
+        for k, node in enumerate(nodes):
+            const = resource_const(graph, node, index)
+            made = add_node(graph, f"{maker}/made{k}", maker, **attrs)
+            node.input[index] = made.name
+            if not any(const.name == i.split(":")[0] for n in graph.node for i in n.input):
+                graph.node.remove(const)
+    return edit
+
+
 def wrap(op, *inputs, **attrs):
     """An edit: the pipeline's result passed through a new `op` node
     (inputs after the dataset: values, each a new `Const`), with its
@@ -295,10 +309,17 @@ def caches(fam):
                     iterators=1)
     fam.add_dataset("CacheDataset of an empty input", raw(
         R.CacheDataset, spec, input_dataset=D.range(0)._variant_tensor, filename="").repeat(2))
-    cached = shuffled.cache().repeat(2)
+    # CacheDatasetV2 with the memory cache its node makes (AnonymousMemoryCache)
+    # or a dummy handle (DummyMemoryCache: the dataset keeps its own cache).
     for maker in ["AnonymousMemoryCache", "DummyMemoryCache"]:
-        fam.add_dataset(f"CacheDatasetV2 with {maker}", cached, iterators=1,
-                        edit=feed_handle("CacheDatasetV2", 2, maker))
+        for what, ds in [
+                ("a reshuffling input, three epochs", shuffled.cache().repeat(3)),
+                ("strings, twice", strings.cache().repeat(2)),
+                ("partly read, then whole", shuffled.cache().take(3).concatenate(
+                    shuffled.cache())),
+                ("an empty input", D.range(0).cache().repeat(2))]:
+            fam.add_dataset(f"CacheDatasetV2 with {maker}, {what}", ds, iterators=1,
+                            edit=feed_handle_all("CacheDatasetV2", 2, maker))
 
 
 def random_v2(seed, seed2):
@@ -392,6 +413,7 @@ def wrappers(fam):
         ("ModelDataset with budgets", wrap("ModelDataset", algorithm=1, cpu_budget=2,
                                            ram_budget=1 << 20)),
         ("FinalizeDataset", wrap("FinalizeDataset")),
+        ("FinalizeDataset has_captured_ref", wrap("FinalizeDataset", has_captured_ref=True)),
         ("MaxIntraOpParallelismDataset 1", wrap("MaxIntraOpParallelismDataset", np.int64(1))),
         ("MaxIntraOpParallelismDataset 0", wrap("MaxIntraOpParallelismDataset", np.int64(0))),
         ("ExperimentalMaxIntraOpParallelismDataset 4",
@@ -403,6 +425,8 @@ def wrappers(fam):
     ]
     for name, edit in cases:
         fam.add_dataset(name, ds, edit=edit)
+    fam.add_dataset("FinalizeDataset of batched strings", D.from_tensor_slices(
+        ["a", "", "\u00e9"]).batch(2), edit=wrap("FinalizeDataset"))
     fam.add_dataset("ModelDataset over PrivateThreadPoolDataset", D.range(4).batch(3),
                     edit=chain(wrap("PrivateThreadPoolDataset", np.int64(3)),
                                wrap("ModelDataset")))
@@ -467,6 +491,8 @@ def handles(fam):
                               stats_aggregator=getattr(R, maker)(), tag="t", counter_prefix="c"))
         fam.add_dataset(f"{op} with {maker} in the graph", agg,
                         edit=feed_handle(op, 1, maker))
+        fam.add_dataset(f"{op} with a shared {maker}", agg, edit=feed_handle(
+            op, 1, maker, container="c", shared_name=f"shared_{maker}"))
 
 
 def fixed_v1(names, header, record, footer, buffer=0):

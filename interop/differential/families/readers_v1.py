@@ -129,6 +129,32 @@ def build(fam):
     # (ReadUpTo of a negative count aborts TensorFlow's process: no case.)
     fam.add_graph_dataset("ReaderReset after each read", lambda: names(
         "a.txt", "b.txt", "unicode.txt").map(read_then_reset))
+
+    def reset_between(name):
+        """Two files queued, one read, a reset, then ReadUpTo(1): the reset
+        forgets the counters, not the queue."""
+        q, r = queue(), R.WholeFileReader()
+        enq = R.QueueEnqueueMany(handle=q, components=[tf.stack([name, name])])
+        with tf.control_dependencies([enq]):
+            k, v = R.ReaderRead(reader_handle=r, queue_handle=q)
+        with tf.control_dependencies([k, v]):
+            reset = R.ReaderReset(reader_handle=r)
+        with tf.control_dependencies([reset]):
+            k2, v2 = R.ReaderReadUpTo(reader_handle=r, queue_handle=q,
+                                      num_records=tf.constant(1, tf.int64))
+        return [k, k2, v2] + counters(r, [k2, v2])
+
+    fam.add_graph_dataset("ReaderReset between reads", lambda: names(
+        "a.txt", "empty.txt").map(reset_between))
+
+    def reset_fresh(name):
+        """A reset before any read: the state is a fresh reader's."""
+        r = R.WholeFileReader()
+        reset = R.ReaderReset(reader_handle=r)
+        return [name] + counters(r, [reset])
+
+    fam.add_graph_dataset("ReaderReset of a fresh reader", lambda: names("a.txt").map(
+        reset_fresh))
     for what, state in [
             ("a fresh state", base_state(0, 0, 0)),
             ("counters", base_state(5, 3, 7)),
