@@ -281,8 +281,9 @@ def seed_generators(fam):
     sr = raw(R.ShuffleAndRepeatDatasetV2, ds.element_spec, input_dataset=ds._variant_tensor,
              buffer_size=3, seed=1, seed2=7, count=2, seed_generator=dummy)
     for index, what, bad in [(4, "count", 0), (4, "count", -2), (1, "buffer_size", 0)]:
-        fam.add_dataset_error(f"ShuffleAndRepeatDatasetV2 {what} {bad}", sr, lambda g, i=index, b=bad:
-                              set_input(g, "ShuffleAndRepeatDatasetV2", i, b))
+        fam.add_dataset_error(
+            f"ShuffleAndRepeatDatasetV2 {what} {bad}", sr,
+            lambda g, i=index, b=bad: set_input(g, "ShuffleAndRepeatDatasetV2", i, b))
     fam.add_dataset("ShuffleAndRepeatDatasetV2 from AnonymousSeedGenerator", raw(
         R.ShuffleAndRepeatDatasetV2, ds.element_spec, input_dataset=ds._variant_tensor,
         buffer_size=3, seed=1, seed2=7, count=2, seed_generator=dummy,
@@ -332,9 +333,10 @@ def randoms(fam):
     # cannot serialize the older op).
     older = retarget("RandomDatasetV2", "ExperimentalRandomDataset", drop_last=True)
     for seed, seed2 in [(1, 2), (0, 5), (7, 0), (-1, 2**40), (2**62, -2**63)]:
-        fam.add_dataset(f"ExperimentalRandomDataset {seed},{seed2}", unoptimized(random_v2(seed, seed2).take(6)),
-                        edit=older)
-    fam.add_dataset("ExperimentalRandomDataset repeated restarts", unoptimized(random_v2(3, 4).take(3).repeat(2)),
+        fam.add_dataset(f"ExperimentalRandomDataset {seed},{seed2}",
+                        unoptimized(random_v2(seed, seed2).take(6)), edit=older)
+    fam.add_dataset("ExperimentalRandomDataset repeated restarts",
+                    unoptimized(random_v2(3, 4).take(3).repeat(2)),
                     edit=older)
     fam.add_dataset("RandomDatasetV2 from AnonymousSeedGenerator", random_v2(3, 4).take(5),
                     edit=feed_handle("RandomDatasetV2", 2, "AnonymousSeedGenerator",
@@ -384,8 +386,9 @@ def interleaves(fam):
     def inner(x):
         return D.range(x).map(lambda y: y + 10 * x)
     for cycle, block in [(2, 1), (3, 2), (1, 3), (5, 1)]:
-        ds = unoptimized(D.range(1, 6).interleave(inner, cycle_length=cycle, block_length=block,
-                                                  num_parallel_calls=min(cycle, 2), deterministic=True))
+        ds = unoptimized(D.range(1, 6).interleave(
+            inner, cycle_length=cycle, block_length=block, num_parallel_calls=min(cycle, 2),
+            deterministic=True))
         fam.add_dataset(f"ParallelInterleaveDatasetV3 cycle {cycle} block {block}", ds,
                         edit=interleave_old("ParallelInterleaveDatasetV3", "true"))
         fam.add_dataset(f"ParallelInterleaveDatasetV2 cycle {cycle} block {block}", ds,
