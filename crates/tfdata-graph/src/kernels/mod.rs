@@ -72,6 +72,7 @@ mod random_index_shuffle;
 mod random_samplers;
 mod random_truncated;
 mod readers;
+mod readers_v1;
 mod reduce;
 mod segment;
 mod segment_grad;
@@ -143,6 +144,7 @@ const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[
     generator::KERNELS,
     tensor_list_bulk::KERNELS,
     readers::KERNELS,
+    readers_v1::KERNELS,
 ];
 
 /// Whether the kernel set runs `op` (on tensors or on resources).
