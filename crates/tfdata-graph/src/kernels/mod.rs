@@ -63,6 +63,7 @@ mod order;
 mod padded_raw;
 mod parse;
 mod quantized;
+mod quantized_requantize;
 mod ragged;
 mod ragged_cross;
 mod ragged_ops;
@@ -272,6 +273,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     special::KERNELS,
     counting::KERNELS,
     quantized::KERNELS,
+    quantized_requantize::KERNELS,
     bincount_batched::KERNELS,
     segment_grad::KERNELS,
     strings_segment::KERNELS,

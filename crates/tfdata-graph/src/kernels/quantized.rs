@@ -54,7 +54,7 @@ fn check_types(attrs: &NodeAttrs, allowed_out: &[DType]) -> Result<DType> {
 }
 
 /// The qint32 values of input 0.
-fn qint32_values(op: &str, t: &Tensor) -> Result<Vec<i32>> {
+pub(super) fn qint32_values(op: &str, t: &Tensor) -> Result<Vec<i32>> {
     expect_dtype(op, t, 0, DType::QInt32)?;
     Ok(buffer(op, t)?
         .chunks_exact(4)
@@ -63,7 +63,7 @@ fn qint32_values(op: &str, t: &Tensor) -> Result<Vec<i32>> {
 }
 
 /// The first float of a range input (TF reads `flat<float>()(0)`).
-fn first_float(op: &str, t: &Tensor, index: usize, empty_msg: &str) -> Result<f32> {
+pub(super) fn first_float(op: &str, t: &Tensor, index: usize, empty_msg: &str) -> Result<f32> {
     expect_dtype(op, t, index, DType::Float)?;
     let b = buffer(op, t)?;
     match b.get(..4) {
@@ -83,7 +83,7 @@ fn scalar_float(op: &str, t: &Tensor, index: usize, name: &str) -> Result<f32> {
     first_float(op, t, index, "empty range")
 }
 
-fn scalar_out(v: f32) -> Result<Tensor> {
+pub(super) fn scalar_out(v: f32) -> Result<Tensor> {
     finish(DType::Float, vec![], v.to_le_bytes().to_vec())
 }
 
