@@ -1,5 +1,5 @@
 """Quantized ops beyond requantization ranges: Requantize, RequantizePerChannel,
-RequantizationRangePerChannel (more ops are added below as they are supported).
+RequantizationRangePerChannel, QuantizedAdd, QuantizedMul, QuantizedMatMul.
 
 Every quantized output is exact. TF 2.21's kernels read qint32 elements through
 float (2^31 - 1 becomes 2^31), which these cases probe with values near the int32
@@ -159,10 +159,84 @@ def range_per_channel_cases(fam, rng):
                 f"RequantizationRangePerChannel/{name}")
 
 
+def qu8(values, shape=None):
+    t = tf.bitcast(tf.constant(np.array(values, np.uint8)), tf.quint8)
+    return t if shape is None else tf.reshape(t, shape)
+
+
+def arith_cases(fam, rng):
+    def rand(shape):
+        return qu8(rng.integers(0, 256, int(np.prod(shape))), shape)
+
+    pairs = {
+        "same": ([2, 3], [2, 3]), "scalar x": ([], [4, 3]), "scalar y": ([5], [1]),
+        "one x": ([1, 1], [7]), "row": ([2, 3], [3]), "row x": ([3], [4, 3]),
+        "column": ([3, 1], [3, 4]), "tie": ([2, 2], [2, 2]), "empty": ([0, 3], [3]),
+        "empty same": ([0], [0]), "big": ([40, 9], [9]),
+    }
+    ranges = [(-1.0, 1.0), (0.0, 6.0), (-3.0, 70.0), (-0.5, 0.25), (-1e10, 2e10),
+              (10.0, 10.5), (-1e-3, 1e-3), (-20.0, -5.0)]
+    add = lambda x, y, a, b, c, d: R.QuantizedAdd(x=x, y=y, min_x=a, max_x=b, min_y=c, max_y=d)
+    mul = lambda x, y, a, b, c, d: R.QuantizedMul(x=x, y=y, min_x=a, max_x=b, min_y=c, max_y=d)
+    for op, fn in (("QuantizedAdd", add), ("QuantizedMul", mul)):
+        for name, (sx, sy) in pairs.items():
+            x, y = rand(sx), rand(sy)
+            for i in range(4):
+                (a, b), (c, d) = ranges[(2 * i + len(name)) % 8], ranges[(3 * i + 1) % 8]
+                fam.add(op, fn, [x, y, f(a), f(b), f(c), f(d)],
+                        f"{op}/{name}/{i} [{a},{b}] [{c},{d}]")
+        x = qu8([0, 1, 127, 128, 254, 255])
+        for (a, b) in ranges:
+            fam.add(op, fn, [x, x, f(a), f(b), f(a), f(b)], f"{op}/codes [{a},{b}]")
+        errors = {
+            "incompatible": (rand([2, 3]), rand([4]), -1.0, 1.0, -1.0, 1.0),
+            "rank 3 broadcast": (rand([2, 1, 3]), rand([2, 4, 3]), -1.0, 1.0, -1.0, 1.0),
+            "x range": (rand([3]), rand([3]), 1.0, 1.0, -1.0, 1.0),
+            "y range": (rand([3]), rand([3]), -1.0, 1.0, 2.0, -1.0),
+            "nan range": (rand([3]), rand([3]), nan, 1.0, -1.0, 1.0),
+            "min rank": (rand([3]), rand([3]), [-1.0], 1.0, -1.0, 1.0),
+            "max_y rank": (rand([3]), rand([3]), -1.0, 1.0, -1.0, [[1.0]]),
+            "empty vector": (rand([2, 0]), rand([3, 2, 1]), -1.0, 1.0, -1.0, 1.0),
+        }
+        for name, (x, y, a, b, c, d) in errors.items():
+            fam.add(op, fn, [x, y, f(a), f(b), f(c), f(d)], f"{op}/error/{name}")
+
+    for ta in (False, True):
+        for tb in (False, True):
+            mm = lambda a, b, w, x, y, z, ta=ta, tb=tb: R.QuantizedMatMul(
+                a=a, b=b, min_a=w, max_a=x, min_b=y, max_b=z, transpose_a=ta, transpose_b=tb)
+            for (m, k, n) in [(2, 3, 4), (1, 1, 1), (5, 17, 3), (0, 3, 2), (7, 64, 9)]:
+                sa = [k, m] if ta else [m, k]
+                sb = [n, k] if tb else [k, n]
+                a, b = rand(sa), rand(sb)
+                for i in range(3):
+                    (w, x), (y, z) = ranges[(i + m) % 8], ranges[(2 * i + n + k) % 8]
+                    fam.add("QuantizedMatMul", mm, [a, b, f(w), f(x), f(y), f(z)],
+                            f"QuantizedMatMul/{int(ta)}{int(tb)}/{m}x{k}x{n}/{i}")
+    mm = lambda a, b, w, x, y, z: R.QuantizedMatMul(a=a, b=b, min_a=w, max_a=x, min_b=y, max_b=z)
+    big = qu8(np.full(300 * 2, 255), [2, 300])
+    fam.add("QuantizedMatMul", mm, [big, qu8(np.full(600, 0), [300, 2]), f(-1e10), f(1.0),
+                                    f(0.0), f(1e10)], "QuantizedMatMul/wrapping")
+    errors = {
+        "min_a rank": (rand([2, 2]), rand([2, 2]), [-1.0], 1.0, -1.0, 1.0),
+        "max_a size": (rand([2, 2]), rand([2, 2]), -1.0, [1.0, 2.0], -1.0, 1.0),
+        "max_b vector of one": (rand([2, 2]), rand([2, 2]), -1.0, 1.0, -1.0, [1.0]),
+        "a range": (rand([2, 2]), rand([2, 2]), 1.0, 0.0, -1.0, 1.0),
+        "b range": (rand([2, 2]), rand([2, 2]), -1.0, 1.0, 1.0, 1.0),
+        "a rank": (rand([2]), rand([2, 2]), -1.0, 1.0, -1.0, 1.0),
+        "b rank": (rand([2, 2]), rand([2, 2, 1]), -1.0, 1.0, -1.0, 1.0),
+        "inner": (rand([2, 3]), rand([2, 3]), -1.0, 1.0, -1.0, 1.0),
+    }
+    for name, (a, b, w, x, y, z) in errors.items():
+        fam.add("QuantizedMatMul", mm, [a, b, f(w), f(x), f(y), f(z)],
+                f"QuantizedMatMul/error/{name}")
+
+
 def family():
     fam = Family("quantized_more")
     rng = np.random.default_rng(2021)
     requantize_cases(fam, rng)
     per_channel_cases(fam, rng)
     range_per_channel_cases(fam, rng)
+    arith_cases(fam, rng)
     return fam

@@ -63,6 +63,7 @@ mod order;
 mod padded_raw;
 mod parse;
 mod quantized;
+mod quantized_arith;
 mod quantized_requantize;
 mod ragged;
 mod ragged_cross;
@@ -274,6 +275,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     counting::KERNELS,
     quantized::KERNELS,
     quantized_requantize::KERNELS,
+    quantized_arith::KERNELS,
     bincount_batched::KERNELS,
     segment_grad::KERNELS,
     strings_segment::KERNELS,
