@@ -1,5 +1,6 @@
 """Quantized ops beyond requantization ranges: Requantize, RequantizePerChannel,
-RequantizationRangePerChannel, QuantizedAdd, QuantizedMul, QuantizedMatMul.
+RequantizationRangePerChannel, QuantizedAdd, QuantizedMul, QuantizedMatMul,
+QuantizedResizeBilinear.
 
 Every quantized output is exact. TF 2.21's kernels read qint32 elements through
 float (2^31 - 1 becomes 2^31), which these cases probe with values near the int32
@@ -232,6 +233,47 @@ def arith_cases(fam, rng):
                 f"QuantizedMatMul/error/{name}")
 
 
+def resize_cases(fam, rng):
+    images = {
+        "quint8": lambda shape: qu8(rng.integers(0, 256, int(np.prod(shape))), shape),
+        "qint32": lambda shape: q32(np.concatenate([
+            [I32_MAX, I32_MIN, 16777217, -5],
+            rng.integers(I32_MIN, I32_MAX, int(np.prod(shape)), dtype=np.int64)])[
+                :int(np.prod(shape))], shape),
+        "qint32 narrow": lambda shape: q32(rng.integers(-10**6, 10**6, int(np.prod(shape))), shape),
+        "float": lambda shape: f(rng.standard_normal(int(np.prod(shape))).reshape(shape) * 100),
+    }
+    geometry = [([1, 2, 2, 1], [3, 3]), ([1, 2, 2, 4], [3, 3]), ([2, 3, 5, 3], [7, 11]),
+                ([1, 4, 9, 1], [2, 3]), ([1, 3, 3, 2], [3, 3]), ([1, 1, 1, 3], [4, 2]),
+                ([1, 5, 4, 1], [5, 20]), ([1, 6, 6, 3], [1, 1])]
+    for kind, make in images.items():
+        for gi, (shape, size) in enumerate(geometry):
+            img = make(shape)
+            for align, half in ((False, False), (True, False), (False, True)):
+                rb = lambda images, size, mn, mx, align=align, half=half: R.QuantizedResizeBilinear(
+                    images=images, size=size, min=mn, max=mx, align_corners=align,
+                    half_pixel_centers=half)
+                fam.add("QuantizedResizeBilinear", rb,
+                        [img, tf.constant(size, tf.int32), f(-1.0), f(2.5)],
+                        f"QuantizedResizeBilinear/{kind}/{gi}/{int(align)}{int(half)}")
+    rb = lambda images, size, mn, mx: R.QuantizedResizeBilinear(
+        images=images, size=size, min=mn, max=mx)
+    img = images["quint8"]([1, 2, 2, 1])
+    errors = {
+        "min rank": (img, [3, 3], [-1.0], 1.0),
+        "max rank": (img, [3, 3], -1.0, [[1.0]]),
+        "image rank": (qu8([1, 2, 3, 4], [2, 2]), [3, 3], -1.0, 1.0),
+        "size rank": (img, [[3, 3]], -1.0, 1.0),
+        "size length": (img, [3, 3, 3], -1.0, 1.0),
+        "size zero": (img, [0, 3], -1.0, 1.0),
+        "size negative": (img, [3, -1], -1.0, 1.0),
+        "empty image": (qu8([], [1, 0, 2, 1]), [3, 3], -1.0, 1.0),
+    }
+    for name, (im, size, mn, mx) in errors.items():
+        fam.add("QuantizedResizeBilinear", rb, [im, tf.constant(size, tf.int32), f(mn), f(mx)],
+                f"QuantizedResizeBilinear/error/{name}")
+
+
 def family():
     fam = Family("quantized_more")
     rng = np.random.default_rng(2021)
@@ -239,4 +281,5 @@ def family():
     per_channel_cases(fam, rng)
     range_per_channel_cases(fam, rng)
     arith_cases(fam, rng)
+    resize_cases(fam, rng)
     return fam

@@ -65,6 +65,7 @@ mod parse;
 mod quantized;
 mod quantized_arith;
 mod quantized_requantize;
+mod quantized_resize;
 mod ragged;
 mod ragged_cross;
 mod ragged_ops;
@@ -276,6 +277,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     quantized::KERNELS,
     quantized_requantize::KERNELS,
     quantized_arith::KERNELS,
+    quantized_resize::KERNELS,
     bincount_batched::KERNELS,
     segment_grad::KERNELS,
     strings_segment::KERNELS,
