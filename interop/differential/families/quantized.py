@@ -4,9 +4,7 @@ The quantized outputs are exact (TF's fixed-point qint32 -> quint8 loop). The fl
 outputs come from TF's QuantizedToFloat, whose compiled TF 2.21 kernel differs from its published
 formula (which tfdata follows) in the last float bits: observed differences reach a few float
 ulps of the input range's width (cancellation between the rounded minimum and the scaled
-offset), so those cases declare abs:(max-min)*2^-21. Requantize is not here: its qint8 path
-matches TF bit for bit, but its quint8 path does not follow the published fixed-point formula
-in TF 2.21 and is left unsupported."""
+offset), so those cases declare abs:(max-min)*2^-21. Requantize is in quantized_more.py."""
 
 import numpy as np
 import tensorflow as tf

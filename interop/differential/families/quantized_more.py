@@ -1,6 +1,6 @@
 """Quantized ops beyond requantization ranges: Requantize, RequantizePerChannel,
 RequantizationRangePerChannel, QuantizedAdd, QuantizedMul, QuantizedMatMul,
-QuantizedResizeBilinear.
+QuantizedResizeBilinear, and SobolSample (Joe and Kuo's direction numbers, as TF).
 
 Every quantized output is exact. TF 2.21's kernels read qint32 elements through
 float (2^31 - 1 becomes 2^31), which these cases probe with values near the int32
@@ -274,6 +274,27 @@ def resize_cases(fam, rng):
                 f"QuantizedResizeBilinear/error/{name}")
 
 
+def sobol_cases(fam):
+    for dtype in (tf.float32, tf.float64):
+        ss = lambda dim, num_results, skip, dtype=dtype: R.SobolSample(
+            dim=dim, num_results=num_results, skip=skip, dtype=dtype)
+        grid = [(1, 1, 0), (3, 5, 0), (2, 40, 0), (7, 33, 1), (40, 17, 100), (5, 64, 1023),
+                (3, 9, 4096), (1111, 2, 5), (8, 600, 3),
+                (2, 700, 9000), (3, 10, 2**24 - 12), (2, 20, 2**24 + 5), (4, 30, 2**29 + 3),
+                (2, 8, 2**30 - 4), (2, 6, 2**31 - 10), (13, 520, 2**20)]
+        if dtype == tf.float32:
+            # Every dimension TF accepts, down to the table's last row.
+            grid.append((21200, 1, 77))
+        for dim, n, skip in grid:
+            fam.add("SobolSample", ss, [tf.constant(dim), tf.constant(n), tf.constant(skip)],
+                    f"SobolSample/{dtype.name}/{dim}x{n}+{skip}")
+        errors = {"dim zero": (0, 3, 0), "dim too big": (21201, 3, 0), "no results": (2, 0, 0),
+                  "negative skip": (2, 3, -1), "overflow": (2, 10, 2**31 - 10)}
+        for name, (dim, n, skip) in errors.items():
+            fam.add("SobolSample", ss, [tf.constant(dim), tf.constant(n), tf.constant(skip)],
+                    f"SobolSample/{dtype.name}/error/{name}")
+
+
 def family():
     fam = Family("quantized_more")
     rng = np.random.default_rng(2021)
@@ -282,4 +303,5 @@ def family():
     range_per_channel_cases(fam, rng)
     arith_cases(fam, rng)
     resize_cases(fam, rng)
+    sobol_cases(fam)
     return fam

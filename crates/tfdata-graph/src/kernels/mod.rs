@@ -82,6 +82,7 @@ mod serialize;
 mod shape;
 mod signal;
 mod slice;
+mod sobol_sample;
 mod sparse;
 mod sparse_cross;
 pub mod sparse_tensor;
@@ -278,6 +279,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     quantized_requantize::KERNELS,
     quantized_arith::KERNELS,
     quantized_resize::KERNELS,
+    sobol_sample::KERNELS,
     bincount_batched::KERNELS,
     segment_grad::KERNELS,
     strings_segment::KERNELS,

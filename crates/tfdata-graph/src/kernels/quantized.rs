@@ -5,9 +5,8 @@
 //! 2.21's compiled kernel matches to a few float ulps of the range width (the
 //! differential family declares that tolerance).
 //!
-//! `Requantize` is left unsupported: its `qint32 -> quint8` results in TF
-//! 2.21 do not follow the fixed-point formula below (observed on ordinary
-//! ranges), and a wrong quantized value would be worse than a refusal.
+//! `Requantize` is in `quantized_requantize`, which also explains why TF
+//! 2.21's fixed-point loop sees each qint32 value rounded to float.
 //!
 //! A quantized `qint32` value `q` in the range `[min, max]` stands for
 //! `min_rounded + (q - i32::MIN) * (max - min) / (2^32 - 1)`.
