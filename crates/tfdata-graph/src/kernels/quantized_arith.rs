@@ -14,6 +14,8 @@
 //! operand holds the output's size leaves TF's output partly unwritten, so
 //! it is refused here.
 
+use std::cmp::Ordering;
+
 use tfdata_core::{DType, Result, Tensor};
 
 use super::numeric::{
@@ -303,10 +305,10 @@ fn build_add(attrs: &NodeAttrs) -> Result<Compute> {
         let (min_x, max_x, min_y, max_y) = (min_x?, max_x?, min_y?, max_y?);
         let shape = broadcast_shape(&op, inputs[0].shape(), inputs[1].shape())?;
         let n = out_elements(&op, DType::QInt32, &shape)?;
-        if !(max_x > min_x) {
+        if !matches!(max_x.partial_cmp(&min_x), Some(Ordering::Greater)) {
             return Err(invalid(&op, "max_x must be larger than min_x."));
         }
-        if !(max_y > min_y) {
+        if !matches!(max_y.partial_cmp(&min_y), Some(Ordering::Greater)) {
             return Err(invalid(&op, "max_y must be larger than min_y."));
         }
         let pairing = pairing(&op, inputs[0].shape(), inputs[1].shape())?;
@@ -365,10 +367,10 @@ fn build_mul(attrs: &NodeAttrs) -> Result<Compute> {
         let shape = broadcast_shape(&op, inputs[0].shape(), inputs[1].shape())?;
         let n = out_elements(&op, DType::QInt32, &shape)?;
         // TF's messages, typos included.
-        if !(max_x > min_x) {
+        if !matches!(max_x.partial_cmp(&min_x), Some(Ordering::Greater)) {
             return Err(invalid(&op, "max_x must be larger than min_a."));
         }
-        if !(max_y > min_y) {
+        if !matches!(max_y.partial_cmp(&min_y), Some(Ordering::Greater)) {
             return Err(invalid(&op, "max_x must be larger than min_b."));
         }
         let pairing = pairing(&op, inputs[0].shape(), inputs[1].shape())?;
@@ -422,10 +424,10 @@ fn build_matmul(attrs: &NodeAttrs) -> Result<Compute> {
             r[i] = range_value(&op, t, i + 2)?;
         }
         let [min_a, max_a, min_b, max_b] = r;
-        if !(max_a > min_a) {
+        if !matches!(max_a.partial_cmp(&min_a), Some(Ordering::Greater)) {
             return Err(invalid(&op, "max_a must be larger than min_a."));
         }
-        if !(max_b > min_b) {
+        if !matches!(max_b.partial_cmp(&min_b), Some(Ordering::Greater)) {
             return Err(invalid(&op, "max_b must be larger than min_b."));
         }
         let (a_t, b_t) = (&inputs[0], &inputs[1]);

@@ -13,6 +13,8 @@
 //!   integers as an unsigned maximum, so a channel holding a value whose
 //!   magnitude rounds to `2^31` gets a negative range and drops out.
 
+use std::cmp::Ordering;
+
 use tfdata_core::{DType, Result, Tensor};
 
 use super::numeric::{buffer, expect_dtype, finish, invalid, out_elements};
@@ -195,7 +197,10 @@ fn build_requantize(attrs: &NodeAttrs) -> Result<Compute> {
         let in_max = scalar(&op, &inputs[2], 2, "input_max")?;
         let out_min = scalar(&op, &inputs[3], 3, "requested_output_min")?;
         let out_max = scalar(&op, &inputs[4], 4, "requested_output_max")?;
-        if !(out_min <= 0.0) {
+        if !matches!(
+            out_min.partial_cmp(&0.0),
+            Some(Ordering::Less | Ordering::Equal)
+        ) {
             return Err(invalid(
                 &op,
                 format!(
@@ -204,7 +209,10 @@ fn build_requantize(attrs: &NodeAttrs) -> Result<Compute> {
                 ),
             ));
         }
-        if !(out_max >= out_min) {
+        if !matches!(
+            out_max.partial_cmp(&out_min),
+            Some(Ordering::Greater | Ordering::Equal)
+        ) {
             return Err(invalid(
                 &op,
                 format!(
@@ -289,7 +297,7 @@ fn build_per_channel(attrs: &NodeAttrs) -> Result<Compute> {
                 format!("requested_output_{which} must be a scalar"),
             ));
         };
-        if out == DType::QInt8 && !(req_min < 0.0) {
+        if out == DType::QInt8 && !matches!(req_min.partial_cmp(&0.0), Some(Ordering::Less)) {
             return Err(invalid(
                 &op,
                 format!(
