@@ -7,8 +7,9 @@
 //! formulas, and were found by observing it:
 //! - Eigen reads a `qint32` element through its float conversion, so the
 //!   integer the fixed-point loop and the per-channel range scan see is the
-//!   value rounded to `f32` (`2^31 - 1` becomes `2^31`), converted back to an
-//!   integer as x86 does (out of range -> `i32::MIN`).
+//!   value rounded to `f32` (`2^31 - 1` becomes `2^31`): widened to 64 bits
+//!   in the loop, converted back to an `int32` as x86 does (out of range ->
+//!   `i32::MIN`) in the per-channel scan.
 //! - `RequantizationRangePerChannel` takes `max(|min|, |max|)` of those
 //!   integers as an unsigned maximum, so a channel holding a value whose
 //!   magnitude rounds to `2^31` gets a negative range and drops out.
@@ -18,7 +19,7 @@ use std::cmp::Ordering;
 use tfdata_core::{DType, Result, Tensor};
 
 use super::numeric::{buffer, expect_dtype, finish, invalid, out_elements};
-use super::quantized::{qint32_values, scalar_out};
+use super::quantized::{qint32_values, requantize_to_quint8, scalar_out};
 use super::strings_more::float_text;
 use super::{Compute, KernelDef};
 use crate::attrs::NodeAttrs;
@@ -46,38 +47,16 @@ fn ftext(v: f32) -> String {
     float_text(f64::from(v), false)
 }
 
-/// A `qint32` element as Eigen hands it to TF 2.21's kernels: through `f32`,
-/// then back to an integer with x86's conversion (`i32::MIN` when the float
-/// is out of range, i.e. `2^31`).
-fn through_float(v: i32) -> i32 {
+/// A `qint32` element as Eigen hands it to TF 2.21's kernels (through `f32`),
+/// back in an `int32` with x86's conversion (`i32::MIN` when the float is out
+/// of range, i.e. `2^31`).
+fn through_float_i32(v: i32) -> i32 {
     let f = v as f32;
     if f >= 2_147_483_648.0 {
         i32::MIN
     } else {
         f as i32
     }
-}
-
-/// The same element widened to 64 bits (no overflow: `2^31` stays `2^31`).
-fn through_float_i64(v: i32) -> i64 {
-    (v as f32) as i64
-}
-
-/// C++'s `static_cast<int64_t>(double)` as x86-64 executes it: truncation,
-/// and the "integer indefinite" `i64::MIN` for NaN or out-of-range values.
-fn cast_i64(x: f64) -> i64 {
-    let limit = 2f64.powi(63);
-    if (-limit..limit).contains(&x) {
-        x as i64
-    } else {
-        i64::MIN
-    }
-}
-
-/// `std::lround` as glibc computes it: half away from zero, `i64::MIN` when
-/// the result does not fit.
-fn lround(x: f64) -> i64 {
-    cast_i64(x.round())
 }
 
 /// A float input TensorFlow requires to be a scalar.
@@ -100,47 +79,6 @@ fn float_values(op: &str, t: &Tensor) -> Result<Vec<f32>> {
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect())
-}
-
-/// TF's fixed-point `qint32 -> quint8` path (16 fractional bits in 64-bit
-/// integers that wrap as TF's do), on the float-rounded inputs.
-fn requantize_quint8(
-    values: &[i32],
-    in_min: f32,
-    in_max: f32,
-    out_min: f32,
-    out_max: f32,
-) -> Vec<u8> {
-    const SHIFT: i64 = 16;
-    let input_range = in_max - in_min;
-    let output_range = out_max - out_min;
-    let recip_output_range: f32 = if output_range == 0.0 {
-        0.0
-    } else {
-        (255.0 / f64::from(output_range)) as f32
-    };
-    let input_rezero = (f64::from(in_min + in_max) / 2.0) as f32;
-    let range_scale_fp: i64 = if output_range == 0.0 {
-        0
-    } else {
-        cast_i64(255.0 * 65536.0 * f64::from(input_range) / f64::from(output_range))
-    };
-    let input_offset_fp = cast_i64(f64::from(input_rezero * recip_output_range * 65536.0));
-    let output_offset_fp: i64 = if output_range == 0.0 {
-        0
-    } else {
-        lround(65536.0 * (f64::from(out_min) * 255.0) / f64::from(output_range))
-    };
-    let bias = input_offset_fp
-        .wrapping_sub(output_offset_fp)
-        .wrapping_add(1 << (SHIFT - 1));
-    values
-        .iter()
-        .map(|&v| {
-            let product = through_float_i64(v).wrapping_mul(range_scale_fp) >> 32;
-            (product.wrapping_add(bias) >> SHIFT).clamp(0, 255) as u8
-        })
-        .collect()
 }
 
 /// TF's generic Eigen path (`qint32 -> qint8`): dequantize in float with a
@@ -225,7 +163,7 @@ fn build_requantize(attrs: &NodeAttrs) -> Result<Compute> {
         let shape = inputs[0].shape().to_vec();
         out_elements(&op, out, &shape)?;
         let data = if out == DType::QUInt8 {
-            requantize_quint8(&values, in_min, in_max, out_min, out_max)
+            requantize_to_quint8(&values, in_min, in_max, out_min, out_max)
         } else {
             requantize_qint8(&values, in_min, in_max, out_min, out_max)
         };
@@ -412,7 +350,7 @@ fn build_range_per_channel(attrs: &NodeAttrs) -> Result<Compute> {
         for c in 0..depth {
             let channel = values.iter().skip(c).step_by(depth).copied();
             let (lo, hi) = channel.fold((i32::MAX, i32::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
-            let (lo, hi) = (through_float(lo), through_float(hi));
+            let (lo, hi) = (through_float_i32(lo), through_float_i32(hi));
             let abs_max = lo.unsigned_abs().max(hi.unsigned_abs()) as i32;
             let scale = cpp_max(mins[c].abs(), maxs[c].abs());
             let range = scale * abs_max as f32 / 2_147_483_648.0;
@@ -437,7 +375,7 @@ mod tests {
     fn quint8_reads_values_through_float() {
         // TF 2.21: [5, 5.5] -> [0, 255] maps 2^31 - 64 (rounds to 2^31) to 6,
         // 2^31 - 65 to 5.
-        let got = requantize_quint8(&[2_147_483_583, 2_147_483_584, 0], 5.0, 5.5, 0.0, 255.0);
+        let got = requantize_to_quint8(&[2_147_483_583, 2_147_483_584, 0], 5.0, 5.5, 0.0, 255.0);
         assert_eq!(got, [5, 6, 5]);
     }
 
@@ -448,8 +386,8 @@ mod tests {
 
     #[test]
     fn unsigned_abs_max_drops_saturated_channels() {
-        assert_eq!(through_float(i32::MAX), i32::MIN);
-        assert_eq!(through_float(2_147_483_583), 2_147_483_520);
+        assert_eq!(through_float_i32(i32::MAX), i32::MIN);
+        assert_eq!(through_float_i32(2_147_483_583), 2_147_483_520);
         let abs_max = i32::MIN.unsigned_abs().max(5) as i32;
         assert!(abs_max < 0);
     }
