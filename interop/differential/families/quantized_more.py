@@ -189,6 +189,12 @@ def arith_cases(fam, rng):
         x = qu8([0, 1, 127, 128, 254, 255])
         for (a, b) in ranges:
             fam.add(op, fn, [x, x, f(a), f(b), f(a), f(b)], f"{op}/codes [{a},{b}]")
+        for (a, b), (c, d) in [((-inf, 1.0), (-1.0, 1.0)), ((-1.0, 1.0), (0.0, inf)),
+                               ((-3e38, 3e38), (-1.0, 1.0)), ((-1.0, 1.0), (-1e-30, 1e-30))]:
+            fam.add(op, fn, [x, x[::-1], f(a), f(b), f(c), f(d)],
+                    f"{op}/extreme [{a},{b}] [{c},{d}]")
+            fam.add(op, fn, [x[:1], x, f(a), f(b), f(c), f(d)],
+                    f"{op}/extreme scalar [{a},{b}] [{c},{d}]")
         errors = {
             "incompatible": (rand([2, 3]), rand([4]), -1.0, 1.0, -1.0, 1.0),
             "rank 3 broadcast": (rand([2, 1, 3]), rand([2, 4, 3]), -1.0, 1.0, -1.0, 1.0),
@@ -215,6 +221,10 @@ def arith_cases(fam, rng):
                     fam.add("QuantizedMatMul", mm, [a, b, f(w), f(x), f(y), f(z)],
                             f"QuantizedMatMul/{int(ta)}{int(tb)}/{m}x{k}x{n}/{i}")
     mm = lambda a, b, w, x, y, z: R.QuantizedMatMul(a=a, b=b, min_a=w, max_a=x, min_b=y, max_b=z)
+    for (w, x), (y, z) in [((-inf, 1.0), (-1.0, 1.0)), ((-3e38, 3e38), (0.0, 1.0)),
+                           ((-1e-30, 1e-30), (-1.0, inf))]:
+        fam.add("QuantizedMatMul", mm, [rand([3, 4]), rand([4, 2]), f(w), f(x), f(y), f(z)],
+                f"QuantizedMatMul/extreme [{w},{x}] [{y},{z}]")
     big = qu8(np.full(300 * 2, 255), [2, 300])
     fam.add("QuantizedMatMul", mm, [big, qu8(np.full(600, 0), [300, 2]), f(-1e10), f(1.0),
                                     f(0.0), f(1e10)], "QuantizedMatMul/wrapping")

@@ -65,21 +65,40 @@ pub(super) fn quint8_to_float(q: u8, min: f32, max: f32) -> f32 {
     (min_rounded + f64::from(q) * range_scale) as f32
 }
 
-/// TF's `FloatToQuantizedUnclamped<T>` for a type of `bits` bits whose
-/// lowest value is `lowest`.
-fn float_to_quantized_unclamped(input: f32, min: f32, max: f32, bits: u32, lowest: i64) -> i64 {
+/// TF's `FloatToQuantizedUnclamped<T>` for a type of `bits` bits, before
+/// its lowest value is added: `None` for an empty range (the result is then
+/// the lowest value itself).
+fn quantized_offset_from_lowest(input: f32, min: f32, max: f32, bits: u32) -> Option<i64> {
     if min == max {
-        return lowest;
+        return None;
     }
     let steps = 2f64.powi(bits as i32);
     let range = f64::from(max - min) * (steps / (steps - 1.0));
     let range_scale = steps / range;
-    cast_i64((f64::from(input) * range_scale).round() - (f64::from(min) * range_scale).round())
-        .wrapping_add(lowest)
+    Some(cast_i64(
+        (f64::from(input) * range_scale).round() - (f64::from(min) * range_scale).round(),
+    ))
+}
+
+/// TF's `FloatToQuantizedUnclamped<T>` (the sum wraps, as the compiled
+/// kernel's does when the value is passed on unclamped).
+fn float_to_quantized_unclamped(input: f32, min: f32, max: f32, bits: u32, lowest: i64) -> i64 {
+    quantized_offset_from_lowest(input, min, max, bits).map_or(lowest, |q| q.wrapping_add(lowest))
 }
 
 fn to_qint32_unclamped(input: f32, min: f32, max: f32) -> i64 {
     float_to_quantized_unclamped(input, min, max, 32, i64::from(i32::MIN))
+}
+
+/// TF's `FloatToQuantized<qint32>`: clamped. Where the cast above gave
+/// `i64::MIN` (NaN or out of range), the compiled kernel's clamp does not
+/// wrap the sum (observed: the result is `i32::MIN`), so it is taken
+/// without wrapping here.
+fn to_qint32_clamped(input: f32, min: f32, max: f32) -> i32 {
+    let lowest = i128::from(i32::MIN);
+    let q = quantized_offset_from_lowest(input, min, max, 32)
+        .map_or(lowest, |q| i128::from(q) + lowest);
+    q.clamp(lowest, i128::from(i32::MAX)) as i32
 }
 
 /// The zero point of a `quint8` range, as the `int32` TF keeps of it.
@@ -277,11 +296,7 @@ impl IntoRange {
 /// TF's `RequantizeInNewRange<quint8, qint32>` for the single value of a
 /// scalar operand: through float, clamped.
 fn scalar_into_range(q: u8, min: f32, max: f32, out_min: f32, out_max: f32) -> i32 {
-    clamp_i32(to_qint32_unclamped(
-        quint8_to_float(q, min, max),
-        out_min,
-        out_max,
-    ))
+    to_qint32_clamped(quint8_to_float(q, min, max), out_min, out_max)
 }
 
 fn build_add(attrs: &NodeAttrs) -> Result<Compute> {

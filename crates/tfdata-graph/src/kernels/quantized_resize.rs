@@ -131,7 +131,9 @@ fn scalar_range(op: &str, t: &Tensor, index: usize, name: &str) -> Result<f32> {
     }
     expect_dtype(op, t, index, DType::Float)?;
     let b = buffer(op, t)?;
-    Ok(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    b.get(..4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .ok_or_else(|| invalid(op, format!("{name} is empty")))
 }
 
 fn build(attrs: &NodeAttrs) -> Result<Compute> {
