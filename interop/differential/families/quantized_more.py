@@ -33,7 +33,8 @@ def requantize_cases(fam, rng):
     wide = list(rng.integers(I32_MIN, I32_MAX, 37, dtype=np.int64))
     narrow = list(rng.integers(-70000, 900000, 30))
     inputs = {"edge": q32(EDGE), "wide": q32(wide), "narrow": q32(narrow, [3, 2, 5]),
-              "empty": q32([], [0, 3]), "one": q32([42])}
+              "empty": q32([], [0, 3]), "one": q32([42]),
+              "long": q32(rng.integers(I32_MIN, I32_MAX, 600, dtype=np.int64), [20, 30])}
     in_ranges = [(-10.0, 10.0), (-3.0, 70.0), (0.0, 0.0), (5.0, 5.5), (-1e30, 1e30),
                  (-0.001, 0.002), (nan, 1.0), (-1.0, inf), (-2.5e-9, 7.1e-9), (1.0, 1.0)]
     out_ranges = [(0.0, 255.0), (-1.0, 1.0), (-5.0, 5.0), (-3e-9, 1e-9), (-1e-3, 0.0),
@@ -46,6 +47,8 @@ def requantize_cases(fam, rng):
             pairs = [(i, o) for i in in_ranges for o in out_ranges]
             if name in ("empty", "one"):
                 pairs = pairs[::7]
+            elif name == "long":
+                pairs = pairs[::13]
             for (a, b), (c, d) in pairs:
                 fam.add("Requantize", rq, [x, f(a), f(b), f(c), f(d)],
                         f"Requantize/{out.name}/{name} [{a},{b}]->[{c},{d}]")
@@ -60,7 +63,7 @@ def requantize_cases(fam, rng):
 
 
 def per_channel_cases(fam, rng):
-    shapes = [[1, 2, 2, 2], [2, 3, 1, 4], [1, 1, 5, 1], [1, 2, 3, 3]]
+    shapes = [[1, 2, 2, 2], [2, 3, 1, 4], [1, 1, 5, 1], [1, 2, 3, 3], [2, 4, 4, 17]]
     for out in (tf.qint8, tf.quint8):
         rpc = lambda input, mn, mx, c, d, out=out: R.RequantizePerChannel(
             input=input, input_min=mn, input_max=mx, requested_output_min=c,
