@@ -262,7 +262,7 @@ def resize_cases(fam, rng):
     for kind, make in images.items():
         for gi, (shape, size) in enumerate(geometry):
             img = make(shape)
-            for align, half in ((False, False), (True, False), (False, True)):
+            for align, half in ((False, False), (True, False), (False, True), (True, True)):
                 rb = lambda images, size, mn, mx, align=align, half=half: R.QuantizedResizeBilinear(
                     images=images, size=size, min=mn, max=mx, align_corners=align,
                     half_pixel_centers=half)
