@@ -64,6 +64,9 @@ mod order;
 mod padded_raw;
 mod parse;
 mod quantized;
+mod quantized_arith;
+mod quantized_requantize;
+mod quantized_resize;
 mod ragged;
 mod ragged_cross;
 mod ragged_ops;
@@ -81,6 +84,7 @@ mod serialize;
 mod shape;
 mod signal;
 mod slice;
+mod sobol_sample;
 mod sparse;
 mod sparse_cross;
 pub mod sparse_tensor;
@@ -278,6 +282,10 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     special_gamma::KERNELS,
     counting::KERNELS,
     quantized::KERNELS,
+    quantized_requantize::KERNELS,
+    quantized_arith::KERNELS,
+    quantized_resize::KERNELS,
+    sobol_sample::KERNELS,
     bincount_batched::KERNELS,
     segment_grad::KERNELS,
     strings_segment::KERNELS,

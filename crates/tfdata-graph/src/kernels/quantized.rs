@@ -1,18 +1,16 @@
 //! Requantizing 32-bit quantized accumulators: `RequantizationRange` and
-//! `QuantizeDownAndShrinkRange`, with TensorFlow 2.21's arithmetic. The
-//! quantized output is bit-exact (TF's integer fixed-point loop); the float
-//! range outputs follow TF's published `QuantizedToFloat` formula, which TF
-//! 2.21's compiled kernel matches to a few float ulps of the range width (the
-//! differential family declares that tolerance).
-//!
-//! `Requantize` is left unsupported: its `qint32 -> quint8` results in TF
-//! 2.21 do not follow the fixed-point formula below (observed on ordinary
-//! ranges), and a wrong quantized value would be worse than a refusal.
+//! `QuantizeDownAndShrinkRange`, bit for bit as TensorFlow 2.21 computes them,
+//! and the `qint32 -> quint8` fixed-point loop `Requantize` shares.
 //!
 //! A quantized `qint32` value `q` in the range `[min, max]` stands for
 //! `min_rounded + (q - i32::MIN) * (max - min) / (2^32 - 1)`.
 //! `QuantizeDownAndShrinkRange` maps it to quint8 with a 16-bit fixed-point
 //! loop in 64-bit integers.
+//!
+//! TF 2.21's compiled kernels read each `qint32` element through Eigen's
+//! float conversion (observed: `2^31 - 64` already counts as `2^31`), both
+//! in the min/max scan behind the float ranges and in the fixed-point loop;
+//! so do these.
 
 use tfdata_core::{DType, Result, Tensor};
 
@@ -54,7 +52,7 @@ fn check_types(attrs: &NodeAttrs, allowed_out: &[DType]) -> Result<DType> {
 }
 
 /// The qint32 values of input 0.
-fn qint32_values(op: &str, t: &Tensor) -> Result<Vec<i32>> {
+pub(super) fn qint32_values(op: &str, t: &Tensor) -> Result<Vec<i32>> {
     expect_dtype(op, t, 0, DType::QInt32)?;
     Ok(buffer(op, t)?
         .chunks_exact(4)
@@ -63,7 +61,7 @@ fn qint32_values(op: &str, t: &Tensor) -> Result<Vec<i32>> {
 }
 
 /// The first float of a range input (TF reads `flat<float>()(0)`).
-fn first_float(op: &str, t: &Tensor, index: usize, empty_msg: &str) -> Result<f32> {
+pub(super) fn first_float(op: &str, t: &Tensor, index: usize, empty_msg: &str) -> Result<f32> {
     expect_dtype(op, t, index, DType::Float)?;
     let b = buffer(op, t)?;
     match b.get(..4) {
@@ -83,7 +81,7 @@ fn scalar_float(op: &str, t: &Tensor, index: usize, name: &str) -> Result<f32> {
     first_float(op, t, index, "empty range")
 }
 
-fn scalar_out(v: f32) -> Result<Tensor> {
+pub(super) fn scalar_out(v: f32) -> Result<Tensor> {
     finish(DType::Float, vec![], v.to_le_bytes().to_vec())
 }
 
@@ -91,7 +89,7 @@ fn scalar_out(v: f32) -> Result<Tensor> {
 /// float range, the rounded minimum in float, the sum in double (TF's
 /// published formula; TF 2.21's compiled kernel differs from it in the last
 /// float bits, see the differential family's declared tolerance).
-fn qint32_to_float(q: i32, min: f32, max: f32) -> f32 {
+fn qint32_to_float(q: f64, min: f32, max: f32) -> f32 {
     if min == max {
         return min;
     }
@@ -99,10 +97,16 @@ fn qint32_to_float(q: i32, min: f32, max: f32) -> f32 {
     let range_adjust = steps / (steps - 1.0);
     let range = f64::from(max - min) * range_adjust;
     let range_scale = range / steps;
-    let offset = f64::from(q) - f64::from(i32::MIN);
+    let offset = q - f64::from(i32::MIN);
     let scale_f = range_scale as f32;
     let min_rounded = f64::from((min / scale_f).round() * scale_f);
     (min_rounded + offset * range_scale) as f32
+}
+
+/// A `qint32` element as Eigen hands it to TF 2.21's kernels: rounded to
+/// `f32` (`2^31 - 1` becomes `2^31`).
+pub(super) fn through_float(v: i32) -> f64 {
+    f64::from(v as f32)
 }
 
 /// The float range a qint32 tensor actually spans, with the minimum no
@@ -112,15 +116,15 @@ fn qint32_to_float(q: i32, min: f32, max: f32) -> f32 {
 fn actual_range(values: &[i32], min: f32, max: f32) -> (f32, f32) {
     let lo = values.iter().copied().min().unwrap_or(i32::MAX);
     let hi = values.iter().copied().max().unwrap_or(i32::MIN);
-    let lo_f = qint32_to_float(lo, min, max);
+    let lo_f = qint32_to_float(through_float(lo), min, max);
     // `std::min(0.0f, x)` returns 0 when x is NaN.
     let lo_f = if lo_f < 0.0 { lo_f } else { 0.0 };
-    (lo_f, qint32_to_float(hi, min, max))
+    (lo_f, qint32_to_float(through_float(hi), min, max))
 }
 
 /// C++'s `static_cast<int64_t>(double)` as x86-64 executes it: truncation,
 /// and the "integer indefinite" value for NaN or out-of-range inputs.
-fn cast_i64(x: f64) -> i64 {
+pub(super) fn cast_i64(x: f64) -> i64 {
     // 2^63 is exact in f64; NaN is outside every range.
     let limit = 2f64.powi(63);
     if (-limit..limit).contains(&x) {
@@ -130,9 +134,16 @@ fn cast_i64(x: f64) -> i64 {
     }
 }
 
+/// `std::lround` as glibc computes it: half away from zero, `i64::MIN` when
+/// the result does not fit.
+fn lround(x: f64) -> i64 {
+    cast_i64(x.round())
+}
+
 /// TF's fixed-point qint32 -> quint8 requantization (16 fractional bits,
-/// 64-bit integers that wrap as TF's do on overflow).
-fn requantize_to_quint8(
+/// 64-bit integers that wrap as TF's do on overflow), on the float-rounded
+/// inputs, with `lround` for the output offset.
+pub(super) fn requantize_to_quint8(
     values: &[i32],
     in_min: f32,
     in_max: f32,
@@ -158,17 +169,18 @@ fn requantize_to_quint8(
     let output_offset_fp: i64 = if output_range == 0.0 {
         0
     } else {
-        cast_i64(65536.0 * (f64::from(out_min) * 255.0) / f64::from(output_range))
+        lround(65536.0 * (f64::from(out_min) * 255.0) / f64::from(output_range))
     };
-    let rounding_delta: i64 = 1 << (SHIFT - 1);
     let bias = input_offset_fp
         .wrapping_sub(output_offset_fp)
-        .wrapping_add(rounding_delta);
+        .wrapping_add(1 << (SHIFT - 1));
     values
         .iter()
         .map(|&v| {
-            let fp = (i64::from(v).wrapping_mul(range_scale_fp) >> 32).wrapping_add(bias);
-            (fp >> SHIFT).clamp(0, 255) as u8
+            // Exact: the float-rounded value is an integer within +-2^31.
+            let v = through_float(v) as i64;
+            let product = v.wrapping_mul(range_scale_fp) >> 32;
+            (product.wrapping_add(bias) >> SHIFT).clamp(0, 255) as u8
         })
         .collect()
 }

@@ -361,7 +361,7 @@ fn c_g(v: f64, precision: usize) -> String {
 
 /// TensorFlow's `StrCat` of a float: the shortest of 6 (15 for double)
 /// or 9 (17) significant digits that reads back exactly.
-fn float_text(v: f64, double: bool) -> String {
+pub(super) fn float_text(v: f64, double: bool) -> String {
     let (short, long) = if double { (15, 17) } else { (6, 9) };
     let s = c_g(v, short);
     let back_ok = if double {
