@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tfdata_core::{Error, Result, Tensor};
 use tfdata_dataset::Dataset;
 
-use crate::iterator::IteratorHandle;
+use crate::iterator::{IteratorHandle, IteratorState};
 use crate::list::TensorList;
 use crate::queue::FifoQueue;
 use crate::reader::Reader;
@@ -36,6 +36,9 @@ pub enum Value {
     /// An iterator over a dataset (`AnonymousIteratorV3`'s handle), made,
     /// bound and read inside one function call.
     Iterator(Arc<IteratorHandle>),
+    /// An iterator's saved position (`SerializeIterator`'s output), until
+    /// `DeserializeIterator` restores it.
+    IteratorState(Arc<IteratorState>),
     /// A `tf.experimental.Optional` (`IteratorGetNextAsOptional`'s
     /// output): an element's components, or none at the end.
     Optional(Option<Arc<[Tensor]>>),
@@ -75,6 +78,7 @@ impl Value {
             Value::Queue(_) => "a queue".into(),
             Value::Reader(_) => "a reader".into(),
             Value::Iterator(_) => "an iterator".into(),
+            Value::IteratorState(_) => "an iterator state".into(),
             Value::Optional(_) => "an optional".into(),
             Value::Compressed(_) => "a compressed element".into(),
             Value::Variable(_) => "a resource variable".into(),

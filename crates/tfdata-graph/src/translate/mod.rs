@@ -19,6 +19,7 @@ mod consume;
 mod csv;
 mod files;
 mod inline;
+mod iterator_handles;
 mod iterators;
 mod node;
 mod older;
