@@ -3,8 +3,11 @@
 the iterator lives, with their type, shape, parse and device checks;
 IteratorGetDevice; SerializeIterator and DeserializeIterator restoring a
 position (into the same iterator, a new one over the same dataset, one over
-the same pipeline built again); and the seed generator and iteration
-counter resources (AnonymousRandomSeedGenerator, DummyIterationCounter).
+the same pipeline built again); the seed generator and iteration counter
+resources (AnonymousRandomSeedGenerator, DummyIterationCounter); and
+multi-device iterators (AnonymousMultiDeviceIterator{,V3}, a node's own
+MultiDeviceIterator, Init, GetNextFromShard dealing elements to shards in
+turn, their string handles, DeleteMultiDeviceIterator).
 
 A string handle's name holds the iterator's address (TensorFlow's too), so
 cases return its fixed parts (device and container before it, the type's
@@ -33,6 +36,7 @@ def family():
     devices(fam)
     saved_positions(fam)
     resources(fam)
+    multi_device(fam)
     # A message naming a live iterator holds its address: kept up to the
     # name, so regenerating gives the same bytes.
     for case in fam.cases:
@@ -47,13 +51,13 @@ def get(h, types=(I64,), shapes=((),)):
                                       output_shapes=list(shapes))
 
 
-def parts(h):
+def parts(h, tail=TAIL, pattern="Resource-[0-9]+-at-0x[0-9a-f]+"):
     """A string handle's fixed parts, and whether its name is TensorFlow's
-    `Resource-<id>-at-<address>`."""
+    (`Resource-<id>-at-<address>` for an anonymous resource)."""
     n = tf.strings.length(h)
-    name = tf.strings.substr(h, HEAD + 2, n - HEAD - 2 - TAIL)
-    return (tf.strings.substr(h, 0, HEAD), tf.strings.substr(h, n - TAIL, TAIL),
-            tf.strings.regex_full_match(name, "Resource-[0-9]+-at-0x[0-9a-f]+"))
+    name = tf.strings.substr(h, HEAD + 2, n - HEAD - 2 - tail)
+    return (tf.strings.substr(h, 0, HEAD), tf.strings.substr(h, n - tail, tail),
+            tf.strings.regex_full_match(name, pattern))
 
 
 def string_handles(fam):
@@ -329,3 +333,153 @@ def resources(fam):
 
     fam.add_function("DummyIterationCounter", iteration_counter, [tf.constant(4, I64)],
                      traced=True)
+
+
+# A multi-device iterator's string handle after its name: the type's hash
+# (10 bytes and its tag) and name (54 bytes, its tag and length).
+MD_TAIL = 67
+CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+
+def multi_device(fam):
+    def shard_reads(version, devices, reads, buf=1, make=lambda n: D.range(n),
+                    types=(I64,), shapes=((),), reinit=None, delete=False):
+        def fn(n):
+            ds = make(n)
+            deleter = None
+            if version == 1:
+                h, deleter = tf.raw_ops.AnonymousMultiDeviceIterator(
+                    devices=devices, output_types=list(types), output_shapes=list(shapes))
+            elif version == 3:
+                h = tf.raw_ops.AnonymousMultiDeviceIteratorV3(
+                    devices=devices, output_types=list(types), output_shapes=list(shapes))
+            else:
+                h = tf.raw_ops.MultiDeviceIterator(
+                    devices=devices, shared_name="", container="", output_types=list(types),
+                    output_shapes=list(shapes))
+            inc = tf.raw_ops.MultiDeviceIteratorInit(dataset=ds._variant_tensor,
+                                                     multi_device_iterator=h,
+                                                     max_buffer_size=buf)
+            out = [inc]
+            deps = [inc]
+            for k, shard in enumerate(reads):
+                if reinit is not None and k == reinit:
+                    with tf.control_dependencies(deps):
+                        inc = tf.raw_ops.MultiDeviceIteratorInit(
+                            dataset=make(n + 10)._variant_tensor, multi_device_iterator=h,
+                            max_buffer_size=buf)
+                    out.append(inc)
+                    deps = [inc]
+                with tf.control_dependencies(deps):
+                    got = tf.raw_ops.MultiDeviceIteratorGetNextFromShard(
+                        multi_device_iterator=h, shard_num=shard, incarnation_id=inc,
+                        output_types=list(types), output_shapes=list(shapes))
+                out.extend(got)
+                deps = list(got)
+            if delete:
+                with tf.control_dependencies(deps):
+                    tf.raw_ops.DeleteMultiDeviceIterator(multi_device_iterator=h, iterators=[],
+                                                         deleter=deleter)
+            return tuple(out)
+        return fn
+
+    n5 = [tf.constant(5, I64)]
+    fam.add_function("multi-device iterator on one CPU reads the dataset in order",
+                     shard_reads(3, ["/cpu:0"], [0, 0, 0]), n5, traced=True)
+    fam.add_function("AnonymousMultiDeviceIterator, two shards in turn, deleted",
+                     shard_reads(1, [CPU, CPU], [0, 1, 0, 1], delete=True), n5, traced=True)
+    fam.add_function("two shards, one read ahead of the other",
+                     shard_reads(3, [CPU, CPU], [0, 0, 1, 1]), n5, traced=True)
+    fam.add_function("three shards, one read ahead within a buffer of 2",
+                     shard_reads(3, [CPU] * 3, [2, 2, 0, 1, 1, 0, 0], buf=2),
+                     [tf.constant(9, I64)], traced=True)
+    fam.add_function("a node's own MultiDeviceIterator",
+                     shard_reads(0, ["/cpu:0", "/cpu:0"], [1, 0, 1]), n5, traced=True)
+    fam.add_function("multi-device iterator past the end",
+                     shard_reads(3, ["/cpu:0"], [0, 0, 0]), [tf.constant(2, I64)], traced=True)
+    fam.add_function("a shard past the end while the other has one left",
+                     shard_reads(3, [CPU, CPU], [0, 1, 0, 1]), [tf.constant(3, I64)],
+                     traced=True)
+    fam.add_function("multi-device iterator initialised again (incarnation 2)",
+                     shard_reads(3, [CPU, CPU], [0, 1, 1, 0], reinit=2), n5, traced=True)
+
+    def tuples(x):
+        return D.from_tensor_slices((x, tf.strings.as_string(x))).batch(2)
+
+    fam.add_function("multi-device iterator of batched (float, string) pairs",
+                     shard_reads(3, [CPU, CPU], [1, 0, 0], make=tuples,
+                                 types=(tf.float32, tf.string), shapes=([None], [None])),
+                     [tf.constant([1.5, -0.0, float("nan"), 4.0, 5.0])], traced=True)
+    fam.add_function("multi-device iterator declaring another type",
+                     shard_reads(3, [CPU], [0], types=(tf.int32,)), n5, traced=True)
+    fam.add_function("multi-device iterator declaring another shape",
+                     shard_reads(3, [CPU], [0], shapes=([2],)), n5, traced=True)
+
+    def wrong_incarnation(n):
+        h = tf.raw_ops.AnonymousMultiDeviceIteratorV3(devices=[CPU], output_types=[I64],
+                                                      output_shapes=[[]])
+        inc = tf.raw_ops.MultiDeviceIteratorInit(dataset=D.range(n)._variant_tensor,
+                                                 multi_device_iterator=h, max_buffer_size=1)
+        return tf.raw_ops.MultiDeviceIteratorGetNextFromShard(
+            multi_device_iterator=h, shard_num=0, incarnation_id=inc + 1, output_types=[I64],
+            output_shapes=[[]])
+
+    fam.add_function("multi-device read naming another incarnation", wrong_incarnation, n5,
+                     traced=True)
+
+    def string_handle(named):
+        def fn(n):
+            if named:
+                h = tf.raw_ops.MultiDeviceIterator(devices=[CPU, CPU], shared_name="",
+                                                   container="", output_types=[I64],
+                                                   output_shapes=[[]])
+            else:
+                h = tf.raw_ops.AnonymousMultiDeviceIteratorV3(
+                    devices=[CPU, CPU], output_types=[I64], output_shapes=[[]])
+            inc = tf.raw_ops.MultiDeviceIteratorInit(dataset=D.range(n)._variant_tensor,
+                                                     multi_device_iterator=h,
+                                                     max_buffer_size=1)
+            s = tf.raw_ops.MultiDeviceIteratorToStringHandle(multi_device_iterator=h)
+            h2 = tf.raw_ops.MultiDeviceIteratorFromStringHandle(
+                string_handle=s, output_types=[I64], output_shapes=[[]])
+            a = tf.raw_ops.MultiDeviceIteratorGetNextFromShard(
+                multi_device_iterator=h2, shard_num=0, incarnation_id=inc, output_types=[I64],
+                output_shapes=[[]])[0]
+            with tf.control_dependencies([a]):
+                b = tf.raw_ops.MultiDeviceIteratorGetNextFromShard(
+                    multi_device_iterator=h, shard_num=1, incarnation_id=inc,
+                    output_types=[I64], output_shapes=[[]])[0]
+            with tf.control_dependencies([b]):
+                s2 = tf.raw_ops.MultiDeviceIteratorToStringHandle(multi_device_iterator=h2)
+                c = tf.raw_ops.MultiDeviceIteratorGetNextFromShard(
+                    multi_device_iterator=h2, shard_num=0, incarnation_id=inc,
+                    output_types=[I64], output_shapes=[[]])[0]
+            with tf.control_dependencies([c]):
+                d = tf.raw_ops.MultiDeviceIteratorGetNextFromShard(
+                    multi_device_iterator=h, shard_num=1, incarnation_id=inc,
+                    output_types=[I64], output_shapes=[[]])[0]
+            pattern = ("_[0-9]+_MultiDeviceIterator" if named
+                       else "Resource-[0-9]+-at-0x[0-9a-f]+")
+            return (a, b, c, d, tf.equal(s, s2)) + parts(s, MD_TAIL, pattern)
+        return fn
+
+    fam.add_function("multi-device string handle round trip", string_handle(False), n5,
+                     traced=True)
+    fam.add_function("a node's own MultiDeviceIterator's string handle", string_handle(True),
+                     n5, traced=True)
+
+    def from_string(s):
+        h = tf.raw_ops.MultiDeviceIteratorFromStringHandle(string_handle=s, output_types=[I64],
+                                                           output_shapes=[[]])
+        return tf.raw_ops.MultiDeviceIteratorGetNextFromShard(
+            multi_device_iterator=h, shard_num=0, incarnation_id=1, output_types=[I64],
+            output_shapes=[[]])
+
+    fam.add_function("MultiDeviceIteratorFromStringHandle of bytes that are no handle",
+                     from_string, [tf.constant(b"garbage\xff")], traced=True,
+                     unknown_shapes=True)
+    fam.add_function("MultiDeviceIteratorFromStringHandle of a vector", from_string,
+                     [tf.constant(["a", "b"])], traced=True, unknown_shapes=True)
+    fam.add_function("MultiDeviceIteratorFromStringHandle naming no iterator", from_string,
+                     [tf.constant(crafted(name="nothing", hash_code=16662786403704826828))],
+                     traced=True, unknown_shapes=True)

@@ -39,17 +39,17 @@ const TYPE_HASH: u64 = 8_918_088_204_830_721_661;
 /// `dtypes_and_shapes`, field 6, which iterator handles leave empty, is
 /// skipped when read).
 #[derive(Clone, PartialEq, Message)]
-struct ResourceHandleProto {
+pub(super) struct ResourceHandleProto {
     #[prost(string, tag = "1")]
-    device: String,
+    pub device: String,
     #[prost(string, tag = "2")]
-    container: String,
+    pub container: String,
     #[prost(string, tag = "3")]
-    name: String,
+    pub name: String,
     #[prost(uint64, tag = "4")]
-    hash_code: u64,
+    pub hash_code: u64,
     #[prost(string, tag = "5")]
-    maybe_type_name: String,
+    pub maybe_type_name: String,
 }
 
 /// The node compiled, if it is one of this module's.
@@ -76,7 +76,7 @@ pub(super) fn compile(node: &NodeDef, attrs: &NodeAttrs) -> Result<Option<Compil
                     let mut i = Inputs::new(values, &name, &op);
                     let s = i.tensor("string_handle")?;
                     let handle = from_string(&s)?;
-                    check_declared(&handle, &types, &shapes)?;
+                    check_declared(handle.declared(), &types, &shapes)?;
                     Ok(vec![Value::Iterator(handle)])
                 }),
             }
@@ -126,38 +126,28 @@ pub(super) fn compile(node: &NodeDef, attrs: &NodeAttrs) -> Result<Option<Compil
 }
 
 /// A string handle's bytes: the handle's device, container and name, and
-/// the iterator type's hash and name.
-fn to_string(handle: &Arc<IteratorHandle>) -> Result<Vec<u8>> {
-    let proto = ResourceHandleProto {
+/// the resource type's hash and name.
+pub(super) fn encode(container: &str, name: String, hash_code: u64, type_name: &str) -> Vec<u8> {
+    ResourceHandleProto {
         device: DEVICE.into(),
-        container: CONTAINER.into(),
-        name: handle.name()?,
-        hash_code: TYPE_HASH,
-        maybe_type_name: TYPE_NAME.into(),
-    };
-    Ok(proto.encode_to_vec())
+        container: container.into(),
+        name,
+        hash_code,
+        maybe_type_name: type_name.into(),
+    }
+    .encode_to_vec()
+}
+
+/// An iterator's string handle.
+fn to_string(handle: &Arc<IteratorHandle>) -> Result<Vec<u8>> {
+    Ok(encode(CONTAINER, handle.name()?, TYPE_HASH, TYPE_NAME))
 }
 
 /// The live iterator a string handle names, with TensorFlow's checks in
 /// its order: a scalar, a `ResourceHandleProto`, made on this device, of
 /// an iterator that still exists.
 fn from_string(s: &Tensor) -> Result<Arc<IteratorHandle>> {
-    let strings = s.string_values().map_err(|_| {
-        Error::InvalidArgument("string_handle must be a scalar string tensor".into())
-    })?;
-    let [bytes] = strings else {
-        return Err(Error::InvalidArgument(
-            "string_handle must be a scalar".into(),
-        ));
-    };
-    if !s.shape().is_empty() {
-        return Err(Error::InvalidArgument(
-            "string_handle must be a scalar".into(),
-        ));
-    }
-    let proto = ResourceHandleProto::decode(&bytes[..]).map_err(|_| {
-        Error::InvalidArgument("Could not parse string_handle as a valid ResourceHandle".into())
-    })?;
+    let proto = decode(s)?;
     if proto.device != DEVICE {
         return Err(Error::InvalidArgument(format!(
             "Attempted create an iterator on device \"{DEVICE}\" from handle defined on device \
@@ -183,11 +173,34 @@ fn from_string(s: &Tensor) -> Result<Arc<IteratorHandle>> {
     Ok(Arc::new(IteratorHandle::alias(&target, proto.name)))
 }
 
+/// A string handle's proto: a scalar that parses.
+pub(super) fn decode(s: &Tensor) -> Result<ResourceHandleProto> {
+    let strings = s.string_values().map_err(|_| {
+        Error::InvalidArgument("string_handle must be a scalar string tensor".into())
+    })?;
+    let [bytes] = strings else {
+        return Err(Error::InvalidArgument(
+            "string_handle must be a scalar".into(),
+        ));
+    };
+    if !s.shape().is_empty() {
+        return Err(Error::InvalidArgument(
+            "string_handle must be a scalar".into(),
+        ));
+    }
+    ResourceHandleProto::decode(&bytes[..]).map_err(|_| {
+        Error::InvalidArgument("Could not parse string_handle as a valid ResourceHandle".into())
+    })
+}
+
 /// TensorFlow's `VerifyTypesMatch` and `VerifyShapesCompatible` between
 /// what the string-handle node declares (`expected`; nothing declared
 /// checks nothing) and what the iterator was made with.
-fn check_declared(handle: &IteratorHandle, types: &[DType], shapes: &[Shape]) -> Result<()> {
-    let (got_types, got_shapes) = handle.declared();
+pub(super) fn check_declared(
+    (got_types, got_shapes): (&[DType], &[Shape]),
+    types: &[DType],
+    shapes: &[Shape],
+) -> Result<()> {
     if !types.is_empty() {
         if types.len() != got_types.len() {
             return Err(Error::InvalidArgument(format!(

@@ -21,6 +21,7 @@ mod files;
 mod inline;
 mod iterator_handles;
 mod iterators;
+mod multi_device;
 mod node;
 mod older;
 mod ops;

@@ -127,6 +127,15 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalIteratorGetDevice",
     "SerializeIterator",
     "DeserializeIterator",
+    // Multi-device iterators (multi_device.rs).
+    "AnonymousMultiDeviceIterator",
+    "AnonymousMultiDeviceIteratorV3",
+    "MultiDeviceIterator",
+    "MultiDeviceIteratorInit",
+    "MultiDeviceIteratorGetNextFromShard",
+    "MultiDeviceIteratorToStringHandle",
+    "MultiDeviceIteratorFromStringHandle",
+    "DeleteMultiDeviceIterator",
     // Elements compressed and read back inside a function (compression.rs).
     "CompressElement",
     "UncompressElement",
@@ -213,6 +222,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::iterator_handles::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::multi_device::compile(node, &attrs)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::table_init::compile(node) {
