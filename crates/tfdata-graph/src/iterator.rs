@@ -30,8 +30,10 @@ pub struct IteratorHandle {
     /// The `output_types` and `output_shapes` the handle was made with.
     types: Vec<DType>,
     shapes: Vec<Shape>,
-    /// The name a string handle gives it, made (and registered) the first
-    /// time one is asked for.
+    /// The container and name a string handle gives it: fixed for a named
+    /// iterator (`IteratorV2`), made (and registered) the first time one is
+    /// asked for an anonymous one.
+    container: &'static str,
     name: OnceLock<String>,
     /// For a handle made from a string (`IteratorFromStringHandle`): the
     /// iterator it names, which it does not keep alive. TensorFlow frees an
@@ -67,13 +69,21 @@ impl Default for IteratorHandle {
     }
 }
 
-/// The handles that have been given a name, by name: what a string handle
-/// finds. Weak, so a handle is freed with its last reference as before,
-/// and its entry leaves with it (`Drop`), as TensorFlow's anonymous
-/// resources leave the resource manager.
-fn names() -> &'static Mutex<HashMap<String, Weak<IteratorHandle>>> {
-    static NAMES: OnceLock<Mutex<HashMap<String, Weak<IteratorHandle>>>> = OnceLock::new();
+/// The handles that have been given a name, by container and name: what a
+/// string handle finds. Weak, so a handle is freed with its last reference
+/// as before, and its entry leaves with it (`Drop`), as TensorFlow's
+/// anonymous resources leave the resource manager.
+type Names = HashMap<(&'static str, String), Weak<IteratorHandle>>;
+
+fn names() -> &'static Mutex<Names> {
+    static NAMES: OnceLock<Mutex<Names>> = OnceLock::new();
     NAMES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn lock_names() -> Result<std::sync::MutexGuard<'static, Names>> {
+    names()
+        .lock()
+        .map_err(|_| Error::Internal("the iterator names' lock was poisoned".into()))
 }
 
 impl IteratorHandle {
@@ -82,9 +92,24 @@ impl IteratorHandle {
             state: Mutex::new(None),
             types,
             shapes,
+            container: "Anonymous",
             name: OnceLock::new(),
             alias_of: None,
         }
+    }
+
+    /// A node's own iterator (`Iterator`, `IteratorV2` without a shared
+    /// name): TensorFlow names it `_<n>_<node>` in container `localhost`.
+    pub fn named(types: Vec<DType>, shapes: Vec<Shape>, node: &str) -> Result<Arc<Self>> {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut handle = Self::new(types, shapes);
+        handle.container = "localhost";
+        let name = format!("_{id}_{node}");
+        handle.name = OnceLock::from(name.clone());
+        let handle = Arc::new(handle);
+        lock_names()?.insert(("localhost", name), Arc::downgrade(&handle));
+        Ok(handle)
     }
 
     /// A handle to `target`, as a string handle named it (`name`).
@@ -93,6 +118,7 @@ impl IteratorHandle {
             state: Mutex::new(None),
             types: target.types.clone(),
             shapes: target.shapes.clone(),
+            container: target.container,
             name: OnceLock::from(name),
             alias_of: Some(Arc::downgrade(target)),
         }
@@ -103,9 +129,9 @@ impl IteratorHandle {
     fn target(self: &Arc<Self>) -> Result<Arc<IteratorHandle>> {
         match &self.alias_of {
             None => Ok(self.clone()),
-            Some(weak) => weak
-                .upgrade()
-                .ok_or_else(|| not_found(self.name.get().map_or("", String::as_str))),
+            Some(weak) => weak.upgrade().ok_or_else(|| {
+                not_found(self.container, self.name.get().map_or("", String::as_str))
+            }),
         }
     }
 
@@ -210,31 +236,32 @@ impl IteratorHandle {
     /// The name a string handle carries, registered so that
     /// [`IteratorHandle::by_name`] finds this handle while it lives.
     /// `pointer` is the handle's address, which TensorFlow's names hold.
-    pub fn name(self: &Arc<Self>) -> Result<String> {
+    pub fn name(self: &Arc<Self>) -> Result<(&'static str, String)> {
         if self.alias_of.is_some() {
             // A handle from a string names what the string named.
             return self.target()?.name();
         }
         if let Some(name) = self.name.get() {
-            return Ok(name.clone());
+            return Ok((self.container, name.clone()));
         }
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("Resource-{id}-at-{:p}", Arc::as_ptr(self));
         let name = self.name.get_or_init(|| name).clone();
-        names()
-            .lock()
-            .map_err(|_| Error::Internal("the iterator names' lock was poisoned".into()))?
-            .insert(name.clone(), Arc::downgrade(self));
-        Ok(name)
+        lock_names()?.insert((self.container, name.clone()), Arc::downgrade(self));
+        Ok((self.container, name))
     }
 
     /// The live handle a string handle names, if any.
-    pub fn by_name(name: &str) -> Result<Option<Arc<IteratorHandle>>> {
-        let names = names()
-            .lock()
-            .map_err(|_| Error::Internal("the iterator names' lock was poisoned".into()))?;
-        Ok(names.get(name).and_then(Weak::upgrade))
+    pub fn by_name(container: &str, name: &str) -> Result<Option<Arc<IteratorHandle>>> {
+        let names = lock_names()?;
+        // Keyed by a static container: the few containers there are make
+        // looking the name up under each cheap.
+        Ok(["Anonymous", "localhost"]
+            .into_iter()
+            .filter(|c| *c == container)
+            .find_map(|c| names.get(&(c, name.to_string())))
+            .and_then(Weak::upgrade))
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Option<Bound>>> {
@@ -252,16 +279,16 @@ impl Drop for IteratorHandle {
         if let Some(name) = self.name.get()
             && let Ok(mut names) = names().lock()
         {
-            names.remove(name);
+            names.remove(&(self.container, name.clone()));
         }
     }
 }
 
 /// TensorFlow's error for a string handle naming no live iterator.
-pub fn not_found(name: &str) -> Error {
+pub fn not_found(container: &str, name: &str) -> Error {
     Error::Remote {
         code: tonic::Code::NotFound,
-        message: format!("Resource Anonymous/{name}/{TYPE_NAME} does not exist."),
+        message: format!("Resource {container}/{name}/{TYPE_NAME} does not exist."),
     }
 }
 
@@ -373,14 +400,15 @@ mod tests {
     #[test]
     fn a_string_name_finds_the_handle_only_while_it_lives() {
         let handle = Arc::new(IteratorHandle::default());
-        let name = handle.name().unwrap();
+        let (container, name) = handle.name().unwrap();
+        assert_eq!(container, "Anonymous");
         assert!(name.starts_with("Resource-"), "{name}");
-        let found = IteratorHandle::by_name(&name).unwrap().unwrap();
+        let found = IteratorHandle::by_name(container, &name).unwrap().unwrap();
         assert!(Arc::ptr_eq(&found, &handle));
         let alias = Arc::new(IteratorHandle::alias(&found, name.clone()));
-        assert_eq!(alias.name().unwrap(), name);
+        assert_eq!(alias.name().unwrap().1, name);
         drop((found, handle));
-        assert!(IteratorHandle::by_name(&name).unwrap().is_none());
+        assert!(IteratorHandle::by_name(container, &name).unwrap().is_none());
         assert!(alias.next().is_err());
     }
 }

@@ -1,6 +1,6 @@
 """Iterators beyond reading them, in function bodies: string handles
 (IteratorToStringHandle, IteratorFromStringHandle{,V2}) found again while
-the iterator lives, with their type, shape, parse and device checks;
+the iterator lives, a node's own iterator (Iterator, IteratorV2), with their type, shape, parse and device checks;
 IteratorGetDevice; SerializeIterator and DeserializeIterator restoring a
 position (into the same iterator, a new one over the same dataset, one over
 the same pipeline built again); the seed generator and iteration counter
@@ -37,6 +37,7 @@ def family():
     saved_positions(fam)
     resources(fam)
     multi_device(fam)
+    named_iterators(fam)
     # A message naming a live iterator holds its address: kept up to the
     # name, so regenerating gives the same bytes.
     for case in fam.cases:
@@ -483,3 +484,35 @@ def multi_device(fam):
     fam.add_function("MultiDeviceIteratorFromStringHandle naming no iterator", from_string,
                      [tf.constant(crafted(name="nothing", hash_code=16662786403704826828))],
                      traced=True, unknown_shapes=True)
+
+
+def named_iterators(fam):
+    """A node's own iterator (`Iterator`, `IteratorV2` without a shared
+    name), started by MakeIterator, read, named by a string handle."""
+    def named(v1, make=True):
+        def fn(n):
+            op = tf.raw_ops.Iterator if v1 else tf.raw_ops.IteratorV2
+            h = op(shared_name="", container="", output_types=[I64], output_shapes=[[]])
+            if make:
+                tf.raw_ops.MakeIterator(dataset=D.range(n).map(lambda x: x - 3)._variant_tensor,
+                                        iterator=h)
+            a = get(h)[0]
+            s = tf.raw_ops.IteratorToStringHandle(resource_handle=h)
+            with tf.control_dependencies([a]):
+                h2 = tf.raw_ops.IteratorFromStringHandleV2(string_handle=s, output_types=[I64],
+                                                           output_shapes=[[]])
+                b = get(h2)[0]
+            with tf.control_dependencies([b]):
+                c = get(h)[0]
+            pattern = "_[0-9]+_Iterator" if v1 else "_[0-9]+_IteratorV2"
+            return (a, b, c) + parts(s, TAIL, pattern)
+        return fn
+
+    fam.add_function("IteratorV2 (a node's own iterator) and its string handle", named(False),
+                     [tf.constant(5, I64)], traced=True)
+    fam.add_function("Iterator (a node's own iterator) and its string handle", named(True),
+                     [tf.constant(5, I64)], traced=True)
+    fam.add_function("IteratorV2 read without MakeIterator", named(False, make=False),
+                     [tf.constant(5, I64)], traced=True)
+    fam.add_function("IteratorV2 read past the end", named(False), [tf.constant(2, I64)],
+                     traced=True)

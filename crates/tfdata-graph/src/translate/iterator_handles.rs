@@ -12,7 +12,7 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use tfdata_dataset::spec::Shape;
 use tfdata_proto::tensorflow::NodeDef;
 
-use super::consume::{shape_string, type_string};
+use super::consume::{Declared, shape_string, type_string};
 use super::inline::shape;
 use super::node::Inputs;
 use crate::attrs::NodeAttrs;
@@ -24,10 +24,6 @@ use crate::value::Value;
 /// CPU of the standalone runtime it builds datasets in (what TensorFlow
 /// 2.21 answers on CPU, and what its string handles name).
 pub(super) const DEVICE: &str = "/job:localhost/replica:0/task:0/device:CPU:0";
-
-/// The container TensorFlow's anonymous (reference-counted) resources are
-/// named in.
-const CONTAINER: &str = "Anonymous";
 
 /// The iterator resource type's hash as TensorFlow 2.21 on Linux writes it
 /// (libstdc++'s hash of [`TYPE_NAME`], read off the handles TensorFlow
@@ -67,6 +63,27 @@ pub(super) fn compile(node: &NodeDef, attrs: &NodeAttrs) -> Result<Option<Compil
                 )?))])
             }),
         },
+        // A node's own iterator, made once and kept by the node across its
+        // function's calls, as TensorFlow's kernel keeps its resource (a
+        // `MakeIterator` in each call starts it again). A `shared_name`
+        // shares one between nodes through the device's resource manager,
+        // which our workers do not have.
+        "Iterator" | "IteratorV2" => {
+            let shared = attrs.string_or("shared_name", "")?;
+            let container = attrs.string_or("container", "")?;
+            if !shared.is_empty() || !container.is_empty() {
+                return Err(attrs.error(format!(
+                    "a shared iterator (shared_name {shared:?}, container {container:?}) is \
+                     not supported"
+                )));
+            }
+            let declared = Declared::of(attrs)?;
+            let handle = IteratorHandle::named(declared.types, declared.shapes, &node.name)?;
+            CompiledNode {
+                outputs: vec![("handle".into(), 1)],
+                run: Arc::new(move |_| Ok(vec![Value::Iterator(handle.clone())])),
+            }
+        }
         "IteratorFromStringHandle" | "IteratorFromStringHandleV2" => {
             let types = attrs.dtypes("output_types")?;
             let shapes: Vec<Shape> = attrs.shapes("output_shapes")?.iter().map(shape).collect();
@@ -140,7 +157,8 @@ pub(super) fn encode(container: &str, name: String, hash_code: u64, type_name: &
 
 /// An iterator's string handle.
 fn to_string(handle: &Arc<IteratorHandle>) -> Result<Vec<u8>> {
-    Ok(encode(CONTAINER, handle.name()?, TYPE_HASH, TYPE_NAME))
+    let (container, name) = handle.name()?;
+    Ok(encode(container, name, TYPE_HASH, TYPE_NAME))
 }
 
 /// The live iterator a string handle names, with TensorFlow's checks in
@@ -155,7 +173,9 @@ fn from_string(s: &Tensor) -> Result<Arc<IteratorHandle>> {
             proto.device
         )));
     }
-    if proto.container != CONTAINER {
+    // The containers resources live in here: anonymous ones, and the
+    // device's own (`localhost`), where a node's named iterator is.
+    if proto.container != "Anonymous" && proto.container != "localhost" {
         return Err(Error::Remote {
             code: tonic::Code::NotFound,
             message: format!(
@@ -165,11 +185,11 @@ fn from_string(s: &Tensor) -> Result<Arc<IteratorHandle>> {
         });
     }
     let found = if proto.hash_code == TYPE_HASH {
-        IteratorHandle::by_name(&proto.name)?
+        IteratorHandle::by_name(&proto.container, &proto.name)?
     } else {
         None
     };
-    let target = found.ok_or_else(|| not_found(&proto.name))?;
+    let target = found.ok_or_else(|| not_found(&proto.container, &proto.name))?;
     Ok(Arc::new(IteratorHandle::alias(&target, proto.name)))
 }
 

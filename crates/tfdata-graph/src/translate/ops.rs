@@ -120,6 +120,8 @@ pub const DATASET_OPS: &[&str] = &[
     "OptionalGetValue",
     // String handles, devices and saved positions of those iterators
     // (iterator_handles.rs).
+    "Iterator",
+    "IteratorV2",
     "IteratorToStringHandle",
     "IteratorFromStringHandle",
     "IteratorFromStringHandleV2",
