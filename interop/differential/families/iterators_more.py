@@ -1,6 +1,7 @@
 """Iterators beyond reading them, in function bodies: string handles
 (IteratorToStringHandle, IteratorFromStringHandle{,V2}) found again while
-the iterator lives, a node's own iterator (Iterator, IteratorV2), with their type, shape, parse and device checks;
+the iterator lives, a node's own iterator (Iterator, IteratorV2,
+OneShotIterator), with their type, shape, parse and device checks;
 IteratorGetDevice; SerializeIterator and DeserializeIterator restoring a
 position (into the same iterator, a new one over the same dataset, one over
 the same pipeline built again); the seed generator and iteration counter
@@ -38,6 +39,7 @@ def family():
     resources(fam)
     multi_device(fam)
     named_iterators(fam)
+    one_shot(fam)
     # A message naming a live iterator holds its address: kept up to the
     # name, so regenerating gives the same bytes.
     for case in fam.cases:
@@ -515,4 +517,40 @@ def named_iterators(fam):
     fam.add_function("IteratorV2 read without MakeIterator", named(False, make=False),
                      [tf.constant(5, I64)], traced=True)
     fam.add_function("IteratorV2 read past the end", named(False), [tf.constant(2, I64)],
+                     traced=True)
+
+
+def one_shot(fam):
+    """OneShotIterator: the iterator of the dataset its factory function
+    makes, made when the node first runs."""
+    def factory_of(make):
+        return tf.function(lambda: make()._variant_tensor).get_concrete_function()
+
+    def reads(make, n_reads, types=(I64,), shapes=((),)):
+        def fn(k):
+            h = tf.raw_ops.OneShotIterator(dataset_factory=factory_of(make),
+                                           output_types=list(types), output_shapes=list(shapes))
+            out = []
+            deps = []
+            for _ in range(n_reads):
+                with tf.control_dependencies(deps):
+                    got = get(h, types, shapes)
+                out.extend(got)
+                deps = list(got)
+            with tf.control_dependencies(deps):
+                s = tf.raw_ops.IteratorToStringHandle(resource_handle=h)
+            return tuple(o + tf.cast(k, o.dtype) if o.dtype != tf.string else o for o in out) + \
+                parts(s, TAIL, "_[0-9]+_OneShotIterator")
+        return fn
+
+    k = [tf.constant(100, I64)]
+    fam.add_function("OneShotIterator over a mapped range",
+                     reads(lambda: D.range(4).map(lambda x: x * 7), 3), k, traced=True)
+    fam.add_function("OneShotIterator read past the end",
+                     reads(lambda: D.range(2), 3), k, traced=True)
+    fam.add_function("OneShotIterator of (float, string) pairs", reads(
+        lambda: D.from_tensor_slices(([1.5, -0.0], ["a", "\u00e9"])), 2,
+        types=(tf.float32, tf.string), shapes=((), ())), [tf.constant(1.0)], traced=True)
+    fam.add_function("OneShotIterator declaring another type",
+                     reads(lambda: D.range(2), 1, types=(tf.int32,)), [tf.constant(1, tf.int32)],
                      traced=True)

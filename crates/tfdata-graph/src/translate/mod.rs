@@ -24,6 +24,7 @@ mod iterators;
 mod multi_device;
 mod node;
 mod older;
+mod one_shot;
 mod ops;
 mod parse_dataset;
 mod sampling;

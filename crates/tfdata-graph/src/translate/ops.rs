@@ -122,6 +122,7 @@ pub const DATASET_OPS: &[&str] = &[
     // (iterator_handles.rs).
     "Iterator",
     "IteratorV2",
+    "OneShotIterator",
     "IteratorToStringHandle",
     "IteratorFromStringHandle",
     "IteratorFromStringHandleV2",
@@ -227,6 +228,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::multi_device::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::one_shot::compile(node, &attrs, compiler)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::table_init::compile(node) {
