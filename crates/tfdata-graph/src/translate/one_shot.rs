@@ -83,3 +83,127 @@ fn make(
     handle.bind(&dataset)?;
     Ok(handle)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+    use std::collections::HashMap;
+
+    use tfdata_core::{DType, Tensor};
+    use tfdata_proto::tensorflow::{
+        AttrValue, FunctionDef, FunctionDefLibrary, GraphDef, NameAttrList, NodeDef, OpDef,
+        TensorShapeProto, attr_value, op_def::ArgDef,
+    };
+
+    use crate::function::Compiler;
+    use crate::graph::Library;
+    use crate::kernels::testing::{list, node, ty};
+
+    fn named(mut n: NodeDef, name: &str, inputs: &[&str]) -> NodeDef {
+        n.name = name.into();
+        n.input = inputs.iter().map(|s| s.to_string()).collect();
+        n
+    }
+
+    fn int64(name: &str, v: i64) -> NodeDef {
+        let value = AttrValue {
+            value: Some(attr_value::Value::Tensor(
+                tfdata_core::element::tensor_to_proto(&Tensor::scalar(v)),
+            )),
+        };
+        named(
+            node("Const", &[("value", value), ("dtype", ty(DType::Int64))]),
+            name,
+            &[],
+        )
+    }
+
+    fn function(name: &str, ret: &str, ret_type: i32, nodes: Vec<NodeDef>) -> FunctionDef {
+        FunctionDef {
+            signature: Some(OpDef {
+                name: name.into(),
+                output_arg: vec![ArgDef {
+                    name: "out".into(),
+                    r#type: ret_type,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            node_def: nodes,
+            ret: [("out".to_string(), ret.to_string())].into(),
+            ..Default::default()
+        }
+    }
+
+    /// One int64 scalar component.
+    fn element_attrs() -> Vec<(&'static str, AttrValue)> {
+        vec![
+            (
+                "output_types",
+                list(attr_value::ListValue {
+                    r#type: vec![DType::Int64.code()],
+                    ..Default::default()
+                }),
+            ),
+            (
+                "output_shapes",
+                list(attr_value::ListValue {
+                    shape: vec![TensorShapeProto::default()],
+                    ..Default::default()
+                }),
+            ),
+        ]
+    }
+
+    #[test]
+    fn each_call_reads_on_where_the_last_stopped() {
+        let range = named(
+            node("RangeDataset", &element_attrs()),
+            "range",
+            &["start:output:0", "stop:output:0", "step:output:0"],
+        );
+        let factory = function(
+            "factory",
+            "range:handle:0",
+            21,
+            vec![int64("start", 0), int64("stop", 3), int64("step", 1), range],
+        );
+        let mut attrs = element_attrs();
+        attrs.push((
+            "dataset_factory",
+            AttrValue {
+                value: Some(attr_value::Value::Func(NameAttrList {
+                    name: "factory".into(),
+                    attr: HashMap::new(),
+                })),
+            },
+        ));
+        let one_shot = named(node("OneShotIterator", &attrs), "it", &[]);
+        let get = named(
+            node("IteratorGetNext", &element_attrs()),
+            "get",
+            &["it:handle:0"],
+        );
+        let main = function("main", "get:components:0", 9, vec![one_shot, get]);
+        let library = Library::of(&GraphDef {
+            library: Some(FunctionDefLibrary {
+                function: vec![factory, main],
+            }),
+            ..Default::default()
+        })
+        .unwrap();
+        let nodes = crate::translate::dataset_nodes();
+        let f = Compiler::new(&library, &nodes).function("main").unwrap();
+        let read = || -> tfdata_core::Result<i64> {
+            let out = f.call(Vec::new())?.pop().unwrap();
+            out.into_tensor("out")?.to_scalar::<i64>()
+        };
+        assert_eq!(
+            (read().unwrap(), read().unwrap(), read().unwrap()),
+            (0, 1, 2)
+        );
+        let end = read().unwrap_err();
+        assert!(end.to_string().contains("End of sequence"), "{end}");
+    }
+}
