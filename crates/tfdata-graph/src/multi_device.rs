@@ -281,3 +281,35 @@ impl Drop for MultiDeviceIterator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+    use super::*;
+
+    fn value(e: Option<Element>) -> i64 {
+        e.unwrap().components[0].to_vec::<i64>().unwrap()[0]
+    }
+
+    #[test]
+    fn shards_get_elements_in_turn_and_a_read_too_far_ahead_fails() {
+        let it = Arc::new(MultiDeviceIterator::new(2, Vec::new(), Vec::new()));
+        let inc = it.init(&Dataset::range(10), 1).unwrap();
+        assert_eq!(inc, 1);
+        assert_eq!(value(it.next_from_shard(0, inc).unwrap()), 0);
+        assert_eq!(value(it.next_from_shard(0, inc).unwrap()), 2);
+        // Shard 1's buffer holds element 1: a third read of shard 0 would
+        // need room for element 3 too, where TensorFlow waits forever.
+        assert!(it.next_from_shard(0, inc).is_err());
+        assert_eq!(value(it.next_from_shard(1, inc).unwrap()), 1);
+        assert!(it.next_from_shard(2, inc).is_err());
+        assert!(it.next_from_shard(1, inc + 1).is_err());
+    }
+
+    #[test]
+    fn a_read_before_init_is_an_error() {
+        let it = Arc::new(MultiDeviceIterator::new(1, Vec::new(), Vec::new()));
+        assert!(it.next_from_shard(0, 1).is_err());
+    }
+}
