@@ -261,6 +261,47 @@ class Family:
                            "graph": blob(graph), "iterations": runs, "tolerance": tolerance,
                            **known})
 
+    def add_graph_dataset(self, case_id, build, iterators=1, error=False):
+        """A pipeline built by `build()` in a tf.compat.v1 graph (its
+        functions may hold ops a tf.function cannot trace: the V1 queue and
+        reader ops with reference-typed handles), serialized there by a
+        Session; TensorFlow then runs that GraphDef itself (as a worker
+        would) and the case is the rebuilt pipeline's (`add_dataset`, or
+        `add_dataset_error` with `error`)."""
+        g = tf.Graph()
+        with g.as_default():
+            ds = build()
+            spec = ds.element_spec
+            serialized = ds._as_serialized_graph()
+            with tf.compat.v1.Session(graph=g) as session:
+                graph = session.run(serialized)
+        rebuilt = tf.data.experimental.from_variant(
+            tf.raw_ops.DatasetFromGraph(graph_def=graph), spec)
+        if not error:
+            self.add_dataset(case_id, rebuilt, iterators=iterators)
+            return
+        assert case_id not in self.ids, case_id
+        self.ids.add(case_id)
+        try:
+            with tf.device("/CPU:0"):
+                for _ in rebuilt:
+                    pass
+        except tf.errors.OpError as e:
+            # The kernel's message, without the map's wrapper ("Error in
+            # user-defined function passed to MapDataset:<a counter>
+            # transformation with iterator: Iterator::...: ").
+            msg = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", e.message)
+            msg = re.sub(r"^Error in user-defined function passed to \S+ transformation with "
+                         r"iterator: \S+: ", "", msg)
+            msg = msg.split("\n")[0].split(" [Op:")[0].strip().split("goo.gle/debug")[0]
+            err = {"code": e.error_code, "class": type(e).__name__, "message": msg}
+        else:
+            raise AssertionError(f"{case_id}: TensorFlow gave no error")
+        graph = graph_pb2.GraphDef.FromString(rebuilt._as_serialized_graph().numpy())
+        self.cases.append({"id": case_id, "op": "dataset",
+                           "graph": blob(graph.SerializeToString(deterministic=True)),
+                           "error": err, "tolerance": "exact"})
+
     def add_dataset_error(self, case_id, ds, edit):
         """A pipeline TensorFlow refuses: `ds`'s graph changed by
         `edit(GraphDef)` (a valid pipeline made invalid, since eager

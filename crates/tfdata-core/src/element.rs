@@ -150,8 +150,9 @@ pub fn tensor_to_proto(t: &Tensor) -> TensorProto {
 pub const MAX_PADDED_TENSOR_BYTES: u64 = i32::MAX as u64;
 
 /// A tensor from a `TensorProto` in either content form. As in TensorFlow, a
-/// typed value list shorter than the shape is padded with its last value
-/// (a single value fills the whole tensor), up to [`MAX_PADDED_TENSOR_BYTES`].
+/// value list shorter than the shape is padded with its last value (a
+/// single value fills the whole tensor; none is zeros or empty strings), up
+/// to [`MAX_PADDED_TENSOR_BYTES`].
 pub fn tensor_from_proto(proto: &TensorProto) -> Result<Tensor> {
     let dtype = DType::from_code(proto.dtype)?;
     let shape = shape_from_proto(proto.tensor_shape.as_ref())?;
@@ -162,13 +163,25 @@ pub fn tensor_from_proto(proto: &TensorProto) -> Result<Tensor> {
             // workers use in UncompressedElement.
             return Tensor::strings(decode_string_list(&proto.tensor_content, n)?, shape);
         }
-        if proto.string_val.len() != n {
+        if proto.string_val.len() > n {
             return Err(Error::InvalidArgument(format!(
                 "string TensorProto of shape {shape:?} has {} values",
                 proto.string_val.len()
             )));
         }
-        return Tensor::strings(proto.string_val.clone(), shape);
+        // Padded with the last value, or empty strings when there is none,
+        // as TensorFlow pads (each padding string shares the last's bytes).
+        let per = std::mem::size_of::<Bytes>() as u64;
+        if proto.string_val.len() < n && (n as u64).saturating_mul(per) > MAX_PADDED_TENSOR_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "string TensorProto of shape {shape:?} pads {} values to more than 2 GiB",
+                proto.string_val.len()
+            )));
+        }
+        let mut values = proto.string_val.clone();
+        let last = values.last().cloned().unwrap_or_default();
+        values.resize(n, last);
+        return Tensor::strings(values, shape);
     };
     if !proto.tensor_content.is_empty() || n == 0 {
         return Tensor::new(
@@ -244,11 +257,10 @@ pub fn tensor_from_proto(proto: &TensorProto) -> Result<Tensor> {
         }
         String => unreachable!("strings handled above"),
     }
-    let Some(last) = values.last().cloned() else {
-        return Err(Error::InvalidArgument(format!(
-            "{dtype} TensorProto of shape {shape:?} carries no values"
-        )));
-    };
+    // Fewer values than elements repeat the last; none at all are zeros
+    // (TensorFlow's `Tensor::FromProto`: a default-valued scalar `Const`
+    // may carry no value).
+    let last = values.last().cloned().unwrap_or_else(|| vec![0u8; size]);
     if values.len() > n {
         return Err(Error::InvalidArgument(format!(
             "{dtype} TensorProto of shape {shape:?} carries {} values",

@@ -23,6 +23,9 @@ pub enum Value {
     /// handle TensorFlow serialised): the engine's ops keep such state
     /// themselves, so the handle is only passed along, never read.
     Resource,
+    /// A seed generator (`AnonymousSeedGenerator`'s handle): the seeds a
+    /// shuffle or random dataset reading it uses instead of its own.
+    SeedGenerator(SeedGenerator),
     /// A lookup table (`HashTableV2`'s handle): made and filled when the
     /// graph runs, then shared read-only by the functions capturing it.
     Table(Arc<LookupTable>),
@@ -54,6 +57,15 @@ pub enum Value {
     Variable(Arc<ResourceVariable>),
 }
 
+/// `AnonymousSeedGenerator(seed, seed2, reshuffle)`: the seeds (both zero:
+/// fresh ones), and whether each iteration draws new ones from them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeedGenerator {
+    pub seed: i64,
+    pub seed2: i64,
+    pub reshuffle: bool,
+}
+
 impl Value {
     /// The tensor, or an error naming `what` wanted it.
     pub fn into_tensor(self, what: &str) -> Result<Tensor> {
@@ -76,6 +88,7 @@ impl Value {
             Value::Tensor(t) => format!("a {} tensor", t.dtype()),
             Value::Dataset(_) => "a dataset".into(),
             Value::Resource => "a resource handle".into(),
+            Value::SeedGenerator(_) => "a seed generator".into(),
             Value::Table(_) => "a lookup table".into(),
             Value::List(_) => "a TensorList".into(),
             Value::Queue(_) => "a queue".into(),

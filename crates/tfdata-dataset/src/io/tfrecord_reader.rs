@@ -102,6 +102,19 @@ impl TfRecordReader {
         self.stream.offset
     }
 
+    /// Skips the next `n` bytes of the (uncompressed) stream, as
+    /// `TFRecordDatasetV2`'s `byte_offsets` start a file: past the end is
+    /// the end (no records), and an offset inside a record fails when that
+    /// record is read, naming the offset.
+    pub fn skip_bytes(&mut self, n: u64) -> Result<()> {
+        let s = &mut self.stream;
+        let start = s.offset;
+        let skipped = std::io::copy(&mut (&mut *s.input).take(n), &mut std::io::sink())
+            .map_err(|e| s.read_error(start, e))?;
+        s.offset = start + skipped;
+        Ok(())
+    }
+
     /// The next record, `Ok(None)` at a clean end of file. After an error,
     /// always `Ok(None)`.
     pub fn read_record(&mut self) -> Result<Option<Bytes>> {

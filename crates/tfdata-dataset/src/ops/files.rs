@@ -37,6 +37,25 @@ impl Dataset {
             format: RecordFormat::TfRecord,
             filenames: filenames.iter().map(|p| p.to_string()).collect(),
             compression: compression_type.to_string(),
+            byte_offsets: Vec::new(),
+        })
+    }
+
+    /// `TFRecordDatasetV2(filenames, compression_type, byte_offsets)`: file
+    /// `i` read from byte `byte_offsets[i]` of its (uncompressed) stream, as
+    /// if the bytes before were not there; empty offsets read from the start.
+    /// TensorFlow reads past the end of a shorter list (undefined); here
+    /// fewer offsets than files are refused.
+    pub fn tfrecord_from_offsets(
+        filenames: &[&str],
+        compression_type: &str,
+        byte_offsets: Vec<i64>,
+    ) -> Dataset {
+        Dataset::from_op(FileRecords {
+            format: RecordFormat::TfRecord,
+            filenames: filenames.iter().map(|p| p.to_string()).collect(),
+            compression: compression_type.to_string(),
+            byte_offsets,
         })
     }
 
@@ -46,6 +65,7 @@ impl Dataset {
             format: RecordFormat::TextLine,
             filenames: filenames.iter().map(|p| p.to_string()).collect(),
             compression: compression_type.to_string(),
+            byte_offsets: Vec::new(),
         })
     }
 
@@ -69,6 +89,7 @@ impl Dataset {
             }),
             filenames: filenames.iter().map(|p| p.to_string()).collect(),
             compression: compression_type.to_string(),
+            byte_offsets: Vec::new(),
         })
     }
 }
@@ -243,6 +264,8 @@ pub struct FileRecords {
     pub format: RecordFormat,
     pub filenames: Vec<String>,
     pub compression: String,
+    /// Where each file's reading starts (TFRecord only); empty: at 0.
+    pub byte_offsets: Vec<i64>,
 }
 
 impl FileRecords {
@@ -259,6 +282,11 @@ impl DatasetOp for FileRecords {
         let attrs = Attrs::new()
             .with("filenames", self.filenames.clone())
             .with("compression_type", self.compression.as_str());
+        let attrs = if self.byte_offsets.is_empty() {
+            attrs
+        } else {
+            attrs.with("byte_offsets", self.byte_offsets.clone())
+        };
         match self.format {
             RecordFormat::FixedLength(sizes) => attrs
                 .with("header_bytes", sizes.header_bytes)
@@ -278,14 +306,19 @@ impl DatasetOp for FileRecords {
                 self.name()
             )));
         }
+        if !self.byte_offsets.is_empty() && self.byte_offsets.len() < self.filenames.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: {} byte_offsets for {} files (one per file, or none)",
+                self.name(),
+                self.byte_offsets.len(),
+                self.filenames.len()
+            )));
+        }
         Ok(string_scalar())
     }
+    /// Unknown, even without files: TensorFlow 2.21 says so too.
     fn cardinality(&self) -> i64 {
-        if self.filenames.is_empty() {
-            0
-        } else {
-            crate::UNKNOWN_CARDINALITY
-        }
+        crate::UNKNOWN_CARDINALITY
     }
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
         if let RecordFormat::FixedLength(sizes) = self.format {
@@ -296,6 +329,7 @@ impl DatasetOp for FileRecords {
             format: self.format,
             compression: self.compression()?,
             files: self.filenames.clone(),
+            byte_offsets: self.byte_offsets.clone(),
             splits: ctx.split_provider_for(self),
             next_file: 0,
             current: None,
@@ -321,6 +355,7 @@ struct FileRecordsIter {
     format: RecordFormat,
     compression: CompressionType,
     files: Vec<String>,
+    byte_offsets: Vec<i64>,
     /// Dynamic sharding: file indices come from here.
     splits: Option<Arc<dyn SplitProvider>>,
     next_file: usize,
@@ -337,7 +372,8 @@ struct FileRecordsIter {
 }
 
 impl FileRecordsIter {
-    fn next_file(&mut self) -> Result<Option<&str>> {
+    /// The next file's index.
+    fn next_file(&mut self) -> Result<Option<usize>> {
         let index = match &self.splits {
             Some(splits) => match splits.get_next_leased()? {
                 Some((t, lineage)) => {
@@ -363,7 +399,7 @@ impl FileRecordsIter {
                 self.next_file - 1
             }
         };
-        Ok(Some(&self.files[index]))
+        Ok(Some(index))
     }
 }
 
@@ -413,13 +449,23 @@ impl ElementIterator for FileRecordsIter {
             self.current_lineage = tfdata_core::Lineage::default();
             self.current_record = 0;
             let (format, compression) = (self.format, self.compression);
-            let Some(path) = self.next_file()? else {
+            let Some(index) = self.next_file()? else {
                 self.current = None;
                 return Ok(None);
             };
+            let path = &self.files[index];
             self.current = Some(match format {
                 RecordFormat::TfRecord => {
-                    Reader::TfRecord(TfRecordReader::open(path, compression)?)
+                    let mut reader = TfRecordReader::open(path, compression)?;
+                    if let Some(&offset) = self.byte_offsets.get(index) {
+                        let offset = u64::try_from(offset).map_err(|_| {
+                            Error::InvalidArgument(format!(
+                                "{path}: byte offset {offset}: Can't skip a negative number of bytes"
+                            ))
+                        })?;
+                        reader.skip_bytes(offset)?;
+                    }
+                    Reader::TfRecord(reader)
                 }
                 RecordFormat::TextLine => Reader::Text(TextLineReader::open(path, compression)?),
                 RecordFormat::FixedLength(sizes) => {
@@ -483,7 +529,7 @@ pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<Option<Dataset>> {
             })
         }
         "tfrecord_dataset" | "text_line_dataset" => {
-            attrs.check_known(op, &["filenames", "compression_type"])?;
+            attrs.check_known(op, &["filenames", "compression_type", "byte_offsets"])?;
             Dataset::from_op(FileRecords {
                 format: if op == "tfrecord_dataset" {
                     RecordFormat::TfRecord
@@ -492,6 +538,10 @@ pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<Option<Dataset>> {
                 },
                 filenames: attrs.strings(op, "filenames")?,
                 compression: attrs.str_or(op, "compression_type", "")?.to_string(),
+                byte_offsets: match attrs.get("byte_offsets") {
+                    Some(_) => attrs.ints(op, "byte_offsets")?,
+                    None => Vec::new(),
+                },
             })
         }
         "fixed_length_record_dataset" => {

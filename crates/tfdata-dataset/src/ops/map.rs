@@ -35,7 +35,25 @@ impl Dataset {
             function,
             num_parallel_calls,
             deterministic,
+            preserve_cardinality: true,
         })
+    }
+
+    /// A map as TensorFlow 1's `map` made it (`preserve_cardinality`
+    /// false): its cardinality is unknown, whatever its input's. Other
+    /// datasets are returned as they are.
+    pub fn without_cardinality(self) -> Dataset {
+        let op: &dyn Any = &*self.op;
+        match op.downcast_ref::<Map>() {
+            Some(m) => Dataset::from_op(Map {
+                input: m.input.clone(),
+                function: m.function.clone(),
+                num_parallel_calls: m.num_parallel_calls,
+                deterministic: m.deterministic,
+                preserve_cardinality: false,
+            }),
+            None => self,
+        }
     }
 
     /// `filter(predicate)` with a registered predicate.
@@ -84,6 +102,8 @@ pub struct Map {
     /// `None`: sequential; `Some(-1)`: AUTOTUNE; `Some(n)`: n threads.
     pub num_parallel_calls: Option<i64>,
     pub deterministic: bool,
+    /// False for TensorFlow 1's maps: the cardinality is then unknown.
+    pub preserve_cardinality: bool,
 }
 
 impl DatasetOp for Map {
@@ -102,6 +122,9 @@ impl DatasetOp for Map {
                 .with("num_parallel_calls", n)
                 .with("deterministic", self.deterministic);
         }
+        if !self.preserve_cardinality {
+            a = a.with("preserve_cardinality", false);
+        }
         a
     }
 
@@ -116,7 +139,11 @@ impl DatasetOp for Map {
     }
 
     fn cardinality(&self) -> i64 {
-        self.input.cardinality()
+        if self.preserve_cardinality {
+            self.input.cardinality()
+        } else {
+            crate::UNKNOWN_CARDINALITY
+        }
     }
 
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {

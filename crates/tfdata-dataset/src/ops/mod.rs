@@ -129,12 +129,25 @@ pub fn build(op: &str, inputs: Vec<Dataset>, attrs: &Attrs) -> Result<Dataset> {
     let parallel = |attrs: &Attrs| attrs.opt_int(op, "num_parallel_calls");
     Ok(match op {
         "map" => {
-            attrs.check_known(op, &["function", "num_parallel_calls", "deterministic"])?;
-            one_input(op, inputs)?.map_with(
+            attrs.check_known(
+                op,
+                &[
+                    "function",
+                    "num_parallel_calls",
+                    "deterministic",
+                    "preserve_cardinality",
+                ],
+            )?;
+            let mapped = one_input(op, inputs)?.map_with(
                 attrs.function(op, "function")?.clone(),
                 parallel(attrs)?,
                 attrs.bool_or(op, "deterministic", true)?,
-            )
+            );
+            if attrs.bool_or(op, "preserve_cardinality", true)? {
+                mapped
+            } else {
+                mapped.without_cardinality()
+            }
         }
         "filter" => {
             attrs.check_known(op, &["predicate"])?;

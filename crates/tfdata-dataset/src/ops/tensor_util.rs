@@ -110,19 +110,27 @@ pub fn stack_elements(op: &str, rows: &[Element]) -> Result<Element> {
                     row.components.len()
                 )));
             };
-            if t.dtype() != proto.dtype() || !same_shape(t.shape(), proto.shape()) {
-                let what = if t.dtype() != proto.dtype() {
-                    "dtypes"
-                } else {
-                    "shapes"
-                };
+            if t.dtype() != proto.dtype() {
                 return Err(Error::InvalidArgument(format!(
-                    "{op}: cannot batch tensors with different {what}: component {c} of element 0 \
+                    "{op}: cannot batch tensors with different dtypes: component {c} of element 0 \
                      is {} {:?} but element {i} has {} {:?}",
                     proto.dtype(),
                     proto.shape(),
                     t.dtype(),
                     t.shape()
+                )));
+            }
+            if !same_shape(t.shape(), proto.shape()) {
+                // TensorFlow's words (and its shape notation, `[2,3]`).
+                let dims = |s: &[i64]| {
+                    let d: Vec<String> = s.iter().map(i64::to_string).collect();
+                    format!("[{}]", d.join(","))
+                };
+                return Err(Error::InvalidArgument(format!(
+                    "{op}: Cannot batch tensors with different shapes in component {c}. First \
+                     element had shape {} and element {i} had shape {}.",
+                    dims(proto.shape()),
+                    dims(t.shape())
                 )));
             }
             parts.push(t);

@@ -52,6 +52,7 @@ mod image_scale;
 mod image_scale_grad;
 mod io;
 mod layout;
+mod lgamma_fdlibm;
 mod libstdcxx_order;
 mod linalg;
 pub mod lookup;
@@ -71,6 +72,7 @@ mod random_index_shuffle;
 mod random_samplers;
 mod random_truncated;
 mod readers;
+mod readers_v1;
 mod reduce;
 mod segment;
 mod segment_grad;
@@ -84,6 +86,8 @@ mod sparse_cross;
 pub mod sparse_tensor;
 mod special;
 mod special_fns;
+mod special_gamma;
+mod special_gamma_fns;
 mod strings;
 // The number syntax of TensorFlow's `safe_strto*`, which `CSVDataset` parses too.
 pub(crate) use strings::{parse_f32, parse_float, parse_int};
@@ -140,6 +144,7 @@ const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[
     generator::KERNELS,
     tensor_list_bulk::KERNELS,
     readers::KERNELS,
+    readers_v1::KERNELS,
 ];
 
 /// Whether the kernel set runs `op` (on tensors or on resources).
@@ -270,6 +275,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     bitcast::KERNELS,
     grads::KERNELS,
     special::KERNELS,
+    special_gamma::KERNELS,
     counting::KERNELS,
     quantized::KERNELS,
     bincount_batched::KERNELS,

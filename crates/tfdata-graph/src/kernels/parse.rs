@@ -608,13 +608,50 @@ fn parse_single(attrs: &NodeAttrs) -> Result<Compute> {
                 ),
             ));
         }
+        // A default (any but an empty one, which makes the feature
+        // required) must have the feature's shape, as TensorFlow checks.
+        for (i, (d, shape)) in inputs[1..].iter().zip(&schema.dense_shapes).enumerate() {
+            if d.num_elements() > 0 && d.shape() != shape.as_slice() {
+                return Err(invalid(
+                    OP,
+                    format!(
+                        "def_value[{i}].shape() == {} is not compatible with dense_shapes_[{i}] == {}",
+                        shape_string(d.shape()),
+                        shape_string(shape)
+                    ),
+                ));
+            }
+        }
         let keys = Keys {
             sparse: &sparse_keys,
             dense: &dense_keys,
             ragged: &[],
         };
-        parse(&schema, &inputs[0], keys, &inputs[1..])
+        parse(&schema, &inputs[0], keys, &inputs[1..]).map_err(single_wording)
     }))
+}
+
+/// A dense feature of the wrong length, worded as TensorFlow's
+/// single-Example parser words it (its batch parser counts the values).
+fn single_wording(e: Error) -> Error {
+    let Error::InvalidArgument(m) = &e else {
+        return e;
+    };
+    let Some((head, rest)) = m.split_once("Key: ") else {
+        return e;
+    };
+    let Some((key, tail)) = rest.split_once(".  Number of ") else {
+        return e;
+    };
+    let what = match tail.split(' ').next() {
+        Some("int64") => "Some int64_list slice was not parsed.",
+        Some("float") => "Some float_list slice was not parsed.",
+        Some("string") => "Parsing bytes_list failed.",
+        _ => return e,
+    };
+    Error::InvalidArgument(format!(
+        "{head}Key: {key}.  Can't parse serialized Example: {what}"
+    ))
 }
 
 // ---------------------------------------------------------------------------

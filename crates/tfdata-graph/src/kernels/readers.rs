@@ -7,8 +7,8 @@
 //! later call of the same function) gets the same resource: a second call
 //! of a function that closed its queue finds it closed.
 //!
-//! Only the V2 ops (resource handles) are here: the V1 ones take
-//! reference-typed handles, which `tf.function` cannot trace.
+//! The V2 ops (resource handles) are here; the V1 ones (reference-typed
+//! handles) are these kernels under their names ([`super::readers_v1`]).
 
 use std::sync::{Arc, OnceLock};
 

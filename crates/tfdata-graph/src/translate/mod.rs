@@ -13,6 +13,7 @@
 //! worker compresses served elements itself ([`Translated::compressed`]),
 //! as it does for tfdata pipelines.
 
+mod assert_prev;
 mod bernoulli;
 mod compression;
 mod consume;
@@ -28,6 +29,7 @@ mod one_shot;
 mod ops;
 mod parse_dataset;
 mod sampling;
+mod seeds;
 mod select;
 mod sinks;
 mod sparse_datasets;
@@ -148,6 +150,7 @@ pub fn translate_bytes(graph: &[u8]) -> Result<Translated> {
 /// Translates a dataset graph into a tfdata pipeline.
 pub fn translate(graph: &GraphDef) -> Result<Translated> {
     let library = Library::of(graph)?;
+    assert_prev::check(graph)?;
     let (result, compressed) = pipeline_result(graph, &library)?;
     let sparse_variants = served_variants(graph, &library)?;
     let nodes = DatasetNodes;

@@ -212,6 +212,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
     if let Some(compiled) = super::windows::compile(node, compiler, &attrs, &spec)? {
         return Ok(compiled);
     }
+    if let Some(compiled) = super::seeds::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
     if let Some(compiled) = super::sampling::compile(node, &attrs)? {
         return Ok(compiled);
     }
@@ -315,7 +318,13 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                 let names = files::names(&i.tensor("filenames")?)?;
                 let compression = i.string("compression_type")?;
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                Ok(Dataset::tfrecord(&names, &compression))
+                let _buffer = i.int("buffer_size")?;
+                // V2's `byte_offsets`: where each file's reading starts.
+                let offsets = match i.take(None)?.pop() {
+                    Some(v) => v.into_tensor("TFRecordDatasetV2 byte_offsets")?.to_vec::<i64>()?,
+                    None => Vec::new(),
+                };
+                Ok(Dataset::tfrecord_from_offsets(&names, &compression, offsets))
             },
             node,
         ),
@@ -336,7 +345,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                     let header = i.int("header_bytes")?;
                     let record = i.int("record_bytes")?;
                     let footer = i.int("footer_bytes")?;
-                    let _buffer = i.int("buffer_size")?;
+                    if i.int("buffer_size")? < 0 {
+                        return Err(i.err("`buffer_size` must be >= 0"));
+                    }
                     let compression = if v2 {
                         i.string("compression_type")?
                     } else {
@@ -359,6 +370,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
             let args = element_args(&attrs, "f", n, compiler)?;
             let node_name = node.name.clone();
             let parallel = node.op != "MapDataset";
+            let preserve = attrs.bool_or("preserve_cardinality", true)?;
             let det = if node.op == "ParallelMapDataset" {
                 !attrs.bool_or("sloppy", false)?
             } else {
@@ -373,6 +385,12 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                     } else {
                         None
                     };
+                    if let Some(n) = calls
+                        && n <= 0
+                        && n != -1
+                    {
+                        return Err(i.err("num_parallel_calls must be greater than zero."));
+                    }
                     let f = inline::map(
                         Bound {
                             function: f.clone(),
@@ -382,7 +400,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                         },
                         spec.clone(),
                     );
-                    Ok(input.map_with(f, calls, det))
+                    let mapped = input.map_with(f, calls, det);
+                    // TensorFlow 1's maps do not keep their input's cardinality.
+                    Ok(if preserve { mapped } else { mapped.without_cardinality() })
                 },
                 node,
             )
@@ -474,6 +494,11 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                     let input = i.dataset()?;
                     let captured = i.take(Some(n))?;
                     let cycle = i.int("cycle_length")?;
+                    if op == "ParallelInterleaveDatasetV3" && cycle <= 0 && cycle != -1 {
+                        return Err(i.err(format!(
+                            "`cycle_length` must be `tf.data.AUTOTUNE` or greater than 0 but is {cycle}"
+                        )));
+                    }
                     let block = i.int("block_length")?;
                     let calls = match op.as_str() {
                         "InterleaveDataset" => None,
@@ -509,7 +534,11 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         "BatchDataset" => handle(
             |mut i| {
                 let input = i.dataset()?;
-                Ok(input.batch(i.int("batch_size")?, false))
+                let size = i.int("batch_size")?;
+                if size <= 0 {
+                    return Err(i.err("Batch size must be greater than zero."));
+                }
+                Ok(input.batch(size, false))
             },
             node,
         ),
@@ -552,45 +581,6 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         }
         "UnbatchDataset" | "ExperimentalUnbatchDataset" => {
             handle(|mut i| Ok(i.dataset()?.unbatch()), node)
-        }
-        "ShuffleDataset" | "ShuffleDatasetV3" => {
-            let reshuffle = attrs.bool_or("reshuffle_each_iteration", true)?;
-            let v3 = node.op == "ShuffleDatasetV3";
-            handle(
-                move |mut i| {
-                    let input = i.dataset()?;
-                    let buffer = i.int("buffer_size")?;
-                    let (seed, seed2) = (i.int("seed")?, i.int("seed2")?);
-                    if v3 {
-                        i.next("seed_generator")?;
-                    }
-                    Ok(input.shuffle_with_seeds(buffer, seed, seed2, reshuffle))
-                },
-                node,
-            )
-        }
-        "ShuffleDatasetV2" => handle(
-            |mut i| {
-                let input = i.dataset()?;
-                let buffer = i.int("buffer_size")?;
-                Ok(input.shuffle(buffer, None, true))
-            },
-            node,
-        ),
-        "ShuffleAndRepeatDataset" | "ShuffleAndRepeatDatasetV2" => {
-            let reshuffle = attrs.bool_or("reshuffle_each_iteration", true)?;
-            handle(
-                move |mut i| {
-                    let input = i.dataset()?;
-                    let buffer = i.int("buffer_size")?;
-                    let (seed, seed2) = (i.int("seed")?, i.int("seed2")?);
-                    let count = i.int("count")?;
-                    Ok(input
-                        .shuffle_with_seeds(buffer, seed, seed2, reshuffle)
-                        .repeat(Some(count)))
-                },
-                node,
-            )
         }
         "RepeatDataset" => handle(
             |mut i| {
@@ -660,10 +650,6 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         "OptionsDataset"
         | "ModelDataset"
         | "FinalizeDataset"
-        | "MaxIntraOpParallelismDataset"
-        | "ExperimentalMaxIntraOpParallelismDataset"
-        | "PrivateThreadPoolDataset"
-        | "ExperimentalPrivateThreadPoolDataset"
         | "AssertNextDataset"
         | "AssertPrevDataset"
         // TensorFlow's static rewrites (fusions, no-op elimination,
@@ -693,7 +679,7 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
                 ))
             }),
         },
-        "AnonymousSeedGenerator" | "AnonymousMemoryCache" => placeholder(&["handle", "deleter"]),
+        "AnonymousMemoryCache" => placeholder(&["handle", "deleter"]),
         "MatchingFiles" => CompiledNode {
             outputs: vec![("filenames".into(), 1)],
             run: Arc::new(|values| {

@@ -13,22 +13,15 @@ use crate::function::CompiledNode;
 /// The node compiled, if it is one of this module's.
 pub(super) fn compile(node: &NodeDef, attrs: &NodeAttrs) -> Result<Option<CompiledNode>> {
     Ok(Some(match node.op.as_str() {
-        "RandomDataset" | "ExperimentalRandomDataset" | "RandomDatasetV2" => {
-            let v2 = node.op == "RandomDatasetV2";
-            let rerandomize = attrs.bool_or("rerandomize_each_iteration", false)?;
-            handle(
-                move |mut i| {
-                    let seed = i.int("seed")?;
-                    let seed2 = i.int("seed2")?;
-                    if v2 {
-                        // The seed generator resource: the op keeps its own.
-                        i.next("seed_generator")?;
-                    }
-                    Ok(Dataset::random(seed, seed2, v2 && rerandomize))
-                },
-                node,
-            )
-        }
+        // RandomDatasetV2, with its seed generator, is seeds.rs's.
+        "RandomDataset" | "ExperimentalRandomDataset" => handle(
+            |mut i| {
+                let seed = i.int("seed")?;
+                let seed2 = i.int("seed2")?;
+                Ok(Dataset::random(seed, seed2, false))
+            },
+            node,
+        ),
         "DirectedInterleaveDataset" | "ExperimentalDirectedInterleaveDataset" => {
             let stop = attrs.bool_or("stop_on_empty_dataset", false)?;
             handle(

@@ -1,6 +1,7 @@
 //! Dataset nodes that pass their input's elements on unchanged while
 //! TensorFlow does something beside them: thread pools
-//! (`ThreadPoolDataset`), statistics (`LatencyStatsDataset`,
+//! (`ThreadPoolDataset`, `PrivateThreadPoolDataset`), a cap on intra-op
+//! threads (`MaxIntraOpParallelismDataset`), statistics (`LatencyStatsDataset`,
 //! `BytesProducedStatsDataset`, `SetStatsAggregatorDataset`), a
 //! serialization guard (`NonSerializableDataset`), a delay
 //! (`SleepDataset`), a check of the optimized pipeline
@@ -43,11 +44,34 @@ pub(super) fn compile(
         ),
         "ThreadPoolHandle" | "ExperimentalThreadPoolHandle" => {
             let threads = attrs.int("num_threads")?;
-            if threads < 1 {
-                return Err(attrs.error("`num_threads` must be >= 1"));
+            if threads < 0 {
+                return Err(attrs.error("`num_threads` must be >= 0"));
             }
             placeholder(&["handle"])
         }
+        // A private pool of `num_threads` (0: the default) and a cap on the
+        // threads one op may use (0: no cap): scheduling, checked as
+        // TensorFlow checks them.
+        "PrivateThreadPoolDataset" | "ExperimentalPrivateThreadPoolDataset" => handle(
+            |mut i| {
+                let input = i.dataset()?;
+                if i.int("num_threads")? < 0 {
+                    return Err(i.err("`num_threads` must be >= 0"));
+                }
+                Ok(input)
+            },
+            node,
+        ),
+        "MaxIntraOpParallelismDataset" | "ExperimentalMaxIntraOpParallelismDataset" => handle(
+            |mut i| {
+                let input = i.dataset()?;
+                if i.int("max_intra_op_parallelism")? < 0 {
+                    return Err(i.err("`max_intra_op_parallelism` must be >= 0"));
+                }
+                Ok(input)
+            },
+            node,
+        ),
         // It only makes serializing the pipeline fail; a worker runs the
         // graph it was given, which was serialized before this node.
         "NonSerializableDataset" | "ExperimentalNonSerializableDataset" => {
