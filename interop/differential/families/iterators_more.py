@@ -115,7 +115,9 @@ def string_handles(fam):
     fam.add_function("string handle declaring the types and shapes",
                      declared([tf.float32, tf.string], [[], []]), x, traced=True)
     fam.add_function("string handle declaring unknown shapes",
-                     declared([tf.float32, tf.string], [None, [None]]), x, traced=True)
+                     declared([tf.float32, tf.string], [None, None]), x, traced=True)
+    fam.add_function("string handle declaring a vector of unknown size for a scalar",
+                     declared([tf.float32, tf.string], [[], [None]]), x, traced=True)
     fam.add_function("string handle declaring nothing", declared([], []), x, traced=True)
     fam.add_function("string handle declaring another type",
                      declared([tf.float32, tf.int32], [[], []]), x, traced=True)
