@@ -27,6 +27,7 @@ pub mod graph;
 pub mod iterator;
 pub mod kernels;
 pub mod list;
+pub mod multi_device;
 pub mod queue;
 pub mod reader;
 mod support;

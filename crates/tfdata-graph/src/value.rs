@@ -7,8 +7,9 @@ use std::sync::Arc;
 use tfdata_core::{Error, Result, Tensor};
 use tfdata_dataset::Dataset;
 
-use crate::iterator::IteratorHandle;
+use crate::iterator::{IteratorHandle, IteratorState};
 use crate::list::TensorList;
+use crate::multi_device::MultiDeviceIterator;
 use crate::queue::FifoQueue;
 use crate::reader::Reader;
 use crate::table::LookupTable;
@@ -39,6 +40,11 @@ pub enum Value {
     /// An iterator over a dataset (`AnonymousIteratorV3`'s handle), made,
     /// bound and read inside one function call.
     Iterator(Arc<IteratorHandle>),
+    /// An iterator's saved position (`SerializeIterator`'s output), until
+    /// `DeserializeIterator` restores it.
+    IteratorState(Arc<IteratorState>),
+    /// A multi-device iterator (`AnonymousMultiDeviceIteratorV3`'s handle).
+    MultiDeviceIterator(Arc<MultiDeviceIterator>),
     /// A `tf.experimental.Optional` (`IteratorGetNextAsOptional`'s
     /// output): an element's components, or none at the end.
     Optional(Option<Arc<[Tensor]>>),
@@ -88,6 +94,8 @@ impl Value {
             Value::Queue(_) => "a queue".into(),
             Value::Reader(_) => "a reader".into(),
             Value::Iterator(_) => "an iterator".into(),
+            Value::IteratorState(_) => "an iterator state".into(),
+            Value::MultiDeviceIterator(_) => "a multi-device iterator".into(),
             Value::Optional(_) => "an optional".into(),
             Value::Compressed(_) => "a compressed element".into(),
             Value::Variable(_) => "a resource variable".into(),

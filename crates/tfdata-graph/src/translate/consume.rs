@@ -180,7 +180,7 @@ impl Declared {
 }
 
 /// TensorFlow's C++ `DataTypeString` (`float`, not `float32`).
-fn type_string(d: DType) -> &'static str {
+pub(super) fn type_string(d: DType) -> &'static str {
     match d {
         DType::Float => "float",
         DType::Double => "double",

@@ -21,16 +21,22 @@ pub(super) fn compile(node: &NodeDef, attrs: &NodeAttrs) -> Result<Option<Compil
     let name = node.name.clone();
     let op = node.op.clone();
     Ok(Some(match node.op.as_str() {
-        "AnonymousIterator" | "AnonymousIteratorV3" => CompiledNode {
-            outputs: vec![("handle".into(), 1)],
-            run: Arc::new(|_| Ok(vec![new_handle()])),
-        },
+        "AnonymousIterator" | "AnonymousIteratorV3" => {
+            let declared = Declared::of(attrs)?;
+            CompiledNode {
+                outputs: vec![("handle".into(), 1)],
+                run: Arc::new(move |_| Ok(vec![new_handle(&declared)])),
+            }
+        }
         // The deleter only lets TensorFlow free the iterator when the
         // handle goes away; ours is freed with its last reference.
-        "AnonymousIteratorV2" => CompiledNode {
-            outputs: vec![("handle".into(), 1), ("deleter".into(), 1)],
-            run: Arc::new(|_| Ok(vec![new_handle(), Value::Resource])),
-        },
+        "AnonymousIteratorV2" => {
+            let declared = Declared::of(attrs)?;
+            CompiledNode {
+                outputs: vec![("handle".into(), 1), ("deleter".into(), 1)],
+                run: Arc::new(move |_| Ok(vec![new_handle(&declared), Value::Resource])),
+            }
+        }
         "MakeIterator" => CompiledNode {
             outputs: Vec::new(),
             run: Arc::new(move |values| {
@@ -121,8 +127,11 @@ pub(super) fn compile(node: &NodeDef, attrs: &NodeAttrs) -> Result<Option<Compil
     }))
 }
 
-fn new_handle() -> Value {
-    Value::Iterator(Arc::new(IteratorHandle::new()))
+fn new_handle(declared: &Declared) -> Value {
+    Value::Iterator(Arc::new(IteratorHandle::new(
+        declared.types.clone(),
+        declared.shapes.clone(),
+    )))
 }
 
 /// The node's `optional` input: the components, `None` when it has none.

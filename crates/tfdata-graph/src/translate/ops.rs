@@ -97,6 +97,8 @@ pub const DATASET_OPS: &[&str] = &[
     "AnonymousSeedGenerator",
     "DummyMemoryCache",
     "AnonymousMemoryCache",
+    "DummyIterationCounter",
+    "AnonymousRandomSeedGenerator",
     // File names.
     "MatchingFiles",
     // Datasets run inside functions (consume.rs, iterators.rs).
@@ -116,6 +118,27 @@ pub const DATASET_OPS: &[&str] = &[
     "OptionalNone",
     "OptionalHasValue",
     "OptionalGetValue",
+    // String handles, devices and saved positions of those iterators
+    // (iterator_handles.rs).
+    "Iterator",
+    "IteratorV2",
+    "OneShotIterator",
+    "IteratorToStringHandle",
+    "IteratorFromStringHandle",
+    "IteratorFromStringHandleV2",
+    "IteratorGetDevice",
+    "ExperimentalIteratorGetDevice",
+    "SerializeIterator",
+    "DeserializeIterator",
+    // Multi-device iterators (multi_device.rs).
+    "AnonymousMultiDeviceIterator",
+    "AnonymousMultiDeviceIteratorV3",
+    "MultiDeviceIterator",
+    "MultiDeviceIteratorInit",
+    "MultiDeviceIteratorGetNextFromShard",
+    "MultiDeviceIteratorToStringHandle",
+    "MultiDeviceIteratorFromStringHandle",
+    "DeleteMultiDeviceIterator",
     // Elements compressed and read back inside a function (compression.rs).
     "CompressElement",
     "UncompressElement",
@@ -202,6 +225,15 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::iterators::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::iterator_handles::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::multi_device::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::one_shot::compile(node, &attrs, compiler)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::table_init::compile(node) {
@@ -633,7 +665,20 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
             },
             node,
         ),
-        "DummySeedGenerator" | "DummyMemoryCache" => placeholder(&["handle"]),
+        "DummySeedGenerator" | "DummyMemoryCache" | "DummyIterationCounter" => {
+            placeholder(&["handle"])
+        }
+        // TensorFlow 2.21 registers this op's kernel with
+        // AnonymousSeedGenerator's, which reads a `reshuffle` input this op
+        // lacks: every run fails, eagerly and in graphs, with this error.
+        "AnonymousRandomSeedGenerator" => CompiledNode {
+            outputs: vec![("handle".into(), 1), ("deleter".into(), 1)],
+            run: Arc::new(|_| {
+                Err(Error::InvalidArgument(
+                    "Unknown input name: reshuffle".into(),
+                ))
+            }),
+        },
         "AnonymousMemoryCache" => placeholder(&["handle", "deleter"]),
         "MatchingFiles" => CompiledNode {
             outputs: vec![("filenames".into(), 1)],
