@@ -66,6 +66,7 @@ mod quantized;
 mod ragged;
 mod ragged_cross;
 mod ragged_ops;
+pub mod ragged_variant;
 mod random;
 mod random_index_shuffle;
 mod random_samplers;
@@ -244,6 +245,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     image_scale_grad::KERNELS,
     ragged::KERNELS,
     ragged_ops::KERNELS,
+    ragged_variant::KERNELS,
     ragged_cross::KERNELS,
     random::KERNELS,
     random_samplers::KERNELS,

@@ -27,6 +27,7 @@ mod reduce;
 mod serialize;
 mod split;
 
+pub(crate) use serialize::decode_variant_list;
 pub use serialize::variant_constant;
 // Shared with `RaggedFillEmptyRows` and its gradient, which are these on row ids.
 pub(super) use grads::fill_empty_rows_grad;

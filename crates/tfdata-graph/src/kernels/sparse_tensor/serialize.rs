@@ -332,7 +332,10 @@ pub fn variant_constant(proto: &TensorProto) -> Option<Tensor> {
 
 /// TensorFlow's encoding of a variant tensor's `tensor_content`: `n`
 /// varint sizes, then the `n` `VariantTensorDataProto`s.
-fn decode_variant_list(content: &Bytes, n: usize) -> Option<Vec<VariantTensorDataProto>> {
+pub(crate) fn decode_variant_list(
+    content: &Bytes,
+    n: usize,
+) -> Option<Vec<VariantTensorDataProto>> {
     let mut pos = 0usize;
     let mut sizes = Vec::with_capacity(n.min(1 << 16));
     for _ in 0..n {
