@@ -263,8 +263,9 @@ pub(crate) fn compression_map<'g>(
 }
 
 /// A `MapDataset`/`ParallelMapDatasetV2` whose function only compresses
-/// its arguments into one `CompressElement` variant (SparseTensor arguments
-/// read and serialized back on the way), capturing nothing.
+/// its arguments into one `CompressElement` variant (SparseTensor and
+/// RaggedTensor arguments read and encoded back on the way), capturing
+/// nothing.
 fn is_compression_map(node: &NodeDef, library: &Library) -> bool {
     if !matches!(node.op.as_str(), "MapDataset" | "ParallelMapDatasetV2") {
         return false;
@@ -278,12 +279,20 @@ fn is_compression_map(node: &NodeDef, library: &Library) -> bool {
     let ops: Vec<&str> = def.node_def.iter().map(|n| n.op.as_str()).collect();
     captured == 0
         && ops.contains(&"CompressElement")
-        // A SparseTensor component is read into a SparseTensor and
-        // serialized back to its variant before compression.
+        // A SparseTensor (RaggedTensor) component is read into a
+        // SparseTensor (RaggedTensor) and encoded back to its variant before
+        // compression. A batch of ragged variants comes back as one variant
+        // of the whole batch, which TensorFlow's client decodes to the same
+        // RaggedTensor as the batch it replaces.
         && ops.iter().all(|op| {
             matches!(
                 *op,
-                "CompressElement" | "Identity" | "DeserializeSparse" | "SerializeSparse"
+                "CompressElement"
+                    | "Identity"
+                    | "DeserializeSparse"
+                    | "SerializeSparse"
+                    | "RaggedTensorFromVariant"
+                    | "RaggedTensorToVariant"
             )
         })
         && def
