@@ -664,7 +664,15 @@ fn zero_piece(
         )));
     }
     shape[0] = limit - start;
-    let n: u64 = shape.iter().map(|&d| d as u64).product();
+    let n = shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d as u64))
+        .ok_or_else(|| {
+            invalid(format!(
+                "{op}: zeros of shape {} overflow",
+                shape_str(&shape)
+            ))
+        })?;
     check_size(op, dtype, n)?;
     let data = match dtype.size() {
         Some(size) => TensorData::Buffer(vec![0u8; n as usize * size].into()),
@@ -703,4 +711,67 @@ pub fn variant_constant(proto: &TensorProto) -> Option<Tensor> {
         out.push(r.encode());
     }
     Tensor::strings(out, shape).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::testing::{int, run, ty};
+    use tfdata_proto::tensorflow::AttrValue;
+
+    fn from_variant_attrs(out_rank: i64) -> Vec<(&'static str, AttrValue)> {
+        vec![
+            ("input_ragged_rank", int(-1)),
+            ("output_ragged_rank", int(out_rank)),
+            ("Tvalues", ty(DType::Int32)),
+            ("Tsplits", ty(DType::Int64)),
+        ]
+    }
+
+    #[test]
+    fn hostile_entries_are_refused_not_trusted() {
+        // Splits that run past the values, and bytes that hold no variant:
+        // errors, where trusting them would read out of bounds.
+        let bad_splits = Ragged {
+            splits: vec![Tensor::vector(&[0i64, 9])],
+            values: Tensor::vector(&[1i32, 2]),
+        }
+        .encode();
+        for entry in [
+            bad_splits,
+            Bytes::from_static(b"\xff\xff\x0f"),
+            Bytes::new(),
+        ] {
+            let input = Tensor::strings(vec![entry], vec![1]).unwrap();
+            let e = run(
+                "RaggedTensorFromVariant",
+                &from_variant_attrs(1),
+                vec![input],
+            )
+            .unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        }
+    }
+
+    #[test]
+    fn entries_stack_into_one_ragged_tensor() {
+        let entry = |values: &[i32]| {
+            Ragged {
+                splits: vec![Tensor::vector(&[0i64, values.len() as i64])],
+                values: Tensor::vector(values),
+            }
+            .encode()
+        };
+        let input =
+            Tensor::strings(vec![entry(&[1, 2]), entry(&[]), entry(&[3])], vec![3]).unwrap();
+        let out = run(
+            "RaggedTensorFromVariant",
+            &from_variant_attrs(2),
+            vec![input],
+        )
+        .unwrap();
+        assert_eq!(out[0].to_vec::<i64>().unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(out[1].to_vec::<i64>().unwrap(), vec![0, 2, 2, 3]);
+        assert_eq!(out[2].to_vec::<i32>().unwrap(), vec![1, 2, 3]);
+    }
 }
