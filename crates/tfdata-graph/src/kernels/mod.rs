@@ -255,6 +255,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     sparse::KERNELS,
     sparse_cross::KERNELS,
     sparse_tensor::KERNELS,
+    sparse_tensor::tensors_map::KERNELS,
     io::KERNELS,
     assert::KERNELS,
     linalg::KERNELS,

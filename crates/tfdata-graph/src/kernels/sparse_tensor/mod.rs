@@ -26,6 +26,7 @@ mod ops;
 mod reduce;
 mod serialize;
 mod split;
+pub(super) mod tensors_map;
 
 pub(crate) use serialize::decode_variant_list;
 pub use serialize::variant_constant;

@@ -57,7 +57,7 @@ fn out_type(attrs: &NodeAttrs) -> Result<()> {
     }
 }
 
-fn checked_triple<'a>(
+pub(super) fn checked_triple<'a>(
     indices: &'a Tensor,
     values: &'a Tensor,
     shape: &'a Tensor,
@@ -84,7 +84,7 @@ pub(super) fn serialize_sparse(attrs: &NodeAttrs) -> Result<Compute> {
 
 /// TensorFlow's `SparseTensor::IndicesValid`: in bounds, in row-major
 /// order, no index twice.
-fn indices_valid(ind: &Indices, shape: &[i64]) -> Result<()> {
+pub(super) fn indices_valid(ind: &Indices, shape: &[i64]) -> Result<()> {
     let show = |row: &[i64]| {
         let v: Vec<String> = row.iter().map(i64::to_string).collect();
         format!("[{}]", v.join(","))
