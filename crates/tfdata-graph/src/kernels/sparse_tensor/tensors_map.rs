@@ -367,3 +367,54 @@ fn take_many(attrs: &NodeAttrs) -> Result<Compute> {
         ])
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::lookup;
+    use crate::kernels::testing::{node, string, ty};
+
+    fn kernel(op: &str, shared_name: &str) -> Compute {
+        let mut attrs = vec![("shared_name", string(shared_name))];
+        if op == "TakeManySparseFromTensorsMap" {
+            attrs.push(("dtype", ty(DType::Int32)));
+        }
+        let node = node(op, &attrs);
+        (lookup(op).unwrap().build)(&NodeAttrs::of(&node)).unwrap()
+    }
+
+    fn one_value(v: i32) -> Vec<Tensor> {
+        vec![
+            Tensor::from_slice(&[0i64], vec![1, 1]).unwrap(),
+            Tensor::vector(&[v]),
+            Tensor::vector(&[2i64]),
+        ]
+    }
+
+    #[test]
+    fn nodes_share_a_named_map_while_one_holds_it() {
+        let add = kernel("AddSparseToTensorsMap", "tensors_map_test");
+        let take = kernel("TakeManySparseFromTensorsMap", "tensors_map_test");
+        let h0 = add(one_value(5)).unwrap().remove(0);
+        let h1 = add(one_value(6)).unwrap().remove(0);
+        assert_eq!(h0.to_scalar::<i64>().unwrap(), 0);
+        assert_eq!(h1.to_scalar::<i64>().unwrap(), 1);
+        let out = take(vec![Tensor::vector(&[1i64, 0])]).unwrap();
+        assert_eq!(out[1].to_vec::<i32>().unwrap(), vec![6, 5]);
+        // Taken tensors are gone.
+        let e = take(vec![Tensor::vector(&[0i64])]).unwrap_err();
+        assert!(
+            e.to_string().contains("Unable to find SparseTensor: 0"),
+            "{e}"
+        );
+        // A reader with no shared_name has a map of its own.
+        let private = kernel("TakeManySparseFromTensorsMap", "");
+        add(one_value(7)).unwrap();
+        assert!(private(vec![Tensor::vector(&[2i64])]).is_err());
+        // Once no node holds the map it is dropped: a new one counts from 0.
+        drop((add, take));
+        let again = kernel("AddSparseToTensorsMap", "tensors_map_test");
+        let h = again(one_value(8)).unwrap().remove(0);
+        assert_eq!(h.to_scalar::<i64>().unwrap(), 0);
+    }
+}
