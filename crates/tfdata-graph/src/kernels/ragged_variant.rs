@@ -212,6 +212,8 @@ fn unbatch(op: &str, r: &Ragged, splits: &[Vec<i64>]) -> Result<Vec<Ragged>> {
         let Some(&n) = r.values.shape().first() else {
             return Err(invalid("Can't unbatch rank-0 tensor."));
         };
+        // One variant a row, however few values the rows hold.
+        check_size(op, DType::String, n as u64)?;
         let mut shape = r.values.shape().to_vec();
         shape.remove(0);
         return (0..n as usize)
@@ -290,6 +292,10 @@ fn debug_string(t: &Tensor) -> String {
 fn from_variant(attrs: &NodeAttrs) -> Result<Compute> {
     const OP: &str = "RaggedTensorFromVariant";
     let input_attr = attrs.int("input_ragged_rank")?;
+    if input_attr < -1 {
+        // TensorFlow's op definition: at least -1 (inferred).
+        return Err(attrs.error(format!("input_ragged_rank {input_attr} is below -1")));
+    }
     let output_rank = attrs.count("output_ragged_rank")?;
     let value_type = attrs.dtype("Tvalues")?;
     let splits_type = attrs.dtype("Tsplits")?;
@@ -489,8 +495,9 @@ fn nested_stack(
     let mut splits: Vec<Tensor> = Vec::with_capacity(dims.len() + input_rank);
     for i in 0..dims.len() - 1 {
         let step = dims[i + 1];
-        let uniform: Vec<i64> = (0..=dims[i]).map(|j| j * step).collect();
-        check_size(op, splits_type, uniform.len() as u64)?;
+        // Sized by the variant's shape, which may be large while empty.
+        check_size(op, splits_type, dims[i] as u64 + 1)?;
+        let uniform: Vec<i64> = (0..=dims[i]).map(|j| j.saturating_mul(step)).collect();
         let len = uniform.len() as i64;
         splits.push(int_tensor(op, splits_type, &uniform, vec![len])?);
     }
@@ -751,6 +758,18 @@ mod tests {
             .unwrap_err();
             assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
         }
+    }
+
+    #[test]
+    fn an_empty_variant_of_a_huge_shape_is_refused() {
+        let input = Tensor::strings(Vec::new(), vec![1 << 40, 0, 1]).unwrap();
+        let e = run(
+            "RaggedTensorFromVariant",
+            &from_variant_attrs(3),
+            vec![input],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("exceeds the limit"), "{e}");
     }
 
     #[test]
