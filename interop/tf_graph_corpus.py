@@ -726,6 +726,29 @@ def sparse_elements_served_parse_example(ctx):
             .map(lambda f: (f["id"], f["tokens"])))
 
 
+@case(compressions=("AUTO", None))
+def ragged_elements_served(ctx):
+    """Token ids as RaggedTensors (tf.strings.split of sentences, hashed to buckets), batched
+    with ragged_batch and served as RaggedTensors (a DT_VARIANT component each, which the
+    worker sends as TensorFlow's RaggedTensorVariant, not mistaken for a SparseTensor);
+    compressed and not, a dense label alongside. Exact."""
+    lines = tf.constant(["the quick brown fox", "", "jumps over", "the lazy dog again", "d\u00e9j\u00e0 vu"])
+    return (tf.data.Dataset.from_tensor_slices(lines)
+            .map(lambda s: (tf.strings.to_hash_bucket_fast(tf.strings.split(s), 100), tf.strings.length(s)))
+            .ragged_batch(2))
+
+
+@case()
+def ragged_elements_served_unbatched(ctx):
+    """Ragged rank 2 string rows (a batch of split sentences, split again) cut back into
+    rows with unbatch (scalar variants TensorFlow declares with a known shape), then take:
+    each row served as a RaggedTensor beside a SparseTensor of the same words. Exact."""
+    lines = tf.constant(["a bc", "d", "", "e f g h"])
+    return (tf.data.Dataset.from_tensor_slices(lines).batch(2)
+            .map(lambda s: (tf.strings.split(tf.strings.split(s), "c"), tf.strings.split(s).to_sparse()))
+            .unbatch().take(3))
+
+
 # --- images ----------------------------------------------------------------
 
 def _read(path):

@@ -382,8 +382,63 @@ pub fn sparse_variant_proto(t: &Tensor) -> Result<TensorProto> {
     })
 }
 
+/// The type name TensorFlow gives a variant holding a RaggedTensor (its
+/// row splits, outermost first, then its flat values).
+pub const RAGGED_VARIANT: &str = "RaggedTensorVariant";
+
+/// A RaggedTensor component as TensorFlow serves it: a `DT_VARIANT` tensor
+/// each of whose entries is a `RaggedTensorVariant`. tfdata pipelines carry
+/// it as strings of the same shape, each a serialized
+/// `VariantTensorDataProto` (what `RaggedTensorToVariant` makes); this
+/// checks each one and places it in the variant tensor. `None` when `t` is
+/// not in that form (a SparseTensor's string form).
+pub fn ragged_variant_proto(t: &Tensor) -> Option<Result<TensorProto>> {
+    let strings = t.string_values().ok()?;
+    let first = strings.first()?;
+    let is_ragged = |s: &Bytes| {
+        VariantTensorDataProto::decode(s.as_ref()).is_ok_and(|v| v.type_name == RAGGED_VARIANT)
+    };
+    if !is_ragged(first) {
+        return None;
+    }
+    let variant_val = strings
+        .iter()
+        .map(|s| match VariantTensorDataProto::decode(s.as_ref()) {
+            Ok(v) if v.type_name == RAGGED_VARIANT && !v.tensors.is_empty() => Ok(v),
+            _ => Err(Error::InvalidArgument(
+                "a RaggedTensor component to serve mixes RaggedTensorVariants with other bytes"
+                    .into(),
+            )),
+        })
+        .collect::<Result<Vec<_>>>();
+    Some(variant_val.map(|variant_val| TensorProto {
+        dtype: DT_VARIANT,
+        tensor_shape: Some(shape_proto(t.shape())),
+        variant_val,
+        ..Default::default()
+    }))
+}
+
+/// A variant component as TensorFlow serves it: a RaggedTensor's
+/// ([`ragged_variant_proto`]) or a SparseTensor's ([`sparse_variant_proto`]),
+/// told apart by the carried bytes. An empty one is the same empty variant
+/// tensor either way.
+pub fn served_variant_proto(t: &Tensor) -> Result<TensorProto> {
+    if t.num_elements() == 0 && t.dtype() == DType::String {
+        return Ok(TensorProto {
+            dtype: DT_VARIANT,
+            tensor_shape: Some(shape_proto(t.shape())),
+            ..Default::default()
+        });
+    }
+    match ragged_variant_proto(t) {
+        Some(proto) => proto,
+        None => sparse_variant_proto(t),
+    }
+}
+
 /// [`to_uncompressed`], the components at `sparse_variants` served as
-/// TensorFlow's SparseTensor variants ([`sparse_variant_proto`]).
+/// TensorFlow's variants ([`served_variant_proto`]).
 pub fn to_uncompressed_with_variants(
     element: &Element,
     sparse_variants: &[usize],
@@ -394,7 +449,7 @@ pub fn to_uncompressed_with_variants(
         .enumerate()
         .map(|(i, t)| {
             if sparse_variants.contains(&i) {
-                sparse_variant_proto(t)
+                served_variant_proto(t)
             } else {
                 Ok(tensor_to_proto(t))
             }
@@ -421,7 +476,7 @@ pub fn compress(element: &Element) -> Result<CompressedElement> {
 }
 
 /// [`compress`], the components at `sparse_variants` served as TensorFlow's
-/// SparseTensor variants: each one piece, its serialized `TensorProto`, as
+/// variants (SparseTensors or RaggedTensors): each one piece, its serialized `TensorProto`, as
 /// TensorFlow compresses a variant.
 pub fn compress_with_variants(
     element: &Element,
@@ -430,7 +485,7 @@ pub fn compress_with_variants(
     let variants: Vec<(usize, Vec<u8>)> = sparse_variants
         .iter()
         .filter_map(|&i| element.components.get(i).map(|t| (i, t)))
-        .map(|(i, t)| Ok((i, sparse_variant_proto(t)?.encode_to_vec())))
+        .map(|(i, t)| Ok((i, served_variant_proto(t)?.encode_to_vec())))
         .collect::<Result<_>>()?;
     let total = element.byte_size();
     if total > MAX_UNCOMPRESSED_BYTES {

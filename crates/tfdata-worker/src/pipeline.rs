@@ -15,8 +15,8 @@ pub struct ServedForm {
     /// As Snappy-compressed `CompressedElement`s (the dataset asked for
     /// compression and the dispatcher did not turn it off).
     pub compress: bool,
-    /// Components a TensorFlow graph serves as `DT_VARIANT` SparseTensors,
-    /// which the pipeline carries in their string form.
+    /// Components a TensorFlow graph serves as `DT_VARIANT` SparseTensors or
+    /// RaggedTensors, which the pipeline carries in their string form.
     pub sparse_variants: Arc<[usize]>,
 }
 

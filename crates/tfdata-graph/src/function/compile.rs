@@ -325,7 +325,7 @@ impl<'a> Compiler<'a> {
         let data_inputs = node.input.iter().filter(|i| !i.starts_with('^')).count();
         let out = |n: usize| vec![("output".to_string(), n)];
         // A variant constant of tensors is a folded serialized
-        // SparseTensor, carried in its string form.
+        // SparseTensor (or of RaggedTensors), carried in its string form.
         if node.op == "Const"
             && matches!(attrs.dtype_code("dtype"), Ok(21))
             && let Some(t) = variant_tensors(node)
@@ -465,10 +465,11 @@ fn function_body<'d>(name: &'d str, def: &'d FunctionDef) -> Result<Body<'d>> {
 }
 
 /// A `DT_VARIANT` constant's value, if it holds tensors (a folded
-/// serialized SparseTensor).
+/// serialized SparseTensor) or RaggedTensors (`from_tensor_slices(ragged)`).
 fn variant_tensors(node: &NodeDef) -> Option<tfdata_core::Tensor> {
     match node.attr.get("value").and_then(|a| a.value.as_ref()) {
-        Some(attr_value::Value::Tensor(t)) => kernels::sparse_tensor::variant_constant(t),
+        Some(attr_value::Value::Tensor(t)) => kernels::sparse_tensor::variant_constant(t)
+            .or_else(|| kernels::ragged_variant::variant_constant(t)),
         _ => None,
     }
 }

@@ -70,6 +70,7 @@ mod quantized_resize;
 mod ragged;
 mod ragged_cross;
 mod ragged_ops;
+pub mod ragged_variant;
 mod random;
 mod random_index_shuffle;
 mod random_samplers;
@@ -253,6 +254,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     image_scale_grad::KERNELS,
     ragged::KERNELS,
     ragged_ops::KERNELS,
+    ragged_variant::KERNELS,
     ragged_cross::KERNELS,
     random::KERNELS,
     random_samplers::KERNELS,
@@ -262,6 +264,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     sparse::KERNELS,
     sparse_cross::KERNELS,
     sparse_tensor::KERNELS,
+    sparse_tensor::tensors_map::KERNELS,
     io::KERNELS,
     assert::KERNELS,
     linalg::KERNELS,

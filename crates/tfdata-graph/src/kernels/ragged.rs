@@ -6,9 +6,7 @@
 //! ids and a `Cumsum` (a math kernel) for the row splits; `.to_tensor()` is
 //! `RaggedTensorToTensor` with `FIRST_DIM_SIZE` and `VALUE_ROWIDS`
 //! partitions. Ragged values that cross a function boundary travel as
-//! `RaggedTensorToVariant` / `RaggedTensorFromVariant`, a variant tfdata
-//! tensors cannot hold: those ops are left out of the kernel set, so the
-//! dispatcher names them when such a graph is registered.
+//! `RaggedTensorToVariant` / `RaggedTensorFromVariant` (`ragged_variant`).
 
 use bytes::Bytes;
 use tfdata_core::tensor::TensorData;
@@ -573,14 +571,5 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("exceeds the limit"), "{e}");
-    }
-
-    #[test]
-    fn ragged_variants_are_not_in_the_kernel_set() {
-        // A RaggedTensor crossing a function boundary travels as a variant
-        // tfdata tensors cannot hold: the dispatcher names these ops when
-        // the graph is registered, instead of a worker failing later.
-        assert!(super::super::lookup("RaggedTensorToVariant").is_none());
-        assert!(super::super::lookup("RaggedTensorFromVariant").is_none());
     }
 }

@@ -172,9 +172,10 @@ const VARIANT: i32 = 21;
 /// The element structure a dataset node declares (`output_types`,
 /// `output_shapes`), flat as the graph has it; `None` if it declares none.
 ///
-/// A `DT_VARIANT` component is a serialized SparseTensor (the only
-/// variants the kernel set makes: `SerializeSparse`,
-/// `SerializeManySparse`), carried as its `[..., 3]` string form.
+/// A `DT_VARIANT` component is a serialized SparseTensor (`SerializeSparse`,
+/// `SerializeManySparse`), carried as its `[..., 3]` string form, or an
+/// encoded RaggedTensor (`RaggedTensorToVariant`), carried as one string per
+/// variant entry: the only variants the kernel set makes.
 pub(crate) fn declared_structure(attrs: &NodeAttrs) -> Result<Option<Structure>> {
     let key = types_key(attrs);
     let codes = attrs.dtype_codes(key)?;
@@ -191,7 +192,11 @@ pub(crate) fn declared_structure(attrs: &NodeAttrs) -> Result<Option<Structure>>
     let mut specs = Vec::with_capacity(codes.len());
     for (i, &code) in codes.iter().enumerate() {
         specs.push(if code == VARIANT {
-            TensorSpec::new(tfdata_core::DType::String, Shape::unknown_rank())
+            // The carried strings have the variant's own shape.
+            TensorSpec::new(
+                tfdata_core::DType::String,
+                shapes.get(i).map_or(Shape::unknown_rank(), shape),
+            )
         } else {
             let dtype = tfdata_core::DType::from_code(code)
                 .map_err(|e| attrs.error(format!("attribute `{key}`: {e}")))?;
@@ -210,7 +215,7 @@ fn types_key(attrs: &NodeAttrs) -> &'static str {
 }
 
 /// The components of a dataset node's elements that are `DT_VARIANT`
-/// SparseTensors (carried as strings inside the pipeline); none for a
+/// SparseTensors or RaggedTensors (carried as strings inside the pipeline); none for a
 /// dataset of datasets.
 pub(crate) fn declared_variants(attrs: &NodeAttrs) -> Vec<usize> {
     match attrs.dtype_codes(types_key(attrs)) {
@@ -224,10 +229,18 @@ pub(crate) fn declared_variants(attrs: &NodeAttrs) -> Vec<usize> {
     }
 }
 
+/// The ops that cut variant vectors into scalar variants: what they yield
+/// are RaggedTensors or SparseTensors (TensorFlow batches no datasets),
+/// though TensorFlow declares them with a known scalar shape.
+pub(crate) const UNBATCH_OPS: &[&str] = &["UnbatchDataset", "ExperimentalUnbatchDataset"];
+
 /// Whether the declared elements are datasets: TensorFlow declares a
 /// dataset variant with a known scalar shape, a SparseTensor's (or a
-/// RaggedTensor's) with an unknown rank.
-fn holds_datasets(attrs: &NodeAttrs, codes: &[i32]) -> bool {
+/// RaggedTensor's) with an unknown rank, except after an unbatch.
+pub(crate) fn holds_datasets(attrs: &NodeAttrs, codes: &[i32]) -> bool {
+    if UNBATCH_OPS.contains(&attrs.op) {
+        return false;
+    }
     let shapes = attrs.shapes("output_shapes").unwrap_or(&[]);
     codes.iter().enumerate().any(|(i, &c)| {
         c == VARIANT

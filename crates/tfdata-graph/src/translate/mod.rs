@@ -43,7 +43,7 @@ use std::collections::HashMap;
 use tfdata_core::{Error, Result};
 
 use tfdata_dataset::{Attr, Dataset, InlineBody};
-use tfdata_proto::tensorflow::{GraphDef, NodeDef};
+use tfdata_proto::tensorflow::{AttrValue, GraphDef, NodeDef};
 use tfdata_proto::tfdata::pipeline as wire;
 
 use crate::function::{CompiledNode, Compiler, NodeCompiler};
@@ -60,8 +60,9 @@ pub struct Translated {
     /// add for `compression="AUTO"`: serve its elements compressed.
     pub compressed: bool,
     /// The served components TensorFlow declares `DT_VARIANT` (each a
-    /// SparseTensor), which the pipeline carries in string form: the worker
-    /// serves them as TensorFlow's variants.
+    /// SparseTensor or a RaggedTensor), which the pipeline carries in string
+    /// form: the worker serves them as TensorFlow's variants, telling the two
+    /// apart by the carried bytes (`tfdata_core::element::served_variant_proto`).
     pub sparse_variants: Vec<usize>,
 }
 
@@ -188,20 +189,63 @@ fn pipeline_result(graph: &GraphDef, library: &Library) -> Result<(String, bool)
 }
 
 /// The served components (what the pipeline's last node yields) that
-/// TensorFlow declares `DT_VARIANT`: SparseTensors, the only variants
-/// besides nested datasets that tfdata's kernels make.
+/// TensorFlow declares `DT_VARIANT`: SparseTensors and RaggedTensors, the
+/// only variants besides nested datasets that tfdata's kernels make.
 pub(crate) fn served_variants(graph: &GraphDef, library: &Library) -> Result<Vec<usize>> {
     let (result, _) = pipeline_result(graph, library)?;
     let name = match parse_input(&result, false)? {
         InputRef::Output { node, .. } => node,
         _ => return Ok(Vec::new()),
     };
-    Ok(graph
-        .node
+    let find = |name: &str| graph.node.iter().find(|n| n.name == name);
+    let Some(node) = find(name) else {
+        return Ok(Vec::new());
+    };
+    let attrs = crate::attrs::NodeAttrs::of(node);
+    let declared = inline::declared_variants(&attrs);
+    if !declared.is_empty() || !after_unbatch(node, &find) {
+        return Ok(declared);
+    }
+    // Scalar variants that an unbatch made (RaggedTensors), passed on by
+    // ops that keep their input's structure (`take`, `prefetch`, ...).
+    Ok(attrs
+        .dtype_codes("output_types")
+        .unwrap_or_default()
         .iter()
-        .find(|n| n.name == name)
-        .map(|n| inline::declared_variants(&crate::attrs::NodeAttrs::of(n)))
-        .unwrap_or_default())
+        .enumerate()
+        .filter(|(_, c)| **c == 21)
+        .map(|(i, _)| i)
+        .collect())
+}
+
+/// Whether `node`'s elements come from an unbatch through ops declaring the
+/// same structure (followed by first input, a bounded number of steps).
+fn after_unbatch<'g>(node: &'g NodeDef, find: &dyn Fn(&str) -> Option<&'g NodeDef>) -> bool {
+    fn structure(n: &NodeDef) -> (Option<&AttrValue>, Option<&AttrValue>) {
+        (n.attr.get("output_types"), n.attr.get("output_shapes"))
+    }
+    let mut at = node;
+    for _ in 0..crate::MAX_PIPELINE_DEPTH {
+        if inline::UNBATCH_OPS.contains(&at.op.as_str()) {
+            return true;
+        }
+        let Some(next) = at
+            .input
+            .first()
+            .and_then(|i| parse_input(i, false).ok())
+            .and_then(|i| match i {
+                InputRef::Output { node, .. } => find(node),
+                _ => None,
+            })
+        else {
+            return false;
+        };
+        if structure(next) != structure(node) && !inline::UNBATCH_OPS.contains(&next.op.as_str()) {
+            return false;
+        }
+        at = next;
+    }
+    false
 }
 
 /// The graph's trailing compression map, if it has one.
@@ -225,8 +269,9 @@ pub(crate) fn compression_map<'g>(
 }
 
 /// A `MapDataset`/`ParallelMapDatasetV2` whose function only compresses
-/// its arguments into one `CompressElement` variant (SparseTensor arguments
-/// read and serialized back on the way), capturing nothing.
+/// its arguments into one `CompressElement` variant (SparseTensor and
+/// RaggedTensor arguments read and encoded back on the way), capturing
+/// nothing.
 fn is_compression_map(node: &NodeDef, library: &Library) -> bool {
     if !matches!(node.op.as_str(), "MapDataset" | "ParallelMapDatasetV2") {
         return false;
@@ -240,12 +285,20 @@ fn is_compression_map(node: &NodeDef, library: &Library) -> bool {
     let ops: Vec<&str> = def.node_def.iter().map(|n| n.op.as_str()).collect();
     captured == 0
         && ops.contains(&"CompressElement")
-        // A SparseTensor component is read into a SparseTensor and
-        // serialized back to its variant before compression.
+        // A SparseTensor (RaggedTensor) component is read into a
+        // SparseTensor (RaggedTensor) and encoded back to its variant before
+        // compression. A batch of ragged variants comes back as one variant
+        // of the whole batch, which TensorFlow's client decodes to the same
+        // RaggedTensor as the batch it replaces.
         && ops.iter().all(|op| {
             matches!(
                 *op,
-                "CompressElement" | "Identity" | "DeserializeSparse" | "SerializeSparse"
+                "CompressElement"
+                    | "Identity"
+                    | "DeserializeSparse"
+                    | "SerializeSparse"
+                    | "RaggedTensorFromVariant"
+                    | "RaggedTensorToVariant"
             )
         })
         && def

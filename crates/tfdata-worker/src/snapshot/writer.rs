@@ -153,11 +153,12 @@ impl StreamWriter {
             let (dataset, form) = crate::pipeline::build_dataset(&dataset_def, None, 0, 0)?;
             if !form.sparse_variants.is_empty() {
                 // Snapshot chunks hold the elements' tensors; a SparseTensor
-                // there would be the pipeline's string form, not
-                // TensorFlow's variant.
+                // or RaggedTensor there would be the pipeline's string form,
+                // not TensorFlow's variant.
                 return Err(Error::Unimplemented(format!(
-                    "snapshot {base}: the dataset's elements hold SparseTensors (components \
-                     {:?}), which tfdata snapshots cannot write; densify them in the last map",
+                    "snapshot {base}: the dataset's elements hold SparseTensors or RaggedTensors \
+                     (components {:?}), which tfdata snapshots cannot write; densify them in the \
+                     last map",
                     form.sparse_variants
                 )));
             }

@@ -26,7 +26,9 @@ mod ops;
 mod reduce;
 mod serialize;
 mod split;
+pub(super) mod tensors_map;
 
+pub(crate) use serialize::decode_variant_list;
 pub use serialize::variant_constant;
 // Shared with `RaggedFillEmptyRows` and its gradient, which are these on row ids.
 pub(super) use grads::fill_empty_rows_grad;

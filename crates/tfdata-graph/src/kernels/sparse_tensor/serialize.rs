@@ -57,7 +57,7 @@ fn out_type(attrs: &NodeAttrs) -> Result<()> {
     }
 }
 
-fn checked_triple<'a>(
+pub(super) fn checked_triple<'a>(
     indices: &'a Tensor,
     values: &'a Tensor,
     shape: &'a Tensor,
@@ -84,7 +84,7 @@ pub(super) fn serialize_sparse(attrs: &NodeAttrs) -> Result<Compute> {
 
 /// TensorFlow's `SparseTensor::IndicesValid`: in bounds, in row-major
 /// order, no index twice.
-fn indices_valid(ind: &Indices, shape: &[i64]) -> Result<()> {
+pub(super) fn indices_valid(ind: &Indices, shape: &[i64]) -> Result<()> {
     let show = |row: &[i64]| {
         let v: Vec<String> = row.iter().map(i64::to_string).collect();
         format!("[{}]", v.join(","))
@@ -332,7 +332,10 @@ pub fn variant_constant(proto: &TensorProto) -> Option<Tensor> {
 
 /// TensorFlow's encoding of a variant tensor's `tensor_content`: `n`
 /// varint sizes, then the `n` `VariantTensorDataProto`s.
-fn decode_variant_list(content: &Bytes, n: usize) -> Option<Vec<VariantTensorDataProto>> {
+pub(crate) fn decode_variant_list(
+    content: &Bytes,
+    n: usize,
+) -> Option<Vec<VariantTensorDataProto>> {
     let mut pos = 0usize;
     let mut sizes = Vec::with_capacity(n.min(1 << 16));
     for _ in 0..n {
