@@ -21,6 +21,7 @@ mod csv;
 mod files;
 mod inline;
 mod iterators;
+mod lmdb;
 mod node;
 mod older;
 mod ops;
