@@ -55,6 +55,8 @@ mod layout;
 mod lgamma_fdlibm;
 mod libstdcxx_order;
 mod linalg;
+mod lmdb;
+pub(crate) use lmdb::lmdb_removed;
 pub mod lookup;
 mod math;
 mod mathx;
@@ -150,6 +152,7 @@ const RESOURCE_TABLES: &[&[ResourceKernelDef]] = &[
     tensor_list_bulk::KERNELS,
     readers::KERNELS,
     readers_v1::KERNELS,
+    lmdb::KERNELS,
 ];
 
 /// Whether the kernel set runs `op` (on tensors or on resources).

@@ -22,6 +22,7 @@ mod files;
 mod inline;
 mod iterator_handles;
 mod iterators;
+mod lmdb;
 mod multi_device;
 mod node;
 mod older;

@@ -195,6 +195,9 @@ pub const DATASET_OPS: &[&str] = &[
     // SQLite queries (sql.rs).
     "SqlDataset",
     "ExperimentalSqlDataset",
+    // LMDB databases, refused as TensorFlow 2.21 refuses them (lmdb.rs).
+    "LMDBDataset",
+    "ExperimentalLMDBDataset",
     // Bernoulli sampling (bernoulli.rs).
     "SamplingDataset",
     // SparseTensor elements (sparse_datasets.rs).
@@ -249,6 +252,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::sql::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::lmdb::compile(node) {
         return Ok(compiled);
     }
     if let Some(compiled) = super::bernoulli::compile(node)? {
