@@ -21,7 +21,9 @@ ops TensorFlow 2.21 removed from graphs (an `OpDef.deprecation` at a GraphDef
 version at or below its own): TensorFlow refuses a graph of its own version
 that uses one ("Op AdjustContrast is not available in GraphDef version
 2474"), so no TensorFlow 2.21 client sends them and its workers cannot run
-them either.
+them either. So, last, are the few ops whose TensorFlow 2.21 kernel refuses
+every input (`REFUSED_BY_TF`, each checked here by running it): a worker that
+matches TensorFlow answers with the same error, which is not support.
 """
 
 import importlib
@@ -78,6 +80,50 @@ def removed(op):
     return d.HasField("deprecation") and d.deprecation.version <= tf.version.GRAPH_DEF_VERSION
 
 
+def _lmdb_reader():
+    with tf.compat.v1.Graph().as_default():
+        reader = tf.raw_ops.LMDBReader()
+        with tf.compat.v1.Session() as session:
+            session.run(reader)
+
+
+def _lmdb_dataset(op):
+    def run():
+        op(filenames=["missing.mdb"], output_types=[tf.string, tf.string],
+           output_shapes=[[], []])
+    return run
+
+
+# Registered with a CPU kernel, but the kernel fails every run: op -> (probe,
+# the text TensorFlow's error must contain).
+REFUSED_BY_TF = {
+    "LMDBDataset": (_lmdb_dataset(tf.raw_ops.LMDBDataset), "LMDB support is removed"),
+    "ExperimentalLMDBDataset": (_lmdb_dataset(tf.raw_ops.ExperimentalLMDBDataset),
+                                "LMDB support is removed"),
+    "LMDBReader": (_lmdb_reader, "LMDB support is removed"),
+    "AnonymousRandomSeedGenerator": (
+        lambda: tf.raw_ops.AnonymousRandomSeedGenerator(seed=1, seed2=2),
+        "Unknown input name: reshuffle"),
+}
+
+
+def refused_by_tf(op):
+    """Whether `op`'s kernel refuses every input (checked by running it)."""
+    if op not in REFUSED_BY_TF:
+        return False
+    probe, text = REFUSED_BY_TF[op]
+    try:
+        probe()
+    except Exception as e:  # noqa: BLE001 (any error TensorFlow raises)
+        assert text in str(e), (op, str(e))
+        return True
+    raise AssertionError(f"{op} ran: it is no longer refused, take it out of REFUSED_BY_TF")
+
+
+def counted(op):
+    return has_cpu_kernel(op) and not removed(op) and not refused_by_tf(op)
+
+
 def main():
     families = {}
     seen = set()
@@ -94,9 +140,11 @@ def main():
         "tf": tf.__version__,
         "families": {
             family: {
-                "ops": [op for op in ops if has_cpu_kernel(op) and not removed(op)],
+                "ops": [op for op in ops if counted(op)],
                 "no_cpu_kernel": [op for op in ops if not has_cpu_kernel(op)],
                 "removed_from_graphs": [op for op in ops if has_cpu_kernel(op) and removed(op)],
+                "refused_by_tf": [op for op in ops if has_cpu_kernel(op) and not removed(op)
+                                  and refused_by_tf(op)],
             }
             for family, ops in families.items()
         },

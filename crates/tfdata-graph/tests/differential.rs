@@ -779,6 +779,7 @@ fn render_census() -> String {
     let mut in_census = HashSet::new();
     let mut no_cpu = Vec::new();
     let mut removed = Vec::new();
+    let mut refused = Vec::new();
     for (family, entry) in families {
         let ops: Vec<&str> = entry["ops"]
             .as_array()
@@ -788,6 +789,13 @@ fn render_census() -> String {
             .collect();
         no_cpu.extend(
             entry["no_cpu_kernel"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o.as_str().unwrap()),
+        );
+        refused.extend(
+            entry["refused_by_tf"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -873,6 +881,19 @@ fn render_census() -> String {
         "Not counted (no CPU kernel in TensorFlow, so TensorFlow's own workers cannot run them \
          either): {}.\n",
         no_cpu
+            .iter()
+            .map(|o| format!("`{o}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+    .unwrap();
+    refused.sort_unstable();
+    writeln!(
+        out,
+        "Not counted (TensorFlow {}'s kernel refuses every input, as `census.py` checks by \
+         running it; tfdata's workers give the same error): {}.\n",
+        census["tf"].as_str().unwrap(),
+        refused
             .iter()
             .map(|o| format!("`{o}`"))
             .collect::<Vec<_>>()
