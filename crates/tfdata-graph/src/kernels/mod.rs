@@ -74,6 +74,7 @@ mod readers;
 mod reduce;
 mod segment;
 mod segment_grad;
+mod sequence_batch;
 mod sequence_example;
 mod serialize;
 mod shape;
@@ -265,6 +266,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     compressed::KERNELS,
     padded_raw::KERNELS,
     sequence_example::KERNELS,
+    sequence_batch::KERNELS,
     file_write::KERNELS,
     bundle::KERNELS,
     bitcast::KERNELS,
