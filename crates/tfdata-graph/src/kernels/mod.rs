@@ -51,6 +51,7 @@ mod image_resize_grad;
 mod image_scale;
 mod image_scale_grad;
 mod io;
+mod json_example;
 mod layout;
 mod libstdcxx_order;
 mod linalg;
@@ -267,6 +268,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     padded_raw::KERNELS,
     sequence_example::KERNELS,
     sequence_batch::KERNELS,
+    json_example::KERNELS,
     file_write::KERNELS,
     bundle::KERNELS,
     bitcast::KERNELS,
