@@ -26,6 +26,16 @@ pub enum Key {
     Str(Bytes),
 }
 
+/// A fixed order of keys (integers by value, strings by bytes).
+fn key_order(a: &Key, b: &Key) -> std::cmp::Ordering {
+    match (a, b) {
+        (Key::Int(x), Key::Int(y)) => x.cmp(y),
+        (Key::Str(x), Key::Str(y)) => x.cmp(y),
+        (Key::Int(_), Key::Str(_)) => std::cmp::Ordering::Less,
+        (Key::Str(_), Key::Int(_)) => std::cmp::Ordering::Greater,
+    }
+}
+
 /// One value of the table's value dtype.
 #[derive(Clone, Debug)]
 pub enum Scalar {
@@ -482,6 +492,37 @@ impl LookupTable {
             .enumerate()
             .map(|(i, k)| map.get(k).cloned().unwrap_or_else(|| default(i)))
             .collect())
+    }
+
+    /// Every entry, for `LookupTableExportV2`: keys, and values (a row of
+    /// the value shape each for a table of tensors), in key order
+    /// (TensorFlow gives its hash map's order, seeded per process, so
+    /// tfdata picks a fixed one). `None` for a dense table, whose export
+    /// is its bucket array.
+    pub fn export(&self) -> Result<Option<(Vec<Key>, Vec<Scalar>)>> {
+        fn sorted<V: Clone>(map: &HashMap<Key, V>) -> Vec<(Key, V)> {
+            let mut entries: Vec<(Key, V)> =
+                map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            entries.sort_by(|a, b| key_order(&a.0, &b.0));
+            entries
+        }
+        if self.is_dense() {
+            return Ok(None);
+        }
+        if self.rows.is_some() {
+            let (keys, rows): (Vec<Key>, Vec<Vec<Scalar>>) =
+                sorted(&*self.rows_map()?).into_iter().unzip();
+            return Ok(Some((keys, rows.into_iter().flatten().collect())));
+        }
+        if self.mutable.is_some() {
+            return Ok(Some(sorted(&*self.mutable_map()?).into_iter().unzip()));
+        }
+        let empty = HashMap::new();
+        Ok(Some(
+            sorted(self.ready.get().unwrap_or(&empty))
+                .into_iter()
+                .unzip(),
+        ))
     }
 
     /// Starts an initialisation: inserts go to the staged entries until

@@ -4,8 +4,8 @@
 //! the table is a table of tensors (`crate::table`) that refuses its empty
 //! and deleted keys as TensorFlow's does; the bucket count and load factor
 //! are checked, not used. `LookupTableExportV2` (the bucket array, in
-//! TensorFlow's hash and probing order) is not supported, nor keys that
-//! are vectors (a non-scalar `empty_key`).
+//! TensorFlow's hash and probing order) is refused (`export`), and keys
+//! that are vectors (a non-scalar `empty_key`) are not supported.
 
 use std::sync::{Arc, OnceLock};
 
