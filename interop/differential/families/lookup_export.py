@@ -117,4 +117,53 @@ def family():
                      traced=True)
     for case in fam.cases:
         canonical(case)
+    dense(fam)
     return fam
+
+
+def dense(fam):
+    """Dense tables export their bucket array: exact, TensorFlow's layout
+    (hash, triangular probing, growth, deleted markers)."""
+    def case(name, kd, vd, empty, deleted, steps, buckets=8, load=0.8, value_shape=(),
+             anonymous=False):
+        def fn(probe):
+            kw = dict(empty_key=tf.constant(empty, kd), deleted_key=tf.constant(deleted, kd),
+                      value_dtype=vd, initial_num_buckets=buckets, max_load_factor=load,
+                      value_shape=list(value_shape))
+            if anonymous:
+                t = R.AnonymousMutableDenseHashTable(**kw)
+            else:
+                t = R.MutableDenseHashTableV2(shared_name="dense export " + name, **kw)
+            ops = []
+            for op, ks, vs in steps:
+                with tf.control_dependencies(ops):
+                    if op == "insert":
+                        ops = [R.LookupTableInsertV2(table_handle=t, keys=tf.constant(ks, kd),
+                                                     values=tf.constant(vs, vd))]
+                    else:
+                        ops = [R.LookupTableRemoveV2(table_handle=t, keys=tf.constant(ks, kd))]
+            with tf.control_dependencies(ops):
+                k, v = R.LookupTableExportV2(table_handle=t, Tkeys=kd, Tvalues=vd)
+                return k, v, R.LookupTableSizeV2(table_handle=t), probe
+        fam.add_function(f"LookupTableExportV2/dense/{name}", fn, [tf.constant(0)])
+
+    case("int64 collisions and a removal", tf.int64, tf.float32, -1, -2,
+         [("insert", [1, 2, 9, 17], [1., 2., 9., 17.]), ("remove", [2, 5], None),
+          ("insert", [25, 9], [25., -9.])])
+    case("strings grow", tf.string, tf.int64, "", "d",
+         [("insert", ["a", "bb", "ccc", "e"], [1, 2, 3, 4]),
+          ("insert", ["\u00e9", "long key " * 5, "x", "y"], [5, 6, 7, 8]),
+          ("remove", ["bb"], None)], buckets=4)
+    case("negative int32 keys", tf.int32, tf.int32, 0, -2147483648,
+         [("insert", [-1, 7, -9, 2147483647], [1, 2, 3, 4])])
+    case("vector values", tf.int64, tf.float64, -1, -2,
+         [("insert", [3, 11], [[1., 2.], [3., 4.]]), ("insert", [3], [[5., 6.]])],
+         value_shape=[2])
+    case("bool values, low load", tf.int64, tf.bool, 0, 1,
+         [("insert", [2, 3, 4, 5, 6], [True, False, True, True, False])], buckets=4, load=0.5)
+    case("many grows", tf.int64, tf.int64, -1, -2,
+         [("insert", list(range(0, 300, 7)), list(range(43)))], buckets=4)
+    case("empty", tf.string, tf.float32, "", "d", [])
+    case("anonymous", tf.string, tf.double, "", "d",
+         [("insert", ["q", "r"], [0.5, -0.0]), ("remove", ["q"], None),
+          ("insert", ["q"], [2.5])], anonymous=True)

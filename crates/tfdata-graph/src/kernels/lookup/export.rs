@@ -3,11 +3,10 @@
 //! which depends on a per-process seed, so no fixed order is TensorFlow's;
 //! tfdata gives key order, and the differential cases compare the
 //! (key, value) rows as a set (declared there, with the reason). A dense
-//! table (`MutableDenseHashTableV2`) exports its whole bucket array in
-//! TensorFlow's hash and probing order, which tfdata does not keep: that
-//! export is refused.
+//! table (`MutableDenseHashTableV2`) exports its whole bucket array, which
+//! tfdata keeps in TensorFlow's layout (`crate::table`): bit for bit.
 
-use tfdata_core::{DType, Error, Result};
+use tfdata_core::{DType, Result};
 
 use super::{check_signature, node, table_of, take};
 use crate::attrs::NodeAttrs;
@@ -25,13 +24,9 @@ pub(super) fn export(attrs: &NodeAttrs) -> Result<NodeFn> {
             (&[], &[tkeys, tvalues]),
             (&[], &[table.key_dtype(), table.value_dtype()]),
         )?;
-        let Some((keys, values)) = table.export()? else {
-            return Err(Error::Unimplemented(
-                "LookupTableExportV2 of a dense hash table (its bucket array in TensorFlow's \
-                 hash and probing order) is not supported"
-                    .into(),
-            ));
-        };
+        let export =
+            table.export(|rows| crate::kernels::check_size(OP, table.value_dtype(), rows))?;
+        let (keys, values) = (export.keys, export.values);
         let n = keys.len() as i64;
         let key_values: Vec<Scalar> = keys
             .into_iter()
@@ -43,8 +38,16 @@ pub(super) fn export(attrs: &NodeAttrs) -> Result<NodeFn> {
             .collect();
         let mut value_shape = vec![n];
         value_shape.extend_from_slice(table.value_shape().unwrap_or(&[]));
+        let mut key_shape = vec![n];
+        if export.buckets {
+            // A dense table's buckets are matrices: a key and a value row
+            // per bucket, scalars as rows of one.
+            key_shape.push(1);
+            let width: i64 = value_shape[1..].iter().product();
+            value_shape = vec![n, width];
+        }
         Ok(vec![
-            Value::Tensor(tensor_of(tkeys, vec![n], key_values)?),
+            Value::Tensor(tensor_of(tkeys, key_shape, key_values)?),
             Value::Tensor(tensor_of(tvalues, value_shape, values)?),
         ])
     })
