@@ -166,8 +166,30 @@ def cases_v1(fam):
         feature_list_dense_types=[S], feature_list_dense_shapes=[[]])
 
 
+def pipelines(fam):
+    """tf.io.parse_sequence_example and parse_single_sequence_example in a
+    dataset map, as pipelines call them (dense outputs)."""
+    context = {"id": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
+               "score": tf.io.FixedLenFeature([2], tf.float32, default_value=[0.0, 0.0])}
+    sequence = {"tok": tf.io.FixedLenSequenceFeature([2], tf.int64, allow_missing=True)}
+
+    def batched(s):
+        c, f, lengths = tf.io.parse_sequence_example(s, context_features=context,
+                                                     sequence_features=sequence)
+        return c["id"], c["score"], f["tok"], lengths["tok"]
+
+    def single(s):
+        c, f = tf.io.parse_single_sequence_example(s, context_features=context,
+                                                   sequence_features=sequence)
+        return c["id"], c["score"], f["tok"]
+    records = tf.data.Dataset.from_tensor_slices(tf.constant([A, B, EMPTY, B]))
+    fam.add_dataset("ParseSequenceExampleV2/pipeline/batched", records.batch(3).map(batched))
+    fam.add_dataset("ParseSequenceExampleV2/pipeline/single", records.map(single))
+
+
 def family():
     fam = Family("parsing_seq")
     cases_v2(fam)
     cases_v1(fam)
+    pipelines(fam)
     return fam
