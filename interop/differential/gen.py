@@ -25,7 +25,9 @@ crates/tfdata-graph/tests/differential/<family>.json:
       "node": index into nodes (a NodeDef with only op and attributes),
       "inputs": [tensor], "outputs": [tensor] | "calls": [[tensor], ...]
       | "error": {"code", "class", "message"}, "tolerance": "exact" | "ulp:N" | "abs:X"
-      | "zero-sign", "reason": why, when the tolerance is not "exact"}]}
+      | "zero-sign" | "unordered-rows:why" (rows of the first output, and the
+      same rows of outputs with as many, in any order; a hash table's export),
+      "reason": why, when the tolerance is not "exact"}]}
 
 A tensor is a string "dtype|d0,d1,...|hex": TensorFlow's dtype enum, the
 shape, the little-endian bytes as numpy holds them; raw bytes, so the

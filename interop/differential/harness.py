@@ -123,8 +123,13 @@ def as_list(out):
 
 def check_tolerance(tolerance, reason):
     """The tolerance and its reason, which may also be written inside it
-    ("ulp:N:why", "abs:X:why", "zero-sign:why")."""
+    ("ulp:N:why", "abs:X:why", "zero-sign:why", "unordered-rows:why")."""
     kind, _, rest = tolerance.partition(":")
+    if kind == "unordered-rows":
+        # The first output's rows (and the same rows of every output with
+        # as many) in any order, values exact; the reason is required.
+        assert rest or reason, tolerance
+        return "unordered-rows:" + (rest or reason), None
     if kind == "zero-sign" and rest:
         tolerance, reason = "zero-sign", reason or rest
     elif kind in ("ulp", "abs") and rest.count(":"):
@@ -149,7 +154,8 @@ class Family:
     def add(self, op, fn, inputs, case_id, tolerance="exact", calls=1, reason=None):
         """One op case: fn(*tensors) calls tf.raw_ops.<op> with keyword args.
 
-        tolerance: "exact" (bit for bit), or for float outputs "ulp:N" (within
+        tolerance: "exact" (bit for bit), "unordered-rows:why" (rows in any
+        order: see check_tolerance), or for float outputs "ulp:N" (within
         N units in the last place) or "abs:X" (within X); a tolerance other
         than "exact" needs a `reason` (why the op cannot be bit-exact), which
         the case carries. Integer and string outputs are always exact."""

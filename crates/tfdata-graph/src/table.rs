@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use bytes::Bytes;
+use dense_buckets::DenseBuckets;
 use tfdata_core::tensor::TensorData;
 use tfdata_core::{DType, Error, Result, Tensor};
 
@@ -24,6 +25,28 @@ use tfdata_core::{DType, Error, Result, Tensor};
 pub enum Key {
     Int(i64),
     Str(Bytes),
+}
+
+/// The zero of a value dtype (`V()` in TensorFlow's unused buckets).
+fn zero_of(dtype: DType) -> Scalar {
+    match dtype {
+        DType::Int32 => Scalar::I32(0),
+        DType::Int64 => Scalar::I64(0),
+        DType::Float => Scalar::F32(0.0),
+        DType::Double => Scalar::F64(0.0),
+        DType::Bool => Scalar::Bool(false),
+        _ => Scalar::Str(Bytes::new()),
+    }
+}
+
+/// A fixed order of keys (integers by value, strings by bytes).
+fn key_order(a: &Key, b: &Key) -> std::cmp::Ordering {
+    match (a, b) {
+        (Key::Int(x), Key::Int(y)) => x.cmp(y),
+        (Key::Str(x), Key::Str(y)) => x.cmp(y),
+        (Key::Int(_), Key::Str(_)) => std::cmp::Ordering::Less,
+        (Key::Str(_), Key::Int(_)) => std::cmp::Ordering::Greater,
+    }
 }
 
 /// One value of the table's value dtype.
@@ -277,8 +300,20 @@ pub struct LookupTable {
     /// (a vector's) and each key's value, flattened.
     rows: Option<(Vec<i64>, Mutex<RowMap>)>,
     /// A dense table's (`MutableDenseHashTableV2`) empty and deleted keys,
-    /// which may not be used as keys (its entries are `rows`).
+    /// which may not be used as keys.
     reserved: Option<(Key, Key)>,
+    /// A dense table's entries, in TensorFlow's bucket layout (`rows`
+    /// stays unused but for the value shape).
+    dense: Option<Mutex<DenseBuckets>>,
+}
+
+/// A table's entries as `LookupTableExportV2` gives them.
+pub struct Export {
+    pub keys: Vec<Key>,
+    pub values: Vec<Scalar>,
+    /// A dense table's bucket array: keys and values are matrices, a row
+    /// per bucket.
+    pub buckets: bool,
 }
 
 impl LookupTable {
@@ -291,22 +326,34 @@ impl LookupTable {
             mutable: None,
             rows: None,
             reserved: None,
+            dense: None,
         }
     }
 
-    /// An empty dense table (`tf.lookup.experimental.DenseHashTable`):
-    /// a table of tensors whose `empty` and `deleted` keys are refused.
+    /// An empty dense table (`tf.lookup.experimental.DenseHashTable`) of
+    /// `num_buckets` buckets (a power of two, checked by the caller),
+    /// whose `empty` and `deleted` keys are refused.
     pub fn new_dense(
-        key_dtype: DType,
-        value_dtype: DType,
-        value_shape: Vec<i64>,
+        (key_dtype, value_dtype, value_shape): (DType, DType, Vec<i64>),
         empty: Key,
         deleted: Key,
-    ) -> Self {
-        LookupTable {
+        num_buckets: u64,
+        max_load_factor: f32,
+    ) -> Result<Self> {
+        let buckets =
+            DenseBuckets::new(num_buckets, max_load_factor, empty.clone(), deleted.clone())?;
+        Ok(LookupTable {
             reserved: Some((empty, deleted)),
+            dense: Some(Mutex::new(buckets)),
             ..LookupTable::new_of_tensors(key_dtype, value_dtype, value_shape)
-        }
+        })
+    }
+
+    fn buckets(&self) -> Option<Result<MutexGuard<'_, DenseBuckets>>> {
+        self.dense.as_ref().map(|m| {
+            m.lock()
+                .map_err(|_| Error::Internal("dense table lock poisoned".into()))
+        })
     }
 
     pub fn is_dense(&self) -> bool {
@@ -351,9 +398,18 @@ impl LookupTable {
     /// keys.len()` long; a later repeat wins), bounded by
     /// [`MAX_MUTABLE_ENTRIES`].
     pub fn insert_rows(&self, keys: Vec<Key>, values: Vec<Scalar>) -> Result<()> {
-        let mut map = self.rows_map()?;
         let width = values.len().checked_div(keys.len()).unwrap_or(0);
         let mut values = values.into_iter();
+        if let Some(buckets) = self.buckets() {
+            let mut buckets = buckets?;
+            buckets.reserve(keys.len() as u64)?;
+            for k in keys {
+                self.check_reserved(&k)?;
+                buckets.insert(k, values.by_ref().take(width).collect())?;
+            }
+            return Ok(());
+        }
+        let mut map = self.rows_map()?;
         for k in keys {
             // Keys before a refused one stay inserted, as in TensorFlow.
             self.check_reserved(&k)?;
@@ -375,6 +431,18 @@ impl LookupTable {
         keys: &[Key],
         default: impl Fn(usize) -> Vec<Scalar>,
     ) -> Result<Vec<Scalar>> {
+        if let Some(buckets) = self.buckets() {
+            let buckets = buckets?;
+            let mut out = Vec::new();
+            for (i, k) in keys.iter().enumerate() {
+                self.check_reserved(k)?;
+                match buckets.find(k)? {
+                    Some(row) => out.extend_from_slice(row),
+                    None => out.extend(default(i)),
+                }
+            }
+            return Ok(out);
+        }
         let map = self.rows_map()?;
         let mut out = Vec::new();
         for (i, k) in keys.iter().enumerate() {
@@ -425,6 +493,14 @@ impl LookupTable {
 
     /// Removes `keys` (missing ones are ignored).
     pub fn remove(&self, keys: &[Key]) -> Result<()> {
+        if let Some(buckets) = self.buckets() {
+            let mut buckets = buckets?;
+            for k in keys {
+                self.check_reserved(k)?;
+                buckets.remove(k)?;
+            }
+            return Ok(());
+        }
         if self.rows.is_some() {
             let mut map = self.rows_map()?;
             for k in keys {
@@ -450,6 +526,9 @@ impl LookupTable {
 
     /// Entries, 0 before initialisation (`LookupTableSizeV2`).
     pub fn size(&self) -> usize {
+        if let Some(buckets) = self.buckets() {
+            return buckets.map_or(0, |b| b.len());
+        }
         if self.rows.is_some() {
             return self.rows_map().map_or(0, |m| m.len());
         }
@@ -482,6 +561,51 @@ impl LookupTable {
             .enumerate()
             .map(|(i, k)| map.get(k).cloned().unwrap_or_else(|| default(i)))
             .collect())
+    }
+
+    /// Every entry, for `LookupTableExportV2`: keys, and values (a row of
+    /// the value shape each for a table of tensors), in key order
+    /// (TensorFlow gives its hash map's order, seeded per process, so
+    /// tfdata picks a fixed one); a dense table's whole bucket array in
+    /// TensorFlow's layout, bounded by `check` on its row count.
+    pub fn export(&self, check: impl Fn(u64) -> Result<()>) -> Result<Export> {
+        fn sorted<V: Clone>(map: &HashMap<Key, V>) -> Vec<(Key, V)> {
+            let mut entries: Vec<(Key, V)> =
+                map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            entries.sort_by(|a, b| key_order(&a.0, &b.0));
+            entries
+        }
+        let listed = |(keys, values): (Vec<Key>, Vec<Scalar>)| Export {
+            keys,
+            values,
+            buckets: false,
+        };
+        if let Some(buckets) = self.buckets() {
+            let buckets = buckets?;
+            let width = self.value_shape().unwrap_or(&[]).iter().product::<i64>();
+            check(buckets.num_buckets().saturating_mul(width.max(1) as u64))?;
+            let zero = vec![zero_of(self.value_dtype); width as usize];
+            let (keys, values) = buckets.export(&zero);
+            return Ok(Export {
+                keys,
+                values,
+                buckets: true,
+            });
+        }
+        if self.rows.is_some() {
+            let (keys, rows): (Vec<Key>, Vec<Vec<Scalar>>) =
+                sorted(&*self.rows_map()?).into_iter().unzip();
+            return Ok(listed((keys, rows.into_iter().flatten().collect())));
+        }
+        if self.mutable.is_some() {
+            return Ok(listed(sorted(&*self.mutable_map()?).into_iter().unzip()));
+        }
+        let empty = HashMap::new();
+        Ok(listed(
+            sorted(self.ready.get().unwrap_or(&empty))
+                .into_iter()
+                .unzip(),
+        ))
     }
 
     /// Starts an initialisation: inserts go to the staged entries until
@@ -544,6 +668,8 @@ impl Init<'_> {
         let _ = self.table.ready.set(entries);
     }
 }
+
+mod dense_buckets;
 
 #[cfg(test)]
 mod tests {

@@ -216,6 +216,11 @@ enum Tolerance {
     /// `"zero-sign:why"`: equal values, 0.0 and -0.0 one (where
     /// TensorFlow's sign of a zero depends on the element's SIMD lane).
     ZeroSign,
+    /// `"unordered-rows:why"`: the first output's rows, and with them the
+    /// same rows of every output with as many, may come in any order, the
+    /// values exact (a hash table exported in its hash map's order, which
+    /// TensorFlow seeds per process).
+    UnorderedRows,
 }
 
 impl Tolerance {
@@ -227,6 +232,9 @@ impl Tolerance {
         }
         if s == "zero-sign" || s.starts_with("zero-sign:") {
             return Some(Tolerance::ZeroSign);
+        }
+        if s.starts_with("unordered-rows:") {
+            return Some(Tolerance::UnorderedRows);
         }
         let mut parts = s.splitn(3, ':');
         let (kind, value) = (parts.next()?, parts.next()?);
@@ -247,20 +255,85 @@ impl Tolerance {
             return false;
         };
         if x.is_nan() || y.is_nan() {
-            return !matches!(self, Tolerance::Exact | Tolerance::ZeroSign)
-                && x.is_nan()
+            return !matches!(
+                self,
+                Tolerance::Exact | Tolerance::ZeroSign | Tolerance::UnorderedRows
+            ) && x.is_nan()
                 && y.is_nan();
         }
         if !x.is_finite() || !y.is_finite() {
             return false;
         }
         match self {
-            Tolerance::Exact => false,
+            Tolerance::Exact | Tolerance::UnorderedRows => false,
             Tolerance::Abs(tol) => (x - y).abs() <= tol,
             Tolerance::Ulp(n) => ordered_bits(a).abs_diff(ordered_bits(b)) <= u128::from(n),
             Tolerance::ZeroSign => x == 0.0 && y == 0.0,
         }
     }
+}
+
+/// Row `i` of `t` (along its first dimension) as bytes, for ordering.
+fn row_bytes(t: &Tensor, i: usize) -> Vec<u8> {
+    let n = t.shape().first().copied().unwrap_or(1).max(1) as usize;
+    match t.data() {
+        TensorData::Buffer(b) => {
+            let w = b.len() / n;
+            b[i * w..(i + 1) * w].to_vec()
+        }
+        TensorData::Strings(v) => {
+            let w = v.len() / n;
+            let mut out = Vec::new();
+            for s in &v[i * w..(i + 1) * w] {
+                out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+                out.extend_from_slice(s);
+            }
+            out
+        }
+    }
+}
+
+/// `UnorderedRows`: the outputs with as many rows as the first, their rows
+/// sorted together by the first's (then the others') bytes; the rest as is.
+fn sorted_rows(outputs: &[Tensor]) -> Vec<Tensor> {
+    let Some(n) = outputs.first().and_then(|t| t.shape().first().copied()) else {
+        return outputs.to_vec();
+    };
+    let n = n as usize;
+    let rowed: Vec<usize> = (0..outputs.len())
+        .filter(|&j| outputs[j].shape().first() == Some(&(n as i64)))
+        .collect();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| {
+        rowed
+            .iter()
+            .map(|&j| row_bytes(&outputs[j], i))
+            .collect::<Vec<_>>()
+    });
+    outputs
+        .iter()
+        .enumerate()
+        .map(|(j, t)| {
+            if !rowed.contains(&j) {
+                return t.clone();
+            }
+            let data = match t.data() {
+                TensorData::Buffer(_) => {
+                    TensorData::Buffer(order.iter().flat_map(|&i| row_bytes(t, i)).collect())
+                }
+                TensorData::Strings(v) => {
+                    let w = v.len() / n.max(1);
+                    TensorData::Strings(
+                        order
+                            .iter()
+                            .flat_map(|&i| v[i * w..(i + 1) * w].iter().cloned())
+                            .collect(),
+                    )
+                }
+            };
+            Tensor::new(t.dtype(), t.shape().to_vec(), data).unwrap()
+        })
+        .collect()
 }
 
 /// A float element's bits as an integer whose order is the values' order
@@ -537,7 +610,8 @@ fn kernels_match_tensorflow() {
                             .splitn(3, ':')
                             .nth(2)
                             .is_some_and(|w| !w.trim().is_empty())
-                        || tolerance.starts_with("zero-sign:"),
+                        || tolerance.starts_with("zero-sign:")
+                        || tolerance.starts_with("unordered-rows:"),
                     "{id}: tolerance {tolerance} without a reason"
                 );
             }
@@ -601,6 +675,11 @@ fn kernels_match_tensorflow() {
                 (Some(want), Ok(got)) => {
                     let mut p = None;
                     'runs: for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+                        let (w, g) = &if matches!(tol, Tolerance::UnorderedRows) {
+                            (sorted_rows(w), sorted_rows(g))
+                        } else {
+                            (w.clone(), g.clone())
+                        };
                         if w.len() != g.len() {
                             p = Some(format!(
                                 "run {k}: TensorFlow gave {} outputs, ours {}",

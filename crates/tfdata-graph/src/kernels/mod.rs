@@ -51,6 +51,7 @@ mod image_resize_grad;
 mod image_scale;
 mod image_scale_grad;
 mod io;
+mod json_example;
 mod layout;
 mod lgamma_fdlibm;
 mod libstdcxx_order;
@@ -82,6 +83,7 @@ mod readers_v1;
 mod reduce;
 mod segment;
 mod segment_grad;
+mod sequence_batch;
 mod sequence_example;
 mod serialize;
 mod shape;
@@ -280,6 +282,8 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     compressed::KERNELS,
     padded_raw::KERNELS,
     sequence_example::KERNELS,
+    sequence_batch::KERNELS,
+    json_example::KERNELS,
     file_write::KERNELS,
     bundle::KERNELS,
     bitcast::KERNELS,

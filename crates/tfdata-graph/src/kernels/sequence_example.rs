@@ -81,15 +81,16 @@ fn kind_dtype(kind: &Kind) -> DType {
     }
 }
 
-/// A feature's values of one dtype, gathered before they become a tensor.
-enum Values {
+/// A feature's values of one dtype, gathered before they become a tensor
+/// (`sequence_batch` gathers into it too).
+pub(super) enum Values {
     Int(Vec<i64>),
     Float(Vec<f32>),
     Bytes(Vec<Bytes>),
 }
 
 impl Values {
-    fn new(dtype: DType) -> Values {
+    pub(super) fn new(dtype: DType) -> Values {
         match dtype {
             DType::Int64 => Values::Int(Vec::new()),
             DType::Float => Values::Float(Vec::new()),
@@ -97,7 +98,7 @@ impl Values {
         }
     }
 
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         match self {
             Values::Int(v) => v.len(),
             Values::Float(v) => v.len(),
@@ -125,7 +126,26 @@ impl Values {
         }
     }
 
-    fn tensor(self, shape: Vec<i64>) -> Result<Tensor> {
+    /// Pads with zeros (empty strings) to `len` values.
+    pub(super) fn pad(&mut self, len: usize) {
+        match self {
+            Values::Int(v) => v.resize(len.max(v.len()), 0),
+            Values::Float(v) => v.resize(len.max(v.len()), 0.0),
+            Values::Bytes(v) => v.resize(len.max(v.len()), Bytes::new()),
+        }
+    }
+
+    /// Appends a tensor's values (of this dtype: the caller checked).
+    pub(super) fn append_tensor(&mut self, t: &Tensor) -> Result<()> {
+        match self {
+            Values::Int(v) => v.extend(t.to_vec::<i64>()?),
+            Values::Float(v) => v.extend(t.to_vec::<f32>()?),
+            Values::Bytes(v) => v.extend_from_slice(t.string_values()?),
+        }
+        Ok(())
+    }
+
+    pub(super) fn tensor(self, shape: Vec<i64>) -> Result<Tensor> {
         match self {
             Values::Int(v) => Tensor::from_slice(&v, shape),
             Values::Float(v) => Tensor::from_slice(&v, shape),

@@ -1,11 +1,10 @@
 //! Dense hash tables (`tf.lookup.experimental.DenseHashTable`):
-//! `MutableDenseHashTableV2` and `AnonymousMutableDenseHashTable`. Find,
-//! insert, remove and size do not depend on TensorFlow's bucket layout, so
-//! the table is a table of tensors (`crate::table`) that refuses its empty
-//! and deleted keys as TensorFlow's does; the bucket count and load factor
-//! are checked, not used. `LookupTableExportV2` (the bucket array, in
-//! TensorFlow's hash and probing order) is not supported, nor keys that
-//! are vectors (a non-scalar `empty_key`).
+//! `MutableDenseHashTableV2` and `AnonymousMutableDenseHashTable`. The
+//! table keeps TensorFlow's bucket array (`crate::table`: its hash,
+//! probing, growth by the load factor, deleted markers), so find, insert,
+//! remove, size and `LookupTableExportV2` are TensorFlow's; it refuses its
+//! empty and deleted keys as TensorFlow's does. Keys that are vectors (a
+//! non-scalar `empty_key`) are not supported.
 
 use std::sync::{Arc, OnceLock};
 
@@ -40,6 +39,8 @@ struct Spec {
     key_dtype: DType,
     value_dtype: DType,
     value_shape: Vec<i64>,
+    buckets: u64,
+    max_load_factor: f32,
 }
 
 fn spec(attrs: &NodeAttrs) -> Result<Spec> {
@@ -81,6 +82,8 @@ fn spec(attrs: &NodeAttrs) -> Result<Spec> {
         key_dtype: kd,
         value_dtype: vd,
         value_shape,
+        buckets: buckets as u64,
+        max_load_factor: load,
     })
 }
 
@@ -113,12 +116,12 @@ fn make(spec: &Spec, inputs: Vec<Value>) -> Result<Arc<LookupTable>> {
         ));
     }
     Ok(Arc::new(LookupTable::new_dense(
-        spec.key_dtype,
-        spec.value_dtype,
-        spec.value_shape.clone(),
+        (spec.key_dtype, spec.value_dtype, spec.value_shape.clone()),
         empty,
         deleted,
-    )))
+        spec.buckets,
+        spec.max_load_factor,
+    )?))
 }
 
 /// `MutableDenseHashTableV2`: made on the node's first run and kept

@@ -17,6 +17,7 @@
 //! and codes, in the order its kernels check them.
 
 mod dense;
+mod export;
 mod mutable;
 mod text;
 
@@ -115,6 +116,16 @@ pub(super) const KERNELS: &[ResourceKernelDef] = &[
         op: "LookupTableInsert",
         outputs: |_| Ok(Vec::new()),
         build: mutable::insert,
+    },
+    ResourceKernelDef {
+        op: "LookupTableExportV2",
+        outputs: |_| Ok(vec![("keys", 1), ("values", 1)]),
+        build: export::export,
+    },
+    ResourceKernelDef {
+        op: "LookupTableExport",
+        outputs: |_| Ok(vec![("keys", 1), ("values", 1)]),
+        build: export::export,
     },
     ResourceKernelDef {
         op: "LookupTableRemoveV2",

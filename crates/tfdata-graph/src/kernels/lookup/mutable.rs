@@ -6,8 +6,7 @@
 //! `LookupTableSizeV2` on them. The tables of tensors
 //! (`MutableHashTableOfTensorsV2`, V1, anonymous) hold a vector per key;
 //! dense tables (`dense`) are tables of tensors too. `LookupTableExportV2`
-//! is left out: TensorFlow exports in its hash map's order, which tfdata
-//! cannot reproduce.
+//! is in `export`.
 
 use std::sync::Arc;
 
