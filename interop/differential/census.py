@@ -87,6 +87,14 @@ def _lmdb_reader():
             session.run(reader)
 
 
+def _mutable_dense_hash_table_v1():
+    with tf.compat.v1.Graph().as_default():
+        table = tf.raw_ops.MutableDenseHashTable(
+            empty_key=tf.constant(-1, tf.int64), value_dtype=tf.int64)
+        with tf.compat.v1.Session() as session:
+            session.run(table)
+
+
 def _lmdb_dataset(op):
     def run():
         op(filenames=["missing.mdb"], output_types=[tf.string, tf.string],
@@ -101,6 +109,7 @@ REFUSED_BY_TF = {
     "ExperimentalLMDBDataset": (_lmdb_dataset(tf.raw_ops.ExperimentalLMDBDataset),
                                 "LMDB support is removed"),
     "LMDBReader": (_lmdb_reader, "LMDB support is removed"),
+    "MutableDenseHashTable": (_mutable_dense_hash_table_v1, "Unknown input name: deleted_key"),
     "AnonymousRandomSeedGenerator": (
         lambda: tf.raw_ops.AnonymousRandomSeedGenerator(seed=1, seed2=2),
         "Unknown input name: reshuffle"),
