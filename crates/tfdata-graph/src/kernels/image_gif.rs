@@ -280,3 +280,42 @@ fn compose(frames: &[Frame], size: usize) -> Result<Vec<Tensor>> {
         vec![frames.len() as i64, height as i64, width as i64, 3],
     )?])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(data: Vec<u8>) -> Result<Vec<Tensor>> {
+        let node = tfdata_proto::tensorflow::NodeDef::default();
+        let kernel = build(&NodeAttrs::of(&node)).unwrap();
+        kernel(vec![Tensor::scalar_string(data)])
+    }
+
+    /// A two-frame GIF (global palette, 2x2 frames, LZW code size 2): the
+    /// pixels, then the file cut at every byte and with every byte
+    /// flipped: errors or frames, never a panic.
+    #[test]
+    fn decodes_and_survives_hostile_bytes() {
+        let mut file = b"GIF89a\x02\x00\x02\x00\x80\x00\x00".to_vec();
+        file.extend_from_slice(&[255, 0, 0, 0, 0, 255]);
+        for _ in 0..2 {
+            // Image descriptor, then LZW with 3-bit codes: clear 0 1 clear
+            // 1 0 end (clearing before the code size would grow).
+            file.extend_from_slice(b"\x2c\x00\x00\x00\x00\x02\x00\x02\x00\x00");
+            file.extend_from_slice(&[2, 3, 0x44, 0x18, 0x14, 0]);
+        }
+        file.push(0x3b);
+        let out = run(file.clone()).unwrap();
+        assert_eq!(out[0].shape(), &[2, 2, 2, 3]);
+        for cut in 0..file.len() {
+            let _ = run(file[..cut].to_vec());
+        }
+        for at in 0..file.len() {
+            for flip in [0x01, 0x80, 0xff] {
+                let mut bad = file.clone();
+                bad[at] ^= flip;
+                let _ = run(bad);
+            }
+        }
+    }
+}

@@ -53,6 +53,7 @@ mod image_projective;
 mod image_resize_grad;
 mod image_scale;
 mod image_scale_grad;
+mod image_webp;
 mod io;
 mod layout;
 mod libstdcxx_order;
@@ -222,6 +223,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     image_encode_jpeg::KERNELS,
     image_encode_png::KERNELS,
     image_gif::KERNELS,
+    image_webp::KERNELS,
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
