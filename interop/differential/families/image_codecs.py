@@ -5,7 +5,8 @@ compare the decoded pixels, plus every error) and DecodeGif (GIFs written
 here by hand: local and global palettes, offsets, transparency, interlacing,
 frames larger than the screen, and hostile or truncated bytes) and DecodeWebP
 (lossy, lossless, alpha and animated files libwebp wrote, see webp/, every
-channels value, cut and corrupt files)."""
+channels value, cut and corrupt files) and DecodeJxl (lossless and lossy
+files libjxl wrote, see jxl/; lossy ones compared within one level)."""
 
 import glob
 import os
@@ -16,6 +17,9 @@ import tensorflow as tf
 from harness import Family
 
 R = tf.raw_ops
+JXL_LOSSY = ("abs:1:lossy (VarDCT) JPEG XL is rendered in floating point by jxl-oxide and by "
+             "libjxl, whose colour transfer uses fast approximations; samples differ by at "
+             "most one level")
 
 
 # ---------------------------------------------------------------------------
@@ -310,4 +314,34 @@ def family():
     decode_webp("jpeg", tf.io.encode_jpeg(one).numpy(), 3)
     decode_webp("error/bmp", b"BM" + bytes(60))
     decode_webp("error/unknown", b"not an image at all")
+
+    # --- DecodeJxl: files libjxl wrote (jxl/make_jxl.py).
+    def decode_jxl(case, data, channels=0):
+        fam.add("DecodeJxl", lambda d, c=channels: R.DecodeJxl(contents=d, channels=c),
+                [tf.constant(data)], f"DecodeJxl/{case}")
+
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jxl")
+    jxls = {}
+    for path in sorted(glob.glob(os.path.join(here, "*.jxl"))):
+        name = os.path.basename(path)[:-4]
+        with open(path, "rb") as f:
+            jxls[name] = f.read()
+        for channels in (0, 1, 3, 4):
+            if name.startswith("lossy"):
+                # Compared as float32 within one level (harness tolerances
+                # are for float outputs).
+                fam.add_function(
+                    f"DecodeJxl/{name}/channels {channels}",
+                    lambda d, c=channels: tf.cast(R.DecodeJxl(contents=d, channels=c),
+                                                  tf.float32),
+                    [tf.constant(jxls[name])], tolerance=JXL_LOSSY)
+            else:
+                decode_jxl(f"{name}/channels {channels}", jxls[name], channels)
+    good = jxls["lossless_noise"]
+    decode_jxl("error/channels 2", good, 2)
+    decode_jxl("error/empty", b"")
+    decode_jxl("error/signature only", b"\xff\x0a")
+    decode_jxl("error/garbage codestream", b"\xff\x0a" + bytes(rng.integers(0, 256, 40).astype(np.uint8)))
+    for cut in (6, 20, len(good) // 2, len(good) - 1):
+        decode_jxl(f"error/cut at {cut}", good[:cut])
     return fam

@@ -47,6 +47,7 @@ mod image_encode_jpeg;
 mod image_encode_png;
 mod image_gif;
 mod image_glimpse;
+mod image_jxl;
 mod image_nms;
 mod image_nms_combined;
 mod image_projective;
@@ -223,6 +224,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     image_encode_jpeg::KERNELS,
     image_encode_png::KERNELS,
     image_gif::KERNELS,
+    image_jxl::KERNELS,
     image_webp::KERNELS,
     math::KERNELS,
     complex::KERNELS,
