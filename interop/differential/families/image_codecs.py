@@ -339,6 +339,17 @@ def family():
                 decode_jxl(f"{name}/channels {channels}", jxls[name], channels)
     good = jxls["lossless_noise"]
     decode_jxl("error/channels 2", good, 2)
+
+    # Either op is TensorFlow's generic decoder: other formats by their bytes.
+    others = {"png rgba": tf.io.encode_png(np.zeros((2, 3, 4), np.uint8) + 9).numpy(),
+              "jpeg grey": tf.io.encode_jpeg(grey).numpy(),
+              "gif": gif(3, 2, [{"indices": [[0, 1, 0], [1, 1, 0]]}], [(255, 0, 0), (0, 0, 255)]),
+              "bmp": b"BM" + bytes(60),
+              "webp": webps["lossless_rgba"], "jxl": jxls["lossless_grey"]}
+    for name, data in others.items():
+        for channels in (0, 1, 3, 4):
+            decode_webp(f"other format/{name}/channels {channels}", data, channels)
+            decode_jxl(f"other format/{name}/channels {channels}", data, channels)
     decode_jxl("error/empty", b"")
     decode_jxl("error/signature only", b"\xff\x0a")
     decode_jxl("error/garbage codestream", b"\xff\x0a" + bytes(rng.integers(0, 256, 40).astype(np.uint8)))

@@ -10,24 +10,17 @@
 //! images are rendered by two floating-point pipelines (libjxl uses fast
 //! approximations of the colour transfer functions) and differ by a level
 //! in about a fifth of their samples (the differential cases compare them
-//! within 1, as float32). Contents in another format are refused as
-//! unimplemented (TensorFlow's generic decoder would decode them).
+//! within 1, as float32). The op itself
+//! (attributes, other formats) is [`super::image_formats`].
 
 use std::io::Cursor;
 
 use jxl_oxide::{InitializeResult, JxlImage};
 use tfdata_core::{DType, Error, Result, Tensor};
 
-use super::{Compute, KernelDef, check_size, expect_inputs};
-use crate::attrs::NodeAttrs;
+use super::check_size;
 
 const OP: &str = "DecodeJxl";
-
-pub(super) const KERNELS: &[KernelDef] = &[KernelDef {
-    op: OP,
-    outputs: |_| Ok(vec![("image", 1)]),
-    build,
-}];
 
 fn invalid(message: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!("{OP}: {message}"))
@@ -35,46 +28,16 @@ fn invalid(message: impl std::fmt::Display) -> Error {
 
 /// libjxl's `JxlSignatureCheck`: a bare codestream or the ISO BMFF
 /// container.
-fn is_jxl(data: &[u8]) -> bool {
+pub(super) fn is_jxl(data: &[u8]) -> bool {
     data.starts_with(&[0xff, 0x0a]) || data.starts_with(b"\x00\x00\x00\x0cJXL \x0d\x0a\x87\x0a")
 }
 
-fn build(attrs: &NodeAttrs) -> Result<Compute> {
-    let channels = attrs.int_or("channels", 0)?;
-    if !matches!(channels, 0 | 1 | 3 | 4) {
-        return Err(invalid(format!(
-            "`channels` must be 0, 1, 3 or 4 but got {channels}"
-        )));
-    }
-    if attrs.has("dtype") && attrs.dtype("dtype")? != DType::UInt8 {
-        return Err(Error::Unimplemented(format!(
-            "{OP}: dtype {} is not supported (uint8 only)",
-            attrs.dtype("dtype")?
-        )));
-    }
-    let channels = channels as usize;
-    Ok(Box::new(move |inputs| {
-        expect_inputs(OP, &inputs, 1)?;
-        let contents = &inputs[0];
-        if !contents.shape().is_empty() {
-            return Err(invalid(format!(
-                "`contents` must be scalar but got shape{}",
-                super::strings::shape_string(contents.shape())
-            )));
-        }
-        let data = super::strings::strings(OP, contents, "contents")?[0].clone();
-        if data.is_empty() {
-            return Err(invalid("Input is empty."));
-        }
-        if !is_jxl(&data) {
-            return Err(Error::Unimplemented(format!(
-                "{OP}: only JPEG XL contents are decoded by tfdata's DecodeJxl"
-            )));
-        }
-        // A decoder bug must not take a worker down: a panic is corrupt data.
-        std::panic::catch_unwind(|| decode(&data, channels))
-            .unwrap_or_else(|_| Err(invalid("Failed to decode JXL image")))
-    }))
+/// A JPEG XL file as TensorFlow's `DecodeJxl` decodes it: `[height, width,
+/// channels]`.
+pub(super) fn decode_jxl(data: &[u8], channels: usize) -> Result<Tensor> {
+    // A decoder bug must not take a worker down: a panic is corrupt data.
+    std::panic::catch_unwind(|| decode(data, channels))
+        .unwrap_or_else(|_| Err(invalid("Failed to decode JXL image")))
 }
 
 /// Whether the image header (libjxl's basic info) can be read.
@@ -84,7 +47,7 @@ fn header_readable(data: &[u8]) -> bool {
         && matches!(uninit.try_init(), Ok(InitializeResult::Initialized(_)))
 }
 
-fn decode(data: &[u8], channels: usize) -> Result<Vec<Tensor>> {
+fn decode(data: &[u8], channels: usize) -> Result<Tensor> {
     let image = JxlImage::builder().read(Cursor::new(data)).map_err(|_| {
         // libjxl's two stages: the basic info (its header error), then
         // the frames (its image error).
@@ -117,20 +80,15 @@ fn decode(data: &[u8], channels: usize) -> Result<Vec<Tensor>> {
     }
     let mut pixels = vec![0u8; w * h * c];
     stream.write_to_buffer(&mut pixels);
-    Ok(vec![Tensor::from_slice(
-        &pixels,
-        vec![h as i64, w as i64, c as i64],
-    )?])
+    Tensor::from_slice(&pixels, vec![h as i64, w as i64, c as i64])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn run(data: Vec<u8>) -> Result<Vec<Tensor>> {
-        let node = tfdata_proto::tensorflow::NodeDef::default();
-        let kernel = build(&NodeAttrs::of(&node)).unwrap();
-        kernel(vec![Tensor::scalar_string(data)])
+    fn run(data: Vec<u8>) -> Result<Tensor> {
+        decode_jxl(&data, 0)
     }
 
     /// A lossless file cut at every byte and with bytes flipped: errors,
@@ -142,7 +100,7 @@ mod tests {
             "/../../interop/differential/families/jxl/lossless_rgba.jxl"
         );
         let file = std::fs::read(path).unwrap();
-        assert_eq!(run(file.clone()).unwrap()[0].shape(), &[21, 27, 4]);
+        assert_eq!(run(file.clone()).unwrap().shape(), &[21, 27, 4]);
         for cut in 0..file.len() {
             assert!(run(file[..cut].to_vec()).is_err(), "cut at {cut}");
         }

@@ -11,97 +11,30 @@
 //! transparent, and its integer alpha blending — rather than by
 //! `image-webp`'s own compositor, whose blending rounds differently.
 //!
-//! Like TensorFlow's generic decoder, the op also decodes JPEG and PNG
-//! (`[height, width, channels]`) and GIF contents.
+//! The op itself (attributes, other formats) is [`super::image_formats`].
 
 use std::io::Cursor;
 
 use image_webp::WebPDecoder;
 use tfdata_core::{DType, Error, Result, Tensor};
-use tfdata_dataset::kernels as engine;
 
-use super::{Compute, KernelDef, check_size, expect_inputs};
-use crate::attrs::NodeAttrs;
+use super::check_size;
 
 const OP: &str = "DecodeWebP";
-
-pub(super) const KERNELS: &[KernelDef] = &[KernelDef {
-    op: OP,
-    outputs: |_| Ok(vec![("image", 1)]),
-    build,
-}];
 
 fn invalid(message: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!("{OP}: {message}"))
 }
 
-/// Renames an engine error (`decode_png: ...`) after this op.
-fn renamed(e: Error) -> Error {
-    match e {
-        Error::InvalidArgument(m) => Error::InvalidArgument(match m.split_once(": ") {
-            Some((_, rest)) => format!("{OP}: {rest}"),
-            None => format!("{OP}: {m}"),
-        }),
-        other => other,
-    }
-}
-
-fn build(attrs: &NodeAttrs) -> Result<Compute> {
-    let channels = attrs.int_or("channels", 0)?;
-    if !matches!(channels, 0 | 1 | 3 | 4) {
-        return Err(invalid(format!(
-            "`channels` must be 0, 1, 3 or 4 but got {channels}"
-        )));
-    }
-    if attrs.has("dtype") && attrs.dtype("dtype")? != DType::UInt8 {
-        return Err(Error::Unimplemented(format!(
-            "{OP}: dtype {} is not supported (uint8 only)",
-            attrs.dtype("dtype")?
-        )));
-    }
-    let channels = channels as usize;
-    Ok(Box::new(move |inputs| {
-        expect_inputs(OP, &inputs, 1)?;
-        let contents = &inputs[0];
-        if !contents.shape().is_empty() {
-            return Err(invalid(format!(
-                "`contents` must be scalar but got shape{}",
-                super::strings::shape_string(contents.shape())
-            )));
-        }
-        let data = super::strings::strings(OP, contents, "contents")?[0].clone();
-        if data.is_empty() {
-            return Err(invalid("Input is empty."));
-        }
-        if data.starts_with(b"\xff\xd8\xff") || data.starts_with(b"\x89PNG\r\n\x1a\n") {
-            let decoded = if data[0] == 0xff {
-                engine::decode_jpeg(contents, channels as u8)
-            } else {
-                engine::decode_png(contents, channels as u8)
-            };
-            return Ok(vec![decoded.map_err(renamed)?]);
-        }
-        if data.starts_with(b"BM") {
-            return Err(invalid(
-                "Trying to decode BMP format using a wrong op. Use `decode_bmp` or \
-                 `decode_image` instead. Op used: DecodeWebP",
-            ));
-        }
-        if data.starts_with(b"GIF8") {
-            return Err(Error::Unimplemented(format!(
-                "{OP}: GIF contents are not decoded by tfdata's DecodeWebP (use DecodeGif)"
-            )));
-        }
-        if !(data.len() > 12 && data.starts_with(b"RIFF") && &data[8..12] == b"WEBP") {
-            return Err(invalid(
-                "Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP required.",
-            ));
-        }
+/// A RIFF/WEBP file as TensorFlow's `DecodeWebP` decodes it: `[frames,
+/// height, width, channels]`.
+pub(super) fn decode_webp(data: &[u8], channels: usize) -> Result<Tensor> {
+    {
         if channels == 1 {
             return Err(invalid("WebP only supports 3 or 4 channels"));
         }
         let features =
-            Features::read(&data).ok_or_else(|| invalid("Failed to decode WebP header."))?;
+            Features::read(data).ok_or_else(|| invalid("Failed to decode WebP header."))?;
         let file_channels = if features.has_alpha { 4 } else { 3 };
         if channels != 0 && channels != file_channels {
             return Err(invalid("Number of channels requested does not match input"));
@@ -113,7 +46,7 @@ fn build(attrs: &NodeAttrs) -> Result<Compute> {
             if file_channels != 4 {
                 return Err(invalid("WebP Animation must be 4 channel RGBA"));
             }
-            return decode_animation(&data, &features);
+            return decode_animation(data, &features);
         }
         // libwebp decodes a whole file only when the RIFF container and
         // every chunk in it are complete (a cut file is refused, where
@@ -129,16 +62,13 @@ fn build(attrs: &NodeAttrs) -> Result<Compute> {
         }
         let (w, h) = (features.width, features.height);
         check_size(OP, DType::UInt8, (w * h * file_channels) as u64)?;
-        let pixels = decode_still(&data, file_channels)
+        let pixels = decode_still(data, file_channels)
             .ok_or_else(|| invalid("Failed to decode WebP image."))?;
         if pixels.len() != w * h * file_channels {
             return Err(invalid("Failed to decode WebP image."));
         }
-        Ok(vec![Tensor::from_slice(
-            &pixels,
-            vec![1, h as i64, w as i64, file_channels as i64],
-        )?])
-    }))
+        Tensor::from_slice(&pixels, vec![1, h as i64, w as i64, file_channels as i64])
+    }
 }
 
 /// What `WebPGetFeatures` reads from the first chunk.
@@ -370,7 +300,7 @@ fn blend_span(canvas: &mut [u8], previous: &[u8], start: usize, count: usize) {
 }
 
 /// `WebPAnimDecoder`: every frame composed on the canvas, RGBA.
-fn decode_animation(data: &[u8], features: &Features) -> Result<Vec<Tensor>> {
+fn decode_animation(data: &[u8], features: &Features) -> Result<Tensor> {
     let failed = || invalid("Failed to decode WebP Animation: failed to decode WebP Animation");
     let (cw, ch) = (features.width, features.height);
     let frames = anim_frames(data, cw, ch).ok_or_else(failed)?;
@@ -444,20 +374,15 @@ fn decode_animation(data: &[u8], features: &Features) -> Result<Vec<Tensor>> {
         }
         previous = Some((frame, key));
     }
-    Ok(vec![Tensor::from_slice(
-        &out,
-        vec![frames.len() as i64, ch as i64, cw as i64, 4],
-    )?])
+    Tensor::from_slice(&out, vec![frames.len() as i64, ch as i64, cw as i64, 4])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn run(data: Vec<u8>) -> Result<Vec<Tensor>> {
-        let node = tfdata_proto::tensorflow::NodeDef::default();
-        let kernel = build(&NodeAttrs::of(&node)).unwrap();
-        kernel(vec![Tensor::scalar_string(data)])
+    fn run(data: Vec<u8>) -> Result<Tensor> {
+        decode_webp(&data, 0)
     }
 
     /// A lossless 2x1 RGBA file and an animation of it, cut at every byte

@@ -45,6 +45,7 @@ mod image_crop_grad_boxes;
 mod image_draw;
 mod image_encode_jpeg;
 mod image_encode_png;
+mod image_formats;
 mod image_gif;
 mod image_glimpse;
 mod image_jxl;
@@ -224,8 +225,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     image_encode_jpeg::KERNELS,
     image_encode_png::KERNELS,
     image_gif::KERNELS,
-    image_jxl::KERNELS,
-    image_webp::KERNELS,
+    image_formats::KERNELS,
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
