@@ -346,6 +346,10 @@ def family():
               "gif": gif(3, 2, [{"indices": [[0, 1, 0], [1, 1, 0]]}], [(255, 0, 0), (0, 0, 255)]),
               "bmp": b"BM" + bytes(60),
               "webp": webps["lossless_rgba"], "jxl": jxls["lossless_grey"]}
+    for name in ("lossless_rgba", "lossy_smooth", "anim_moving"):
+        decode_gif(f"other format/webp {name}", webps[name])
+    for name in ("lossless_grey", "lossless_smooth"):
+        decode_gif(f"other format/jxl {name}", jxls[name])
     for name, data in others.items():
         for channels in (0, 1, 3, 4):
             decode_webp(f"other format/{name}/channels {channels}", data, channels)

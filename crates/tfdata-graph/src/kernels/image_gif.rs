@@ -19,7 +19,9 @@
 //! block between frames), TensorFlow keeps those frames, and so does this
 //! module. A frame cut off inside its pixel data is an error here, where
 //! TensorFlow logs giflib's error and returns that frame with the
-//! uninitialised memory giflib left in its unread pixels.
+//! uninitialised memory giflib left in its unread pixels. JPEG, PNG, WebP
+//! and JPEG XL contents are decoded as TensorFlow's generic decoder
+//! decodes them with 3 channels.
 
 use tfdata_core::{DType, Error, Result, Tensor};
 use tfdata_dataset::kernels as engine;
@@ -69,7 +71,8 @@ fn build(_: &NodeAttrs) -> Result<Compute> {
 
 /// What TensorFlow's generic decoder (which `DecodeGif` is, asking for 3
 /// channels) does with another format: a JPEG or PNG is decoded as one
-/// frame `[1, height, width, 3]`, a BMP refused with a pointer to its op.
+/// frame `[1, height, width, 3]`, a WebP as `[frames, height, width, 3]`, a
+/// JPEG XL as `[height, width, 3]`, a BMP refused with a pointer to its op.
 fn other_format(contents: &Tensor, data: &[u8]) -> Result<Option<Tensor>> {
     let jpeg = data.starts_with(b"\xff\xd8\xff");
     if jpeg || data.starts_with(b"\x89PNG\r\n\x1a\n") {
@@ -96,12 +99,23 @@ fn other_format(contents: &Tensor, data: &[u8]) -> Result<Option<Tensor>> {
              `decode_image` instead. Op used: DecodeGif",
         ));
     }
-    if data.len() > 12 && data.starts_with(b"RIFF") && &data[8..12] == b"WEBP" {
-        return Err(Error::Unimplemented(format!(
-            "{OP}: WebP content is not decoded by tfdata"
-        )));
-    }
-    Ok(None)
+    // WebP and JPEG XL contents are decoded as `DecodeWebP` and `DecodeJxl`
+    // decode them with 3 channels (a WebP with alpha, an animation or a grey
+    // JPEG XL is then a channel mismatch).
+    let other = if data.len() > 12 && data.starts_with(b"RIFF") && &data[8..12] == b"WEBP" {
+        super::image_webp::decode_webp(data, 3)
+    } else if super::image_jxl::is_jxl(data) {
+        super::image_jxl::decode_jxl(data, 3)
+    } else {
+        return Ok(None);
+    };
+    other.map(Some).map_err(|e| match e {
+        Error::InvalidArgument(m) => Error::InvalidArgument(match m.split_once(": ") {
+            Some((_, rest)) => format!("{OP}: {rest}"),
+            None => format!("{OP}: {m}"),
+        }),
+        other => other,
+    })
 }
 
 /// One frame as giflib saves it: where it goes, its colours and its
