@@ -350,6 +350,17 @@ def family():
         decode_gif(f"other format/webp {name}", webps[name])
     for name in ("lossless_grey", "lossless_smooth"):
         decode_gif(f"other format/jxl {name}", jxls[name])
+    # DecodeImage on the animated formats: expand_animations, channels, dtype.
+    animated = {"gif": gif(12, 10, frames, colors), "webp still": webps["lossy_alpha"],
+                "webp animation": webps["anim_moving"], "jxl": jxls["lossless_smooth"]}
+    for name, data in animated.items():
+        for expand in (True, False):
+            for channels in (0, 1, 3, 4):
+                for dtype in (tf.uint8, tf.float32):
+                    fam.add("DecodeImage", lambda d, c=channels, e=expand, t=dtype: R.DecodeImage(
+                        contents=d, channels=c, expand_animations=e, dtype=t),
+                        [tf.constant(data)],
+                        f"DecodeImage/{name}/expand {expand}/channels {channels}/{dtype.name}")
     for name, data in others.items():
         for channels in (0, 1, 3, 4):
             decode_webp(f"other format/{name}/channels {channels}", data, channels)

@@ -8,7 +8,7 @@
 use tfdata_core::{DType, Error, Result, Tensor};
 use tfdata_dataset::kernels as engine;
 
-use super::{Compute, KernelDef, expect_inputs, image_jxl, image_webp};
+use super::{Compute, KernelDef, expect_inputs, image_gif, image_jxl, image_webp};
 use crate::attrs::NodeAttrs;
 
 pub(super) const KERNELS: &[KernelDef] = &[
@@ -128,4 +128,50 @@ fn decode(op: &str, contents: &Tensor, data: &[u8], channels: usize) -> Result<T
         )),
     }
     .map_err(|e| renamed(op, e))
+}
+
+/// `DecodeImage` on GIF, WebP and JPEG XL contents (its JPEG, PNG and BMP
+/// are the engine's): `None` for other contents. `expand` is
+/// `expand_animations`; `float` asks for float32 output (x / 255), which
+/// TensorFlow refuses for WebP and JPEG XL.
+pub(super) fn decode_image_animated(
+    data: &[u8],
+    channels: usize,
+    expand: bool,
+    float: bool,
+) -> Result<Option<Tensor>> {
+    const OP: &str = "DecodeImage";
+    let invalid = |m: String| Error::InvalidArgument(format!("{OP}: {m}"));
+    let decoded = match classify(data) {
+        Format::Gif if !matches!(channels, 0 | 3) => {
+            return Err(invalid(format!(
+                "channels must be 0 or 3 for GIF, got {channels}"
+            )));
+        }
+        Format::Gif => image_gif::decode_gif(data, expand),
+        // WebP checks its channels before the dtype.
+        Format::Webp if channels == 1 => image_webp::decode_webp_frames(data, channels, expand),
+        Format::Webp | Format::Jxl if float => {
+            let name = if matches!(classify(data), Format::Webp) {
+                "WebP"
+            } else {
+                "JXL"
+            };
+            return Err(invalid(format!("{name} only supports uint8 for dtype")));
+        }
+        Format::Webp => image_webp::decode_webp_frames(data, channels, expand),
+        Format::Jxl => image_jxl::decode_jxl(data, channels),
+        _ => return Ok(None),
+    }
+    .map_err(|e| renamed(OP, e))?;
+    if !float {
+        return Ok(Some(decoded));
+    }
+    // `convert_image_dtype`: x * (1 / 255) in float32.
+    let v: Vec<f32> = decoded
+        .to_vec::<u8>()?
+        .iter()
+        .map(|&x| f32::from(x) * (1.0 / 255.0))
+        .collect();
+    Ok(Some(Tensor::from_slice(&v, decoded.shape().to_vec())?))
 }

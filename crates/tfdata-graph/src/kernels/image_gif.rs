@@ -63,10 +63,30 @@ fn build(_: &NodeAttrs) -> Result<Compute> {
                 "Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP required.",
             ));
         }
-        let frames = read_frames(&data)
-            .map_err(|m| invalid(format!("Invalid GIF data (size {}), {m}", data.len())))?;
-        compose(&frames, data.len())
+        Ok(vec![decode_gif(&data, true)?])
     }))
+}
+
+/// A GIF's frames `[num_frames, height, width, 3]`, or with `expand` false
+/// only the first, `[height, width, 3]` (`DecodeImage` with
+/// `expand_animations=False`; its size is still the largest frame's).
+pub(super) fn decode_gif(data: &[u8], expand: bool) -> Result<Tensor> {
+    let mut frames = read_frames(data)
+        .map_err(|m| invalid(format!("Invalid GIF data (size {}), {m}", data.len())))?;
+    let (width, height) = (
+        frames.iter().map(|f| f.width).max().unwrap_or(0),
+        frames.iter().map(|f| f.height).max().unwrap_or(0),
+    );
+    if !expand {
+        frames.truncate(1);
+    }
+    let out = compose(&frames, width, height, data.len())?;
+    let (dtype, shape, buffer) = out.into_parts();
+    Tensor::new(
+        dtype,
+        if expand { shape } else { shape[1..].to_vec() },
+        buffer,
+    )
 }
 
 /// What TensorFlow's generic decoder (which `DecodeGif` is, asking for 3
@@ -250,9 +270,7 @@ fn read_frames(data: &[u8]) -> std::result::Result<Vec<Frame>, String> {
 }
 
 /// TensorFlow's composition of the saved frames (`gif::Decode`).
-fn compose(frames: &[Frame], size: usize) -> Result<Vec<Tensor>> {
-    let width = frames.iter().map(|f| f.width).max().unwrap_or(0);
-    let height = frames.iter().map(|f| f.height).max().unwrap_or(0);
+fn compose(frames: &[Frame], width: usize, height: usize, size: usize) -> Result<Tensor> {
     let frame_bytes = width * height * 3;
     check_size(OP, DType::UInt8, (frame_bytes * frames.len()) as u64)?;
     let mut out = vec![0u8; frame_bytes * frames.len()];
@@ -289,10 +307,10 @@ fn compose(frames: &[Frame], size: usize) -> Result<Vec<Tensor>> {
             }
         }
     }
-    Ok(vec![Tensor::from_slice(
+    Tensor::from_slice(
         &out,
         vec![frames.len() as i64, height as i64, width as i64, 3],
-    )?])
+    )
 }
 
 #[cfg(test)]

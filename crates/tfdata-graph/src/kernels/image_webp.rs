@@ -29,6 +29,13 @@ fn invalid(message: impl std::fmt::Display) -> Error {
 /// A RIFF/WEBP file as TensorFlow's `DecodeWebP` decodes it: `[frames,
 /// height, width, channels]`.
 pub(super) fn decode_webp(data: &[u8], channels: usize) -> Result<Tensor> {
+    decode_webp_frames(data, channels, true)
+}
+
+/// [`decode_webp`], or with `expand` false only the first frame,
+/// `[height, width, channels]` (`DecodeImage` with
+/// `expand_animations=False`).
+pub(super) fn decode_webp_frames(data: &[u8], channels: usize, expand: bool) -> Result<Tensor> {
     {
         if channels == 1 {
             return Err(invalid("WebP only supports 3 or 4 channels"));
@@ -46,7 +53,7 @@ pub(super) fn decode_webp(data: &[u8], channels: usize) -> Result<Tensor> {
             if file_channels != 4 {
                 return Err(invalid("WebP Animation must be 4 channel RGBA"));
             }
-            return decode_animation(data, &features);
+            return decode_animation(data, &features, expand);
         }
         // libwebp decodes a whole file only when the RIFF container and
         // every chunk in it are complete (a cut file is refused, where
@@ -67,7 +74,11 @@ pub(super) fn decode_webp(data: &[u8], channels: usize) -> Result<Tensor> {
         if pixels.len() != w * h * file_channels {
             return Err(invalid("Failed to decode WebP image."));
         }
-        Tensor::from_slice(&pixels, vec![1, h as i64, w as i64, file_channels as i64])
+        let mut shape = vec![1, h as i64, w as i64, file_channels as i64];
+        if !expand {
+            shape.remove(0);
+        }
+        Tensor::from_slice(&pixels, shape)
     }
 }
 
@@ -300,10 +311,14 @@ fn blend_span(canvas: &mut [u8], previous: &[u8], start: usize, count: usize) {
 }
 
 /// `WebPAnimDecoder`: every frame composed on the canvas, RGBA.
-fn decode_animation(data: &[u8], features: &Features) -> Result<Tensor> {
+fn decode_animation(data: &[u8], features: &Features, expand: bool) -> Result<Tensor> {
     let failed = || invalid("Failed to decode WebP Animation: failed to decode WebP Animation");
     let (cw, ch) = (features.width, features.height);
-    let frames = anim_frames(data, cw, ch).ok_or_else(failed)?;
+    let mut frames = anim_frames(data, cw, ch).ok_or_else(failed)?;
+    if !expand {
+        // The whole file is still parsed (as libwebp's demuxer does).
+        frames.truncate(1);
+    }
     let frame_bytes = cw * ch * 4;
     check_size(OP, DType::UInt8, (frame_bytes * frames.len()) as u64)?;
     let mut out = Vec::with_capacity(frame_bytes * frames.len());
@@ -374,7 +389,11 @@ fn decode_animation(data: &[u8], features: &Features) -> Result<Tensor> {
         }
         previous = Some((frame, key));
     }
-    Tensor::from_slice(&out, vec![frames.len() as i64, ch as i64, cw as i64, 4])
+    let mut shape = vec![frames.len() as i64, ch as i64, cw as i64, 4];
+    if !expand {
+        shape.remove(0);
+    }
+    Tensor::from_slice(&out, shape)
 }
 
 #[cfg(test)]
