@@ -3,7 +3,9 @@
 //! `ResizeNearestNeighbor`, `ResizeBicubic`), `CropAndResize` and
 //! `AdjustContrastv2`.
 //!
-//! Decoding is the engine's ([`tfdata_dataset::kernels`]): PNG and JPEG
+//! `DecodeImage` of GIF, WebP and JPEG XL contents is
+//! [`super::image_formats`]'s (`expand_animations` honoured). Other
+//! decoding is the engine's ([`tfdata_dataset::kernels`]): PNG and JPEG
 //! are bit-identical to TensorFlow (JPEG: both libjpeg-turbo; a
 //! `DecodeAndCropJpeg` window's last column may differ by a level or two,
 //! where TensorFlow's cropped decode upsamples chroma as at an image edge).
@@ -135,10 +137,24 @@ fn decode(attrs: &NodeAttrs, op: &'static str) -> Result<Compute> {
             "{op}: dtype {dtype} is not supported by tfdata (uint8, and float32 for DecodeImage)"
         )));
     }
+    let expand_animations = attrs.bool_or("expand_animations", true)?;
     Ok(Box::new(move |inputs| {
         let crop = op == "DecodeAndCropJpeg";
         expect_inputs(op, &inputs, if crop { 2 } else { 1 })?;
         let contents = &inputs[0];
+        // GIF, WebP and JPEG XL contents: the codecs' own modules.
+        if op == "DecodeImage"
+            && contents.shape().is_empty()
+            && let Some(data) = contents.string_values().ok().and_then(|v| v.first())
+            && let Some(image) = super::image_formats::decode_image_animated(
+                data,
+                usize::from(channels),
+                expand_animations,
+                dtype == DType::Float,
+            )?
+        {
+            return Ok(vec![image]);
+        }
         let decoded = match op {
             "DecodePng" => engine::decode_png(contents, channels),
             "DecodeImage" => engine::decode_image(contents, channels),

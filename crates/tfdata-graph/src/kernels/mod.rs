@@ -43,13 +43,19 @@ mod image_crop;
 mod image_crop_grad;
 mod image_crop_grad_boxes;
 mod image_draw;
+mod image_encode_jpeg;
+mod image_encode_png;
+mod image_formats;
+mod image_gif;
 mod image_glimpse;
+mod image_jxl;
 mod image_nms;
 mod image_nms_combined;
 mod image_projective;
 mod image_resize_grad;
 mod image_scale;
 mod image_scale_grad;
+mod image_webp;
 mod io;
 mod json_example;
 mod layout;
@@ -231,6 +237,10 @@ pub fn expect_inputs(op: &str, inputs: &[Tensor], n: usize) -> Result<()> {
 /// Every tensor kernel table: the one list the lookup table is built from
 /// and the check that no op is in two of them reads.
 const ALL_TABLES: &[&[KernelDef]] = &[
+    image_encode_jpeg::KERNELS,
+    image_encode_png::KERNELS,
+    image_gif::KERNELS,
+    image_formats::KERNELS,
     math::KERNELS,
     complex::KERNELS,
     signal::KERNELS,
