@@ -67,7 +67,7 @@ mod ragged;
 mod ragged_cross;
 mod ragged_ops;
 mod random;
-mod random_index_shuffle;
+pub(crate) mod random_index_shuffle;
 mod random_samplers;
 mod random_truncated;
 mod readers;

@@ -178,6 +178,8 @@ pub const DATASET_OPS: &[&str] = &[
     "SparseTensorSliceDataset",
     "DenseToSparseBatchDataset",
     "ExperimentalDenseToSparseBatchDataset",
+    // Reading the input by index (global_shuffle.rs).
+    "GlobalShuffleDataset",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
@@ -226,6 +228,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::csv::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::global_shuffle::compile(node, &attrs)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::older::compile(node, compiler, &attrs, &spec)? {
