@@ -81,8 +81,55 @@ def refusals(fam):
                           batch_of_repeat_forever)
 
 
+def at(fam, case, make, index):
+    """`tf.data.experimental.at` of the dataset `make()` builds, in a
+    function of the index."""
+    fam.add_function("GetElementAtIndex/" + case,
+                     lambda i: tf.data.experimental.at(make(), i),
+                     [np.int64(index)])
+
+
+def elements_at(fam):
+    r = lambda: D.range(7)  # noqa: E731
+    at(fam, "range", r, 3)
+    at(fam, "range first", r, 0)
+    at(fam, "range last", r, 6)
+    at(fam, "range step", lambda: D.range(50, -50, -9), 8)
+    at(fam, "huge range", lambda: D.range(0, 2**62, 3), 10**15)
+    at(fam, "int32 range", lambda: D.range(9, output_type=tf.int32), 5)
+    at(fam, "map", lambda: r().map(lambda x: x * x + 1), 4)
+    at(fam, "map of strings", lambda: r().map(lambda x: tf.strings.as_string(x) + "é"), 2)
+    at(fam, "batch", lambda: r().batch(2, drop_remainder=True), 1)
+    at(fam, "batch remainder", lambda: r().batch(2), 3)
+    at(fam, "take", lambda: r().take(4), 2)
+    at(fam, "skip", lambda: r().skip(2), 1)
+    at(fam, "shard", lambda: r().shard(2, 1), 2)
+    at(fam, "concatenate first", lambda: r().concatenate(D.range(10, 12)), 6)
+    at(fam, "concatenate second", lambda: r().concatenate(D.range(10, 12)), 8)
+    at(fam, "zip", lambda: D.zip(r(), r().map(lambda x: -x)), 2)
+    at(fam, "repeat", lambda: r().repeat(3), 16)
+    at(fam, "prefetch cache", lambda: r().cache().prefetch(2), 5)
+    at(fam, "tensor", lambda: D.from_tensors([1.5, -0.0, float("nan")]), 0)
+    at(fam, "slices of strings",
+       lambda: D.from_tensor_slices(["", "a", "🙂" * 9, "x" * 100]), 2)
+    at(fam, "slices of floats",
+       lambda: D.from_tensor_slices(np.array([[np.inf, -np.inf], [1e-45, -0.0]], np.float32)), 1)
+    at(fam, "global shuffle", lambda: gs(D.range(10), seed=4), 3)
+    # Errors: TensorFlow's code and message.
+    at(fam, "past the end", r, 7)
+    at(fam, "negative", r, -1)
+    at(fam, "far past the end", r, 2**63 - 1)
+    at(fam, "tensor past the end", lambda: D.from_tensors([1, 2]), 1)
+    at(fam, "empty", lambda: D.range(0), 0)
+    at(fam, "filter", lambda: r().filter(lambda x: x > 2), 0)
+    at(fam, "flat_map", lambda: r().flat_map(lambda x: D.range(x)), 0)
+    at(fam, "repeat forever", lambda: r().repeat(), 10)
+    at(fam, "map of a filter", lambda: r().filter(lambda x: x > 2).map(lambda x: x + 1), 0)
+
+
 def family():
     fam = Family("datasets_index")
     global_shuffles(fam)
     refusals(fam)
+    elements_at(fam)
     return fam

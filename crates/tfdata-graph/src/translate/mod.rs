@@ -17,6 +17,7 @@ mod bernoulli;
 mod compression;
 mod consume;
 mod csv;
+mod element_at;
 mod files;
 mod global_shuffle;
 mod inline;

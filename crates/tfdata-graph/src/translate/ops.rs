@@ -180,6 +180,8 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalDenseToSparseBatchDataset",
     // Reading the input by index (global_shuffle.rs).
     "GlobalShuffleDataset",
+    // An element by index, inside a function (element_at.rs).
+    "GetElementAtIndex",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
@@ -228,6 +230,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::csv::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::element_at::compile(node, &attrs)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::global_shuffle::compile(node, &attrs)? {
