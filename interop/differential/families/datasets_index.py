@@ -127,9 +127,75 @@ def elements_at(fam):
     at(fam, "map of a filter", lambda: r().filter(lambda x: x > 2).map(lambda x: x + 1), 0)
 
 
+P = tf.data.experimental.AutoShardPolicy
+
+
+def sharded(policy, n=2, i=1, replicas=0, op="AutoShardDataset"):
+    """An `edit` ending the pipeline's graph in an `op` node (what
+    `_AutoShardDataset` makes; tf.data serializes its rewritten input, so
+    Python never writes the node itself): `policy`, worker `i` of `n`."""
+    def edit(graph):
+        ret = next(x for x in graph.node if x.op == "_Retval")
+        source = next(x for x in graph.node if x.name == ret.input[0].split(":")[0])
+        consts = []
+        for name, value in (("num_workers", n), ("index", i)):
+            const = graph.node.add()
+            const.name = f"auto_shard/{name}"
+            const.op = "Const"
+            t = tf.make_tensor_proto(np.int64(value))
+            const.attr["dtype"].type = t.dtype
+            const.attr["value"].tensor.CopyFrom(t)
+            consts.append(const.name)
+        node = graph.node.add()
+        node.name = "auto_shard"
+        node.op = op
+        node.input.extend([ret.input[0]] + consts)
+        node.attr["auto_shard_policy"].i = int(policy)
+        if op == "AutoShardDataset":
+            node.attr["num_replicas"].i = replicas
+        types = "output_types" if "output_types" in source.attr else "Toutput_types"
+        node.attr["output_types"].CopyFrom(source.attr[types])
+        node.attr["output_shapes"].CopyFrom(source.attr["output_shapes"])
+        ret.input[0] = node.name
+    return edit
+
+
+def auto_shards(fam):
+    r = D.range(10)
+    fam.add_dataset("AutoShardDataset/DATA", r, edit=sharded(P.DATA))
+    fam.add_dataset("AutoShardDataset/DATA after batch",
+                    r.map(lambda x: x * 2).batch(3), edit=sharded(P.DATA))
+    fam.add_dataset("AutoShardDataset/DATA before prefetch", r.prefetch(3),
+                    edit=sharded(P.DATA, 3, 2))
+    fam.add_dataset("AutoShardDataset/DATA replicas", r.batch(4),
+                    edit=sharded(P.DATA, 2, 1, replicas=2))
+    fam.add_dataset("AutoShardDataset/DATA more workers than elements", D.range(3),
+                    edit=sharded(P.DATA, 5, 4))
+    fam.add_dataset("AutoShardDataset/DATA one worker", r, edit=sharded(P.DATA, 1, 0))
+    fam.add_dataset("AutoShardDataset/DATA strings",
+                    D.from_tensor_slices(["a", "é", "", "🙂" * 5, "x"]),
+                    edit=sharded(P.DATA, 2, 0))
+    fam.add_dataset("AutoShardDataset/AUTO without files", r, edit=sharded(P.AUTO))
+    fam.add_dataset("AutoShardDataset/AUTO zip of sources",
+                    D.zip(r, D.from_tensor_slices(np.arange(10.0) / 4)),
+                    edit=sharded(P.AUTO, 3, 0))
+    fam.add_dataset("AutoShardDataset/OFF", r, edit=sharded(P.OFF))
+    fam.add_dataset("AutoShardDataset/HINT without hints", r.map(lambda x: -x),
+                    edit=sharded(P.HINT))
+    fam.add_dataset("ExperimentalAutoShardDataset/DATA", r,
+                    edit=sharded(P.DATA, 4, 3, op="ExperimentalAutoShardDataset"))
+    fam.add_dataset("ExperimentalAutoShardDataset/AUTO", r,
+                    edit=sharded(P.AUTO, 3, 1, op="ExperimentalAutoShardDataset"))
+    fam.add_dataset_error("AutoShardDataset/index past the workers", r, sharded(P.DATA, 2, 2))
+    fam.add_dataset_error("AutoShardDataset/negative index", r, sharded(P.DATA, 2, -1))
+    fam.add_dataset_error("AutoShardDataset/no workers", r, sharded(P.DATA, 0, 0))
+    fam.add_dataset_error("AutoShardDataset/FILE without files", r, sharded(P.FILE))
+
+
 def family():
     fam = Family("datasets_index")
     global_shuffles(fam)
     refusals(fam)
     elements_at(fam)
+    auto_shards(fam)
     return fam

@@ -13,6 +13,7 @@
 //! worker compresses served elements itself ([`Translated::compressed`]),
 //! as it does for tfdata pipelines.
 
+mod auto_shard;
 mod bernoulli;
 mod compression;
 mod consume;

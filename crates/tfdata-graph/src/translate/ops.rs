@@ -180,6 +180,9 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalDenseToSparseBatchDataset",
     // Reading the input by index (global_shuffle.rs).
     "GlobalShuffleDataset",
+    // Static sharding of the input (auto_shard.rs).
+    "AutoShardDataset",
+    "ExperimentalAutoShardDataset",
     // An element by index, inside a function (element_at.rs).
     "GetElementAtIndex",
 ];
@@ -230,6 +233,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::csv::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::auto_shard::compile(node, compiler, &attrs)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::element_at::compile(node, &attrs)? {
