@@ -180,6 +180,9 @@ def auto_shards(fam):
                     D.zip(r, D.from_tensor_slices(np.arange(10.0) / 4)),
                     edit=sharded(P.AUTO, 3, 0))
     fam.add_dataset("AutoShardDataset/OFF", r, edit=sharded(P.OFF))
+    fam.add_dataset("AutoShardDataset/FILE one worker", r, edit=sharded(P.FILE, 1, 0))
+    fam.add_dataset("AutoShardDataset/AUTO flat_map without readers",
+                    D.range(4).flat_map(lambda x: D.range(x)), edit=sharded(P.AUTO, 2, 0))
     fam.add_dataset("AutoShardDataset/HINT without hints", r.map(lambda x: -x),
                     edit=sharded(P.HINT))
     fam.add_dataset("ExperimentalAutoShardDataset/DATA", r,
@@ -190,6 +193,8 @@ def auto_shards(fam):
     fam.add_dataset_error("AutoShardDataset/negative index", r, sharded(P.DATA, 2, -1))
     fam.add_dataset_error("AutoShardDataset/no workers", r, sharded(P.DATA, 0, 0))
     fam.add_dataset_error("AutoShardDataset/FILE without files", r, sharded(P.FILE))
+    fam.add_dataset_error("AutoShardDataset/FILE flat_map without readers",
+                          D.range(3).flat_map(lambda x: D.range(x)), sharded(P.FILE))
 
 
 def family():

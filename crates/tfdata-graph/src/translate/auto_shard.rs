@@ -4,7 +4,7 @@
 //! share of the input, as TensorFlow's AutoShard rewrite of the input
 //! graph decides it.
 //!
-//! * `OFF`: the input unchanged.
+//! * `OFF`, or a single worker: the input unchanged.
 //! * `DATA`: every `num_workers`-th element from `index` (TensorFlow adds
 //!   the shard at the end of the pipeline; a trailing prefetch changes no
 //!   element).
@@ -108,6 +108,12 @@ pub(super) fn compile(
                     "index must be between 0 and {}",
                     num_workers - 1
                 )));
+            }
+            // One worker keeps everything, whatever the policy (TensorFlow
+            // does not rewrite, so even FILE over a pipeline without files
+            // is accepted).
+            if num_workers == 1 {
+                return Ok(input);
             }
             match policy {
                 OFF => Ok(input),
