@@ -197,10 +197,75 @@ def auto_shards(fam):
                           D.range(3).flat_map(lambda x: D.range(x)), sharded(P.FILE))
 
 
+def choose_fastest_branch(inp, fs, per_branch, numerator, denominator):
+    """A raw `ChooseFastestBranchDataset` over `inp` with the branches `fs`
+    (dataset to dataset), their captured tensors passed as TensorFlow's
+    kernel takes them."""
+    spec = inp.element_spec
+    branches = []
+    for f in fs:
+        @tf.function(input_signature=[tf.TensorSpec([], tf.variant)])
+        def b(v, f=f):
+            return f(tf.data.experimental.from_variant(v, spec))._variant_tensor
+        branches.append(b.get_concrete_function())
+    out = fs[0](inp).element_spec
+    v = tf.raw_ops.ChooseFastestBranchDataset(
+        input_dataset=inp._variant_tensor, ratio_numerator=numerator,
+        ratio_denominator=denominator,
+        other_arguments=[t for b in branches for t in b.captured_inputs],
+        num_elements_per_branch=per_branch, branches=branches,
+        other_arguments_lengths=[len(b.captured_inputs) for b in branches],
+        output_types=[out.dtype], output_shapes=[out.shape])
+    return tf.data.experimental.from_variant(v, out)
+
+
+def choose_fastest_branches(fam):
+    doubled = [lambda d: d.map(lambda x: x * 2), lambda d: d.map(lambda x: x + x)]
+    fam.add_dataset("ChooseFastestBranchDataset/maps",
+                    choose_fastest_branch(D.range(7), doubled, 2, 1, 1))
+    fam.add_dataset("ChooseFastestBranchDataset/one element per branch",
+                    choose_fastest_branch(D.range(20), doubled, 1, 1, 1))
+    pairs = [lambda d: d.batch(2), lambda d: d.batch(2).map(lambda x: x * 1)]
+    fam.add_dataset("ChooseFastestBranchDataset/batches, two inputs an element",
+                    choose_fastest_branch(D.range(21), pairs, 2, 2, 1))
+    # A ratio that does not match the branches: TensorFlow's experiment
+    # reads too few input elements and the dataset ends early.
+    fam.add_dataset("ChooseFastestBranchDataset/ratio too small",
+                    choose_fastest_branch(D.range(7), pairs, 2, 1, 2))
+    fam.add_dataset("ChooseFastestBranchDataset/input shorter than the experiments",
+                    choose_fastest_branch(D.range(3), doubled + doubled[:1], 2, 1, 1))
+    c = tf.constant(100, tf.int64)
+    captured = [lambda d: d.map(lambda x: x + c), lambda d: d.map(lambda x: c + x)]
+    fam.add_dataset("ChooseFastestBranchDataset/captured tensors",
+                    choose_fastest_branch(D.range(9), captured, 3, 1, 1))
+    fam.add_dataset("ChooseFastestBranchDataset/strings",
+                    choose_fastest_branch(
+                        D.from_tensor_slices(["a", "é", "", "🙂"]),
+                        [lambda d: d.map(lambda x: x + "!"),
+                         lambda d: d.map(lambda x: tf.strings.join([x, "!"]))], 1, 1, 1))
+
+    def numerator(value):
+        def edit(graph):
+            set_input(graph, "ChooseFastestBranchDataset", 1, value)
+        return edit
+
+    def denominator(value):
+        def edit(graph):
+            set_input(graph, "ChooseFastestBranchDataset", 2, value)
+        return edit
+    base = choose_fastest_branch(D.range(7), doubled, 2, 1, 1)
+    fam.add_dataset_error("ChooseFastestBranchDataset/zero numerator", base, numerator(0))
+    fam.add_dataset_error("ChooseFastestBranchDataset/negative denominator", base,
+                          denominator(-1))
+    fam.add_dataset_error("ChooseFastestBranchDataset/per branch not divisible", base,
+                          denominator(3))
+
+
 def family():
     fam = Family("datasets_index")
     global_shuffles(fam)
     refusals(fam)
     elements_at(fam)
     auto_shards(fam)
+    choose_fastest_branches(fam)
     return fam

@@ -15,6 +15,7 @@
 
 mod auto_shard;
 mod bernoulli;
+mod choose_branch;
 mod compression;
 mod consume;
 mod csv;

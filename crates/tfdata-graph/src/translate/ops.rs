@@ -180,6 +180,8 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalDenseToSparseBatchDataset",
     // Reading the input by index (global_shuffle.rs).
     "GlobalShuffleDataset",
+    // The fastest of equivalent branches (choose_branch.rs).
+    "ChooseFastestBranchDataset",
     // Static sharding of the input (auto_shard.rs).
     "AutoShardDataset",
     "ExperimentalAutoShardDataset",
@@ -233,6 +235,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::csv::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::choose_branch::compile(node, compiler, &attrs, &spec)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::auto_shard::compile(node, compiler, &attrs)? {
