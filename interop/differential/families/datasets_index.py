@@ -261,6 +261,63 @@ def choose_fastest_branches(fam):
                           denominator(3))
 
 
+def index_flat_map(inp, map_fn, index_fn, cardinality=-2):
+    """A raw `IndexFlatMapDataset`: `map_fn` of an input element's
+    components, `index_fn` of an output position (an int64 scalar) giving
+    (element index, offset), their captured tensors passed as TensorFlow's
+    kernel takes them."""
+    specs = tf.nest.flatten(inp.element_spec)
+    m = tf.function(lambda *xs: map_fn(*xs)).get_concrete_function(*specs)
+    ix = tf.function(index_fn).get_concrete_function(tf.TensorSpec([], tf.int64))
+    outs = tf.nest.flatten(m.structured_outputs)
+    out_specs = [tf.TensorSpec(o.shape[1:] if o.shape.rank else o.shape, o.dtype) for o in outs]
+    v = tf.raw_ops.IndexFlatMapDataset(
+        input_dataset=inp._variant_tensor, map_func_other_args=m.captured_inputs,
+        index_map_func_other_args=ix.captured_inputs, output_cardinality=cardinality,
+        map_func=m, index_map_func=ix,
+        output_types=[o.dtype for o in out_specs], output_shapes=[o.shape for o in out_specs])
+    spec = out_specs[0] if len(out_specs) == 1 else tuple(out_specs)
+    return tf.data.experimental.from_variant(v, spec)
+
+
+def index_flat_maps(fam):
+    rows = D.from_tensor_slices(np.arange(12, dtype=np.int64).reshape(4, 3))
+    by_three = lambda p: (p // 3, p % 3)  # noqa: E731
+    fam.add_dataset("IndexFlatMapDataset/rows of three",
+                    index_flat_map(rows, lambda x: x * 10, by_three, 12))
+    # The declared cardinality is reported as given, the elements unchanged.
+    fam.add_dataset("IndexFlatMapDataset/cardinality as declared",
+                    index_flat_map(rows, lambda x: x * 10, by_three, 5))
+    fam.add_dataset("IndexFlatMapDataset/int32 indices",
+                    index_flat_map(rows, lambda x: x + 1,
+                                   lambda p: (tf.cast(p // 3, tf.int32), tf.cast(p % 3, tf.int32))))
+    fam.add_dataset("IndexFlatMapDataset/reversed rows",
+                    index_flat_map(rows, lambda x: x, lambda p: (p // 3, 2 - p % 3)))
+    # One element a row: the index jumps by one each time.
+    fam.add_dataset("IndexFlatMapDataset/first row only",
+                    index_flat_map(rows, lambda x: x, lambda p: (p, tf.constant(0, tf.int64))))
+    # The same input index again: the current element keeps being read.
+    fam.add_dataset("IndexFlatMapDataset/jumps move one element",
+                    index_flat_map(D.range(4).map(lambda x: tf.fill([3], x)), lambda x: x,
+                                   lambda p: (p * 5 // 3, p % 2)))
+    fam.add_dataset("IndexFlatMapDataset/strings",
+                    index_flat_map(D.range(3),
+                                   lambda x: tf.strings.as_string(tf.range(x, x + 2)) + "é",
+                                   lambda p: (p // 2, p % 2)))
+    fam.add_dataset("IndexFlatMapDataset/scalar kept whole",
+                    index_flat_map(D.range(3), lambda x: x * 3,
+                                   lambda p: (p, tf.constant(5, tf.int64))))
+    c = tf.constant(7, tf.int64)
+    fam.add_dataset("IndexFlatMapDataset/captured tensors",
+                    index_flat_map(rows, lambda x: x * c, lambda p: (p // 3, (p + c) % 3)))
+    fam.add_dataset("IndexFlatMapDataset/floats",
+                    index_flat_map(D.from_tensors(np.array([np.nan, -0.0, np.inf, 1e-45],
+                                                           np.float32)),
+                                   lambda x: x, lambda p: (tf.constant(0, tf.int64), p)).take(4))
+    fam.add_dataset("IndexFlatMapDataset/empty input",
+                    index_flat_map(rows.take(0), lambda x: x, by_three))
+
+
 def family():
     fam = Family("datasets_index")
     global_shuffles(fam)
@@ -268,4 +325,5 @@ def family():
     elements_at(fam)
     auto_shards(fam)
     choose_fastest_branches(fam)
+    index_flat_maps(fam)
     return fam

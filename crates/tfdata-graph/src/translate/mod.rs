@@ -22,6 +22,7 @@ mod csv;
 mod element_at;
 mod files;
 mod global_shuffle;
+mod index_flat_map;
 mod inline;
 mod iterators;
 mod node;

@@ -180,6 +180,8 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalDenseToSparseBatchDataset",
     // Reading the input by index (global_shuffle.rs).
     "GlobalShuffleDataset",
+    // Rows of mapped elements by index (index_flat_map.rs).
+    "IndexFlatMapDataset",
     // The fastest of equivalent branches (choose_branch.rs).
     "ChooseFastestBranchDataset",
     // Static sharding of the input (auto_shard.rs).
@@ -235,6 +237,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::csv::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::index_flat_map::compile(node, compiler, &attrs, &spec)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::choose_branch::compile(node, compiler, &attrs, &spec)? {
