@@ -318,6 +318,46 @@ def index_flat_maps(fam):
                     index_flat_map(rows.take(0), lambda x: x, by_three))
 
 
+def weighted_flat_map(inputs, weights):
+    """A raw `WeightedFlatMapDataset` of `inputs` with float64 `weights`."""
+    spec = inputs[0].element_spec
+    flat = tf.nest.flatten(spec)
+    v = tf.raw_ops.WeightedFlatMapDataset(
+        input_datasets=[d._variant_tensor for d in inputs],
+        weights=[tf.constant(w, tf.float64) for w in weights],
+        output_types=[s.dtype for s in flat], output_shapes=[s.shape for s in flat])
+    return tf.data.experimental.from_variant(v, spec)
+
+
+def weighted_flat_maps(fam):
+    a, b, c = D.range(100), D.range(100, 200), D.range(1000, 1010)
+    # TensorFlow's example: {100, 100, 10} weighted {0.2, 0.3, 0.5} read {4, 6, 10}.
+    fam.add_dataset("WeightedFlatMapDataset/three inputs",
+                    weighted_flat_map([a, b, c], [0.2, 0.3, 0.5]))
+    fam.add_dataset("WeightedFlatMapDataset/equal weights",
+                    weighted_flat_map([D.range(5), D.range(10, 13)], [1.0, 1.0]))
+    fam.add_dataset("WeightedFlatMapDataset/uneven weights",
+                    weighted_flat_map([D.range(7), D.range(10, 30)], [1.0, 3.5]))
+    fam.add_dataset("WeightedFlatMapDataset/tiny weight",
+                    weighted_flat_map([D.range(50), D.range(100, 150)], [1e-3, 1.0]))
+    fam.add_dataset("WeightedFlatMapDataset/empty input",
+                    weighted_flat_map([D.range(0), D.range(5)], [0.5, 0.5]))
+    fam.add_dataset("WeightedFlatMapDataset/strings",
+                    weighted_flat_map([D.from_tensor_slices(["a", "é", "🙂"]),
+                                       D.from_tensor_slices(["x" * 40, ""])], [2.0, 1.0]))
+
+    def weight(index, value):
+        def edit(graph):
+            set_input(graph, "WeightedFlatMapDataset", 2 + index, value)
+        return edit
+    base = weighted_flat_map([D.range(5), D.range(10, 15)], [1.0, 1.0])
+    fam.add_dataset_error("WeightedFlatMapDataset/zero weight", base, weight(1, 0.0))
+    fam.add_dataset_error("WeightedFlatMapDataset/negative weight", base, weight(0, -2.0))
+    fam.add_dataset_error("WeightedFlatMapDataset/infinite input",
+                          weighted_flat_map([D.range(5), D.range(3).repeat(2)], [1.0, 1.0]),
+                          lambda g: set_input(g, "RepeatDataset", 1, -1))
+
+
 def family():
     fam = Family("datasets_index")
     global_shuffles(fam)
@@ -326,4 +366,5 @@ def family():
     auto_shards(fam)
     choose_fastest_branches(fam)
     index_flat_maps(fam)
+    weighted_flat_maps(fam)
     return fam

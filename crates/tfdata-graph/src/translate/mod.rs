@@ -36,6 +36,7 @@ mod sinks;
 mod sparse_datasets;
 mod sql;
 mod table_init;
+mod weighted_flat_map;
 mod window_op;
 mod windows;
 mod wrappers;

@@ -180,6 +180,8 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalDenseToSparseBatchDataset",
     // Reading the input by index (global_shuffle.rs).
     "GlobalShuffleDataset",
+    // Weighted shares of inputs (weighted_flat_map.rs).
+    "WeightedFlatMapDataset",
     // Rows of mapped elements by index (index_flat_map.rs).
     "IndexFlatMapDataset",
     // The fastest of equivalent branches (choose_branch.rs).
@@ -237,6 +239,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::csv::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::weighted_flat_map::compile(node, &attrs)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::index_flat_map::compile(node, compiler, &attrs, &spec)? {
