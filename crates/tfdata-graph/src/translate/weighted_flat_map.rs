@@ -74,8 +74,8 @@ pub(super) fn compile(node: &NodeDef, attrs: &NodeAttrs) -> Result<Option<Compil
                 cardinalities.push(c.max(0) as u64);
             }
             for (k, &w) in weights.iter().enumerate() {
-                // `!(w > 0)`: NaN is refused too, as TensorFlow's check does.
-                if !(w > 0.0) {
+                // NaN is refused too, as TensorFlow's `weight > 0.0` check does.
+                if w.is_nan() || w <= 0.0 {
                     return Err(Error::InvalidArgument(format!(
                         "`weights` must be greater than 0.0. Input {k} has a weight of {w}"
                     )));
