@@ -358,6 +358,46 @@ def weighted_flat_maps(fam):
                           lambda g: set_input(g, "RepeatDataset", 1, -1))
 
 
+def map_defuns(fam):
+    from tensorflow.python.data.experimental.ops import map_defun
+
+    def case(case_id, fn, signature, out_dtypes, out_shapes, inputs, unknown_shapes=False):
+        f = tf.function(fn, input_signature=signature)
+        fam.add_function("MapDefun/" + case_id,
+                         lambda *xs: map_defun.map_defun(f, list(xs), out_dtypes, out_shapes),
+                         inputs, unknown_shapes=unknown_shapes)
+
+    i64 = tf.TensorSpec([], tf.int64)
+    case("doubles", lambda x: x * 2, [i64], [tf.int64], [[]],
+         [np.array([1, -5, 2**62, -(2**63)], np.int64)])
+    case("two arguments, two outputs",
+         lambda a, b: (a * b, tf.reduce_sum(a)),
+         [tf.TensorSpec([2], tf.float32), tf.TensorSpec([], tf.float32)],
+         [tf.float32, tf.float32], [[2], []],
+         [np.array([[1, 2], [np.nan, -0.0], [np.inf, 3]], np.float32),
+          np.array([2, -1, 0.5], np.float32)])
+
+    def captured(x):
+        # A tensor of the calling function, captured by the mapped one.
+        c = tf.constant(100, tf.int64) * 3
+        f = tf.function(lambda y: y + c, input_signature=[i64])
+        return map_defun.map_defun(f, [x], [tf.int64], [[]])
+    fam.add_function("MapDefun/captured", captured, [np.arange(5, dtype=np.int64)])
+    case("strings", lambda s: s + "é!", [tf.TensorSpec([], tf.string)], [tf.string], [[]],
+         [np.array([b"", b"a", "🙂".encode()], object)])
+    case("unknown dimension fixed by the first row", lambda x: tf.fill([x], x), [i64],
+         [tf.int64], [[None]], [np.array([2, 2, 2], np.int64)])
+    case("rows of another length", lambda x: tf.fill([x], x), [i64],
+         [tf.int64], [[None]], [np.array([1, 2], np.int64)])
+    case("no rows", lambda x: x * 2, [i64], [tf.int64], [[]], [np.zeros([0], np.int64)])
+    case("matrix rows", lambda x: tf.reverse(x, [0]), [tf.TensorSpec([3], tf.int32)],
+         [tf.int32], [[3]], [np.arange(12, dtype=np.int32).reshape(4, 3)])
+    case("scalar argument", lambda x: x * 2, [i64], [tf.int64], [[]],
+         [np.int64(3)], unknown_shapes=True)
+    case("leading dimensions differ", lambda a, b: a + b, [i64, i64], [tf.int64], [[]],
+         [np.arange(3, dtype=np.int64), np.arange(2, dtype=np.int64)], unknown_shapes=True)
+
+
 def family():
     fam = Family("datasets_index")
     global_shuffles(fam)
@@ -367,4 +407,5 @@ def family():
     choose_fastest_branches(fam)
     index_flat_maps(fam)
     weighted_flat_maps(fam)
+    map_defuns(fam)
     return fam

@@ -25,6 +25,7 @@ mod global_shuffle;
 mod index_flat_map;
 mod inline;
 mod iterators;
+mod map_defun;
 mod node;
 mod older;
 mod ops;

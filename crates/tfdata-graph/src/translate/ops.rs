@@ -180,6 +180,8 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalDenseToSparseBatchDataset",
     // Reading the input by index (global_shuffle.rs).
     "GlobalShuffleDataset",
+    // A function mapped over rows, inside a function (map_defun.rs).
+    "MapDefun",
     // Weighted shares of inputs (weighted_flat_map.rs).
     "WeightedFlatMapDataset",
     // Rows of mapped elements by index (index_flat_map.rs).
@@ -239,6 +241,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::csv::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::map_defun::compile(node, compiler, &attrs)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::weighted_flat_map::compile(node, &attrs)? {
