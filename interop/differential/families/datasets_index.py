@@ -398,6 +398,42 @@ def map_defuns(fam):
          [np.arange(3, dtype=np.int64), np.arange(2, dtype=np.int64)], unknown_shapes=True)
 
 
+def rewritten(name):
+    """An `edit` ending the pipeline's graph in a `RewriteDataset` node
+    (tf.data serializes the rewritten input, so Python never writes it)."""
+    def edit(graph):
+        ret = next(x for x in graph.node if x.op == "_Retval")
+        source = next(x for x in graph.node if x.name == ret.input[0].split(":")[0])
+        const = graph.node.add()
+        const.name = "rewrite/name"
+        const.op = "Const"
+        t = tf.make_tensor_proto(name)
+        const.attr["dtype"].type = t.dtype
+        const.attr["value"].tensor.CopyFrom(t)
+        node = graph.node.add()
+        node.name = "rewrite"
+        node.op = "RewriteDataset"
+        node.input.extend([ret.input[0], const.name])
+        types = "output_types" if "output_types" in source.attr else "Toutput_types"
+        node.attr["output_types"].CopyFrom(source.attr[types])
+        node.attr["output_shapes"].CopyFrom(source.attr["output_shapes"])
+        ret.input[0] = node.name
+    return edit
+
+
+def rewrites(fam):
+    ds = D.range(8).map(lambda x: x * 2).filter(lambda x: x > 2).prefetch(1)
+    for name in ["noop_elimination", "map_fusion", "map_parallelization", "filter_fusion",
+                 "make_sloppy", "inject_prefetch", "map_and_batch_fusion", "no such rewrite", ""]:
+        fam.add_dataset(f"RewriteDataset/{name or 'empty name'}", ds, edit=rewritten(name))
+    fam.add_dataset("RewriteDataset/strings",
+                    D.from_tensor_slices(["a", "é", ""]).map(lambda s: s + "!"),
+                    edit=rewritten("map_parallelization"))
+    fam.add_dataset_error("RewriteDataset/auto_shard without configuration", ds,
+                          rewritten("tf_auto_shard"))
+    fam.add_dataset_error("RewriteDataset/slack without configuration", ds, rewritten("slack"))
+
+
 def family():
     fam = Family("datasets_index")
     global_shuffles(fam)
@@ -408,4 +444,5 @@ def family():
     index_flat_maps(fam)
     weighted_flat_maps(fam)
     map_defuns(fam)
+    rewrites(fam)
     return fam

@@ -147,6 +147,7 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalStatsAggregatorHandle",
     "ChooseFastestDataset",
     "ExperimentalChooseFastestDataset",
+    "RewriteDataset",
     // Older ops (older.rs) and older names of the ops above.
     "SlidingWindowDataset",
     "ExperimentalSlidingWindowDataset",
