@@ -40,6 +40,7 @@ mod table_init;
 mod weighted_flat_map;
 mod window_op;
 mod windows;
+mod wrap_variant;
 mod wrappers;
 
 use std::collections::HashMap;

@@ -181,6 +181,9 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalDenseToSparseBatchDataset",
     // Reading the input by index (global_shuffle.rs).
     "GlobalShuffleDataset",
+    // A dataset wrapped for another device and back (wrap_variant.rs).
+    "WrapDatasetVariant",
+    "UnwrapDatasetVariant",
     // A function mapped over rows, inside a function (map_defun.rs).
     "MapDefun",
     // Weighted shares of inputs (weighted_flat_map.rs).
@@ -242,6 +245,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::csv::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::wrap_variant::compile(node) {
         return Ok(compiled);
     }
     if let Some(compiled) = super::map_defun::compile(node, compiler, &attrs)? {
