@@ -469,6 +469,33 @@ def wrapped_variants(fam):
     fam.add_function("WrapDatasetVariant/read without unwrapping", read_wrapped, [np.int64(3)])
 
 
+def datasets_from_graphs(fam):
+    from tensorflow.core.framework import graph_pb2
+
+    def graph_of(ds):
+        g = graph_pb2.GraphDef.FromString(ds._as_serialized_graph().numpy())
+        return np.array(g.SerializeToString(deterministic=True), object)
+
+    def summed(g):
+        ds = tf.data.experimental.from_variant(tf.raw_ops.DatasetFromGraph(graph_def=g),
+                                               tf.TensorSpec([None], tf.int64))
+        return ds.reduce(tf.constant(0, tf.int64), lambda a, x: a * 7 + tf.reduce_sum(x))
+    fam.add_function("DatasetFromGraph/batches", summed,
+                     [graph_of(D.range(10).batch(3).skip(1))])
+    fam.add_function("DatasetFromGraph/mapped", summed,
+                     [graph_of(D.range(6).map(lambda x: x * x - 1).batch(2))])
+
+    def joined(g):
+        ds = tf.data.experimental.from_variant(tf.raw_ops.DatasetFromGraph(graph_def=g),
+                                               tf.TensorSpec([], tf.string))
+        return ds.reduce(tf.constant(""), lambda a, x: a + "|" + x)
+    fam.add_function("DatasetFromGraph/strings", joined,
+                     [graph_of(D.from_tensor_slices(["a", "é", "", "🙂"]))])
+    fam.add_function("DatasetFromGraph/bytes that do not parse", summed,
+                     [np.array(b"garbage\xff\x00", object)])
+    fam.add_function("DatasetFromGraph/empty graph", summed, [np.array(b"", object)])
+
+
 def family():
     fam = Family("datasets_index")
     global_shuffles(fam)
@@ -481,4 +508,5 @@ def family():
     map_defuns(fam)
     rewrites(fam)
     wrapped_variants(fam)
+    datasets_from_graphs(fam)
     return fam

@@ -19,6 +19,7 @@ mod choose_branch;
 mod compression;
 mod consume;
 mod csv;
+mod dataset_from_graph;
 mod element_at;
 mod files;
 mod global_shuffle;

@@ -181,6 +181,8 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalDenseToSparseBatchDataset",
     // Reading the input by index (global_shuffle.rs).
     "GlobalShuffleDataset",
+    // A dataset from a serialized graph (dataset_from_graph.rs).
+    "DatasetFromGraph",
     // A dataset wrapped for another device and back (wrap_variant.rs).
     "WrapDatasetVariant",
     "UnwrapDatasetVariant",
@@ -245,6 +247,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::csv::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::dataset_from_graph::compile(node) {
         return Ok(compiled);
     }
     if let Some(compiled) = super::wrap_variant::compile(node) {
