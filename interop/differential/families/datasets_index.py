@@ -30,6 +30,8 @@ def global_shuffles(fam):
     # Past 2^16 elements the permutation works on wider blocks.
     fam.add_dataset("GlobalShuffleDataset/70000 elements, first 40",
                     gs(D.range(70000), seed=11).take(40))
+    fam.add_dataset("GlobalShuffleDataset/huge range, first 10",
+                    gs(D.range(0, 10**15, 7), seed=13).take(10))
     fam.add_dataset("GlobalShuffleDataset/reshuffles", gs(r, reshuffle=True), iterators=1)
     fam.add_dataset("GlobalShuffleDataset/reshuffles each epoch",
                     gs(D.range(6), seed=7, reshuffle=True).repeat(4), iterators=1)

@@ -125,7 +125,10 @@ impl DatasetOp for GlobalShuffle {
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
         let k = self.iterators.fetch_add(1, Ordering::SeqCst);
         Ok(Box::new(GlobalShuffleIter {
-            input: Prefix::new(&self.input, ctx, "GlobalShuffleDataset")?,
+            input: match range_of(&self.input) {
+                Some((start, step)) => Source::Range { start, step },
+                None => Source::Read(Prefix::new(&self.input, ctx, "GlobalShuffleDataset")?),
+            },
             key: self.key(k),
             max_index: self.cardinality - 1,
             position: 0,
@@ -133,8 +136,32 @@ impl DatasetOp for GlobalShuffle {
     }
 }
 
+/// Where the shuffled elements come from.
+enum Source {
+    /// An int64 `range`, computed from the index (TensorFlow's random
+    /// access to a range), so a huge range needs no reading.
+    Range { start: i64, step: i64 },
+    /// Any other input, read in order and kept.
+    Read(Prefix),
+}
+
+/// `(start, step)` when `ds` is an int64 `range`.
+fn range_of(ds: &Dataset) -> Option<(i64, i64)> {
+    let op = ds.op();
+    if op.name() != "range" {
+        return None;
+    }
+    let attrs = op.attrs();
+    match (attrs.get("start"), attrs.get("step")) {
+        (Some(tfdata_dataset::Attr::Int(start)), Some(tfdata_dataset::Attr::Int(step))) => {
+            Some((*start, *step))
+        }
+        _ => None,
+    }
+}
+
 struct GlobalShuffleIter {
-    input: Prefix,
+    input: Source,
     key: [u32; 3],
     max_index: u64,
     position: u64,
@@ -150,7 +177,15 @@ impl ElementIterator for GlobalShuffleIter {
         let index = usize::try_from(index).map_err(|_| {
             Error::InvalidArgument("GlobalShuffleDataset: index out of range".into())
         })?;
-        match self.input.get(index)? {
+        let read = match &mut self.input {
+            // In range: `index <= max_index`, so the value is below `stop`.
+            Source::Range { start, step } => {
+                let value = start.wrapping_add((index as i64).wrapping_mul(*step));
+                return Ok(Some(Element::new(vec![tfdata_core::Tensor::scalar(value)])));
+            }
+            Source::Read(prefix) => prefix.get(index)?,
+        };
+        match read {
             Some(e) => Ok(Some(e.clone())),
             // The input ended before its declared cardinality.
             None => Err(Error::Internal(format!(
