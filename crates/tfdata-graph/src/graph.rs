@@ -63,6 +63,11 @@ impl Library {
     pub fn contains(&self, name: &str) -> bool {
         self.functions.contains_key(name)
     }
+
+    /// Every function of the library, in no particular order.
+    pub fn functions(&self) -> impl Iterator<Item = &FunctionDef> {
+        self.functions.values()
+    }
 }
 
 /// Decodes a graph received from the network, checking its size.

@@ -55,6 +55,9 @@ pub enum Value {
     /// the graph runs, then read and advanced by the functions capturing
     /// it (a `tf.random.Generator`'s state).
     Variable(Arc<ResourceVariable>),
+    /// A dataset wrapped by `WrapDatasetVariant` (for passing across
+    /// devices): no dataset op takes it until `UnwrapDatasetVariant`.
+    WrappedDataset(Dataset),
 }
 
 /// `AnonymousSeedGenerator(seed, seed2, reshuffle)`: the seeds (both zero:
@@ -99,6 +102,7 @@ impl Value {
             Value::Optional(_) => "an optional".into(),
             Value::Compressed(_) => "a compressed element".into(),
             Value::Variable(_) => "a resource variable".into(),
+            Value::WrappedDataset(_) => "a wrapped dataset".into(),
         }
     }
 
@@ -112,6 +116,11 @@ impl Value {
     pub fn into_dataset(self, what: &str) -> Result<Dataset> {
         match self {
             Value::Dataset(d) => Ok(d),
+            // TensorFlow's message for a wrapped dataset where a dataset
+            // is wanted.
+            Value::WrappedDataset(_) => Err(Error::InvalidArgument(format!(
+                "{what}: Tensor must be a Dataset object."
+            ))),
             other => Err(other.not_a("dataset", what)),
         }
     }

@@ -81,7 +81,7 @@ mod ragged_cross;
 mod ragged_ops;
 pub mod ragged_variant;
 mod random;
-mod random_index_shuffle;
+pub(crate) mod random_index_shuffle;
 mod random_samplers;
 mod random_truncated;
 mod readers;

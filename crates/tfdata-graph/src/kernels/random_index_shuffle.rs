@@ -71,7 +71,12 @@ fn encrypt(value: u64, round_keys: &[u64], w: u32, mask: u64) -> u64 {
 }
 
 /// Where `index` lands in the permutation of `0..=max_index` for `key`.
-fn index_shuffle(index: u64, key: [u32; 3], max_index: u64, rounds: usize) -> Result<u64> {
+pub(crate) fn index_shuffle(
+    index: u64,
+    key: [u32; 3],
+    max_index: u64,
+    rounds: usize,
+) -> Result<u64> {
     if max_index == 0 {
         return Ok(0);
     }

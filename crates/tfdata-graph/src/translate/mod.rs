@@ -14,21 +14,29 @@
 //! as it does for tfdata pipelines.
 
 mod assert_prev;
+mod auto_shard;
 mod bernoulli;
+mod choose_branch;
 mod compression;
 mod consume;
 mod csv;
+mod dataset_from_graph;
+mod element_at;
 mod files;
+mod global_shuffle;
+mod index_flat_map;
 mod inline;
 mod iterator_handles;
 mod iterators;
 mod lmdb;
+mod map_defun;
 mod multi_device;
 mod node;
 mod older;
 mod one_shot;
 mod ops;
 mod parse_dataset;
+mod random_access;
 mod sampling;
 mod seeds;
 mod select;
@@ -36,8 +44,10 @@ mod sinks;
 mod sparse_datasets;
 mod sql;
 mod table_init;
+mod weighted_flat_map;
 mod window_op;
 mod windows;
+mod wrap_variant;
 mod wrappers;
 
 use std::collections::HashMap;

@@ -170,6 +170,7 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalStatsAggregatorHandle",
     "ChooseFastestDataset",
     "ExperimentalChooseFastestDataset",
+    "RewriteDataset",
     // Older ops (older.rs) and older names of the ops above.
     "SlidingWindowDataset",
     "ExperimentalSlidingWindowDataset",
@@ -204,6 +205,26 @@ pub const DATASET_OPS: &[&str] = &[
     "SparseTensorSliceDataset",
     "DenseToSparseBatchDataset",
     "ExperimentalDenseToSparseBatchDataset",
+    // Reading the input by index (global_shuffle.rs).
+    "GlobalShuffleDataset",
+    // A dataset from a serialized graph (dataset_from_graph.rs).
+    "DatasetFromGraph",
+    // A dataset wrapped for another device and back (wrap_variant.rs).
+    "WrapDatasetVariant",
+    "UnwrapDatasetVariant",
+    // A function mapped over rows, inside a function (map_defun.rs).
+    "MapDefun",
+    // Weighted shares of inputs (weighted_flat_map.rs).
+    "WeightedFlatMapDataset",
+    // Rows of mapped elements by index (index_flat_map.rs).
+    "IndexFlatMapDataset",
+    // The fastest of equivalent branches (choose_branch.rs).
+    "ChooseFastestBranchDataset",
+    // Static sharding of the input (auto_shard.rs).
+    "AutoShardDataset",
+    "ExperimentalAutoShardDataset",
+    // An element by index, inside a function (element_at.rs).
+    "GetElementAtIndex",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
@@ -267,6 +288,33 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::csv::compile(node, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::dataset_from_graph::compile(node) {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::wrap_variant::compile(node) {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::map_defun::compile(node, compiler, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::weighted_flat_map::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::index_flat_map::compile(node, compiler, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::choose_branch::compile(node, compiler, &attrs, &spec)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::auto_shard::compile(node, compiler, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::element_at::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::global_shuffle::compile(node, &attrs)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::older::compile(node, compiler, &attrs, &spec)? {

@@ -6,7 +6,8 @@
 //! serialization guard (`NonSerializableDataset`), a delay
 //! (`SleepDataset`), a check of the optimized pipeline
 //! (`ExperimentalAssertNextDataset`) and the choice among equivalent
-//! inputs (`ChooseFastestDataset`), with their older `Experimental*` names.
+//! inputs (`ChooseFastestDataset`), with their older `Experimental*` names,
+//! and a named static rewrite (`RewriteDataset`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -139,6 +140,25 @@ pub(super) fn compile(
         // The inputs are, by the op's contract, the same elements computed
         // differently; TensorFlow times them and keeps the fastest. The
         // engine does not time them: it iterates the first.
+        // One of TensorFlow's static rewrites by name: each keeps the
+        // elements (as for `OptimizeDataset`), and TensorFlow accepts an
+        // unknown name and changes nothing. The two that need a
+        // configuration the op cannot give fail, with TensorFlow's messages.
+        "RewriteDataset" => handle(
+            |mut i| {
+                let input = i.dataset()?;
+                match i.string("rewrite_name")?.as_str() {
+                    "tf_auto_shard" => Err(tfdata_core::Error::InvalidArgument(
+                        "RewriterConfig not found.".into(),
+                    )),
+                    "slack" => Err(tfdata_core::Error::InvalidArgument(
+                        "Config parameter required.".into(),
+                    )),
+                    _ => Ok(input),
+                }
+            },
+            node,
+        ),
         "ChooseFastestDataset" | "ExperimentalChooseFastestDataset" => {
             let n = attrs.int("N")?;
             if n < 2 {
