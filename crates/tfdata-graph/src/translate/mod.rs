@@ -25,6 +25,7 @@ mod older;
 mod ops;
 mod parse_dataset;
 mod sampling;
+mod save_load;
 mod select;
 mod sinks;
 mod sparse_datasets;

@@ -178,6 +178,8 @@ pub const DATASET_OPS: &[&str] = &[
     "SparseTensorSliceDataset",
     "DenseToSparseBatchDataset",
     "ExperimentalDenseToSparseBatchDataset",
+    // Dataset.save's snapshots (save_load.rs).
+    "LoadDataset",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
@@ -217,6 +219,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::bernoulli::compile(node)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::save_load::compile(node, compiler, &attrs, &spec)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::sparse_datasets::compile(node, &attrs)? {

@@ -1,0 +1,325 @@
+//! The snapshot `tf.data.Dataset.save` writes (TensorFlow 2.21's
+//! non-distributed format, file format version 2), read and written:
+//!
+//! ```text
+//! <path>/snapshot.metadata                  binary SnapshotMetadataRecord
+//! <path>/<run_id>/<shard:08>.shard/<checkpoint:08>.snapshot
+//! ```
+//!
+//! Each `.snapshot` file is in the same record format as a distributed
+//! snapshot's chunk (one TFRecord per component, compressed as the save
+//! asked), so it is read and written with [`ChunkReader`] and
+//! [`ChunkWriter`]. A shard's files are read checkpoint after checkpoint
+//! until the next one does not exist, as TensorFlow's shard reader does.
+//! (`dataset_spec.pb`, the element spec, is written by TensorFlow's Python,
+//! not by its ops, and is not read by them either.)
+
+use prost::Message;
+use tfdata_core::{Element, Error, Result};
+
+use super::chunk::{ChunkReader, ChunkWriter};
+use super::layout::{SnapshotCompression, join};
+use crate::attrs::Attrs;
+use crate::dataset::{Dataset, DatasetOp, IterContext};
+use crate::io::fs::FileSystem;
+use crate::io::registry::file_system;
+use crate::iterators::ElementIterator;
+use crate::spec::{Shape, Structure, TensorSpec};
+
+/// The op's name on the wire and in JSON.
+pub const SHARD_OP_NAME: &str = "saved_shard";
+/// The name of [`SavedLoad`].
+pub const LOAD_OP_NAME: &str = "saved_load";
+
+/// The file format version `Dataset.save` writes (`kFileFormatVersion`):
+/// TFRecord files, one record per component.
+pub const FILE_FORMAT_VERSION: i64 = 2;
+
+/// The most checkpoint files one shard directory is read through: a bound
+/// on the loop (TensorFlow numbers them with 8 digits).
+const MAX_CHECKPOINTS: i64 = 100_000_000;
+
+/// `SnapshotMetadataRecord` (tensorflow/core/protobuf/snapshot.proto), the
+/// binary `snapshot.metadata` of a saved dataset.
+#[derive(Clone, PartialEq, Message)]
+pub struct SnapshotMetadataRecord {
+    #[prost(string, tag = "1")]
+    pub graph_hash: String,
+    #[prost(string, tag = "2")]
+    pub run_id: String,
+    #[prost(int64, tag = "3")]
+    pub creation_timestamp: i64,
+    #[prost(int64, tag = "4")]
+    pub version: i64,
+    #[prost(int32, repeated, tag = "5")]
+    pub dtype: Vec<i32>,
+    #[prost(int64, tag = "6")]
+    pub num_elements: i64,
+    #[prost(bool, tag = "1000")]
+    pub finalized: bool,
+}
+
+/// `<path>/snapshot.metadata`.
+pub fn metadata_file(path: &str) -> String {
+    join(path, "snapshot.metadata")
+}
+
+/// `<path>/<run_id>`.
+pub fn run_dir(path: &str, run_id: &str) -> String {
+    join(path, run_id)
+}
+
+/// `<run_dir>/<shard:08>.shard`.
+pub fn shard_dir(run_dir: &str, shard: i64) -> String {
+    join(run_dir, &format!("{shard:08}.shard"))
+}
+
+/// `<shard_dir>/<checkpoint:08>.snapshot`.
+pub fn checkpoint_file(shard_dir: &str, checkpoint: i64) -> String {
+    join(shard_dir, &format!("{checkpoint:08}.snapshot"))
+}
+
+/// The metadata of the saved dataset at `path`; `Ok(None)` if it has none
+/// (TensorFlow's `ReadMetadataFile` reporting the file missing).
+pub fn read_metadata(fs: &dyn FileSystem, path: &str) -> Result<Option<SnapshotMetadataRecord>> {
+    let file = metadata_file(path);
+    if !fs.exists(&file)? {
+        return Ok(None);
+    }
+    let bytes = fs.read_all(&file)?;
+    SnapshotMetadataRecord::decode(bytes)
+        .map(Some)
+        .map_err(|e| Error::DataLoss {
+            location: file,
+            reason: format!("not a SnapshotMetadataRecord: {e}"),
+        })
+}
+
+/// Writes `<path>/snapshot.metadata` (replacing any).
+pub fn write_metadata(
+    fs: &dyn FileSystem,
+    path: &str,
+    metadata: &SnapshotMetadataRecord,
+) -> Result<()> {
+    fs.create_dir_all(path)?;
+    let mut out = fs.create(&metadata_file(path))?;
+    out.write_all(&metadata.encode_to_vec())
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::io(format!("writing {}", metadata_file(path)), e))
+}
+
+/// The shard directories of a saved run, sorted by name (the order
+/// TensorFlow's `load` hands them to its reader function).
+pub fn shard_dirs(fs: &dyn FileSystem, run_dir: &str) -> Result<Vec<String>> {
+    let mut dirs = fs.glob(&join(run_dir, "*.shard"))?;
+    dirs.sort();
+    Ok(dirs)
+}
+
+impl Dataset {
+    /// The elements of one shard directory of a saved dataset: its
+    /// checkpoint files `00000000.snapshot`, `00000001.snapshot`, ... in
+    /// order, until one is missing. Each component must have the dtype
+    /// `spec` says.
+    pub fn saved_shard(dir: &str, compression: SnapshotCompression, spec: Structure) -> Dataset {
+        Dataset::from_op(SavedShard {
+            dir: dir.to_string(),
+            compression,
+            spec,
+        })
+    }
+}
+
+impl Dataset {
+    /// A saved dataset as `load` reads it: `shards`, the shard datasets as
+    /// the load's reader function combined them, whose cardinality is the
+    /// element count the save recorded (TensorFlow's `LoadDataset` reports
+    /// the metadata's `num_elements`, without counting).
+    pub fn saved_load(shards: Dataset, num_elements: i64) -> Dataset {
+        Dataset::from_op(SavedLoad {
+            input: shards,
+            num_elements,
+        })
+    }
+}
+
+/// See [`Dataset::saved_load`].
+#[derive(Debug)]
+pub struct SavedLoad {
+    pub input: Dataset,
+    pub num_elements: i64,
+}
+
+impl DatasetOp for SavedLoad {
+    fn name(&self) -> &'static str {
+        LOAD_OP_NAME
+    }
+
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+
+    fn attrs(&self) -> Attrs {
+        Attrs::new().with("num_elements", self.num_elements)
+    }
+
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        self.input.element_spec()
+    }
+
+    fn cardinality(&self) -> i64 {
+        self.num_elements
+    }
+
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        self.input.op.make_iterator(ctx)
+    }
+}
+
+/// See [`Dataset::saved_shard`].
+#[derive(Debug)]
+pub struct SavedShard {
+    pub dir: String,
+    pub compression: SnapshotCompression,
+    pub spec: Structure,
+}
+
+impl DatasetOp for SavedShard {
+    fn name(&self) -> &'static str {
+        SHARD_OP_NAME
+    }
+
+    fn attrs(&self) -> Attrs {
+        Attrs::new()
+            .with("dir", self.dir.as_str())
+            .with("compression", self.compression.as_str())
+            .with("element_spec", super::load::spec_to_attr(&self.spec))
+    }
+
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        Ok(Some(self.spec.clone()))
+    }
+
+    fn cardinality(&self) -> i64 {
+        crate::UNKNOWN_CARDINALITY
+    }
+
+    fn make_iterator(&self, _ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+        Ok(Box::new(SavedShardIter {
+            fs: file_system(&self.dir)?,
+            dir: self.dir.clone(),
+            compression: self.compression,
+            specs: self.spec.flatten().into_iter().cloned().collect(),
+            checkpoint: 0,
+            current: None,
+            done: false,
+        }))
+    }
+}
+
+struct SavedShardIter {
+    fs: std::sync::Arc<dyn FileSystem>,
+    dir: String,
+    compression: SnapshotCompression,
+    specs: Vec<TensorSpec>,
+    /// The checkpoint file to open next.
+    checkpoint: i64,
+    current: Option<ChunkReader>,
+    done: bool,
+}
+
+impl ElementIterator for SavedShardIter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        while !self.done {
+            if let Some(reader) = &mut self.current {
+                match reader.read_element() {
+                    Ok(Some(element)) => match check_element(&self.specs, &element) {
+                        Ok(()) => return Ok(Some(element)),
+                        Err(e) => {
+                            self.done = true;
+                            return Err(e);
+                        }
+                    },
+                    Ok(None) => self.current = None,
+                    Err(e) => {
+                        self.done = true;
+                        return Err(e);
+                    }
+                }
+                continue;
+            }
+            if self.checkpoint >= MAX_CHECKPOINTS {
+                self.done = true;
+                break;
+            }
+            let file = checkpoint_file(&self.dir, self.checkpoint);
+            self.checkpoint += 1;
+            if !self.fs.exists(&file)? {
+                self.done = true;
+                break;
+            }
+            let dtypes = self.specs.iter().map(|s| s.dtype).collect();
+            self.current = Some(
+                ChunkReader::open(&*self.fs, &file, self.compression, dtypes)?
+                    .without_dtype_check(),
+            );
+        }
+        Ok(None)
+    }
+}
+
+/// TensorFlow's check of what a saved dataset's reader yields against the
+/// `element_spec` the load was given, with its messages.
+fn check_element(specs: &[TensorSpec], element: &Element) -> Result<()> {
+    for (i, (spec, t)) in specs.iter().zip(&element.components).enumerate() {
+        if spec.dtype != t.dtype() {
+            return Err(Error::InvalidArgument(format!(
+                "Data type mismatch at component {i}: expected {} but got {}.",
+                spec.dtype.name(),
+                t.dtype().name()
+            )));
+        }
+        if !spec.shape.is_compatible_with(t.shape()) {
+            return Err(Error::InvalidArgument(format!(
+                "Incompatible shapes at component {i}: expected {} but got {}.",
+                tf_shape(&spec.shape),
+                tf_dims(t.shape())
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A partial shape as TensorFlow's `PartialTensorShape::DebugString`:
+/// `[2,?]`, `<unknown>`.
+fn tf_shape(shape: &Shape) -> String {
+    match &shape.0 {
+        None => "<unknown>".into(),
+        Some(dims) => {
+            let dims: Vec<String> = dims
+                .iter()
+                .map(|d| d.map_or("?".into(), |d| d.to_string()))
+                .collect();
+            format!("[{}]", dims.join(","))
+        }
+    }
+}
+
+fn tf_dims(dims: &[i64]) -> String {
+    let dims: Vec<String> = dims.iter().map(i64::to_string).collect();
+    format!("[{}]", dims.join(","))
+}
+
+/// Writes one shard's checkpoint file: a [`ChunkWriter`] on
+/// `<shard_dir>/<checkpoint:08>.snapshot`, the directory made first.
+pub fn create_shard_writer(
+    fs: &dyn FileSystem,
+    shard_dir: &str,
+    checkpoint: i64,
+    compression: SnapshotCompression,
+) -> Result<ChunkWriter> {
+    fs.create_dir_all(shard_dir)?;
+    let file = checkpoint_file(shard_dir, checkpoint);
+    let out = fs.create(&file)?;
+    Ok(ChunkWriter::with_name(file, out, compression))
+}

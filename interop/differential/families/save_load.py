@@ -1,0 +1,184 @@
+"""tf.data.Dataset.save / load: LoadDataset reading what TensorFlow's
+`Dataset.save` wrote (compression none, GZIP, SNAPPY; shard functions;
+reader functions), and its errors (a missing directory, a corrupt file, an
+element_spec the files do not hold).
+
+The saved directories are written by this module under
+crates/tfdata-graph/tests/data/save_load (committed), paths relative to the
+crate, where the Rust test runs. TensorFlow names a save's run directory by a
+random number and stamps the metadata with the time; both are fixed
+afterwards (the run directory renamed, the metadata rewritten, the spec
+file re-serialized deterministically) so that
+regenerating gives the same bytes. Shard functions are always given: the
+default shards by the machine's CPU count."""
+
+import os
+import shutil
+
+import tensorflow as tf
+from tensorflow.core.protobuf import snapshot_pb2, struct_pb2
+
+from harness import Family, in_crate
+
+DATA = "tests/data/save_load"
+RUN_ID = "1234567890"
+
+
+def path(name):
+    return os.path.join(DATA, name)
+
+
+def save(name, ds, compression=None, shard_func=None):
+    """`ds.save(path(name))`, then the run id and timestamp fixed."""
+    p = path(name)
+    shutil.rmtree(p, ignore_errors=True)
+    ds.save(p, compression=compression, shard_func=shard_func)
+    meta = snapshot_pb2.SnapshotMetadataRecord()
+    with open(os.path.join(p, "snapshot.metadata"), "rb") as f:
+        meta.ParseFromString(f.read())
+    os.rename(os.path.join(p, meta.run_id), os.path.join(p, RUN_ID))
+    meta.run_id = RUN_ID
+    meta.creation_timestamp = 0
+    with open(os.path.join(p, "snapshot.metadata"), "wb") as f:
+        f.write(meta.SerializeToString(deterministic=True))
+    # The element spec (a dict's map entries in any order), re-serialized
+    # deterministically.
+    spec = struct_pb2.StructuredValue()
+    with open(os.path.join(p, "dataset_spec.pb"), "rb") as f:
+        spec.ParseFromString(f.read())
+    with open(os.path.join(p, "dataset_spec.pb"), "wb") as f:
+        f.write(spec.SerializeToString(deterministic=True))
+    return p
+
+
+def interleave_reader(cycle, block=1):
+    return lambda datasets: datasets.interleave(
+        lambda x: x, cycle_length=cycle, block_length=block,
+        num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def flat_map_reader(datasets):
+    return datasets.flat_map(lambda x: x)
+
+
+def triples(n):
+    """(int64, string, float32 [2]) elements, strings empty to unicode."""
+    words = tf.constant(["", "a", "h\u00e9llo", "\u65e5\u672c", "x" * 300])
+    return tf.data.Dataset.range(n).map(lambda i: (
+        i - 3,
+        tf.gather(words, i % 5),
+        tf.stack([tf.cast(i, tf.float32) / 3.0, tf.constant(float("nan"))])))
+
+
+def mod_shards(k):
+    return lambda *e: tf.math.floormod(e[0], k)
+
+
+def family():
+    with in_crate():
+        return build()
+
+
+def build():
+    fam = Family("save_load")
+    os.makedirs(DATA, exist_ok=True)
+
+    for comp, tag in [(None, "none"), ("GZIP", "gzip"), ("SNAPPY", "snappy")]:
+        p = save("triples_" + tag, triples(11), comp, mod_shards(3))
+        for cycle, block in [(2, 1), (3, 2), (1, 1)]:
+            fam.add_dataset(
+                "load_%s_cycle%d_block%d" % (tag, cycle, block),
+                tf.data.Dataset.load(p, compression=comp,
+                                     reader_func=interleave_reader(cycle, block)))
+        fam.add_dataset("load_%s_flat_map" % tag,
+                        tf.data.Dataset.load(p, compression=comp, reader_func=flat_map_reader))
+
+    # One shard; a nested element spec (dict of tuple); ragged-free shapes.
+    nested = tf.data.Dataset.from_tensor_slices({
+        "a": tf.constant([[1, 2], [3, 4], [5, 6]], tf.int32),
+        "b": (tf.constant([True, False, True]), tf.constant([b"\x00\xff", b"", b"z"])),
+    })
+    p = save("nested", nested, None, lambda e: tf.constant(0, tf.int64))
+    fam.add_dataset("load_nested_one_shard",
+                    tf.data.Dataset.load(p, reader_func=interleave_reader(2)))
+
+    # Shard numbers far apart and negative (the sorted names decide).
+    p = save("wide_shards", tf.data.Dataset.range(9),
+             None, lambda x: (x - 4) * 1000)
+    fam.add_dataset("load_wide_shards",
+                    tf.data.Dataset.load(p, reader_func=interleave_reader(4)))
+
+    # Saved empty: metadata, no shard directories.
+    p = save("empty", tf.data.Dataset.range(0), None, mod_shards(2))
+    fam.add_dataset("load_empty", tf.data.Dataset.load(p, reader_func=interleave_reader(2)))
+
+    # Then transformed after loading.
+    p = path("triples_none")
+    fam.add_dataset("load_then_map_batch",
+                    tf.data.Dataset.load(p, reader_func=interleave_reader(2))
+                    .map(lambda a, b, c: a * 2).batch(4))
+
+    # Errors.
+    spec = triples(1).element_spec
+    p = path("triples_none")
+
+    def repath(to):
+        def edit(graph):
+            for n in graph.node:
+                if n.op == "Const" and n.attr["value"].tensor.string_val == [p.encode()]:
+                    n.attr["value"].tensor.string_val[0] = to.encode()
+        return edit
+
+    fam.add_dataset_error("load_missing_directory",
+                          tf.data.Dataset.load(p, reader_func=interleave_reader(2)),
+                          repath(path("no_such_directory")))
+    wrong_dtype = (tf.TensorSpec([], tf.int32),) + spec[1:]
+    fam.add_dataset_error("load_wrong_dtype",
+                          tf.data.Dataset.load(p, element_spec=wrong_dtype,
+                                               reader_func=interleave_reader(2)),
+                          lambda g: None)
+    wrong_shape = spec[:2] + (tf.TensorSpec([3], tf.float32),)
+    fam.add_dataset_error("load_wrong_shape",
+                          tf.data.Dataset.load(p, element_spec=wrong_shape,
+                                               reader_func=interleave_reader(2)),
+                          lambda g: None)
+    fam.add_dataset_error("load_fewer_components",
+                          tf.data.Dataset.load(p, element_spec=spec[:1],
+                                               reader_func=interleave_reader(2)),
+                          lambda g: None)
+
+    # A corrupt file: one shard's file cut short. TensorFlow and we both
+    # report DataLoss; the messages word the damage differently, so the
+    # case keeps the part both say.
+    corrupt = path("corrupt")
+    shutil.rmtree(corrupt, ignore_errors=True)
+    shutil.copytree(path("triples_none"), corrupt)
+    victim = os.path.join(corrupt, RUN_ID, "00000001.shard", "00000000.snapshot")
+    with open(victim, "rb") as f:
+        data = f.read()
+    with open(victim, "wb") as f:
+        f.write(data[:-5])
+    fam.add_dataset_error("load_truncated_file",
+                          tf.data.Dataset.load(corrupt, reader_func=interleave_reader(2)),
+                          lambda g: None)
+    keep_substring(fam, "truncated record at")
+    # Read with the wrong compression.
+    fam.add_dataset_error("load_gzip_read_as_none",
+                          tf.data.Dataset.load(path("triples_gzip"), element_spec=spec,
+                                               reader_func=interleave_reader(2)),
+                          lambda g: None)
+    keep_substring(fam, "")
+    fam.add_dataset_error("load_none_read_as_snappy",
+                          tf.data.Dataset.load(p, element_spec=spec, compression="SNAPPY",
+                                               reader_func=interleave_reader(2)),
+                          lambda g: None)
+    keep_substring(fam, "")
+    return fam
+
+
+def keep_substring(fam, text):
+    """The last case's error checked by code and `text` only (corrupt input,
+    which TensorFlow and we describe in different words)."""
+    err = fam.cases[-1]["error"]
+    assert text in err["message"], err
+    err["message"] = text
