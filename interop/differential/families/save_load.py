@@ -173,7 +173,81 @@ def build():
                                                reader_func=interleave_reader(2)),
                           lambda g: None)
     keep_substring(fam, "")
+
+    save_cases(fam)
     return fam
+
+
+def save_cases(fam):
+    """SaveDataset (`Dataset.save` in a function) and SaveDatasetV2 (the
+    dataset `save` with checkpointing builds), each followed in the same
+    function by a LoadDataset of what it wrote: TensorFlow reads its own
+    files, we ours. That TensorFlow reads ours is checked apart (the Rust
+    tests compare our files with TensorFlow's, byte for byte)."""
+    from tensorflow.python.data.ops import save_op
+
+    flat = flat_map_reader
+
+    def save_then_load(name, make, comp, shard_func, reader=flat, ordered=True):
+        p = os.path.join(TMP, name)
+        shutil.rmtree(p, ignore_errors=True)
+
+        def fn(i):
+            ds = make()
+            op = ds.save(p, compression=comp, shard_func=shard_func)
+            with tf.control_dependencies([op]):
+                back = tf.data.Dataset.load(p, element_spec=ds.element_spec,
+                                            compression=comp, reader_func=reader)
+                if ordered:
+                    return back.batch(1000).get_single_element()
+                # Shards by CPU count: the order depends on the machine.
+                return back.reduce(tf.constant(0, tf.int64), lambda s, e: s + e[0] * e[0] + 1)
+        fam.add_dataset("save/" + name, tf.data.Dataset.range(1).map(fn))
+
+    for comp, tag in [(None, "none"), ("GZIP", "gzip"), ("SNAPPY", "snappy")]:
+        save_then_load("triples_" + tag, lambda: triples(13), comp, mod_shards(3))
+    save_then_load("one_shard_nested", lambda: tf.data.Dataset.from_tensor_slices(
+        {"k": tf.constant([[1.5, -0.0], [float("inf"), 2.0]]),
+         "s": tf.constant(["a", "\u00e9\u00e9"])}), None, lambda e: tf.constant(7, tf.int64))
+    save_then_load("negative_shards", lambda: tf.data.Dataset.range(6),
+                   None, lambda x: -x, reader=interleave_reader(2))
+    save_then_load("default_sharding", lambda: triples(9), "GZIP", None, ordered=False)
+
+    def bad_shard(i):
+        ds = tf.data.Dataset.range(3)
+        op = ds.save(os.path.join(TMP, "bad_shard"), shard_func=lambda x: tf.stack([x, x]))
+        with tf.control_dependencies([op]):
+            return i
+    fam.add_dataset_error("save/shard_func not a scalar",
+                          tf.data.Dataset.range(1).map(bad_shard), lambda g: None)
+    keep_after(fam, "::Map: ")
+
+    def v2(name, comp, shard_func):
+        p = os.path.join(TMP, "v2_" + name)
+        shutil.rmtree(p, ignore_errors=True)
+
+        def fn(i):
+            ds = save_op._SaveDataset(triples(10), p, shard_func, comp)
+            passed = ds.batch(1000).get_single_element()
+            with tf.control_dependencies(tf.nest.flatten(passed)):
+                back = tf.data.Dataset.load(p, element_spec=ds.element_spec,
+                                            compression=comp, reader_func=flat)
+                return passed, back.batch(1000).get_single_element()
+        fam.add_dataset("save_v2/" + name, tf.data.Dataset.range(1).map(fn))
+    v2("none", None, mod_shards(4))
+    v2("snappy", "SNAPPY", mod_shards(2))
+    v2("no_shard_func", "GZIP", None)
+
+
+TMP = "/tmp/tfdata-differential-save_load"
+
+
+def keep_after(fam, marker):
+    """The last case's error as the kernel's message alone (TensorFlow
+    prefixes a map function's error with a node number that changes from run
+    to run)."""
+    err = fam.cases[-1]["error"]
+    err["message"] = err["message"].rsplit(marker, 1)[1]
 
 
 def keep_substring(fam, text):

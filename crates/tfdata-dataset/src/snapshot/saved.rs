@@ -323,3 +323,88 @@ pub fn create_shard_writer(
     let out = fs.create(&file)?;
     Ok(ChunkWriter::with_name(file, out, compression))
 }
+
+/// Writes a dataset in `Dataset.save`'s format, as TensorFlow's
+/// `SaveDataset` and `SaveDatasetV2` do: a fresh random run directory and
+/// unfinished metadata at the start, one file per shard index (checkpoint
+/// 0) opened when the index is first seen, finished metadata at the end.
+pub struct SavedWriter {
+    fs: std::sync::Arc<dyn FileSystem>,
+    path: String,
+    run_id: String,
+    run_dir: String,
+    dtypes: Vec<i32>,
+    compression: SnapshotCompression,
+    /// Open writers by shard index; a map so that the order files are
+    /// finished in does not depend on hashing.
+    writers: std::collections::BTreeMap<i64, ChunkWriter>,
+}
+
+impl std::fmt::Debug for SavedWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SavedWriter")
+            .field("run_dir", &self.run_dir)
+            .field("shards", &self.writers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SavedWriter {
+    /// Starts a save of elements of `spec` to `path`: makes the run
+    /// directory and writes unfinished metadata.
+    pub fn start(path: &str, spec: &Structure, compression: SnapshotCompression) -> Result<Self> {
+        let fs = file_system(path)?;
+        let run_id = rand::random::<u64>().to_string();
+        let run_dir = run_dir(path, &run_id);
+        fs.create_dir_all(&run_dir)?;
+        let writer = SavedWriter {
+            fs,
+            path: path.to_string(),
+            run_id,
+            run_dir,
+            dtypes: spec.flatten().iter().map(|s| s.dtype.code()).collect(),
+            compression,
+            writers: std::collections::BTreeMap::new(),
+        };
+        writer.write_metadata(0, false)?;
+        Ok(writer)
+    }
+
+    /// Appends `element` to shard `shard` (TensorFlow names the shard's
+    /// directory by the index as an unsigned number: −1 is
+    /// `18446744073709551615.shard`).
+    pub fn write(&mut self, shard: i64, element: &Element) -> Result<()> {
+        if !self.writers.contains_key(&shard) {
+            let dir = join(&self.run_dir, &format!("{:08}.shard", shard as u64));
+            let writer = create_shard_writer(&*self.fs, &dir, 0, self.compression)?;
+            self.writers.insert(shard, writer);
+        }
+        let writer = self.writers.get_mut(&shard).expect("inserted above");
+        writer.write(element)
+    }
+
+    /// Closes every shard file, then writes finished metadata recording
+    /// `num_elements`.
+    pub fn finish(mut self, num_elements: i64) -> Result<()> {
+        for (_, writer) in std::mem::take(&mut self.writers) {
+            writer.finish()?;
+        }
+        self.write_metadata(num_elements, true)
+    }
+
+    fn write_metadata(&self, num_elements: i64, finalized: bool) -> Result<()> {
+        let micros = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64);
+        let record = SnapshotMetadataRecord {
+            graph_hash: String::new(),
+            run_id: self.run_id.clone(),
+            creation_timestamp: micros,
+            version: FILE_FORMAT_VERSION,
+            dtype: self.dtypes.clone(),
+            num_elements,
+            finalized,
+        };
+        write_metadata(&*self.fs, &self.path, &record)
+    }
+}

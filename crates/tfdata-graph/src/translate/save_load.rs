@@ -23,28 +23,40 @@ use tfdata_dataset::spec::Structure;
 use tfdata_dataset::{Dataset, FunctionRef, Inline};
 use tfdata_proto::tensorflow::{FunctionDef, NodeDef, attr_value};
 
-use super::node::handle;
+use super::inline::Bound;
+use super::node::{Inputs, element_args, function, handle};
 use crate::attrs::NodeAttrs;
 use crate::function::{CompiledNode, Compiler};
 use crate::graph::Library;
+use crate::value::Value;
 
-/// The node compiled, if it is this module's.
+/// The node compiled, if it is one of this module's.
 pub(super) fn compile(
+    node: &NodeDef,
+    compiler: &mut Compiler<'_>,
+    attrs: &NodeAttrs,
+    spec: &Option<Structure>,
+) -> Result<Option<CompiledNode>> {
+    match node.op.as_str() {
+        "LoadDataset" => compile_load(node, compiler, attrs, spec).map(Some),
+        "SaveDataset" | "SaveDatasetV2" => compile_save(node, compiler, attrs).map(Some),
+        _ => Ok(None),
+    }
+}
+
+fn compile_load(
     node: &NodeDef,
     compiler: &Compiler<'_>,
     attrs: &NodeAttrs,
     spec: &Option<Structure>,
-) -> Result<Option<CompiledNode>> {
-    if node.op != "LoadDataset" {
-        return Ok(None);
-    }
+) -> Result<CompiledNode> {
     let spec = spec
         .clone()
         .ok_or_else(|| attrs.error("LoadDataset declares no output_types"))?;
     let compression = SnapshotCompression::parse(attrs.string_or("compression", "")?)
         .map_err(|e| attrs.error(e))?;
     let reader = ReaderPlan::of(compiler.library(), &attrs.func("reader_func")?.name)?;
-    Ok(Some(handle(
+    Ok(handle(
         move |mut i| {
             let path = i.string("path")?;
             // The reader function's captured inputs: it was checked to use none.
@@ -52,7 +64,7 @@ pub(super) fn compile(
             load(&path, compression, &spec, reader)
         },
         node,
-    )))
+    ))
 }
 
 /// The saved dataset at `path`, as the `LoadDataset` kernel makes it.
@@ -260,4 +272,217 @@ fn is_identity(library: &Library, name: &str) -> bool {
 /// (`node:output:0` → `node`).
 fn base(input: &str) -> &str {
     input.split(':').next().unwrap_or(input)
+}
+
+// ------------------------------------------------------------------ saving
+
+/// `SaveDataset` (`Dataset.save` as an op: writes the whole input when it
+/// runs, no output) and `SaveDatasetV2` (a dataset passing its input's
+/// elements through while it writes them, finishing the save at their end).
+fn compile_save(
+    node: &NodeDef,
+    compiler: &mut Compiler<'_>,
+    attrs: &NodeAttrs,
+) -> Result<CompiledNode> {
+    let compression = SnapshotCompression::parse(attrs.string_or("compression", "")?)
+        .map_err(|e| attrs.error(e))?;
+    let use_shard_func = attrs.bool_or("use_shard_func", true)?;
+    let f = function(attrs, "shard_func", compiler)?;
+    let n = attrs.dtype_codes("Tshard_func_args")?.len();
+    let args = element_args(attrs, "shard_func", n, compiler)?;
+    let (name, op) = (node.name.clone(), node.op.clone());
+    let v2 = node.op == "SaveDatasetV2";
+    let run = move |values: Vec<Value>| -> Result<(Dataset, String, Sharding)> {
+        let mut i = Inputs::new(values, &name, &op);
+        let input = i.dataset()?;
+        let path = i.string("path")?;
+        let captured = i.take(Some(n))?;
+        let sharding = if use_shard_func {
+            Sharding::Function(Bound {
+                function: f.clone(),
+                captured,
+                node: name.clone(),
+                args: args.clone(),
+            })
+        } else {
+            Sharding::RoundRobin(cpu_budget())
+        };
+        Ok((input, path, sharding))
+    };
+    if v2 {
+        return Ok(CompiledNode {
+            outputs: vec![("handle".into(), 1)],
+            run: Arc::new(move |values| {
+                let (input, path, sharding) = run(values)?;
+                Ok(vec![Value::Dataset(Dataset::from_op(SaveV2 {
+                    input,
+                    path,
+                    compression,
+                    sharding: Arc::new(sharding),
+                }))])
+            }),
+        });
+    }
+    Ok(CompiledNode {
+        outputs: Vec::new(),
+        run: Arc::new(move |values| {
+            let (input, path, sharding) = run(values)?;
+            save_all(&input, &path, compression, &sharding)?;
+            Ok(Vec::new())
+        }),
+    })
+}
+
+/// How an element's shard index is chosen.
+enum Sharding {
+    /// `shard_func` on the element: one int64 scalar.
+    Function(Bound),
+    /// Without a shard function: 0, 1, ..., n − 1, 0, ... (TensorFlow's n
+    /// is its CPU budget).
+    RoundRobin(i64),
+}
+
+impl Sharding {
+    /// The shard of the element after one in `previous` (−1 before the first).
+    fn shard(&self, previous: i64, element: &Element) -> Result<i64> {
+        match self {
+            Sharding::RoundRobin(n) => Ok((previous + 1) % n),
+            Sharding::Function(bound) => {
+                let out = bound.call(element.clone())?;
+                match out.as_slice() {
+                    [Value::Tensor(t)]
+                        if t.dtype() == tfdata_core::DType::Int64 && t.num_elements() == 1 =>
+                    {
+                        Ok(t.to_vec::<i64>()?[0])
+                    }
+                    _ => Err(Error::InvalidArgument(
+                        "`shard_func` must return a scalar int64.".into(),
+                    )),
+                }
+            }
+        }
+    }
+}
+
+/// TensorFlow's `GetCpuBudget()`: the cores this process may use.
+fn cpu_budget() -> i64 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as i64)
+}
+
+/// `SaveDataset`: the whole of `input` written to `path`.
+fn save_all(
+    input: &Dataset,
+    path: &str,
+    compression: SnapshotCompression,
+    sharding: &Sharding,
+) -> Result<()> {
+    let spec = input.element_spec()?.ok_or_else(|| {
+        Error::InvalidArgument("SaveDataset: the input's element spec is unknown".into())
+    })?;
+    let mut writer = saved::SavedWriter::start(path, &spec, compression)?;
+    let mut it = input.iter()?;
+    let (mut count, mut shard) = (0i64, -1i64);
+    // Ends with the input: an infinite one writes until the disk is full,
+    // as TensorFlow's does.
+    while let Some(element) = it.next_element()? {
+        count += 1;
+        shard = sharding.shard(shard, &element)?;
+        writer.write(shard, &element)?;
+    }
+    writer.finish(count)
+}
+
+/// `SaveDatasetV2`'s dataset (see [`compile_save`]).
+struct SaveV2 {
+    input: Dataset,
+    path: String,
+    compression: SnapshotCompression,
+    sharding: Arc<Sharding>,
+}
+
+impl std::fmt::Debug for SaveV2 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaveV2")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl tfdata_dataset::DatasetOp for SaveV2 {
+    fn name(&self) -> &'static str {
+        "save_v2"
+    }
+
+    fn inputs(&self) -> Vec<Dataset> {
+        vec![self.input.clone()]
+    }
+
+    fn attrs(&self) -> tfdata_dataset::Attrs {
+        tfdata_dataset::Attrs::new()
+            .with("path", self.path.as_str())
+            .with("compression", self.compression.as_str())
+    }
+
+    fn element_spec(&self) -> Result<Option<Structure>> {
+        self.input.element_spec()
+    }
+
+    fn cardinality(&self) -> i64 {
+        self.input.cardinality()
+    }
+
+    fn make_iterator(
+        &self,
+        ctx: &tfdata_dataset::IterContext,
+    ) -> Result<Box<dyn tfdata_dataset::ElementIterator>> {
+        let spec = self.input.element_spec()?.ok_or_else(|| {
+            Error::InvalidArgument("SaveDatasetV2: the input's element spec is unknown".into())
+        })?;
+        // As TensorFlow's iterator: the run directory and unfinished
+        // metadata when the iterator is made.
+        let writer = saved::SavedWriter::start(&self.path, &spec, self.compression)?;
+        Ok(Box::new(SaveV2Iter {
+            input: self.input.iter_with(ctx)?,
+            writer: Some(writer),
+            sharding: self.sharding.clone(),
+            cardinality: self.input.cardinality(),
+        }))
+    }
+}
+
+struct SaveV2Iter {
+    input: Box<dyn tfdata_dataset::ElementIterator>,
+    /// `None` once finished (or failed): later calls end.
+    writer: Option<saved::SavedWriter>,
+    sharding: Arc<Sharding>,
+    cardinality: i64,
+}
+
+impl tfdata_dataset::ElementIterator for SaveV2Iter {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        let Some(writer) = self.writer.as_mut() else {
+            return Ok(None);
+        };
+        let next = self.input.next_element();
+        let result = match next {
+            // TensorFlow's V2 starts each element's round robin from 0
+            // afresh: without a shard function every element goes to shard
+            // 1 (0 with one CPU).
+            Ok(Some(element)) => self
+                .sharding
+                .shard(0, &element)
+                .and_then(|shard| writer.write(shard, &element))
+                .map(|()| Some(element)),
+            Ok(None) => {
+                let writer = self.writer.take().expect("checked above");
+                // TensorFlow records the input's cardinality, not a count.
+                return writer.finish(self.cardinality).map(|()| None);
+            }
+            Err(e) => Err(e),
+        };
+        if result.is_err() {
+            self.writer = None;
+        }
+        result
+    }
 }
