@@ -175,7 +175,40 @@ def build():
     keep_substring(fam, "")
 
     save_cases(fam)
+    shard_reader_cases(fam)
     return fam
+
+
+def shard_reader_cases(fam):
+    """SnapshotDatasetReader (one shard directory, the datasets `load`
+    hands its reader function), from start indices, in a map function."""
+    from tensorflow.python.data.ops import dataset_ops
+    spec = triples(1).element_spec
+    types = [s.dtype for s in spec]
+    shapes = [s.shape for s in spec]
+
+    def reader(name, shard, start, comp=""):
+        d = os.path.join(path(name), RUN_ID, shard)
+
+        def fn(i):
+            v = tf.raw_ops.SnapshotDatasetReader(
+                shard_dir=d, start_index=i + start, output_types=types,
+                output_shapes=shapes, compression=comp, version=2)
+            return dataset_ops._VariantDataset(v, spec).batch(100).get_single_element()
+        return tf.data.Dataset.range(1).map(fn)
+
+    for tag, comp in [("none", ""), ("gzip", "GZIP"), ("snappy", "SNAPPY")]:
+        for start in [0, 2]:
+            fam.add_dataset("shard_reader/%s start %d" % (tag, start),
+                            reader("triples_" + tag, "00000001.shard", start, comp))
+    fam.add_dataset_error("shard_reader/missing directory",
+                          reader("triples_none", "00000009.shard", 0), lambda g: None)
+    # The harness keeps a NotFound message up to its first colon, here the
+    # map's node number; TensorFlow's message after it names the file.
+    err = fam.cases[-1]["error"]
+    assert err["class"] == "NotFoundError", err
+    err["message"] = os.path.join(path("triples_none"), RUN_ID, "00000009.shard",
+                                  "00000000.snapshot") + "; No such file or directory"
 
 
 def save_cases(fam):

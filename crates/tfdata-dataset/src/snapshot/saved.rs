@@ -122,10 +122,22 @@ impl Dataset {
     /// order, until one is missing. Each component must have the dtype
     /// `spec` says.
     pub fn saved_shard(dir: &str, compression: SnapshotCompression, spec: Structure) -> Dataset {
+        Dataset::saved_shard_from(dir, compression, spec, 0)
+    }
+
+    /// [`saved_shard`](Self::saved_shard) from element `start_index` of
+    /// its first file on (`SnapshotDatasetReader`'s `start_index`).
+    pub fn saved_shard_from(
+        dir: &str,
+        compression: SnapshotCompression,
+        spec: Structure,
+        start_index: i64,
+    ) -> Dataset {
         Dataset::from_op(SavedShard {
             dir: dir.to_string(),
             compression,
             spec,
+            start_index,
         })
     }
 }
@@ -182,6 +194,8 @@ pub struct SavedShard {
     pub dir: String,
     pub compression: SnapshotCompression,
     pub spec: Structure,
+    /// Elements of the first file skipped.
+    pub start_index: i64,
 }
 
 impl DatasetOp for SavedShard {
@@ -194,6 +208,7 @@ impl DatasetOp for SavedShard {
             .with("dir", self.dir.as_str())
             .with("compression", self.compression.as_str())
             .with("element_spec", super::load::spec_to_attr(&self.spec))
+            .with("start_index", self.start_index)
     }
 
     fn element_spec(&self) -> Result<Option<Structure>> {
@@ -213,6 +228,7 @@ impl DatasetOp for SavedShard {
             checkpoint: 0,
             current: None,
             done: false,
+            skip: self.start_index.max(0),
         }))
     }
 }
@@ -226,6 +242,8 @@ struct SavedShardIter {
     checkpoint: i64,
     current: Option<ChunkReader>,
     done: bool,
+    /// Elements of the first file still to skip.
+    skip: i64,
 }
 
 impl ElementIterator for SavedShardIter {
@@ -253,16 +271,36 @@ impl ElementIterator for SavedShardIter {
                 break;
             }
             let file = checkpoint_file(&self.dir, self.checkpoint);
+            let first = self.checkpoint == 0;
             self.checkpoint += 1;
             if !self.fs.exists(&file)? {
                 self.done = true;
+                if first {
+                    // TensorFlow opens the first file unconditionally.
+                    return Err(Error::NotFound {
+                        what: "file",
+                        id: format!("{file}; No such file or directory"),
+                    });
+                }
                 break;
             }
             let dtypes = self.specs.iter().map(|s| s.dtype).collect();
-            self.current = Some(
-                ChunkReader::open(&*self.fs, &file, self.compression, dtypes)?
-                    .without_dtype_check(),
-            );
+            let mut reader = ChunkReader::open(&*self.fs, &file, self.compression, dtypes)?
+                .without_dtype_check();
+            // Skipped as TensorFlow does, element by element (bounded by
+            // the file: a file ending first is an error).
+            while self.skip > 0 {
+                self.skip -= 1;
+                if reader.read_element()?.is_none() {
+                    self.done = true;
+                    // TensorFlow: OutOfRange, which a function
+                    // reports as InvalidArgument.
+                    return Err(Error::InvalidArgument(format!(
+                        "{file} ends before the start index: Read less bytes than requested"
+                    )));
+                }
+            }
+            self.current = Some(reader);
         }
         Ok(None)
     }

@@ -182,6 +182,7 @@ pub const DATASET_OPS: &[&str] = &[
     "LoadDataset",
     "SaveDataset",
     "SaveDatasetV2",
+    "SnapshotDatasetReader",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {

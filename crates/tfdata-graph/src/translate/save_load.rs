@@ -1,4 +1,6 @@
-//! `LoadDataset` (`tf.data.Dataset.load` of a directory `Dataset.save`
+//! `SaveDataset`, `SaveDatasetV2` (writing `Dataset.save`'s format, below),
+//! `SnapshotDatasetReader` (one shard of it) and `LoadDataset`
+//! (`tf.data.Dataset.load` of a directory `Dataset.save`
 //! wrote): the saved run's shard directories, sorted, each read as
 //! `tfdata_dataset::snapshot::saved` reads a shard, and combined as the
 //! node's `reader_func` says.
@@ -40,6 +42,7 @@ pub(super) fn compile(
     match node.op.as_str() {
         "LoadDataset" => compile_load(node, compiler, attrs, spec).map(Some),
         "SaveDataset" | "SaveDatasetV2" => compile_save(node, compiler, attrs).map(Some),
+        "SnapshotDatasetReader" => compile_shard_reader(node, attrs, spec).map(Some),
         _ => Ok(None),
     }
 }
@@ -62,6 +65,43 @@ fn compile_load(
             // The reader function's captured inputs: it was checked to use none.
             let _captured = i.take(None)?;
             load(&path, compression, &spec, reader)
+        },
+        node,
+    ))
+}
+
+/// `SnapshotDatasetReader`: one shard directory of a saved dataset (the
+/// datasets `load` hands its reader function), from `start_index` on. Only
+/// file format version 2 (what `Dataset.save` writes) is read; the older
+/// custom formats are refused.
+fn compile_shard_reader(
+    node: &NodeDef,
+    attrs: &NodeAttrs,
+    spec: &Option<Structure>,
+) -> Result<CompiledNode> {
+    let spec = spec
+        .clone()
+        .ok_or_else(|| attrs.error("SnapshotDatasetReader declares no output_types"))?;
+    let compression = SnapshotCompression::parse(attrs.string_or("compression", "")?)
+        .map_err(|e| attrs.error(e))?;
+    let version = attrs.int("version")?;
+    if version != saved::FILE_FORMAT_VERSION {
+        return Err(Error::Unimplemented(format!(
+            "SnapshotDatasetReader: snapshot file format version {version} is not supported \
+             (only {}, what Dataset.save writes)",
+            saved::FILE_FORMAT_VERSION
+        )));
+    }
+    Ok(handle(
+        move |mut i| {
+            let dir = i.string("shard_dir")?;
+            let start = i.int("start_index")?;
+            Ok(Dataset::saved_shard_from(
+                &dir,
+                compression,
+                spec.clone(),
+                start,
+            ))
         },
         node,
     ))
