@@ -530,8 +530,8 @@ impl tfdata_dataset::ElementIterator for SaveV2Iter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tfdata_dataset::io::registry::file_system;
     use tfdata_dataset::spec::{Shape, TensorSpec};
-    use tfdata_dataset::{ElementIterator, io::registry::file_system};
 
     fn triples_spec() -> Structure {
         Structure::from_components(vec![
