@@ -74,6 +74,12 @@ def mod_shards(k):
     return lambda *e: tf.math.floormod(e[0], k)
 
 
+def nested_spec():
+    return tuple(tf.nest.flatten({
+        "a": tf.TensorSpec([2], tf.int32),
+        "b": (tf.TensorSpec([], tf.bool), tf.TensorSpec([], tf.string))}))
+
+
 def family():
     with in_crate():
         return build()
@@ -176,7 +182,42 @@ def build():
 
     save_cases(fam)
     shard_reader_cases(fam)
+    chunk_file_cases(fam)
     return fam
+
+
+def chunk_file_cases(fam):
+    """SnapshotChunkDataset on saved files (the same record format as a
+    distributed snapshot's chunks), in a traced function: TensorFlow cannot
+    serialize the op into a pipeline graph."""
+    from tensorflow.python.data.ops import dataset_ops
+    spec = triples(1).element_spec
+
+    def read(comp, spec=spec):
+        def fn(file):
+            v = tf.raw_ops.SnapshotChunkDataset(
+                chunk_file=file, output_types=[s.dtype for s in spec],
+                output_shapes=[s.shape for s in spec], compression=comp)
+            return dataset_ops._VariantDataset(v, spec).batch(100).get_single_element()
+        return fn
+
+    def file(name, shard):
+        return tf.constant(os.path.join(path(name), RUN_ID, shard, "00000000.snapshot"))
+
+    for tag, comp in [("none", ""), ("gzip", "GZIP"), ("snappy", "SNAPPY")]:
+        for shard in ["00000000.shard", "00000002.shard"]:
+            fam.add_function("chunk_file/%s %s" % (tag, shard), read(comp),
+                             [file("triples_" + tag, shard)], traced=True)
+    fam.add_function("chunk_file/nested one shard", read("", nested_spec()),
+                     [file("nested", "00000000.shard")], traced=True)
+    fam.add_function("chunk_file/missing file", read(""),
+                     [file("triples_none", "00000009.shard")], traced=True)
+    fam.add_function("chunk_file/truncated file", read(""),
+                     [file("corrupt", "00000001.shard")], traced=True)
+    # TensorFlow: "Failed to read tf.data snapshot file: <file>"; both name
+    # the file.
+    keep_substring(fam, os.path.join(path("corrupt"), RUN_ID, "00000001.shard",
+                                     "00000000.snapshot"))
 
 
 def shard_reader_cases(fam):

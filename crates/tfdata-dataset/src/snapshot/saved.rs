@@ -138,6 +138,25 @@ impl Dataset {
             compression,
             spec,
             start_index,
+            one_file: false,
+        })
+    }
+
+    /// The elements of one file in the chunk record format
+    /// (`SnapshotChunkDataset`: a distributed snapshot's chunk, or one
+    /// checkpoint file of a saved dataset), checked against `spec` as
+    /// [`saved_shard`](Self::saved_shard) checks them.
+    pub fn snapshot_chunk_file(
+        file: &str,
+        compression: SnapshotCompression,
+        spec: Structure,
+    ) -> Dataset {
+        Dataset::from_op(SavedShard {
+            dir: file.to_string(),
+            compression,
+            spec,
+            start_index: 0,
+            one_file: true,
         })
     }
 }
@@ -196,6 +215,8 @@ pub struct SavedShard {
     pub spec: Structure,
     /// Elements of the first file skipped.
     pub start_index: i64,
+    /// `dir` is one file to read, not a shard directory.
+    pub one_file: bool,
 }
 
 impl DatasetOp for SavedShard {
@@ -209,6 +230,7 @@ impl DatasetOp for SavedShard {
             .with("compression", self.compression.as_str())
             .with("element_spec", super::load::spec_to_attr(&self.spec))
             .with("start_index", self.start_index)
+            .with("one_file", self.one_file)
     }
 
     fn element_spec(&self) -> Result<Option<Structure>> {
@@ -229,6 +251,7 @@ impl DatasetOp for SavedShard {
             current: None,
             done: false,
             skip: self.start_index.max(0),
+            one_file: self.one_file,
         }))
     }
 }
@@ -244,6 +267,7 @@ struct SavedShardIter {
     done: bool,
     /// Elements of the first file still to skip.
     skip: i64,
+    one_file: bool,
 }
 
 impl ElementIterator for SavedShardIter {
@@ -266,11 +290,15 @@ impl ElementIterator for SavedShardIter {
                 }
                 continue;
             }
-            if self.checkpoint >= MAX_CHECKPOINTS {
+            if self.checkpoint >= MAX_CHECKPOINTS || (self.one_file && self.checkpoint > 0) {
                 self.done = true;
                 break;
             }
-            let file = checkpoint_file(&self.dir, self.checkpoint);
+            let file = if self.one_file {
+                self.dir.clone()
+            } else {
+                checkpoint_file(&self.dir, self.checkpoint)
+            };
             let first = self.checkpoint == 0;
             self.checkpoint += 1;
             if !self.fs.exists(&file)? {

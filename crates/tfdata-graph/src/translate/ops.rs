@@ -183,6 +183,7 @@ pub const DATASET_OPS: &[&str] = &[
     "SaveDataset",
     "SaveDatasetV2",
     "SnapshotDatasetReader",
+    "SnapshotChunkDataset",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {

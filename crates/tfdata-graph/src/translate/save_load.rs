@@ -1,5 +1,6 @@
 //! `SaveDataset`, `SaveDatasetV2` (writing `Dataset.save`'s format, below),
-//! `SnapshotDatasetReader` (one shard of it) and `LoadDataset`
+//! `SnapshotDatasetReader` (one shard of it), `SnapshotChunkDataset` (one
+//! file in the chunk record format) and `LoadDataset`
 //! (`tf.data.Dataset.load` of a directory `Dataset.save`
 //! wrote): the saved run's shard directories, sorted, each read as
 //! `tfdata_dataset::snapshot::saved` reads a shard, and combined as the
@@ -43,6 +44,7 @@ pub(super) fn compile(
         "LoadDataset" => compile_load(node, compiler, attrs, spec).map(Some),
         "SaveDataset" | "SaveDatasetV2" => compile_save(node, compiler, attrs).map(Some),
         "SnapshotDatasetReader" => compile_shard_reader(node, attrs, spec).map(Some),
+        "SnapshotChunkDataset" => compile_chunk_file(node, attrs, spec).map(Some),
         _ => Ok(None),
     }
 }
@@ -101,6 +103,32 @@ fn compile_shard_reader(
                 compression,
                 spec.clone(),
                 start,
+            ))
+        },
+        node,
+    ))
+}
+
+/// `SnapshotChunkDataset`: the elements of one file in the chunk record
+/// format (a distributed snapshot's chunk, or a saved dataset's checkpoint
+/// file).
+fn compile_chunk_file(
+    node: &NodeDef,
+    attrs: &NodeAttrs,
+    spec: &Option<Structure>,
+) -> Result<CompiledNode> {
+    let spec = spec
+        .clone()
+        .ok_or_else(|| attrs.error("SnapshotChunkDataset declares no output_types"))?;
+    let compression = SnapshotCompression::parse(attrs.string_or("compression", "")?)
+        .map_err(|e| attrs.error(e))?;
+    Ok(handle(
+        move |mut i| {
+            let file = i.string("chunk_file")?;
+            Ok(Dataset::snapshot_chunk_file(
+                &file,
+                compression,
+                spec.clone(),
             ))
         },
         node,
