@@ -474,3 +474,84 @@ impl SavedWriter {
         write_metadata(&*self.fs, &self.path, &record)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::registry::file_system;
+    use tfdata_core::{DType, Tensor};
+
+    fn spec() -> Structure {
+        Structure::from_components(vec![TensorSpec::new(DType::Int64, Shape::scalar())])
+    }
+
+    #[test]
+    fn written_shards_read_back_with_finished_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = format!("{}/saved", dir.path().display());
+        let mut writer = SavedWriter::start(&path, &spec(), SnapshotCompression::Snappy).unwrap();
+        let fs = file_system(&path).unwrap();
+        let unfinished = read_metadata(&*fs, &path).unwrap().unwrap();
+        assert!(!unfinished.finalized);
+        for i in 0..7i64 {
+            let shard = if i % 2 == 0 { -1 } else { 3 };
+            writer
+                .write(shard, &Element::new(vec![Tensor::scalar(i)]))
+                .unwrap();
+        }
+        writer.finish(7).unwrap();
+        let meta = read_metadata(&*fs, &path).unwrap().unwrap();
+        assert!(meta.finalized);
+        assert_eq!((meta.num_elements, meta.version), (7, FILE_FORMAT_VERSION));
+        assert_eq!(meta.dtype, vec![DType::Int64.code()]);
+        let shards = shard_dirs(&*fs, &run_dir(&path, &meta.run_id)).unwrap();
+        // Sorted by name: shard 3, then shard −1 as an unsigned number.
+        assert!(shards[0].ends_with("/00000003.shard"), "{shards:?}");
+        assert!(
+            shards[1].ends_with("/18446744073709551615.shard"),
+            "{shards:?}"
+        );
+        let mut it = Dataset::saved_shard(&shards[1], SnapshotCompression::Snappy, spec())
+            .iter()
+            .unwrap();
+        let mut read = Vec::new();
+        while let Some(e) = it.next_element().unwrap() {
+            read.push(e.components[0].to_scalar::<i64>().unwrap());
+        }
+        assert_eq!(read, vec![0, 2, 4, 6]);
+    }
+
+    #[test]
+    fn hostile_metadata_and_missing_shards_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = format!("{}/bad", dir.path().display());
+        let fs = file_system(&path).unwrap();
+        assert!(read_metadata(&*fs, &path).unwrap().is_none());
+        fs.create_dir_all(&path).unwrap();
+        let mut out = fs.create(&metadata_file(&path)).unwrap();
+        out.write_all(&[0xff, 0xff, 0xff]).unwrap();
+        drop(out);
+        assert!(read_metadata(&*fs, &path).is_err());
+        let mut it = Dataset::saved_shard(&path, SnapshotCompression::None, spec())
+            .iter()
+            .unwrap();
+        let err = it.next_element().unwrap_err();
+        assert!(
+            err.to_string().contains("No such file or directory"),
+            "{err}"
+        );
+        // Skipping past the end of the first file is an error, not a hang.
+        let good = format!("{}/good", dir.path().display());
+        let mut writer = SavedWriter::start(&good, &spec(), SnapshotCompression::None).unwrap();
+        writer
+            .write(0, &Element::new(vec![Tensor::scalar(1i64)]))
+            .unwrap();
+        writer.finish(1).unwrap();
+        let meta = read_metadata(&*fs, &good).unwrap().unwrap();
+        let shard = shard_dir(&run_dir(&good, &meta.run_id), 0);
+        let mut it = Dataset::saved_shard_from(&shard, SnapshotCompression::None, spec(), 5)
+            .iter()
+            .unwrap();
+        assert!(it.next_element().is_err());
+    }
+}
