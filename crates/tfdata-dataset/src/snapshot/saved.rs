@@ -95,17 +95,23 @@ pub fn read_metadata(fs: &dyn FileSystem, path: &str) -> Result<Option<SnapshotM
         })
 }
 
-/// Writes `<path>/snapshot.metadata` (replacing any).
+/// Writes `<path>/snapshot.metadata` (replacing any) whole or not at all:
+/// to a temporary file renamed over it, as TensorFlow does, so a reader
+/// never sees half a record.
 pub fn write_metadata(
     fs: &dyn FileSystem,
     path: &str,
     metadata: &SnapshotMetadataRecord,
 ) -> Result<()> {
     fs.create_dir_all(path)?;
-    let mut out = fs.create(&metadata_file(path))?;
+    let file = metadata_file(path);
+    let tmp = format!("{file}.tmp");
+    let mut out = fs.create(&tmp)?;
     out.write_all(&metadata.encode_to_vec())
         .and_then(|()| out.flush())
-        .map_err(|e| Error::io(format!("writing {}", metadata_file(path)), e))
+        .map_err(|e| Error::io(format!("writing {tmp}"), e))?;
+    drop(out);
+    fs.rename(&tmp, &file)
 }
 
 /// The shard directories of a saved run, sorted by name (the order
