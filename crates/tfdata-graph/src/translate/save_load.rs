@@ -569,6 +569,81 @@ mod tests {
         ])
     }
 
+    /// A library with `reader`, a function of one dataset argument `d`
+    /// whose body is `nodes` and whose output is `out`, and `identity`.
+    fn library(nodes: Vec<NodeDef>, out: &str) -> Library {
+        use tfdata_proto::tensorflow::{FunctionDefLibrary, GraphDef, OpDef, op_def::ArgDef};
+        let arg = |name: &str| ArgDef {
+            name: name.into(),
+            r#type: 21,
+            ..Default::default()
+        };
+        let function = |name: &str, nodes: Vec<NodeDef>, out: &str| FunctionDef {
+            signature: Some(OpDef {
+                name: name.into(),
+                input_arg: vec![arg("d")],
+                output_arg: vec![arg("out")],
+                ..Default::default()
+            }),
+            node_def: nodes,
+            ret: [("out".to_string(), out.to_string())].into(),
+            ..Default::default()
+        };
+        Library::of(&GraphDef {
+            library: Some(FunctionDefLibrary {
+                function: vec![
+                    function("reader", nodes, out),
+                    function("identity", vec![], "d"),
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    fn node(name: &str, op: &str, inputs: &[&str]) -> NodeDef {
+        use tfdata_proto::tensorflow::{AttrValue, NameAttrList};
+        let mut n = NodeDef {
+            name: name.into(),
+            op: op.into(),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        let func = NameAttrList {
+            name: "identity".into(),
+            ..Default::default()
+        };
+        n.attr.insert(
+            "f".into(),
+            AttrValue {
+                value: Some(attr_value::Value::Func(func)),
+            },
+        );
+        n
+    }
+
+    #[test]
+    fn reader_funcs_other_than_an_interleave_of_the_shards_are_refused() {
+        // flat_map(identity) of the argument: read in order.
+        let lib = library(vec![node("fm", "FlatMapDataset", &["d"])], "fm:handle:0");
+        let plan = ReaderPlan::of(&lib, "reader").unwrap();
+        assert_eq!((plan.cycle_length, plan.block_length), (1, 1));
+        // Anything after the interleave (here a take) is refused, not ignored.
+        let lib = library(
+            vec![
+                node("fm", "FlatMapDataset", &["d"]),
+                node("take", "TakeDataset", &["fm:handle:0", "n"]),
+            ],
+            "take:handle:0",
+        );
+        let err = ReaderPlan::of(&lib, "reader").unwrap_err();
+        assert!(matches!(err, Error::Unimplemented(_)), "{err}");
+        // The function returning its argument (a dataset of datasets).
+        let lib = library(vec![], "d");
+        assert!(ReaderPlan::of(&lib, "reader").is_err());
+    }
+
     fn gunzip(bytes: &[u8]) -> Vec<u8> {
         use std::io::Read;
         let mut out = Vec::new();
