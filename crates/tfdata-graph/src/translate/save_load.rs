@@ -595,7 +595,6 @@ mod tests {
                     function("reader", nodes, out),
                     function("identity", vec![], "d"),
                 ],
-                ..Default::default()
             }),
             ..Default::default()
         })
