@@ -558,6 +558,9 @@ pub struct ChunkReader {
     records: u64,
     elements: u64,
     done: bool,
+    /// Whether a component of another dtype than `dtypes` says is an error
+    /// here (else the caller checks, with its own message).
+    check_dtypes: bool,
 }
 
 impl std::fmt::Debug for ChunkReader {
@@ -627,7 +630,16 @@ impl ChunkReader {
             records: 0,
             elements: 0,
             done: false,
+            check_dtypes: true,
         })
+    }
+
+    /// The reader, reading `dtypes.len()` records per element whatever
+    /// their dtypes: `Dataset.save`'s files are checked by their reader
+    /// with TensorFlow's own messages ([`super::saved`]).
+    pub fn without_dtype_check(mut self) -> Self {
+        self.check_dtypes = false;
+        self
     }
 
     /// The file's name as errors give it.
@@ -690,7 +702,7 @@ impl ChunkReader {
         };
         let proto = TensorProto::decode(record)
             .map_err(|e| bad(format!("the record is not a TensorProto: {e}")))?;
-        if proto.dtype != expected.code() {
+        if self.check_dtypes && proto.dtype != expected.code() {
             let found = DType::from_code(proto.dtype)
                 .map(|d| d.name().to_string())
                 .unwrap_or_else(|_| format!("dtype code {}", proto.dtype));

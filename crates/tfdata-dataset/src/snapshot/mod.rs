@@ -10,6 +10,7 @@
 //!   [`ChunkReader`](chunk::ChunkReader);
 //! * [`load`]: the engine's `load` source (`Dataset::load`), reading a
 //!   snapshot (also while it is written) and splitting it by chunk;
+//! * [`saved`]: the (non-distributed) format `Dataset.save` writes;
 //! * [`testing`]: whole snapshot directories written without a service.
 //!
 //! The dispatcher (stream assignment, split files), the worker (stream
@@ -21,4 +22,5 @@ pub mod files;
 pub mod layout;
 pub mod load;
 pub mod metadata;
+pub mod saved;
 pub mod testing;

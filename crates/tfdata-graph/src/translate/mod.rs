@@ -38,6 +38,7 @@ mod ops;
 mod parse_dataset;
 mod random_access;
 mod sampling;
+mod save_load;
 mod seeds;
 mod select;
 mod sinks;

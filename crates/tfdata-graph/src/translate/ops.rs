@@ -225,6 +225,12 @@ pub const DATASET_OPS: &[&str] = &[
     "ExperimentalAutoShardDataset",
     // An element by index, inside a function (element_at.rs).
     "GetElementAtIndex",
+    // Dataset.save's snapshots (save_load.rs).
+    "LoadDataset",
+    "SaveDataset",
+    "SaveDatasetV2",
+    "SnapshotDatasetReader",
+    "SnapshotChunkDataset",
 ];
 
 pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<CompiledNode> {
@@ -279,6 +285,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::bernoulli::compile(node)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::save_load::compile(node, compiler, &attrs, &spec)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::sparse_datasets::compile(node, &attrs)? {
