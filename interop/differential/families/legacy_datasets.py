@@ -41,6 +41,7 @@ def family():
         caches(fam)
         randoms(fam)
         parallel_maps(fam)
+        tf1_maps(fam)
         interleaves(fam)
         wrappers(fam)
         handles(fam)
@@ -227,6 +228,16 @@ def shuffles(fam):
     fam.add_dataset("ShuffleDataset of an empty input", shuffle_v1(D.range(0), 3, 1, 2, False))
     fam.add_dataset("ShuffleDataset fresh seeds is a permutation", sorted_all(
         shuffle_v1(D.range(30), 10, 0, 0)))
+    # A buffer of -2 (UNKNOWN_CARDINALITY) holds the whole input.
+    for n, seed, seed2 in [(20, 1, 2), (1, 3, 4), (0, 5, 6), (50, 2**40, -7)]:
+        fam.add_dataset(f"ShuffleDataset buffer -2 of range({n}) seeds {seed},{seed2}",
+                        shuffle_v1(D.range(n), -2, seed, seed2, False))
+    fam.add_dataset("ShuffleDataset buffer -2 of a filtered input", shuffle_v1(
+        D.range(30).filter(lambda x: x % 3 > 0), -2, 8, 9, False))
+    fam.add_dataset("ShuffleDataset buffer -2 reshuffled each epoch", shuffle_v1(
+        D.range(8), -2, 11, 12, True).repeat(3), iterators=1)
+    fam.add_dataset("ShuffleDataset buffer -2 fixed over epochs", shuffle_v1(
+        D.range(8), -2, 11, 12, False).repeat(2))
     for bad in [0, -3]:
         fam.add_dataset_error(f"ShuffleDataset buffer {bad}", shuffle_v1(D.range(5), 2, 1, 2),
                               lambda g, b=bad: set_input(g, "ShuffleDataset", 1, b))
@@ -462,6 +473,49 @@ def wrappers(fam):
     for names in [["Batch"], ["ParallelMapV2", "Map"]]:
         fam.add_dataset_error(f"AssertNextDataset {names} fails", mapped.apply(
             testing.assert_next(names)).map(lambda x: x * 2), to_next)
+
+
+def ends_at_three(x):
+    """x itself for x < 3; from 3 on an OutOfRange error ("End of sequence",
+    the next element of an empty range's iterator), the error a TensorFlow 1
+    map function raises to end its dataset."""
+    rest = D.range(x, 3)
+    handle = R.AnonymousIteratorV3(output_types=[I64], output_shapes=[[]])
+    made = R.MakeIterator(dataset=rest._variant_tensor, iterator=handle)
+    with tf.control_dependencies([made]):
+        return R.IteratorGetNext(iterator=handle, output_types=[I64], output_shapes=[[]])[0]
+
+
+def without_preserve_cardinality(graph):
+    """The MapDataset node without its `preserve_cardinality` attribute: the
+    op's registered default (false) applies."""
+    for n in graph.node:
+        if n.op in ("MapDataset", "ParallelMapDatasetV2"):
+            del n.attr["preserve_cardinality"]
+
+
+def tf1_maps(fam):
+    """Maps that do not preserve cardinality (TensorFlow 1's, or a node
+    without the attribute): the cardinality is unknown, and the function's
+    OutOfRange ends the dataset quietly; a TensorFlow 2 map fails instead."""
+    V1 = tf.compat.v1.data.Dataset
+    fam.add_graph_dataset("TF1 map ended by its function's OutOfRange",
+                          lambda: V1.range(6).map(ends_at_three))
+    fam.add_graph_dataset("TF1 parallel map ended by its function's OutOfRange",
+                          lambda: V1.range(6).map(ends_at_three, num_parallel_calls=2))
+    fam.add_graph_dataset("TF1 map ended at once", lambda: V1.range(3, 9).map(ends_at_three))
+    fam.add_graph_dataset("TF1 map ended, then repeated",
+                          lambda: V1.range(5).map(ends_at_three).repeat(2))
+    fam.add_graph_dataset("TF1 map of a map ended", lambda: V1.range(6).map(
+        lambda x: x * 2).map(lambda x: ends_at_three(x // 2) + 100))
+    fam.add_graph_dataset("TF2 map's function raising OutOfRange fails",
+                          lambda: D.range(6).map(ends_at_three), error=True)
+    fam.add_dataset("MapDataset without preserve_cardinality", D.range(5).map(
+        lambda x: x * 2), edit=without_preserve_cardinality)
+    fam.add_dataset("MapDataset without preserve_cardinality, ended by OutOfRange",
+                    D.range(6).map(ends_at_three), edit=without_preserve_cardinality)
+    fam.add_dataset("ParallelMapDatasetV2 without preserve_cardinality", D.range(7).map(
+        lambda x: x + 1, num_parallel_calls=2), edit=without_preserve_cardinality)
 
 
 def handles(fam):
