@@ -473,6 +473,49 @@ def wrappers(fam):
     for names in [["Batch"], ["ParallelMapV2", "Map"]]:
         fam.add_dataset_error(f"AssertNextDataset {names} fails", mapped.apply(
             testing.assert_next(names)).map(lambda x: x * 2), to_next)
+    # TensorFlow checks the iterators its default rewrites make: a stateless
+    # map becomes ParallelMapV2, a prefetch is injected unless the pipeline
+    # ends asynchronously, the root is Root.
+    stateful = lambda x: x + tf.cast(tf.random.uniform([], 0, 1), I64)  # noqa: E731
+    after = {
+        "stateless map": lambda d: d.map(lambda x: x * 2),
+        "stateful map": lambda d: d.map(stateful),
+        "nothing": lambda d: d,
+        "batch": lambda d: d.batch(2),
+        "filter": lambda d: d.filter(lambda x: x > 2),
+        "prefetch": lambda d: d.prefetch(1),
+        "parallel map": lambda d: d.map(lambda x: x - 1, num_parallel_calls=2),
+        "two maps": lambda d: d.map(lambda x: x * 2).map(lambda x: x + 1),
+        "filter, map": lambda d: d.filter(lambda x: x > 2).map(lambda x: x * 2),
+    }
+    for what, names, fails in [
+            ("stateful map", ["Map", "Prefetch", "Root"], False),
+            ("stateful map", ["Map", "Root"], True),
+            ("stateful map", ["ParallelMapV2"], True),
+            ("nothing", ["Prefetch", "Root"], False),
+            ("nothing", ["Prefetch", "Root", "Range"], True),
+            ("nothing", ["Range"], True),
+            ("batch", ["Batch", "Prefetch"], False),
+            ("batch", ["BatchV2", "Root"], True),
+            ("filter", ["Filter", "Prefetch", "Root"], False),
+            ("prefetch", ["Prefetch", "Root"], False),
+            ("prefetch", ["Prefetch", "Prefetch"], True),
+            ("parallel map", ["ParallelMap", "Root"], False),
+            ("two maps", ["ParallelMapV2", "ParallelMapV2", "Root"], False),
+            ("two maps", ["ParallelMapV2", "Map"], True),
+            ("filter, map", ["Filter", "ParallelMapV2", "Root"], False),
+            ("stateless map", [], False),
+            ("stateless map", ["ParallelMapV2", "Root", "Iterator"], True),
+            ("stateless map", ["ParallelMapV"], True),
+            ("stateless map", ["ParallelMapV2V2"], True)]:
+        ds = after[what](D.range(5).apply(testing.assert_next(names)))
+        cid = f"AssertNextDataset {names} before {what}"
+        if fails:
+            fam.add_dataset_error(cid + " fails", ds, to_next)
+        else:
+            fam.add_dataset(cid, ds, edit=to_next)
+    fam.add_dataset("ExperimentalAssertNextDataset ['ParallelMapV2', 'Root']", D.range(3).apply(
+        testing.assert_next(["ParallelMapV2", "Root"])).map(lambda x: x * 3))
 
 
 def ends_at_three(x):
