@@ -41,12 +41,14 @@ def family():
         caches(fam)
         randoms(fam)
         parallel_maps(fam)
-        tf1_maps(fam)
         interleaves(fam)
         wrappers(fam)
         handles(fam)
         files(fam)
         parse_single(fam)
+        # Last: a parallel map's function runs a racy number of times, and
+        # each run may move TensorFlow's global dataset-name counter.
+        tf1_maps(fam)
         return fam
 
 
@@ -487,6 +489,8 @@ def wrappers(fam):
         "parallel map": lambda d: d.map(lambda x: x - 1, num_parallel_calls=2),
         "two maps": lambda d: d.map(lambda x: x * 2).map(lambda x: x + 1),
         "filter, map": lambda d: d.filter(lambda x: x > 2).map(lambda x: x * 2),
+        "map with a capture": lambda d: d.map(lambda x: x + tf.constant(0, I64)),
+        "map forwarding one of two": lambda d: d.map(lambda x: (x, x * 2)),
     }
     for what, names, fails in [
             ("stateful map", ["Map", "Prefetch", "Root"], False),
@@ -504,6 +508,9 @@ def wrappers(fam):
             ("two maps", ["ParallelMapV2", "ParallelMapV2", "Root"], False),
             ("two maps", ["ParallelMapV2", "Map"], True),
             ("filter, map", ["Filter", "ParallelMapV2", "Root"], False),
+            ("map with a capture", ["ParallelMapV2", "Root"], False),
+            ("map forwarding one of two", ["ParallelMapV2", "Root"], False),
+            ("map forwarding one of two", ["Map"], True),
             ("stateless map", [], False),
             ("stateless map", ["ParallelMapV2", "Root", "Iterator"], True),
             ("stateless map", ["ParallelMapV"], True),
@@ -541,11 +548,17 @@ def tf1_maps(fam):
     """Maps that do not preserve cardinality (TensorFlow 1's, or a node
     without the attribute): the cardinality is unknown, and the function's
     OutOfRange ends the dataset quietly; a TensorFlow 2 map fails instead."""
+    # The eager cases first: iterating the graph-mode ones moves TensorFlow's
+    # global dataset-name counter by a racy amount (see `family`).
+    fam.add_dataset("MapDataset without preserve_cardinality", D.range(5).map(
+        lambda x: x * 2), edit=without_preserve_cardinality)
+    fam.add_dataset("MapDataset without preserve_cardinality, ended by OutOfRange",
+                    D.range(6).map(ends_at_three), edit=without_preserve_cardinality)
+    fam.add_dataset("ParallelMapDatasetV2 without preserve_cardinality", D.range(7).map(
+        lambda x: x + 1, num_parallel_calls=2), edit=without_preserve_cardinality)
     V1 = tf.compat.v1.data.Dataset
     fam.add_graph_dataset("TF1 map ended by its function's OutOfRange",
                           lambda: V1.range(6).map(ends_at_three))
-    fam.add_graph_dataset("TF1 parallel map ended by its function's OutOfRange",
-                          lambda: V1.range(6).map(ends_at_three, num_parallel_calls=2))
     fam.add_graph_dataset("TF1 map ended at once", lambda: V1.range(3, 9).map(ends_at_three))
     fam.add_graph_dataset("TF1 map ended, then repeated",
                           lambda: V1.range(5).map(ends_at_three).repeat(2))
@@ -553,12 +566,9 @@ def tf1_maps(fam):
         lambda x: x * 2).map(lambda x: ends_at_three(x // 2) + 100))
     fam.add_graph_dataset("TF2 map's function raising OutOfRange fails",
                           lambda: D.range(6).map(ends_at_three), error=True)
-    fam.add_dataset("MapDataset without preserve_cardinality", D.range(5).map(
-        lambda x: x * 2), edit=without_preserve_cardinality)
-    fam.add_dataset("MapDataset without preserve_cardinality, ended by OutOfRange",
-                    D.range(6).map(ends_at_three), edit=without_preserve_cardinality)
-    fam.add_dataset("ParallelMapDatasetV2 without preserve_cardinality", D.range(7).map(
-        lambda x: x + 1, num_parallel_calls=2), edit=without_preserve_cardinality)
+    # Last (see `family`).
+    fam.add_graph_dataset("TF1 parallel map ended by its function's OutOfRange",
+                          lambda: V1.range(6).map(ends_at_three, num_parallel_calls=2))
 
 
 def handles(fam):

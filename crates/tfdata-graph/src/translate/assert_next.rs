@@ -12,8 +12,10 @@
 //! graph for the transformations whose rewrite it knows (maps, parallel
 //! maps, filters, batches, prefetches), and refuses the node
 //! (`Unimplemented`) when another one follows it (a fusion or a no-op
-//! elimination could rename or remove it), rather than let a check pass or
-//! fail that TensorFlow would not.
+//! elimination could rename or remove it), when a map returns its arguments
+//! (`noop_elimination` removes an identity map) or when the pipeline sets
+//! options (which can turn the rewrites off), rather than let a check pass
+//! or fail that TensorFlow would not.
 
 use std::collections::HashMap;
 
@@ -61,6 +63,16 @@ pub(super) fn check(
     }
     if top.is_empty() {
         return Ok(());
+    }
+    // Options anywhere in the pipeline can turn rewrites off (autotune off:
+    // no map parallelization, no injected prefetch) or on.
+    if let Some(n) = graph.node.iter().find(|n| {
+        matches!(
+            n.op.as_str(),
+            "OptionsDataset" | "OptimizeDataset" | "OptimizeDatasetV2"
+        )
+    }) {
+        return Err(unknown(&format!("the pipeline sets options ({})", n.op)));
     }
     let by_name: HashMap<&str, &NodeDef> =
         graph.node.iter().map(|n| (n.name.as_str(), n)).collect();
@@ -214,6 +226,10 @@ impl<'g> View<'g> {
             "MapDataset" | "ParallelMapDatasetV2" if batch_follows() => {
                 Err(unknown("a map followed by a batch"))
             }
+            // `noop_elimination` removes a map that returns its arguments.
+            "MapDataset" | "ParallelMapDatasetV2" if self.forwards_its_arguments(node)? => {
+                Err(unknown("a map returning its arguments"))
+            }
             "MapDataset" => {
                 let forced = node
                     .attr
@@ -250,6 +266,52 @@ impl<'g> View<'g> {
         t.to_scalar::<i64>().ok()
     }
 
+    /// The map's function (`f`), which the graph's library must hold.
+    fn map_function(&self, node: &NodeDef) -> Result<&'g tfdata_proto::tensorflow::FunctionDef> {
+        let name = match node.attr.get("f").and_then(|a| a.value.as_ref()) {
+            Some(attr_value::Value::Func(f)) => f.name.as_str(),
+            _ => return Err(unknown("a map without a function")),
+        };
+        self.library
+            .get(name)
+            .ok_or_else(|| unknown("a map whose function is missing"))
+    }
+
+    /// Whether every output of the map's function is one of its arguments
+    /// (through `Identity` nodes): TensorFlow eliminates an identity map, and
+    /// a permutation is refused with it rather than told apart.
+    fn forwards_its_arguments(&self, node: &NodeDef) -> Result<bool> {
+        let f = self.map_function(node)?;
+        let Some(signature) = f.signature.as_ref() else {
+            return Ok(false);
+        };
+        let is_arg = |name: &str| signature.input_arg.iter().any(|a| a.name == name);
+        let by_name: HashMap<&str, &NodeDef> =
+            f.node_def.iter().map(|n| (n.name.as_str(), n)).collect();
+        let forwarded = |start: &'g str| {
+            let mut at = start;
+            for _ in 0..=f.node_def.len() {
+                let name = at.split(':').next().unwrap_or(at);
+                if is_arg(name) {
+                    return true;
+                }
+                match by_name.get(name) {
+                    Some(n) if n.op == "Identity" => match n.input.first() {
+                        Some(i) => at = i,
+                        None => return false,
+                    },
+                    _ => return false,
+                }
+            }
+            false
+        };
+        Ok(!signature.output_arg.is_empty()
+            && signature
+                .output_arg
+                .iter()
+                .all(|o| f.ret.get(&o.name).is_some_and(|r| forwarded(r.as_str()))))
+    }
+
     /// TensorFlow's `IsFunctionStateful(.., skip_assert = true)` for the
     /// map's function: stateless when its signature says so, else when none
     /// of its nodes is a stateful op (`Assert` aside). A node calling a
@@ -257,14 +319,7 @@ impl<'g> View<'g> {
     /// stateful; `If` and `While` (whose branches TensorFlow inspects) are
     /// refused.
     fn map_function_stateful(&self, node: &NodeDef) -> Result<bool> {
-        let name = match node.attr.get("f").and_then(|a| a.value.as_ref()) {
-            Some(attr_value::Value::Func(f)) => f.name.as_str(),
-            _ => return Err(unknown("a map without a function")),
-        };
-        let f = self
-            .library
-            .get(name)
-            .ok_or_else(|| unknown("a map whose function is missing"))?;
+        let f = self.map_function(node)?;
         if !f.signature.as_ref().is_some_and(|s| s.is_stateful) {
             return Ok(false);
         }
