@@ -647,7 +647,9 @@ def matching(patterns):
 def files(fam):
     for names, header, record, footer, buffer in [
             (["fixed.bin"], 2, 3, 1, 0), (["fixed_partial.bin"], 2, 3, 1, 0),
-            (["fixed_short.bin"], 2, 3, 1, 0), (["hops.bin"], 0, 4, 0, 2),
+            (["fixed_short.bin"], 2, 3, 1, 0), (["fixed_short.bin"], 1, 1, 1, 0),
+            (["fixed_short.bin"], 0, 1, 5, 0), (["fixed_short.bin"], 1, 2, 2, 0),
+            (["hops.bin"], 0, 4, 0, 2),
             (["hops.bin"], 2, 2, 1, 1 << 20), (["fixed.bin", "hops.bin", "fixed.bin"], 2, 3, 1, 0),
             (["hops.bin"], 0, 11, 0, 0), (["hops.bin"], 0, 12, 0, 0), ([], 0, 1, 0, 0)]:
         elements_or_error(fam, f"FixedLengthRecordDataset {names} {header},{record},{footer} "
