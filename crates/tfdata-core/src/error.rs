@@ -127,6 +127,12 @@ impl Error {
         }
     }
 
+    /// Whether this is TensorFlow's `OutOfRange`: what a TensorFlow 1 map
+    /// function raises to end its dataset early.
+    pub fn is_out_of_range(&self) -> bool {
+        self.code() == Code::OutOfRange
+    }
+
     /// The gRPC (= TensorFlow) status code of this error.
     pub fn code(&self) -> Code {
         match self {

@@ -46,6 +46,9 @@ def family():
         handles(fam)
         files(fam)
         parse_single(fam)
+        # Last: a parallel map's function runs a racy number of times, and
+        # each run may move TensorFlow's global dataset-name counter.
+        tf1_maps(fam)
         return fam
 
 
@@ -227,6 +230,16 @@ def shuffles(fam):
     fam.add_dataset("ShuffleDataset of an empty input", shuffle_v1(D.range(0), 3, 1, 2, False))
     fam.add_dataset("ShuffleDataset fresh seeds is a permutation", sorted_all(
         shuffle_v1(D.range(30), 10, 0, 0)))
+    # A buffer of -2 (UNKNOWN_CARDINALITY) holds the whole input.
+    for n, seed, seed2 in [(20, 1, 2), (1, 3, 4), (0, 5, 6), (50, 2**40, -7)]:
+        fam.add_dataset(f"ShuffleDataset buffer -2 of range({n}) seeds {seed},{seed2}",
+                        shuffle_v1(D.range(n), -2, seed, seed2, False))
+    fam.add_dataset("ShuffleDataset buffer -2 of a filtered input", shuffle_v1(
+        D.range(30).filter(lambda x: x % 3 > 0), -2, 8, 9, False))
+    fam.add_dataset("ShuffleDataset buffer -2 reshuffled each epoch", shuffle_v1(
+        D.range(8), -2, 11, 12, True).repeat(3), iterators=1)
+    fam.add_dataset("ShuffleDataset buffer -2 fixed over epochs", shuffle_v1(
+        D.range(8), -2, 11, 12, False).repeat(2))
     for bad in [0, -3]:
         fam.add_dataset_error(f"ShuffleDataset buffer {bad}", shuffle_v1(D.range(5), 2, 1, 2),
                               lambda g, b=bad: set_input(g, "ShuffleDataset", 1, b))
@@ -462,6 +475,100 @@ def wrappers(fam):
     for names in [["Batch"], ["ParallelMapV2", "Map"]]:
         fam.add_dataset_error(f"AssertNextDataset {names} fails", mapped.apply(
             testing.assert_next(names)).map(lambda x: x * 2), to_next)
+    # TensorFlow checks the iterators its default rewrites make: a stateless
+    # map becomes ParallelMapV2, a prefetch is injected unless the pipeline
+    # ends asynchronously, the root is Root.
+    stateful = lambda x: x + tf.cast(tf.random.uniform([], 0, 1), I64)  # noqa: E731
+    after = {
+        "stateless map": lambda d: d.map(lambda x: x * 2),
+        "stateful map": lambda d: d.map(stateful),
+        "nothing": lambda d: d,
+        "batch": lambda d: d.batch(2),
+        "filter": lambda d: d.filter(lambda x: x > 2),
+        "prefetch": lambda d: d.prefetch(1),
+        "parallel map": lambda d: d.map(lambda x: x - 1, num_parallel_calls=2),
+        "two maps": lambda d: d.map(lambda x: x * 2).map(lambda x: x + 1),
+        "filter, map": lambda d: d.filter(lambda x: x > 2).map(lambda x: x * 2),
+        "map with a capture": lambda d: d.map(lambda x: x + tf.constant(0, I64)),
+        "map forwarding one of two": lambda d: d.map(lambda x: (x, x * 2)),
+    }
+    for what, names, fails in [
+            ("stateful map", ["Map", "Prefetch", "Root"], False),
+            ("stateful map", ["Map", "Root"], True),
+            ("stateful map", ["ParallelMapV2"], True),
+            ("nothing", ["Prefetch", "Root"], False),
+            ("nothing", ["Prefetch", "Root", "Range"], True),
+            ("nothing", ["Range"], True),
+            ("batch", ["Batch", "Prefetch"], False),
+            ("batch", ["BatchV2", "Root"], True),
+            ("filter", ["Filter", "Prefetch", "Root"], False),
+            ("prefetch", ["Prefetch", "Root"], False),
+            ("prefetch", ["Prefetch", "Prefetch"], True),
+            ("parallel map", ["ParallelMap", "Root"], False),
+            ("two maps", ["ParallelMapV2", "ParallelMapV2", "Root"], False),
+            ("two maps", ["ParallelMapV2", "Map"], True),
+            ("filter, map", ["Filter", "ParallelMapV2", "Root"], False),
+            ("map with a capture", ["ParallelMapV2", "Root"], False),
+            ("map forwarding one of two", ["ParallelMapV2", "Root"], False),
+            ("map forwarding one of two", ["Map"], True),
+            ("stateless map", [], False),
+            ("stateless map", ["ParallelMapV2", "Root", "Iterator"], True),
+            ("stateless map", ["ParallelMapV"], True),
+            ("stateless map", ["ParallelMapV2V2"], True)]:
+        ds = after[what](D.range(5).apply(testing.assert_next(names)))
+        cid = f"AssertNextDataset {names} before {what}"
+        if fails:
+            fam.add_dataset_error(cid + " fails", ds, to_next)
+        else:
+            fam.add_dataset(cid, ds, edit=to_next)
+    fam.add_dataset("ExperimentalAssertNextDataset ['ParallelMapV2', 'Root']", D.range(3).apply(
+        testing.assert_next(["ParallelMapV2", "Root"])).map(lambda x: x * 3))
+
+
+def ends_at_three(x):
+    """x itself for x < 3; from 3 on an OutOfRange error ("End of sequence",
+    the next element of an empty range's iterator), the error a TensorFlow 1
+    map function raises to end its dataset."""
+    rest = D.range(x, 3)
+    handle = R.AnonymousIteratorV3(output_types=[I64], output_shapes=[[]])
+    made = R.MakeIterator(dataset=rest._variant_tensor, iterator=handle)
+    with tf.control_dependencies([made]):
+        return R.IteratorGetNext(iterator=handle, output_types=[I64], output_shapes=[[]])[0]
+
+
+def without_preserve_cardinality(graph):
+    """The MapDataset node without its `preserve_cardinality` attribute: the
+    op's registered default (false) applies."""
+    for n in graph.node:
+        if n.op in ("MapDataset", "ParallelMapDatasetV2"):
+            del n.attr["preserve_cardinality"]
+
+
+def tf1_maps(fam):
+    """Maps that do not preserve cardinality (TensorFlow 1's, or a node
+    without the attribute): the cardinality is unknown, and the function's
+    OutOfRange ends the dataset quietly; a TensorFlow 2 map fails instead."""
+    # The eager cases first: iterating the graph-mode ones moves TensorFlow's
+    # global dataset-name counter by a racy amount (see `family`).
+    fam.add_dataset("MapDataset without preserve_cardinality", D.range(5).map(
+        lambda x: x * 2), edit=without_preserve_cardinality)
+    fam.add_dataset("MapDataset without preserve_cardinality, ended by OutOfRange",
+                    D.range(6).map(ends_at_three), edit=without_preserve_cardinality)
+    fam.add_dataset("ParallelMapDatasetV2 without preserve_cardinality", D.range(7).map(
+        lambda x: x + 1, num_parallel_calls=2), edit=without_preserve_cardinality)
+    V1 = tf.compat.v1.data.Dataset
+    fam.add_graph_dataset("TF1 map ended by its function's OutOfRange",
+                          lambda: V1.range(6).map(ends_at_three))
+    fam.add_graph_dataset("TF1 map ended at once", lambda: V1.range(3, 9).map(ends_at_three))
+    fam.add_graph_dataset("TF1 map ended, then repeated",
+                          lambda: V1.range(5).map(ends_at_three).repeat(2))
+    fam.add_graph_dataset("TF1 map of a map ended", lambda: V1.range(6).map(
+        lambda x: x * 2).map(lambda x: ends_at_three(x // 2) + 100))
+    fam.add_graph_dataset("TF2 map's function raising OutOfRange fails",
+                          lambda: D.range(6).map(ends_at_three), error=True)
+    # Last (see `family`).
+    fam.add_graph_dataset("TF1 parallel map ended by its function's OutOfRange",
+                          lambda: V1.range(6).map(ends_at_three, num_parallel_calls=2))
 
 
 def handles(fam):
@@ -540,7 +647,9 @@ def matching(patterns):
 def files(fam):
     for names, header, record, footer, buffer in [
             (["fixed.bin"], 2, 3, 1, 0), (["fixed_partial.bin"], 2, 3, 1, 0),
-            (["fixed_short.bin"], 2, 3, 1, 0), (["hops.bin"], 0, 4, 0, 2),
+            (["fixed_short.bin"], 2, 3, 1, 0), (["fixed_short.bin"], 1, 1, 1, 0),
+            (["fixed_short.bin"], 0, 1, 5, 0), (["fixed_short.bin"], 1, 2, 2, 0),
+            (["hops.bin"], 0, 4, 0, 2),
             (["hops.bin"], 2, 2, 1, 1 << 20), (["fixed.bin", "hops.bin", "fixed.bin"], 2, 3, 1, 0),
             (["hops.bin"], 0, 11, 0, 0), (["hops.bin"], 0, 12, 0, 0), ([], 0, 1, 0, 0)]:
         elements_or_error(fam, f"FixedLengthRecordDataset {names} {header},{record},{footer} "

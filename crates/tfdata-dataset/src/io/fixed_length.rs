@@ -19,11 +19,12 @@
 //!
 //! Where tfdata differs on purpose:
 //!
-//! * a file shorter than its header and footer is an error here. TensorFlow
-//!   gives an internal `OutOfRange` error for most such files, but for an
-//!   uncompressed one its unsigned body length wraps around and it yields no
-//!   records or a "body length 18446744073709551611 bytes" error depending
-//!   on the sizes;
+//! * a file shorter than its header and footer: for an uncompressed one the
+//!   body length wraps around as TensorFlow's unsigned one does, giving its
+//!   "body length 18446744073709551614 bytes" error or, when the header fits
+//!   in the file, no records, as TensorFlow; where TensorFlow fails with an
+//!   internal `OutOfRange` (the header does not fit, or the file is
+//!   compressed) this is an error saying the file is too short;
 //! * `record_bytes` and `footer_bytes` are at most [`MAX_RECORD_BYTES`]: a
 //!   record and the footer lookahead are held in memory, and a crafted size
 //!   must not turn into an allocation failure;
@@ -141,11 +142,37 @@ impl FixedLengthReader {
         if compression == CompressionType::None {
             let len = fs.file_size(path)?;
             let fixed = checked.header + checked.footer as u64;
-            if len < fixed {
-                return Err(too_short(path, compression, len, checked));
+            // TensorFlow computes the body length unsigned: for a file shorter
+            // than its header and footer it wraps around (2^64 - 2 for one
+            // byte short of a 2-byte header and 1-byte footer), and the
+            // multiple-of-records check reports that number.
+            let body = len.wrapping_sub(fixed);
+            if !body.is_multiple_of(checked.record as u64) {
+                return Err(partial(path, compression, body, checked));
             }
-            if !(len - fixed).is_multiple_of(checked.record as u64) {
-                return Err(partial(path, compression, len - fixed, checked));
+            if len < fixed {
+                // A wrapped body that happens to be a whole number of records:
+                // when the header fits in the file, TensorFlow's read position
+                // (after the header) is already at or past its limit (the size
+                // less the footer, signed) and the file has no records.
+                // Otherwise skipping the header fails with an internal
+                // `OutOfRange` ("implementation error"); ours says why.
+                if checked.header <= len {
+                    let empty = ItemStream::new(
+                        path,
+                        Box::new(std::io::empty()),
+                        compression,
+                        DEFAULT_BUFFER_SIZE,
+                        "record",
+                    );
+                    let none = Sizes {
+                        header: 0,
+                        footer: 0,
+                        ..checked
+                    };
+                    return Ok(Self::from_stream(empty, none));
+                }
+                return Err(too_short(path, compression, len, checked));
             }
         }
         let stream = ItemStream::open_on(fs, path, compression, "record")?;

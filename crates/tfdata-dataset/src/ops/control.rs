@@ -492,6 +492,10 @@ impl ElementIterator for ShardIter {
 /// seed with when no global seed is set.
 pub const DEFAULT_GRAPH_SEED: i64 = 87_654_321;
 
+/// A shuffle `buffer_size` of TensorFlow's `UNKNOWN_CARDINALITY` (−2):
+/// buffer the whole input.
+const UNBOUNDED: i64 = -2;
+
 /// `shuffle(buffer_size, seed, reshuffle_each_iteration)` as TensorFlow's
 /// kernel runs it, so a seeded shuffle gives TensorFlow's order:
 ///
@@ -574,9 +578,10 @@ impl DatasetOp for Shuffle {
         a
     }
     fn element_spec(&self) -> Result<Option<Structure>> {
-        if self.buffer_size <= 0 && self.buffer_size != -1 {
+        if self.buffer_size <= 0 && self.buffer_size != -1 && self.buffer_size != UNBOUNDED {
             return Err(Error::InvalidArgument(format!(
-                "shuffle: buffer_size must be greater than zero (or -1 for AUTOTUNE), got {}",
+                "shuffle: buffer_size must be greater than zero (or -1 for AUTOTUNE, -2 for \
+                 the whole input), got {}",
                 self.buffer_size
             )));
         }
@@ -588,7 +593,13 @@ impl DatasetOp for Shuffle {
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
         let epoch = self.epochs.fetch_add(1, Ordering::SeqCst);
         let (seed, seed2) = self.iterator_seeds(epoch);
-        let buffer_size = if self.buffer_size < 0 {
+        let buffer_size = if self.buffer_size == UNBOUNDED {
+            // TensorFlow's buffer then grows to hold the whole input (its
+            // ring is the input's length, so the order is the one a buffer of
+            // exactly that size gives); like TensorFlow's, it is bounded only
+            // by the input.
+            usize::MAX
+        } else if self.buffer_size < 0 {
             1024
         } else {
             self.buffer_size as usize

@@ -102,8 +102,68 @@ pub struct Map {
     /// `None`: sequential; `Some(-1)`: AUTOTUNE; `Some(n)`: n threads.
     pub num_parallel_calls: Option<i64>,
     pub deterministic: bool,
-    /// False for TensorFlow 1's maps: the cardinality is then unknown.
+    /// False for TensorFlow 1's maps: the cardinality is then unknown, and
+    /// an `OutOfRange` error of the function ends the dataset (TensorFlow's
+    /// way for such a function to stop early) instead of failing it.
     pub preserve_cardinality: bool,
+}
+
+/// The error a map step returns when its function raised `OutOfRange` in a
+/// map that does not preserve cardinality: [`EndOnOutOfRange`] turns it into
+/// the end of the dataset. A user-function error (which
+/// [`functions::guarded`] passes as it is) with a message no function gives,
+/// so an input's own errors are not mistaken for it.
+const FUNCTION_ENDED: &str = "tfdata: the map function raised OutOfRange";
+
+fn is_function_ended(e: &Error) -> bool {
+    matches!(e, Error::UserFunction { message, .. } if message == FUNCTION_ENDED)
+}
+
+/// A map function's `OutOfRange` error as TensorFlow's map reports it: the
+/// end of a map that does not preserve cardinality, else an invalid argument
+/// with TensorFlow's words and the function's own message (without the
+/// context our executor added).
+fn out_of_range_of(function: &str, err: Error, ends: bool) -> Error {
+    if ends {
+        return Error::UserFunction {
+            function: function.to_string(),
+            message: FUNCTION_ENDED.into(),
+        };
+    }
+    let mut root = &err;
+    while let Error::Context { source, .. } = root {
+        root = source;
+    }
+    let message = match root {
+        Error::Remote { message, .. } => message.clone(),
+        other => other.to_string(),
+    };
+    Error::UserFunction {
+        function: function.to_string(),
+        message: format!("Function invocation produced OutOfRangeError: {message}"),
+    }
+}
+
+/// A TensorFlow 1 map's iterator: the function's `OutOfRange` ends it (and it
+/// stays ended), as TensorFlow's map reports end of sequence then.
+struct EndOnOutOfRange {
+    inner: Box<dyn ElementIterator>,
+    ended: bool,
+}
+
+impl ElementIterator for EndOnOutOfRange {
+    fn next_element(&mut self) -> Result<Option<Element>> {
+        if self.ended {
+            return Ok(None);
+        }
+        match self.inner.next_element() {
+            Err(e) if is_function_ended(&e) => {
+                self.ended = true;
+                Ok(None)
+            }
+            other => other,
+        }
+    }
 }
 
 impl DatasetOp for Map {
@@ -153,7 +213,9 @@ impl DatasetOp for Map {
         let mut chain: Vec<&Map> = vec![self];
         if self.num_parallel_calls.is_some() {
             while let Some(inner) = parallel_map(chain[chain.len() - 1].input.op()) {
-                if inner.deterministic != self.deterministic {
+                if inner.deterministic != self.deterministic
+                    || inner.preserve_cardinality != self.preserve_cardinality
+                {
                     break;
                 }
                 chain.push(inner);
@@ -176,12 +238,18 @@ impl DatasetOp for Map {
             });
         }
         let input = source.op.make_iterator(ctx)?;
+        let ends_on_out_of_range = !self.preserve_cardinality;
         let work: Arc<dyn Fn(Element) -> Result<Element> + Send + Sync> = Arc::new(move |mut e| {
             // User functions build new elements: the output depends on the
             // input's splits (see `tfdata_core::lineage`).
             let lineage = e.take_lineage();
             for FusedStep { name, f } in &steps {
-                e = functions::guarded(name, || f(e))?;
+                e = functions::guarded(name, || match f(e) {
+                    Err(err) if err.is_out_of_range() => {
+                        Err(out_of_range_of(name, err, ends_on_out_of_range))
+                    }
+                    out => out,
+                })?;
             }
             Ok(e.with_lineage(lineage))
         });
@@ -191,16 +259,24 @@ impl DatasetOp for Map {
             .map(threads_for)
             .max()
             .unwrap_or(1);
-        match self.num_parallel_calls.map(|_| threads) {
-            Some(n) if n > 1 => Ok(Box::new(ParallelMap::new(
+        let mapped: Box<dyn ElementIterator> = match self.num_parallel_calls.map(|_| threads) {
+            Some(n) if n > 1 => Box::new(ParallelMap::new(
                 input,
                 work,
                 n,
                 self.deterministic || ctx.deterministic,
                 "map",
-            )?)),
-            _ => Ok(Box::new(MapIter { input, work })),
-        }
+            )?),
+            _ => Box::new(MapIter { input, work }),
+        };
+        Ok(if ends_on_out_of_range {
+            Box::new(EndOnOutOfRange {
+                inner: mapped,
+                ended: false,
+            })
+        } else {
+            mapped
+        })
     }
 }
 

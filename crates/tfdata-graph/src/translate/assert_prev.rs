@@ -66,7 +66,7 @@ pub(super) fn check(graph: &GraphDef) -> Result<()> {
     Ok(())
 }
 
-fn node_name(input: &str) -> &str {
+pub(super) fn node_name(input: &str) -> &str {
     let name = input.split(':').next().unwrap_or(input);
     name.strip_prefix('^').unwrap_or(name)
 }
@@ -156,7 +156,7 @@ fn check_one(offset: usize, want: &Assertion, got: &NodeDef) -> Result<()> {
 }
 
 /// `op` is `name` or a version of it (`name` then `V` and digits).
-fn matches_any_version(name: &str, op: &str) -> bool {
+pub(super) fn matches_any_version(name: &str, op: &str) -> bool {
     match op.strip_prefix(name) {
         Some("") => true,
         Some(rest) => rest

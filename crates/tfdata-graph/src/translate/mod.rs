@@ -13,6 +13,7 @@
 //! worker compresses served elements itself ([`Translated::compressed`]),
 //! as it does for tfdata pipelines.
 
+mod assert_next;
 mod assert_prev;
 mod auto_shard;
 mod bernoulli;
@@ -165,6 +166,7 @@ pub fn translate(graph: &GraphDef) -> Result<Translated> {
     let library = Library::of(graph)?;
     assert_prev::check(graph)?;
     let (result, compressed) = pipeline_result(graph, &library)?;
+    assert_next::check(graph, &library, &result, compressed)?;
     let sparse_variants = served_variants(graph, &library)?;
     let nodes = DatasetNodes;
     let mut compiler = Compiler::new(&library, &nodes);

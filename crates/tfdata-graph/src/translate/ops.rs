@@ -433,7 +433,8 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
             let args = element_args(&attrs, "f", n, compiler)?;
             let node_name = node.name.clone();
             let parallel = node.op != "MapDataset";
-            let preserve = attrs.bool_or("preserve_cardinality", true)?;
+            // The op's registered default is false (a TensorFlow 1 map).
+            let preserve = attrs.bool_or("preserve_cardinality", false)?;
             let det = if node.op == "ParallelMapDataset" {
                 !attrs.bool_or("sloppy", false)?
             } else {

@@ -110,7 +110,7 @@ fn generated(i: &mut Inputs, own: Seeds) -> Result<Seeds> {
 
 /// The `buffer_size` input, checked as TensorFlow's shuffles check it (−2,
 /// TensorFlow's unknown cardinality, asks for a buffer of the whole input,
-/// which the engine refuses).
+/// which the engine's shuffle gives).
 fn buffer_size(i: &mut Inputs) -> Result<i64> {
     let buffer = i.int("buffer_size")?;
     if buffer <= 0 && buffer != -2 {

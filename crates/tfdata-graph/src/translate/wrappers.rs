@@ -99,8 +99,9 @@ pub(super) fn compile(
                 node,
             )
         }
-        // Checks that the optimizer put given transformations next; the
-        // worker runs the graph unoptimized, as `AssertNextDataset` does.
+        // Checks that the optimizer put given transformations next: checked
+        // on the graph before translation, as `AssertNextDataset`
+        // (`assert_next`).
         "ExperimentalAssertNextDataset" => handle(
             |mut i| {
                 let input = i.dataset()?;
