@@ -544,6 +544,21 @@ def without_preserve_cardinality(graph):
             del n.attr["preserve_cardinality"]
 
 
+def scan_with_preserve_cardinality(value):
+    """The ScanDataset node with `preserve_cardinality` set to `value`
+    (TensorFlow 2's `scan` always sets it true)."""
+    def edit(graph):
+        for n in graph.node:
+            if n.op == "ScanDataset":
+                n.attr["preserve_cardinality"].b = value
+    return edit
+
+
+def scan_ends_at_three(state, x):
+    """A running sum whose output ends the dataset at x = 3 (see `ends_at_three`)."""
+    return state + x, state + ends_at_three(x)
+
+
 def tf1_maps(fam):
     """Maps that do not preserve cardinality (TensorFlow 1's, or a node
     without the attribute): the cardinality is unknown, and the function's
@@ -554,6 +569,13 @@ def tf1_maps(fam):
         lambda x: x * 2), edit=without_preserve_cardinality)
     fam.add_dataset("MapDataset without preserve_cardinality, ended by OutOfRange",
                     D.range(6).map(ends_at_three), edit=without_preserve_cardinality)
+    scan = D.range(6).scan(tf.constant(0, I64), scan_ends_at_three)
+    fam.add_dataset("ScanDataset without preserve_cardinality, ended by OutOfRange", scan,
+                    edit=scan_with_preserve_cardinality(False))
+    fam.add_dataset_error("ScanDataset's function raising OutOfRange fails", scan,
+                          scan_with_preserve_cardinality(True))
+    fam.add_dataset("ScanDataset without preserve_cardinality, ended then repeated",
+                    scan.repeat(2), edit=scan_with_preserve_cardinality(False))
     fam.add_dataset("ParallelMapDatasetV2 without preserve_cardinality", D.range(7).map(
         lambda x: x + 1, num_parallel_calls=2), edit=without_preserve_cardinality)
     V1 = tf.compat.v1.data.Dataset

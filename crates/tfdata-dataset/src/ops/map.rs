@@ -115,7 +115,7 @@ pub struct Map {
 /// so an input's own errors are not mistaken for it.
 const FUNCTION_ENDED: &str = "tfdata: the map function raised OutOfRange";
 
-fn is_function_ended(e: &Error) -> bool {
+pub(super) fn is_function_ended(e: &Error) -> bool {
     matches!(e, Error::UserFunction { message, .. } if message == FUNCTION_ENDED)
 }
 
@@ -123,7 +123,7 @@ fn is_function_ended(e: &Error) -> bool {
 /// end of a map that does not preserve cardinality, else an invalid argument
 /// with TensorFlow's words and the function's own message (without the
 /// context our executor added).
-fn out_of_range_of(function: &str, err: Error, ends: bool) -> Error {
+pub(super) fn out_of_range_of(function: &str, err: Error, ends: bool) -> Error {
     if ends {
         return Error::UserFunction {
             function: function.to_string(),

@@ -10,6 +10,7 @@
 
 use tfdata_core::{Element, Error, Result, Tensor};
 
+use super::map::{is_function_ended, out_of_range_of};
 use super::resolve::{allow_unregistered, resolve_map};
 use crate::UNKNOWN_CARDINALITY;
 use crate::attrs::{Attrs, FunctionRef};
@@ -123,6 +124,8 @@ impl DatasetOp for Scan {
             f: resolved.f,
             state: self.initial_state.clone(),
             output,
+            ends_on_out_of_range: !self.preserve_cardinality,
+            ended: false,
         }))
     }
 }
@@ -136,6 +139,11 @@ struct ScanIter {
     state: Vec<Tensor>,
     /// The output components' specs, when the function declares them.
     output: Option<Vec<TensorSpec>>,
+    /// A scan that does not preserve cardinality ends when its function
+    /// raises `OutOfRange`, as TensorFlow's does (and stays ended); one that
+    /// does fails with TensorFlow's InvalidArgument, as `map` does.
+    ends_on_out_of_range: bool,
+    ended: bool,
 }
 
 impl ScanIter {
@@ -194,6 +202,9 @@ impl ScanIter {
 
 impl ElementIterator for ScanIter {
     fn next_element(&mut self) -> Result<Option<Element>> {
+        if self.ended {
+            return Ok(None);
+        }
         let Some(mut e) = self.input.next_element()? else {
             return Ok(None);
         };
@@ -201,8 +212,17 @@ impl ElementIterator for ScanIter {
         let mut args = Vec::with_capacity(self.state.len() + e.components.len());
         args.extend(self.state.iter().cloned());
         args.append(&mut e.components);
-        let f = &self.f;
-        let result = functions::guarded(&self.name, || f(Element::new(args)))?;
+        let (f, name, ends) = (&self.f, &self.name, self.ends_on_out_of_range);
+        let result = match functions::guarded(name, || match f(Element::new(args)) {
+            Err(err) if err.is_out_of_range() => Err(out_of_range_of(name, err, ends)),
+            out => out,
+        }) {
+            Err(e) if is_function_ended(&e) => {
+                self.ended = true;
+                return Ok(None);
+            }
+            other => other?,
+        };
         let (state, output) = self.split(result.components)?;
         self.state = state;
         // Each output depends on every element so far; the lineage names the
