@@ -77,9 +77,17 @@ pub enum Error {
     #[error("data loss in {location}: {reason}")]
     DataLoss { location: String, reason: String },
 
-    /// A registered user function failed or panicked.
+    /// A registered user function failed or panicked. `code` is the status
+    /// TensorFlow reports for it: the function's own error's code, as
+    /// TensorFlow passes a function's status on (an `Unimplemented` kernel
+    /// stays `Unimplemented`), InvalidArgument for a panic; see
+    /// [`Error::user_function`].
     #[error("user function `{function}` failed: {message}")]
-    UserFunction { function: String, message: String },
+    UserFunction {
+        function: String,
+        message: String,
+        code: Code,
+    },
 
     #[error("{context}: {source}")]
     Io {
@@ -127,6 +135,28 @@ impl Error {
         }
     }
 
+    /// A user function's failure with `message`, reported with `code` where
+    /// that code cannot be mistaken downstream: an `OutOfRange` (the end of
+    /// a sequence to readers) and the transient codes (which clients retry)
+    /// become InvalidArgument, the code TensorFlow's datasets give a
+    /// function's `OutOfRange`; every other code is kept.
+    pub fn user_function(
+        function: impl Into<String>,
+        message: impl Into<String>,
+        code: Code,
+    ) -> Error {
+        let code = match code {
+            Code::Ok | Code::OutOfRange => Code::InvalidArgument,
+            c if is_retryable_code(c) => Code::InvalidArgument,
+            c => c,
+        };
+        Error::UserFunction {
+            function: function.into(),
+            message: message.into(),
+            code,
+        }
+    }
+
     /// Whether this is TensorFlow's `OutOfRange`: what a TensorFlow 1 map
     /// function raises to end its dataset early.
     pub fn is_out_of_range(&self) -> bool {
@@ -149,7 +179,7 @@ impl Error {
             Error::Unimplemented(_) => Code::Unimplemented,
             Error::Internal(_) => Code::Internal,
             Error::DataLoss { .. } => Code::DataLoss,
-            Error::UserFunction { .. } => Code::InvalidArgument,
+            Error::UserFunction { code, .. } => *code,
             Error::Io { .. } => Code::Internal,
             Error::Remote { code, .. } => *code,
             Error::Context { source, .. } => source.code(),

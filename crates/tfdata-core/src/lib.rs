@@ -21,3 +21,5 @@ pub use error::{Error, Result};
 pub use ids::{DatasetId, IterationClientId, IterationId, JobId, TaskId};
 pub use lineage::{Lineage, SplitLease, SplitName, SplitsNamed};
 pub use tensor::{DType, NativeType, Tensor};
+/// The gRPC (= TensorFlow) status code an [`Error`] carries.
+pub use tonic::Code;

@@ -191,23 +191,19 @@ pub struct ResolvedDatasetFn {
 pub fn guarded<T>(name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(out)) => Ok(out),
-        Ok(Err(Error::UserFunction { function, message })) => {
-            Err(Error::UserFunction { function, message })
-        }
-        Ok(Err(e)) => Err(Error::UserFunction {
-            function: name.to_string(),
-            message: e.to_string(),
-        }),
+        Ok(Err(e @ Error::UserFunction { .. })) => Err(e),
+        Ok(Err(e)) => Err(Error::user_function(name, e.to_string(), e.code())),
         Err(panic) => {
             let message = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "non-string panic payload".into());
-            Err(Error::UserFunction {
-                function: name.to_string(),
-                message: format!("panicked: {message}"),
-            })
+            Err(Error::user_function(
+                name,
+                format!("panicked: {message}"),
+                tfdata_core::Code::InvalidArgument,
+            ))
         }
     }
 }

@@ -75,10 +75,11 @@ impl PyFunction {
         });
         match outcome {
             Some(Ok(v)) => Ok(v),
-            Some(Err(message)) => Err(Error::UserFunction {
-                function: self.name.clone(),
+            Some(Err(message)) => Err(Error::user_function(
+                self.name.clone(),
                 message,
-            }),
+                tfdata_core::Code::InvalidArgument,
+            )),
             None => Err(Error::Unavailable(format!(
                 "cannot call Python function `{}`: the interpreter is shutting down",
                 self.name

@@ -4,7 +4,7 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use tfdata_core::{Element, Error, Result};
+use tfdata_core::{Code, Element, Error, Result};
 
 use super::parallel::{ParallelMap, Prefetcher, threads_for};
 use super::resolve::{allow_unregistered, resolve_dataset_fn, resolve_map, resolve_predicate};
@@ -125,10 +125,7 @@ pub(super) fn is_function_ended(e: &Error) -> bool {
 /// context our executor added).
 pub(super) fn out_of_range_of(function: &str, err: Error, ends: bool) -> Error {
     if ends {
-        return Error::UserFunction {
-            function: function.to_string(),
-            message: FUNCTION_ENDED.into(),
-        };
+        return Error::user_function(function, FUNCTION_ENDED, Code::InvalidArgument);
     }
     let mut root = &err;
     while let Error::Context { source, .. } = root {
@@ -138,10 +135,11 @@ pub(super) fn out_of_range_of(function: &str, err: Error, ends: bool) -> Error {
         Error::Remote { message, .. } => message.clone(),
         other => other.to_string(),
     };
-    Error::UserFunction {
-        function: function.to_string(),
-        message: format!("Function invocation produced OutOfRangeError: {message}"),
-    }
+    Error::user_function(
+        function,
+        format!("Function invocation produced OutOfRangeError: {message}"),
+        Code::InvalidArgument,
+    )
 }
 
 /// A TensorFlow 1 map's iterator: the function's `OutOfRange` ends it (and it

@@ -505,12 +505,11 @@ fn crop_and_resize(attrs: &NodeAttrs) -> Result<Compute> {
         let (hf, wf) = ((h - 1) as f32, (w - 1) as f32);
         for (bx, &bi) in boxes.chunks_exact(4).zip(&index) {
             if !(0..batch as i64).contains(&bi) {
-                // TensorFlow says OutOfRange, which in a map function would
-                // end the dataset silently (known_failures.txt).
-                return Err(invalid(
-                    OP,
-                    format!("box_index has values outside [0, batch_size) (batch_size {batch})"),
-                ));
+                // TensorFlow's code: a TensorFlow 2 map reports it as
+                // InvalidArgument, a TensorFlow 1 map ends there (map.rs).
+                return Err(crate::queue::out_of_range(format!(
+                    "{OP}: box_index has values outside [0, batch_size) (batch_size {batch})"
+                )));
             }
             let img = &image[bi as usize * h * w * c..][..h * w * c];
             let (y1, x1, y2, x2) = (bx[0], bx[1], bx[2], bx[3]);

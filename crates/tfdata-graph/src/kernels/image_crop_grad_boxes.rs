@@ -71,9 +71,10 @@ fn build(attrs: &NodeAttrs) -> Result<Compute> {
         }
         let index = int_values(OP, index_t, "box_index")?;
         if index.iter().any(|b| !(0..batch).contains(b)) {
-            // TensorFlow says OutOfRange, which in a map function would end
-            // the dataset silently; ours is an InvalidArgument.
-            return Err(invalid("box_index has values outside [0, batch_size)"));
+            // TensorFlow's code (see CropAndResize in image.rs).
+            return Err(crate::queue::out_of_range(format!(
+                "{OP}: box_index has values outside [0, batch_size)"
+            )));
         }
         let image = floats(OP, image_t)?;
         let grads: Vec<f32> = grads_t.to_vec()?;

@@ -472,13 +472,11 @@ fn reduce_join(attrs: &NodeAttrs) -> Result<Compute> {
         for a in int_values(OP, &inputs[1], "reduction_indices")? {
             let d = if a < 0 { a + rank } else { a };
             if !(0..rank).contains(&d) {
-                // TensorFlow says OutOfRange, which inside a map would end
-                // the dataset silently; ours fails the element instead
-                // (known_failures.txt).
-                return Err(invalid(
-                    OP,
-                    format!("Invalid reduction dimension {a} for input with {rank} dimension(s)"),
-                ));
+                // TensorFlow's code: a TensorFlow 2 map reports it as
+                // InvalidArgument, a TensorFlow 1 map ends there (map.rs).
+                return Err(crate::queue::out_of_range(format!(
+                    "{OP}: Invalid reduction dimension {a} for input with {rank} dimension(s)"
+                )));
             }
             if axes.contains(&(d as usize)) {
                 return Err(invalid(OP, format!("Duplicate reduction dimension {d}")));
@@ -1097,9 +1095,13 @@ mod tests {
         );
         let empty = Tensor::strings(vec![], vec![2, 0]).unwrap();
         assert_eq!(s(&rj(empty, &[1], false, ",").unwrap()[0]), b(&["", ""]));
-        assert_eq!(
-            err(rj(grid(), &[2], false, ",")),
-            "ReduceJoin: Invalid reduction dimension 2 for input with 2 dimension(s)"
+        let out_of_range = rj(grid(), &[2], false, ",").unwrap_err();
+        assert_eq!(out_of_range.code(), tfdata_core::Code::OutOfRange);
+        assert!(
+            out_of_range.to_string().contains(
+                "ReduceJoin: Invalid reduction dimension 2 for input with 2 dimension(s)"
+            ),
+            "{out_of_range}"
         );
         assert_eq!(
             err(rj(grid(), &[1, 1], false, ",")),
