@@ -13,6 +13,7 @@ use bytes::Bytes;
 use tfdata_core::tensor::TensorData;
 use tfdata_core::{DType, Error, Result, Tensor};
 
+use super::ragged_variant::verify_splits;
 use super::sparse_cross::{bucket, fingerprint_cat64};
 use super::strings::hash::fingerprint64;
 use super::{Compute, KernelDef, check_size};
@@ -66,44 +67,6 @@ fn int_vec(t: &Tensor) -> Result<Vec<i64>> {
     }
 }
 
-/// TensorFlow's `RaggedTensorVerifySplits` (with the last-element check),
-/// in its words.
-fn verify_splits(splits: &[i64], rank: usize, num_values: u64) -> Result<()> {
-    if rank != 1 {
-        return Err(invalid(format!(
-            "Invalid ragged splits: ragged splits must be rank 1 but is rank {rank}"
-        )));
-    }
-    let Some(&first) = splits.first() else {
-        return Err(invalid(
-            "Invalid ragged splits: ragged splits must have at least one splits, but is empty",
-        ));
-    };
-    if first != 0 {
-        return Err(invalid(format!(
-            "Invalid ragged splits: first element of ragged splits  must be 0 but is {first}"
-        )));
-    }
-    let mut last = 0i64;
-    for (j, &split) in splits.iter().enumerate().skip(1) {
-        if split < last {
-            return Err(invalid(format!(
-                "Invalid ragged splits: ragged splits must be monotonically increasing, but \
-                 ragged_splits[{j}]={split} is smaller than row_splits[{}]={last}",
-                j - 1
-            )));
-        }
-        last = split;
-    }
-    if last as u64 != num_values {
-        return Err(invalid(format!(
-            "Invalid ragged splits: last element of ragged splits must be the number of ragged \
-             values({num_values}) but is {last}"
-        )));
-    }
-    Ok(())
-}
-
 /// TensorFlow's `ValidateInput` (shapes, splits, batch sizes); returns the
 /// batch size.
 fn validate(l: &Lists, splits_type: DType) -> Result<usize> {
@@ -119,7 +82,9 @@ fn validate(l: &Lists, splits_type: DType) -> Result<usize> {
                 splits.dtype()
             )));
         }
-        verify_splits(&int_vec(splits)?, 1, values.num_elements())?;
+        let num_values =
+            i64::try_from(values.num_elements()).map_err(|_| invalid("too many ragged values"))?;
+        verify_splits(&int_vec(splits)?, 1, num_values)?;
     }
     for (i, ((ind, val), sh)) in l
         .sparse_indices

@@ -122,7 +122,7 @@ fn rows(op: &str, values: &Tensor, start: usize, limit: usize) -> Result<Tensor>
 
 /// TensorFlow's `RaggedTensorVerifySplits` (with the last-element check),
 /// in its words.
-fn verify_splits(splits: &[i64], rank: usize, num_values: i64) -> Result<()> {
+pub(super) fn verify_splits(splits: &[i64], rank: usize, num_values: i64) -> Result<()> {
     if rank != 1 {
         return Err(invalid(format!(
             "Invalid ragged splits: ragged splits must be rank 1 but is rank {rank}"
