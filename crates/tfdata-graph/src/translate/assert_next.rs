@@ -22,16 +22,13 @@ use std::collections::HashMap;
 use tfdata_core::{Error, Result};
 use tfdata_proto::tensorflow::{GraphDef, NodeDef, attr_value};
 
-use super::assert_prev::{matches_any_version, node_name};
+use super::assert_prev::{asserted_texts, matches_any_version, node_name};
 use crate::attrs::NodeAttrs;
 use crate::graph::Library;
 
 /// The ops TensorFlow 2.21 registers as stateful (`OpDef.is_stateful`), one
 /// a line, sorted: what `map_parallelization` reads to leave a map alone.
 const STATEFUL_OPS: &str = include_str!("stateful_ops.txt");
-
-/// The most transformations one node may assert (each compares one name).
-const MAX_ASSERTIONS: usize = 1 << 10;
 
 const OPS: [&str; 2] = ["AssertNextDataset", "ExperimentalAssertNextDataset"];
 
@@ -120,25 +117,7 @@ fn unknown(why: &str) -> Error {
 
 /// The node's `transformations` input, a constant vector of names.
 fn asserted(node: &NodeDef, by_name: &HashMap<&str, &NodeDef>) -> Result<Vec<String>> {
-    let Some(list) = node
-        .input
-        .get(1)
-        .and_then(|i| by_name.get(node_name(i)))
-        .filter(|n| n.op == "Const")
-    else {
-        return Err(Error::Unimplemented(format!(
-            "AssertNextDataset node {:?}: its transformations must be a constant",
-            node.name
-        )));
-    };
-    let list = NodeAttrs::of(list).tensor("value")?;
-    let texts = list.string_values()?;
-    if texts.len() > MAX_ASSERTIONS {
-        return Err(Error::InvalidArgument(format!(
-            "AssertNextDataset: {} transformations asserted, over {MAX_ASSERTIONS}",
-            texts.len()
-        )));
-    }
+    let texts = asserted_texts("AssertNextDataset", node, by_name)?;
     Ok(texts
         .iter()
         .map(|t| String::from_utf8_lossy(t).into_owned())

@@ -15,6 +15,8 @@
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
+
 use tfdata_core::{Error, Result};
 use tfdata_proto::tensorflow::{GraphDef, NodeDef, attr_value};
 
@@ -28,25 +30,7 @@ pub(super) fn check(graph: &GraphDef) -> Result<()> {
     let by_name: HashMap<&str, &NodeDef> =
         graph.node.iter().map(|n| (n.name.as_str(), n)).collect();
     for node in graph.node.iter().filter(|n| n.op == "AssertPrevDataset") {
-        let Some(list) = node
-            .input
-            .get(1)
-            .and_then(|i| by_name.get(node_name(i)))
-            .filter(|n| n.op == "Const")
-        else {
-            return Err(Error::Unimplemented(format!(
-                "AssertPrevDataset node {:?}: its transformations must be a constant",
-                node.name
-            )));
-        };
-        let list = NodeAttrs::of(list).tensor("value")?;
-        let texts = list.string_values()?;
-        if texts.len() > MAX_ASSERTIONS {
-            return Err(Error::InvalidArgument(format!(
-                "AssertPrevDataset: {} transformations asserted, over {MAX_ASSERTIONS}",
-                texts.len()
-            )));
-        }
+        let texts = asserted_texts("AssertPrevDataset", node, &by_name)?;
         let asserted = texts
             .iter()
             .map(|t| parse_assertion(t))
@@ -64,6 +48,35 @@ pub(super) fn check(graph: &GraphDef) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// An assert node's `transformations` input (its second), a constant
+/// vector of strings: `op` names the node's kind in the errors.
+pub(super) fn asserted_texts(
+    op: &str,
+    node: &NodeDef,
+    by_name: &HashMap<&str, &NodeDef>,
+) -> Result<Vec<Bytes>> {
+    let Some(list) = node
+        .input
+        .get(1)
+        .and_then(|i| by_name.get(node_name(i)))
+        .filter(|n| n.op == "Const")
+    else {
+        return Err(Error::Unimplemented(format!(
+            "{op} node {:?}: its transformations must be a constant",
+            node.name
+        )));
+    };
+    let list = NodeAttrs::of(list).tensor("value")?;
+    let texts = list.string_values()?;
+    if texts.len() > MAX_ASSERTIONS {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: {} transformations asserted, over {MAX_ASSERTIONS}",
+            texts.len()
+        )));
+    }
+    Ok(texts.to_vec())
 }
 
 pub(super) fn node_name(input: &str) -> &str {
