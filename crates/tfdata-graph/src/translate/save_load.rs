@@ -49,17 +49,25 @@ pub(super) fn compile(
     }
 }
 
+/// The node's declared element structure, which every reader here needs.
+fn declared_spec(attrs: &NodeAttrs, spec: &Option<Structure>) -> Result<Structure> {
+    spec.clone()
+        .ok_or_else(|| attrs.error(format!("{} declares no output_types", attrs.op)))
+}
+
+/// The node's `compression` attribute (`""` is none).
+fn compression(attrs: &NodeAttrs) -> Result<SnapshotCompression> {
+    SnapshotCompression::parse(attrs.string_or("compression", "")?).map_err(|e| attrs.error(e))
+}
+
 fn compile_load(
     node: &NodeDef,
     compiler: &Compiler<'_>,
     attrs: &NodeAttrs,
     spec: &Option<Structure>,
 ) -> Result<CompiledNode> {
-    let spec = spec
-        .clone()
-        .ok_or_else(|| attrs.error("LoadDataset declares no output_types"))?;
-    let compression = SnapshotCompression::parse(attrs.string_or("compression", "")?)
-        .map_err(|e| attrs.error(e))?;
+    let spec = declared_spec(attrs, spec)?;
+    let compression = compression(attrs)?;
     let reader = ReaderPlan::of(compiler.library(), &attrs.func("reader_func")?.name)?;
     Ok(handle(
         move |mut i| {
@@ -81,11 +89,8 @@ fn compile_shard_reader(
     attrs: &NodeAttrs,
     spec: &Option<Structure>,
 ) -> Result<CompiledNode> {
-    let spec = spec
-        .clone()
-        .ok_or_else(|| attrs.error("SnapshotDatasetReader declares no output_types"))?;
-    let compression = SnapshotCompression::parse(attrs.string_or("compression", "")?)
-        .map_err(|e| attrs.error(e))?;
+    let spec = declared_spec(attrs, spec)?;
+    let compression = compression(attrs)?;
     let version = attrs.int("version")?;
     if version != saved::FILE_FORMAT_VERSION {
         return Err(Error::Unimplemented(format!(
@@ -117,11 +122,8 @@ fn compile_chunk_file(
     attrs: &NodeAttrs,
     spec: &Option<Structure>,
 ) -> Result<CompiledNode> {
-    let spec = spec
-        .clone()
-        .ok_or_else(|| attrs.error("SnapshotChunkDataset declares no output_types"))?;
-    let compression = SnapshotCompression::parse(attrs.string_or("compression", "")?)
-        .map_err(|e| attrs.error(e))?;
+    let spec = declared_spec(attrs, spec)?;
+    let compression = compression(attrs)?;
     Ok(handle(
         move |mut i| {
             let file = i.string("chunk_file")?;
@@ -352,8 +354,7 @@ fn compile_save(
     compiler: &mut Compiler<'_>,
     attrs: &NodeAttrs,
 ) -> Result<CompiledNode> {
-    let compression = SnapshotCompression::parse(attrs.string_or("compression", "")?)
-        .map_err(|e| attrs.error(e))?;
+    let compression = compression(attrs)?;
     let use_shard_func = attrs.bool_or("use_shard_func", true)?;
     let f = function(attrs, "shard_func", compiler)?;
     let n = attrs.dtype_codes("Tshard_func_args")?.len();
