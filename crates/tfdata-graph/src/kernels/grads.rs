@@ -13,7 +13,7 @@
 //! the scalar path is exactly the last `n % width` elements, at every size
 //! (TF's thread blocks are whole packets).
 
-use tfdata_core::{DType, Result, Tensor};
+use tfdata_core::{Result, Tensor};
 
 use super::numeric::{Elem, buffer, dispatch, expect_dtype, finish, invalid, out_elements};
 use super::{Compute, KernelDef};
@@ -111,12 +111,7 @@ grad_float!(f64);
 
 fn build(attrs: &NodeAttrs, g: Grad) -> Result<Compute> {
     let op = attrs.op.to_string();
-    if attrs.has("T") {
-        let t = attrs.dtype("T")?;
-        if !matches!(t, DType::Float | DType::Double) {
-            return Err(attrs.error(super::numeric::unsupported(&op, t)));
-        }
-    }
+    super::numeric::float_or_double_t(attrs)?;
     Ok(Box::new(move |inputs| {
         super::expect_inputs(&op, &inputs, 2)?;
         let d = inputs[0].dtype();

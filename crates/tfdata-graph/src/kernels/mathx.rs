@@ -134,7 +134,7 @@ fn build_bucketize(attrs: &NodeAttrs) -> Result<Compute> {
 fn build_approximate_equal(attrs: &NodeAttrs) -> Result<Compute> {
     let op = attrs.op.to_string();
     let tolerance = attrs.float_or("tolerance", 1e-5)?;
-    checked_with(attrs)?;
+    super::numeric::float_or_double_t(attrs)?;
     Ok(Box::new(move |inputs| {
         super::expect_inputs(&op, &inputs, 2)?;
         let (x, y) = (&inputs[0], &inputs[1]);
@@ -157,16 +157,6 @@ fn build_approximate_equal(attrs: &NodeAttrs) -> Result<Compute> {
         }?;
         Ok(vec![out])
     }))
-}
-
-fn checked_with(attrs: &NodeAttrs) -> Result<()> {
-    if attrs.has("T") {
-        let t = attrs.dtype("T")?;
-        if !matches!(t, DType::Float | DType::Double) {
-            return Err(attrs.error(super::numeric::unsupported(attrs.op, t)));
-        }
-    }
-    Ok(())
 }
 
 fn xdivy(op: &str, v: &[Tensor]) -> Result<Tensor> {

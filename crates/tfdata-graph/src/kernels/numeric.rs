@@ -5,6 +5,7 @@
 //! Values are read straight out of the input buffers and written once into
 //! the output buffer, so an elementwise op allocates exactly its output.
 
+use crate::attrs::NodeAttrs;
 use bytes::{Bytes, BytesMut};
 use tfdata_core::tensor::{DType, Tensor, TensorData};
 use tfdata_core::{Error, Result};
@@ -151,6 +152,18 @@ macro_rules! dispatch {
     };
 }
 pub(super) use dispatch;
+
+/// Checks a `T` attribute (when the node has one) names float or double,
+/// the types TensorFlow registers these float-only kernels for.
+pub(super) fn float_or_double_t(attrs: &NodeAttrs) -> Result<()> {
+    if attrs.has("T") {
+        let t = attrs.dtype("T")?;
+        if !matches!(t, DType::Float | DType::Double) {
+            return Err(attrs.error(unsupported(attrs.op, t)));
+        }
+    }
+    Ok(())
+}
 
 /// An unsupported-dtype error; half-precision types are named as refused by
 /// tfdata (TensorFlow has kernels for them, tfdata's math does not).

@@ -45,12 +45,7 @@ fn v2_outputs(_: &NodeAttrs) -> Result<Vec<(&'static str, usize)>> {
 
 fn build(attrs: &NodeAttrs, scale: Scale, v2: bool) -> Result<Compute> {
     let op = attrs.op.to_string();
-    if attrs.has("T") {
-        let t = attrs.dtype("T")?;
-        if !matches!(t, DType::Float | DType::Double) {
-            return Err(attrs.error(super::numeric::unsupported(&op, t)));
-        }
-    }
+    super::numeric::float_or_double_t(attrs)?;
     Ok(Box::new(move |inputs| {
         super::expect_inputs(&op, &inputs, 4)?;
         dispatch!(

@@ -15,7 +15,7 @@
 //! polynomial), `Xlogy(-0, y)` is -0 in Eigen's 8-float (4-double) packets
 //! and +0 in the tail past the last whole packet.
 
-use tfdata_core::{DType, Result, Tensor};
+use tfdata_core::{Result, Tensor};
 
 use super::numeric::{
     Elem, Plan, broadcast_shape, buffer, dispatch, expect_dtype, finish, out_elements, unary,
@@ -69,12 +69,8 @@ pub(super) const KERNELS: &[KernelDef] = &[
     kernel!("Xlogy", F::Xlogy, z_output),
     kernel!("Xlog1py", F::Xlog1py, z_output),
     kernel!("MulNoNan", F::MulNoNan, z_output),
-    kernel!("NextAfter", F::NextAfter, next_after_output),
+    kernel!("NextAfter", F::NextAfter, super::one_output),
 ];
-
-fn next_after_output(_: &NodeAttrs) -> Result<Vec<(&'static str, usize)>> {
-    Ok(vec![("output", 1)])
-}
 
 /// The functions on one float type. Float tensors go through double where
 /// the algorithm is ours ([`sf`]), and are rounded once.
@@ -192,12 +188,7 @@ bits!(f64);
 
 fn build(attrs: &NodeAttrs, f: F) -> Result<Compute> {
     let op = attrs.op.to_string();
-    if attrs.has("T") {
-        let t = attrs.dtype("T")?;
-        if !matches!(t, DType::Float | DType::Double) {
-            return Err(attrs.error(super::numeric::unsupported(&op, t)));
-        }
-    }
+    super::numeric::float_or_double_t(attrs)?;
     Ok(Box::new(move |inputs| {
         super::expect_inputs(&op, &inputs, f.arity())?;
         let d = inputs[0].dtype();

@@ -11,7 +11,7 @@
 //! the one place a subnormal input still counts is the libm `log` that
 //! `Igammac` takes of its x ([`sg::Real::ln_of_subnormal`]).
 
-use tfdata_core::{DType, Result, Tensor};
+use tfdata_core::{Result, Tensor};
 
 use super::numeric::{
     Elem, Plan, broadcast_shape, buffer, dispatch, expect_dtype, finish, invalid, out_elements,
@@ -46,15 +46,11 @@ pub(super) const KERNELS: &[KernelDef] = &[
     kernel!("Igamma", F::Igamma, z_output),
     kernel!("Igammac", F::Igammac, z_output),
     kernel!("IgammaGradA", F::IgammaGradA, z_output),
-    kernel!("RandomGammaGrad", F::RandomGammaGrad, output_output),
+    kernel!("RandomGammaGrad", F::RandomGammaGrad, super::one_output),
     kernel!("Zeta", F::Zeta, z_output),
     kernel!("Polygamma", F::Polygamma, z_output),
     kernel!("Betainc", F::Betainc, z_output),
 ];
-
-fn output_output(_: &NodeAttrs) -> Result<Vec<(&'static str, usize)>> {
-    Ok(vec![("output", 1)])
-}
 
 /// A tensor element type and its arithmetic under FTZ/DAZ.
 trait Gamma: Elem {
@@ -97,12 +93,7 @@ fn eval<R: Real>(f: F, args: [R; 3], subnormal: bool) -> Option<R> {
 
 fn build(attrs: &NodeAttrs, f: F) -> Result<Compute> {
     let op = attrs.op.to_string();
-    if attrs.has("T") {
-        let t = attrs.dtype("T")?;
-        if !matches!(t, DType::Float | DType::Double) {
-            return Err(attrs.error(super::numeric::unsupported(&op, t)));
-        }
-    }
+    super::numeric::float_or_double_t(attrs)?;
     let arity = if matches!(f, F::Betainc) { 3 } else { 2 };
     Ok(Box::new(move |inputs| {
         super::expect_inputs(&op, &inputs, arity)?;

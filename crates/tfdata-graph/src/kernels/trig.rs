@@ -12,7 +12,7 @@
 //! which the differential cases declare (`docs/compatibility.md`). `Atan2`
 //! of a zero and a denormal differs: Eigen, under DAZ, answers pi/4.
 
-use tfdata_core::{DType, Result, Tensor};
+use tfdata_core::{Result, Tensor};
 
 use super::numeric::{binary, dispatch, unary, unary_raw};
 use super::{Compute, KernelDef, y_output, z_output};
@@ -128,12 +128,7 @@ trig!(f64);
 
 fn build(attrs: &NodeAttrs, f: F) -> Result<Compute> {
     let op = attrs.op.to_string();
-    if attrs.has("T") {
-        let t = attrs.dtype("T")?;
-        if !matches!(t, DType::Float | DType::Double) {
-            return Err(attrs.error(super::numeric::unsupported(&op, t)));
-        }
-    }
+    super::numeric::float_or_double_t(attrs)?;
     let arity = if matches!(f, F::Atan2) { 2 } else { 1 };
     Ok(Box::new(move |inputs| {
         super::expect_inputs(&op, &inputs, arity)?;
