@@ -84,6 +84,46 @@ fn resized_output(_: &NodeAttrs) -> Result<Vec<(&'static str, usize)>> {
     Ok(vec![("resized_images", 1)])
 }
 
+/// One axis of a `CropAndResize` box as TensorFlow samples it: output row (or
+/// column) `i` of `n` reads source coordinate `at(i)`, for box edges `a`,
+/// `b` in normalized coordinates and `span` = the image's size − 1 on that
+/// axis (the forward op and its image gradient sample the same points).
+#[derive(Clone, Copy)]
+pub(super) struct CropAxis {
+    a: f32,
+    b: f32,
+    span: f32,
+    n: usize,
+    step: f32,
+}
+
+impl CropAxis {
+    pub(super) fn new(a: f32, b: f32, span: f32, n: usize) -> Self {
+        let step = if n > 1 {
+            (b - a) * span / (n - 1) as f32
+        } else {
+            0.0
+        };
+        CropAxis {
+            a,
+            b,
+            span,
+            n,
+            step,
+        }
+    }
+
+    /// The source coordinate of output index `i` (the box's centre when the
+    /// output has one row).
+    pub(super) fn at(&self, i: usize) -> f32 {
+        if self.n > 1 {
+            self.a * self.span + i as f32 * self.step
+        } else {
+            0.5 * (self.a + self.b) * self.span
+        }
+    }
+}
+
 fn invalid(op: &str, message: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!("{op}: {message}"))
 }
@@ -513,28 +553,11 @@ fn crop_and_resize(attrs: &NodeAttrs) -> Result<Compute> {
             }
             let img = &image[bi as usize * h * w * c..][..h * w * c];
             let (y1, x1, y2, x2) = (bx[0], bx[1], bx[2], bx[3]);
-            let hs = if ch > 1 {
-                (y2 - y1) * hf / (ch - 1) as f32
-            } else {
-                0.0
-            };
-            let ws = if cw > 1 {
-                (x2 - x1) * wf / (cw - 1) as f32
-            } else {
-                0.0
-            };
+            let (rows, cols) = (CropAxis::new(y1, y2, hf, ch), CropAxis::new(x1, x2, wf, cw));
             for y in 0..ch {
-                let iy = if ch > 1 {
-                    y1 * hf + y as f32 * hs
-                } else {
-                    0.5 * (y1 + y2) * hf
-                };
+                let iy = rows.at(y);
                 for x in 0..cw {
-                    let ix = if cw > 1 {
-                        x1 * wf + x as f32 * ws
-                    } else {
-                        0.5 * (x1 + x2) * wf
-                    };
+                    let ix = cols.at(x);
                     if !(0.0..=hf).contains(&iy) || !(0.0..=wf).contains(&ix) {
                         out.extend(std::iter::repeat_n(extrapolation, c));
                         continue;

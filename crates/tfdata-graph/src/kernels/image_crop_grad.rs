@@ -119,31 +119,17 @@ fn build(attrs: &NodeAttrs) -> Result<Compute> {
         for (bi, (bx, &img)) in boxes.chunks_exact(4).zip(&index).enumerate() {
             let base = img as usize * h * w * c;
             let (y1, x1, y2, x2) = (bx[0], bx[1], bx[2], bx[3]);
-            let hs = if ch > 1 {
-                (y2 - y1) * hf / (ch - 1) as f32
-            } else {
-                0.0
-            };
-            let ws = if cw > 1 {
-                (x2 - x1) * wf / (cw - 1) as f32
-            } else {
-                0.0
-            };
+            let (rows, cols) = (
+                super::image::CropAxis::new(y1, y2, hf, ch),
+                super::image::CropAxis::new(x1, x2, wf, cw),
+            );
             for y in 0..ch {
-                let iy = if ch > 1 {
-                    y1 * hf + y as f32 * hs
-                } else {
-                    0.5 * (y1 + y2) * hf
-                };
+                let iy = rows.at(y);
                 if !(0.0..=hf).contains(&iy) {
                     continue;
                 }
                 for x in 0..cw {
-                    let ix = if cw > 1 {
-                        x1 * wf + x as f32 * ws
-                    } else {
-                        0.5 * (x1 + x2) * wf
-                    };
+                    let ix = cols.at(x);
                     if !(0.0..=wf).contains(&ix) {
                         continue;
                     }
