@@ -27,10 +27,8 @@ use tfdata_proto::tensorflow::NodeDef;
 pub use compile::Compiler;
 
 use crate::kernels::Compute;
-use crate::value::Value;
 
-/// A node the caller builds (dataset ops): values in, values out.
-pub type NodeFn = Arc<dyn Fn(Vec<Value>) -> Result<Vec<Value>> + Send + Sync>;
+pub use crate::kernels::NodeFn;
 
 /// What a [`NodeCompiler`] makes of a node.
 pub struct CompiledNode {

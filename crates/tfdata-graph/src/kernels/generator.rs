@@ -31,7 +31,7 @@ use super::random_samplers::{FLOATS, NUMBERS, binomial_samples, binomial_shapes,
 use super::strings::int_values;
 use super::variable::{take, variable_of};
 use crate::attrs::NodeAttrs;
-use crate::function::NodeFn;
+use crate::kernels::NodeFn;
 use crate::value::Value;
 use crate::variable::{Variable, uninitialized};
 

@@ -23,5 +23,5 @@ pub(crate) fn lmdb_removed() -> Error {
 pub(super) const KERNELS: &[ResourceKernelDef] = &[ResourceKernelDef {
     op: "LMDBReader",
     outputs: |_| Ok(vec![("reader_handle", 1)]),
-    build: |_| -> Result<crate::function::NodeFn> { Err(lmdb_removed()) },
+    build: |_| -> Result<crate::kernels::NodeFn> { Err(lmdb_removed()) },
 }];

@@ -118,6 +118,14 @@ mod variable;
 /// op's output args, in order).
 pub type Compute = Box<dyn Fn(Vec<Tensor>) -> Result<Vec<Tensor>> + Send + Sync>;
 
+/// A kernel on values rather than tensors (resource ops, and the nodes a
+/// [`crate::function::NodeCompiler`] builds): values in, values out.
+/// Defined here, below the executor, because kernels build them and the
+/// executor runs them.
+pub type NodeFn = std::sync::Arc<
+    dyn Fn(Vec<crate::value::Value>) -> Result<Vec<crate::value::Value>> + Send + Sync,
+>;
+
 /// An op's output args: names and tensor counts, in order.
 pub type OutputArgs = Vec<(&'static str, usize)>;
 
@@ -139,7 +147,7 @@ pub struct KernelDef {
 pub struct ResourceKernelDef {
     pub op: &'static str,
     pub outputs: fn(&NodeAttrs) -> Result<OutputArgs>,
-    pub build: fn(&NodeAttrs) -> Result<crate::function::NodeFn>,
+    pub build: fn(&NodeAttrs) -> Result<NodeFn>,
 }
 
 /// The resource op `op`, if the set has it.

@@ -17,7 +17,7 @@ use tfdata_dataset::io::CompressionType;
 
 use super::{OutputArgs, ResourceKernelDef};
 use crate::attrs::NodeAttrs;
-use crate::function::NodeFn;
+use crate::kernels::NodeFn;
 use crate::queue::FifoQueue;
 use crate::reader::{Reader, ReaderKind};
 use crate::value::Value;

@@ -27,7 +27,7 @@ use tfdata_core::{DType, Error, Result, Tensor};
 use super::ResourceKernelDef;
 use super::lookup::tf_name;
 use crate::attrs::NodeAttrs;
-use crate::function::NodeFn;
+use crate::kernels::NodeFn;
 use crate::value::Value;
 
 pub use crate::list::{PartialShape, TensorList};

@@ -20,7 +20,7 @@ use super::tensor_list::{
     list_of, list_value, merge, node, read_shape, scalar_i64, show, take, unstack, zeros,
 };
 use crate::attrs::NodeAttrs;
-use crate::function::NodeFn;
+use crate::kernels::NodeFn;
 use crate::value::Value;
 
 /// A partial shape without its first dim (unknown rank stays unknown).

@@ -16,7 +16,7 @@ use tfdata_core::{Error, Result};
 
 use super::ResourceKernelDef;
 use crate::attrs::NodeAttrs;
-use crate::function::NodeFn;
+use crate::kernels::NodeFn;
 use crate::value::Value;
 use crate::variable::Variable;
 

@@ -12,7 +12,7 @@ use tfdata_core::{DType, Error, Result, Tensor};
 
 use super::{node, shape_string, take};
 use crate::attrs::NodeAttrs;
-use crate::function::NodeFn;
+use crate::kernels::NodeFn;
 use crate::table::{Key, LookupTable, keys_of};
 use crate::value::Value;
 

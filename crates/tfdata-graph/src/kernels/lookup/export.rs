@@ -10,7 +10,7 @@ use tfdata_core::{DType, Result};
 
 use super::{check_signature, node, table_of, take};
 use crate::attrs::NodeAttrs;
-use crate::function::NodeFn;
+use crate::kernels::NodeFn;
 use crate::table::{Key, Scalar, tensor_of};
 use crate::value::Value;
 

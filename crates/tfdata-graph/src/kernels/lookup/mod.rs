@@ -27,7 +27,7 @@ use tfdata_core::{DType, Error, Result, Tensor};
 
 use super::ResourceKernelDef;
 use crate::attrs::NodeAttrs;
-use crate::function::NodeFn;
+use crate::kernels::NodeFn;
 pub use crate::table::{Key, LookupTable, Scalar};
 use crate::value::Value;
 use text::TextFileSpec;

@@ -14,7 +14,7 @@ use tfdata_core::{DType, Error, Result, Tensor};
 
 use super::{check_signature, node, shape_string, table_of, take};
 use crate::attrs::NodeAttrs;
-use crate::function::NodeFn;
+use crate::kernels::NodeFn;
 use crate::table::{LookupTable, keys_of, scalars_of, tensor_of};
 use crate::value::Value;
 

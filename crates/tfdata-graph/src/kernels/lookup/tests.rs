@@ -8,7 +8,7 @@ use super::super::testing::{node, ty};
 use crate::attrs::NodeAttrs;
 use crate::value::Value;
 
-fn build(op: &str, attrs: &[(&str, AttrValue)]) -> crate::function::NodeFn {
+fn build(op: &str, attrs: &[(&str, AttrValue)]) -> crate::kernels::NodeFn {
     let n = node(op, attrs);
     let k = super::super::resource_lookup(op).unwrap();
     (k.build)(&NodeAttrs::of(&n)).unwrap()
