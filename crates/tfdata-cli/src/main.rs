@@ -578,7 +578,8 @@ async fn main() -> anyhow::Result<()> {
                 listener.local_addr()?.port()
             );
             print_http_port("dispatcher", http.as_ref())?;
-            tfdata_dispatcher::server::serve_with_http(listener, http, config, shutdown).await?;
+            tfdata_dispatcher::serving::server::serve_with_http(listener, http, config, shutdown)
+                .await?;
         }
         Command::Register(mut args) => {
             std::mem::take(&mut args.security).install()?;

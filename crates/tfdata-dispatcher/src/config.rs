@@ -18,7 +18,7 @@ pub struct DispatcherConfig {
     /// Directory for registered datasets (`<work_dir>/datasets/<id>`) and, in
     /// fault-tolerant mode, the journal: a local path, a `file://` URL, or an
     /// object-store URL (`s3://bucket/prefix`, `gs://...`, `az://...`; see
-    /// [`crate::work_dir`]). Another scheme is a config error.
+    /// [`crate::persistence::work_dir`]). Another scheme is a config error.
     pub work_dir: Option<String>,
     /// Journal every state change (synced before the RPC is answered) in
     /// `<work_dir>/tf_data_dispatcher_journal/` and replay it at start.
@@ -62,12 +62,12 @@ pub struct DispatcherConfig {
 }
 
 /// Settings of a dispatcher that is one of several sharing a `work_dir`
-/// (`crate::server`'s high-availability mode): the lease it contends for
+/// (`crate::serving::server`'s high-availability mode): the lease it contends for
 /// and the address it tells clients to find it at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HighAvailability {
     /// The leader lease's duration, renewal interval and safety margin.
-    pub lease: crate::leader_lease::LeaseConfig,
+    pub lease: crate::persistence::leader_lease::LeaseConfig,
     /// `host:port` written into the lease record when this dispatcher
     /// leads, and named by standbys' `UNAVAILABLE` answers. `None`: this
     /// host's name and the gRPC port.
@@ -79,7 +79,7 @@ impl HighAvailability {
     /// the safety margin (the defaults: 5 s, 1 s, 1 s).
     pub fn with_lease_duration(duration: Duration) -> Self {
         HighAvailability {
-            lease: crate::leader_lease::LeaseConfig {
+            lease: crate::persistence::leader_lease::LeaseConfig {
                 duration,
                 renew_interval: duration / 5,
                 safety_margin: duration / 5,
@@ -125,7 +125,7 @@ impl DispatcherConfig {
             reason: e.to_string(),
         })?;
         if let Some(dir) = &self.work_dir {
-            crate::work_dir::validate(dir)?;
+            crate::persistence::work_dir::validate(dir)?;
         }
         if self.fault_tolerant_mode && self.work_dir.is_none() {
             return Err(Error::InvalidConfig {
@@ -186,7 +186,7 @@ impl DispatcherConfig {
     pub fn work_dir_path(&self) -> Option<std::path::PathBuf> {
         self.work_dir
             .as_deref()
-            .and_then(crate::work_dir::local_path)
+            .and_then(crate::persistence::work_dir::local_path)
     }
 
     /// From TensorFlow's proto, applying TensorFlow's defaults to zero fields.
@@ -321,7 +321,10 @@ mod tests {
     #[test]
     fn high_availability_needs_fault_tolerance_a_work_dir_and_a_keepable_lease() {
         let ha = HighAvailability::with_lease_duration(Duration::from_secs(5));
-        assert_eq!(ha.lease, crate::leader_lease::LeaseConfig::default());
+        assert_eq!(
+            ha.lease,
+            crate::persistence::leader_lease::LeaseConfig::default()
+        );
         let base = DispatcherConfig {
             work_dir: Some("/tmp/ha".into()),
             fault_tolerant_mode: true,

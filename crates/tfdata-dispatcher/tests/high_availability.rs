@@ -1,5 +1,5 @@
 //! Several dispatchers on one local `work_dir`, in one process, each
-//! served by `tfdata_dispatcher::server::serve_with_http` on its own port
+//! served by `tfdata_dispatcher::serving::server::serve_with_http` on its own port
 //! (the real gRPC and HTTP servers): one leads, the standbys answer
 //! `UNAVAILABLE` naming it and fail readiness, a successor takes over with
 //! the leader's state when it stops, and a leader whose renewals are
@@ -47,7 +47,7 @@ async fn start(work_dir: &Path) -> Node {
         ..Default::default()
     };
     let shutdown = CancellationToken::new();
-    let served = tokio::spawn(tfdata_dispatcher::server::serve_with_http(
+    let served = tokio::spawn(tfdata_dispatcher::serving::server::serve_with_http(
         listener,
         Some(http),
         config,

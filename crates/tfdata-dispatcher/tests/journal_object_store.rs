@@ -16,9 +16,9 @@ use std::sync::Arc;
 use moto::Moto;
 use tfdata_core::{DatasetId, Error};
 use tfdata_dataset::io::FileSystem;
-use tfdata_dispatcher::journal::{self, JOURNAL_DIR};
-use tfdata_dispatcher::store::DatasetStore;
-use tfdata_dispatcher::work_dir::WorkDir;
+use tfdata_dispatcher::persistence::journal::{self, JOURNAL_DIR};
+use tfdata_dispatcher::persistence::store::DatasetStore;
+use tfdata_dispatcher::persistence::work_dir::WorkDir;
 use tfdata_proto::data::{DatasetDef, RegisterDatasetUpdate, Update, update::UpdateType};
 use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
 
@@ -285,12 +285,12 @@ fn a_takeover_closes_the_previous_leaders_run() {
     let url = "s3://takeover/dispatcher/leader_lease";
     let object_fs = moto.file_system();
     let (store, key) = object_fs.object_store(url).unwrap();
-    let mut lease = tfdata_dispatcher::leader_lease::LeaderLease::object_store(
+    let mut lease = tfdata_dispatcher::persistence::leader_lease::LeaderLease::object_store(
         store,
         key,
         url,
         "test:1",
-        tfdata_dispatcher::leader_lease::LeaseConfig {
+        tfdata_dispatcher::persistence::leader_lease::LeaseConfig {
             duration: std::time::Duration::from_secs(60),
             renew_interval: std::time::Duration::from_secs(1),
             safety_margin: std::time::Duration::from_secs(1),
@@ -302,7 +302,7 @@ fn a_takeover_closes_the_previous_leaders_run() {
         .build()
         .unwrap();
     let fence = match rt.block_on(lease.tick()).unwrap() {
-        tfdata_dispatcher::leader_lease::Role::Leader(fence) => fence,
+        tfdata_dispatcher::persistence::leader_lease::Role::Leader(fence) => fence,
         other => panic!("not the leader: {other:?}"),
     };
     // Both writers hold a valid fence: what stops the old one here is the

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use moto::Moto;
 use tfdata_core::Error;
-use tfdata_dispatcher::leader_lease::storage::Swap;
-use tfdata_dispatcher::leader_lease::{
+use tfdata_dispatcher::persistence::leader_lease::storage::Swap;
+use tfdata_dispatcher::persistence::leader_lease::{
     Fence, LEASE_NAME, LeaderLease, LeaseConfig, LeaseRecord, LeaseStorage, Role,
 };
 

@@ -365,7 +365,7 @@ fn dispatcher_readiness_follows_journal_replay() {
         let shutdown = shutdown.clone();
         rt.spawn(async move {
             let grpc = tokio::net::TcpListener::from_std(grpc).unwrap();
-            tfdata_dispatcher::server::serve_recovering(
+            tfdata_dispatcher::serving::server::serve_recovering(
                 grpc,
                 Some(http),
                 &security,

@@ -6,7 +6,7 @@
 //! state lock) was most of the dispatcher's work. Each iteration's list is
 //! therefore kept encoded (`task_lists`), rebuilt only when the
 //! iteration's tasks change, and a heartbeat answers with those shared
-//! bytes ([`EncodedHeartbeat`], written out by `crate::grpc_heartbeat`).
+//! bytes ([`EncodedHeartbeat`], written out by `crate::serving::grpc_heartbeat`).
 
 use std::collections::BTreeMap;
 

@@ -15,8 +15,8 @@ use tfdata_proto::data as wire;
 use super::Dispatcher;
 use super::tests::{ManualClock, iteration_of_range};
 use crate::config::DispatcherConfig;
-use crate::journal::JOURNAL_DIR;
-use crate::work_dir::WorkDir;
+use crate::persistence::journal::JOURNAL_DIR;
+use crate::persistence::work_dir::WorkDir;
 
 const URL: &str = "s3://bucket/dispatcher";
 

@@ -68,11 +68,11 @@ use tfdata_proto::data::worker_service_client::WorkerServiceClient;
 use tfdata_rpc::security::{ClientSecurity, RpcChannel};
 
 use crate::config::DispatcherConfig;
-use crate::journal;
 use crate::metrics::DispatcherMetrics;
+use crate::persistence::journal;
+use crate::persistence::store::DatasetStore;
+use crate::persistence::work_dir::WorkDir;
 use crate::state::DispatcherState;
-use crate::store::DatasetStore;
-use crate::work_dir::WorkDir;
 
 pub use clients::EncodedHeartbeat;
 pub use overview::{IterationProgress, Overview, ReaderOverview, WorkerOverview};
@@ -156,7 +156,7 @@ impl Dispatcher {
         config: DispatcherConfig,
         clock: Arc<dyn Clock>,
         work_dir: Option<WorkDir>,
-        fence: Option<crate::leader_lease::Fence>,
+        fence: Option<crate::persistence::leader_lease::Fence>,
     ) -> Result<Self> {
         Self::taking_over(config, clock, work_dir, fence, None)
     }
@@ -168,7 +168,7 @@ impl Dispatcher {
         config: DispatcherConfig,
         clock: Arc<dyn Clock>,
         work_dir: Option<WorkDir>,
-        fence: Option<crate::leader_lease::Fence>,
+        fence: Option<crate::persistence::leader_lease::Fence>,
         prefetched: Option<&journal::Prefetched>,
     ) -> Result<Self> {
         config.validate()?;

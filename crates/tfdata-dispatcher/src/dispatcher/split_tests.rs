@@ -9,7 +9,7 @@ use tfdata_proto::data as wire;
 
 use super::Dispatcher;
 use crate::config::DispatcherConfig;
-use crate::journal;
+use crate::persistence::journal;
 use crate::state::DispatcherState;
 
 use std::sync::atomic::{AtomicI64, Ordering};

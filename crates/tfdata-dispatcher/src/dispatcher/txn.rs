@@ -43,8 +43,8 @@ use tokio::sync::{Mutex, MutexGuard, watch};
 
 use super::liveness::Liveness;
 use super::load::Load;
-use crate::journal::JournalWriter;
 use crate::metrics::DispatcherMetrics;
+use crate::persistence::journal::JournalWriter;
 use crate::state::DispatcherState;
 
 /// Updates written in one journal write at most. Groups are never split,

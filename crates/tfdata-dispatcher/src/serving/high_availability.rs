@@ -51,13 +51,15 @@ use tonic::server::NamedService;
 
 use crate::config::DispatcherConfig;
 use crate::dispatcher::{Dispatcher, SystemClock};
-use crate::grpc::DispatcherGrpc;
-use crate::grpc_heartbeat::HeartbeatFastPath;
-use crate::http::DispatcherSlot;
-use crate::journal::Prefetched;
-use crate::leader_lease::{Fence, LEASE_NAME, LeaderLease, LeaseConfig, LeaseRecord, Role};
-use crate::status::StatusGrpc;
-use crate::work_dir::WorkDir;
+use crate::persistence::journal::Prefetched;
+use crate::persistence::leader_lease::{
+    Fence, LEASE_NAME, LeaderLease, LeaseConfig, LeaseRecord, Role,
+};
+use crate::persistence::work_dir::WorkDir;
+use crate::serving::grpc::DispatcherGrpc;
+use crate::serving::grpc_heartbeat::HeartbeatFastPath;
+use crate::serving::http::DispatcherSlot;
+use crate::serving::status::StatusGrpc;
 
 /// How often a standby reads the journal ahead (one listing, and the
 /// objects written since, per read): a takeover reads at most this much of

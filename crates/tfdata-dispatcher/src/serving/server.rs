@@ -15,21 +15,21 @@ use tfdata_rpc::server::{ServerHandle, bind};
 
 use crate::config::DispatcherConfig;
 use crate::dispatcher::{Dispatcher, SystemClock};
-use crate::grpc::DispatcherGrpc;
-use crate::grpc_heartbeat::HeartbeatFastPath;
-use crate::http::DispatcherSlot;
+use crate::serving::grpc::DispatcherGrpc;
+use crate::serving::grpc_heartbeat::HeartbeatFastPath;
+use crate::serving::http::DispatcherSlot;
+use crate::serving::status::StatusGrpc;
 use crate::serving::{
     HttpTask, maintenance_loop, new_health, start_http, stop_http, warn_if_token_in_plaintext,
     watch_journal,
 };
 use crate::state::DispatcherState;
-use crate::status::StatusGrpc;
 use tfdata_proto::tfdata::status::status_service_server::StatusServiceServer;
 
 /// Runs a dispatcher on `listener` until `shutdown` fires, with its admin
 /// HTTP endpoint on `config.http_port` if set (bound here; a port in use
 /// is an error). With `config.high_availability`, as one of several
-/// dispatchers sharing the `work_dir` ([`crate::high_availability`]): it
+/// dispatchers sharing the `work_dir` ([`crate::serving::high_availability`]): it
 /// then also returns an error when it loses the leader lease. Callers
 /// that bind the HTTP port themselves (to print it) use
 /// [`serve_with_http`].
@@ -52,7 +52,7 @@ pub async fn serve_with_http(
 ) -> Result<()> {
     config.validate()?;
     if config.high_availability.is_some() {
-        return crate::high_availability::serve(listener, http, config, shutdown).await;
+        return crate::serving::high_availability::serve(listener, http, config, shutdown).await;
     }
     let security = config.security.clone();
     serve_recovering(listener, http, &security, shutdown, move || {
@@ -142,7 +142,7 @@ async fn serve_grpc(
     let service = DispatcherServiceServer::new(DispatcherGrpc(Arc::clone(&dispatcher)))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    // ClientHeartbeat from the encoded task lists (crate::grpc_heartbeat).
+    // ClientHeartbeat from the encoded task lists (crate::serving::grpc_heartbeat).
     let service = HeartbeatFastPath::new(service, dispatcher, MAX_MESSAGE_BYTES);
     let stopping = {
         let (health, shutdown) = (health.clone(), shutdown.clone());

@@ -32,8 +32,8 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::dispatcher::{Dispatcher, EncodedHeartbeat};
-use crate::grpc::DispatcherGrpc;
-use crate::request_span::{RequestIds, rpc_span};
+use crate::serving::grpc::DispatcherGrpc;
+use crate::serving::request_span::{RequestIds, rpc_span};
 
 const CLIENT_HEARTBEAT_PATH: &str = "/tensorflow.data.DispatcherService/ClientHeartbeat";
 
@@ -144,7 +144,7 @@ fn malformed(e: prost::DecodeError) -> Status {
 }
 
 /// The method itself: the dispatcher's answer, with the span and metrics
-/// every other method gets from `crate::grpc`.
+/// every other method gets from `crate::serving::grpc`.
 struct Handler(Arc<Dispatcher>);
 
 impl UnaryService<wire::ClientHeartbeatRequest> for Handler {
@@ -213,7 +213,7 @@ impl Decoder for RequestDecoder {
 mod tests {
     use super::*;
     use crate::config::DispatcherConfig;
-    use crate::server::DispatchServer;
+    use crate::serving::server::DispatchServer;
 
     /// A dispatcher, a one-thread runtime, and a channel to the dispatcher.
     fn server_and_channel() -> (

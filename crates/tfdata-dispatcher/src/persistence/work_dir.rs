@@ -9,7 +9,7 @@
 //!   [`WorkDir::ObjectStore`]: files are immutable objects written with one
 //!   `PUT` each, through the io layer's [`FileSystem`]. Object stores cannot
 //!   append, so the journal is written as one object per update (see
-//!   [`crate::journal`]).
+//!   [`crate::persistence::journal`]).
 //!
 //! The object store's client comes from the io layer
 //! ([`tfdata_dataset::io::file_system`], configured from the environment or

@@ -9,7 +9,7 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::dispatcher::Dispatcher;
-use crate::request_span::{RequestIds, rpc_span};
+use crate::serving::request_span::{RequestIds, rpc_span};
 
 /// The tonic adapter around [`Dispatcher`].
 #[derive(Clone)]

@@ -125,8 +125,8 @@ pub fn status(report: &StatusReport) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status_page::fixtures::{HOSTILE, report, worker};
-    use crate::status_page::report::WorkerState;
+    use crate::serving::status_page::fixtures::{HOSTILE, report, worker};
+    use crate::serving::status_page::report::WorkerState;
 
     #[test]
     fn every_figure_is_there_in_base_units() {

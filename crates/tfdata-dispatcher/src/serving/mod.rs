@@ -1,6 +1,32 @@
-//! What the single dispatcher ([`crate::server`]) and the dispatchers of a
-//! high-availability group ([`crate::high_availability`]) serve alike: the
-//! health, the admin endpoint, the maintenance loop and the journal watch.
+//! Serving: the dispatcher's logic ([`crate::dispatcher`]) on the network.
+//!
+//! * [`grpc`]: the tonic adapter of TensorFlow's `DispatcherService`, each
+//!   call in a span with the ids its request names (`request_span`);
+//! * [`grpc_heartbeat`]: `ClientHeartbeat` answered in front of it, from the
+//!   iterations' task lists kept encoded;
+//! * [`status`]: the introspection service `tfdata status` reads;
+//! * [`http`]: the admin HTTP endpoint's routes (`/metrics`, `/healthz`,
+//!   `/readyz`);
+//! * [`status_page`]: the status page (`/`) and its JSON (`/api/status`)
+//!   merged into them, with the bottleneck verdict;
+//! * [`server`]: [`serve`](server::serve) (the library function the CLI and
+//!   tests call) and the in-process `DispatchServer`;
+//! * [`high_availability`]: several dispatchers on one `work_dir`, the
+//!   lease's holder leading and the others answering `UNAVAILABLE` behind
+//!   gates until they take over.
+//!
+//! This module itself holds what the single dispatcher and the dispatchers
+//! of a high-availability group serve alike: the health, the admin
+//! endpoint, the maintenance loop and the journal watch.
+
+pub mod grpc;
+pub mod grpc_heartbeat;
+pub mod high_availability;
+pub mod http;
+mod request_span;
+pub mod server;
+pub mod status;
+pub mod status_page;
 
 use std::net::TcpListener as StdTcpListener;
 use std::sync::Arc;
@@ -14,8 +40,8 @@ use tfdata_rpc::security::TransportSecurity;
 use tonic::server::NamedService;
 
 use crate::dispatcher::Dispatcher;
-use crate::grpc::DispatcherGrpc;
-use crate::http::DispatcherSlot;
+use crate::serving::grpc::DispatcherGrpc;
+use crate::serving::http::DispatcherSlot;
 
 /// The health of a dispatcher not serving yet.
 pub(crate) fn new_health(reason: &str) -> Health {
@@ -40,8 +66,8 @@ pub(crate) fn start_http(
         return Ok(None);
     };
     let security = security.admin_server()?;
-    let router = crate::http::router(slot.clone(), health.clone())
-        .merge(crate::status_page::routes(slot.clone()));
+    let router = crate::serving::http::router(slot.clone(), health.clone())
+        .merge(crate::serving::status_page::routes(slot.clone()));
     Ok(Some(tokio::spawn(admin::serve(
         listener,
         router,

@@ -552,9 +552,9 @@ fn snapshots(h: &mut String, report: &StatusReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status_page::fixtures::{HOSTILE, report, worker};
-    use crate::status_page::report::{WorkerRow, WorkerState};
-    use crate::status_page::verdict::Bottleneck;
+    use crate::serving::status_page::fixtures::{HOSTILE, report, worker};
+    use crate::serving::status_page::report::{WorkerRow, WorkerState};
+    use crate::serving::status_page::verdict::Bottleneck;
 
     #[test]
     fn strings_from_the_network_cannot_inject_markup() {
@@ -611,7 +611,7 @@ mod tests {
             })
             .collect();
         workers.push(worker("gone:5051", WorkerState::Lost, 0.0));
-        crate::status_page::report::sort_worst_first(&mut workers);
+        crate::serving::status_page::report::sort_worst_first(&mut workers);
         let html = content(&report(workers, "job"));
         let section =
             &html[html.find(r#"id="workers""#).unwrap()..html.find(r#"id="readers""#).unwrap()];

@@ -62,8 +62,8 @@ use tfdata_dataset::io::FileSystem;
 use tfdata_proto::data::Update;
 use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
 
-use crate::leader_lease::Fence;
-use crate::work_dir::{ObjectDir, WorkDir, put_object};
+use crate::persistence::leader_lease::Fence;
+use crate::persistence::work_dir::{ObjectDir, WorkDir, put_object};
 
 /// The directory name TensorFlow uses (marked load-bearing in its sources).
 pub const JOURNAL_DIR: &str = "tf_data_dispatcher_journal";

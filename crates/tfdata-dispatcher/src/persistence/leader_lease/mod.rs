@@ -1,6 +1,6 @@
 //! The leader lease over a `work_dir`: which of several dispatchers sharing
 //! one `work_dir` leads, and the fence that stops a deposed leader from
-//! writing (issue 17, item 3; used by [`crate::high_availability`]).
+//! writing (issue 17, item 3; used by [`crate::serving::high_availability`]).
 //!
 //! # The record
 //!
@@ -45,7 +45,7 @@
 //! A check cannot close the race alone: a leader that passes the check and
 //! is then paused (SIGSTOP, a long GC-like stall, a slow network) past its
 //! expiry can still issue the write it already decided to make. The
-//! journal (`crate::journal`, not this module) makes the storage refuse
+//! journal (`crate::persistence::journal`, not this module) makes the storage refuse
 //! that write on object stores, and makes it invisible locally:
 //!
 //! * Object stores: a fenced writer creates its segments only if absent

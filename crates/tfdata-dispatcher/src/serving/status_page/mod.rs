@@ -32,12 +32,12 @@ use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::http::DispatcherSlot;
+use crate::serving::http::DispatcherSlot;
 use report::StatusReport;
 
 /// `/` and `/api/status` for the dispatcher in `slot` (before it exists,
 /// while its journal is replayed, both answer 503 and say so). Merged into
-/// [`crate::http::router`].
+/// [`crate::serving::http::router`].
 pub fn routes(slot: DispatcherSlot) -> Router {
     let page_slot = slot.clone();
     Router::new()

@@ -12,7 +12,7 @@ use prost::Message;
 use tfdata_core::{DatasetId, Error, Result, tfrecord};
 use tfdata_proto::data::DatasetDef;
 
-use crate::work_dir::{ObjectDir, WorkDir, put_object};
+use crate::persistence::work_dir::{ObjectDir, WorkDir, put_object};
 
 #[derive(Clone)]
 pub enum DatasetStore {
