@@ -34,7 +34,9 @@ fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn a_bucket_lost_mid_save_fails_the_snapshot_with_the_cause_and_reads_go_on() {
-    let moto = Moto::start();
+    let Some(moto) = Moto::start() else {
+        return;
+    };
     moto.create_bucket("snapshots");
     set_global(moto.file_system());
     let work_dir = tempfile::tempdir().unwrap();

@@ -3,13 +3,15 @@
 //! page's script ran (its refresh included), not only what was served.
 //!
 //! Needs Debian's `chromium` (`apt-get install chromium`; `.ci/run`
-//! installs it). Without it the test fails and says so, unless
-//! `TFDATA_SKIP_BROWSER_TESTS=1`. With `TFDATA_STATUS_SCREENSHOT=PATH` it
+//! installs it). Without it the test prints `SKIPPED: ...` and passes, or
+//! fails under `CI=true` (`optional_tool`). With `TFDATA_STATUS_SCREENSHOT=PATH` it
 //! also saves a screenshot there (docs/status-page.png is made this way).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 
 mod common;
+#[path = "../../tfdata-dataset/tests/optional_tool/mod.rs"]
+mod optional_tool;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -29,23 +31,22 @@ const HOSTILE_JOB: &str = r#"eval"><img src=x onerror=alert(1)><script>alert(2)<
 /// How long one Chromium run may take before it is killed.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The `chromium` on PATH; `None` (after saying why) if browser tests are
-/// to be skipped.
+/// The `chromium` on PATH; `None` (after saying the test is skipped) if
+/// there is none.
 fn chromium() -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|path| {
         std::env::split_paths(&path)
             .map(|dir| dir.join("chromium"))
             .find(|p| p.is_file())
     });
-    if found.is_none() && std::env::var("TFDATA_SKIP_BROWSER_TESTS").as_deref() == Ok("1") {
-        eprintln!("SKIPPED: no chromium on PATH and TFDATA_SKIP_BROWSER_TESTS=1");
-        return None;
+    if found.is_none() {
+        optional_tool::missing(
+            &optional_tool::current_test(),
+            "no chromium on PATH: the status page's browser test needs a headless Chromium",
+            "Debian's chromium package: apt-get install chromium",
+        );
     }
-    Some(found.expect(
-        "the status page test needs a headless Chromium: install Debian's package \
-         (`apt-get install chromium`, as .ci/run does), or set \
-         TFDATA_SKIP_BROWSER_TESTS=1 to skip browser tests",
-    ))
+    found
 }
 
 /// Runs Chromium headless on `url` with `args`, letting the page's timers

@@ -7,4 +7,6 @@
 pub mod cluster;
 pub mod delay_proxy;
 pub mod network;
+#[path = "../../../tfdata-dataset/tests/optional_tool/mod.rs"]
+pub mod optional_tool;
 pub mod sandbox;

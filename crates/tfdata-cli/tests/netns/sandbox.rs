@@ -58,9 +58,23 @@ pub fn run(test_name: &str, scenario: impl FnOnce()) {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Err(why) = sandbox_available() {
-        shout(&format!("SKIPPED: multi-host test {test_name}: {why}"));
-        return;
+    match sandbox_available() {
+        Ok(()) => {}
+        // A tool .ci/run installs: skipped outside CI only.
+        Err(Unavailable::Tool(why)) => {
+            super::optional_tool::missing(
+                &format!("multi-host test {test_name}"),
+                &why,
+                "iproute2 and util-linux: apt-get install iproute2 util-linux",
+            );
+            return;
+        }
+        // Root and namespace rights are the machine's, not a tool to
+        // install: skipped everywhere (docs/multi-host-tests.md).
+        Err(Unavailable::Rights(why)) => {
+            shout(&format!("SKIPPED: multi-host test {test_name}: {why}"));
+            return;
+        }
     }
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut command = Command::new("setpriv");
@@ -102,28 +116,38 @@ pub fn run(test_name: &str, scenario: impl FnOnce()) {
     }
 }
 
+/// Why no sandbox can be made here.
+enum Unavailable {
+    /// A tool is missing.
+    Tool(String),
+    /// This process may not make namespaces.
+    Rights(String),
+}
+
 /// Why no sandbox can be made here, if so.
-fn sandbox_available() -> Result<(), String> {
-    let uid = effective_uid()?;
+fn sandbox_available() -> Result<(), Unavailable> {
+    let uid = effective_uid().map_err(Unavailable::Rights)?;
     if uid != 0 {
-        return Err(format!(
+        return Err(Unavailable::Rights(format!(
             "network namespaces need root (running as uid {uid}); run the tests as root to include it"
-        ));
+        )));
     }
     let ip = Command::new("ip").arg("-V").output();
     if !ip.is_ok_and(|o| o.status.success()) {
-        return Err("iproute2's `ip` is not installed".into());
+        return Err(Unavailable::Tool("iproute2's `ip` is not installed".into()));
     }
     let probe = Command::new("setpriv")
         .args(SANDBOX)
         .arg("true")
         .output()
-        .map_err(|e| format!("cannot run setpriv and unshare (util-linux): {e}"))?;
+        .map_err(|e| {
+            Unavailable::Tool(format!("cannot run setpriv and unshare (util-linux): {e}"))
+        })?;
     if !probe.status.success() {
-        return Err(format!(
+        return Err(Unavailable::Rights(format!(
             "unshare refused to create the sandbox: {}",
             String::from_utf8_lossy(&probe.stderr).trim()
-        ));
+        )));
     }
     Ok(())
 }

@@ -7,11 +7,18 @@
 //! `moto_server` instead. An install lock keeps concurrent test processes
 //! from installing twice.
 //!
+//! Without Python's `venv` and `pip`, or without PyPI, moto cannot be
+//! installed: [`Moto::start`] then returns `None` after printing
+//! `SKIPPED: ...` (under `CI=true` it fails instead; see `optional_tool`).
+//!
 //! The server runs under a small `sh` wrapper that kills it when the wrapper's
 //! stdin closes: dropping a [`Moto`] closes it, and so does the test
 //! process dying any other way, so no server outlives its test.
 
 #![allow(dead_code)] // each test binary uses part of the harness
+
+#[path = "../optional_tool/mod.rs"]
+mod optional_tool;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -37,20 +44,31 @@ pub struct Moto {
 
 impl Moto {
     /// Starts a server (installing moto first if needed) and waits until it
-    /// answers HTTP.
-    pub fn start() -> Moto {
+    /// answers HTTP; `None` when moto cannot be installed here (the test
+    /// then returns, skipped).
+    pub fn start() -> Option<Moto> {
         Self::start_with_env(&[])
     }
 
     /// [`Moto::start`] with extra environment for the server, e.g.
     /// `INITIAL_NO_AUTH_ACTION_COUNT=0` to make it check credentials.
-    pub fn start_with_env(env: &[(&str, &str)]) -> Moto {
-        let server = moto_server();
+    pub fn start_with_env(env: &[(&str, &str)]) -> Option<Moto> {
+        let server = match moto_server() {
+            Ok(server) => server,
+            Err(why) => {
+                optional_tool::missing(
+                    &optional_tool::current_test(),
+                    &format!("moto (the S3 server) could not be installed: {why}"),
+                    "python3-venv and pip with access to PyPI, or set TFDATA_MOTO_SERVER",
+                );
+                return None;
+            }
+        };
         let mut last_error = String::new();
         // A free port can be taken between probing and binding; retry.
         for _ in 0..3 {
             match Self::try_start(&server, env) {
-                Ok(moto) => return moto,
+                Ok(moto) => return Some(moto),
                 Err(e) => last_error = e,
             }
         }
@@ -202,9 +220,17 @@ fn http(port: u16, method: &str, path: &str) -> std::io::Result<String> {
 }
 
 /// The `moto_server` to run, installing moto if needed.
-fn moto_server() -> PathBuf {
+/// The `moto_server` to run, installed on first use; why not, if it
+/// cannot be installed. Decided once per test process, so a machine
+/// without PyPI pays for one failed install, not one per test.
+fn moto_server() -> Result<PathBuf, String> {
+    static SERVER: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    SERVER.get_or_init(install_moto_server).clone()
+}
+
+fn install_moto_server() -> Result<PathBuf, String> {
     if let Some(server) = std::env::var_os("TFDATA_MOTO_SERVER") {
-        return server.into();
+        return Ok(server.into());
     }
     let dir = match std::env::var_os("TFDATA_MOTO_DIR") {
         Some(dir) => PathBuf::from(dir),
@@ -220,19 +246,19 @@ fn moto_server() -> PathBuf {
     let server = venv.join("bin").join("moto_server");
     let done = venv.join(".tfdata-installed");
     if done.exists() {
-        return server;
+        return Ok(server);
     }
     std::fs::create_dir_all(&dir).expect("create the moto cache directory");
     // Other test threads and processes wait here for one install.
     let lock = std::fs::File::create(dir.join(".lock")).expect("create the install lock");
     lock.lock().expect("take the install lock");
     if done.exists() {
-        return server;
+        return Ok(server);
     }
     // A venv without the marker is a failed install: start over.
     let _ = std::fs::remove_dir_all(&venv);
     eprintln!("installing moto into {} (once)", venv.display());
-    run(Command::new("python3").arg("-m").arg("venv").arg(&venv));
+    run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
     run(Command::new(venv.join("bin").join("python"))
         .args([
             "-m",
@@ -241,25 +267,28 @@ fn moto_server() -> PathBuf {
             "--quiet",
             "--disable-pip-version-check",
         ])
-        .arg("moto[server]>=5,<6"));
+        .arg("moto[server]>=5,<6"))?;
     assert!(
         server.exists(),
         "{} missing after install",
         server.display()
     );
     std::fs::write(&done, b"").expect("mark the install done");
-    server
+    Ok(server)
 }
 
-fn run(command: &mut Command) {
+/// Runs one install step; its output as the error if it fails.
+fn run(command: &mut Command) -> Result<(), String> {
     let out = command
         .output()
-        .unwrap_or_else(|e| panic!("running {command:?}: {e}"));
-    assert!(
-        out.status.success(),
+        .map_err(|e| format!("running {command:?}: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
         "{command:?} failed ({}):\n{}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    );
+    ))
 }
