@@ -10,15 +10,22 @@ What is left out, and only that: comments, string literals, and each item
 under `#[cfg(test)]` (the item alone: the attribute's `mod`, `fn`, `impl` or
 `use`, matched to its closing brace or semicolon, so code after a test
 module is still read). A module declared under `#[cfg(test)]` (`mod tests;`)
-is test code as a whole, its file included."""
+is test code as a whole, its file included.
+
+`module_cycles.py crates --edges CRATE [MODULE]` prints the edges instead
+(of MODULE's children when given, e.g. `tfdata-dispatcher dispatcher`), to
+keep ARCHITECTURE.md's arrows true."""
 import os, re, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rust_source import test_module_names, paths_in, strip_comments_and_strings, without_test_items  # noqa: E402
 
 root = sys.argv[1] if len(sys.argv) > 1 else 'crates'
+show_edges = sys.argv[3:5] if len(sys.argv) > 3 and sys.argv[2] == '--edges' else None
 found = 0
 for crate in sorted(os.listdir(root)):
+    if show_edges and crate != show_edges[0]:
+        continue
     src = os.path.join(root, crate, 'src')
     if not os.path.isdir(src):
         continue
@@ -65,6 +72,12 @@ for crate in sorted(os.listdir(root)):
             if target == m[:len(target)] or m == target[:len(m)]:
                 continue  # ancestor/descendant
             edges[m].add(target)
+    if show_edges:
+        parent = tuple(show_edges[1].split('::')) if len(show_edges) > 1 else ()
+        for m in sorted(edges):
+            if m[:len(parent)] == parent and len(m) == len(parent) + 1:
+                print('::'.join(m), '->', ', '.join(sorted('::'.join(t) for t in edges[m])) or '-')
+        continue
     # find cycles (simple: SCCs)
     index = {}; low = {}; stack = []; on = set(); sccs = []; i = [0]
 
