@@ -13,7 +13,7 @@ use tfdata_rpc::security::{ClientSecurity, TransportSecurity};
 
 use crate::checkpoint::Positions;
 use crate::dispatcher::DispatcherClient;
-use crate::fetch::StreamWindow;
+use crate::fetch::{ReceivedElement, StreamWindow};
 use crate::iteration::{self, Iteration, IterationParams};
 use crate::options::{Compression, IntoProcessingMode, ProcessingMode, TargetWorkers};
 use crate::runtime;
@@ -751,6 +751,12 @@ impl ElementIterator {
 
     /// The next element if one has already arrived; `Pending` otherwise.
     pub fn try_next(&mut self) -> std::task::Poll<Option<Result<Element>>> {
+        self.try_next_received().map(into_elements)
+    }
+
+    /// [`try_next`](Self::try_next), the element as received: its buffers
+    /// provably its own (a writable view of them is sound).
+    pub fn try_next_received(&mut self) -> std::task::Poll<Option<Result<ReceivedElement>>> {
         self.iteration.try_next()
     }
 
@@ -758,14 +764,27 @@ impl ElementIterator {
     /// none arrived in time. Lets a caller that must stay responsive (to
     /// Ctrl-C in Python, say) wait in slices.
     pub fn next_timeout(&mut self, timeout: Duration) -> std::task::Poll<Option<Result<Element>>> {
+        self.next_timeout_received(timeout).map(into_elements)
+    }
+
+    /// [`next_timeout`](Self::next_timeout), the element as received.
+    pub fn next_timeout_received(
+        &mut self,
+        timeout: Duration,
+    ) -> std::task::Poll<Option<Result<ReceivedElement>>> {
         self.iteration.next_within(&self.handle, timeout)
     }
+}
+
+/// A received element as one to share like any other.
+fn into_elements(next: Option<Result<ReceivedElement>>) -> Option<Result<Element>> {
+    next.map(|r| r.map(ReceivedElement::into_element))
 }
 
 impl Iterator for ElementIterator {
     type Item = Result<Element>;
     fn next(&mut self) -> Option<Result<Element>> {
-        self.iteration.next_blocking()
+        into_elements(self.iteration.next_blocking())
     }
 }
 
@@ -803,6 +822,6 @@ impl futures::Stream for ElementStream {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<Element>>> {
-        self.iteration.poll_next(cx)
+        self.iteration.poll_next(cx).map(into_elements)
     }
 }
