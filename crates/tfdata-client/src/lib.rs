@@ -20,6 +20,7 @@ mod fetch;
 mod iteration;
 pub mod metrics;
 pub mod options;
+mod read_options;
 mod rounds;
 pub mod runtime;
 pub mod save;
