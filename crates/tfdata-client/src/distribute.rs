@@ -1,4 +1,6 @@
 //! `distribute`, `register_dataset` and `from_dataset_id` (spec §3.1–§3.3).
+//! The options they share, with TensorFlow's client-side checks, are in
+//! [`crate::read_options`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -13,43 +15,14 @@ use tfdata_rpc::security::{ClientSecurity, TransportSecurity};
 
 use crate::checkpoint::Positions;
 use crate::dispatcher::DispatcherClient;
-use crate::fetch::StreamWindow;
+use crate::fetch::{ReceivedElement, StreamWindow};
 use crate::iteration::{self, Iteration, IterationParams};
 use crate::options::{Compression, IntoProcessingMode, ProcessingMode, TargetWorkers};
+pub use crate::read_options::{
+    DEFAULT_DISPATCHER_TIMEOUT, DEFAULT_MAX_OUTSTANDING_REQUESTS, DEFAULT_TASK_REFRESH_INTERVAL,
+};
+use crate::read_options::{ReadOptions, read_option_setters};
 use crate::runtime;
-
-/// How long calls that set a read up (registration, job and iteration
-/// creation, metadata) retry an unreachable dispatcher before failing.
-/// TensorFlow retries registration for an hour and job creation forever; a
-/// reader that cannot reach its dispatcher for a minute is usually
-/// misconfigured, so tfdata says so sooner. Configurable per read.
-pub const DEFAULT_DISPATCHER_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Client heartbeat period (`task_refresh_interval_hint_ms`'s default).
-pub const DEFAULT_TASK_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
-
-/// `max_outstanding_requests` when left to AUTOTUNE.
-pub const DEFAULT_MAX_OUTSTANDING_REQUESTS: usize = 16;
-
-/// Options shared by `distribute` and `from_dataset_id`.
-#[derive(Debug, Clone)]
-struct ReadOptions {
-    mode: std::result::Result<ProcessingMode, String>,
-    service: String,
-    job_name: Option<String>,
-    consumer_index: Option<i64>,
-    num_consumers: Option<i64>,
-    trainer_id: Option<String>,
-    data_transfer_protocol: Option<String>,
-    max_outstanding_requests: Option<usize>,
-    target_workers: TargetWorkers,
-    task_refresh_interval: Duration,
-    dispatcher_timeout: Duration,
-    /// Per-task element-stream window.
-    stream_window: StreamWindow,
-    /// TLS and token; `None` is the process default (environment).
-    security: Option<TransportSecurity>,
-}
 
 /// The element stream's compression for a dataset registered with `compression`.
 fn stream_compression(compression: i32) -> tfdata_proto::tfdata::stream::Compression {
@@ -60,178 +33,6 @@ fn stream_compression(compression: i32) -> tfdata_proto::tfdata::stream::Compres
         Ok(C::Off) => S::Never,
         _ => S::Auto,
     }
-}
-
-impl ReadOptions {
-    fn new(mode: Result<ProcessingMode>, service: &str) -> Self {
-        ReadOptions {
-            mode: mode.map_err(|e| e.to_string()),
-            service: service.to_string(),
-            job_name: None,
-            consumer_index: None,
-            num_consumers: None,
-            trainer_id: None,
-            data_transfer_protocol: None,
-            max_outstanding_requests: None,
-            target_workers: TargetWorkers::Auto,
-            task_refresh_interval: DEFAULT_TASK_REFRESH_INTERVAL,
-            dispatcher_timeout: DEFAULT_DISPATCHER_TIMEOUT,
-            stream_window: StreamWindow::default(),
-            security: None,
-        }
-    }
-
-    fn validate(&self) -> Result<(ProcessingMode, DispatcherClient, ClientSecurity)> {
-        let mode = self.mode.clone().map_err(Error::InvalidArgument)?;
-        if self.job_name.as_deref() == Some("") {
-            return Err(Error::InvalidArgument("job_name must not be empty".into()));
-        }
-        // TensorFlow's client-side checks, with its wording where it has one.
-        match (self.consumer_index, self.num_consumers) {
-            (None, None) => {}
-            (Some(c), Some(n)) => {
-                if self.job_name.is_none() {
-                    return Err(Error::InvalidArgument(
-                        "job_name must be set when setting num_consumers".into(),
-                    ));
-                }
-                if n <= 0 || c < 0 || c >= n {
-                    return Err(Error::InvalidArgument(format!(
-                        "consumer_index must be in [0, num_consumers), got consumer_index={c}, num_consumers={n}"
-                    )));
-                }
-                if self.target_workers == TargetWorkers::Local {
-                    return Err(Error::InvalidArgument(
-                        "coordinated reads require non-local workers, but target_workers is LOCAL"
-                            .into(),
-                    ));
-                }
-                if self.trainer_id.is_some() {
-                    return Err(Error::InvalidArgument(
-                        "cross-trainer caching does not support coordinated reads (num_consumers)"
-                            .into(),
-                    ));
-                }
-            }
-            _ => {
-                return Err(Error::InvalidArgument(
-                    "Must either set both consumer_index and num_consumers, or neither.".into(),
-                ));
-            }
-        }
-        if let Some(trainer_id) = &self.trainer_id {
-            if trainer_id.is_empty() {
-                return Err(Error::InvalidArgument(
-                    "cross_trainer_cache needs a non-empty trainer_id".into(),
-                ));
-            }
-            if self.job_name.is_none() {
-                return Err(Error::InvalidArgument(
-                    "cross-trainer caching requires a named job: set job_name".into(),
-                ));
-            }
-        }
-        if let Some(p) = &self.data_transfer_protocol
-            && p != "grpc"
-        {
-            return Err(Error::Unimplemented(format!(
-                "data_transfer_protocol {p:?}: tfdata reads from workers over gRPC only"
-            )));
-        }
-        if self.max_outstanding_requests == Some(0) {
-            return Err(Error::InvalidArgument(
-                "max_outstanding_requests must be greater than zero (or unset for AUTOTUNE)".into(),
-            ));
-        }
-        if self.task_refresh_interval.is_zero() {
-            return Err(Error::InvalidArgument(
-                "task_refresh_interval must be positive".into(),
-            ));
-        }
-        let (_protocol, address) = tfdata_rpc::channel::parse_service(&self.service)?;
-        let security = match &self.security {
-            Some(security) => security.client()?,
-            None => TransportSecurity::process_default()?.client()?,
-        };
-        let dispatcher = DispatcherClient::with_security(&address, &security)?;
-        Ok((mode, dispatcher, security))
-    }
-}
-
-macro_rules! read_option_setters {
-    () => {
-        /// Share one job (and its elements, first come first served) with every
-        /// reader using the same name.
-        pub fn job_name(mut self, name: &str) -> Self {
-            self.options.job_name = Some(name.to_string());
-            self
-        }
-
-        /// Coordinated reads: this reader is consumer `consumer_index` of
-        /// `num_consumers` sharing the job (`job_name` required).
-        pub fn consumers(mut self, consumer_index: i64, num_consumers: i64) -> Self {
-            self.options.consumer_index = Some(consumer_index);
-            self.options.num_consumers = Some(num_consumers);
-            self
-        }
-
-        /// `cross_trainer_cache=CrossTrainerCache(trainer_id)`: trainers sharing
-        /// the job read one sliding window of its elements.
-        pub fn cross_trainer_cache(mut self, trainer_id: &str) -> Self {
-            self.options.trainer_id = Some(trainer_id.to_string());
-            self
-        }
-
-        /// `data_transfer_protocol`; only `"grpc"` is supported.
-        pub fn data_transfer_protocol(mut self, protocol: &str) -> Self {
-            self.options.data_transfer_protocol = Some(protocol.to_string());
-            self
-        }
-
-        /// Limit on elements requested or buffered at once; unset = AUTOTUNE.
-        pub fn max_outstanding_requests(mut self, n: usize) -> Self {
-            self.options.max_outstanding_requests = Some(n);
-            self
-        }
-
-        pub fn target_workers(mut self, target: TargetWorkers) -> Self {
-            self.options.target_workers = target;
-            self
-        }
-
-        /// How often the reader heartbeats to learn of tasks (default 1 s).
-        pub fn task_refresh_interval(mut self, interval: Duration) -> Self {
-            self.options.task_refresh_interval = interval;
-            self
-        }
-
-        /// How far each task's element stream may run ahead of the reader:
-        /// `elements` and payload `bytes` (defaults 16384 and 16 MiB). Only
-        /// tfdata workers stream; `GetElement` reads follow
-        /// `max_outstanding_requests`.
-        pub fn stream_window(mut self, elements: u64, bytes: u64) -> Self {
-            self.options.stream_window = StreamWindow {
-                elements: elements.max(1),
-                bytes: bytes.max(1),
-            };
-            self
-        }
-
-        /// How long setup calls retry an unreachable dispatcher (default 60 s).
-        pub fn dispatcher_timeout(mut self, timeout: Duration) -> Self {
-            self.options.dispatcher_timeout = timeout;
-            self
-        }
-
-        /// TLS and the bearer token for the dispatcher and the workers
-        /// (default: [`TransportSecurity::process_default`], the
-        /// `TFDATA_TLS_*` and `TFDATA_AUTH_TOKEN*` variables). Certificate
-        /// files are read when the read is set up.
-        pub fn security(mut self, security: TransportSecurity) -> Self {
-            self.options.security = Some(security);
-            self
-        }
-    };
 }
 
 /// `tf.data.experimental.service.distribute(...)`: a transformation that
@@ -751,6 +552,12 @@ impl ElementIterator {
 
     /// The next element if one has already arrived; `Pending` otherwise.
     pub fn try_next(&mut self) -> std::task::Poll<Option<Result<Element>>> {
+        self.try_next_received().map(into_elements)
+    }
+
+    /// [`try_next`](Self::try_next), the element as received: its buffers
+    /// provably its own (a writable view of them is sound).
+    pub fn try_next_received(&mut self) -> std::task::Poll<Option<Result<ReceivedElement>>> {
         self.iteration.try_next()
     }
 
@@ -758,14 +565,27 @@ impl ElementIterator {
     /// none arrived in time. Lets a caller that must stay responsive (to
     /// Ctrl-C in Python, say) wait in slices.
     pub fn next_timeout(&mut self, timeout: Duration) -> std::task::Poll<Option<Result<Element>>> {
+        self.next_timeout_received(timeout).map(into_elements)
+    }
+
+    /// [`next_timeout`](Self::next_timeout), the element as received.
+    pub fn next_timeout_received(
+        &mut self,
+        timeout: Duration,
+    ) -> std::task::Poll<Option<Result<ReceivedElement>>> {
         self.iteration.next_within(&self.handle, timeout)
     }
+}
+
+/// A received element as one to share like any other.
+fn into_elements(next: Option<Result<ReceivedElement>>) -> Option<Result<Element>> {
+    next.map(|r| r.map(ReceivedElement::into_element))
 }
 
 impl Iterator for ElementIterator {
     type Item = Result<Element>;
     fn next(&mut self) -> Option<Result<Element>> {
-        self.iteration.next_blocking()
+        into_elements(self.iteration.next_blocking())
     }
 }
 
@@ -803,6 +623,6 @@ impl futures::Stream for ElementStream {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<Element>>> {
-        self.iteration.poll_next(cx)
+        self.iteration.poll_next(cx).map(into_elements)
     }
 }

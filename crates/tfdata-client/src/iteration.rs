@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tfdata_core::{DatasetId, Element, Error, IterationClientId, JobId, Result, TaskId};
+use tfdata_core::{DatasetId, Error, IterationClientId, JobId, Result, TaskId};
 use tfdata_proto::data as wire;
 use tfdata_proto::tfdata::stream::Compression as StreamCompression;
 use tfdata_rpc::CancellationToken;
@@ -28,7 +28,8 @@ use tracing::Instrument;
 use crate::checkpoint::Positions;
 use crate::dispatcher::DispatcherClient;
 use crate::fetch::{
-    self, Delivery, FetchContext, FetchEnd, FetchParams, Item, Origin, StreamWindow,
+    self, Delivery, FetchContext, FetchEnd, FetchParams, Item, Origin, ReceivedElement,
+    StreamWindow,
 };
 use crate::metrics::{NextClock, ReaderStats, TargetTime};
 use crate::options::{ProcessingMode, TargetWorkers};
@@ -127,7 +128,7 @@ struct SharedConsumer {
 impl Iteration {
     /// The next element of the current delivery; its credit or permit goes
     /// back as soon as its last element is taken.
-    fn take_buffered(&mut self) -> Option<Element> {
+    fn take_buffered(&mut self) -> Option<ReceivedElement> {
         let delivery = self.current.as_mut()?;
         let element = delivery.next();
         self.taken_any |= element.is_some();
@@ -216,20 +217,20 @@ impl Iteration {
     }
 
     /// The buffered element, counted as a `next()` answered at once.
-    fn take_at_once(&mut self) -> Option<Element> {
+    fn take_at_once(&mut self) -> Option<ReceivedElement> {
         let element = self.take_buffered()?;
         self.clock.served_at_once();
         Some(element)
     }
 
     /// A wait for `item` ended.
-    fn take(&mut self, item: Option<Item>) -> Option<Result<Element>> {
+    fn take(&mut self, item: Option<Item>) -> Option<Result<ReceivedElement>> {
         let taken = self.take_item(item);
         self.clock.wait_ends(matches!(taken, Some(Ok(_))));
         taken
     }
 
-    fn take_item(&mut self, item: Option<Item>) -> Option<Result<Element>> {
+    fn take_item(&mut self, item: Option<Item>) -> Option<Result<ReceivedElement>> {
         if self.failed {
             return None;
         }
@@ -247,7 +248,7 @@ impl Iteration {
         }
     }
 
-    pub fn next_blocking(&mut self) -> Option<Result<Element>> {
+    pub fn next_blocking(&mut self) -> Option<Result<ReceivedElement>> {
         if let Some(e) = self.take_at_once() {
             return Some(Ok(e));
         }
@@ -258,7 +259,7 @@ impl Iteration {
 
     /// The next element without waiting: `Pending` if none has arrived
     /// (the trainer counts as waiting from then until an element comes).
-    pub fn try_next(&mut self) -> Poll<Option<Result<Element>>> {
+    pub fn try_next(&mut self) -> Poll<Option<Result<ReceivedElement>>> {
         if let Some(e) = self.take_at_once() {
             return Poll::Ready(Some(Ok(e)));
         }
@@ -277,7 +278,7 @@ impl Iteration {
         &mut self,
         handle: &tokio::runtime::Handle,
         timeout: Duration,
-    ) -> Poll<Option<Result<Element>>> {
+    ) -> Poll<Option<Result<ReceivedElement>>> {
         if let Poll::Ready(item) = self.try_next() {
             return Poll::Ready(item);
         }
@@ -289,7 +290,7 @@ impl Iteration {
         }
     }
 
-    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Element>>> {
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<ReceivedElement>>> {
         if let Some(e) = self.take_at_once() {
             return Poll::Ready(Some(Ok(e)));
         }

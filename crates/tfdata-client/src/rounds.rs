@@ -12,13 +12,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tfdata_core::{Element, Error, IterationClientId, Result, TaskId};
+use tfdata_core::{Error, IterationClientId, Result, TaskId};
 use tfdata_proto::data as wire;
 use tfdata_rpc::retry::backoff;
 use tokio::sync::Notify;
 
 use crate::dispatcher::DispatcherClient;
-use crate::fetch::{Delivery, FetchContext, Origin, TaskEndpoint, decode_off_runtime};
+use crate::fetch::{
+    Delivery, FetchContext, Origin, ReceivedElement, TaskEndpoint, decode_off_runtime,
+};
 
 /// After this many failed attempts at one task in one round, a consumer asks
 /// the dispatcher to remove it (TensorFlow: after the first failed retry).
@@ -165,7 +167,7 @@ pub(crate) async fn drive(
 enum Slot {
     /// An element, with its index in the task's sequence if the worker
     /// gave it (tfdata's do).
-    Element(Element, Option<i64>),
+    Element(ReceivedElement, Option<i64>),
     Skipped,
     Removed,
 }

@@ -1,21 +1,24 @@
 //! Elements to Python values and back.
 //!
 //! A numeric tensor becomes a numpy array over the tensor's own buffer: the
-//! array's base object is a [`TensorBuffer`] that holds the `Bytes`, so the
-//! memory lives exactly as long as the array and nothing is copied. Arrays
-//! are writable (`torch.from_numpy` wants that), which is sound only when no
-//! one else can read the same bytes, so a buffer is viewed in place only
-//! when it is the tensor's own:
-//! * [`Ownership::Exclusive`]: the reader's decoders give every tensor
-//!   bytes that nothing else refers to. Such a view is made even at an
-//!   unaligned address (a tensor that filled an HTTP/2 frame starts 9 bytes
-//!   after the frame header, wherever the frame fell in the read buffer):
-//!   numpy and torch compute on unaligned arrays correctly (`flags.aligned`
-//!   is then False), while copying 1 MiB tensors to align them cost the
-//!   Python reader a quarter of its throughput (measured, docs/python.md);
-//! * [`Ownership::MaybeShared`] (local pipelines, where a cache or a
-//!   repeated `from_tensors` hands out the same buffer again): only if
-//!   `Bytes::is_unique` says so, and aligned.
+//! array's base object is a [`TensorBuffer`] that holds it, so the memory
+//! lives exactly as long as the array and nothing is copied. Arrays are
+//! writable (`torch.from_numpy` wants that), which is sound only when no
+//! one else can read the same bytes, so a buffer is viewed in place only as
+//! an [`ExclusiveBytes`], the type whose invariant that is; what a tensor's
+//! bytes may be is in the type they reach the converter as ([`Data`]):
+//! * [`Data::Exclusive`]: a received element's buffers
+//!   ([`ReceivedElement`], made only where the reader decodes a message it
+//!   consumed). Such a view is made even at an unaligned address (a tensor
+//!   that filled an HTTP/2 frame starts 9 bytes after the frame header,
+//!   wherever the frame fell in the read buffer): numpy and torch compute
+//!   on unaligned arrays correctly (`flags.aligned` is then False), while
+//!   copying 1 MiB tensors to align them cost the Python reader a quarter
+//!   of its throughput (measured, docs/python.md);
+//! * [`Data::MaybeShared`] (local pipelines, where a cache or a repeated
+//!   `from_tensors` hands out the same buffer again): viewed only if
+//!   aligned and [`ExclusiveBytes::from_unique`] finds it the only handle
+//!   to its allocation.
 //!
 //! Otherwise numpy allocates the array and the bytes are copied once.
 //! 0-d tensors become numpy scalars (`np.int64(3)`), string scalars `bytes`,
@@ -38,24 +41,69 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use tfdata_client::received::{ExclusiveBytes, ReceivedData, ReceivedElement};
 use tfdata_core::tensor::TensorData;
 use tfdata_core::{DType, Element, Tensor};
 use tfdata_dataset::{Shape, Structure, TensorSpec};
 
-/// Who else may hold a tensor's bytes (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ownership {
-    /// Nothing else refers to these bytes (received from a worker).
-    Exclusive,
-    /// Something may (a local pipeline's cache, a repeated source): view
-    /// in place only if `Bytes::is_unique`.
-    MaybeShared,
+/// A tensor's data as it reaches the converter: whether its bytes may back
+/// a writable view is in its type (see the module docs).
+#[derive(Debug)]
+pub enum Data {
+    /// Nothing else can read or write these bytes (received from a worker).
+    Exclusive(ExclusiveBytes),
+    /// Something may (a local pipeline's cache, a repeated source).
+    MaybeShared(Bytes),
+    /// A string tensor's strings (always copied into Python objects).
+    Strings(Vec<Bytes>),
 }
 
-/// The owner of a numpy array's memory: a tensor buffer from Rust.
+/// One tensor of an element on its way to Python.
+#[derive(Debug)]
+pub struct Component {
+    dtype: DType,
+    shape: Vec<i64>,
+    data: Data,
+}
+
+/// The tensors of an element whose buffers anything may share (a local
+/// pipeline's, a function's input).
+pub fn maybe_shared(element: Element) -> Vec<Component> {
+    element
+        .components
+        .into_iter()
+        .map(|tensor| {
+            let (dtype, shape, data) = tensor.into_parts();
+            let data = match data {
+                TensorData::Buffer(bytes) => Data::MaybeShared(bytes),
+                TensorData::Strings(strings) => Data::Strings(strings),
+            };
+            Component { dtype, shape, data }
+        })
+        .collect()
+}
+
+/// The tensors of a received element, each buffer its own.
+pub fn received(element: ReceivedElement) -> Vec<Component> {
+    element
+        .into_tensors()
+        .map(|tensor| Component {
+            dtype: tensor.dtype,
+            shape: tensor.shape,
+            data: match tensor.data {
+                ReceivedData::Buffer(bytes) => Data::Exclusive(bytes),
+                ReceivedData::Strings(strings) => Data::Strings(strings),
+            },
+        })
+        .collect()
+}
+
+/// The owner of a numpy array's memory: a tensor buffer from Rust, which
+/// no other handle can read or write, and which this object never reads
+/// (numpy writes it).
 #[pyclass(frozen, module = "tfdata._native")]
 pub struct TensorBuffer {
-    data: Bytes,
+    data: ExclusiveBytes,
 }
 
 #[pymethods]
@@ -136,8 +184,8 @@ fn dims(shape: &[i64]) -> Vec<npy_intp> {
     shape.iter().map(|&d| d as npy_intp).collect()
 }
 
-/// A new numpy array of `shape`; with `view`, over that buffer (owned by
-/// `TensorBuffer`), else allocated by numpy and filled from `copy`.
+/// A new numpy array of `shape`: a writable view of an exclusive buffer
+/// (owned by a `TensorBuffer`), or allocated by numpy and filled from a copy.
 #[allow(unsafe_code)]
 fn new_array<'py>(
     py: Python<'py>,
@@ -146,27 +194,28 @@ fn new_array<'py>(
     source: ArraySource,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut dims = dims(shape);
-    let (data, owner) = match &source {
-        ArraySource::View(bytes) => (
-            bytes.as_ptr() as *mut c_void,
-            Some(Bound::new(
-                py,
-                TensorBuffer {
-                    data: bytes.clone(),
-                },
-            )?),
-        ),
-        ArraySource::Copy(_) => (std::ptr::null_mut(), None),
+    let (data, owner, copy) = match source {
+        ArraySource::View(bytes) => {
+            let data = bytes.as_ptr() as *mut c_void;
+            (
+                data,
+                Some(Bound::new(py, TensorBuffer { data: bytes })?),
+                None,
+            )
+        }
+        ArraySource::Copy(bytes) => (std::ptr::null_mut(), None, Some(bytes)),
     };
     let ndim = c_int::try_from(dims.len())
         .map_err(|_| PyValueError::new_err("tensor rank too large for numpy"))?;
     // SAFETY: `descr` is a valid dtype (a new reference, which
     // PyArray_NewFromDescr steals); `dims` has `ndim` entries; null strides
-    // mean C order. For a view, `data` points at `bytes.len()` bytes, which
-    // the tensor's size checks made exactly the array's size, and they stay
-    // alive while the base object `owner` does. Writing through the array is
-    // sound because the buffer is this array's alone (see `Ownership`) and
-    // lives in heap memory the allocator gave as writable.
+    // mean C order. For a view, `data` points at the `ExclusiveBytes`'
+    // bytes, which the tensor's size checks made exactly the array's size,
+    // and they stay alive while the base object `owner`, which holds them,
+    // does. Writing through the array is sound by `ExclusiveBytes`'
+    // invariant: no other handle can read or write those bytes, and they are
+    // heap memory the allocator gave as writable; `TensorBuffer` never makes
+    // a reference to them.
     unsafe {
         let array = PY_ARRAY_API.PyArray_NewFromDescr(
             py,
@@ -187,8 +236,8 @@ fn new_array<'py>(
             return Err(PyErr::fetch(py));
         }
         let array = Bound::from_owned_ptr(py, array);
-        match (source, owner) {
-            (ArraySource::View(_), Some(owner)) => {
+        match (owner, copy) {
+            (Some(owner), _) => {
                 // Steals the reference to `owner`.
                 if PY_ARRAY_API.PyArray_SetBaseObject(
                     py,
@@ -199,21 +248,22 @@ fn new_array<'py>(
                     return Err(PyErr::fetch(py));
                 }
             }
-            (ArraySource::Copy(bytes), _) => {
+            (None, Some(bytes)) => {
                 let target = (*(array.as_ptr() as *mut npyffi::PyArrayObject))
                     .fields
                     .data;
                 // numpy allocated exactly the tensor's size, which `bytes` is.
                 std::ptr::copy_nonoverlapping(bytes.as_ptr(), target as *mut u8, bytes.len());
             }
-            (ArraySource::View(_), None) => unreachable!("a view always has an owner"),
+            (None, None) => unreachable!("an array is a view or a copy"),
         }
         Ok(array)
     }
 }
 
 enum ArraySource {
-    View(Bytes),
+    /// A writable view: the one way an array is made over Rust memory.
+    View(ExclusiveBytes),
     Copy(Bytes),
 }
 
@@ -248,14 +298,10 @@ fn new_scalar<'py>(
 }
 
 /// A tensor as a Python value (see the module docs).
-pub fn tensor_to_py<'py>(
-    py: Python<'py>,
-    tensor: Tensor,
-    ownership: Ownership,
-) -> PyResult<Bound<'py, PyAny>> {
-    let (dtype, shape, data) = tensor.into_parts();
-    match data {
-        TensorData::Strings(strings) => {
+pub fn tensor_to_py<'py>(py: Python<'py>, tensor: Component) -> PyResult<Bound<'py, PyAny>> {
+    let Component { dtype, shape, data } = tensor;
+    let bytes = match data {
+        Data::Strings(strings) => {
             if shape.is_empty() {
                 let s = strings.first().map(|b| &b[..]).unwrap_or_default();
                 return Ok(PyBytes::new(py, s).into_any());
@@ -265,29 +311,29 @@ pub fn tensor_to_py<'py>(
             kwargs.set_item("dtype", py.get_type::<pyo3::types::PyAny>())?;
             let np = numpy(py)?;
             let flat = np.call_method("array", (list,), Some(&kwargs))?;
-            flat.call_method1("reshape", (PyTuple::new(py, &shape)?,))
+            return flat.call_method1("reshape", (PyTuple::new(py, &shape)?,));
         }
-        TensorData::Buffer(bytes) => {
-            let descr = descr(py, dtype)?;
-            if shape.is_empty() {
-                return new_scalar(py, &descr, &bytes);
-            }
-            let in_place = !bytes.is_empty()
-                && match ownership {
-                    Ownership::Exclusive => true,
-                    Ownership::MaybeShared => {
-                        bytes.is_unique()
-                            && (bytes.as_ptr() as usize).is_multiple_of(alignment(dtype))
-                    }
-                };
-            let source = if in_place {
-                ArraySource::View(bytes)
+        Data::Exclusive(bytes) => Ok(bytes),
+        Data::MaybeShared(bytes) => {
+            if (bytes.as_ptr() as usize).is_multiple_of(alignment(dtype)) {
+                ExclusiveBytes::from_unique(bytes)
             } else {
-                ArraySource::Copy(bytes)
-            };
-            new_array(py, &descr, &shape, source)
+                Err(bytes)
+            }
         }
-    }
+    };
+    let descr = descr(py, dtype)?;
+    let source = match bytes {
+        Ok(exclusive) if shape.is_empty() => {
+            return new_scalar(py, &descr, &exclusive.into_bytes());
+        }
+        Err(shared) if shape.is_empty() => return new_scalar(py, &descr, &shared),
+        // An empty array has no memory to view.
+        Ok(exclusive) if exclusive.is_empty() => ArraySource::Copy(exclusive.into_bytes()),
+        Ok(exclusive) => ArraySource::View(exclusive),
+        Err(shared) => ArraySource::Copy(shared),
+    };
+    new_array(py, &descr, &shape, source)
 }
 
 /// An element as the Python value of its structure: a tensor's value, a
@@ -295,21 +341,20 @@ pub fn tensor_to_py<'py>(
 /// one component is itself and several are a tuple.
 pub fn element_to_py<'py>(
     py: Python<'py>,
-    element: Element,
+    components: Vec<Component>,
     structure: Option<&Structure>,
-    ownership: Ownership,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let n = element.components.len();
-    let mut components = element.components.into_iter();
+    let n = components.len();
+    let mut components = components.into_iter();
     match structure {
-        Some(s) if s.num_components() == n => build(py, s, &mut components, ownership),
+        Some(s) if s.num_components() == n => build(py, s, &mut components),
         _ if n == 1 => match components.next() {
-            Some(t) => tensor_to_py(py, t, ownership),
+            Some(t) => tensor_to_py(py, t),
             None => Ok(PyTuple::empty(py).into_any()),
         },
         _ => {
             let items = components
-                .map(|t| tensor_to_py(py, t, ownership))
+                .map(|t| tensor_to_py(py, t))
                 .collect::<PyResult<Vec<_>>>()?;
             Ok(PyTuple::new(py, items)?.into_any())
         }
@@ -319,27 +364,26 @@ pub fn element_to_py<'py>(
 fn build<'py>(
     py: Python<'py>,
     structure: &Structure,
-    components: &mut std::vec::IntoIter<Tensor>,
-    ownership: Ownership,
+    components: &mut std::vec::IntoIter<Component>,
 ) -> PyResult<Bound<'py, PyAny>> {
     Ok(match structure {
         Structure::Tensor(_) => {
             let t = components.next().ok_or_else(|| {
                 PyValueError::new_err("element has fewer components than its spec")
             })?;
-            tensor_to_py(py, t, ownership)?
+            tensor_to_py(py, t)?
         }
         Structure::Tuple(items) => {
             let values = items
                 .iter()
-                .map(|s| build(py, s, components, ownership))
+                .map(|s| build(py, s, components))
                 .collect::<PyResult<Vec<_>>>()?;
             PyTuple::new(py, values)?.into_any()
         }
         Structure::Dict(items) => {
             let dict = PyDict::new(py);
             for (key, s) in items {
-                dict.set_item(key, build(py, s, components, ownership)?)?;
+                dict.set_item(key, build(py, s, components)?)?;
             }
             dict.into_any()
         }

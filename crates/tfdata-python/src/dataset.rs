@@ -10,7 +10,7 @@ use tfdata_core::{Error, Tensor};
 use tfdata_dataset::columnar::export::StringColumns;
 use tfdata_dataset::{Dataset, ElementIterator, FunctionRef, Structure};
 
-use crate::convert::{self, Ownership};
+use crate::convert;
 use crate::errors::{self, IntoPyResult};
 
 /// A function as pipelines name it: `{"function": name, "args": {...}}`.
@@ -390,9 +390,8 @@ impl LocalIterator {
                     .and_then(|b| Ok(Some(Bound::new(py, b)?.into_any()))),
                 None => convert::element_to_py(
                     py,
-                    element,
+                    convert::maybe_shared(element),
                     self.structure.as_ref(),
-                    Ownership::MaybeShared,
                 )
                 .map(Some),
             },

@@ -17,7 +17,7 @@ use tfdata_client::{Compression, Distribute, FromDatasetId, TargetWorkers};
 use tfdata_core::Error;
 use tfdata_dataset::{Dataset, Structure};
 
-use crate::convert::{self, Ownership};
+use crate::convert;
 use crate::dataset::PyDataset;
 use crate::errors::{self, IntoPyResult};
 use crate::wait;
@@ -200,8 +200,8 @@ impl Drop for DistributedDataset {
 }
 
 /// The reader's end of one iteration. Elements come as numpy arrays over
-/// the received buffers ([`Ownership::Exclusive`]: the client's decoders
-/// give each tensor bytes of its own).
+/// the received buffers (a [`tfdata_client::received::ReceivedElement`]'s:
+/// the client's decoders give each tensor bytes of its own).
 #[pyclass(frozen, module = "tfdata._native")]
 pub struct DistributedIterator {
     iterator: Mutex<Option<tfdata::ElementIterator>>,
@@ -225,7 +225,7 @@ impl DistributedIterator {
         // without the GIL, in slices, so Ctrl-C gets through.
         let ready = match self.iterator.try_lock() {
             Ok(mut guard) => match guard.as_mut() {
-                Some(it) => it.try_next(),
+                Some(it) => it.try_next_received(),
                 None => Poll::Ready(None),
             },
             Err(_) => Poll::Pending,
@@ -235,7 +235,7 @@ impl DistributedIterator {
             Poll::Pending => wait::poll_until(py, || {
                 let mut guard = self.iterator.lock().unwrap_or_else(|p| p.into_inner());
                 match guard.as_mut() {
-                    Some(it) => match it.next_timeout(wait::SLICE) {
+                    Some(it) => match it.next_timeout_received(wait::SLICE) {
                         Poll::Ready(next) => Some(next),
                         Poll::Pending => None,
                     },
@@ -246,16 +246,15 @@ impl DistributedIterator {
         match next {
             None => Ok(None),
             Some(Ok(element)) => match self.arrow {
-                Some(strings) => crate::arrow::batch(&element, self.structure.as_ref(), strings)
-                    .map_err(errors::to_py)
-                    .and_then(|b| Ok(Some(Bound::new(py, b)?.into_any()))),
-                None => convert::element_to_py(
-                    py,
-                    element,
-                    self.structure.as_ref(),
-                    Ownership::Exclusive,
-                )
-                .map(Some),
+                Some(strings) => {
+                    crate::arrow::batch(&element.into_element(), self.structure.as_ref(), strings)
+                        .map_err(errors::to_py)
+                        .and_then(|b| Ok(Some(Bound::new(py, b)?.into_any())))
+                }
+                None => {
+                    convert::element_to_py(py, convert::received(element), self.structure.as_ref())
+                        .map(Some)
+                }
             },
             Some(Err(e)) => Err(errors::to_py(e)),
         }

@@ -30,7 +30,7 @@ use tfdata_core::{Element, Error, Result};
 use tfdata_dataset::functions::{ResolvedDatasetFn, ResolvedMap};
 use tfdata_dataset::{Dataset, Structure};
 
-use crate::convert::{self, Ownership};
+use crate::convert;
 use crate::dataset::PyDataset;
 
 struct PyFunction {
@@ -54,7 +54,7 @@ impl PyFunction {
             Some(_) => false,
             None => element.components.len() > 1,
         };
-        let value = convert::element_to_py(py, element, input, Ownership::MaybeShared)?;
+        let value = convert::element_to_py(py, convert::maybe_shared(element), input)?;
         let callable = self.callable.bind(py);
         if spread {
             callable.call1(value.cast_into::<PyTuple>()?)

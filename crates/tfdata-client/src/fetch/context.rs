@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use tfdata_core::batch::BatchSplits;
 use tfdata_core::positions::PositionSet;
 use tfdata_core::ranges::IndexRanges;
-use tfdata_core::{Element, Error, Result, SplitName, TaskId};
+use tfdata_core::{Error, Result, SplitName, TaskId};
 use tfdata_proto::data::{self as wire, worker_service_client::WorkerServiceClient};
 use tfdata_proto::tfdata::stream::Compression as StreamCompression;
 use tfdata_rpc::CancellationToken;
@@ -16,6 +16,7 @@ use tfdata_rpc::retry::backoff;
 use tfdata_rpc::security::{ClientSecurity, RpcChannel};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
+use super::received::ReceivedElement;
 use crate::metrics::ReaderStats;
 
 /// Elements a reader lets each task's stream send ahead of it: two of the
@@ -61,7 +62,7 @@ impl Default for StreamWindow {
 /// What a fetcher hands the reader: one element (`GetElement`) or a
 /// stream batch, and what it holds of the fetchers' budgets until it is read.
 pub(crate) struct Delivery {
-    elements: std::vec::IntoIter<Element>,
+    elements: std::vec::IntoIter<ReceivedElement>,
     /// Where the elements are in their worker's sequence (reader
     /// checkpoints, `crate::checkpoint`).
     pub origin: Origin,
@@ -90,7 +91,11 @@ pub(crate) enum Origin {
 
 impl Delivery {
     /// One element read with `GetElement`, holding its permit.
-    pub(crate) fn element(element: Element, permit: OwnedSemaphorePermit, origin: Origin) -> Self {
+    pub(crate) fn element(
+        element: ReceivedElement,
+        permit: OwnedSemaphorePermit,
+        origin: Origin,
+    ) -> Self {
         Delivery {
             elements: vec![element].into_iter(),
             origin,
@@ -103,7 +108,7 @@ impl Delivery {
 
     /// A stream batch's elements, holding its credit.
     pub(crate) fn batch(
-        elements: Vec<Element>,
+        elements: Vec<ReceivedElement>,
         credit: CreditReturn,
         origin: Origin,
         splits: Option<tfdata_core::batch::BatchSplits>,
@@ -119,7 +124,7 @@ impl Delivery {
     }
 
     /// The next element; `None` once all are taken.
-    pub(crate) fn next(&mut self) -> Option<Element> {
+    pub(crate) fn next(&mut self) -> Option<ReceivedElement> {
         let element = self.elements.next()?;
         self.taken += 1;
         Some(element)

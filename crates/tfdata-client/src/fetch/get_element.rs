@@ -6,23 +6,31 @@
 
 use std::sync::Arc;
 
-use tfdata_core::{Element, Error, Result, element};
+use tfdata_core::{Error, Result, element};
 use tfdata_proto::data::{self as wire, get_element_response};
 use tfdata_rpc::retry::backoff;
 
 use super::context::{
     DECODE_OFF_RUNTIME_BYTES, Delivery, FetchContext, FetchEnd, Origin, TaskEndpoint, retry_or_fail,
 };
+use super::received::ReceivedElement;
 
-fn decode(task: &TaskEndpoint, element: Option<get_element_response::Element>) -> Result<Element> {
-    match element {
+/// A `GetElement` answer's element. The answer was read off the network
+/// and is consumed here: the element's buffers are cuts of it (or of the
+/// chunk it decompresses) that nothing else holds.
+fn decode(
+    task: &TaskEndpoint,
+    element: Option<get_element_response::Element>,
+) -> Result<ReceivedElement> {
+    let decoded = match element {
         Some(get_element_response::Element::Compressed(c)) => element::uncompress(&c),
         Some(get_element_response::Element::Uncompressed(u)) => element::from_uncompressed(&u),
         None => Err(Error::Internal(format!(
             "worker {} answered GetElement for task {} with no element",
             task.address, task.task_id
         ))),
-    }
+    };
+    decoded.map(ReceivedElement::decoded)
 }
 
 /// A `GetElement` answer's element, decoded on a blocking thread when the
@@ -30,7 +38,7 @@ fn decode(task: &TaskEndpoint, element: Option<get_element_response::Element>) -
 pub(crate) async fn decode_off_runtime(
     task: &TaskEndpoint,
     element: Option<get_element_response::Element>,
-) -> Result<Element> {
+) -> Result<ReceivedElement> {
     let large = matches!(&element, Some(get_element_response::Element::Compressed(c))
         if c.data.len() >= DECODE_OFF_RUNTIME_BYTES);
     if !large {

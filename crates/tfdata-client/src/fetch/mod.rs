@@ -7,10 +7,12 @@
 //! with the stream off) is read with `GetElement` from then on
 //! ([`get_element`]). What they share (the reader's channel and budgets,
 //! one connection per worker, the wording and retrying of a worker's
-//! errors) is in [`context`], which depends on neither.
+//! errors) is in [`context`], which depends on neither. Both hand the reader
+//! [`received`] elements, whose buffers are provably theirs alone.
 
 mod context;
 mod get_element;
+pub mod received;
 mod stream;
 
 use std::sync::Arc;
@@ -21,6 +23,7 @@ pub(crate) use context::{
     Delivery, FetchContext, FetchEnd, FetchParams, Item, Origin, StreamWindow, TaskEndpoint,
 };
 pub(crate) use get_element::decode_off_runtime;
+pub(crate) use received::ReceivedElement;
 
 /// Reads one task until its end of sequence: streamed from tfdata workers,
 /// with `GetElement` from others (and for cross-trainer caches).

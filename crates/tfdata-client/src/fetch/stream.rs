@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tfdata_core::batch::BatchSplits;
-use tfdata_core::{Element, Error, Result};
+use tfdata_core::{Error, Result};
 use tfdata_proto::tfdata::stream::{ElementBatch, StreamRequest};
 use tfdata_rpc::security::RpcChannel;
 use tokio::sync::mpsc;
@@ -21,6 +21,7 @@ use super::context::{
     CreditPool, CreditReturn, DECODE_OFF_RUNTIME_BYTES, Delivery, FetchContext, FetchEnd, Item,
     Origin, TaskEndpoint, lock, retry_or_fail,
 };
+use super::received::ReceivedElement;
 
 pub(crate) enum Streamed {
     Ended(FetchEnd),
@@ -30,15 +31,21 @@ pub(crate) enum Streamed {
 
 /// The elements of a stream batch, decompressed on a blocking thread when it
 /// carries large compressed chunks.
-async fn decode_batch_off_runtime(batch: ElementBatch) -> Result<Vec<Element>> {
+async fn decode_batch_off_runtime(batch: ElementBatch) -> Result<Vec<ReceivedElement>> {
     let large = batch
         .chunks
         .iter()
         .any(|c| c.snappy_uncompressed_size >= DECODE_OFF_RUNTIME_BYTES as u64);
+    // The batch was read off the stream and is consumed here: its
+    // elements' buffers are cuts of it that nothing else holds.
+    let decode = move || {
+        tfdata_core::batch::decode_batch(batch)
+            .map(|elements| elements.into_iter().map(ReceivedElement::decoded).collect())
+    };
     if !large {
-        return tfdata_core::batch::decode_batch(batch);
+        return decode();
     }
-    tokio::task::spawn_blocking(move || tfdata_core::batch::decode_batch(batch))
+    tokio::task::spawn_blocking(decode)
         .await
         .map_err(|e| Error::Internal(format!("decoding a batch failed: {e}")))?
 }

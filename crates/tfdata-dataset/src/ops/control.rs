@@ -1,11 +1,7 @@
-//! Ops that select, reorder, repeat, buffer or check elements: `take`,
-//! `skip`, `repeat`, `shard`, `shuffle`, `prefetch`, `cache`,
-//! `assert_cardinality`.
-
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-
-use std::collections::VecDeque;
+//! Ops that select, repeat, run ahead or check elements: `take`, `skip`,
+//! `repeat`, `shard`, `prefetch`, `assert_cardinality`. Reordering
+//! (`shuffle`, TensorFlow's seeds and order) is in [`super::shuffle`],
+//! keeping a pass (`cache`) in [`super::cache`].
 
 use tfdata_core::{Element, Error, Result};
 
@@ -13,49 +9,11 @@ use super::parallel::Prefetcher;
 use crate::attrs::Attrs;
 use crate::dataset::{Dataset, DatasetOp, IterContext};
 use crate::iterators::{ElementIterator, VecIter};
-use crate::philox::{Philox, Words};
 use crate::spec::Structure;
 use crate::{INFINITE_CARDINALITY, UNKNOWN_CARDINALITY};
 
-/// Selecting, reordering, repeating and buffering.
+/// Selecting, repeating, running ahead and checking.
 impl Dataset {
-    /// `shuffle(buffer_size, seed, reshuffle_each_iteration)`, with
-    /// TensorFlow's Python seeding: an op seed alone pairs with TensorFlow's
-    /// default graph seed, so `seed=7` gives `tf.data`'s `shuffle(seed=7)`
-    /// order (without a global seed).
-    pub fn shuffle(
-        self,
-        buffer_size: i64,
-        seed: Option<u64>,
-        reshuffle_each_iteration: bool,
-    ) -> Dataset {
-        let seeds = seed.map(|s| (DEFAULT_GRAPH_SEED, s as i64));
-        Dataset::from_op(Shuffle::new(
-            self,
-            buffer_size,
-            seeds,
-            reshuffle_each_iteration,
-        ))
-    }
-
-    /// `shuffle` with TensorFlow's two seeds as its kernel takes them
-    /// (`ShuffleDatasetV3`'s `seed`, `seed2`); both zero draws fresh ones.
-    pub fn shuffle_with_seeds(
-        self,
-        buffer_size: i64,
-        seed: i64,
-        seed2: i64,
-        reshuffle_each_iteration: bool,
-    ) -> Dataset {
-        let seeds = (seed != 0 || seed2 != 0).then_some((seed, seed2));
-        Dataset::from_op(Shuffle::new(
-            self,
-            buffer_size,
-            seeds,
-            reshuffle_each_iteration,
-        ))
-    }
-
     /// `repeat(count)`; `None` (or −1) repeats forever.
     pub fn repeat(self, count: Option<i64>) -> Dataset {
         Dataset::from_op(Repeat {
@@ -101,12 +59,6 @@ impl Dataset {
             input: self,
             buffer_size,
         })
-    }
-
-    /// `cache(filename)`: the first full pass is kept (in memory when
-    /// `filename` is empty, else in that file) and later passes read it.
-    pub fn cache(self, filename: &str) -> Dataset {
-        Dataset::from_op(Cache::new(self, filename))
     }
 }
 
@@ -488,158 +440,6 @@ impl ElementIterator for ShardIter {
     }
 }
 
-/// TensorFlow's `DEFAULT_GRAPH_SEED`: the graph seed Python pairs an op
-/// seed with when no global seed is set.
-pub const DEFAULT_GRAPH_SEED: i64 = 87_654_321;
-
-/// A shuffle `buffer_size` of TensorFlow's `UNKNOWN_CARDINALITY` (−2):
-/// buffer the whole input.
-const UNBOUNDED: i64 = -2;
-
-/// `shuffle(buffer_size, seed, reshuffle_each_iteration)` as TensorFlow's
-/// kernel runs it, so a seeded shuffle gives TensorFlow's order:
-///
-/// - Each iterator (each epoch under `repeat`) takes its seeds from a seed
-///   generator: the dataset's own `(seed, seed2)` when it does not
-///   reshuffle; else words `2k` and `2k + 1` of Philox(`seed`, `seed2`) for
-///   the dataset's `k`-th iterator (TensorFlow's `RandomSeedGenerator`,
-///   shared by the dataset's iterators).
-/// - The iterator keeps the buffer full from its input, and each output is
-///   the element `word % len` places after the oldest, drawn from
-///   Philox(its seeds) one 32-bit word at a time; the oldest takes its
-///   place.
-#[derive(Debug)]
-pub struct Shuffle {
-    pub input: Dataset,
-    pub buffer_size: i64,
-    /// TensorFlow's `(seed, seed2)`; `None` for fresh random seeds.
-    pub seeds: Option<(i64, i64)>,
-    pub reshuffle_each_iteration: bool,
-    /// Iterators made so far (each asks the seed generator again).
-    epochs: AtomicU64,
-    /// The seeds drawn for an unseeded shuffle, fixed for this dataset.
-    unseeded: (i64, i64),
-}
-
-impl Shuffle {
-    pub fn new(
-        input: Dataset,
-        buffer_size: i64,
-        seeds: Option<(i64, i64)>,
-        reshuffle_each_iteration: bool,
-    ) -> Self {
-        let drawn = crate::random::unseeded_seed();
-        Shuffle {
-            input,
-            buffer_size,
-            seeds,
-            reshuffle_each_iteration,
-            epochs: AtomicU64::new(0),
-            // Nonzero, so that it never reads as "unseeded" again.
-            unseeded: ((drawn >> 1) as i64 | 1, (drawn as u32) as i64),
-        }
-    }
-
-    /// The seeds of the `k`-th iterator.
-    fn iterator_seeds(&self, k: u64) -> (u64, u64) {
-        let (seed, seed2) = self.seeds.unwrap_or(self.unseeded);
-        if !self.reshuffle_each_iteration {
-            return (seed as u64, seed2 as u64);
-        }
-        let mut generator = Philox::from_seeds(seed as u64, seed2 as u64);
-        // Two words an iterator, four a block.
-        generator.skip(k / 2);
-        let block = generator.next_block();
-        let at = 2 * (k % 2) as usize;
-        (u64::from(block[at]), u64::from(block[at + 1]))
-    }
-}
-
-impl DatasetOp for Shuffle {
-    fn name(&self) -> &'static str {
-        "shuffle"
-    }
-    fn inputs(&self) -> Vec<Dataset> {
-        vec![self.input.clone()]
-    }
-    fn attrs(&self) -> Attrs {
-        let mut a = Attrs::new()
-            .with("buffer_size", self.buffer_size)
-            .with("reshuffle_each_iteration", self.reshuffle_each_iteration);
-        if let Some((seed, seed2)) = self.seeds {
-            // The op seed alone when the graph seed is the default one, as
-            // pipelines have always been written.
-            if seed == DEFAULT_GRAPH_SEED {
-                a = a.with("seed", seed2);
-            } else {
-                a = a.with("seed", seed2).with("graph_seed", seed);
-            }
-        }
-        a
-    }
-    fn element_spec(&self) -> Result<Option<Structure>> {
-        if self.buffer_size <= 0 && self.buffer_size != -1 && self.buffer_size != UNBOUNDED {
-            return Err(Error::InvalidArgument(format!(
-                "shuffle: buffer_size must be greater than zero (or -1 for AUTOTUNE, -2 for \
-                 the whole input), got {}",
-                self.buffer_size
-            )));
-        }
-        self.input.element_spec()
-    }
-    fn cardinality(&self) -> i64 {
-        self.input.cardinality()
-    }
-    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
-        let epoch = self.epochs.fetch_add(1, Ordering::SeqCst);
-        let (seed, seed2) = self.iterator_seeds(epoch);
-        let buffer_size = if self.buffer_size == UNBOUNDED {
-            // TensorFlow's buffer then grows to hold the whole input (its
-            // ring is the input's length, so the order is the one a buffer of
-            // exactly that size gives); like TensorFlow's, it is bounded only
-            // by the input.
-            usize::MAX
-        } else if self.buffer_size < 0 {
-            1024
-        } else {
-            self.buffer_size as usize
-        };
-        Ok(Box::new(ShuffleIter {
-            input: Some(self.input.op.make_iterator(ctx)?),
-            buffer: VecDeque::with_capacity(buffer_size.min(1 << 16)),
-            buffer_size,
-            words: Words::new(Philox::from_seeds(seed, seed2)),
-        }))
-    }
-}
-
-struct ShuffleIter {
-    input: Option<Box<dyn ElementIterator>>,
-    /// The buffer from its oldest element on (TensorFlow's ring from
-    /// `start`).
-    buffer: VecDeque<Element>,
-    buffer_size: usize,
-    words: Words,
-}
-
-impl ElementIterator for ShuffleIter {
-    fn next_element(&mut self) -> Result<Option<Element>> {
-        while self.buffer.len() < self.buffer_size {
-            let Some(input) = &mut self.input else { break };
-            match input.next_element()? {
-                Some(e) => self.buffer.push_back(e),
-                None => self.input = None,
-            }
-        }
-        if self.buffer.is_empty() {
-            return Ok(None);
-        }
-        let i = (u64::from(self.words.next_word()) % self.buffer.len() as u64) as usize;
-        self.buffer.swap(0, i);
-        Ok(self.buffer.pop_front())
-    }
-}
-
 #[derive(Debug)]
 pub struct Prefetch {
     pub input: Dataset,
@@ -683,139 +483,4 @@ impl DatasetOp for Prefetch {
             n => Ok(Box::new(Prefetcher::new(input, n as usize, "prefetch")?)),
         }
     }
-}
-
-/// `cache(filename)`. The first iterator to read the input to its end fills
-/// the cache; later iterators read the cache. A pass that stops early caches
-/// nothing (TensorFlow discards partial caches too). In-memory caches live as
-/// long as the dataset; file caches persist in `<filename>` (a TFRecord file
-/// of serialized elements, written to a temporary name and renamed when
-/// complete).
-#[derive(Debug)]
-pub struct Cache {
-    pub input: Dataset,
-    pub filename: String,
-    memory: Arc<Mutex<Option<Arc<Vec<Element>>>>>,
-}
-
-impl Cache {
-    pub fn new(input: Dataset, filename: &str) -> Self {
-        Cache {
-            input,
-            filename: filename.to_string(),
-            memory: Default::default(),
-        }
-    }
-}
-
-impl DatasetOp for Cache {
-    fn name(&self) -> &'static str {
-        "cache"
-    }
-    fn inputs(&self) -> Vec<Dataset> {
-        vec![self.input.clone()]
-    }
-    fn attrs(&self) -> Attrs {
-        Attrs::new().with("filename", self.filename.as_str())
-    }
-    fn element_spec(&self) -> Result<Option<Structure>> {
-        self.input.element_spec()
-    }
-    fn cardinality(&self) -> i64 {
-        self.input.cardinality()
-    }
-    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
-        if self.filename.is_empty() {
-            if let Some(cached) = self
-                .memory
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone()
-            {
-                return Ok(Box::new(VecIter {
-                    items: cached.as_ref().clone().into_iter(),
-                }));
-            }
-            return Ok(Box::new(FillingIter {
-                input: self.input.op.make_iterator(ctx)?,
-                seen: Vec::new(),
-                sink: Sink::Memory(Arc::clone(&self.memory)),
-            }));
-        }
-        let path = std::path::PathBuf::from(&self.filename);
-        if path.exists() {
-            return read_cache_file(&path);
-        }
-        Ok(Box::new(FillingIter {
-            input: self.input.op.make_iterator(ctx)?,
-            seen: Vec::new(),
-            sink: Sink::File(path),
-        }))
-    }
-}
-
-enum Sink {
-    Memory(Arc<Mutex<Option<Arc<Vec<Element>>>>>),
-    File(std::path::PathBuf),
-}
-
-struct FillingIter {
-    input: Box<dyn ElementIterator>,
-    seen: Vec<Element>,
-    sink: Sink,
-}
-
-impl ElementIterator for FillingIter {
-    fn next_element(&mut self) -> Result<Option<Element>> {
-        match self.input.next_element()? {
-            Some(e) => {
-                // The cached copy is not delivered: only `e` holds its splits.
-                self.seen.push(Element::new(e.components.clone()));
-                Ok(Some(e))
-            }
-            None => {
-                let elements = std::mem::take(&mut self.seen);
-                match &self.sink {
-                    Sink::Memory(slot) => {
-                        slot.lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .get_or_insert(Arc::new(elements));
-                    }
-                    Sink::File(path) => write_cache_file(path, &elements)?,
-                }
-                Ok(None)
-            }
-        }
-    }
-}
-
-fn write_cache_file(path: &std::path::Path, elements: &[Element]) -> Result<()> {
-    use prost::Message;
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let mut buf = Vec::new();
-    for e in elements {
-        let proto = tfdata_core::element::to_uncompressed(e);
-        tfdata_core::tfrecord::write_record(&mut buf, &proto.encode_to_vec())
-            .map_err(|err| Error::io("encoding cache record", err))?;
-    }
-    std::fs::write(&tmp, &buf)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| Error::io(format!("writing cache file {}", path.display()), e))
-}
-
-fn read_cache_file(path: &std::path::Path) -> Result<Box<dyn ElementIterator>> {
-    use prost::Message;
-    let records = tfdata_core::tfrecord::read_file(path)?;
-    let mut items = Vec::with_capacity(records.len());
-    for (i, r) in records.into_iter().enumerate() {
-        let proto =
-            tfdata_proto::data::UncompressedElement::decode(r).map_err(|e| Error::DataLoss {
-                location: format!("{}, record {i}", path.display()),
-                reason: format!("not a cached element: {e}"),
-            })?;
-        items.push(tfdata_core::element::from_uncompressed(&proto)?);
-    }
-    Ok(Box::new(VecIter {
-        items: items.into_iter(),
-    }))
 }

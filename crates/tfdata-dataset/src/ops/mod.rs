@@ -7,6 +7,7 @@
 
 pub mod batch;
 pub mod buffer_pool;
+pub mod cache;
 pub mod control;
 pub mod files;
 pub mod group;
@@ -16,6 +17,7 @@ pub mod resolve;
 pub mod sample;
 pub mod scan;
 pub mod select;
+pub mod shuffle;
 pub mod source;
 pub mod structure;
 pub mod tensor_util;

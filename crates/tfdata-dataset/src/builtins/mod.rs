@@ -36,15 +36,22 @@
 //! The built-in dataset functions (`tfrecord_dataset`, `text_line_dataset`)
 //! live with the file sources they make, in [`crate::ops::files`];
 //! [`crate::ops::resolve`] consults both before the registry.
+//!
+//! This module is the table of names and their arguments; [`elementwise`]
+//! applies a kernel to the chosen component (and draws the random ones'
+//! seeds), [`restructure`] holds the built-ins that change the element's
+//! structure (`parse_example`, `select`).
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+mod elementwise;
+mod restructure;
+
 use std::sync::{Arc, Mutex, OnceLock};
 
-use tfdata_core::{DType, Element, Error, Result, Tensor};
+use tfdata_core::{DType, Error, Result};
 
-use crate::attrs::{Attr, Attrs, FunctionRef};
-use crate::example::{FeatureSpec, parse_single_example};
+use self::elementwise::{Seeds, elementwise};
+use self::restructure::{parse_example, select};
+use crate::attrs::{Attrs, FunctionRef};
 use crate::functions::{PredicateFn, ResolvedMap};
 use crate::kernels;
 use crate::spec::{Shape, Structure, TensorSpec};
@@ -596,224 +603,4 @@ fn dtype_arg(name: &str, args: &Attrs, key: &str) -> Result<DType> {
             || (want == "double" && *d == DType::Double)
     })
     .ok_or_else(|| Error::InvalidArgument(format!("{name}: unknown dtype {want:?}")))
-}
-
-/// Per-element seeds for random ops: `seed` mixed with an element counter.
-struct Seeds {
-    base: u64,
-    counter: AtomicU64,
-}
-
-impl Seeds {
-    fn new(name: &str, args: &Attrs) -> Result<Arc<Seeds>> {
-        let base = match args.opt_int(name, "seed")? {
-            Some(s) => s as u64,
-            None => crate::random::unseeded_seed(),
-        };
-        Ok(Arc::new(Seeds {
-            base,
-            counter: AtomicU64::new(0),
-        }))
-    }
-
-    fn next(&self) -> u64 {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        // SplitMix64 of base + n: decorrelated seeds for consecutive elements.
-        let mut z = self
-            .base
-            .wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
-/// A map function applying `kernel` to one component.
-fn elementwise<K, S>(
-    name: &str,
-    args: &Attrs,
-    known: &[&str],
-    input: Option<&Structure>,
-    kernel: K,
-    spec: S,
-) -> Result<ResolvedMap>
-where
-    K: Fn(&Tensor) -> Result<Tensor> + Send + Sync + 'static,
-    S: Fn(&TensorSpec) -> Result<TensorSpec>,
-{
-    let mut allowed = known.to_vec();
-    allowed.push("component");
-    args.check_known(name, &allowed)?;
-    let selector = args.str_or(name, "component", "")?.to_string();
-    let (index, output) = match input {
-        Some(structure) => {
-            let index = structure.component_index(&selector)?;
-            let mut i = 0;
-            let output = structure.map_components(&mut |t| {
-                let out = if i == index { spec(t)? } else { t.clone() };
-                i += 1;
-                Ok(out)
-            })?;
-            (Some(index), Some(output))
-        }
-        None => (None, None),
-    };
-    let name = name.to_string();
-    let f = move |mut e: Element| -> Result<Element> {
-        let index = match index {
-            Some(i) => i,
-            None if selector.is_empty() || selector == "0" => 0,
-            None => selector.parse().map_err(|_| {
-                Error::InvalidArgument(format!(
-                    "{name}: component {selector:?} cannot be found: the element structure is unknown"
-                ))
-            })?,
-        };
-        let t = e.components.get(index).ok_or_else(|| {
-            Error::InvalidArgument(format!("{name}: the element has no component {index}"))
-        })?;
-        let out = kernel(t).map_err(|err| match err {
-            Error::InvalidArgument(m) if !m.starts_with(name.as_str()) => {
-                Error::InvalidArgument(format!("{name}: {m}"))
-            }
-            other => other,
-        })?;
-        e.components[index] = out;
-        Ok(e)
-    };
-    Ok(ResolvedMap {
-        f: Arc::new(f),
-        output,
-    })
-}
-
-/// `parse_example`: one serialized `tf.train.Example` component to the
-/// dictionary of its features.
-fn parse_example(args: &Attrs, input: Option<&Structure>) -> Result<ResolvedMap> {
-    const NAME: &str = "parse_example";
-    args.check_known(NAME, &["features", "component"])?;
-    let mut features = BTreeMap::new();
-    for (key, spec) in args.map(NAME, "features")? {
-        let Attr::Map(fields) = spec else {
-            return Err(Error::InvalidArgument(format!(
-                "{NAME}: feature {key:?} must be {{\"dtype\": ..., \"shape\": [..]}}"
-            )));
-        };
-        let fields = Attrs(fields.clone());
-        let what = format!("{NAME}: feature {key:?}");
-        fields.check_known(&what, &["dtype", "shape", "default", "var_len"])?;
-        let dtype = dtype_arg(&what, &fields, "dtype").or_else(|e| {
-            if fields.str(&what, "dtype").ok() == Some("string") {
-                Ok(DType::String)
-            } else {
-                Err(e)
-            }
-        })?;
-        let feature = if fields.bool_or(&what, "var_len", false)? {
-            FeatureSpec::var_len(dtype)
-        } else {
-            let shape = match fields.get("shape") {
-                None => vec![],
-                Some(_) => fields.ints(&what, "shape")?,
-            };
-            let mut f = FeatureSpec::fixed(dtype, shape);
-            if fields.get("default").is_some() {
-                f = f.with_default(fields.tensor(&what, "default")?.clone());
-            }
-            f
-        };
-        feature
-            .validate()
-            .map_err(|e| Error::InvalidArgument(format!("{what}: {e}")))?;
-        features.insert(key.clone(), feature);
-    }
-    if features.is_empty() {
-        return Err(Error::InvalidArgument(format!(
-            "{NAME}: features must not be empty"
-        )));
-    }
-    let selector = args.str_or(NAME, "component", "")?.to_string();
-    let index = match input {
-        Some(s) => {
-            let i = s.component_index(&selector)?;
-            let t = s.flatten()[i];
-            if t.dtype != DType::String {
-                return Err(Error::InvalidArgument(format!(
-                    "{NAME}: expects serialized Examples (strings), got {}",
-                    t.dtype
-                )));
-            }
-            i
-        }
-        None => selector.parse().unwrap_or(0),
-    };
-    let output = Structure::Dict(
-        features
-            .iter()
-            .map(|(k, f)| {
-                let shape = match f {
-                    FeatureSpec::Fixed { shape, .. } => Shape::known(shape),
-                    FeatureSpec::VarLen { .. } => Shape(Some(vec![None])),
-                };
-                (
-                    k.clone(),
-                    Structure::Tensor(TensorSpec::new(f.dtype(), shape)),
-                )
-            })
-            .collect(),
-    );
-    let f = move |e: Element| -> Result<Element> {
-        let t = e.components.get(index).ok_or_else(|| {
-            Error::InvalidArgument(format!("{NAME}: the element has no component {index}"))
-        })?;
-        let serialized = t.string_values()?.first().cloned().ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "{NAME}: expects one serialized Example per element"
-            ))
-        })?;
-        let parsed = parse_single_example(&serialized, &features)?;
-        Ok(Element::new(parsed.into_values().collect()))
-    };
-    Ok(ResolvedMap {
-        f: Arc::new(f),
-        output: Some(output),
-    })
-}
-
-/// `select`: keeps the listed components, in the listed order.
-fn select(args: &Attrs, input: Option<&Structure>) -> Result<ResolvedMap> {
-    const NAME: &str = "select";
-    args.check_known(NAME, &["components"])?;
-    let names = args.strings(NAME, "components")?;
-    if names.is_empty() {
-        return Err(Error::InvalidArgument(format!(
-            "{NAME}: components must not be empty"
-        )));
-    }
-    let structure = input.ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "{NAME}: needs to know the element structure of its input"
-        ))
-    })?;
-    let indices = names
-        .iter()
-        .map(|n| structure.component_index(n))
-        .collect::<Result<Vec<_>>>()?;
-    let flat = structure.flatten();
-    let output = Structure::from_components(indices.iter().map(|&i| flat[i].clone()).collect());
-    let f = move |e: Element| -> Result<Element> {
-        indices
-            .iter()
-            .map(|&i| {
-                e.components.get(i).cloned().ok_or_else(|| {
-                    Error::InvalidArgument(format!("{NAME}: the element has no component {i}"))
-                })
-            })
-            .collect::<Result<_>>()
-            .map(Element::new)
-    };
-    Ok(ResolvedMap {
-        f: Arc::new(f),
-        output: Some(output),
-    })
 }
