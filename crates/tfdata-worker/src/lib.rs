@@ -8,7 +8,7 @@
 //!   first served, round robin (coordinated reads), or the cross-trainer
 //!   cache; each borrows the producer and none knows of the others;
 //! * [`task`]: a task runner: the producer and the strategies of one task;
-//! * [`service`]: registration and heartbeats with the dispatcher, task
+//! * [`worker`]: registration and heartbeats with the dispatcher, task
 //!   bookkeeping, completion reports, and the `WorkerService` RPCs;
 //! * [`stream`]: tfdata's own element stream for tfdata readers (batches
 //!   under credit-based flow control), next to `GetElement`;
@@ -26,10 +26,10 @@
 //! * [`server`]: [`serve`] (and [`serve_draining`]), with the admin HTTP
 //!   endpoint and gRPC health, and the in-process [`WorkerServer`].
 //!
-//! Module dependencies point one way: `server → {drain, stream} → service →
+//! Module dependencies point one way: `server → {drain, stream} → worker →
 //! task → {strategy → producer, splits → releases}` (and `stream →
-//! releases`, `service → splits`, `service →
-//! snapshot → pipeline`, `service → pipeline`, `service → observe → {task,
+//! releases`, `worker → splits`, `worker →
+//! snapshot → pipeline`, `worker → pipeline`, `worker → observe → {task,
 //! metrics}`). The worker reaches the dispatcher through
 //! `tfdata-client`'s `DispatcherClient`; it never depends on the dispatcher
 //! crate.
@@ -42,12 +42,12 @@ mod pipeline;
 pub mod producer;
 pub mod releases;
 pub mod server;
-pub mod service;
 pub mod snapshot;
 pub mod splits;
 pub mod strategy;
 pub mod stream;
 pub mod task;
+pub mod worker;
 
 pub use config::WorkerConfig;
 pub use server::{Drain, WorkerServer, serve, serve_draining};
