@@ -8,8 +8,13 @@
 //!   first served, round robin (coordinated reads), or the cross-trainer
 //!   cache; each borrows the producer and none knows of the others;
 //! * [`task`]: a task runner: the producer and the strategies of one task;
-//! * [`worker`]: registration and heartbeats with the dispatcher, task
-//!   bookkeeping, completion reports, and the `WorkerService` RPCs;
+//! * [`worker`]: the `Worker`: registration and heartbeats with the
+//!   dispatcher, task bookkeeping, completion reports, and what the
+//!   `WorkerService` RPCs ask of it, with no tonic types;
+//! * [`grpc`]: the tonic adapter, `WorkerService` over the `Worker`: wire
+//!   messages in and out, errors as status codes;
+//! * `task_pipeline`: a task's pipeline loaded (its definition checked, its
+//!   `DatasetDef` found, split providers, compression);
 //! * [`stream`]: tfdata's own element stream for tfdata readers (batches
 //!   under credit-based flow control), next to `GetElement`;
 //! * [`splits`]: remote split providers (distributed_epoch);
@@ -26,16 +31,17 @@
 //! * [`server`]: [`serve`] (and [`serve_draining`]), with the admin HTTP
 //!   endpoint and gRPC health, and the in-process [`WorkerServer`].
 //!
-//! Module dependencies point one way: `server → {drain, stream} → worker →
-//! task → {strategy → producer, splits → releases}` (and `stream →
-//! releases`, `worker → splits`, `worker →
-//! snapshot → pipeline`, `worker → pipeline`, `worker → observe → {task,
+//! Module dependencies point one way: `server → {drain, grpc, stream} →
+//! worker → task → {strategy → producer, splits → releases}` (and `stream →
+//! releases`, `worker → splits`, `worker → snapshot → pipeline`, `worker →
+//! task_pipeline → {pipeline, task, splits}`, `worker → observe → {task,
 //! metrics}`). The worker reaches the dispatcher through
 //! `tfdata-client`'s `DispatcherClient`; it never depends on the dispatcher
 //! crate.
 
 pub mod config;
 pub mod drain;
+pub mod grpc;
 pub mod metrics;
 pub mod observe;
 mod pipeline;
@@ -47,6 +53,7 @@ pub mod splits;
 pub mod strategy;
 pub mod stream;
 pub mod task;
+mod task_pipeline;
 pub mod worker;
 
 pub use config::WorkerConfig;
