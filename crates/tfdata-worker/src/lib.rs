@@ -15,6 +15,8 @@
 //!   messages in and out, errors as status codes;
 //! * `task_pipeline`: a task's pipeline loaded (its definition checked, its
 //!   `DatasetDef` found, split providers, compression);
+//! * `task_table`: the tasks the worker runs and the ones the dispatcher
+//!   deleted, under one lock;
 //! * [`stream`]: tfdata's own element stream for tfdata readers (batches
 //!   under credit-based flow control), next to `GetElement`;
 //! * [`splits`]: remote split providers (distributed_epoch);
@@ -34,8 +36,8 @@
 //! Module dependencies point one way: `server → {drain, grpc, stream} →
 //! worker → task → {strategy → producer, splits → releases}` (and `stream →
 //! releases`, `worker → splits`, `worker → snapshot → pipeline`, `worker →
-//! task_pipeline → {pipeline, task, splits}`, `worker → observe → {task,
-//! metrics}`). The worker reaches the dispatcher through
+//! task_pipeline → {pipeline, task, splits}`, `worker → task_table → task`,
+//! `stream → task_table`, `worker → observe → {task, metrics}`). The worker reaches the dispatcher through
 //! `tfdata-client`'s `DispatcherClient`; it never depends on the dispatcher
 //! crate.
 
@@ -54,6 +56,7 @@ pub mod strategy;
 pub mod stream;
 pub mod task;
 mod task_pipeline;
+mod task_table;
 pub mod worker;
 
 pub use config::WorkerConfig;

@@ -33,7 +33,8 @@ use tonic::transport::server::TcpConnectInfo;
 
 use crate::strategy::fcfs::Batch;
 use crate::task::TaskRunner;
-use crate::worker::{Lookup, Worker};
+use crate::task_table::Lookup;
+use crate::worker::Worker;
 
 /// Batches with at least this many payload bytes are encoded (and maybe
 /// Snappy-compressed) on a blocking thread instead of the RPC runtime.

@@ -2,9 +2,8 @@
 //! completion reports, and what `WorkerService`'s RPCs ask of it (spec §5.2,
 //! §5.5; the tonic adapter is [`crate::grpc`]).
 
-use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tfdata_client::DispatcherClient;
@@ -23,6 +22,7 @@ use crate::snapshot::{ChunkPolicy, DispatcherEnv, SnapshotWriters, WriterEnv};
 use crate::strategy::Next;
 use crate::task::TaskRunner;
 use crate::task_pipeline::PipelineLoader;
+use crate::task_table::{Lookup, TaskTable};
 
 /// Pause between attempts to report finished tasks (TensorFlow's 5 s).
 const COMPLETION_RETRY: Duration = Duration::from_secs(5);
@@ -34,9 +34,7 @@ pub struct Worker {
     config: WorkerConfig,
     address: String,
     dispatcher: DispatcherClient,
-    tasks: Mutex<HashMap<TaskId, Arc<TaskRunner>>>,
-    /// Tasks the dispatcher deleted: `GetElement` answers end of sequence.
-    finished_tasks: Mutex<HashSet<TaskId>>,
+    tasks: TaskTable,
     registered: AtomicBool,
     /// Fired once registration succeeds, so readiness does not wait for its
     /// next tick (a probe right after registration would otherwise see 503).
@@ -96,8 +94,7 @@ impl Worker {
                 config,
                 address,
                 dispatcher,
-                tasks: Mutex::new(HashMap::new()),
-                finished_tasks: Mutex::new(HashSet::new()),
+                tasks: TaskTable::default(),
                 registered: AtomicBool::new(false),
                 registration: tokio::sync::Notify::new(),
                 last_heartbeat_answered: AtomicU64::new(0),
@@ -119,7 +116,7 @@ impl Worker {
     }
 
     pub fn num_tasks(&self) -> usize {
-        lock(&self.tasks).len()
+        self.tasks.num_running()
     }
 
     /// This worker's metrics, gauges set from its tasks, in `format`.
@@ -212,7 +209,7 @@ impl Worker {
 
     /// The tasks running now.
     pub(crate) fn running_tasks(&self) -> Vec<Arc<TaskRunner>> {
-        lock(&self.tasks).values().cloned().collect()
+        self.tasks.running()
     }
 
     /// Woken whenever a task's drain state may have changed.
@@ -281,14 +278,13 @@ impl Worker {
 
     fn apply_heartbeat_response(self: &Arc<Self>, response: wire::WorkerHeartbeatResponse) {
         for id in response.tasks_to_delete.into_iter().map(TaskId) {
-            if let Some(task) = lock(&self.tasks).remove(&id) {
+            if let Some(task) = self.tasks.delete(id) {
                 // Readers still holding the task (a stream, a waiting
                 // GetElement) see the end; its pipeline stops.
                 task.cancel();
                 self.pace.retire(&task);
                 tracing::debug!(task = id.0, "task deleted by dispatcher");
             }
-            lock(&self.finished_tasks).insert(id);
         }
         for def in response.new_tasks {
             self.start_task(def);
@@ -361,11 +357,7 @@ impl Worker {
     /// may both deliver it).
     pub fn start_task(self: &Arc<Self>, def: wire::TaskDef) {
         let id = TaskId(def.task_id);
-        let runner = {
-            let mut tasks = lock(&self.tasks);
-            if tasks.contains_key(&id) || lock(&self.finished_tasks).contains(&id) {
-                return;
-            }
+        let runner = self.tasks.insert_new(id, || {
             let limits = BufferLimits {
                 elements: self.config.task_buffer_elements,
                 max_elements: self.config.task_buffer_max_elements,
@@ -377,12 +369,13 @@ impl Worker {
                 self.draining.clone(),
                 Arc::clone(&self.drain_changed),
             ));
-            let runner = Arc::new(
+            Arc::new(
                 TaskRunner::with_limits(def, limits, self.config.cross_trainer_cache_size_bytes)
                     .in_worker(ledger, span),
-            );
-            tasks.insert(id, Arc::clone(&runner));
-            runner
+            )
+        });
+        let Some(runner) = runner else {
+            return;
         };
         let span = runner.span.clone();
         let worker = Arc::clone(self);
@@ -436,13 +429,9 @@ impl Worker {
                 "Worker has not yet registered with dispatcher.".into(),
             ));
         }
-        if let Some(task) = lock(&self.tasks).get(&task_id).cloned() {
-            return Ok(Lookup::Task(task));
-        }
-        if lock(&self.finished_tasks).contains(&task_id) {
-            return Ok(Lookup::Finished);
-        }
-        Err(Error::Unavailable(format!("Task {task_id} not found")))
+        self.tasks
+            .find(task_id)
+            .ok_or_else(|| Error::Unavailable(format!("Task {task_id} not found")))
     }
 
     pub(crate) async fn get_element(
@@ -521,20 +510,9 @@ fn task_span(def: &wire::TaskDef, worker: &str) -> tracing::Span {
     span
 }
 
-/// A task as readers find it.
-pub(crate) enum Lookup {
-    Task(Arc<TaskRunner>),
-    /// Deleted by the dispatcher: its readers get the end of sequence.
-    Finished,
-}
-
 fn end_of_sequence() -> wire::GetElementResponse {
     wire::GetElementResponse {
         end_of_sequence: true,
         ..Default::default()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
