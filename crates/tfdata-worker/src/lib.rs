@@ -13,6 +13,8 @@
 //!   `WorkerService` RPCs ask of it, with no tonic types;
 //! * [`grpc`]: the tonic adapter, `WorkerService` over the `Worker`: wire
 //!   messages in and out, errors as status codes;
+//! * `get_element`: `GetElement`'s logic: the request validated, the task's
+//!   strategy for it, the completion its first end reports;
 //! * `task_pipeline`: a task's pipeline loaded (its definition checked, its
 //!   `DatasetDef` found, split providers, compression);
 //! * `task_table`: the tasks the worker runs and the ones the dispatcher
@@ -34,7 +36,8 @@
 //!   endpoint and gRPC health, and the in-process [`WorkerServer`].
 //!
 //! Module dependencies point one way: `server → {drain, grpc, stream} →
-//! worker → task → {strategy → producer, splits → releases}` (and `stream →
+//! worker → task → {strategy → producer, splits → releases}` (and `grpc →
+//! get_element → {worker, task_table, strategy}`, `stream →
 //! releases`, `worker → splits`, `worker → snapshot → pipeline`, `worker →
 //! task_pipeline → {pipeline, task, splits}`, `worker → task_table → task`,
 //! `stream → task_table`, `worker → observe → {task, metrics}`). The worker reaches the dispatcher through
@@ -43,6 +46,7 @@
 
 pub mod config;
 pub mod drain;
+mod get_element;
 pub mod grpc;
 pub mod metrics;
 pub mod observe;

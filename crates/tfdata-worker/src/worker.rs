@@ -19,7 +19,6 @@ use crate::metrics::WorkerMetrics;
 use crate::observe::Pace;
 use crate::producer::BufferLimits;
 use crate::snapshot::{ChunkPolicy, DispatcherEnv, SnapshotWriters, WriterEnv};
-use crate::strategy::Next;
 use crate::task::TaskRunner;
 use crate::task_pipeline::PipelineLoader;
 use crate::task_table::{Lookup, TaskTable};
@@ -433,64 +432,6 @@ impl Worker {
             .find(task_id)
             .ok_or_else(|| Error::Unavailable(format!("Task {task_id} not found")))
     }
-
-    pub(crate) async fn get_element(
-        &self,
-        req: wire::GetElementRequest,
-    ) -> Result<wire::GetElementResponse> {
-        let coordinated = match (req.consumer_index, req.round_index) {
-            (Some(c), Some(r)) => Some((c, r)),
-            (None, None) => None,
-            _ => {
-                return Err(Error::InvalidArgument(
-                    "a coordinated read needs both consumer_index and round_index".into(),
-                ));
-            }
-        };
-        let task_id = TaskId(req.task_id);
-        let task = match self.lookup_task(task_id)? {
-            Lookup::Task(task) => task,
-            Lookup::Finished => return Ok(end_of_sequence()),
-        };
-        let next = tokio::select! {
-            next = async {
-                match coordinated {
-                    Some((consumer, round)) => task.next_for_round(consumer, round, req.allow_skip).await,
-                    None if task.def.use_cross_trainer_cache => task.next_for_trainer(&req.trainer_id).await,
-                    None => task.next(req.allow_skip).await,
-                }
-            } => next?,
-            () = self.shutdown.cancelled() => return Err(Error::Cancelled("Worker is shutting down".into())),
-        };
-        Ok(match next {
-            Next::Element { payload, index } => {
-                let response = wire::GetElementResponse {
-                    element: Some(payload),
-                    element_index: index,
-                    end_of_sequence: false,
-                    skip_task: false,
-                    // A round's element: its index in the task's sequence,
-                    // which coordinated readers' checkpoints count by.
-                    tfdata_element_index: coordinated.map(|_| index),
-                };
-                let sent = &self.metrics().get_element;
-                sent.elements.inc();
-                sent.bytes
-                    .inc_by(prost::Message::encoded_len(&response) as u64);
-                response
-            }
-            Next::Skip => wire::GetElementResponse {
-                skip_task: true,
-                ..Default::default()
-            },
-            Next::EndOfSequence { first } => {
-                if first && task.data_ended() {
-                    self.report_completion(task_id);
-                }
-                end_of_sequence()
-            }
-        })
-    }
 }
 
 /// The span a task's logs carry: its ids, and the worker's address.
@@ -508,11 +449,4 @@ fn task_span(def: &wire::TaskDef, worker: &str) -> tracing::Span {
         span.record("job", def.tfdata_job_id);
     }
     span
-}
-
-fn end_of_sequence() -> wire::GetElementResponse {
-    wire::GetElementResponse {
-        end_of_sequence: true,
-        ..Default::default()
-    }
 }
