@@ -35,14 +35,15 @@
 //! * [`server`]: [`serve`] (and [`serve_draining`]), with the admin HTTP
 //!   endpoint and gRPC health, and the in-process [`WorkerServer`].
 //!
-//! Module dependencies point one way: `server → {drain, grpc, stream} →
-//! worker → task → {strategy → producer, splits → releases}` (and `grpc →
-//! get_element → {worker, task_table, strategy}`, `stream →
-//! releases`, `worker → splits`, `worker → snapshot → pipeline`, `worker →
-//! task_pipeline → {pipeline, task, splits}`, `worker → task_table → task`,
-//! `stream → task_table`, `worker → observe → {task, metrics}`). The worker reaches the dispatcher through
-//! `tfdata-client`'s `DispatcherClient`; it never depends on the dispatcher
-//! crate.
+//! Module dependencies point one way: `server → {drain, grpc → get_element,
+//! stream} → worker → {task_pipeline → pipeline, task_table, snapshot →
+//! pipeline, observe → metrics}`, `{worker, task_pipeline, task_table,
+//! observe, stream} → task → {strategy → producer → pipeline, splits →
+//! releases}` (and `{get_element, stream} → task_table`, `{drain,
+//! task_pipeline, worker} → splits`, `stream → releases`).
+//!
+//! The worker reaches the dispatcher through `tfdata-client`'s
+//! `DispatcherClient`; it never depends on the dispatcher crate.
 
 pub mod config;
 pub mod drain;
