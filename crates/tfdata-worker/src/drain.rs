@@ -27,8 +27,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::service::Worker;
 use crate::splits::DELIVERY_REPORT_DELAY;
+use crate::worker::Worker;
 
 /// How often a drain looks again for readers' confirmations.
 const CONFIRMATION_POLL: Duration = Duration::from_millis(20);

@@ -8,8 +8,17 @@
 //!   first served, round robin (coordinated reads), or the cross-trainer
 //!   cache; each borrows the producer and none knows of the others;
 //! * [`task`]: a task runner: the producer and the strategies of one task;
-//! * [`service`]: registration and heartbeats with the dispatcher, task
-//!   bookkeeping, completion reports, and the `WorkerService` RPCs;
+//! * [`worker`]: the `Worker`: registration and heartbeats with the
+//!   dispatcher, task bookkeeping, completion reports, and what the
+//!   `WorkerService` RPCs ask of it, with no tonic types;
+//! * [`grpc`]: the tonic adapter, `WorkerService` over the `Worker`: wire
+//!   messages in and out, errors as status codes;
+//! * `get_element`: `GetElement`'s logic: the request validated, the task's
+//!   strategy for it, the completion its first end reports;
+//! * `task_pipeline`: a task's pipeline loaded (its definition checked, its
+//!   `DatasetDef` found, split providers, compression);
+//! * `task_table`: the tasks the worker runs and the ones the dispatcher
+//!   deleted, under one lock;
 //! * [`stream`]: tfdata's own element stream for tfdata readers (batches
 //!   under credit-based flow control), next to `GetElement`;
 //! * [`splits`]: remote split providers (distributed_epoch);
@@ -26,28 +35,34 @@
 //! * [`server`]: [`serve`] (and [`serve_draining`]), with the admin HTTP
 //!   endpoint and gRPC health, and the in-process [`WorkerServer`].
 //!
-//! Module dependencies point one way: `server → {drain, stream} → service →
-//! task → {strategy → producer, splits → releases}` (and `stream →
-//! releases`, `service → splits`, `service →
-//! snapshot → pipeline`, `service → pipeline`, `service → observe → {task,
-//! metrics}`). The worker reaches the dispatcher through
-//! `tfdata-client`'s `DispatcherClient`; it never depends on the dispatcher
-//! crate.
+//! Module dependencies point one way: `server → {drain, grpc → get_element,
+//! stream} → worker → {task_pipeline → pipeline, task_table, snapshot →
+//! pipeline, observe → metrics}`, `{worker, task_pipeline, task_table,
+//! observe, stream} → task → {strategy → producer → pipeline, splits →
+//! releases}` (and `{get_element, stream} → task_table`, `{drain,
+//! task_pipeline, worker} → splits`, `stream → releases`).
+//!
+//! The worker reaches the dispatcher through `tfdata-client`'s
+//! `DispatcherClient`; it never depends on the dispatcher crate.
 
 pub mod config;
 pub mod drain;
+mod get_element;
+pub mod grpc;
 pub mod metrics;
 pub mod observe;
 mod pipeline;
 pub mod producer;
 pub mod releases;
 pub mod server;
-pub mod service;
 pub mod snapshot;
 pub mod splits;
 pub mod strategy;
 pub mod stream;
 pub mod task;
+mod task_pipeline;
+mod task_table;
+pub mod worker;
 
 pub use config::WorkerConfig;
 pub use server::{Drain, WorkerServer, serve, serve_draining};

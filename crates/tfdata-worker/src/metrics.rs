@@ -6,7 +6,7 @@
 //! only in atomics: handles for each transfer are resolved once here, not
 //! looked up per call. The pipeline's busy and blocked times are kept by
 //! each task's buffer under the lock it takes anyway, and summed when
-//! scraped or reported ([`crate::service::Worker::encode_metrics`]).
+//! scraped or reported ([`crate::worker::Worker::encode_metrics`]).
 
 use std::sync::atomic::AtomicU64;
 

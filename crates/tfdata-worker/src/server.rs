@@ -15,8 +15,9 @@ use tfdata_rpc::server::{ServerHandle, bind};
 use tonic::server::NamedService;
 
 use crate::config::WorkerConfig;
-use crate::service::{Worker, WorkerGrpc};
+use crate::grpc::WorkerGrpc;
 use crate::stream::ElementStreamServer;
+use crate::worker::Worker;
 
 /// When to drain before stopping, and for how long at most (see
 /// [`crate::drain`]).

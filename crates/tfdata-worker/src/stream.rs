@@ -31,9 +31,10 @@ use tonic::Status;
 use tonic::codegen::{BoxFuture, Service, http};
 use tonic::transport::server::TcpConnectInfo;
 
-use crate::service::{Lookup, Worker};
 use crate::strategy::fcfs::Batch;
 use crate::task::TaskRunner;
+use crate::task_table::Lookup;
+use crate::worker::Worker;
 
 /// Batches with at least this many payload bytes are encoded (and maybe
 /// Snappy-compressed) on a blocking thread instead of the RPC runtime.

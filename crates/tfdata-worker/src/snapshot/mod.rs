@@ -6,14 +6,24 @@
 //!   heartbeats and `GetSnapshotTaskProgresses`;
 //! * [`writer`]: a stream's writer: restart from its committed chunks,
 //!   chunk files, commits, `DONE` / `ERROR`;
+//! * `write_ahead`: the bounded queue between a writer's pipeline thread and
+//!   its chunk-writing thread;
 //! * [`splits`]: the stream's split providers (split files, then
-//!   `GetSnapshotSplit`);
+//!   `GetSnapshotSplit`, a few requests in flight, answers in order);
+//! * [`split_source`]: where splits come from after the files: the
+//!   dispatcher's `GetSnapshotSplit`, asked now or started ahead;
+//! * [`split_files`]: the split files on disk: one source's found by local
+//!   index, and a file's split read;
 //! * [`files`]: the stream's bookkeeping on disk.
 //!
-//! Module dependencies point one way: `mod → writer → {splits, files}`.
+//! Module dependencies point one way: `mod → writer → {splits → {split_files,
+//! split_source}, files, write_ahead}` (and `mod → split_source`).
 
 pub mod files;
+pub mod split_files;
+pub mod split_source;
 pub mod splits;
+mod write_ahead;
 pub mod writer;
 
 use std::collections::HashMap;
@@ -29,7 +39,7 @@ use tfdata_proto::data as wire;
 use tfdata_proto::tensorflow::StatusProto;
 use tfdata_rpc::CancellationToken;
 
-use self::splits::{DispatcherSplits, SplitSource};
+use self::split_source::{DispatcherSplits, SplitSource};
 use self::writer::{Outcome, StreamParams, StreamWriter};
 
 /// A stream: (snapshot path, stream index).

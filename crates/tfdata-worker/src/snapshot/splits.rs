@@ -21,157 +21,20 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use prost::Message;
-use tfdata_client::DispatcherClient;
-use tfdata_core::tfrecord::{self, Tail};
 use tfdata_core::{Error, Result, Tensor};
 use tfdata_dataset::io::fs::FileSystem;
 use tfdata_dataset::snapshot::layout;
 use tfdata_dataset::splits::SplitProvider;
-use tfdata_proto::data::{self as wire, get_snapshot_split_response::Response};
-use tfdata_proto::tensorflow::TensorProto;
-use tfdata_rpc::CancellationToken;
-use tfdata_rpc::retry::retry;
 
-/// Most split files one source of a stream may have (a `range(n)` source
-/// has one split per element); past this the stream fails rather than hold
-/// an unbounded listing.
-pub const MAX_SPLIT_FILES: usize = 1 << 24;
-/// Largest split file read (a split is a scalar or a file name).
-pub const MAX_SPLIT_FILE_BYTES: u64 = 16 << 20;
+use super::split_files::{SplitFile, read_split_file, split_files};
+use super::split_source::{PendingSplit, SplitSource};
+
 /// `GetSnapshotSplit` requests a stream's source keeps in flight while its
 /// pipeline works (splits are scalars or file names, so this holds a few
 /// hundred bytes). Four round trips cover a split that takes the pipeline a
 /// quarter of a round trip; the dispatcher serves them one at a time.
 pub const SPLIT_PREFETCH: usize = 4;
-
-/// A split, or the end of the repetition's splits (`None`), with the local
-/// index the dispatcher gave it (at the end: the number of splits the stream
-/// has from this source).
-pub type SplitAnswer = (Option<Tensor>, i64);
-
-/// Where splits come from once the files are replayed: the dispatcher's
-/// `GetSnapshotSplit`, or a fake in tests.
-pub trait SplitSource: Send + Sync {
-    /// The next split of `source` in `repetition` (`None`: end of splits)
-    /// and the local index the dispatcher gave it (at the end: the number
-    /// of splits the stream got from this source).
-    fn next_split(&self, source: i64, repetition: i64) -> Result<SplitAnswer>;
-
-    /// Starts the same request, to be waited for later. By default it is
-    /// made now (test fakes); the dispatcher's runs on the worker's runtime.
-    fn start_split(&self, source: i64, repetition: i64) -> PendingSplit {
-        PendingSplit(Pending::Answered(self.next_split(source, repetition)))
-    }
-}
-
-/// A `GetSnapshotSplit` in flight, or already answered.
-pub struct PendingSplit(Pending);
-
-enum Pending {
-    Answered(Result<SplitAnswer>),
-    Running {
-        runtime: tokio::runtime::Handle,
-        task: tokio::task::JoinHandle<Result<SplitAnswer>>,
-    },
-}
-
-impl PendingSplit {
-    /// Blocks until the answer is there (called from a writer thread, never
-    /// from the runtime).
-    fn wait(self) -> Result<SplitAnswer> {
-        match self.0 {
-            Pending::Answered(answer) => answer,
-            Pending::Running { runtime, task } => runtime
-                .block_on(task)
-                .map_err(|e| Error::Internal(format!("a GetSnapshotSplit request failed: {e}")))?,
-        }
-    }
-}
-
-/// `GetSnapshotSplit` for one stream, retried within `timeout`. Called
-/// from the stream's writer thread, so it blocks on the worker's runtime
-/// rather than runs on it.
-pub struct DispatcherSplits {
-    pub dispatcher: DispatcherClient,
-    pub runtime: tokio::runtime::Handle,
-    pub worker_address: String,
-    pub base_path: String,
-    pub stream_index: i64,
-    pub timeout: Duration,
-    pub cancel: CancellationToken,
-}
-
-impl DispatcherSplits {
-    fn request(&self, source: i64, repetition: i64) -> wire::GetSnapshotSplitRequest {
-        wire::GetSnapshotSplitRequest {
-            worker_address: self.worker_address.clone(),
-            base_path: self.base_path.clone(),
-            stream_index: self.stream_index,
-            source_index: source,
-            repetition_index: repetition,
-        }
-    }
-}
-
-impl SplitSource for DispatcherSplits {
-    fn next_split(&self, source: i64, repetition: i64) -> Result<SplitAnswer> {
-        self.runtime.block_on(fetch_split(
-            self.dispatcher.clone(),
-            self.request(source, repetition),
-            self.timeout,
-            self.cancel.clone(),
-        ))
-    }
-
-    fn start_split(&self, source: i64, repetition: i64) -> PendingSplit {
-        let task = self.runtime.spawn(fetch_split(
-            self.dispatcher.clone(),
-            self.request(source, repetition),
-            self.timeout,
-            self.cancel.clone(),
-        ));
-        PendingSplit(Pending::Running {
-            runtime: self.runtime.clone(),
-            task,
-        })
-    }
-}
-
-/// One `GetSnapshotSplit`, retried within `timeout`.
-async fn fetch_split(
-    dispatcher: DispatcherClient,
-    request: wire::GetSnapshotSplitRequest,
-    timeout: Duration,
-    cancel: CancellationToken,
-) -> Result<SplitAnswer> {
-    let response = retry(&dispatcher.target(), Some(timeout), &cancel, || {
-        dispatcher.get_snapshot_split(request.clone())
-    })
-    .await?;
-    let local = response.local_split_index;
-    match response.response {
-        Some(Response::Split(split)) => Ok((
-            Some(tfdata_core::element::tensor_from_proto(&split)?),
-            local,
-        )),
-        Some(Response::EndOfSplits(true)) => Ok((None, local)),
-        Some(Response::EndOfSplits(false)) | None => Err(Error::Internal(format!(
-            "the dispatcher answered GetSnapshotSplit for {} stream {} source {} with neither a \
-             split nor end_of_splits",
-            request.base_path, request.stream_index, request.source_index
-        ))),
-    }
-}
-
-/// A split file: its repetition and path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct SplitFile {
-    repetition: i64,
-    path: String,
-}
 
 /// Position in the source's splits.
 struct Cursor {
@@ -418,115 +281,6 @@ impl SplitProvider for SnapshotSplitProvider {
     }
 }
 
-/// The split files of one source of a stream with local index `from` or
-/// more, which must be contiguous from `from`.
-fn split_files(
-    fs: &dyn FileSystem,
-    base_path: &str,
-    stream: i64,
-    source: i64,
-    from: i64,
-) -> Result<BTreeMap<i64, SplitFile>> {
-    let dir = layout::source_dir(base_path, stream, source);
-    // A glob, not a listing of the repetition directories: object stores
-    // have no directories to list.
-    let paths = fs.glob(&format!("{}/repetition_*/split_*", escape_glob(&dir)))?;
-    if paths.len() > MAX_SPLIT_FILES {
-        return Err(Error::FailedPrecondition(format!(
-            "{dir} holds {} split files, more than a stream writer replays ({MAX_SPLIT_FILES})",
-            paths.len()
-        )));
-    }
-    let mut files = BTreeMap::new();
-    for path in paths {
-        let mut parts = path.rsplit('/');
-        let (Some(name), Some(repetition_dir)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        if name.ends_with(layout::TEMP_SUFFIX) {
-            continue;
-        }
-        let repetition = layout::parse_indexed_dir(repetition_dir, "repetition")?;
-        let split = layout::parse_split_name(name)?;
-        if split.local < from {
-            continue;
-        }
-        let file = SplitFile {
-            repetition,
-            path: path.clone(),
-        };
-        if let Some(other) = files.insert(split.local, file) {
-            return Err(Error::DataLoss {
-                location: dir,
-                reason: format!(
-                    "two split files have local index {}: {} and {path}",
-                    split.local, other.path
-                ),
-            });
-        }
-    }
-    if let (Some((&first, _)), Some((&last, _))) = (files.first_key_value(), files.last_key_value())
-        && (first != from || (last - first + 1) as usize != files.len())
-    {
-        return Err(Error::DataLoss {
-            location: dir,
-            reason: format!(
-                "split files from local index {from} are not contiguous: {} files between {first} \
-                 and {last}",
-                files.len()
-            ),
-        });
-    }
-    Ok(files)
-}
-
-/// A split file: one TFRecord holding a `TensorProto`.
-fn read_split_file(fs: &dyn FileSystem, path: &str) -> Result<Tensor> {
-    let size = fs.file_size(path)?;
-    if size > MAX_SPLIT_FILE_BYTES {
-        return Err(Error::DataLoss {
-            location: path.to_string(),
-            reason: format!("a split file of {size} bytes (at most {MAX_SPLIT_FILE_BYTES})"),
-        });
-    }
-    let bytes = fs.read_all(path)?;
-    let records = match tfrecord::read_records(path, &bytes)? {
-        (records, Tail::Clean) => records,
-        (_, Tail::Torn { offset }) => {
-            return Err(Error::DataLoss {
-                location: format!("{path} at offset {offset}"),
-                reason: "split record truncated".into(),
-            });
-        }
-    };
-    let [record] = records.as_slice() else {
-        return Err(Error::DataLoss {
-            location: path.to_string(),
-            reason: format!("a split file holds one record, this one {}", records.len()),
-        });
-    };
-    let proto = TensorProto::decode(record.clone()).map_err(|e| Error::DataLoss {
-        location: path.to_string(),
-        reason: format!("not a TensorProto: {e}"),
-    })?;
-    tfdata_core::element::tensor_from_proto(&proto).map_err(|e| Error::DataLoss {
-        location: path.to_string(),
-        reason: e.to_string(),
-    })
-}
-
-/// `text` with the glob metacharacters escaped.
-fn escape_glob(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -534,6 +288,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::snapshot::split_files::escape_glob;
+    use crate::snapshot::split_source::SplitAnswer;
+    use prost::Message;
+    use tfdata_core::tfrecord;
 
     /// The dispatcher's side of a stream, in memory: per source, the
     /// splits of each repetition; it writes each split's file before

@@ -1,22 +1,17 @@
 //! The worker's logic: registration and heartbeats, the task table,
-//! completion reports, and the `WorkerService` RPCs (spec §5.2, §5.5).
+//! completion reports, and what `WorkerService`'s RPCs ask of it (spec §5.2,
+//! §5.5; the tonic adapter is [`crate::grpc`]).
 
-use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tfdata_client::DispatcherClient;
-use tfdata_core::{DatasetId, Error, IterationId, Result, TaskId};
-use tfdata_dataset::autoshard::StaticPolicy;
-use tfdata_proto::data::{
-    self as wire, processing_mode_def::ShardingPolicy, task_def,
-    worker_service_server::WorkerService,
-};
+use tfdata_core::{Error, Result, TaskId};
+use tfdata_proto::data as wire;
 use tfdata_rpc::CancellationToken;
 use tfdata_rpc::retry::retry;
 use tokio::sync::mpsc;
-use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::config::WorkerConfig;
@@ -24,8 +19,9 @@ use crate::metrics::WorkerMetrics;
 use crate::observe::Pace;
 use crate::producer::BufferLimits;
 use crate::snapshot::{ChunkPolicy, DispatcherEnv, SnapshotWriters, WriterEnv};
-use crate::strategy::Next;
 use crate::task::TaskRunner;
+use crate::task_pipeline::PipelineLoader;
+use crate::task_table::{Lookup, TaskTable};
 
 /// Pause between attempts to report finished tasks (TensorFlow's 5 s).
 const COMPLETION_RETRY: Duration = Duration::from_secs(5);
@@ -37,9 +33,7 @@ pub struct Worker {
     config: WorkerConfig,
     address: String,
     dispatcher: DispatcherClient,
-    tasks: Mutex<HashMap<TaskId, Arc<TaskRunner>>>,
-    /// Tasks the dispatcher deleted: `GetElement` answers end of sequence.
-    finished_tasks: Mutex<HashSet<TaskId>>,
+    tasks: TaskTable,
     registered: AtomicBool,
     /// Fired once registration succeeds, so readiness does not wait for its
     /// next tick (a probe right after registration would otherwise see 503).
@@ -99,8 +93,7 @@ impl Worker {
                 config,
                 address,
                 dispatcher,
-                tasks: Mutex::new(HashMap::new()),
-                finished_tasks: Mutex::new(HashSet::new()),
+                tasks: TaskTable::default(),
                 registered: AtomicBool::new(false),
                 registration: tokio::sync::Notify::new(),
                 last_heartbeat_answered: AtomicU64::new(0),
@@ -122,17 +115,12 @@ impl Worker {
     }
 
     pub fn num_tasks(&self) -> usize {
-        lock(&self.tasks).len()
-    }
-
-    /// The tasks held now.
-    fn task_list(&self) -> Vec<Arc<TaskRunner>> {
-        lock(&self.tasks).values().cloned().collect()
+        self.tasks.num_running()
     }
 
     /// This worker's metrics, gauges set from its tasks, in `format`.
     pub fn encode_metrics(&self, format: tfdata_rpc::metrics::Format) -> String {
-        self.pace.encode(&self.task_list(), format)
+        self.pace.encode(&self.running_tasks(), format)
     }
 
     pub fn metrics(&self) -> &Arc<WorkerMetrics> {
@@ -165,7 +153,7 @@ impl Worker {
     }
 
     fn heartbeat_request(&self) -> wire::WorkerHeartbeatRequest {
-        let tasks = self.task_list();
+        let tasks = self.running_tasks();
         let current: Vec<i64> = tasks.iter().map(|t| t.task_id().0).collect();
         wire::WorkerHeartbeatRequest {
             worker_address: self.address.clone(),
@@ -220,7 +208,7 @@ impl Worker {
 
     /// The tasks running now.
     pub(crate) fn running_tasks(&self) -> Vec<Arc<TaskRunner>> {
-        lock(&self.tasks).values().cloned().collect()
+        self.tasks.running()
     }
 
     /// Woken whenever a task's drain state may have changed.
@@ -289,14 +277,13 @@ impl Worker {
 
     fn apply_heartbeat_response(self: &Arc<Self>, response: wire::WorkerHeartbeatResponse) {
         for id in response.tasks_to_delete.into_iter().map(TaskId) {
-            if let Some(task) = lock(&self.tasks).remove(&id) {
+            if let Some(task) = self.tasks.delete(id) {
                 // Readers still holding the task (a stream, a waiting
                 // GetElement) see the end; its pipeline stops.
                 task.cancel();
                 self.pace.retire(&task);
                 tracing::debug!(task = id.0, "task deleted by dispatcher");
             }
-            lock(&self.finished_tasks).insert(id);
         }
         for def in response.new_tasks {
             self.start_task(def);
@@ -369,11 +356,7 @@ impl Worker {
     /// may both deliver it).
     pub fn start_task(self: &Arc<Self>, def: wire::TaskDef) {
         let id = TaskId(def.task_id);
-        let runner = {
-            let mut tasks = lock(&self.tasks);
-            if tasks.contains_key(&id) || lock(&self.finished_tasks).contains(&id) {
-                return;
-            }
+        let runner = self.tasks.insert_new(id, || {
             let limits = BufferLimits {
                 elements: self.config.task_buffer_elements,
                 max_elements: self.config.task_buffer_max_elements,
@@ -385,19 +368,20 @@ impl Worker {
                 self.draining.clone(),
                 Arc::clone(&self.drain_changed),
             ));
-            let runner = Arc::new(
+            Arc::new(
                 TaskRunner::with_limits(def, limits, self.config.cross_trainer_cache_size_bytes)
                     .in_worker(ledger, span),
-            );
-            tasks.insert(id, Arc::clone(&runner));
-            runner
+            )
+        });
+        let Some(runner) = runner else {
+            return;
         };
         let span = runner.span.clone();
         let worker = Arc::clone(self);
         tokio::spawn(
             async move {
                 tracing::info!("task received");
-                match worker.load_pipeline(&runner).await {
+                match worker.pipeline_loader().load(&runner).await {
                     Ok((dataset, ctx, form)) => runner.run_pipeline(dataset, ctx, form),
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot start task");
@@ -409,155 +393,15 @@ impl Worker {
         );
     }
 
-    /// Checks a task definition and loads its pipeline.
-    async fn load_pipeline(
-        &self,
-        runner: &TaskRunner,
-    ) -> Result<(
-        tfdata_dataset::Dataset,
-        tfdata_dataset::IterContext,
-        crate::pipeline::ServedForm,
-    )> {
-        let def = &runner.def;
-        if def.worker_address != self.address {
-            return Err(Error::Internal(format!(
-                "task {} is for worker {:?} but this worker is {:?}",
-                def.task_id, def.worker_address, self.address
-            )));
+    /// What loading a task's pipeline needs of this worker.
+    fn pipeline_loader(&self) -> PipelineLoader<'_> {
+        PipelineLoader {
+            dispatcher: &self.dispatcher,
+            worker_address: &self.address,
+            timeout: self.config.dispatcher_timeout,
+            shutdown: &self.shutdown,
+            get_split_duration: &self.metrics().get_split_duration,
         }
-        let policy = def
-            .processing_mode_def
-            .map_or(ShardingPolicy::Off as i32, |m| m.sharding_policy);
-        let static_policy = match ShardingPolicy::try_from(policy) {
-            Ok(ShardingPolicy::Off | ShardingPolicy::Dynamic) => None,
-            Ok(ShardingPolicy::File) => Some(StaticPolicy::File),
-            Ok(ShardingPolicy::Data) => Some(StaticPolicy::Data),
-            Ok(ShardingPolicy::FileOrData) => Some(StaticPolicy::FileOrData),
-            Ok(ShardingPolicy::Hint) => Some(StaticPolicy::Hint),
-            Err(_) => {
-                return Err(Error::InvalidArgument(format!(
-                    "task {}: unknown sharding policy {policy}",
-                    def.task_id
-                )));
-            }
-        };
-
-        let dataset_id = DatasetId(def.dataset_id.clone());
-        let dataset_def = match &def.dataset {
-            Some(task_def::Dataset::DatasetDef(d)) => d.clone(),
-            Some(task_def::Dataset::Path(path)) => {
-                // A local path or an object-store URL (an object-store
-                // work_dir); blocking I/O either way.
-                let path = path.clone();
-                let read = tokio::task::spawn_blocking(move || read_dataset_file(&path))
-                    .await
-                    .map_err(|e| Error::Internal(format!("dataset read failed: {e}")))?;
-                match read {
-                    Ok(d) => d,
-                    // The file may be on a disk this worker cannot see.
-                    Err(e) => {
-                        tracing::debug!(error = %e, "reading the dataset file failed; asking the dispatcher");
-                        self.fetch_dataset_def(&dataset_id).await?
-                    }
-                }
-            }
-            None => self.fetch_dataset_def(&dataset_id).await?,
-        };
-        // Translating a TensorFlow graph compiles its functions and may
-        // glob files: not on an RPC thread.
-        let (num_workers, shard_index) = (def.num_workers, def.worker_index);
-        let (dataset, mut form) = tokio::task::spawn_blocking(move || {
-            crate::pipeline::build_dataset(&dataset_def, static_policy, num_workers, shard_index)
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("building the pipeline failed: {e}")))??;
-        if (def.num_consumers.is_some() || def.use_cross_trainer_cache)
-            && dataset.cardinality() >= 0
-        {
-            return Err(Error::FailedPrecondition(format!(
-                "coordinated reads and cross-trainer caches need an infinite dataset, but dataset {} has {} elements; \
-                 add .repeat() at the end",
-                def.dataset_id,
-                dataset.cardinality()
-            )));
-        }
-        let mut ctx = tfdata_dataset::IterContext::new();
-        if policy == ShardingPolicy::Dynamic as i32 {
-            let sources = dataset.sources();
-            if sources.len() as i64 != def.num_split_providers {
-                return Err(Error::FailedPrecondition(format!(
-                    "task {}: the dataset has {} sources but the dispatcher has {} split providers",
-                    def.task_id,
-                    sources.len(),
-                    def.num_split_providers
-                )));
-            }
-            for (split_provider_index, source) in sources.iter().enumerate() {
-                let provider = Arc::new(crate::splits::RemoteSplitProvider {
-                    dispatcher: self.dispatcher.clone(),
-                    runtime: tokio::runtime::Handle::current(),
-                    iteration_id: IterationId(def.iteration_id),
-                    split_provider_index: split_provider_index as i64,
-                    repetition: Default::default(),
-                    received: Default::default(),
-                    worker_address: self.address.clone(),
-                    timeout: self.config.dispatcher_timeout,
-                    cancel: self.shutdown.clone(),
-                    task_id: TaskId(def.task_id),
-                    delivered: Default::default(),
-                    ledger: Arc::clone(&runner.ledger),
-                    exhausted: Default::default(),
-                    get_split_duration: self.metrics().get_split_duration.clone(),
-                    leases: Default::default(),
-                });
-                runner.ledger.add_provider(Arc::clone(&provider));
-                ctx.split_providers.insert(source.op_key(), provider);
-            }
-        }
-        form.compress = form.compress && !self.compression_disabled(&dataset_id).await?;
-        Ok((dataset, ctx, form))
-    }
-
-    /// Whether the dispatcher recorded that compression is off at runtime for
-    /// this dataset (the first proposal wins; ours is "keep it").
-    async fn compression_disabled(&self, dataset_id: &DatasetId) -> Result<bool> {
-        use wire::disable_compression_at_runtime_response::Decision;
-        let request = wire::DisableCompressionAtRuntimeRequest {
-            dataset_id: dataset_id.0.clone(),
-            disable_compression_at_runtime: false,
-        };
-        let response = retry(
-            &self.dispatcher.target(),
-            Some(self.config.dispatcher_timeout),
-            &self.shutdown,
-            || {
-                self.dispatcher
-                    .disable_compression_at_runtime(request.clone())
-            },
-        )
-        .await?;
-        Ok(matches!(
-            response.decision,
-            Some(Decision::CompressionDisabledAtRuntime(true))
-        ))
-    }
-
-    async fn fetch_dataset_def(&self, dataset_id: &DatasetId) -> Result<wire::DatasetDef> {
-        let request = wire::GetDatasetDefRequest {
-            dataset_id: dataset_id.0.clone(),
-        };
-        let response = retry(
-            &self.dispatcher.target(),
-            Some(self.config.dispatcher_timeout),
-            &self.shutdown,
-            || self.dispatcher.get_dataset_def(request.clone()),
-        )
-        .await?;
-        response.dataset_def.ok_or_else(|| {
-            Error::Internal(format!(
-                "dispatcher returned no definition for dataset {dataset_id}"
-            ))
-        })
     }
 
     pub(crate) fn config(&self) -> &WorkerConfig {
@@ -584,68 +428,9 @@ impl Worker {
                 "Worker has not yet registered with dispatcher.".into(),
             ));
         }
-        if let Some(task) = lock(&self.tasks).get(&task_id).cloned() {
-            return Ok(Lookup::Task(task));
-        }
-        if lock(&self.finished_tasks).contains(&task_id) {
-            return Ok(Lookup::Finished);
-        }
-        Err(Error::Unavailable(format!("Task {task_id} not found")))
-    }
-
-    async fn get_element(&self, req: wire::GetElementRequest) -> Result<wire::GetElementResponse> {
-        let coordinated = match (req.consumer_index, req.round_index) {
-            (Some(c), Some(r)) => Some((c, r)),
-            (None, None) => None,
-            _ => {
-                return Err(Error::InvalidArgument(
-                    "a coordinated read needs both consumer_index and round_index".into(),
-                ));
-            }
-        };
-        let task_id = TaskId(req.task_id);
-        let task = match self.lookup_task(task_id)? {
-            Lookup::Task(task) => task,
-            Lookup::Finished => return Ok(end_of_sequence()),
-        };
-        let next = tokio::select! {
-            next = async {
-                match coordinated {
-                    Some((consumer, round)) => task.next_for_round(consumer, round, req.allow_skip).await,
-                    None if task.def.use_cross_trainer_cache => task.next_for_trainer(&req.trainer_id).await,
-                    None => task.next(req.allow_skip).await,
-                }
-            } => next?,
-            () = self.shutdown.cancelled() => return Err(Error::Cancelled("Worker is shutting down".into())),
-        };
-        Ok(match next {
-            Next::Element { payload, index } => {
-                let response = wire::GetElementResponse {
-                    element: Some(payload),
-                    element_index: index,
-                    end_of_sequence: false,
-                    skip_task: false,
-                    // A round's element: its index in the task's sequence,
-                    // which coordinated readers' checkpoints count by.
-                    tfdata_element_index: coordinated.map(|_| index),
-                };
-                let sent = &self.metrics().get_element;
-                sent.elements.inc();
-                sent.bytes
-                    .inc_by(prost::Message::encoded_len(&response) as u64);
-                response
-            }
-            Next::Skip => wire::GetElementResponse {
-                skip_task: true,
-                ..Default::default()
-            },
-            Next::EndOfSequence { first } => {
-                if first && task.data_ended() {
-                    self.report_completion(task_id);
-                }
-                end_of_sequence()
-            }
-        })
+        self.tasks
+            .find(task_id)
+            .ok_or_else(|| Error::Unavailable(format!("Task {task_id} not found")))
     }
 }
 
@@ -664,140 +449,4 @@ fn task_span(def: &wire::TaskDef, worker: &str) -> tracing::Span {
         span.record("job", def.tfdata_job_id);
     }
     span
-}
-
-/// A task as readers find it.
-pub(crate) enum Lookup {
-    Task(Arc<TaskRunner>),
-    /// Deleted by the dispatcher: its readers get the end of sequence.
-    Finished,
-}
-
-fn end_of_sequence() -> wire::GetElementResponse {
-    wire::GetElementResponse {
-        end_of_sequence: true,
-        ..Default::default()
-    }
-}
-
-/// Reads a dataset file the dispatcher wrote (`<work_dir>/datasets/<id>`):
-/// a local path, a `file://` URL or an object-store URL, through the io
-/// layer (whose object-store client is configured from this process's
-/// environment). Exactly one complete TFRecord holding a `DatasetDef`.
-fn read_dataset_file(path: &str) -> Result<wire::DatasetDef> {
-    use prost::Message;
-    use tfdata_core::tfrecord::{self, Tail};
-    let bytes = tfdata_dataset::io::read_all(path)?;
-    let records = match tfrecord::read_records(path, &bytes)? {
-        (records, Tail::Clean) => records,
-        (_, Tail::Torn { offset }) => {
-            return Err(Error::DataLoss {
-                location: format!("{path} at offset {offset}"),
-                reason: "record truncated".into(),
-            });
-        }
-    };
-    let [record] = records.as_slice() else {
-        return Err(Error::DataLoss {
-            location: path.to_string(),
-            reason: format!("expected one record, found {}", records.len()),
-        });
-    };
-    wire::DatasetDef::decode(record.clone()).map_err(|e| Error::DataLoss {
-        location: path.to_string(),
-        reason: format!("not a DatasetDef: {e}"),
-    })
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The tonic adapter around [`Worker`].
-#[derive(Clone)]
-pub struct WorkerGrpc(pub Arc<Worker>);
-
-#[tonic::async_trait]
-impl WorkerService for WorkerGrpc {
-    async fn process_task(
-        &self,
-        r: Request<wire::ProcessTaskRequest>,
-    ) -> Result<Response<wire::ProcessTaskResponse>, Status> {
-        let Some(task) = r.into_inner().task else {
-            return Err(Error::InvalidArgument("ProcessTask without a task".into()).into());
-        };
-        self.0.start_task(task);
-        Ok(Response::new(wire::ProcessTaskResponse {}))
-    }
-
-    async fn get_element(
-        &self,
-        r: Request<wire::GetElementRequest>,
-    ) -> Result<Response<wire::GetElementResponse>, Status> {
-        match self.0.get_element(r.into_inner()).await {
-            Ok(resp) => Ok(Response::new(resp)),
-            Err(e) => {
-                tracing::debug!(error = %e, "GetElement failed");
-                Err(e.into())
-            }
-        }
-    }
-
-    async fn get_worker_tasks(
-        &self,
-        _r: Request<wire::GetWorkerTasksRequest>,
-    ) -> Result<Response<wire::GetWorkerTasksResponse>, Status> {
-        let tasks = lock(&self.0.tasks)
-            .values()
-            .map(|t| wire::TaskInfo {
-                worker_address: self.0.address.clone(),
-                task_id: t.def.task_id,
-                iteration_id: t.def.iteration_id,
-                ..Default::default()
-            })
-            .collect();
-        Ok(Response::new(wire::GetWorkerTasksResponse { tasks }))
-    }
-
-    async fn get_snapshot_task_progresses(
-        &self,
-        _r: Request<wire::GetSnapshotTaskProgressesRequest>,
-    ) -> Result<Response<wire::GetSnapshotTaskProgressesResponse>, Status> {
-        Ok(Response::new(wire::GetSnapshotTaskProgressesResponse {
-            snapshot_task_progresses: self.0.snapshot_progress(),
-        }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use prost::Message;
-
-    #[test]
-    fn dataset_files_read_from_paths_and_urls() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("1000");
-        let def = wire::DatasetDef {
-            graph: bytes::Bytes::from_static(b"\x0a\x03abc"),
-            tfdata_pipeline: None,
-        };
-        let mut buf = Vec::new();
-        tfdata_core::tfrecord::write_record(&mut buf, &def.encode_to_vec()).unwrap();
-        std::fs::write(&path, &buf).unwrap();
-        let local = path.to_str().unwrap();
-        assert_eq!(read_dataset_file(local).unwrap(), def);
-        assert_eq!(read_dataset_file(&format!("file://{local}")).unwrap(), def);
-
-        // Truncated: an error naming the file, never a panic.
-        std::fs::write(&path, &buf[..buf.len() - 2]).unwrap();
-        let err = read_dataset_file(local).unwrap_err();
-        assert!(matches!(err, Error::DataLoss { .. }), "{err}");
-        assert!(err.to_string().contains(local), "{err}");
-        let missing = format!("{}/missing", dir.path().display());
-        let err = read_dataset_file(&missing).unwrap_err();
-        assert!(matches!(err, Error::NotFound { .. }), "{err}");
-        let err = read_dataset_file("hdfs://namenode/x").unwrap_err();
-        assert!(err.to_string().contains("hdfs"), "{err}");
-    }
 }
