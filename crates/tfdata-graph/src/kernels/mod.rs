@@ -30,6 +30,7 @@ mod bundle;
 mod complex;
 mod compressed;
 mod counting;
+mod decode_csv;
 mod einsum;
 mod file_write;
 mod fill;
@@ -260,6 +261,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     strings_more::KERNELS,
     unicode::KERNELS,
     parse::KERNELS,
+    decode_csv::KERNELS,
     image::KERNELS,
     image_area::KERNELS,
     image_bmp::KERNELS,
@@ -346,7 +348,9 @@ fn each_op_has_one_kernel() {
 pub(crate) mod testing {
     use std::collections::HashMap;
 
-    use tfdata_core::{DType, Result, Tensor};
+    use bytes::Bytes;
+    use tfdata_core::{DType, Error, Result, Tensor};
+    use tfdata_proto::tensorflow::attr_value::ListValue;
     use tfdata_proto::tensorflow::{AttrValue, NodeDef, attr_value};
 
     use crate::attrs::NodeAttrs;
@@ -380,6 +384,32 @@ pub(crate) mod testing {
     pub fn list(l: attr_value::ListValue) -> AttrValue {
         AttrValue {
             value: Some(attr_value::Value::List(l)),
+        }
+    }
+
+    /// A `list(type)` attribute.
+    pub fn types(t: &[DType]) -> AttrValue {
+        list(ListValue {
+            r#type: t.iter().map(|d| d.code()).collect(),
+            ..Default::default()
+        })
+    }
+
+    /// A string vector.
+    pub fn svec(v: &[&[u8]]) -> Tensor {
+        let n = v.len() as i64;
+        Tensor::strings(
+            v.iter().map(|s| Bytes::copy_from_slice(s)).collect(),
+            vec![n],
+        )
+        .unwrap()
+    }
+
+    /// The message of an `InvalidArgument` error; panics on anything else.
+    pub fn err(r: Result<Vec<Tensor>>) -> String {
+        match r {
+            Err(Error::InvalidArgument(m)) => m,
+            other => panic!("expected InvalidArgument, got {other:?}"),
         }
     }
 
