@@ -71,8 +71,10 @@ mod mathx;
 mod multinomial;
 mod numeric;
 mod order;
+mod pad;
 mod padded_raw;
 mod parse;
+mod pass_through;
 mod quantized;
 mod quantized_arith;
 mod quantized_requantize;
@@ -256,6 +258,8 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     reduce::KERNELS,
     shape::KERNELS,
     fill::KERNELS,
+    pad::KERNELS,
+    pass_through::KERNELS,
     slice::KERNELS,
     strings::KERNELS,
     strings_more::KERNELS,
