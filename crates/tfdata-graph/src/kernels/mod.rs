@@ -86,6 +86,7 @@ pub mod ragged_variant;
 mod random;
 pub(crate) mod random_index_shuffle;
 mod random_samplers;
+mod random_stateless;
 mod random_truncated;
 mod readers;
 mod readers_v1;
@@ -286,6 +287,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     ragged_variant::KERNELS,
     ragged_cross::KERNELS,
     random::KERNELS,
+    random_stateless::KERNELS,
     random_samplers::KERNELS,
     random_index_shuffle::KERNELS,
     random_truncated::KERNELS,
@@ -427,6 +429,29 @@ pub(crate) mod testing {
                 .collect::<HashMap<_, _>>(),
             ..Default::default()
         }
+    }
+
+    /// Builds `op`'s kernel once, as the executor does, so calls share
+    /// state (a stateful random op's generator).
+    pub fn kernel(op: &str, attrs: &[(&str, AttrValue)]) -> super::Compute {
+        let n: NodeDef = node(op, attrs);
+        (super::lookup(op).unwrap().build)(&NodeAttrs::of(&n)).unwrap()
+    }
+
+    /// The mean and variance of samples.
+    pub fn mean_var(v: &[f64]) -> (f64, f64) {
+        let n = v.len() as f64;
+        let m = v.iter().sum::<f64>() / n;
+        (m, v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n)
+    }
+
+    /// A float32 tensor's values, widened.
+    pub fn f32s(t: &Tensor) -> Vec<f64> {
+        t.to_vec::<f32>()
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect()
     }
 
     /// Builds `op`'s kernel for a node with `attrs` and calls it once.
