@@ -104,6 +104,7 @@ mod sparse;
 mod sparse_cross;
 pub mod sparse_tensor;
 mod special;
+mod special_betainc;
 mod special_fns;
 mod special_gamma;
 mod special_gamma_fns;

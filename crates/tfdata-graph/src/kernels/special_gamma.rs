@@ -17,6 +17,7 @@ use super::numeric::{
     Elem, Plan, broadcast_shape, buffer, dispatch, expect_dtype, finish, invalid, out_elements,
     shape_str, zeroed,
 };
+use super::special_betainc::betainc;
 use super::special_gamma_fns::{self as sg, Flushed, Mode, Real};
 use super::{Compute, KernelDef, z_output};
 use crate::attrs::NodeAttrs;
@@ -87,7 +88,7 @@ fn eval<R: Real>(f: F, args: [R; 3], subnormal: bool) -> Option<R> {
         F::Igammac => sg::igammac(p, q, subnormal),
         F::Zeta => sg::zeta(p, q)?,
         F::Polygamma => sg::polygamma(p, q)?,
-        F::Betainc => sg::betainc(p, q, r),
+        F::Betainc => betainc(p, q, r),
     })
 }
 
