@@ -3,8 +3,8 @@
 //! derivative of a Gamma(α, 1) sample in α), `Zeta`, `Polygamma` (binary,
 //! numpy broadcasting) and `Betainc` (ternary: the inputs agree in shape or
 //! are scalars, no other broadcasting), for float and double as TensorFlow
-//! registers them. The math is [`super::special_gamma_fns`], run in the
-//! tensor's precision.
+//! registers them. The math is [`super::special_gamma_fns`] (`Betainc`'s
+//! [`super::special_betainc`]), run in the tensor's precision.
 //!
 //! TensorFlow runs CPU kernels with denormals flushed (FTZ/DAZ): inputs, and
 //! every intermediate and final result ([`Flushed`]), are flushed likewise;
