@@ -73,7 +73,7 @@ mod numeric;
 mod order;
 mod pad;
 mod padded_raw;
-mod parse;
+mod parse_example;
 mod pass_through;
 mod quantized;
 mod quantized_arith;
@@ -266,7 +266,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     strings::KERNELS,
     strings_more::KERNELS,
     unicode::KERNELS,
-    parse::KERNELS,
+    parse_example::KERNELS,
     decode_csv::KERNELS,
     image::KERNELS,
     image_area::KERNELS,
