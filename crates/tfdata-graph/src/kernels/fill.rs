@@ -1,19 +1,18 @@
 //! Layout ops that make or reshape a tensor's contents: tiling, filling
-//! (`Fill`, `Range`, `ZerosLike`, `OnesLike`), padding, reversing,
-//! `Where`, broadcasting, and the pass-through ops (`StopGradient`,
-//! `EnsureShape`, `CheckNumerics`, ...). Like `shape.rs`, they move
-//! elements over bytes or string handles ([`super::layout`]); the few that
-//! read values do so by dtype tables.
+//! (`Fill`, `Range`, `ZerosLike`, `OnesLike`), reversing, `Where`, and
+//! broadcasting. Like `shape.rs`, they move elements over bytes or string
+//! handles ([`super::layout`]); the few that read values do so by dtype
+//! tables. Padding has its own module ([`super::pad`]), and so do the ops
+//! that pass their input through ([`super::pass_through`]).
 
 use bytes::Bytes;
 use tfdata_core::tensor::TensorData;
-use tfdata_core::{DType, Error, NativeType, Result, Tensor};
+use tfdata_core::{DType, NativeType, Result, Tensor};
 
 use super::layout::{
     Axis, Out, Src, checked_elements, err, int_tensor, ints, shape_str, strides, take, vector_ints,
     view,
 };
-use super::shape::product;
 use super::{Compute, KernelDef, check_size, one_output, y_output};
 use crate::attrs::NodeAttrs;
 
@@ -44,21 +43,6 @@ pub(super) const KERNELS: &[KernelDef] = &[
         build: build_ones_like,
     },
     KernelDef {
-        op: "Pad",
-        outputs: one_output,
-        build: build_pad,
-    },
-    KernelDef {
-        op: "PadV2",
-        outputs: one_output,
-        build: build_pad_v2,
-    },
-    KernelDef {
-        op: "MirrorPad",
-        outputs: one_output,
-        build: build_mirror_pad,
-    },
-    KernelDef {
         op: "ReverseV2",
         outputs: one_output,
         build: build_reverse_v2,
@@ -82,31 +66,6 @@ pub(super) const KERNELS: &[KernelDef] = &[
         op: "BroadcastArgs",
         outputs: r0_output,
         build: build_broadcast_args,
-    },
-    KernelDef {
-        op: "EnsureShape",
-        outputs: one_output,
-        build: build_ensure_shape,
-    },
-    KernelDef {
-        op: "StopGradient",
-        outputs: one_output,
-        build: build_pass_through,
-    },
-    KernelDef {
-        op: "PreventGradient",
-        outputs: one_output,
-        build: build_pass_through,
-    },
-    KernelDef {
-        op: "Snapshot",
-        outputs: one_output,
-        build: build_pass_through,
-    },
-    KernelDef {
-        op: "CheckNumerics",
-        outputs: one_output,
-        build: build_check_numerics,
     },
 ];
 
@@ -349,228 +308,6 @@ fn build_ones_like(_: &NodeAttrs) -> Result<Compute> {
     }))
 }
 
-/// Paddings as (before, after) pairs, one per dimension of `x`.
-fn paddings(op: &str, x: &Tensor, p: &Tensor) -> Result<Vec<(i64, i64)>> {
-    let rank = x.shape().len();
-    if p.shape().len() != 2 || p.shape()[1] != 2 {
-        return Err(err(
-            op,
-            format!(
-                "paddings must be a matrix with 2 columns: {}",
-                shape_str(p.shape())
-            ),
-        ));
-    }
-    if p.shape()[0] != rank as i64 {
-        return Err(err(
-            op,
-            format!(
-                "The first dimension of paddings must be the rank of inputs{} {}",
-                shape_str(p.shape()),
-                shape_str(x.shape())
-            ),
-        ));
-    }
-    let values = ints(op, "paddings", p)?;
-    values
-        .chunks_exact(2)
-        .map(|c| match *c {
-            [before, after] if before >= 0 && after >= 0 => Ok((before, after)),
-            [before, after] => Err(err(
-                op,
-                format!("Paddings must be non-negative: {before} {after}"),
-            )),
-            _ => Err(err(op, "paddings must have 2 columns")),
-        })
-        .collect()
-}
-
-fn padded_shape(op: &str, x: &Tensor, pads: &[(i64, i64)]) -> Result<Vec<i64>> {
-    x.shape()
-        .iter()
-        .zip(pads)
-        .map(|(&d, &(b, a))| {
-            d.checked_add(b)
-                .and_then(|d| d.checked_add(a))
-                .ok_or_else(|| err(op, "the output is too large"))
-        })
-        .collect()
-}
-
-/// Emits dimension `d` onward of the padded tensor: the padding rows as
-/// repeats of the constant, the input's rows in between.
-#[allow(clippy::too_many_arguments)]
-fn pad_rows(
-    src: &Src,
-    constant: &Src,
-    out: &mut Out,
-    in_shape: &[i64],
-    in_strides: &[i64],
-    out_shape: &[i64],
-    pads: &[(i64, i64)],
-    d: usize,
-    offset: i64,
-) -> Result<()> {
-    let row = product(&out_shape[d + 1..]) as usize;
-    let (before, after) = pads[d];
-    out.repeat(constant, 0, before as usize * row)?;
-    if d + 1 == in_shape.len() {
-        out.push(src, offset as usize, in_shape[d] as usize)?;
-    } else {
-        for i in 0..in_shape[d] {
-            pad_rows(
-                src,
-                constant,
-                out,
-                in_shape,
-                in_strides,
-                out_shape,
-                pads,
-                d + 1,
-                offset + i * in_strides[d],
-            )?;
-        }
-    }
-    out.repeat(constant, 0, after as usize * row)
-}
-
-fn pad(op: &str, x: &Tensor, p: &Tensor, constant: &Tensor) -> Result<Tensor> {
-    let pads = paddings(op, x, p)?;
-    let shape = padded_shape(op, x, &pads)?;
-    let n = checked_elements(op, x.dtype(), &shape)?;
-    let mut out = Out::new(op, x.dtype(), n)?;
-    let (src, c) = (Src::of(x), Src::of(constant));
-    if x.num_elements() == 0 || x.shape().is_empty() {
-        // Nothing of the input survives (or there is nothing to pad): a
-        // flat fill or copy, without walking empty rows.
-        if x.num_elements() == 0 {
-            out.repeat(&c, 0, n as usize)?;
-        } else {
-            out.push(&src, 0, 1)?;
-        }
-    } else {
-        pad_rows(
-            &src,
-            &c,
-            &mut out,
-            x.shape(),
-            &strides(x.shape()),
-            &shape,
-            &pads,
-            0,
-            0,
-        )?;
-    }
-    out.finish(x.dtype(), shape)
-}
-
-fn build_pad(_: &NodeAttrs) -> Result<Compute> {
-    Ok(Box::new(|inputs| {
-        let [x, p] = take("Pad", inputs)?;
-        let zero = match x.dtype().size() {
-            Some(size) => Tensor::new(
-                x.dtype(),
-                vec![],
-                TensorData::Buffer(vec![0u8; size].into()),
-            )?,
-            None => Tensor::scalar_string(Bytes::new()),
-        };
-        Ok(vec![pad("Pad", &x, &p, &zero)?])
-    }))
-}
-
-fn build_pad_v2(_: &NodeAttrs) -> Result<Compute> {
-    Ok(Box::new(|inputs| {
-        let [x, p, constant] = take("PadV2", inputs)?;
-        if !constant.shape().is_empty() {
-            return Err(err(
-                "PadV2",
-                format!(
-                    "constant_values must be a scalar. Got: {}",
-                    shape_str(constant.shape())
-                ),
-            ));
-        }
-        if constant.dtype() != x.dtype() {
-            return Err(err("PadV2", "constant_values must have the input's dtype"));
-        }
-        Ok(vec![pad("PadV2", &x, &p, &constant)?])
-    }))
-}
-
-/// Emits dimension `d` onward of the mirror-padded tensor.
-fn mirror_rows(
-    src: &Src,
-    out: &mut Out,
-    in_shape: &[i64],
-    in_strides: &[i64],
-    maps: &[Vec<i64>],
-    d: usize,
-    offset: i64,
-) -> Result<()> {
-    for &i in &maps[d] {
-        let at = offset + i * in_strides[d];
-        if d + 1 == in_shape.len() {
-            out.push(src, at as usize, 1)?;
-        } else {
-            mirror_rows(src, out, in_shape, in_strides, maps, d + 1, at)?;
-        }
-    }
-    Ok(())
-}
-
-fn build_mirror_pad(a: &NodeAttrs) -> Result<Compute> {
-    // REFLECT leaves out the edge element, SYMMETRIC repeats it.
-    let edge = match a.string("mode")? {
-        "REFLECT" => 1,
-        "SYMMETRIC" => 0,
-        other => return Err(a.error(format!("mode must be REFLECT or SYMMETRIC, got {other:?}"))),
-    };
-    Ok(Box::new(move |inputs| {
-        let [x, p] = take("MirrorPad", inputs)?;
-        let pads = paddings("MirrorPad", &x, &p)?;
-        for (&dim, &(before, after)) in x.shape().iter().zip(&pads) {
-            if before > dim - edge || after > dim - edge {
-                let message = if edge == 1 {
-                    format!(
-                        "paddings must be less than the dimension size: {before}, {after} not less than {dim}"
-                    )
-                } else {
-                    format!(
-                        "paddings must be no greater than the dimension size: {before}, {after} greater than {dim}"
-                    )
-                };
-                return Err(err("MirrorPad", message));
-            }
-        }
-        let shape = padded_shape("MirrorPad", &x, &pads)?;
-        let n = checked_elements("MirrorPad", x.dtype(), &shape)?;
-        let mut out = Out::new("MirrorPad", x.dtype(), n)?;
-        let src = Src::of(&x);
-        if x.shape().is_empty() {
-            out.push(&src, 0, 1)?;
-        } else if n > 0 {
-            // Per dimension, the input index of each output index.
-            let maps: Vec<Vec<i64>> = x
-                .shape()
-                .iter()
-                .zip(&pads)
-                .map(|(&dim, &(before, after))| {
-                    (-before..dim + after)
-                        .map(|j| match j {
-                            j if j < 0 => -j - 1 + edge,
-                            j if j >= dim => 2 * dim - 1 - j - edge,
-                            j => j,
-                        })
-                        .collect()
-                })
-                .collect();
-            mirror_rows(&src, &mut out, x.shape(), &strides(x.shape()), &maps, 0, 0)?;
-        }
-        Ok(vec![out.finish(x.dtype(), shape)?])
-    }))
-}
-
 /// `x` reversed along the dimensions flagged in `flip`.
 fn reverse(op: &str, x: &Tensor, flip: &[bool]) -> Result<Tensor> {
     let in_strides = strides(x.shape());
@@ -789,93 +526,6 @@ fn build_broadcast_args(_: &NodeAttrs) -> Result<Compute> {
             &r,
             vec![r.len() as i64],
         )?])
-    }))
-}
-
-fn build_ensure_shape(a: &NodeAttrs) -> Result<Compute> {
-    let proto = a.shape("shape")?;
-    // `None`: any rank; -1 dims: any size.
-    let expected: Option<Vec<i64>> =
-        (!proto.unknown_rank).then(|| proto.dim.iter().map(|d| d.size).collect());
-    Ok(Box::new(move |inputs| {
-        let [x] = take("EnsureShape", inputs)?;
-        if let Some(want) = &expected {
-            let fits = want.len() == x.shape().len()
-                && want.iter().zip(x.shape()).all(|(&w, &h)| w < 0 || w == h);
-            if !fits {
-                let shown: Vec<String> = want
-                    .iter()
-                    .map(|&d| if d < 0 { "?".into() } else { d.to_string() })
-                    .collect();
-                return Err(err(
-                    "EnsureShape",
-                    format!(
-                        "Shape of tensor input {} is not compatible with expected shape [{}].",
-                        shape_str(x.shape()),
-                        shown.join(",")
-                    ),
-                ));
-            }
-        }
-        Ok(vec![x])
-    }))
-}
-
-fn build_pass_through(a: &NodeAttrs) -> Result<Compute> {
-    let op = a.op.to_string();
-    Ok(Box::new(move |inputs| {
-        let [x] = take(&op, inputs)?;
-        Ok(vec![x])
-    }))
-}
-
-/// (exponent bits, mantissa bits) of the float dtypes `CheckNumerics` takes.
-fn float_layout(dtype: DType) -> Option<(u32, u32)> {
-    match dtype {
-        DType::Half => Some((5, 10)),
-        DType::BFloat16 => Some((8, 7)),
-        DType::Float => Some((8, 23)),
-        DType::Double => Some((11, 52)),
-        _ => None,
-    }
-}
-
-fn build_check_numerics(a: &NodeAttrs) -> Result<Compute> {
-    let message = String::from_utf8_lossy(a.bytes("message")?).into_owned();
-    Ok(Box::new(move |inputs| {
-        let [x] = take("CheckNumerics", inputs)?;
-        let (Some((exp, mant)), Some(size), TensorData::Buffer(bytes)) =
-            (float_layout(x.dtype()), x.dtype().size(), x.data())
-        else {
-            return Err(err(
-                "CheckNumerics",
-                format!("unsupported dtype {}", x.dtype()),
-            ));
-        };
-        let mant_mask = (1u64 << mant) - 1;
-        let exp_mask = ((1u64 << exp) - 1) << mant;
-        let (mut nan, mut inf) = (false, false);
-        for e in bytes.chunks_exact(size) {
-            let mut buf = [0u8; 8];
-            buf[..size].copy_from_slice(e);
-            let bits = u64::from_le_bytes(buf);
-            if bits & exp_mask == exp_mask {
-                if bits & mant_mask != 0 {
-                    nan = true;
-                } else {
-                    inf = true;
-                }
-            }
-        }
-        let what = match (inf, nan) {
-            (false, false) => return Ok(vec![x]),
-            (true, false) => "Inf",
-            (false, true) => "NaN",
-            (true, true) => "Inf and NaN",
-        };
-        Err(Error::InvalidArgument(format!(
-            "CheckNumerics: {message} : Tensor had {what} values"
-        )))
     }))
 }
 

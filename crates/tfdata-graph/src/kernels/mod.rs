@@ -30,6 +30,7 @@ mod bundle;
 mod complex;
 mod compressed;
 mod counting;
+mod decode_csv;
 mod einsum;
 mod file_write;
 mod fill;
@@ -70,8 +71,10 @@ mod mathx;
 mod multinomial;
 mod numeric;
 mod order;
+mod pad;
 mod padded_raw;
-mod parse;
+mod parse_example;
+mod pass_through;
 mod quantized;
 mod quantized_arith;
 mod quantized_requantize;
@@ -83,6 +86,7 @@ pub mod ragged_variant;
 mod random;
 pub(crate) mod random_index_shuffle;
 mod random_samplers;
+mod random_stateless;
 mod random_truncated;
 mod readers;
 mod readers_v1;
@@ -100,6 +104,7 @@ mod sparse;
 mod sparse_cross;
 pub mod sparse_tensor;
 mod special;
+mod special_betainc;
 mod special_fns;
 mod special_gamma;
 mod special_gamma_fns;
@@ -255,11 +260,14 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     reduce::KERNELS,
     shape::KERNELS,
     fill::KERNELS,
+    pad::KERNELS,
+    pass_through::KERNELS,
     slice::KERNELS,
     strings::KERNELS,
     strings_more::KERNELS,
     unicode::KERNELS,
-    parse::KERNELS,
+    parse_example::KERNELS,
+    decode_csv::KERNELS,
     image::KERNELS,
     image_area::KERNELS,
     image_bmp::KERNELS,
@@ -280,6 +288,7 @@ const ALL_TABLES: &[&[KernelDef]] = &[
     ragged_variant::KERNELS,
     ragged_cross::KERNELS,
     random::KERNELS,
+    random_stateless::KERNELS,
     random_samplers::KERNELS,
     random_index_shuffle::KERNELS,
     random_truncated::KERNELS,
@@ -346,7 +355,9 @@ fn each_op_has_one_kernel() {
 pub(crate) mod testing {
     use std::collections::HashMap;
 
-    use tfdata_core::{DType, Result, Tensor};
+    use bytes::Bytes;
+    use tfdata_core::{DType, Error, Result, Tensor};
+    use tfdata_proto::tensorflow::attr_value::ListValue;
     use tfdata_proto::tensorflow::{AttrValue, NodeDef, attr_value};
 
     use crate::attrs::NodeAttrs;
@@ -383,6 +394,32 @@ pub(crate) mod testing {
         }
     }
 
+    /// A `list(type)` attribute.
+    pub fn types(t: &[DType]) -> AttrValue {
+        list(ListValue {
+            r#type: t.iter().map(|d| d.code()).collect(),
+            ..Default::default()
+        })
+    }
+
+    /// A string vector.
+    pub fn svec(v: &[&[u8]]) -> Tensor {
+        let n = v.len() as i64;
+        Tensor::strings(
+            v.iter().map(|s| Bytes::copy_from_slice(s)).collect(),
+            vec![n],
+        )
+        .unwrap()
+    }
+
+    /// The message of an `InvalidArgument` error; panics on anything else.
+    pub fn err(r: Result<Vec<Tensor>>) -> String {
+        match r {
+            Err(Error::InvalidArgument(m)) => m,
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
     pub fn node(op: &str, attrs: &[(&str, AttrValue)]) -> NodeDef {
         NodeDef {
             name: format!("test_{op}"),
@@ -393,6 +430,29 @@ pub(crate) mod testing {
                 .collect::<HashMap<_, _>>(),
             ..Default::default()
         }
+    }
+
+    /// Builds `op`'s kernel once, as the executor does, so calls share
+    /// state (a stateful random op's generator).
+    pub fn kernel(op: &str, attrs: &[(&str, AttrValue)]) -> super::Compute {
+        let n: NodeDef = node(op, attrs);
+        (super::lookup(op).unwrap().build)(&NodeAttrs::of(&n)).unwrap()
+    }
+
+    /// The mean and variance of samples.
+    pub fn mean_var(v: &[f64]) -> (f64, f64) {
+        let n = v.len() as f64;
+        let m = v.iter().sum::<f64>() / n;
+        (m, v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n)
+    }
+
+    /// A float32 tensor's values, widened.
+    pub fn f32s(t: &Tensor) -> Vec<f64> {
+        t.to_vec::<f32>()
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect()
     }
 
     /// Builds `op`'s kernel for a node with `attrs` and calls it once.

@@ -3,8 +3,8 @@
 //! derivative of a Gamma(α, 1) sample in α), `Zeta`, `Polygamma` (binary,
 //! numpy broadcasting) and `Betainc` (ternary: the inputs agree in shape or
 //! are scalars, no other broadcasting), for float and double as TensorFlow
-//! registers them. The math is [`super::special_gamma_fns`], run in the
-//! tensor's precision.
+//! registers them. The math is [`super::special_gamma_fns`] (`Betainc`'s
+//! [`super::special_betainc`]), run in the tensor's precision.
 //!
 //! TensorFlow runs CPU kernels with denormals flushed (FTZ/DAZ): inputs, and
 //! every intermediate and final result ([`Flushed`]), are flushed likewise;
@@ -17,6 +17,7 @@ use super::numeric::{
     Elem, Plan, broadcast_shape, buffer, dispatch, expect_dtype, finish, invalid, out_elements,
     shape_str, zeroed,
 };
+use super::special_betainc::betainc;
 use super::special_gamma_fns::{self as sg, Flushed, Mode, Real};
 use super::{Compute, KernelDef, z_output};
 use crate::attrs::NodeAttrs;
@@ -87,7 +88,7 @@ fn eval<R: Real>(f: F, args: [R; 3], subnormal: bool) -> Option<R> {
         F::Igammac => sg::igammac(p, q, subnormal),
         F::Zeta => sg::zeta(p, q)?,
         F::Polygamma => sg::polygamma(p, q)?,
-        F::Betainc => sg::betainc(p, q, r),
+        F::Betainc => betainc(p, q, r),
     })
 }
 

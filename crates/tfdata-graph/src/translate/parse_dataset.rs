@@ -2,7 +2,7 @@
 //! `ExperimentalParseExampleDataset`
 //! (`tf.data.experimental.parse_example_dataset`): each element, a batch
 //! (or one) of serialized `tf.train.Example`s, parsed as `ParseExampleV2`
-//! parses it (the kernel in `kernels/parse.rs` runs it), its features in
+//! parses it (the kernel in `kernels/parse_example.rs` runs it), its features in
 //! the order of their keys (the order of the element's dict). A sparse
 //! feature becomes a serialized SparseTensor, the form a SparseTensor
 //! travels in inside a pipeline (`SerializeSparse`'s kernel).
