@@ -13,6 +13,8 @@
 //!   their streams and splits, recovered from their files;
 //! * [`dispatcher`]: the RPCs' logic, one module per concern, as transactions
 //!   over the state journaled with group commit;
+//! * [`overview`]: the one query the status service and the status page
+//!   read, as plain rows (`Dispatcher::overview` fills it);
 //! * [`metrics`]: every metric the dispatcher exports, in one registry per
 //!   dispatcher;
 //! * [`serving`]: the dispatcher on the network: the gRPC adapters, the
@@ -25,6 +27,7 @@ pub mod dispatcher;
 pub mod distributed_snapshot;
 pub mod invariants;
 pub mod metrics;
+pub mod overview;
 pub mod persistence;
 pub mod serving;
 pub mod state;

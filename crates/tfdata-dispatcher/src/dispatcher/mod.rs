@@ -25,7 +25,8 @@
 //! * [`load`]: what workers and readers report of their pace, and the
 //!   demand estimate;
 //! * [`overview`]: the numbers operators see: the state gauges of
-//!   `/metrics` and [`Overview`] (for a status page).
+//!   `/metrics` and the [`Overview`](crate::overview::Overview) the status
+//!   service and the status page render.
 //!
 //! Dependencies between them point one way:
 //! `overview → maintenance → workers → distributed_snapshots → splits`, `jobs → {workers, splits}`,
@@ -75,7 +76,6 @@ use crate::persistence::work_dir::WorkDir;
 use crate::state::DispatcherState;
 
 pub use clients::EncodedHeartbeat;
-pub use overview::{IterationProgress, Overview, ReaderOverview, WorkerOverview};
 pub(crate) use probes::probe_loop;
 pub use txn::MAX_GROUP_UPDATES;
 
@@ -286,16 +286,6 @@ impl Dispatcher {
     /// A copy of the current state (for introspection and tests).
     pub async fn snapshot_state(&self) -> DispatcherState {
         self.ledger.begin().await.state.clone()
-    }
-
-    /// The state and the workers' last heartbeat times (µs).
-    pub(crate) async fn state_and_heartbeats(&self) -> (DispatcherState, HashMap<String, i64>) {
-        let txn = self.ledger.begin().await;
-        (txn.state.clone(), txn.liveness.worker_heartbeats())
-    }
-
-    pub(crate) fn now_micros(&self) -> i64 {
-        self.clock.now_micros()
     }
 
     /// [`snapshot_state`](Self::snapshot_state) for synchronous callers
