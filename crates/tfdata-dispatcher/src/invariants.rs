@@ -253,7 +253,7 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
     use tfdata_proto::data::{self as wire, Update, update::UpdateType};
-    use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
+    use tfdata_proto::tfdata::compaction::CompactedState;
 
     use super::*;
 
@@ -490,7 +490,7 @@ mod tests {
                     }
                 }
             }
-            let restored = DispatcherState::from_snapshot(&state.to_snapshot())
+            let restored = DispatcherState::from_compacted(&state.to_compacted())
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             assert!(restored == state, "seed {seed}: snapshot round trip");
         }
@@ -510,7 +510,7 @@ mod tests {
         while state.tasks().count() < 3 || state.iterations().count() < 2 {
             let _ = state.apply(&random_update(&mut rng));
         }
-        let bytes = state.to_snapshot().encode_to_vec();
+        let bytes = state.to_compacted().encode_to_vec();
         let (mut refused, mut restored) = (0, 0);
         for _ in 0..5000 {
             let mut damaged = bytes.clone();
@@ -523,10 +523,10 @@ mod tests {
                     }
                 }
             }
-            let Ok(snapshot) = DispatcherSnapshot::decode(damaged.as_slice()) else {
+            let Ok(snapshot) = CompactedState::decode(damaged.as_slice()) else {
                 continue;
             };
-            match DispatcherState::from_snapshot(&snapshot) {
+            match DispatcherState::from_compacted(&snapshot) {
                 Ok(s) => {
                     restored += 1;
                     s.check_invariants().unwrap();
@@ -554,7 +554,7 @@ mod fuzz_regressions {
     /// Same facts: equal snapshot encodings (`==` is false for a split
     /// tensor holding a NaN, which the journal may carry).
     fn same(a: &DispatcherState, b: &DispatcherState) -> bool {
-        a.to_snapshot().encode_to_vec() == b.to_snapshot().encode_to_vec()
+        a.to_compacted().encode_to_vec() == b.to_compacted().encode_to_vec()
     }
 
     fn hex(s: &str) -> Vec<u8> {
@@ -581,7 +581,7 @@ mod fuzz_regressions {
                 );
                 continue;
             }
-            let restored = DispatcherState::from_snapshot(&state.to_snapshot())
+            let restored = DispatcherState::from_compacted(&state.to_compacted())
                 .unwrap_or_else(|e| panic!("after {update:?}: {e}"));
             assert!(
                 same(&restored, &state),

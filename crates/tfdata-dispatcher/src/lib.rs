@@ -5,7 +5,7 @@
 //!   changes only through [`state::DispatcherState::apply`] of one journal
 //!   `Update` at a time;
 //! * [`invariants`]: what every state `apply` produces satisfies, checked
-//!   before a compaction snapshot is restored;
+//!   before a compacted state is restored;
 //! * [`persistence`]: the `work_dir` (local or an object store), the
 //!   fault-tolerant mode's journal and its compaction, the leader lease and
 //!   its fence, and the registered dataset definitions;

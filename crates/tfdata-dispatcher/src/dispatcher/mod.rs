@@ -181,17 +181,18 @@ impl Dispatcher {
         let journal = match (&work_dir, config.fault_tolerant_mode) {
             (Some(dir), true) => {
                 let journal::Recovered {
-                    snapshot,
+                    compaction,
                     updates,
                     writer,
                 } = journal::open_prefetched(dir, fence, prefetched)?;
                 let fence_held = writer.fenced();
-                if let Some((location, snapshot)) = &snapshot {
-                    state =
-                        DispatcherState::from_snapshot(snapshot).map_err(|e| Error::DataLoss {
+                if let Some((location, compacted)) = &compaction {
+                    state = DispatcherState::from_compacted(compacted).map_err(|e| {
+                        Error::DataLoss {
                             location: location.clone(),
-                            reason: format!("the compaction snapshot does not restore: {e}"),
-                        })?;
+                            reason: format!("the compacted state does not restore: {e}"),
+                        }
+                    })?;
                 }
                 for (i, update) in updates.iter().enumerate() {
                     state.apply(update).map_err(|e| Error::DataLoss {
@@ -200,7 +201,7 @@ impl Dispatcher {
                     })?;
                 }
                 tracing::info!(
-                    snapshot = snapshot.as_ref().map_or("none", |(location, _)| location.as_str()),
+                    compaction = compaction.as_ref().map_or("none", |(location, _)| location.as_str()),
                     updates = updates.len(),
                     datasets = state.datasets().count(),
                     workers = state.workers().len(),
@@ -208,14 +209,14 @@ impl Dispatcher {
                     journal = %writer.path(),
                     "dispatcher state recovered from the journal"
                 );
-                // Start the new run from a snapshot, so the next replay is
-                // short. A leader taking over always does: the snapshot
+                // Start the new run from a compaction, so the next replay is
+                // short. A leader taking over always does: the compaction
                 // supersedes the old leader's run, so a write of the old
                 // leader still in flight when it was replaced (never
                 // acknowledged: see `journal::open_fenced`) is read by no
                 // later replay.
                 if !updates.is_empty() || fence_held {
-                    writer.compact(&state.to_snapshot())?;
+                    writer.compact(&state.to_compacted())?;
                 }
                 Some(writer)
             }

@@ -571,7 +571,7 @@ async fn compaction_keeps_the_state_and_bounds_the_journal() {
     }
     let before = d.snapshot_state().await;
     assert_eq!(
-        DispatcherState::from_snapshot(&before.to_snapshot()).unwrap(),
+        DispatcherState::from_compacted(&before.to_compacted()).unwrap(),
         before
     );
     drop(d);
@@ -748,8 +748,8 @@ async fn replaying_any_journal_gives_the_live_state() {
         let got = replayed.snapshot_state().await;
         // Snapshots first: their difference is readable.
         assert_eq!(
-            got.to_snapshot(),
-            live.to_snapshot(),
+            got.to_compacted(),
+            live.to_compacted(),
             "seed {seed}: first replay"
         );
         assert!(got == live, "seed {seed}: first replay");

@@ -406,7 +406,7 @@ async fn graphs_go_to_the_workers_that_can_run_them() {
     assert_eq!(tasks.len(), 2, "{tasks:?}");
 
     // The decision survives compaction (the snapshot carries it).
-    let back = crate::state::DispatcherState::from_snapshot(&state.to_snapshot()).unwrap();
+    let back = crate::state::DispatcherState::from_compacted(&state.to_compacted()).unwrap();
     assert_eq!(back, state);
 }
 

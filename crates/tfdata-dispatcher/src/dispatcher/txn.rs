@@ -38,7 +38,7 @@ use std::thread::JoinHandle;
 use tfdata_core::{Error, IterationId, Result};
 use tfdata_dataset::splits::SplitProvider;
 use tfdata_proto::data::{Update, update::UpdateType};
-use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
+use tfdata_proto::tfdata::compaction::CompactedState;
 use tokio::sync::{Mutex, MutexGuard, watch};
 
 use super::liveness::Liveness;
@@ -274,7 +274,7 @@ impl Txn<'_> {
         let updates = std::mem::take(&mut self.updates);
         let compact_after = self.ledger.compact_after_records;
         let state = &self.guarded.state;
-        journal.queue(updates, compact_after, || state.to_snapshot())
+        journal.queue(updates, compact_after, || state.to_compacted())
     }
 }
 
@@ -295,7 +295,7 @@ impl Drop for Txn<'_> {
 enum Entry {
     Group(Vec<Update>),
     /// The state after every group queued before it.
-    Compact(Box<DispatcherSnapshot>),
+    Compact(Box<CompactedState>),
 }
 
 #[derive(Default)]
@@ -356,7 +356,7 @@ impl GroupCommit {
         &self,
         updates: Vec<Update>,
         compact_after: u64,
-        snapshot: impl FnOnce() -> DispatcherSnapshot,
+        snapshot: impl FnOnce() -> CompactedState,
     ) -> u64 {
         let (lock, wake) = &*self.queue;
         let mut q = lock.lock().unwrap_or_else(|p| p.into_inner());

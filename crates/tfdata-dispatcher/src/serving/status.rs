@@ -239,7 +239,10 @@ mod tests {
         assert_eq!(r.workers[0].tags, ["gpu"]);
         assert_eq!(r.workers[0].assigned_tasks, 2);
         assert_eq!(
-            (r.datasets[0].compression.as_str(), r.datasets[0].cardinality),
+            (
+                r.datasets[0].compression.as_str(),
+                r.datasets[0].cardinality
+            ),
             ("SNAPPY", -1)
         );
         assert_eq!(r.datasets[0].element_spec, "unknown");

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use tfdata_core::tfrecord::{self, Tail};
 use tfdata_core::{Error, Result};
 
-use super::format::{decode_snapshot, decode_updates};
+use super::format::{COMPACTION_PREFIX, compaction_name, decode_compacted_state, decode_updates};
 use super::{History, JOURNAL_DIR};
 
 /// The open local file.
@@ -25,7 +25,7 @@ pub(super) struct LocalJournal {
 
 fn list(dir: &Path) -> Result<(Vec<u64>, Vec<u64>)> {
     let mut journals = Vec::new();
-    let mut snapshots = Vec::new();
+    let mut compactions = Vec::new();
     for entry in
         std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?
     {
@@ -43,37 +43,37 @@ fn list(dir: &Path) -> Result<(Vec<u64>, Vec<u64>)> {
         };
         match kind {
             "journal" => journals.push(number),
-            "snapshot" => snapshots.push(number),
+            k if k == COMPACTION_PREFIX => compactions.push(number),
             _ => {} // e.g. an interrupted compaction's temporary file
         }
     }
     journals.sort_unstable();
-    snapshots.sort_unstable();
-    Ok((journals, snapshots))
+    compactions.sort_unstable();
+    Ok((journals, compactions))
 }
 
-/// Reads the local journal directory under `work_dir` (the newest snapshot
+/// Reads the local journal directory under `work_dir` (the newest compaction
 /// and the journal files after it) and opens the next journal file.
 pub(super) fn open(work_dir: &Path) -> Result<(History, LocalJournal)> {
     let dir = work_dir.join(JOURNAL_DIR);
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-    let (journals, snapshots) = list(&dir)?;
-    let newest = journals.last().copied().max(snapshots.last().copied());
-    let snapshot_number = snapshots.last().copied();
-    let snapshot = match snapshot_number {
+    let (journals, compactions) = list(&dir)?;
+    let newest = journals.last().copied().max(compactions.last().copied());
+    let compaction_number = compactions.last().copied();
+    let compaction = match compaction_number {
         None => None,
         Some(n) => {
-            let path = dir.join(format!("snapshot_{n}"));
+            let path = dir.join(compaction_name(n));
             let records = tfrecord::read_file(&path)?;
             let location = path.display().to_string();
-            let snapshot = decode_snapshot(&location, &records)?;
-            Some((location, snapshot))
+            let state = decode_compacted_state(&location, &records)?;
+            Some((location, state))
         }
     };
     let mut updates = Vec::new();
     let newest_journal = journals.last().copied();
-    for n in journals_to_replay(&dir, &journals, snapshot_number)? {
+    for n in journals_to_replay(&dir, &journals, compaction_number)? {
         let path = dir.join(format!("journal_{n}"));
         let bytes = std::fs::read(&path)
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
@@ -97,13 +97,19 @@ pub(super) fn open(work_dir: &Path) -> Result<(History, LocalJournal)> {
     }
     let next = newest.map_or(0, |n| n + 1);
     let journal = LocalJournal::create(&dir, next)?;
-    Ok((History { snapshot, updates }, journal))
+    Ok((
+        History {
+            compaction,
+            updates,
+        },
+        journal,
+    ))
 }
 
 /// The numbers of the journal files holding the history after the newest
-/// snapshot (`journals` sorted), in replay order: `journal_<m>` on from
-/// `snapshot_<m>`, or from `journal_0` without a snapshot. Files before the
-/// snapshot are history it replaces (leftovers of an interrupted
+/// compaction (`journals` sorted), in replay order: `journal_<m>` on from
+/// `snapshot_<m>`, or from `journal_0` without a compaction. Files before
+/// the compaction are history it replaces (leftovers of an interrupted
 /// compaction).
 ///
 /// Every number is used once, by a start (`journal_<newest + 1>`) or a
@@ -114,12 +120,12 @@ pub(super) fn open(work_dir: &Path) -> Result<(History, LocalJournal)> {
 /// past that one gap (stopping at it would drop every update written after
 /// it, and the split cursors with them: splits handed out twice). Any other
 /// gap is acknowledged history that is gone: the start is refused.
-fn journals_to_replay(dir: &Path, journals: &[u64], snapshot: Option<u64>) -> Result<Vec<u64>> {
-    let first = snapshot.unwrap_or(0);
+fn journals_to_replay(dir: &Path, journals: &[u64], compaction: Option<u64>) -> Result<Vec<u64>> {
+    let first = compaction.unwrap_or(0);
     let live: Vec<u64> = journals.iter().copied().filter(|&n| n >= first).collect();
     let mut expected = first;
     for (i, &n) in live.iter().enumerate() {
-        if i == 0 && snapshot.is_some() && n > first {
+        if i == 0 && compaction.is_some() && n > first {
             expected = first + 1;
         }
         if n != expected {
@@ -131,7 +137,7 @@ fn journals_to_replay(dir: &Path, journals: &[u64], snapshot: Option<u64>) -> Re
                 reason: format!("missing while journal_{n} exists: acknowledged updates were lost"),
             });
         }
-        if n == first + 1 && i == 0 && snapshot.is_some() {
+        if n == first + 1 && i == 0 && compaction.is_some() {
             tracing::info!(dir = %dir.display(), "journal_{first} was never created (a crash during compaction): replaying from journal_{n}");
         }
         expected = n + 1;
@@ -182,7 +188,7 @@ impl LocalJournal {
     /// (`journals_to_replay`).
     pub(super) fn compact(&mut self, record: &[u8]) -> Result<()> {
         let m = self.number + 1;
-        let path = self.dir.join(format!("snapshot_{m}"));
+        let path = self.dir.join(compaction_name(m));
         let tmp = self.dir.join(format!("compacting_{m}"));
         let write = || -> std::io::Result<()> {
             let mut f = File::create(&tmp)?;
@@ -193,15 +199,15 @@ impl LocalJournal {
         write().map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         sync_dir(&self.dir)?;
         *self = Self::create(&self.dir, m)?;
-        // Everything before the snapshot is now redundant.
-        let (journals, snapshots) = list(&self.dir)?;
+        // Everything before the compaction is now redundant.
+        let (journals, compactions) = list(&self.dir)?;
         for n in journals.into_iter().filter(|&n| n < m) {
             let _ = std::fs::remove_file(self.dir.join(format!("journal_{n}")));
         }
-        for n in snapshots.into_iter().filter(|&n| n < m) {
-            let _ = std::fs::remove_file(self.dir.join(format!("snapshot_{n}")));
+        for n in compactions.into_iter().filter(|&n| n < m) {
+            let _ = std::fs::remove_file(self.dir.join(compaction_name(n)));
         }
-        tracing::info!(snapshot = %path.display(), "journal compacted");
+        tracing::info!(compaction = %path.display(), "journal compacted");
         Ok(())
     }
 
@@ -229,7 +235,7 @@ mod tests {
     use super::*;
     use tfdata_proto::data::Update;
     use tfdata_proto::data::{RegisterDatasetUpdate, update::UpdateType};
-    use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
+    use tfdata_proto::tfdata::compaction::CompactedState;
 
     fn dataset(id: &str) -> Update {
         Update {
@@ -244,7 +250,7 @@ mod tests {
     fn each_start_replays_everything_and_opens_a_new_file() {
         let dir = tempfile::tempdir().unwrap();
         let r = open(&dir.path().into()).unwrap();
-        assert!(r.updates.is_empty() && r.snapshot.is_none());
+        assert!(r.updates.is_empty() && r.compaction.is_none());
         r.writer.write(&dataset("a")).unwrap();
         r.writer.write(&dataset("b")).unwrap();
         drop(r);
@@ -256,17 +262,18 @@ mod tests {
         assert_eq!(r.updates.len(), 3);
         assert!(r.writer.path().ends_with("journal_2"));
 
-        // Compaction: a snapshot replaces the history; later writes follow it.
-        let snapshot = tfdata_proto::tfdata::snapshot::DispatcherSnapshot {
+        // Compaction: the compacted state replaces the history; later
+        // writes follow it.
+        let compacted = tfdata_proto::tfdata::compaction::CompactedState {
             format_version: 1,
             next_dataset_id: 1234,
             ..Default::default()
         };
-        r.writer.compact(&snapshot).unwrap();
+        r.writer.compact(&compacted).unwrap();
         r.writer.write(&dataset("d")).unwrap();
         drop(r);
         let r = open(&dir.path().into()).unwrap();
-        assert_eq!(r.snapshot.unwrap().1.next_dataset_id, 1234);
+        assert_eq!(r.compaction.unwrap().1.next_dataset_id, 1234);
         assert_eq!(r.updates, vec![dataset("d")]);
         let files = std::fs::read_dir(dir.path().join(JOURNAL_DIR))
             .unwrap()
@@ -274,8 +281,8 @@ mod tests {
         assert_eq!(files, 3, "snapshot_3, journal_3 and the new journal_4");
     }
 
-    fn snapshot(next_dataset_id: i64) -> DispatcherSnapshot {
-        DispatcherSnapshot {
+    fn compacted(next_dataset_id: i64) -> CompactedState {
+        CompactedState {
             format_version: 1,
             next_dataset_id,
             ..Default::default()
@@ -288,7 +295,7 @@ mod tests {
     /// missing `journal_<m>` and lost what it held). A gap anywhere else is
     /// lost history and refuses the start.
     #[test]
-    fn a_crash_between_a_snapshot_and_its_journal_file_loses_nothing() {
+    fn a_crash_between_a_compaction_and_its_journal_file_loses_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let journal_dir = dir.path().join(JOURNAL_DIR);
         let r = open(&dir.path().into()).unwrap();
@@ -297,22 +304,22 @@ mod tests {
         let r = open(&dir.path().into()).unwrap();
         assert!(r.writer.path().ends_with("journal_1"));
         // Something in journal_2's place fails its creation right after
-        // the snapshot's rename: where a crash would stop.
+        // the compaction's rename: where a crash would stop.
         std::fs::create_dir(journal_dir.join("journal_2")).unwrap();
-        assert!(r.writer.compact(&snapshot(7)).is_err());
+        assert!(r.writer.compact(&compacted(7)).is_err());
         drop(r);
         std::fs::remove_dir(journal_dir.join("journal_2")).unwrap();
         assert!(journal_dir.join("snapshot_2").exists());
 
         let r = open(&dir.path().into()).unwrap();
-        assert_eq!(r.snapshot.as_ref().unwrap().1.next_dataset_id, 7);
+        assert_eq!(r.compaction.as_ref().unwrap().1.next_dataset_id, 7);
         assert!(r.updates.is_empty());
         assert!(r.writer.path().ends_with("journal_3"));
         r.writer.write(&dataset("b")).unwrap();
         drop(r);
         for _ in 0..2 {
             let r = open(&dir.path().into()).unwrap();
-            assert_eq!(r.snapshot.as_ref().unwrap().1.next_dataset_id, 7);
+            assert_eq!(r.compaction.as_ref().unwrap().1.next_dataset_id, 7);
             assert_eq!(r.updates, vec![dataset("b")]);
         }
 

@@ -9,7 +9,7 @@
 //! Updates are appended to `journal_<n>`; each group (the updates of the
 //! RPCs committed together, see `dispatcher::txn`) is one `write` and one
 //! `fdatasync`. Each start replays all files in order and then writes a new
-//! file, `journal_<largest n + 1>` (snapshots counted). The numbers are
+//! file, `journal_<largest n + 1>` (compactions counted). The numbers are
 //! consecutive but for the one gap a crash during a compaction can leave
 //! (see `journals_to_replay`).
 //!
@@ -21,7 +21,9 @@
 //! Compaction keeps replay short: [`JournalWriter::compact`] writes the whole
 //! state as `snapshot_<m>` (atomically: a temporary file, synced, renamed),
 //! continues in `journal_<m>`, and deletes older files. A start loads the
-//! newest snapshot and replays only the journal files from its number on.
+//! newest compaction and replays only the journal files from its number on.
+//! (A compaction's file keeps the name `snapshot_<m>` it has always had, so
+//! existing work_dirs restore; "snapshot" otherwise means `distributed_save`.)
 //!
 //! # Object stores (immutable segments)
 //!
@@ -42,9 +44,9 @@
 //!
 //! Compaction uploads `snapshot_<m>` with one `PUT` (atomic, so no temporary
 //! object), continues in run `m`, and then deletes the objects it made
-//! redundant (runs and snapshots numbered below `m`) on a background thread,
+//! redundant (runs and compactions numbered below `m`) on a background thread,
 //! so the RPC that triggered it waits for one upload only. A start loads the
-//! newest snapshot and replays the segments of runs `>= m`, ignoring older
+//! newest compaction and replays the segments of runs `>= m`, ignoring older
 //! leftovers (a deletion interrupted by a crash is finished by the next
 //! compaction).
 //!
@@ -61,7 +63,7 @@ mod writer;
 
 use tfdata_core::Result;
 use tfdata_proto::data::Update;
-use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
+use tfdata_proto::tfdata::compaction::CompactedState;
 
 use crate::persistence::leader_lease::Fence;
 use crate::persistence::work_dir::WorkDir;
@@ -75,22 +77,22 @@ pub const JOURNAL_DIR: &str = "tf_data_dispatcher_journal";
 
 /// What a start finds in the journal directory.
 pub struct Recovered {
-    /// The newest compaction snapshot, if any, with the file or object it
-    /// was read from.
-    pub snapshot: Option<(String, DispatcherSnapshot)>,
+    /// The state the newest compaction wrote, if any, with the file or
+    /// object it was read from.
+    pub compaction: Option<(String, CompactedState)>,
     /// The updates after it, in order.
     pub updates: Vec<Update>,
     pub writer: JournalWriter,
 }
 
-/// What a backend reads at a start: the newest compaction snapshot, with
-/// the file or object it was read from, and the updates after it.
+/// What a backend reads at a start: the newest compaction, with the file
+/// or object it was read from, and the updates after it.
 struct History {
-    snapshot: Option<(String, DispatcherSnapshot)>,
+    compaction: Option<(String, CompactedState)>,
     updates: Vec<Update>,
 }
 
-/// Reads the journal under `work_dir` (the newest snapshot and the updates
+/// Reads the journal under `work_dir` (the newest compaction and the updates
 /// after it) and opens the next run for writing. Blocking: call it off the
 /// async threads.
 pub fn open(work_dir: &WorkDir) -> Result<Recovered> {
@@ -133,7 +135,7 @@ pub fn open_prefetched(
         }
     };
     Ok(Recovered {
-        snapshot: history.snapshot,
+        compaction: history.compaction,
         updates: history.updates,
         writer: JournalWriter::new(backend, fence),
     })

@@ -12,7 +12,7 @@ use tfdata_core::{Error, Result};
 use tfdata_dataset::io::FileSystem;
 
 use super::History;
-use super::format::{decode_snapshot, decode_updates};
+use super::format::{COMPACTION_PREFIX, compaction_name, decode_compacted_state, decode_updates};
 use crate::persistence::work_dir::{ObjectDir, put_object};
 
 /// Segments read concurrently at recovery: each is a small object, so a
@@ -46,7 +46,7 @@ enum JournalObject {
     /// `journal_<run>_<seq>`.
     Segment { run: u64, seq: u64 },
     /// `snapshot_<m>`.
-    Snapshot(u64),
+    Compaction(u64),
 }
 
 /// A decimal number as written by the journal: digits only (`str::parse`
@@ -59,8 +59,11 @@ fn parse_number(s: &str) -> Option<u64> {
 }
 
 fn parse_object_name(name: &str) -> Option<JournalObject> {
-    if let Some(m) = name.strip_prefix("snapshot_") {
-        return Some(JournalObject::Snapshot(parse_number(m)?));
+    if let Some(m) = name
+        .strip_prefix(COMPACTION_PREFIX)
+        .and_then(|rest| rest.strip_prefix('_'))
+    {
+        return Some(JournalObject::Compaction(parse_number(m)?));
     }
     let (run, seq) = name.strip_prefix("journal_")?.split_once('_')?;
     Some(JournalObject::Segment {
@@ -74,20 +77,20 @@ pub(super) fn segment_name(run: u64, seq: u64) -> String {
 }
 
 /// An object-store journal's contents: `(run, seq)` of every segment and the
-/// number of every snapshot, each sorted numerically.
+/// number of every compaction, each sorted numerically.
 pub(super) struct Listing {
     pub(super) segments: Vec<(u64, u64)>,
-    pub(super) snapshots: Vec<u64>,
+    pub(super) compactions: Vec<u64>,
 }
 
 /// The journal's objects by kind.
 pub(super) fn list_objects(dir: &ObjectDir) -> Result<Listing> {
     let mut segments = Vec::new();
-    let mut snapshots = Vec::new();
+    let mut compactions = Vec::new();
     for name in dir.fs().list(dir.url())? {
         match parse_object_name(&name) {
             Some(JournalObject::Segment { run, seq }) => segments.push((run, seq)),
-            Some(JournalObject::Snapshot(m)) => snapshots.push(m),
+            Some(JournalObject::Compaction(m)) => compactions.push(m),
             None => {
                 let reason = if parse_number(name.strip_prefix("journal_").unwrap_or("")).is_some()
                 {
@@ -105,10 +108,10 @@ pub(super) fn list_objects(dir: &ObjectDir) -> Result<Listing> {
         }
     }
     segments.sort_unstable();
-    snapshots.sort_unstable();
+    compactions.sort_unstable();
     Ok(Listing {
         segments,
-        snapshots,
+        compactions,
     })
 }
 
@@ -235,28 +238,28 @@ pub(super) fn open(
 ) -> Result<(History, ObjectJournal)> {
     let Listing {
         segments,
-        snapshots,
+        compactions,
     } = list_objects(&dir)?;
     let newest = segments
         .last()
         .map(|&(run, _)| run)
-        .max(snapshots.last().copied());
-    let snapshot_number = snapshots.last().copied();
-    let snapshot = match snapshot_number {
+        .max(compactions.last().copied());
+    let compaction_number = compactions.last().copied();
+    let compaction = match compaction_number {
         None => None,
         Some(m) => {
-            let url = dir.join(&format!("snapshot_{m}"));
+            let url = dir.join(&compaction_name(m));
             let bytes = match held.and_then(|h| h.get(&url)) {
                 Some(bytes) => bytes,
                 None => dir.fs().read_all(&url)?,
             };
-            let snapshot = decode_snapshot(&url, &object_records(&url, &bytes)?)?;
-            Some((url, snapshot))
+            let state = decode_compacted_state(&url, &object_records(&url, &bytes)?)?;
+            Some((url, state))
         }
     };
-    // Runs before the snapshot are history it replaces (leftovers of an
+    // Runs before the compaction are history it replaces (leftovers of an
     // interrupted cleanup).
-    let first_run = snapshot_number.unwrap_or(0);
+    let first_run = compaction_number.unwrap_or(0);
     let live: Vec<(u64, u64)> = segments
         .into_iter()
         .filter(|&(run, _)| run >= first_run)
@@ -313,7 +316,13 @@ pub(super) fn open(
         exclusive: taking_over,
         fence_marker,
     };
-    Ok((History { snapshot, updates }, journal))
+    Ok((
+        History {
+            compaction,
+            updates,
+        },
+        journal,
+    ))
 }
 
 impl ObjectJournal {
@@ -341,8 +350,8 @@ impl ObjectJournal {
 
     pub(super) fn compact(&mut self, record: &[u8]) -> Result<()> {
         let m = self.run + 1;
-        let url = self.dir.join(&format!("snapshot_{m}"));
-        // One PUT: the snapshot is whole or absent, so no temporary object.
+        let url = self.dir.join(&compaction_name(m));
+        // One PUT: the compaction is whole or absent, so no temporary object.
         put_object(self.dir.fs(), &url, record)?;
         self.run = m;
         self.seq = 0;
@@ -369,7 +378,7 @@ impl ObjectJournal {
                 None
             }
         };
-        tracing::info!(snapshot = %url, "journal compacted");
+        tracing::info!(compaction = %url, "journal compacted");
         Ok(())
     }
 
@@ -389,13 +398,13 @@ impl ObjectJournal {
     }
 }
 
-/// Deletes the segments of runs before `m` and the snapshots before `m`,
+/// Deletes the segments of runs before `m` and the compactions before `m`,
 /// but not `keep` (the takeover's fence marker). Best effort: what is left
 /// is ignored by starts and retried by the next compaction.
 fn delete_before(dir: &ObjectDir, m: u64, keep: Option<&str>) {
     let Listing {
         segments,
-        snapshots,
+        compactions,
     } = match list_objects(dir) {
         Ok(listing) => listing,
         Err(e) => {
@@ -409,10 +418,10 @@ fn delete_before(dir: &ObjectDir, m: u64, keep: Option<&str>) {
         .map(|(run, seq)| segment_name(run, seq))
         .filter(|name| Some(name.as_str()) != keep)
         .chain(
-            snapshots
+            compactions
                 .into_iter()
                 .filter(|&n| n < m)
-                .map(|n| format!("snapshot_{n}")),
+                .map(compaction_name),
         );
     for name in old {
         let url = dir.join(&name);

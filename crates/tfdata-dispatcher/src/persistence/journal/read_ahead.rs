@@ -7,6 +7,7 @@ use bytes::Bytes;
 use tfdata_core::Result;
 
 use super::JOURNAL_DIR;
+use super::format::compaction_name;
 use super::object_store::{HeldObjects, Listing, list_objects, read_objects, segment_name};
 use crate::persistence::work_dir::WorkDir;
 
@@ -15,7 +16,7 @@ use crate::persistence::work_dir::WorkDir;
 pub const PREFETCH_MAX_BYTES: usize = 256 << 20;
 
 /// The journal objects a standby has read ahead (object stores), so that
-/// its takeover reads only what was written since: the newest snapshot and
+/// its takeover reads only what was written since: the newest compaction and
 /// the segments after it, as the next start would read them. Objects are
 /// immutable once written (a segment name is never written twice), so a
 /// copy read earlier is the object. Clones share it.
@@ -40,7 +41,7 @@ impl Prefetched {
 
     /// Reads the objects of `work_dir`'s journal a start would read that
     /// are not held yet (at most [`PREFETCH_MAX_BYTES`] in all) and drops
-    /// those a newer snapshot made redundant. Returns how many it read. A
+    /// those a newer compaction made redundant. Returns how many it read. A
     /// local work_dir reads nothing. Blocking.
     pub fn refresh(&self, work_dir: &WorkDir) -> Result<usize> {
         let WorkDir::ObjectStore(dir) = work_dir else {
@@ -49,12 +50,12 @@ impl Prefetched {
         let dir = dir.subdir(JOURNAL_DIR);
         let Listing {
             segments,
-            snapshots,
+            compactions,
         } = list_objects(&dir)?;
-        let snapshot = snapshots.last().copied();
-        let first_run = snapshot.unwrap_or(0);
-        let wanted: Vec<String> = snapshot
-            .map(|m| dir.join(&format!("snapshot_{m}")))
+        let compaction = compactions.last().copied();
+        let first_run = compaction.unwrap_or(0);
+        let wanted: Vec<String> = compaction
+            .map(|m| dir.join(&compaction_name(m)))
             .into_iter()
             .chain(
                 segments

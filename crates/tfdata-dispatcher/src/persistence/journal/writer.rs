@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use prost::Message;
 use tfdata_core::{Error, Result};
 use tfdata_proto::data::Update;
-use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
+use tfdata_proto::tfdata::compaction::CompactedState;
 
 use super::format::encode_record;
 use super::local::LocalJournal;
@@ -113,12 +113,13 @@ impl JournalWriter {
         Ok((total, bytes))
     }
 
-    /// Replaces everything written so far by `snapshot` (the state after it):
-    /// writes `snapshot_<m>` atomically, continues in `journal_<m>` (run `m`
-    /// on object stores), deletes older files. Blocking; the caller must not
-    /// write meanwhile. Returns the bytes of the snapshot written.
-    pub fn compact(&self, snapshot: &DispatcherSnapshot) -> Result<u64> {
-        let record = encode_record(&snapshot.encode_to_vec(), "a snapshot")?;
+    /// Replaces everything written so far by `state` (the state after it,
+    /// compacted): writes `snapshot_<m>` atomically, continues in
+    /// `journal_<m>` (run `m` on object stores), deletes older files.
+    /// Blocking; the caller must not write meanwhile. Returns the bytes of
+    /// the compaction written.
+    pub fn compact(&self, state: &CompactedState) -> Result<u64> {
+        let record = encode_record(&state.encode_to_vec(), "a compacted state")?;
         let mut backend = self.lock();
         if let Some(fence) = &self.fence {
             check_fence(fence)?;
