@@ -246,7 +246,7 @@ fn dispatcher_session(dir: &Path, dataset: wire::DatasetDef, policy: i32) -> Vec
         note(method::CLIENT_HEARTBEAT, &|| beat.encode_to_vec());
         let _ = grpc.client_heartbeat(Request::new(beat)).await;
 
-        let state = d.snapshot_state().await;
+        let state = d.state_copy().await;
         let iteration_id = state.iterations().next().map_or(0, |i| i.id.0);
         let task_id = state.tasks().next().map_or(0, |t| t.id.0);
         for sequence in 0..2 {

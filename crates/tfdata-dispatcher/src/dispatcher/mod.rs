@@ -94,8 +94,9 @@ impl Clock for SystemClock {
     }
 }
 
-/// Journal records after which the state is snapshotted and the history
-/// dropped: a restart replays at most this many updates after the snapshot.
+/// Journal records after which the state is compacted and the history
+/// dropped: a restart replays at most this many updates after the
+/// compaction.
 pub const COMPACT_AFTER_RECORDS: u64 = 50_000;
 
 /// [`COMPACT_AFTER_RECORDS`] for object-store work_dirs, where every group
@@ -285,11 +286,11 @@ impl Dispatcher {
     }
 
     /// A copy of the current state (for introspection and tests).
-    pub async fn snapshot_state(&self) -> DispatcherState {
+    pub async fn state_copy(&self) -> DispatcherState {
         self.ledger.begin().await.state.clone()
     }
 
-    /// [`snapshot_state`](Self::snapshot_state) for synchronous callers
+    /// [`state_copy`](Self::state_copy) for synchronous callers
     /// outside any async runtime.
     pub fn state_blocking(&self) -> DispatcherState {
         self.ledger.state_blocking()
