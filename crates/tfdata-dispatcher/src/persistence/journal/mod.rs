@@ -50,10 +50,10 @@
 //! leftovers (a deletion interrupted by a crash is finished by the next
 //! compaction).
 //!
-//! The modules: [`format`] (the TFRecord-framed records), [`local`] and
-//! [`object_store`] (one per layout), [`writer`] (the [`JournalWriter`]
-//! over either, with the leader lease's fence checks) and [`read_ahead`]
-//! (a standby's copy of an object-store journal).
+//! The modules: `format` (the TFRecord-framed records and the compaction's
+//! file name), `local` and `object_store` (one per layout), `writer` (the
+//! [`JournalWriter`] over either, with the leader lease's fence checks) and
+//! `read_ahead` (a standby's copy of an object-store journal).
 
 mod format;
 mod local;
