@@ -10,7 +10,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tensorflow/example.proto",
         "tfdata/pipeline.proto",
         "tfdata/status.proto",
-        "tfdata/snapshot.proto",
+        "tfdata/compaction.proto",
         "tfdata/stream.proto",
         "tfdata/checkpoint.proto",
         "tensorflow/data/common.proto",

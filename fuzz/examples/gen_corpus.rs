@@ -2,7 +2,7 @@
 //! encodings: elements compressed by `tfdata_core`, batches from
 //! `BatchEncoder`, TFRecord files from `TfRecordWriter`, Examples from
 //! `ExampleBuilder`, pipelines from docs/pipelines.md and the builders, and
-//! a fault-tolerant dispatcher's own requests, journal and snapshot.
+//! a fault-tolerant dispatcher's own requests, journal and compaction.
 //!
 //! `cargo run --example gen_corpus` in `fuzz/` (a plain build, no fuzzing
 //! instrumentation). The seeds are committed; rerun after a format change.
@@ -246,7 +246,7 @@ fn dispatcher_session(dir: &Path, dataset: wire::DatasetDef, policy: i32) -> Vec
         note(method::CLIENT_HEARTBEAT, &|| beat.encode_to_vec());
         let _ = grpc.client_heartbeat(Request::new(beat)).await;
 
-        let state = d.snapshot_state().await;
+        let state = d.state_copy().await;
         let iteration_id = state.iterations().next().map_or(0, |i| i.id.0);
         let task_id = state.tasks().next().map_or(0, |t| t.id.0);
         for sequence in 0..2 {
@@ -489,7 +489,7 @@ fn main() {
     // tf_graph.
     c.put("tf_graph", "range_zip_slices", &range_graph());
 
-    // Dispatcher: a real session, its journal and snapshot.
+    // Dispatcher: a real session, its journal and compaction.
     let work = tempfile::tempdir().expect("tempdir");
     let splittable = pipeline(&Dataset::range(10).batch(2, false));
     let rpc = dispatcher_session(work.path(), splittable, 1);
@@ -524,7 +524,7 @@ fn main() {
     journal.extend_from_slice(&journal_0);
     c.put("dispatcher_journal", "journal_0", &journal);
 
-    // A snapshot: the state after the session, through a restart.
+    // A compaction: the state after the session, through a restart.
     let restarted = Dispatcher::new(
         DispatcherConfig {
             work_dir: Some(work.path().display().to_string()),
@@ -534,16 +534,25 @@ fn main() {
         Arc::new(SystemClock),
     )
     .expect("restart");
-    let snapshot = restarted.state_blocking().to_snapshot();
+    let compacted = restarted.state_blocking().to_compacted();
     drop(restarted);
-    c.put("dispatcher_snapshot", "session", &snapshot.encode_to_vec());
-    let mut snapshot_file = Vec::new();
-    tfrecord::write_record(&mut snapshot_file, &snapshot.encode_to_vec()).expect("record");
-    // snapshot_1 and journal_1 (flags: snapshot, n = 1), with a torn tail.
+    c.put(
+        "dispatcher_compaction",
+        "session",
+        &compacted.encode_to_vec(),
+    );
+    let mut compaction_file = Vec::new();
+    tfrecord::write_record(&mut compaction_file, &compacted.encode_to_vec()).expect("record");
+    // snapshot_1 (a compaction) and journal_1 (flags: compaction, n = 1),
+    // with a torn tail.
     let mut journal = vec![1 | (1 << 2)];
-    put_part(&mut journal, &snapshot_file);
+    put_part(&mut journal, &compaction_file);
     put_part(&mut journal, &journal_0[..journal_0.len() - 3]);
-    c.put("dispatcher_journal", "snapshot_and_torn_journal", &journal);
+    c.put(
+        "dispatcher_journal",
+        "compaction_and_torn_journal",
+        &journal,
+    );
 
     // worker_rpc: ProcessTask inline and from a dataset file, GetElement,
     // GetWorkerTasks, and a stream opening.

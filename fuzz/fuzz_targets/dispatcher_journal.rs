@@ -1,12 +1,12 @@
 //! A fault-tolerant dispatcher's start on a journal directory of fuzzed
 //! files: `Dispatcher::new` with `fault_tolerant_mode` reads the newest
-//! `snapshot_<n>` and the `journal_<n>`, `journal_<n+1>` after it (TFRecord
-//! framing, `DispatcherSnapshot` and `Update` messages), replays them and
+//! compaction `snapshot_<n>` and the `journal_<n>`, `journal_<n+1>` after it (TFRecord
+//! framing, `CompactedState` and `Update` messages), replays them and
 //! compacts. A start that succeeds must be repeatable: a second start on
 //! the directory it left recovers the same state.
 //!
-//! Input: a flags byte (bit 0: a snapshot file; bit 1: a second journal
-//! file; bits 2-7: the number n), then the snapshot file and the first
+//! Input: a flags byte (bit 0: a compaction file; bit 1: a second journal
+//! file; bits 2-7: the number n), then the compaction file and the first
 //! journal file as u16-length-prefixed parts, then the second journal file.
 #![no_main]
 
@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
     let mut input = Input::new(data);
     let flags = input.u8();
     let n = u64::from(flags >> 2);
-    let snapshot = input.part();
+    let compaction = input.part();
     let first = input.part();
     let second = input.rest();
 
@@ -34,9 +34,9 @@ fuzz_target!(|data: &[u8]| {
     let write = |name: String, bytes: &[u8]| {
         std::fs::write(journal.join(name), bytes).expect("write a journal file")
     };
-    // Without a snapshot, replay starts at journal_0.
+    // Without a compaction, replay starts at journal_0.
     let first_journal = if flags & 1 != 0 {
-        write(format!("snapshot_{n}"), snapshot);
+        write(format!("snapshot_{n}"), compaction);
         n
     } else {
         0

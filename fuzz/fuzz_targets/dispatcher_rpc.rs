@@ -206,7 +206,7 @@ fuzz_target!(|data: &[u8]| {
     let runtime = tfdata_fuzz::paused_runtime();
     let state = runtime.block_on(async {
         run(&grpc, &clock, &mut input).await;
-        dispatcher.snapshot_state().await
+        dispatcher.state_copy().await
     });
     // Tasks the calls left behind (a ProcessTask push) end with the runtime.
     drop(runtime);

@@ -1,7 +1,7 @@
 //! Journal `Update`s applied to a fresh `DispatcherState`, as a restart
 //! replays them. Input: length-delimited `Update` messages (at most 64).
 //! Checked: an update that fails leaves the state unchanged (as `apply`
-//! promises), and the state survives its snapshot after every update.
+//! promises), and the state survives its compaction after every update.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -27,11 +27,11 @@ fuzz_target!(|data: &[u8]| {
             );
             continue;
         }
-        let restored = DispatcherState::from_snapshot(&state.to_snapshot())
-            .expect("the state after an update restores from its snapshot");
+        let restored = DispatcherState::from_compacted(&state.to_compacted())
+            .expect("the state after an update restores from its compaction");
         assert!(
             same_state(&restored, &state),
-            "snapshot round trip after {update:?}"
+            "compaction round trip after {update:?}"
         );
     }
 });

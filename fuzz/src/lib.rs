@@ -221,11 +221,11 @@ pub mod dispatcher {
     pub use tfdata_dispatcher::state::DispatcherState;
     pub use tfdata_dispatcher::{Clock, Dispatcher, DispatcherConfig, DispatcherGrpc, SystemClock};
 
-    /// Whether two states hold the same facts: their compaction snapshots
-    /// encode to the same bytes (a snapshot holds every fact once; the
+    /// Whether two states hold the same facts: their compacted forms
+    /// encode to the same bytes (a compacted state holds every fact once; the
     /// derived indexes are rebuilt from it). Not `==`: a split tensor may
     /// carry a NaN in one of `TensorProto`'s value lists, unequal to itself.
     pub fn same_state(a: &DispatcherState, b: &DispatcherState) -> bool {
-        a.to_snapshot().encode_to_vec() == b.to_snapshot().encode_to_vec()
+        a.to_compacted().encode_to_vec() == b.to_compacted().encode_to_vec()
     }
 }

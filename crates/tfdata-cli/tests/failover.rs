@@ -150,7 +150,7 @@ fn ready(http_port: u16) -> bool {
     common::ready(std::net::SocketAddr::from(([127, 0, 0, 1], http_port)))
 }
 
-/// The journal's object names on moto (`journal_<run>_<seq>`, `snapshot_<m>`).
+/// The journal's object names on moto (`journal_<run>_<seq>`, compactions `snapshot_<m>`).
 fn journal_objects(fs: &dyn FileSystem, url: &str) -> BTreeSet<String> {
     fs.list(url)
         .unwrap_or_default()
@@ -164,7 +164,7 @@ fn run_of(name: &str) -> Option<u64> {
     rest.split('_').next()?.parse().ok()
 }
 
-fn newest_snapshot(names: &BTreeSet<String>) -> Option<u64> {
+fn newest_compaction(names: &BTreeSet<String>) -> Option<u64> {
     names
         .iter()
         .filter_map(|n| n.strip_prefix("snapshot_")?.parse().ok())
@@ -270,14 +270,14 @@ fn scenario(
             );
             if let (Some((fs, url)), Some(before)) = (&journal, before) {
                 // Objects that appeared since the takeover in runs before
-                // the new leader's (the newest snapshot's number on) would
+                // the new leader's (the newest compaction's number on) would
                 // be the old leader's: none may, not even the group write
                 // it was inside of when stopped (its fence checked before
                 // the PUT): the new leader created that run's next segment
                 // name at takeover, and the old leader creates segments
                 // only if absent.
                 let after = journal_objects(*fs, url);
-                let first_new_run = newest_snapshot(&before).unwrap_or(0);
+                let first_new_run = newest_compaction(&before).unwrap_or(0);
                 let stale: Vec<&String> = after
                     .difference(&before)
                     .filter(|n| run_of(n).is_some_and(|r| r < first_new_run))

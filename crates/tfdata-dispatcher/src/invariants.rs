@@ -1,6 +1,6 @@
 //! What every state [`DispatcherState::apply`] can produce satisfies, checked
-//! as a whole. A compaction snapshot is restored only if its state passes
-//! these checks, so a damaged, truncated or foreign snapshot is refused
+//! as a whole. A compacted state is restored only if it passes
+//! these checks, so a damaged, truncated or foreign compaction is refused
 //! instead of handing the RPC paths a state they would index out of range
 //! or follow dangling references in. The property tests check that `apply`
 //! keeps them.
@@ -253,7 +253,7 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
     use tfdata_proto::data::{self as wire, Update, update::UpdateType};
-    use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
+    use tfdata_proto::tfdata::compaction::CompactedState;
 
     use super::*;
 
@@ -464,7 +464,7 @@ mod tests {
 
     /// Property: every `apply` either keeps every invariant or fails and
     /// leaves the state exactly as it was; and every state reached
-    /// round-trips through its compaction snapshot.
+    /// round-trips through its compacted form.
     #[test]
     fn apply_keeps_the_invariants_or_changes_nothing() {
         let (mut accepted, mut refused) = (0, 0);
@@ -490,9 +490,9 @@ mod tests {
                     }
                 }
             }
-            let restored = DispatcherState::from_snapshot(&state.to_snapshot())
+            let restored = DispatcherState::from_compacted(&state.to_compacted())
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-            assert!(restored == state, "seed {seed}: snapshot round trip");
+            assert!(restored == state, "seed {seed}: compaction round trip");
         }
         assert!(
             accepted > 1000 && refused > 1000,
@@ -500,17 +500,17 @@ mod tests {
         );
     }
 
-    /// Property: a damaged compaction snapshot (bytes flipped, truncated,
+    /// Property: a damaged compaction (bytes flipped, truncated,
     /// or fields of a decodable one changed) is refused or restores a state
     /// that keeps every invariant; it never panics.
     #[test]
-    fn a_damaged_snapshot_is_refused_or_consistent_never_a_panic() {
+    fn a_damaged_compaction_is_refused_or_consistent_never_a_panic() {
         let mut rng = StdRng::seed_from_u64(7);
         let mut state = DispatcherState::new();
         while state.tasks().count() < 3 || state.iterations().count() < 2 {
             let _ = state.apply(&random_update(&mut rng));
         }
-        let bytes = state.to_snapshot().encode_to_vec();
+        let bytes = state.to_compacted().encode_to_vec();
         let (mut refused, mut restored) = (0, 0);
         for _ in 0..5000 {
             let mut damaged = bytes.clone();
@@ -523,10 +523,10 @@ mod tests {
                     }
                 }
             }
-            let Ok(snapshot) = DispatcherSnapshot::decode(damaged.as_slice()) else {
+            let Ok(compacted) = CompactedState::decode(damaged.as_slice()) else {
                 continue;
             };
-            match DispatcherState::from_snapshot(&snapshot) {
+            match DispatcherState::from_compacted(&compacted) {
                 Ok(s) => {
                     restored += 1;
                     s.check_invariants().unwrap();
@@ -551,10 +551,10 @@ mod fuzz_regressions {
 
     use crate::state::DispatcherState;
 
-    /// Same facts: equal snapshot encodings (`==` is false for a split
+    /// Same facts: equal compacted encodings (`==` is false for a split
     /// tensor holding a NaN, which the journal may carry).
     fn same(a: &DispatcherState, b: &DispatcherState) -> bool {
-        a.to_snapshot().encode_to_vec() == b.to_snapshot().encode_to_vec()
+        a.to_compacted().encode_to_vec() == b.to_compacted().encode_to_vec()
     }
 
     fn hex(s: &str) -> Vec<u8> {
@@ -581,11 +581,11 @@ mod fuzz_regressions {
                 );
                 continue;
             }
-            let restored = DispatcherState::from_snapshot(&state.to_snapshot())
+            let restored = DispatcherState::from_compacted(&state.to_compacted())
                 .unwrap_or_else(|e| panic!("after {update:?}: {e}"));
             assert!(
                 same(&restored, &state),
-                "snapshot round trip after {update:?}"
+                "compaction round trip after {update:?}"
             );
             restored.check_invariants().unwrap();
         }
@@ -594,7 +594,7 @@ mod fuzz_regressions {
     /// Found by CI's short run of `dispatcher_updates`: a split whose
     /// `TensorProto` carries a NaN (in `dcomplex_val`) made the round trip
     /// look unequal. Not a dispatcher bug (the facts round-trip byte for
-    /// byte); the targets now compare snapshot encodings.
+    /// byte); the targets now compare compacted encodings.
     #[test]
     fn a_split_holding_a_nan_round_trips() {
         replay(&hex(concat!(

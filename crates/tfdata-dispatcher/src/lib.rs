@@ -5,7 +5,7 @@
 //!   changes only through [`state::DispatcherState::apply`] of one journal
 //!   `Update` at a time;
 //! * [`invariants`]: what every state `apply` produces satisfies, checked
-//!   before a compaction snapshot is restored;
+//!   before a compacted state is restored;
 //! * [`persistence`]: the `work_dir` (local or an object store), the
 //!   fault-tolerant mode's journal and its compaction, the leader lease and
 //!   its fence, and the registered dataset definitions;
@@ -13,6 +13,8 @@
 //!   their streams and splits, recovered from their files;
 //! * [`dispatcher`]: the RPCs' logic, one module per concern, as transactions
 //!   over the state journaled with group commit;
+//! * [`overview`]: the one query the status service and the status page
+//!   read, as plain rows (`Dispatcher::overview` fills it);
 //! * [`metrics`]: every metric the dispatcher exports, in one registry per
 //!   dispatcher;
 //! * [`serving`]: the dispatcher on the network: the gRPC adapters, the
@@ -25,6 +27,7 @@ pub mod dispatcher;
 pub mod distributed_snapshot;
 pub mod invariants;
 pub mod metrics;
+pub mod overview;
 pub mod persistence;
 pub mod serving;
 pub mod state;

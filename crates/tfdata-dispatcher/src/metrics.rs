@@ -191,7 +191,7 @@ impl DispatcherMetrics {
         );
         r.register(
             "tfdata_dispatcher_journal_written_bytes",
-            "Bytes written to the journal (records and compaction snapshots)",
+            "Bytes written to the journal (records and compactions)",
             m.journal_written_bytes.clone(),
         );
         r.register(
@@ -201,7 +201,7 @@ impl DispatcherMetrics {
         );
         r.register(
             "tfdata_dispatcher_journal_compactions",
-            "Journal compactions (the state written as a snapshot, the history before it dropped)",
+            "Journal compactions (the state written whole, the history before it dropped)",
             m.journal_compactions.clone(),
         );
         r.register(

@@ -20,7 +20,7 @@ use tfdata_dispatcher::persistence::journal::{self, JOURNAL_DIR};
 use tfdata_dispatcher::persistence::store::DatasetStore;
 use tfdata_dispatcher::persistence::work_dir::WorkDir;
 use tfdata_proto::data::{DatasetDef, RegisterDatasetUpdate, Update, update::UpdateType};
-use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
+use tfdata_proto::tfdata::compaction::CompactedState;
 
 fn dataset(id: &str) -> Update {
     Update {
@@ -58,7 +58,7 @@ fn every_update_is_one_object_and_a_restart_replays_them_in_order() {
         return;
     };
     let r = journal::open(&work_dir).unwrap();
-    assert!(r.updates.is_empty() && r.snapshot.is_none());
+    assert!(r.updates.is_empty() && r.compaction.is_none());
     // Nothing is written until the first update.
     assert!(fs.list(&journal_url("replay")).unwrap().is_empty());
     // Enough updates that seq 10 sorts before seq 2 as text.
@@ -108,12 +108,12 @@ fn compaction_replaces_the_history_and_deletes_it() {
     for i in 0..3 {
         r.writer.write(&dataset(&format!("old{i}"))).unwrap();
     }
-    let snapshot = DispatcherSnapshot {
+    let compacted = CompactedState {
         format_version: 1,
         next_dataset_id: 1234,
         ..Default::default()
     };
-    r.writer.compact(&snapshot).unwrap();
+    r.writer.compact(&compacted).unwrap();
     assert_eq!(r.writer.records(), 0);
     r.writer.write(&dataset("new")).unwrap();
     r.writer.wait_for_cleanup();
@@ -124,7 +124,7 @@ fn compaction_replaces_the_history_and_deletes_it() {
     drop(r);
 
     let r = journal::open(&work_dir).unwrap();
-    assert_eq!(r.snapshot.unwrap().1.next_dataset_id, 1234);
+    assert_eq!(r.compaction.unwrap().1.next_dataset_id, 1234);
     assert_eq!(r.updates, vec![dataset("new")]);
     // Leftovers of an interrupted cleanup are ignored by a start and
     // deleted by the next compaction.
@@ -141,11 +141,11 @@ fn compaction_replaces_the_history_and_deletes_it() {
     );
     let r = journal::open(&work_dir).unwrap();
     assert_eq!(r.updates, vec![dataset("new")]);
-    r.writer.compact(&snapshot).unwrap();
+    r.writer.compact(&compacted).unwrap();
     r.writer.wait_for_cleanup();
     assert_eq!(fs.list(&journal).unwrap(), ["snapshot_3"]);
     let r = journal::open(&work_dir).unwrap();
-    assert!(r.snapshot.is_some() && r.updates.is_empty());
+    assert!(r.compaction.is_some() && r.updates.is_empty());
 }
 
 #[test]
@@ -264,22 +264,22 @@ fn a_recovery_reads_only_the_objects_written_since_the_read_ahead() {
     assert_eq!(prefetched.stats(), (17, 17), "17 from the read-ahead");
 
     // A compaction: the read-ahead drops the superseded objects and holds
-    // the snapshot and the segments after it.
-    let snapshot = DispatcherSnapshot {
+    // the compaction and the segments after it.
+    let compacted = CompactedState {
         format_version: 1,
         next_dataset_id: 77,
         ..Default::default()
     };
-    recovered.writer.compact(&snapshot).unwrap();
+    recovered.writer.compact(&compacted).unwrap();
     recovered.writer.write(&dataset("after")).unwrap();
     recovered.writer.wait_for_cleanup();
     assert_eq!(
         prefetched.refresh(&work_dir).unwrap(),
         2,
-        "snapshot and one segment"
+        "compaction and one segment"
     );
     let again = journal::open_prefetched(&work_dir, None, Some(&prefetched)).unwrap();
-    assert_eq!(again.snapshot.unwrap().1.next_dataset_id, 77);
+    assert_eq!(again.compaction.unwrap().1.next_dataset_id, 77);
     assert_eq!(again.updates, vec![dataset("after")]);
     assert_eq!(prefetched.stats(), (19, 19));
 }

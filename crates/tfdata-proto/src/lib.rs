@@ -27,9 +27,10 @@ pub mod tfdata {
         tonic::include_proto!("tfdata.pipeline");
     }
 
-    /// Package `tfdata.snapshot`: the dispatcher state for journal compaction.
-    pub mod snapshot {
-        tonic::include_proto!("tfdata.snapshot");
+    /// Package `tfdata.compaction`: the dispatcher state for journal
+    /// compaction.
+    pub mod compaction {
+        tonic::include_proto!("tfdata.compaction");
     }
 
     /// Package `tfdata.stream`: the data plane between tfdata readers and

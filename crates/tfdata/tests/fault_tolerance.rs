@@ -37,7 +37,7 @@ fn a_restarted_dispatcher_recovers_its_state_and_the_read_completes() {
 
     values.extend(it.map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap()));
     assert_eq!(values, (0..100).collect::<Vec<_>>());
-    // The restart compacted the journal into a snapshot plus a new file.
+    // The restart compacted the journal (its file `snapshot_<m>`) plus a new file.
     let journal: Vec<String> = std::fs::read_dir(dir.path().join("tf_data_dispatcher_journal"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

@@ -72,7 +72,7 @@ fn a_dispatcher_on_an_s3_work_dir_recovers_and_the_read_completes() {
     values.extend(it.map(|e| e.unwrap().components[0].to_scalar::<i64>().unwrap()));
     assert_eq!(values, (0..100).collect::<Vec<_>>());
 
-    // The restart compacted the journal into a snapshot; a new registration
+    // The restart compacted the journal (`snapshot_<m>`); a new registration
     // gets an id after the recovered ones (none is reused).
     let journal = tfdata_dataset::io::list(&journal_url).unwrap();
     assert!(

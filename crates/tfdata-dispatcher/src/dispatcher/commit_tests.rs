@@ -161,7 +161,7 @@ fn get_split(iteration: i64) -> wire::GetSplitRequest {
 }
 
 async fn splits_applied(d: &Dispatcher, iteration: i64) -> i64 {
-    d.snapshot_state()
+    d.state_copy()
         .await
         .iteration(IterationId(iteration))
         .map_or(0, |it| it.split_indices[0])
@@ -208,9 +208,9 @@ async fn concurrent_rpcs_share_one_journal_write() {
         (1..=2).contains(&puts),
         "32 commits took {puts} journal writes"
     );
-    let live = d.snapshot_state().await;
+    let live = d.state_copy().await;
     drop(d);
-    assert_eq!(dispatcher(&store).snapshot_state().await, live);
+    assert_eq!(dispatcher(&store).state_copy().await, live);
 }
 
 /// After a failed journal write nothing unjournaled is handed out: the RPC
@@ -223,7 +223,7 @@ async fn a_failed_journal_write_hands_out_nothing_unjournaled() {
     let client = iteration_of_range(&d, 100, 1).await;
     let iteration = IterationId::FIRST;
     d.get_split(get_split(iteration)).await.unwrap();
-    let journaled = d.snapshot_state().await;
+    let journaled = d.state_copy().await;
 
     store.fail_puts.store(true, Ordering::SeqCst);
     let err = d.get_split(get_split(iteration)).await.unwrap_err();
@@ -243,7 +243,7 @@ async fn a_failed_journal_write_hands_out_nothing_unjournaled() {
     drop(d);
     // The restart sees exactly what was journaled, and goes on from there.
     let restarted = dispatcher(&store);
-    assert_eq!(restarted.snapshot_state().await, journaled);
+    assert_eq!(restarted.state_copy().await, journaled);
     let split = restarted.get_split(get_split(iteration)).await.unwrap();
     let value = tfdata_core::element::tensor_from_proto(&split.split.unwrap())
         .unwrap()
@@ -303,7 +303,7 @@ async fn heartbeats_wait_only_for_the_writes_they_answer_from() {
         })
     };
     for _ in 0..500 {
-        if d.snapshot_state().await.worker("w:1").is_some() {
+        if d.state_copy().await.worker("w:1").is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;

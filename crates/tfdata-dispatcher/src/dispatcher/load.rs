@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use tfdata_core::{IterationClientId, IterationId, TaskId};
 use tfdata_proto::data::{self as wire, TfdataReaderStats, TfdataWorkerStats};
 
+pub use crate::overview::{Demand, IterationDemand, ReaderRates, WorkerRates};
 use crate::state::DispatcherState;
 
 /// Rates are computed over at least this long (µs) between two reports:
@@ -34,29 +35,6 @@ const MIN_WINDOW_MICROS: i64 = 500_000;
 const MAX_SCALE_FACTOR: i64 = 4;
 const MAX_SCALE_STEP: i64 = 500;
 pub const MAX_OPTIMAL_WORKERS: i64 = 100_000;
-
-/// A tfdata worker's pace over its last heartbeat interval.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct WorkerRates {
-    /// Elements and bytes sent to readers per second.
-    pub elements_per_second: f64,
-    pub bytes_per_second: f64,
-    /// Fraction of its pipelines' time spent blocked on a full buffer
-    /// (readers not taking elements as fast as they are made).
-    pub buffer_full_ratio: f64,
-    /// Seconds per second its element streams waited for readers' credit
-    /// (summed over streams, so it can pass 1).
-    pub credit_wait_per_second: f64,
-}
-
-/// A tfdata reader's pace over its last heartbeat interval.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct ReaderRates {
-    /// Fraction of the time its trainer waited in `next()`.
-    pub starvation_ratio: f64,
-    pub elements_per_second: f64,
-    pub bytes_per_second: f64,
-}
 
 /// What a worker last reported.
 #[derive(Debug, Clone, Default)]
@@ -79,32 +57,6 @@ pub struct ReaderLoad {
     pub totals: Option<TfdataReaderStats>,
     pub rates: Option<ReaderRates>,
     sample: Option<TfdataReaderStats>,
-}
-
-/// One iteration's part of the demand estimate.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IterationDemand {
-    pub iteration: IterationId,
-    /// Readers' summed consumption rate (elements/s), outliers replaced.
-    pub consumption_per_second: f64,
-    /// Mean production rate of one worker (elements/s), outliers replaced.
-    pub worker_throughput_per_second: f64,
-    /// Workers reporting a processing time for this iteration.
-    pub reporting_workers: usize,
-    /// `ceil(consumption / throughput)`, at least 1.
-    pub workers: i64,
-}
-
-/// The dispatcher's demand estimate.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Demand {
-    /// What `tfdata_dispatcher_optimal_workers` exports: the bounded
-    /// estimate; the live workers when readers read but nothing is measured
-    /// yet; 0 when no reader reads.
-    pub optimal_workers: i64,
-    /// Whether `optimal_workers` comes from measurements.
-    pub measured: bool,
-    pub iterations: Vec<IterationDemand>,
 }
 
 #[derive(Debug, Default)]

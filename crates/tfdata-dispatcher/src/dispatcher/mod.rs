@@ -25,7 +25,8 @@
 //! * [`load`]: what workers and readers report of their pace, and the
 //!   demand estimate;
 //! * [`overview`]: the numbers operators see: the state gauges of
-//!   `/metrics` and [`Overview`] (for a status page).
+//!   `/metrics` and the [`Overview`](crate::overview::Overview) the status
+//!   service and the status page render.
 //!
 //! Dependencies between them point one way:
 //! `overview → maintenance → workers → distributed_snapshots → splits`, `jobs → {workers, splits}`,
@@ -75,7 +76,6 @@ use crate::persistence::work_dir::WorkDir;
 use crate::state::DispatcherState;
 
 pub use clients::EncodedHeartbeat;
-pub use overview::{IterationProgress, Overview, ReaderOverview, WorkerOverview};
 pub(crate) use probes::probe_loop;
 pub use txn::MAX_GROUP_UPDATES;
 
@@ -94,8 +94,9 @@ impl Clock for SystemClock {
     }
 }
 
-/// Journal records after which the state is snapshotted and the history
-/// dropped: a restart replays at most this many updates after the snapshot.
+/// Journal records after which the state is compacted and the history
+/// dropped: a restart replays at most this many updates after the
+/// compaction.
 pub const COMPACT_AFTER_RECORDS: u64 = 50_000;
 
 /// [`COMPACT_AFTER_RECORDS`] for object-store work_dirs, where every group
@@ -181,17 +182,18 @@ impl Dispatcher {
         let journal = match (&work_dir, config.fault_tolerant_mode) {
             (Some(dir), true) => {
                 let journal::Recovered {
-                    snapshot,
+                    compaction,
                     updates,
                     writer,
                 } = journal::open_prefetched(dir, fence, prefetched)?;
                 let fence_held = writer.fenced();
-                if let Some((location, snapshot)) = &snapshot {
-                    state =
-                        DispatcherState::from_snapshot(snapshot).map_err(|e| Error::DataLoss {
+                if let Some((location, compacted)) = &compaction {
+                    state = DispatcherState::from_compacted(compacted).map_err(|e| {
+                        Error::DataLoss {
                             location: location.clone(),
-                            reason: format!("the compaction snapshot does not restore: {e}"),
-                        })?;
+                            reason: format!("the compacted state does not restore: {e}"),
+                        }
+                    })?;
                 }
                 for (i, update) in updates.iter().enumerate() {
                     state.apply(update).map_err(|e| Error::DataLoss {
@@ -200,7 +202,7 @@ impl Dispatcher {
                     })?;
                 }
                 tracing::info!(
-                    snapshot = snapshot.as_ref().map_or("none", |(location, _)| location.as_str()),
+                    compaction = compaction.as_ref().map_or("none", |(location, _)| location.as_str()),
                     updates = updates.len(),
                     datasets = state.datasets().count(),
                     workers = state.workers().len(),
@@ -208,14 +210,14 @@ impl Dispatcher {
                     journal = %writer.path(),
                     "dispatcher state recovered from the journal"
                 );
-                // Start the new run from a snapshot, so the next replay is
-                // short. A leader taking over always does: the snapshot
+                // Start the new run from a compaction, so the next replay is
+                // short. A leader taking over always does: the compaction
                 // supersedes the old leader's run, so a write of the old
                 // leader still in flight when it was replaced (never
                 // acknowledged: see `journal::open_fenced`) is read by no
                 // later replay.
                 if !updates.is_empty() || fence_held {
-                    writer.compact(&state.to_snapshot())?;
+                    writer.compact(&state.to_compacted())?;
                 }
                 Some(writer)
             }
@@ -284,21 +286,11 @@ impl Dispatcher {
     }
 
     /// A copy of the current state (for introspection and tests).
-    pub async fn snapshot_state(&self) -> DispatcherState {
+    pub async fn state_copy(&self) -> DispatcherState {
         self.ledger.begin().await.state.clone()
     }
 
-    /// The state and the workers' last heartbeat times (µs).
-    pub(crate) async fn state_and_heartbeats(&self) -> (DispatcherState, HashMap<String, i64>) {
-        let txn = self.ledger.begin().await;
-        (txn.state.clone(), txn.liveness.worker_heartbeats())
-    }
-
-    pub(crate) fn now_micros(&self) -> i64 {
-        self.clock.now_micros()
-    }
-
-    /// [`snapshot_state`](Self::snapshot_state) for synchronous callers
+    /// [`state_copy`](Self::state_copy) for synchronous callers
     /// outside any async runtime.
     pub fn state_blocking(&self) -> DispatcherState {
         self.ledger.state_blocking()

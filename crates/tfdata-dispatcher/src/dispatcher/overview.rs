@@ -1,111 +1,87 @@
-//! The numbers operators look at: [`Dispatcher::overview`] (everything a
-//! status page shows: workers with their rates, readers with their
-//! starvation, iterations with their progress, the demand estimate) and
-//! [`Dispatcher::encode_metrics`] (the state gauges of `/metrics`, set from
-//! the state when scraped, then every metric as OpenMetrics text).
+//! The numbers operators look at: [`Dispatcher::overview`] (the query the
+//! status service and the status page both read, [`Overview`]: workers
+//! with their rates, readers with their starvation, datasets, jobs,
+//! iterations with their progress, tasks, the demand estimate, snapshots)
+//! and [`Dispatcher::encode_metrics`] (the state gauges of `/metrics`, set
+//! from the state when scraped, then every metric as OpenMetrics text).
 
 use std::collections::HashMap;
 
-use tfdata_core::{IterationClientId, IterationId};
-use tfdata_proto::data::{TfdataReaderStats, TfdataWorkerStats};
+use tfdata_core::IterationId;
+use tfdata_proto::data::snapshot_stream_info::State as StreamState;
 
 use super::Dispatcher;
-use super::load::{Demand, ReaderRates, WorkerRates};
 use super::txn::Guarded;
 use crate::distributed_snapshot::manager::{Mode, Progress};
 use crate::metrics::{StateLabel, WorkerLabels};
-use crate::state::DispatcherState;
-
-/// A worker as operators see it.
-#[derive(Debug, Clone)]
-pub struct WorkerOverview {
-    pub address: String,
-    pub lost: bool,
-    /// A tfdata worker (else TensorFlow's).
-    pub tfdata: bool,
-    /// Its assigned, unfinished tasks.
-    pub tasks: usize,
-    /// Age of its last heartbeat (µs); `None` if not heard since this
-    /// dispatcher started.
-    pub last_heartbeat_age_micros: Option<i64>,
-    /// Its pace over its last heartbeat interval (tfdata workers).
-    pub rates: Option<WorkerRates>,
-    /// Its cumulative figures (tfdata workers).
-    pub totals: Option<TfdataWorkerStats>,
-    /// Mean processing time per element (ns) over its active tasks, if
-    /// reported (tfdata and TensorFlow workers).
-    pub processing_time_nsec: Option<f64>,
-    /// Why `worker_timeout` contradicts its heartbeat interval, if it does
-    /// (its timeout raised, or, for a TensorFlow worker, a risk).
-    pub heartbeat_warning: Option<String>,
-}
-
-/// A reader (iteration client) as operators see it.
-#[derive(Debug, Clone)]
-pub struct ReaderOverview {
-    pub client: IterationClientId,
-    pub iteration: IterationId,
-    /// The trainer's time per element outside `next()` (ns); 0 if unknown.
-    pub target_processing_time_nsec: f64,
-    /// Starvation and consumption over its last heartbeat interval
-    /// (tfdata readers).
-    pub rates: Option<ReaderRates>,
-    pub totals: Option<TfdataReaderStats>,
-}
-
-/// An iteration's progress.
-#[derive(Debug, Clone)]
-pub struct IterationProgress {
-    pub iteration: IterationId,
-    pub finished: bool,
-    /// distributed_epoch: splits produced so far in the current repetition,
-    /// summed over split providers.
-    pub splits_produced: i64,
-    /// Their total, when every provider knows its cardinality.
-    pub splits_total: Option<i64>,
-    /// Elements its tfdata readers consumed (as they last reported).
-    pub elements_consumed: u64,
-    pub readers: usize,
-}
-
-/// Everything a status page shows, taken at one instant.
-#[derive(Debug, Clone)]
-pub struct Overview {
-    pub now_micros: i64,
-    pub fault_tolerant: bool,
-    pub journal_failed: bool,
-    /// Datasets, jobs, iterations, tasks, as journaled.
-    pub state: DispatcherState,
-    pub workers: Vec<WorkerOverview>,
-    pub readers: Vec<ReaderOverview>,
-    pub iterations: Vec<IterationProgress>,
-    pub demand: Demand,
-    /// Distributed snapshots by path.
-    pub snapshots: Vec<(String, Progress)>,
-}
+use crate::overview::{
+    DatasetOverview, IterationOverview, JobOverview, Overview, ReaderOverview, SnapshotOverview,
+    SnapshotStreamOverview, TaskOverview, WorkerOverview,
+};
 
 impl Dispatcher {
-    /// Everything a status page shows (a copy of the state included).
+    /// Everything operators are shown, taken under one lock of the state.
     pub async fn overview(&self) -> Overview {
         let now = self.clock.now_micros();
         let txn = self.ledger.begin().await;
         let worker_timeout = self.config.worker_timeout.as_micros() as i64;
         let workers = worker_overviews(&txn, now, worker_timeout);
         let readers = reader_overviews(&txn);
-        let iterations = iteration_progress(&txn);
+        let iterations = iteration_overviews(&txn);
         let demand = txn.load.demand(&txn.state);
-        let state = txn.state.clone();
+        let state = &txn.state;
+        let datasets = state
+            .datasets()
+            .map(|d| DatasetOverview {
+                id: d.id.clone(),
+                compression: d.metadata.compression,
+                cardinality: d.metadata.cardinality,
+                element_spec: d.metadata.element_spec.clone(),
+                runs_on_tfdata: d.runs_on_tfdata(),
+                runs_on_tensorflow: d.runs_on_tensorflow(),
+            })
+            .collect();
+        let jobs = state
+            .jobs()
+            .map(|j| JobOverview {
+                id: j.id,
+                name: j.name.clone(),
+                dataset_id: j.dataset_id.clone(),
+                sharding_policy: j.processing_mode.sharding_policy,
+                num_consumers: j.num_consumers,
+                target_workers: j.target_workers,
+                cross_trainer_cache: j.use_cross_trainer_cache,
+            })
+            .collect();
+        let tasks = state
+            .tasks()
+            .map(|t| TaskOverview {
+                id: t.id,
+                iteration: t.iteration_id,
+                worker_address: t.worker_address.clone(),
+                finished: t.finished,
+                starting_round: t.starting_round,
+            })
+            .collect();
         drop(txn);
         Overview {
             now_micros: now,
             fault_tolerant: self.config.fault_tolerant_mode,
             journal_failed: self.journal_failed(),
-            state,
+            worker_timeout: self.config.worker_timeout,
             workers,
             readers,
+            datasets,
+            jobs,
             iterations,
+            tasks,
             demand,
-            snapshots: self.snapshots.progress(),
+            snapshots: self
+                .snapshots
+                .progress()
+                .into_iter()
+                .map(|(path, p)| snapshot_overview(path, &p))
+                .collect(),
         }
     }
 
@@ -187,10 +163,9 @@ impl Dispatcher {
                 Mode::Active | Mode::WindingDown => active += 1,
             }
             for s in &p.streams {
-                use tfdata_proto::data::snapshot_stream_info::State;
-                match State::try_from(s.state) {
-                    Ok(State::Done) => streams_done += 1,
-                    Ok(State::Orphan) => orphan += 1,
+                match StreamState::try_from(s.state) {
+                    Ok(StreamState::Done) => streams_done += 1,
+                    Ok(StreamState::Orphan) => orphan += 1,
                     _ => assigned += 1,
                 }
             }
@@ -232,6 +207,7 @@ fn worker_overviews(g: &Guarded, now: i64, worker_timeout: i64) -> Vec<WorkerOve
                 .unwrap_or_default();
             WorkerOverview {
                 address: w.address.clone(),
+                tags: w.tags.clone(),
                 lost: w.lost,
                 tfdata: w.runs_pipelines,
                 tasks: g.state.tasks_for_worker(&w.address).count(),
@@ -270,7 +246,32 @@ fn reader_overviews(g: &Guarded) -> Vec<ReaderOverview> {
     readers
 }
 
-fn iteration_progress(g: &Guarded) -> Vec<IterationProgress> {
+fn snapshot_overview(path: String, p: &Progress) -> SnapshotOverview {
+    SnapshotOverview {
+        path,
+        state: p.mode.describe(),
+        error: match &p.mode {
+            Mode::Error(status) => status.message.clone(),
+            _ => String::new(),
+        },
+        assigned_splits: p.num_assigned_splits,
+        total_splits: p.num_total_splits,
+        streams: p
+            .streams
+            .iter()
+            .map(|s| SnapshotStreamOverview {
+                index: s.index,
+                state: match StreamState::try_from(s.state) {
+                    Ok(StreamState::Done) => "done",
+                    Ok(StreamState::Orphan) => "orphan",
+                    _ => "assigned",
+                },
+            })
+            .collect(),
+    }
+}
+
+fn iteration_overviews(g: &Guarded) -> Vec<IterationOverview> {
     let mut consumed: HashMap<IterationId, (u64, usize)> = HashMap::new();
     for (client, iteration) in g.state.clients() {
         let entry = consumed.entry(iteration).or_default();
@@ -281,16 +282,21 @@ fn iteration_progress(g: &Guarded) -> Vec<IterationProgress> {
     }
     g.state
         .iterations()
-        .filter(|it| !it.garbage_collected)
         .map(|it| {
             let totals: Option<Vec<i64>> = g
                 .split_providers
                 .get(&it.id)
                 .map(|providers| providers.iter().map(|p| p.cardinality()).collect());
             let (elements_consumed, readers) = consumed.get(&it.id).copied().unwrap_or_default();
-            IterationProgress {
+            IterationOverview {
                 iteration: it.id,
+                job_id: it.job_id,
+                repetition: it.repetition,
+                num_clients: it.num_clients,
                 finished: it.finished,
+                garbage_collected: it.garbage_collected,
+                tasks: it.tasks.len(),
+                pending_tasks: it.pending_tasks.len(),
                 splits_produced: it.split_indices.iter().sum(),
                 splits_total: totals
                     .filter(|t| !t.is_empty() && t.iter().all(|&c| c >= 0))

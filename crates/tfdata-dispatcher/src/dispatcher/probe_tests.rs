@@ -40,10 +40,7 @@ async fn heartbeat(d: &Dispatcher, address: &str, interval_ms: i64, peer: Option
 }
 
 async fn lost(d: &Dispatcher, address: &str) -> bool {
-    d.snapshot_state()
-        .await
-        .worker(address)
-        .is_some_and(|w| w.lost)
+    d.state_copy().await.worker(address).is_some_and(|w| w.lost)
 }
 
 fn advance(clock: &ManualClock, by: Duration) {

@@ -125,7 +125,7 @@ async fn a_retried_get_split_gets_the_same_split_even_after_a_restart() {
 /// missing `journal_<m>`: the splits journaled in `journal_<m + 1>` were
 /// forgotten and handed out again (once per such restart).
 #[tokio::test]
-async fn a_crash_between_a_compaction_snapshot_and_its_journal_file_duplicates_no_split() {
+async fn a_crash_between_a_compaction_and_its_journal_file_duplicates_no_split() {
     let dir = tempfile::tempdir().unwrap();
     let journal_dir = dir.path().join(journal::JOURNAL_DIR);
     let config = DispatcherConfig {
@@ -157,7 +157,7 @@ async fn a_crash_between_a_compaction_snapshot_and_its_journal_file_duplicates_n
     assert!(journal_dir.join("snapshot_2").exists());
     assert_eq!(std::fs::metadata(&journal_2).unwrap().len(), 0);
     std::fs::remove_file(&journal_2).unwrap();
-    // Third start: the snapshot, nothing to replay; writes journal_3.
+    // Third start: the compaction, nothing to replay; writes journal_3.
     let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
     assert_eq!(value(&d.get_split(ask(2, "w1")).await.unwrap()), Some(2));
     drop(d);
@@ -199,7 +199,7 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
             .map(|t| t.id.0)
             .unwrap()
     };
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     let (t1, t2) = (task_of(&state, "w1:1"), task_of(&state, "w2:1"));
     let ask = |seq: i64, worker: &str, task: i64, delivered: &[i64]| wire::GetSplitRequest {
         iteration_id: iteration,
@@ -239,7 +239,7 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
     d.worker_heartbeat(heartbeat("w2:1", 7)).await.unwrap();
     clock.0.fetch_add(900_000, Ordering::SeqCst);
     d.run_maintenance().await.unwrap();
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     assert!(state.worker("w1:1").unwrap().lost);
     assert_eq!(
         workers_lost(&d).await,
@@ -277,7 +277,7 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
         .unwrap();
     }
     assert!(
-        d.snapshot_state()
+        d.state_copy()
             .await
             .iteration(IterationId(iteration))
             .unwrap()
@@ -286,7 +286,7 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
 
     // w1 returns: it is revived.
     d.worker_heartbeat(heartbeat("w1:1", 7)).await.unwrap();
-    assert!(!d.snapshot_state().await.worker("w1:1").unwrap().lost);
+    assert!(!d.state_copy().await.worker("w1:1").unwrap().lost);
     assert_eq!(
         workers_lost(&d).await,
         [("w1:1".to_string(), false), ("w2:1".to_string(), false)]
@@ -327,7 +327,7 @@ async fn a_lost_workers_finished_tasks_leave_the_task_list() {
     };
     assert_eq!(listed(reader_heartbeat(&d, client).await), ["w1:1", "w2:1"]);
     let t1 = d
-        .snapshot_state()
+        .state_copy()
         .await
         .tasks_for_worker("w1:1")
         .map(|t| t.id.0)
@@ -355,9 +355,9 @@ async fn a_lost_workers_finished_tasks_leave_the_task_list() {
         .unwrap();
     clock.0.fetch_add(900_000, Ordering::SeqCst);
     d.run_maintenance().await.unwrap();
-    assert!(d.snapshot_state().await.worker("w1:1").unwrap().lost);
+    assert!(d.state_copy().await.worker("w1:1").unwrap().lost);
     assert_eq!(listed(reader_heartbeat(&d, client).await), ["w2:1"]);
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     let it = state.iteration(IterationId(IterationId::FIRST)).unwrap();
     assert!(!it.finished, "w2's task is still running");
 }
@@ -373,7 +373,7 @@ async fn an_iteration_whose_every_task_was_lost_waits_for_a_worker() {
     iteration_of_range(&d, 5, 1).await; // distributed_epoch, no receipts
     clock.0.fetch_add(2_000_000, Ordering::SeqCst);
     d.run_maintenance().await.unwrap();
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     assert!(state.workers().iter().all(|w| w.lost));
     let it = state.iteration(IterationId(IterationId::FIRST)).unwrap();
     assert!(it.tasks.is_empty(), "every task left with its worker");
@@ -393,7 +393,7 @@ async fn an_iteration_whose_every_task_was_lost_waits_for_a_worker() {
     })
     .await
     .unwrap();
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     assert!(
         state
             .iteration(IterationId(IterationId::FIRST))
@@ -441,7 +441,7 @@ async fn a_late_get_split_from_a_lost_workers_old_task_takes_no_split() {
             .map(|t| t.id.0)
             .unwrap()
     };
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     let (old_t1, t2) = (task_of(&state, "w1:1"), task_of(&state, "w2:1"));
     let ask = |seq: i64, worker: &str, task: i64| wire::GetSplitRequest {
         iteration_id: iteration,
@@ -465,7 +465,7 @@ async fn a_late_get_split_from_a_lost_workers_old_task_takes_no_split() {
     d.worker_heartbeat(heartbeat("w2:1")).await.unwrap();
     clock.0.fetch_add(900_000, Ordering::SeqCst);
     d.run_maintenance().await.unwrap();
-    assert!(d.snapshot_state().await.worker("w1:1").unwrap().lost);
+    assert!(d.state_copy().await.worker("w1:1").unwrap().lost);
     read.clear(); // 0 and 1 were never delivered
     read.push(2);
 
@@ -475,7 +475,7 @@ async fn a_late_get_split_from_a_lost_workers_old_task_takes_no_split() {
     // w1 heartbeats again: it is revived with a new task; a retry of the
     // old task's request still gets nothing.
     d.worker_heartbeat(heartbeat("w1:1")).await.unwrap();
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     let new_t1 = task_of(&state, "w1:1");
     assert_ne!(new_t1, old_t1);
     let late = d.get_split(ask(2, "w1:1", old_t1)).await.unwrap();
@@ -509,7 +509,7 @@ async fn a_worker_restarted_at_the_same_address_loses_its_old_tasks() {
     d.worker_heartbeat(heartbeat(11)).await.unwrap();
     let iteration = dynamic_iteration(&d).await;
     let old = d
-        .snapshot_state()
+        .state_copy()
         .await
         .tasks_for_worker("w1:1")
         .next()
@@ -534,7 +534,7 @@ async fn a_worker_restarted_at_the_same_address_loses_its_old_tasks() {
     let r = d.worker_heartbeat(heartbeat(12)).await.unwrap();
     assert_eq!(r.new_tasks.len(), 1);
     assert_ne!(r.new_tasks[0].task_id, old.0);
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     assert!(state.task(old).unwrap().finished);
     assert_eq!(state.worker("w1:1").unwrap().uid, 12);
     // Split 0 died with the old process: the new task gets it first.
@@ -543,7 +543,7 @@ async fn a_worker_restarted_at_the_same_address_loses_its_old_tasks() {
 }
 
 /// Compaction bounds replay: with a tiny bound the journal directory
-/// holds a snapshot and a short tail, and a restart rebuilds the same
+/// holds a compaction and a short tail, and a restart rebuilds the same
 /// state (including split cursors and per-worker last splits).
 #[tokio::test]
 async fn compaction_keeps_the_state_and_bounds_the_journal() {
@@ -569,9 +569,9 @@ async fn compaction_keeps_the_state_and_bounds_the_journal() {
         .await
         .unwrap();
     }
-    let before = d.snapshot_state().await;
+    let before = d.state_copy().await;
     assert_eq!(
-        DispatcherState::from_snapshot(&before.to_snapshot()).unwrap(),
+        DispatcherState::from_compacted(&before.to_compacted()).unwrap(),
         before
     );
     drop(d);
@@ -586,7 +586,7 @@ async fn compaction_keeps_the_state_and_bounds_the_journal() {
     );
     assert!(files.len() <= 3, "old files are deleted: {files:?}");
     let d = Dispatcher::new(config, clock).unwrap();
-    assert_eq!(d.snapshot_state().await, before);
+    assert_eq!(d.state_copy().await, before);
 }
 
 /// Property: for random sequences of operations (registrations, jobs of
@@ -625,7 +625,7 @@ async fn replaying_any_journal_gives_the_live_state() {
                 2 | 3 => {
                     let w = workers[rng.random_range(0..workers.len())];
                     let current: Vec<i64> = d
-                        .snapshot_state()
+                        .state_copy()
                         .await
                         .tasks_for_worker(w)
                         .map(|t| t.id.0)
@@ -655,7 +655,7 @@ async fn replaying_any_journal_gives_the_live_state() {
                     }
                 }
                 4 | 5 => {
-                    let state = d.snapshot_state().await;
+                    let state = d.state_copy().await;
                     let dynamic: Vec<i64> = state
                         .iterations()
                         .filter(|it| it.num_split_providers > 0)
@@ -737,7 +737,7 @@ async fn replaying_any_journal_gives_the_live_state() {
                 }
             }
         }
-        let live = d.snapshot_state().await;
+        let live = d.state_copy().await;
         if let Err(v) = live.check_invariants() {
             panic!("seed {seed}: the live state broke an invariant: {v}");
         }
@@ -745,11 +745,11 @@ async fn replaying_any_journal_gives_the_live_state() {
         saw_returned |= live.iterations().any(|it| !it.returned_splits.is_empty());
         drop(d);
         let replayed = Dispatcher::new(config.clone(), clock.clone()).unwrap();
-        let got = replayed.snapshot_state().await;
-        // Snapshots first: their difference is readable.
+        let got = replayed.state_copy().await;
+        // Compacted forms first: their difference is readable.
         assert_eq!(
-            got.to_snapshot(),
-            live.to_snapshot(),
+            got.to_compacted(),
+            live.to_compacted(),
             "seed {seed}: first replay"
         );
         assert!(got == live, "seed {seed}: first replay");
@@ -757,7 +757,7 @@ async fn replaying_any_journal_gives_the_live_state() {
         // Again, from the compacted journal the restart left behind.
         let again = Dispatcher::new(config, clock).unwrap();
         assert_eq!(
-            again.snapshot_state().await,
+            again.state_copy().await,
             live,
             "seed {seed}: replay after compaction"
         );
@@ -836,7 +836,7 @@ async fn leases_of_splits_are_exactly_once_across_retries_restarts_and_lost_work
     }
     iteration_of_range(&d, 12, 1).await;
     let iteration = IterationId::FIRST;
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     let task_of = |state: &DispatcherState, w: &str| {
         state
             .tasks_for_worker(w)
@@ -897,7 +897,7 @@ async fn leases_of_splits_are_exactly_once_across_retries_restarts_and_lost_work
     assert!(!got.end_of_splits);
     let end = d.get_split(lease(9, "w1:1", t1, 4, &[])).await.unwrap();
     assert!(end.end_of_splits && lease_values(&end).is_empty());
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     let it = state.iteration(IterationId(iteration)).unwrap();
     assert_eq!(
         it.held_splits.len(),
@@ -911,7 +911,7 @@ async fn leases_of_splits_are_exactly_once_across_retries_restarts_and_lost_work
     d.worker_heartbeat(heartbeat("w2:1")).await.unwrap();
     clock.0.fetch_add(900_000, Ordering::SeqCst);
     d.run_maintenance().await.unwrap();
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     assert!(state.worker("w1:1").unwrap().lost);
     let mut seq = 3;
     let mut returned = Vec::new();
@@ -961,7 +961,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
     let c2 = d.get_or_create_iteration(client(true)).await.unwrap();
     // A reader that does not report (a TensorFlow client) is not waited for.
     let tf = d.get_or_create_iteration(client(false)).await.unwrap();
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     let iteration = state
         .client_iteration(tfdata_core::IterationClientId(c1.iteration_client_id))
         .unwrap();
@@ -1001,12 +1001,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
     d.worker_heartbeat(heartbeat("w2:1")).await.unwrap();
     clock.0.fetch_add(900_000, Ordering::SeqCst);
     d.run_maintenance().await.unwrap();
-    let it = d
-        .snapshot_state()
-        .await
-        .iteration(iteration)
-        .unwrap()
-        .clone();
+    let it = d.state_copy().await.iteration(iteration).unwrap().clone();
     assert!(it.returned_splits.is_empty(), "they wait for the receipts");
     assert_eq!(it.awaited_receipts.get(&t1).map(|r| r.len()), Some(2));
     assert!(!it.finished);
@@ -1073,12 +1068,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
     d.client_heartbeat(c1_receipts).await.unwrap();
     d.client_heartbeat(receipts(&c1, t1, &[1])).await.unwrap();
     d.client_heartbeat(receipts(&c2, t2, &[4])).await.unwrap();
-    let it = d
-        .snapshot_state()
-        .await
-        .iteration(iteration)
-        .unwrap()
-        .clone();
+    let it = d.state_copy().await.iteration(iteration).unwrap().clone();
     assert!(it.returned_splits.is_empty(), "c2 has not reported");
     assert_eq!(
         it.held_splits.len(),
@@ -1095,7 +1085,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
         .pieces
         .push(pieces(&[(&[], 3, 4)]));
     d.client_heartbeat(c2_receipts).await.unwrap();
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     let it = state.iteration(iteration).unwrap();
     assert!(it.awaited_receipts.is_empty());
     let returned: Vec<usize> = it.returned_splits.values().map(|q| q.len()).collect();
@@ -1137,7 +1127,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
             it.returned_splits.values().map(|q| q.len()).sum::<usize>(),
         )
     };
-    assert_eq!(waiting(&d.snapshot_state().await), (2, 0));
+    assert_eq!(waiting(&d.state_copy().await), (2, 0));
     for c in [&c1, &c2, &tf] {
         d.release_iteration_client(wire::ReleaseIterationClientRequest {
             iteration_client_id: c.iteration_client_id,
@@ -1145,7 +1135,7 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
         .await
         .unwrap();
     }
-    assert_eq!(waiting(&d.snapshot_state().await), (0, 5));
+    assert_eq!(waiting(&d.state_copy().await), (0, 5));
 }
 
 /// Consumers of a shared distributed_epoch job restored from their
@@ -1201,7 +1191,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
     d.worker_heartbeat(tfdata_worker_heartbeat("w1:1"))
         .await
         .unwrap();
-    assert!(tasks_of(&d.snapshot_state().await, restored).is_empty());
+    assert!(tasks_of(&d.state_copy().await, restored).is_empty());
     let early = wire::GetSplitRequest {
         iteration_id: restored,
         split_provider_index: 0,
@@ -1223,7 +1213,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         .await
         .unwrap();
     assert_eq!(b.tfdata_iteration_id, restored);
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     let task = tasks_of(&state, restored);
     assert_eq!(task.len(), 1);
     let mut handed_out = Vec::new();
@@ -1270,7 +1260,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         .unwrap();
     assert_eq!(newer.tfdata_iteration_id, again.tfdata_iteration_id);
     let it = d
-        .snapshot_state()
+        .state_copy()
         .await
         .iteration(IterationId(newer.tfdata_iteration_id))
         .unwrap()
@@ -1287,7 +1277,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         .await
         .unwrap();
     assert_eq!(
-        tasks_of(&d.snapshot_state().await, solo.tfdata_iteration_id).len(),
+        tasks_of(&d.state_copy().await, solo.tfdata_iteration_id).len(),
         1
     );
     let late = d
@@ -1321,14 +1311,14 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         .get_or_create_iteration(restore(origin, first.iteration_client_id, 1, &[0, 2]))
         .await
         .unwrap();
-    assert!(tasks_of(&d.snapshot_state().await, early.tfdata_iteration_id).is_empty());
+    assert!(tasks_of(&d.state_copy().await, early.tfdata_iteration_id).is_empty());
     let other = d
         .get_or_create_iteration(restore(origin, second.iteration_client_id, 2, &[2, 4]))
         .await
         .unwrap();
     assert_eq!(other.tfdata_iteration_id, early.tfdata_iteration_id);
     assert_eq!(
-        tasks_of(&d.snapshot_state().await, early.tfdata_iteration_id).len(),
+        tasks_of(&d.state_copy().await, early.tfdata_iteration_id).len(),
         1
     );
     // Hostile claims are refused.

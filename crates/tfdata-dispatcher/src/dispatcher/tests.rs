@@ -94,7 +94,7 @@ async fn silent_clients_are_released_and_their_iteration_collected() {
     // Before its first heartbeat a client never times out.
     clock.0.fetch_add(3_600_000_000, Ordering::SeqCst);
     d.run_maintenance().await.unwrap();
-    assert_eq!(d.snapshot_state().await.clients().count(), 1);
+    assert_eq!(d.state_copy().await.clients().count(), 1);
 
     d.client_heartbeat(wire::ClientHeartbeatRequest {
         iteration_client_id: client,
@@ -104,13 +104,13 @@ async fn silent_clients_are_released_and_their_iteration_collected() {
     .unwrap();
     clock.0.fetch_add(31_000_000, Ordering::SeqCst);
     d.run_maintenance().await.unwrap();
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     assert_eq!(state.clients().count(), 0, "released after client_timeout");
     assert!(!state.iterations().next().unwrap().garbage_collected);
 
     clock.0.fetch_add(61_000_000, Ordering::SeqCst);
     d.run_maintenance().await.unwrap();
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     let it = state.iterations().next().unwrap();
     assert!(
         it.garbage_collected && it.finished,
@@ -186,7 +186,7 @@ async fn maybe_remove_task_checks_the_consumer_index() {
             .unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument, "{bad}: {err}");
     }
-    assert!(d.snapshot_state().await.task(TaskId(task_id)).is_some());
+    assert!(d.state_copy().await.task(TaskId(task_id)).is_some());
 }
 
 #[tokio::test]
@@ -377,7 +377,7 @@ async fn graphs_go_to_the_workers_that_can_run_them() {
     heartbeat(&d, "tfdata:1", true).await;
     let runnable = register_graph(&d, graph_with(None)).await;
     let foreign = register_graph(&d, graph_with(Some("EagerPyFunc"))).await;
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     let ds = state
         .dataset(&tfdata_core::DatasetId(runnable.clone()))
         .unwrap();
@@ -405,8 +405,8 @@ async fn graphs_go_to_the_workers_that_can_run_them() {
     // The TensorFlow worker runs both graphs' tasks.
     assert_eq!(tasks.len(), 2, "{tasks:?}");
 
-    // The decision survives compaction (the snapshot carries it).
-    let back = crate::state::DispatcherState::from_snapshot(&state.to_snapshot()).unwrap();
+    // The decision survives compaction (the compacted state carries it).
+    let back = crate::state::DispatcherState::from_compacted(&state.to_compacted()).unwrap();
     assert_eq!(back, state);
 }
 
@@ -442,7 +442,7 @@ async fn a_draining_worker_gets_no_new_tasks() {
 
     // A new iteration while it drains: a task for the steady worker only.
     iteration_of_range(&d, 5, 0).await;
-    let state = d.snapshot_state().await;
+    let state = d.state_copy().await;
     assert_eq!(state.tasks_for_worker("steady:1").count(), 2);
     assert_eq!(state.tasks_for_worker("leaving:1").count(), 1);
     // (The heartbeat lists no current tasks, so its old task is sent again.)
@@ -500,7 +500,7 @@ async fn demand_and_rates_follow_heartbeats() {
     );
 
     let client = iteration_of_range(&d, 1000, 0).await;
-    let task = d.snapshot_state().await.tasks().next().unwrap().id.0;
+    let task = d.state_copy().await.tasks().next().unwrap().id.0;
     let reader = |target: f64, elements, wait, lifetime| wire::ClientHeartbeatRequest {
         iteration_client_id: client,
         target_processing_time_nsec: target,
@@ -623,10 +623,7 @@ async fn heartbeats_list_the_iterations_tasks_as_they_change() {
         decoded
     };
     let first = beat().await;
-    assert_eq!(
-        first.task_info,
-        task_infos_in_state(&d.snapshot_state().await)
-    );
+    assert_eq!(first.task_info, task_infos_in_state(&d.state_copy().await));
     assert_eq!(first.task_info.len(), 1);
     assert_eq!(first.task_info[0].worker_tags, vec!["tag-of-a:1"]);
     assert_eq!(beat().await, first, "unchanged tasks, same answer");
@@ -634,17 +631,11 @@ async fn heartbeats_list_the_iterations_tasks_as_they_change() {
     d.worker_heartbeat(join("b:1", false)).await.unwrap();
     let second = beat().await;
     assert_eq!(second.task_info.len(), 2);
-    assert_eq!(
-        second.task_info,
-        task_infos_in_state(&d.snapshot_state().await)
-    );
+    assert_eq!(second.task_info, task_infos_in_state(&d.state_copy().await));
 
     d.worker_heartbeat(join("a:1", true)).await.unwrap();
     let third = beat().await;
-    assert_eq!(
-        third.task_info,
-        task_infos_in_state(&d.snapshot_state().await)
-    );
+    assert_eq!(third.task_info, task_infos_in_state(&d.state_copy().await));
     assert_eq!(
         third
             .task_info

@@ -16,7 +16,7 @@
 //! Invariants:
 //! * Groups reach the journal in the order their transactions held the
 //!   lock, so replay applies updates in the order they were applied live.
-//!   A compaction snapshot is taken under the lock, queued behind the
+//!   A compaction's state is taken under the lock, queued behind the
 //!   groups it includes, and written by the journal thread in that order.
 //! * No answer is given from state that is not durable: a transaction
 //!   waits for the newest group queued when it released the lock, its own
@@ -38,7 +38,7 @@ use std::thread::JoinHandle;
 use tfdata_core::{Error, IterationId, Result};
 use tfdata_dataset::splits::SplitProvider;
 use tfdata_proto::data::{Update, update::UpdateType};
-use tfdata_proto::tfdata::snapshot::DispatcherSnapshot;
+use tfdata_proto::tfdata::compaction::CompactedState;
 use tokio::sync::{Mutex, MutexGuard, watch};
 
 use super::liveness::Liveness;
@@ -265,7 +265,7 @@ impl Txn<'_> {
     }
 
     /// Queues the updates applied so far (under the lock, so groups are
-    /// queued in lock order) and, past the bound, a compaction snapshot of
+    /// queued in lock order) and, past the bound, a compaction of
     /// the state they lead to. Returns the group number to wait for.
     fn queue(&mut self) -> u64 {
         let Some(journal) = &self.ledger.journal else {
@@ -274,7 +274,7 @@ impl Txn<'_> {
         let updates = std::mem::take(&mut self.updates);
         let compact_after = self.ledger.compact_after_records;
         let state = &self.guarded.state;
-        journal.queue(updates, compact_after, || state.to_snapshot())
+        journal.queue(updates, compact_after, || state.to_compacted())
     }
 }
 
@@ -295,7 +295,7 @@ impl Drop for Txn<'_> {
 enum Entry {
     Group(Vec<Update>),
     /// The state after every group queued before it.
-    Compact(Box<DispatcherSnapshot>),
+    Compact(Box<CompactedState>),
 }
 
 #[derive(Default)]
@@ -356,7 +356,7 @@ impl GroupCommit {
         &self,
         updates: Vec<Update>,
         compact_after: u64,
-        snapshot: impl FnOnce() -> DispatcherSnapshot,
+        compacted: impl FnOnce() -> CompactedState,
     ) -> u64 {
         let (lock, wake) = &*self.queue;
         let mut q = lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -375,7 +375,7 @@ impl GroupCommit {
             q.heartbeat_horizon = q.queued;
         }
         if q.since_compaction >= compact_after {
-            q.entries.push_back(Entry::Compact(Box::new(snapshot())));
+            q.entries.push_back(Entry::Compact(Box::new(compacted())));
             q.queued += 1;
             q.since_compaction = 0;
         }
@@ -481,11 +481,11 @@ fn write_batch(
     for entry in batch {
         match entry {
             Entry::Group(group) => pending.extend(group),
-            Entry::Compact(snapshot) => {
+            Entry::Compact(compacted) => {
                 write_group(writer, &pending, metrics)?;
                 pending.clear();
                 let started = std::time::Instant::now();
-                let bytes = writer.compact(&snapshot)?;
+                let bytes = writer.compact(&compacted)?;
                 metrics.journal_write_duration.observe(started.elapsed());
                 metrics.journal_written_bytes.inc_by(bytes);
                 metrics.journal_compactions.inc();

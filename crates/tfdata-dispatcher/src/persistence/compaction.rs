@@ -1,11 +1,11 @@
-//! [`DispatcherState`] to and from its compaction snapshot
-//! (`tfdata.snapshot.DispatcherSnapshot`). The derived indexes (by name, by
-//! key, tasks by worker) are rebuilt on load, so a snapshot holds each fact
-//! once. Invariant (tested): `from_snapshot(to_snapshot(s)) == s`.
+//! [`DispatcherState`] to and from its compacted form, the one message a
+//! journal compaction writes (`tfdata.compaction.CompactedState`). The
+//! derived indexes (by name, by key, tasks by worker) are rebuilt on load,
+//! so a compacted state holds each fact once. Invariant (tested): `from_compacted(to_compacted(s)) == s`.
 //!
 //! Restoring is the one way into the state besides `apply`: the decoded
 //! state must pass [`DispatcherState::check_invariants`], the invariants
-//! `apply` keeps, or the snapshot is refused as data loss (and the caller
+//! `apply` keeps, or the compacted state is refused as data loss (and the caller
 //! names the file).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -13,19 +13,19 @@ use tfdata_core::positions::PositionSet;
 
 use tfdata_core::{DatasetId, Error, IterationClientId, IterationId, JobId, Result, TaskId};
 use tfdata_proto::data::{TfdataSplitName, TfdataSplitPieces};
-use tfdata_proto::tfdata::snapshot as wire;
+use tfdata_proto::tfdata::compaction as wire;
 
 use crate::state::{
     Dataset, DispatcherState, HeldSplit, HeldSplitKey, Iteration, Job, LastSplit, PendingTask,
     ReturnedSplit, SplitRequester, Task, Worker,
 };
 
-pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;
+pub const COMPACTION_FORMAT_VERSION: u32 = 1;
 
 impl DispatcherState {
-    pub fn to_snapshot(&self) -> wire::DispatcherSnapshot {
-        wire::DispatcherSnapshot {
-            format_version: SNAPSHOT_FORMAT_VERSION,
+    pub fn to_compacted(&self) -> wire::CompactedState {
+        wire::CompactedState {
+            format_version: COMPACTION_FORMAT_VERSION,
             datasets: self
                 .datasets
                 .values()
@@ -96,15 +96,15 @@ impl DispatcherState {
         }
     }
 
-    /// Rebuilds a state, checking the snapshot's references.
-    pub fn from_snapshot(s: &wire::DispatcherSnapshot) -> Result<DispatcherState> {
+    /// Rebuilds a state, checking the compacted state's references.
+    pub fn from_compacted(s: &wire::CompactedState) -> Result<DispatcherState> {
         let corrupt = |reason: String| Error::DataLoss {
-            location: "dispatcher state snapshot".into(),
+            location: "compacted dispatcher state".into(),
             reason,
         };
-        if s.format_version != SNAPSHOT_FORMAT_VERSION {
+        if s.format_version != COMPACTION_FORMAT_VERSION {
             return Err(corrupt(format!(
-                "format version {} (this build reads {SNAPSHOT_FORMAT_VERSION})",
+                "format version {} (this build reads {COMPACTION_FORMAT_VERSION})",
                 s.format_version
             )));
         }
@@ -166,7 +166,7 @@ impl DispatcherState {
                     it.split_repetitions.len()
                 )));
             }
-            // A damaged range or position set is a damaged snapshot.
+            // A damaged range or position set is a damaged compacted state.
             let iteration = iteration_from_wire(it).map_err(|e| match e {
                 Error::DataLoss { .. } => e,
                 other => corrupt(format!("iteration {}: {other}", it.id)),
@@ -357,7 +357,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
     let mut consumed_pieces = BTreeMap::new();
     for p in &it.consumed_pieces {
         let n = p.split.as_ref().ok_or_else(|| Error::DataLoss {
-            location: "dispatcher snapshot".into(),
+            location: "compacted dispatcher state".into(),
             reason: "consumed parts of a split without its name".into(),
         })?;
         consumed_pieces.insert(
@@ -459,11 +459,14 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
             .collect(),
         consumed,
         checkpointers: it.checkpointers.iter().copied().collect(),
-        consumed_elements: crate::state::consumed_elements("snapshot", &it.consumed_elements)
-            .map_err(|e| Error::DataLoss {
-                location: "dispatcher state snapshot".into(),
-                reason: format!("iteration {}: {e}", it.id),
-            })?,
+        consumed_elements: crate::state::consumed_elements(
+            "compacted state",
+            &it.consumed_elements,
+        )
+        .map_err(|e| Error::DataLoss {
+            location: "compacted dispatcher state".into(),
+            reason: format!("iteration {}: {e}", it.id),
+        })?,
         restoration: match &it.restoration {
             None => None,
             Some(r)
@@ -483,7 +486,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
             }
             Some(r) => {
                 return Err(Error::DataLoss {
-                    location: "dispatcher state snapshot".into(),
+                    location: "compacted dispatcher state".into(),
                     reason: format!(
                         "iteration {} is a restoration of {} consumers ({} joined as {})",
                         it.id,
@@ -510,7 +513,7 @@ mod tests {
         }
     }
 
-    /// A snapshot whose iteration has fewer split repetitions than split
+    /// A compacted state whose iteration has fewer split repetitions than split
     /// cursors (damaged, or written by something else) is refused, naming
     /// what is wrong, instead of panicking at the next GetSplit.
     #[test]
@@ -538,10 +541,10 @@ mod tests {
         ] {
             state.apply(&up(u)).unwrap();
         }
-        let mut snapshot = state.to_snapshot();
-        assert_eq!(DispatcherState::from_snapshot(&snapshot).unwrap(), state);
-        snapshot.iterations[0].split_repetitions.pop();
-        let err = DispatcherState::from_snapshot(&snapshot).unwrap_err();
+        let mut compacted = state.to_compacted();
+        assert_eq!(DispatcherState::from_compacted(&compacted).unwrap(), state);
+        compacted.iterations[0].split_repetitions.pop();
+        let err = DispatcherState::from_compacted(&compacted).unwrap_err();
         assert!(
             matches!(err, Error::DataLoss { .. }) && err.to_string().contains("split repetitions"),
             "{err}"

@@ -4,7 +4,8 @@
 //! adds its routes by merging a router of its own built on the same
 //! [`DispatcherSlot`] (`server::start_http` does:
 //! `http::router(slot.clone(), health).merge(status_page::routes(slot))`),
-//! and reads its numbers from [`Dispatcher::overview`].
+//! and reads its numbers from [`Dispatcher::overview`], the slot being
+//! its [`OverviewSource`].
 
 use std::sync::{Arc, OnceLock};
 
@@ -13,6 +14,8 @@ use tfdata_rpc::admin::MetricsFn;
 use tfdata_rpc::health::Health;
 
 use crate::dispatcher::Dispatcher;
+use crate::overview::Overview;
+use crate::serving::status_page::OverviewSource;
 
 /// The dispatcher the endpoint reports on. The endpoint serves from the
 /// start, while the journal is replayed (`/readyz` says so); the slot is
@@ -37,6 +40,13 @@ impl DispatcherSlot {
     /// The dispatcher, once its journal is replayed.
     pub fn get(&self) -> Option<&Arc<Dispatcher>> {
         self.0.get()
+    }
+}
+
+impl OverviewSource for DispatcherSlot {
+    async fn overview(&self) -> Option<Overview> {
+        let dispatcher = self.get()?;
+        Some(dispatcher.overview().await)
     }
 }
 

@@ -297,7 +297,7 @@ impl DispatcherState {
                         first_index = returned.index;
                         skip = returned.skip;
                     }
-                    // No empty queues: the state has one form (as a snapshot restores it).
+                    // No empty queues: the state has one form (as a compaction restores it).
                     if it
                         .returned_splits
                         .get(&u.split_provider_index)

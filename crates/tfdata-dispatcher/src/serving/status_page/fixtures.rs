@@ -7,7 +7,7 @@ use super::report::{
     DatasetRow, IterationRow, ReaderRow, SnapshotRow, StatusReport, WorkerRow, WorkerState,
 };
 use super::verdict::{Evidence, judge};
-use crate::dispatcher::load::{Demand, ReaderRates, WorkerRates};
+use crate::overview::{Demand, ReaderRates, WorkerRates};
 
 /// Markup that would run script if a page let it through unescaped.
 pub const HOSTILE: &str = r#""><img src=x onerror=alert(1)><script>alert(2)</script>&"#;

@@ -10,13 +10,14 @@
 //! * `GET /api/status`: the same figures as JSON, every row.
 //!
 //! * [`verdict`]: the bottleneck rules, apart from any rendering;
-//! * [`report`]: the rows and summary taken from one
-//!   [`Overview`](crate::dispatcher::Overview);
+//! * [`report`]: the rows and summary taken from one [`Overview`];
 //! * [`html`] and [`json`]: the two renderings of a report;
 //! * [`format`]: numbers, times and HTML escaping.
 //!
-//! Each request takes one overview (a copy of the state under its lock,
-//! the same as `tfdata status`); rendering is bounded by the row caps.
+//! The page reads the dispatcher through one query only, the [`Overview`]
+//! its [`OverviewSource`] gives (the one `tfdata status` renders too),
+//! taken under the state's lock once per request; it knows nothing of the
+//! dispatcher or its state machine. Rendering is bounded by the row caps.
 
 pub mod format;
 pub mod html;
@@ -32,13 +33,19 @@ use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::serving::http::DispatcherSlot;
+use crate::overview::Overview;
 use report::StatusReport;
 
-/// `/` and `/api/status` for the dispatcher in `slot` (before it exists,
-/// while its journal is replayed, both answer 503 and say so). Merged into
-/// [`crate::serving::http::router`].
-pub fn routes(slot: DispatcherSlot) -> Router {
+/// Where the page's figures come from: a dispatcher's [`Overview`], or
+/// `None` while there is none to ask yet (its journal is being replayed).
+pub trait OverviewSource: Clone + Send + Sync + 'static {
+    fn overview(&self) -> impl Future<Output = Option<Overview>> + Send;
+}
+
+/// `/` and `/api/status` over the overviews of `slot` (before there is
+/// one, while the dispatcher's journal is replayed, both answer 503 and say
+/// so). Merged into the admin endpoint's routes.
+pub fn routes(slot: impl OverviewSource) -> Router {
     let page_slot = slot.clone();
     Router::new()
         .route(
@@ -57,14 +64,12 @@ pub fn routes(slot: DispatcherSlot) -> Router {
         )
 }
 
-/// The report of the dispatcher in `slot`, if it serves yet.
-async fn report(slot: &DispatcherSlot) -> Option<StatusReport> {
-    let dispatcher = slot.get()?;
-    let overview = dispatcher.overview().await;
-    Some(StatusReport::new(&overview, dispatcher.config()))
+/// The report of the dispatcher `slot` reads, if it serves yet.
+async fn report(slot: &impl OverviewSource) -> Option<StatusReport> {
+    Some(StatusReport::new(&slot.overview().await?))
 }
 
-async fn page(slot: &DispatcherSlot, uri: &Uri) -> Response {
+async fn page(slot: &impl OverviewSource, uri: &Uri) -> Response {
     let content_only = uri
         .query()
         .is_some_and(|q| q.split('&').any(|pair| pair == "part=main"));
@@ -113,7 +118,7 @@ fn html_response(status: StatusCode, body: String, script: &str) -> Response {
     response
 }
 
-async fn api_status(slot: &DispatcherSlot) -> Response {
+async fn api_status(slot: &impl OverviewSource) -> Response {
     let (status, value) = match report(slot).await {
         Some(report) => (StatusCode::OK, json::status(&report)),
         None => (

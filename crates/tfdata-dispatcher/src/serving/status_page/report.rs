@@ -1,19 +1,16 @@
 //! What the status page and `/api/status` show, taken from one
-//! [`Overview`]: rows ready to render (sorted worst first), the summary
+//! [`Overview`] (the query the status service renders too): rows ready to render (sorted worst first), the summary
 //! over all of them, and the verdict. Rendering (HTML, JSON) reads only
 //! this, so it is tested on hand-made reports.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use tfdata_core::IterationId;
+use tfdata_core::{IterationId, JobId};
 use tfdata_proto::data::{data_service_metadata::Compression, processing_mode_def::ShardingPolicy};
 
 use super::verdict::{self, Evidence, Verdict};
-use crate::config::DispatcherConfig;
-use crate::dispatcher::Overview;
-use crate::dispatcher::load::{Demand, ReaderRates, WorkerRates};
-use crate::distributed_snapshot::manager::Mode;
+use crate::overview::{Demand, JobOverview, Overview, ReaderRates, WorkerRates};
 
 /// A live worker not heard from for longer than this (or half the worker
 /// timeout, if shorter) is shown as stale: two of TensorFlow's default
@@ -151,16 +148,16 @@ pub struct Summary {
 }
 
 impl StatusReport {
-    /// The report of `overview`, taken by a dispatcher configured as
-    /// `config`.
-    pub fn new(overview: &Overview, config: &DispatcherConfig) -> Self {
-        let stale_after = STALE_AFTER.min(config.worker_timeout / 2);
-        let state = &overview.state;
-        let job_names: HashMap<IterationId, String> = state
-            .iterations()
+    /// The report of `overview`.
+    pub fn new(overview: &Overview) -> Self {
+        let stale_after = STALE_AFTER.min(overview.worker_timeout / 2);
+        let jobs: HashMap<JobId, &JobOverview> = overview.jobs.iter().map(|j| (j.id, j)).collect();
+        let job_names: HashMap<IterationId, String> = overview
+            .iterations
+            .iter()
             .map(|it| {
-                let name = state.job(it.job_id).map(|j| j.name.clone());
-                (it.id, name.unwrap_or_default())
+                let name = jobs.get(&it.job_id).map(|j| j.name.clone());
+                (it.iteration, name.unwrap_or_default())
             })
             .collect();
 
@@ -217,9 +214,9 @@ impl StatusReport {
         let mut iterations: Vec<IterationRow> = overview
             .iterations
             .iter()
+            .filter(|p| !p.garbage_collected)
             .filter_map(|p| {
-                let it = state.iteration(p.iteration)?;
-                let job = state.job(it.job_id)?;
+                let job = jobs.get(&p.job_id)?;
                 let rates: Vec<ReaderRates> = overview
                     .readers
                     .iter()
@@ -228,15 +225,15 @@ impl StatusReport {
                     .collect();
                 let n = rates.len() as f64;
                 Some(IterationRow {
-                    iteration: it.id.0,
+                    iteration: p.iteration.0,
                     job_id: job.id.0,
                     job_name: job.name.clone(),
                     dataset_id: job.dataset_id.0.clone(),
-                    processing_mode: processing_mode(job.processing_mode.sharding_policy),
-                    repetition: it.repetition,
+                    processing_mode: processing_mode(job.sharding_policy),
+                    repetition: p.repetition,
                     finished: p.finished,
                     readers: p.readers,
-                    tasks: it.tasks.len(),
+                    tasks: p.tasks,
                     splits_produced: p.splits_produced,
                     splits_total: p.splits_total,
                     elements_consumed: p.elements_consumed,
@@ -254,15 +251,16 @@ impl StatusReport {
         });
 
         let mut jobs_of: HashMap<&str, usize> = HashMap::new();
-        for job in state.jobs() {
+        for job in &overview.jobs {
             *jobs_of.entry(job.dataset_id.0.as_str()).or_default() += 1;
         }
-        let datasets = state
-            .datasets()
+        let datasets = overview
+            .datasets
+            .iter()
             .map(|d| DatasetRow {
                 id: d.id.0.clone(),
-                cardinality: d.metadata.cardinality,
-                compression: Compression::try_from(d.metadata.compression)
+                cardinality: d.cardinality,
+                compression: Compression::try_from(d.compression)
                     .map_or("?", |c| match c {
                         Compression::Unspecified => "unspecified",
                         Compression::Off => "off",
@@ -270,7 +268,7 @@ impl StatusReport {
                         Compression::ForcedSnappy => "forced snappy",
                     })
                     .to_string(),
-                runs_on: match (d.runs_on_tfdata(), d.runs_on_tensorflow()) {
+                runs_on: match (d.runs_on_tfdata, d.runs_on_tensorflow) {
                     (true, true) => "tfdata, TensorFlow",
                     (true, false) => "tfdata",
                     (false, true) => "TensorFlow",
@@ -283,29 +281,19 @@ impl StatusReport {
         let snapshots = overview
             .snapshots
             .iter()
-            .map(|(path, p)| {
-                use tfdata_proto::data::snapshot_stream_info::State;
-                SnapshotRow {
-                    path: path.clone(),
-                    state: p.mode.describe(),
-                    error: match &p.mode {
-                        Mode::Error(status) => status.message.clone(),
-                        _ => String::new(),
-                    },
-                    splits_assigned: p.num_assigned_splits,
-                    splits_total: p.num_total_splits,
-                    streams_done: p
-                        .streams
-                        .iter()
-                        .filter(|s| matches!(State::try_from(s.state), Ok(State::Done)))
-                        .count(),
-                    streams: p.streams.len(),
-                }
+            .map(|s| SnapshotRow {
+                path: s.path.clone(),
+                state: s.state,
+                error: s.error.clone(),
+                splits_assigned: s.assigned_splits,
+                splits_total: s.total_splits,
+                streams_done: s.streams.iter().filter(|s| s.state == "done").count(),
+                streams: s.streams.len(),
             })
             .collect();
 
         let evidence = Evidence::gather(&overview.workers, &overview.readers, &overview.demand);
-        let active_tasks = state.tasks().filter(|t| !t.finished).count();
+        let active_tasks = overview.tasks.iter().filter(|t| !t.finished).count();
         StatusReport {
             taken_at_micros: overview.now_micros,
             fault_tolerant: overview.fault_tolerant,
@@ -317,9 +305,9 @@ impl StatusReport {
             iterations,
             datasets,
             snapshots,
-            jobs: state.jobs().count(),
+            jobs: overview.jobs.len(),
             active_tasks,
-            pending_tasks: state.iterations().map(|it| it.pending_tasks.len()).sum(),
+            pending_tasks: overview.iterations.iter().map(|it| it.pending_tasks).sum(),
         }
     }
 

@@ -18,8 +18,7 @@
 //! The rules read only [`Evidence`], so they are tested apart from the
 //! dispatcher; [`Evidence::gather`] takes it from an overview.
 
-use crate::dispatcher::load::Demand;
-use crate::dispatcher::{ReaderOverview, WorkerOverview};
+use crate::overview::{Demand, ReaderOverview, WorkerOverview};
 
 /// Readers waiting this fraction of their time in `next()` (or more), on
 /// average, are starved. A trainer fed through a prefetch buffer waits
@@ -290,7 +289,7 @@ fn demand_reason(e: &Evidence) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dispatcher::load::{ReaderRates, WorkerRates};
+    use crate::overview::{ReaderRates, WorkerRates};
     use tfdata_core::{IterationClientId, IterationId};
 
     fn starved_readers(starvation: f64) -> Evidence {
@@ -396,6 +395,7 @@ mod tests {
     fn worker(lost: bool, tfdata: bool, tasks: usize, full: f64) -> WorkerOverview {
         WorkerOverview {
             address: "w:1".into(),
+            tags: vec![],
             lost,
             tfdata,
             tasks,
