@@ -121,19 +121,10 @@ pub(crate) async fn watch_journal(
 /// How often the health follows the journal.
 const JOURNAL_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Runs [`Dispatcher::check_liveness`] every
-/// [`Dispatcher::liveness_check_interval`] and [`Dispatcher::collect_garbage`]
-/// every `job_gc_check_interval` (not at all when `job_gc_timeout` is unset,
-/// TensorFlow's -1): noticing a dead worker or client follows its own
-/// timeout, not the garbage collector's schedule.
 /// How often finished snapshots whose `DONE`/`ERROR` file could not be
 /// written try again.
 const SNAPSHOT_FILE_RETRY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
-///
-/// Probing suspected workers (`dispatcher::probes`) runs beside it, as long
-/// as it does: a probe takes up to a few seconds and must not hold up the
-/// liveness checks.
 /// Pushes tasks created for workers that are not asking
 /// ([`Dispatcher::push_created_tasks`]) as soon as a transaction makes one.
 async fn task_push_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken) {
@@ -148,6 +139,15 @@ async fn task_push_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken
     }
 }
 
+/// Runs [`Dispatcher::check_liveness`] every
+/// [`Dispatcher::liveness_check_interval`] and [`Dispatcher::collect_garbage`]
+/// every `job_gc_check_interval` (not at all when `job_gc_timeout` is unset,
+/// TensorFlow's -1): noticing a dead worker or client follows its own
+/// timeout, not the garbage collector's schedule.
+///
+/// Probing suspected workers (`dispatcher::probes`) runs beside it, as long
+/// as it does: a probe takes up to a few seconds and must not hold up the
+/// liveness checks.
 pub(crate) async fn maintenance_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken) {
     let _probes = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
         crate::dispatcher::probe_loop(Arc::clone(&dispatcher), shutdown.clone()),
