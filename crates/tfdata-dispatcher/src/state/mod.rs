@@ -4,8 +4,8 @@
 //! read-only. `apply` validates every reference an update makes, so a corrupt
 //! or foreign journal is an error, never a panic or a silently wrong state.
 //!
-//! This module holds the state's types and queries; [`apply`] its one
-//! transition function.
+//! This module holds the state's types and queries; [`apply`] its
+//! transition, one checked function per update kind.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tfdata_core::positions::PositionSet;
@@ -376,8 +376,6 @@ impl Default for DispatcherState {
     }
 }
 
-/// An iteration is finished when all its tasks are and no returned split
-/// waits for a task to produce it.
 impl DispatcherState {
     pub fn new() -> Self {
         Self::default()
