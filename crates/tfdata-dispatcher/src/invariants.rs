@@ -10,7 +10,7 @@ use std::ops::Bound;
 
 use tfdata_core::{DatasetId, IterationId, TaskId};
 
-use crate::state::{DispatcherState, HeldSplitKey};
+use crate::state::{DispatcherState, HeldSplitKey, IterationKey};
 
 /// The first invariant that does not hold, in words.
 pub type Violation = String;
@@ -90,12 +90,13 @@ impl DispatcherState {
         {
             return Err(format!("unknown client {c} reports receipts"));
         }
-        for ((name, repetition), id) in &self.iterations_by_key {
-            let it = self.iterations.get(id).ok_or_else(|| {
-                format!("iteration key ({name}, {repetition}) names unknown {id}")
-            })?;
+        for (key, id) in &self.iterations_by_key {
+            let it = self
+                .iterations
+                .get(id)
+                .ok_or_else(|| format!("iteration key {key:?} names unknown {id}"))?;
             let job = self.jobs.get(&it.job_id);
-            if it.repetition != *repetition || job.is_none_or(|j| j.name != *name) {
+            if it.repetition != key.repetition || job.is_none_or(|j| j.name != key.job_name) {
                 return Err(format!("iteration {id} is filed under another key"));
             }
         }
@@ -109,9 +110,10 @@ impl DispatcherState {
                     "iteration {id} is filed wrongly or above the next id"
                 ));
             }
-            let live = self
-                .iterations_by_key
-                .get(&(job.name.clone(), it.repetition));
+            let live = self.iterations_by_key.get(&IterationKey {
+                job_name: job.name.clone(),
+                repetition: it.repetition,
+            });
             if live.is_none() || (live != Some(id) && !it.garbage_collected) {
                 return Err(format!("live iteration {id} is not indexed by its key"));
             }
@@ -159,14 +161,17 @@ impl DispatcherState {
                     r.provider
                 ));
             }
-            if let Some((provider, repetition)) = it
+            if let Some(pass) = it
                 .consumed
                 .iter()
-                .find(|((p, r), ranges)| !in_range(*p) || *r < 0 || ranges.is_empty())
+                .find(|(pass, ranges)| {
+                    !in_range(pass.provider) || pass.repetition < 0 || ranges.is_empty()
+                })
                 .map(|(k, _)| *k)
             {
                 return Err(format!(
-                    "iteration {id} has consumed splits of provider {provider} in pass {repetition}"
+                    "iteration {id} has consumed splits of provider {} in pass {}",
+                    pass.provider, pass.repetition
                 ));
             }
             if it.gathering() && !it.tasks.is_empty() {

@@ -16,8 +16,8 @@ use tfdata_proto::data::{TfdataSplitName, TfdataSplitPieces};
 use tfdata_proto::tfdata::snapshot as wire;
 
 use crate::state::{
-    Dataset, DispatcherState, HeldSplit, HeldSplitKey, Iteration, Job, LastSplit, PendingTask,
-    ReturnedSplit, SplitRequester, Task, Worker,
+    Dataset, DispatcherState, HeldSplit, HeldSplitKey, Iteration, IterationKey, Job, LastSplit,
+    PendingTask, ProviderPass, ReturnedSplit, SplitName, SplitRequester, Task, Worker,
 };
 
 pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;
@@ -174,7 +174,10 @@ impl DispatcherState {
             let job = state.jobs.get(&iteration.job_id).ok_or_else(|| {
                 corrupt(format!("iteration {} of unknown job {}", it.id, it.job_id))
             })?;
-            let key = (job.name.clone(), iteration.repetition);
+            let key = IterationKey {
+                job_name: job.name.clone(),
+                repetition: iteration.repetition,
+            };
             // A collected iteration is replaced by a later one of the same key.
             let replace = state.iterations_by_key.get(&key).is_none_or(|old| {
                 state
@@ -308,27 +311,19 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
         consumed: it
             .consumed
             .iter()
-            .map(
-                |((provider, repetition), ranges)| tfdata_proto::data::TfdataSplitRanges {
-                    provider: *provider,
-                    repetition: *repetition,
-                    bounds: ranges.bounds(),
-                },
-            )
+            .map(|(pass, ranges)| tfdata_proto::data::TfdataSplitRanges {
+                provider: pass.provider,
+                repetition: pass.repetition,
+                bounds: ranges.bounds(),
+            })
             .collect(),
         consumed_pieces: it
             .consumed_pieces
             .iter()
-            .map(
-                |((provider, repetition, index), positions)| TfdataSplitPieces {
-                    split: Some(TfdataSplitName {
-                        provider: *provider,
-                        repetition: *repetition,
-                        index: *index,
-                    }),
-                    positions: positions.ranges(),
-                },
-            )
+            .map(|(split, positions)| TfdataSplitPieces {
+                split: Some(TfdataSplitName::from(*split)),
+                positions: positions.ranges(),
+            })
             .collect(),
         restoration: it.restoration.as_ref().map(|r| wire::Restoration {
             origin_iteration_id: r.origin_iteration,
@@ -352,7 +347,13 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
     let mut consumed = BTreeMap::new();
     for c in &it.consumed {
         let ranges = tfdata_core::ranges::IndexRanges::from_bounds(&c.bounds)?;
-        consumed.insert((c.provider, c.repetition), ranges);
+        consumed.insert(
+            ProviderPass {
+                provider: c.provider,
+                repetition: c.repetition,
+            },
+            ranges,
+        );
     }
     let mut consumed_pieces = BTreeMap::new();
     for p in &it.consumed_pieces {
@@ -360,10 +361,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
             location: "dispatcher snapshot".into(),
             reason: "consumed parts of a split without its name".into(),
         })?;
-        consumed_pieces.insert(
-            (n.provider, n.repetition, n.index),
-            PositionSet::from_ranges(&p.positions)?,
-        );
+        consumed_pieces.insert(SplitName::from(n), PositionSet::from_ranges(&p.positions)?);
     }
     let mut returned: BTreeMap<i64, VecDeque<_>> = BTreeMap::new();
     for r in &it.returned_splits {

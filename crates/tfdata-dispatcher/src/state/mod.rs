@@ -17,8 +17,10 @@ use tfdata_proto::data::{
 };
 
 mod apply;
+mod keys;
 
 pub(crate) use apply::consumed_elements;
+pub use keys::{IterationKey, ProviderPass, SplitName};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dataset {
@@ -112,12 +114,12 @@ pub struct Iteration {
     /// they go back to the pool (`ReceiveSplitsUpdate`): a split a reader
     /// received whole is not produced again.
     pub awaited_receipts: BTreeMap<TaskId, BTreeSet<IterationClientId>>,
-    /// Per (split provider, repetition): splits a restored reader had
-    /// consumed (its checkpoint), never handed out.
-    pub consumed: BTreeMap<(i64, i64), tfdata_core::ranges::IndexRanges>,
-    /// Parts of splits restored readers had consumed, by (provider,
-    /// repetition, index): those splits are handed out skipping them.
-    pub consumed_pieces: BTreeMap<(i64, i64, i64), PositionSet>,
+    /// Per split provider's pass: splits a restored reader had consumed
+    /// (its checkpoint), never handed out.
+    pub consumed: BTreeMap<ProviderPass, tfdata_core::ranges::IndexRanges>,
+    /// Parts of splits restored readers had consumed, by split: those
+    /// splits are handed out skipping them.
+    pub consumed_pieces: BTreeMap<SplitName, PositionSet>,
     /// A shared job's iteration restored from its consumers' checkpoints:
     /// it gets no tasks until every consumer has joined.
     pub restoration: Option<Restoration>,
@@ -338,7 +340,7 @@ pub struct DispatcherState {
     pub(crate) jobs_by_name: HashMap<String, JobId>,
     pub(crate) next_job_id: i64,
     pub(crate) iterations: BTreeMap<IterationId, Iteration>,
-    pub(crate) iterations_by_key: HashMap<(String, i64), IterationId>,
+    pub(crate) iterations_by_key: HashMap<IterationKey, IterationId>,
     pub(crate) next_iteration_id: i64,
     pub(crate) clients: BTreeMap<IterationClientId, IterationId>,
     /// Clients that report receipts for lost tasks
@@ -434,7 +436,10 @@ impl DispatcherState {
     /// The live (not garbage-collected) iteration of `job_name` at `repetition`.
     pub fn iteration_by_key(&self, job_name: &str, repetition: i64) -> Option<&Iteration> {
         self.iterations_by_key
-            .get(&(job_name.to_string(), repetition))
+            .get(&IterationKey {
+                job_name: job_name.to_string(),
+                repetition,
+            })
             .and_then(|id| self.iterations.get(id))
             .filter(|it| !it.garbage_collected)
     }

@@ -12,7 +12,9 @@ use tfdata_proto::data::{
 
 use super::restoration::{consumed_pieces, consumed_splits};
 use super::{all_delivered, bad, iteration_mut};
-use crate::state::{DispatcherState, Iteration, MAX_RESTORATION_CONSUMERS, Restoration};
+use crate::state::{
+    DispatcherState, Iteration, IterationKey, MAX_RESTORATION_CONSUMERS, Restoration,
+};
 
 impl DispatcherState {
     pub(super) fn apply_create_iteration(&mut self, u: &CreateIterationUpdate) -> Result<()> {
@@ -24,7 +26,10 @@ impl DispatcherState {
         if self.iterations.contains_key(&id) {
             return Err(bad("create_iteration", format!("iteration {id} exists")));
         }
-        let key = (job.name.clone(), u.repetition);
+        let key = IterationKey {
+            job_name: job.name.clone(),
+            repetition: u.repetition,
+        };
         if let Some(old) = self.iterations_by_key.get(&key)
             && !self
                 .iterations

@@ -9,7 +9,7 @@ use tfdata_core::{IterationClientId, IterationId, Result};
 use tfdata_proto::data::{CheckpointTakenUpdate, JoinRestoreUpdate};
 
 use super::{bad, iteration_mut};
-use crate::state::{DispatcherState, MAX_RESTORATION_CONSUMERS};
+use crate::state::{DispatcherState, MAX_RESTORATION_CONSUMERS, ProviderPass, SplitName};
 
 impl DispatcherState {
     pub(super) fn apply_checkpoint_taken(&mut self, u: &CheckpointTakenUpdate) -> Result<()> {
@@ -106,7 +106,7 @@ pub(super) fn consumed_splits(
     what: &'static str,
     ranges: &[tfdata_proto::data::TfdataSplitRanges],
     providers: usize,
-) -> Result<BTreeMap<(i64, i64), IndexRanges>> {
+) -> Result<BTreeMap<ProviderPass, IndexRanges>> {
     let mut consumed = BTreeMap::new();
     for c in ranges {
         if !(usize::try_from(c.provider).is_ok_and(|p| p < providers) && c.repetition >= 0) {
@@ -117,7 +117,13 @@ pub(super) fn consumed_splits(
         }
         let ranges = IndexRanges::from_bounds(&c.bounds).map_err(|e| bad(what, e.to_string()))?;
         if !ranges.is_empty() {
-            consumed.insert((c.provider, c.repetition), ranges);
+            consumed.insert(
+                ProviderPass {
+                    provider: c.provider,
+                    repetition: c.repetition,
+                },
+                ranges,
+            );
         }
     }
     Ok(consumed)
@@ -128,8 +134,8 @@ pub(super) fn consumed_pieces(
     what: &'static str,
     pieces: &[tfdata_proto::data::TfdataSplitPieces],
     providers: usize,
-) -> Result<BTreeMap<(i64, i64, i64), PositionSet>> {
-    let mut consumed: BTreeMap<(i64, i64, i64), PositionSet> = BTreeMap::new();
+) -> Result<BTreeMap<SplitName, PositionSet>> {
+    let mut consumed: BTreeMap<SplitName, PositionSet> = BTreeMap::new();
     for p in pieces {
         let n = p
             .split
@@ -144,7 +150,7 @@ pub(super) fn consumed_pieces(
             PositionSet::from_ranges(&p.positions).map_err(|e| bad(what, e.to_string()))?;
         if !positions.is_empty() {
             consumed
-                .entry((n.provider, n.repetition, n.index))
+                .entry(SplitName::from(n))
                 .or_default()
                 .union_with(&positions);
         }

@@ -12,8 +12,8 @@ use tfdata_proto::data::{ProduceSplitUpdate, ReceiveSplitsUpdate};
 
 use super::{all_delivered, bad, iteration_mut};
 use crate::state::{
-    DispatcherState, HeldSplit, HeldSplitKey, Iteration, LastSplit, ReturnedSplit, SplitRequester,
-    Task,
+    DispatcherState, HeldSplit, HeldSplitKey, Iteration, LastSplit, ProviderPass, ReturnedSplit,
+    SplitName, SplitRequester, Task,
 };
 
 impl DispatcherState {
@@ -50,7 +50,11 @@ impl DispatcherState {
             // the answer's positions are the first split's.
             let skip = it
                 .consumed_pieces
-                .get(&(u.split_provider_index, u.repetition, fresh_first))
+                .get(&SplitName {
+                    provider: u.split_provider_index,
+                    repetition: u.repetition,
+                    index: fresh_first,
+                })
                 .cloned()
                 .unwrap_or_default();
             (u.repetition, fresh_first, skip)
@@ -141,7 +145,7 @@ impl DispatcherState {
         let received: Vec<HeldSplitKey> = it
             .held_splits
             .range(HeldSplitKey::all_of(task))
-            .filter(|(k, h)| receipts.received_whole(k.provider, h.produced_in, h.index))
+            .filter(|(k, h)| receipts.received_whole(&held_name(k, h)))
             .map(|(k, _)| *k)
             .collect();
         for key in received {
@@ -150,10 +154,7 @@ impl DispatcherState {
         // The rest are produced again without the parts readers hold.
         if !receipts.pieces.is_empty() {
             for (key, held) in it.held_splits.range_mut(HeldSplitKey::all_of(task)) {
-                if let Some(p) = receipts
-                    .pieces
-                    .get(&(key.provider, held.produced_in, held.index))
-                {
+                if let Some(p) = receipts.pieces.get(&held_name(key, held)) {
                     held.skip.union_with(p);
                 }
             }
@@ -255,28 +256,27 @@ impl Iteration {
 /// A reader's `ReceiveSplitsUpdate`, checked: the splits it received whole
 /// (by name or in ranges of indices) and the parts it received of others.
 struct Receipts {
-    names: BTreeSet<(i64, i64, i64)>,
-    ranges: BTreeMap<(i64, i64), IndexRanges>,
-    pieces: BTreeMap<(i64, i64, i64), PositionSet>,
+    names: BTreeSet<SplitName>,
+    ranges: BTreeMap<ProviderPass, IndexRanges>,
+    pieces: BTreeMap<SplitName, PositionSet>,
 }
 
 impl Receipts {
     fn read(u: &ReceiveSplitsUpdate) -> Result<Self> {
-        let names = u
-            .splits
-            .iter()
-            .map(|n| (n.provider, n.repetition, n.index))
-            .collect();
-        let mut ranges: BTreeMap<(i64, i64), IndexRanges> = BTreeMap::new();
+        let names = u.splits.iter().map(SplitName::from).collect();
+        let mut ranges: BTreeMap<ProviderPass, IndexRanges> = BTreeMap::new();
         for r in &u.ranges {
             let set = IndexRanges::from_bounds(&r.bounds)
                 .map_err(|e| bad("receive_splits", e.to_string()))?;
             ranges
-                .entry((r.provider, r.repetition))
+                .entry(ProviderPass {
+                    provider: r.provider,
+                    repetition: r.repetition,
+                })
                 .or_default()
                 .union_with(&set);
         }
-        let mut pieces: BTreeMap<(i64, i64, i64), PositionSet> = BTreeMap::new();
+        let mut pieces: BTreeMap<SplitName, PositionSet> = BTreeMap::new();
         for p in &u.pieces {
             let n = p.split.as_ref().ok_or_else(|| {
                 bad(
@@ -287,7 +287,7 @@ impl Receipts {
             let positions = PositionSet::from_ranges(&p.positions)
                 .map_err(|e| bad("receive_splits", e.to_string()))?;
             pieces
-                .entry((n.provider, n.repetition, n.index))
+                .entry(SplitName::from(n))
                 .or_default()
                 .union_with(&positions);
         }
@@ -298,11 +298,21 @@ impl Receipts {
         })
     }
 
-    fn received_whole(&self, provider: i64, repetition: i64, index: i64) -> bool {
-        self.names.contains(&(provider, repetition, index))
+    fn received_whole(&self, split: &SplitName) -> bool {
+        self.names.contains(split)
             || self
                 .ranges
-                .get(&(provider, repetition))
-                .is_some_and(|r| r.covering(index).is_some())
+                .get(&split.pass())
+                .is_some_and(|r| r.covering(split.index).is_some())
+    }
+}
+
+/// A held split's name: its provider, and its repetition and index where
+/// it was produced.
+fn held_name(key: &HeldSplitKey, held: &HeldSplit) -> SplitName {
+    SplitName {
+        provider: key.provider,
+        repetition: held.produced_in,
+        index: held.index,
     }
 }
