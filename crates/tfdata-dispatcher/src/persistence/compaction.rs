@@ -43,7 +43,7 @@ impl DispatcherState {
                 .workers
                 .iter()
                 .map(|w| wire::Worker {
-                    address: w.address.clone(),
+                    address: w.address.to_string(),
                     transfer_servers: w.transfer_servers.clone(),
                     tags: w.tags.clone(),
                     uid: w.uid,
@@ -83,7 +83,7 @@ impl DispatcherState {
                 .map(|t| wire::Task {
                     id: t.id.0,
                     iteration_id: t.iteration_id.0,
-                    worker_address: t.worker_address.clone(),
+                    worker_address: t.worker_address.to_string(),
                     transfer_servers: t.transfer_servers.clone(),
                     worker_tags: t.worker_tags.clone(),
                     worker_uid: t.worker_uid,
@@ -127,10 +127,13 @@ impl DispatcherState {
         for w in &s.workers {
             state
                 .worker_positions
-                .insert(w.address.clone(), state.workers.len());
-            state.tasks_by_worker.entry(w.address.clone()).or_default();
+                .insert(w.address.clone().into(), state.workers.len());
+            state
+                .tasks_by_worker
+                .entry(w.address.clone().into())
+                .or_default();
             state.workers.push(Worker {
-                address: w.address.clone(),
+                address: w.address.clone().into(),
                 transfer_servers: w.transfer_servers.clone(),
                 tags: w.tags.clone(),
                 uid: w.uid,
@@ -204,7 +207,7 @@ impl DispatcherState {
             let task = Task {
                 id: TaskId(t.id),
                 iteration_id: IterationId(t.iteration_id),
-                worker_address: t.worker_address.clone(),
+                worker_address: t.worker_address.clone().into(),
                 transfer_servers: t.transfer_servers.clone(),
                 worker_tags: t.worker_tags.clone(),
                 worker_uid: t.worker_uid,
@@ -263,7 +266,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
             .iter()
             .map(|(r, l)| wire::LastSplit {
                 provider: r.provider,
-                worker: r.worker.clone(),
+                worker: r.worker.to_string(),
                 repetition: l.repetition,
                 sequence: l.sequence,
                 split: l.split.clone(),
@@ -336,7 +339,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
             .consumed_elements
             .iter()
             .map(|(worker, r)| tfdata_proto::data::TfdataWorkerRanges {
-                worker_address: worker.clone(),
+                worker_address: worker.to_string(),
                 bounds: r.bounds(),
             })
             .collect(),
@@ -409,7 +412,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
                 (
                     SplitRequester {
                         provider: l.provider,
-                        worker: l.worker.clone(),
+                        worker: l.worker.clone().into(),
                     },
                     LastSplit {
                         repetition: l.repetition,

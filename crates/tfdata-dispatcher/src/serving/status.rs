@@ -46,10 +46,10 @@ impl Dispatcher {
                 .workers()
                 .iter()
                 .map(|w| wire::WorkerStatus {
-                    address: w.address.clone(),
+                    address: w.address.to_string(),
                     tags: w.tags.clone(),
                     last_heartbeat_age_ms: heartbeats
-                        .get(&w.address)
+                        .get(w.address.as_str())
                         .map_or(-1, |t| (now.saturating_sub(*t) / 1000).max(0)),
                     assigned_tasks: state.tasks_for_worker(&w.address).count() as i64,
                     lost: w.lost,
@@ -109,7 +109,7 @@ impl Dispatcher {
                 .map(|t| wire::TaskStatus {
                     task_id: t.id.0,
                     iteration_id: t.iteration_id.0,
-                    worker_address: t.worker_address.clone(),
+                    worker_address: t.worker_address.to_string(),
                     finished: t.finished,
                     starting_round: t.starting_round,
                 })

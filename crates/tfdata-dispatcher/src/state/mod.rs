@@ -20,7 +20,7 @@ mod apply;
 mod keys;
 
 pub(crate) use apply::consumed_elements;
-pub use keys::{IterationKey, ProviderPass, SplitName};
+pub use keys::{IterationKey, ProviderPass, SplitName, WorkerAddress};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dataset {
@@ -51,7 +51,7 @@ impl Dataset {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Worker {
-    pub address: String,
+    pub address: WorkerAddress,
     pub transfer_servers: Vec<DataTransferServerInfo>,
     pub tags: Vec<String>,
     pub uid: i64,
@@ -128,7 +128,7 @@ pub struct Iteration {
     pub checkpointers: BTreeSet<i64>,
     /// A restored parallel_epochs job: per worker address, the elements of
     /// its sequence the consumers had consumed (its tasks serve none).
-    pub consumed_elements: BTreeMap<String, tfdata_core::ranges::IndexRanges>,
+    pub consumed_elements: BTreeMap<WorkerAddress, tfdata_core::ranges::IndexRanges>,
 }
 
 /// Most consumers a restoration waits for (a checkpoint's claim is input).
@@ -158,7 +158,7 @@ impl Restoration {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SplitRequester {
     pub provider: i64,
-    pub worker: String,
+    pub worker: WorkerAddress,
 }
 
 /// A held split: the task that received it, its provider, and the
@@ -285,7 +285,7 @@ impl Iteration {
     pub fn last_split(&self, provider: i64, worker: &str) -> Option<&LastSplit> {
         self.last_splits.get(&SplitRequester {
             provider,
-            worker: worker.to_string(),
+            worker: worker.into(),
         })
     }
 }
@@ -320,7 +320,7 @@ pub struct PendingTask {
 pub struct Task {
     pub id: TaskId,
     pub iteration_id: IterationId,
-    pub worker_address: String,
+    pub worker_address: WorkerAddress,
     pub transfer_servers: Vec<DataTransferServerInfo>,
     pub worker_tags: Vec<String>,
     pub worker_uid: i64,
@@ -335,7 +335,7 @@ pub struct DispatcherState {
     pub(crate) next_dataset_id: i64,
     /// Registration order, which is the order of `GetWorkers`.
     pub(crate) workers: Vec<Worker>,
-    pub(crate) worker_positions: HashMap<String, usize>,
+    pub(crate) worker_positions: HashMap<WorkerAddress, usize>,
     pub(crate) jobs: BTreeMap<JobId, Job>,
     pub(crate) jobs_by_name: HashMap<String, JobId>,
     pub(crate) next_job_id: i64,
@@ -349,7 +349,7 @@ pub struct DispatcherState {
     pub(crate) next_client_id: i64,
     pub(crate) tasks: BTreeMap<TaskId, Task>,
     /// Each worker's assigned, unfinished tasks.
-    pub(crate) tasks_by_worker: HashMap<String, BTreeSet<TaskId>>,
+    pub(crate) tasks_by_worker: HashMap<WorkerAddress, BTreeSet<TaskId>>,
     pub(crate) next_task_id: i64,
     pub(crate) snapshots: BTreeSet<String>,
 }

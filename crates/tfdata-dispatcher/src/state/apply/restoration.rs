@@ -9,7 +9,9 @@ use tfdata_core::{IterationClientId, IterationId, Result};
 use tfdata_proto::data::{CheckpointTakenUpdate, JoinRestoreUpdate};
 
 use super::{bad, iteration_mut};
-use crate::state::{DispatcherState, MAX_RESTORATION_CONSUMERS, ProviderPass, SplitName};
+use crate::state::{
+    DispatcherState, MAX_RESTORATION_CONSUMERS, ProviderPass, SplitName, WorkerAddress,
+};
 
 impl DispatcherState {
     pub(super) fn apply_checkpoint_taken(&mut self, u: &CheckpointTakenUpdate) -> Result<()> {
@@ -79,7 +81,7 @@ impl DispatcherState {
 pub(crate) fn consumed_elements(
     what: &'static str,
     ranges: &[tfdata_proto::data::TfdataWorkerRanges],
-) -> Result<BTreeMap<String, IndexRanges>> {
+) -> Result<BTreeMap<WorkerAddress, IndexRanges>> {
     let mut consumed = BTreeMap::new();
     for w in ranges {
         if w.worker_address.is_empty() || w.worker_address.len() > MAX_WORKER_ADDRESS_BYTES {
@@ -91,7 +93,7 @@ pub(crate) fn consumed_elements(
         // Refuses negative indices too.
         let ranges = IndexRanges::from_bounds(&w.bounds).map_err(|e| bad(what, e.to_string()))?;
         if !ranges.is_empty() {
-            consumed.insert(w.worker_address.clone(), ranges);
+            consumed.insert(w.worker_address.clone().into(), ranges);
         }
     }
     Ok(consumed)

@@ -93,7 +93,7 @@ impl DispatcherState {
             it.last_splits.insert(
                 SplitRequester {
                     provider: u.split_provider_index,
-                    worker: u.tfdata_worker_address.clone(),
+                    worker: u.tfdata_worker_address.clone().into(),
                 },
                 LastSplit {
                     repetition: u.repetition,

@@ -18,7 +18,7 @@ impl DispatcherState {
         let task = Task {
             id: TaskId(u.task_id),
             iteration_id: IterationId(u.iteration_id),
-            worker_address: u.worker_address.clone(),
+            worker_address: u.worker_address.clone().into(),
             transfer_servers: u.transfer_servers.clone(),
             worker_tags: u.worker_tags.clone(),
             worker_uid: u.worker_uid,
@@ -39,7 +39,7 @@ impl DispatcherState {
         let task = Task {
             id: TaskId(u.task_id),
             iteration_id: IterationId(u.iteration_id),
-            worker_address: u.worker_address.clone(),
+            worker_address: u.worker_address.clone().into(),
             transfer_servers: u.transfer_servers.clone(),
             worker_tags: u.worker_tags.clone(),
             worker_uid: u.worker_uid,

@@ -8,16 +8,19 @@ use crate::state::{DispatcherState, Worker};
 
 impl DispatcherState {
     pub(super) fn apply_register_worker(&mut self, u: &RegisterWorkerUpdate) -> Result<()> {
-        if self.worker_positions.contains_key(&u.worker_address) {
+        if self
+            .worker_positions
+            .contains_key(u.worker_address.as_str())
+        {
             return Err(bad(
                 "register_worker",
                 format!("{} registered twice", u.worker_address),
             ));
         }
         self.worker_positions
-            .insert(u.worker_address.clone(), self.workers.len());
+            .insert(u.worker_address.clone().into(), self.workers.len());
         self.workers.push(Worker {
-            address: u.worker_address.clone(),
+            address: u.worker_address.clone().into(),
             transfer_servers: u.transfer_servers.clone(),
             tags: u.worker_tags.clone(),
             uid: u.worker_uid,
@@ -25,7 +28,7 @@ impl DispatcherState {
             runs_pipelines: u.tfdata_runs_pipelines,
         });
         self.tasks_by_worker
-            .entry(u.worker_address.clone())
+            .entry(u.worker_address.clone().into())
             .or_default();
         Ok(())
     }
@@ -89,7 +92,7 @@ impl DispatcherState {
     pub(super) fn apply_revive_worker(&mut self, u: &ReviveWorkerUpdate) -> Result<()> {
         let &i = self
             .worker_positions
-            .get(&u.worker_address)
+            .get(u.worker_address.as_str())
             .ok_or_else(|| {
                 bad(
                     "revive_worker",
