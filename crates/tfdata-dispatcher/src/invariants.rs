@@ -6,10 +6,11 @@
 //! keeps them.
 
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
 
 use tfdata_core::{DatasetId, IterationId, TaskId};
 
-use crate::state::DispatcherState;
+use crate::state::{DispatcherState, HeldSplitKey, IterationKey};
 
 /// The first invariant that does not hold, in words.
 pub type Violation = String;
@@ -89,12 +90,13 @@ impl DispatcherState {
         {
             return Err(format!("unknown client {c} reports receipts"));
         }
-        for ((name, repetition), id) in &self.iterations_by_key {
-            let it = self.iterations.get(id).ok_or_else(|| {
-                format!("iteration key ({name}, {repetition}) names unknown {id}")
-            })?;
+        for (key, id) in &self.iterations_by_key {
+            let it = self
+                .iterations
+                .get(id)
+                .ok_or_else(|| format!("iteration key {key:?} names unknown {id}"))?;
             let job = self.jobs.get(&it.job_id);
-            if it.repetition != *repetition || job.is_none_or(|j| j.name != *name) {
+            if it.repetition != key.repetition || job.is_none_or(|j| j.name != key.job_name) {
                 return Err(format!("iteration {id} is filed under another key"));
             }
         }
@@ -108,9 +110,10 @@ impl DispatcherState {
                     "iteration {id} is filed wrongly or above the next id"
                 ));
             }
-            let live = self
-                .iterations_by_key
-                .get(&(job.name.clone(), it.repetition));
+            let live = self.iterations_by_key.get(&IterationKey {
+                job_name: job.name.clone(),
+                repetition: it.repetition,
+            });
             if live.is_none() || (live != Some(id) && !it.garbage_collected) {
                 return Err(format!("live iteration {id} is not indexed by its key"));
             }
@@ -158,14 +161,17 @@ impl DispatcherState {
                     r.provider
                 ));
             }
-            if let Some((provider, repetition)) = it
+            if let Some(pass) = it
                 .consumed
                 .iter()
-                .find(|((p, r), ranges)| !in_range(*p) || *r < 0 || ranges.is_empty())
+                .find(|(pass, ranges)| {
+                    !in_range(pass.provider) || pass.repetition < 0 || ranges.is_empty()
+                })
                 .map(|(k, _)| *k)
             {
                 return Err(format!(
-                    "iteration {id} has consumed splits of provider {provider} in pass {repetition}"
+                    "iteration {id} has consumed splits of provider {} in pass {}",
+                    pass.provider, pass.repetition
                 ));
             }
             if it.gathering() && !it.tasks.is_empty() {
@@ -191,15 +197,31 @@ impl DispatcherState {
                     ));
                 }
             }
-            if let Some(key) = it
-                .held_splits
-                .keys()
-                .find(|k| !in_range(k.provider) || !self.tasks.contains_key(&k.task))
-            {
-                return Err(format!(
-                    "iteration {id} holds a split of provider {} for task {}",
-                    key.provider, key.task
-                ));
+            // Held splits are ordered by task, then provider: the first and
+            // last key of each task bound its providers, so this costs a few
+            // lookups per task, not a step per split (a lease holds up to a
+            // thousand, and this runs after every update in debug builds).
+            let mut next = it.held_splits.keys().next();
+            while let Some(first) = next {
+                let last = it
+                    .held_splits
+                    .range(HeldSplitKey::all_of(first.task))
+                    .next_back()
+                    .map_or(first, |(k, _)| k);
+                if let Some(key) = [first, last]
+                    .into_iter()
+                    .find(|k| !in_range(k.provider) || !self.tasks.contains_key(&k.task))
+                {
+                    return Err(format!(
+                        "iteration {id} holds a split of provider {} for task {}",
+                        key.provider, key.task
+                    ));
+                }
+                next = it
+                    .held_splits
+                    .range((Bound::Excluded(*last), Bound::Unbounded))
+                    .next()
+                    .map(|(k, _)| k);
             }
         }
         Ok(())
@@ -498,6 +520,88 @@ mod tests {
             accepted > 1000 && refused > 1000,
             "{accepted} accepted, {refused} refused"
         );
+    }
+
+    /// Every held split's provider and task are checked, though the check
+    /// visits only the first and last key of each task's held splits.
+    #[test]
+    fn a_held_split_of_a_bad_provider_or_an_unknown_task_is_a_violation() {
+        let mut state = DispatcherState::new();
+        for kind in [
+            UpdateType::RegisterDataset(wire::RegisterDatasetUpdate {
+                dataset_id: "1000".into(),
+                ..Default::default()
+            }),
+            UpdateType::RegisterWorker(wire::RegisterWorkerUpdate {
+                worker_address: "w0:1".into(),
+                ..Default::default()
+            }),
+            UpdateType::CreateJob(wire::CreateJobUpdate {
+                job_id: 5000,
+                job_name: "job".into(),
+                dataset_id: "1000".into(),
+                ..Default::default()
+            }),
+            UpdateType::CreateIteration(wire::CreateIterationUpdate {
+                iteration_id: 2000,
+                job_id: 5000,
+                num_split_providers: 2,
+                ..Default::default()
+            }),
+            UpdateType::CreateTask(wire::CreateTaskUpdate {
+                task_id: 10_000,
+                iteration_id: 2000,
+                worker_address: "w0:1".into(),
+                ..Default::default()
+            }),
+            UpdateType::CreateTask(wire::CreateTaskUpdate {
+                task_id: 10_002,
+                iteration_id: 2000,
+                worker_address: "w0:1".into(),
+                ..Default::default()
+            }),
+        ] {
+            state
+                .apply(&Update {
+                    update_type: Some(kind),
+                })
+                .unwrap();
+        }
+        let key = |task, provider, sequence| crate::state::HeldSplitKey {
+            task: TaskId(task),
+            provider,
+            repetition: 0,
+            sequence,
+        };
+        let held = crate::state::HeldSplit {
+            produced_in: 0,
+            index: 0,
+            split: bytes::Bytes::new(),
+            skip: Default::default(),
+        };
+        let hold = |state: &mut DispatcherState, keys: &[crate::state::HeldSplitKey]| {
+            let it = state.iterations.get_mut(&IterationId(2000)).unwrap();
+            it.held_splits = keys.iter().map(|k| (*k, held.clone())).collect();
+        };
+        let good = [
+            key(10_000, 0, 0),
+            key(10_000, 0, 1),
+            key(10_000, 1, 2),
+            key(10_002, 0, 0),
+            key(10_002, 1, 1),
+            key(10_002, 1, 2),
+        ];
+        hold(&mut state, &good);
+        state.check_invariants().unwrap();
+        // A bad key at the end of the first task's run, at the start of the
+        // second's, and a task that does not exist in between.
+        for bad in [key(10_000, 2, 3), key(10_002, -1, 3), key(10_001, 0, 0)] {
+            let mut keys = good.to_vec();
+            keys.push(bad);
+            hold(&mut state, &keys);
+            let violation = state.check_invariants().unwrap_err();
+            assert!(violation.contains("holds a split"), "{bad:?}: {violation}");
+        }
     }
 
     /// Property: a damaged compaction (bytes flipped, truncated,

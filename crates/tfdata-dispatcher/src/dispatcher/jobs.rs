@@ -20,7 +20,9 @@ use tfdata_rpc::security::RpcChannel;
 use super::Dispatcher;
 use super::errors::unknown_dataset;
 use super::workers::new_task_update;
-use crate::state::{DispatcherState, Job, MAX_RESTORATION_CONSUMERS, normalize_target_workers};
+use crate::state::{
+    DispatcherState, Job, MAX_RESTORATION_CONSUMERS, WorkerAddress, normalize_target_workers,
+};
 
 /// How long the dispatcher waits for a worker to accept a `ProcessTask`.
 /// Heartbeats deliver the task anyway if this push fails.
@@ -291,7 +293,7 @@ impl Dispatcher {
                     && !txn.liveness.is_draining(&w.address)
                     && txn.state.can_run(&w.address, id)
             })
-            .map(|w| w.address.clone())
+            .map(|w| w.address.to_string())
             .collect();
         let mut defs = Vec::new();
         for worker in workers {
@@ -581,8 +583,8 @@ fn restoration_job_name(job: &str, origin: i64) -> String {
 fn check_coordinated_restore(
     job_name: &str,
     num_consumers: i64,
-    elements: &BTreeMap<String, IndexRanges>,
-    joined: Option<&BTreeMap<String, IndexRanges>>,
+    elements: &BTreeMap<WorkerAddress, IndexRanges>,
+    joined: Option<&BTreeMap<WorkerAddress, IndexRanges>>,
 ) -> Result<()> {
     for (worker, ranges) in elements {
         let whole_rounds = ranges
@@ -599,7 +601,7 @@ fn check_coordinated_restore(
     if let Some(joined) = joined
         && joined != elements
     {
-        let describe = |m: &BTreeMap<String, IndexRanges>| {
+        let describe = |m: &BTreeMap<WorkerAddress, IndexRanges>| {
             m.iter()
                 .map(|(w, r)| format!("{w}: {}", r.count() / num_consumers.max(1) as u64))
                 .collect::<Vec<_>>()

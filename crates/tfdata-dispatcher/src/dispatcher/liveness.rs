@@ -102,7 +102,7 @@ impl Liveness {
                         last: now,
                         ..Default::default()
                     };
-                    (w.address.clone(), heard)
+                    (w.address.to_string(), heard)
                 })
                 .collect(),
             clients: state.clients().map(|(c, _)| (c, now)).collect(),

@@ -303,7 +303,7 @@ impl Dispatcher {
                 g.state
                     .workers()
                     .iter()
-                    .map(|w| w.address.clone())
+                    .map(|w| w.address.to_string())
                     .collect()
             })
             .await

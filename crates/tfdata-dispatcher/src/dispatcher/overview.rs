@@ -58,7 +58,7 @@ impl Dispatcher {
             .map(|t| TaskOverview {
                 id: t.id,
                 iteration: t.iteration_id,
-                worker_address: t.worker_address.clone(),
+                worker_address: t.worker_address.to_string(),
                 finished: t.finished,
                 starting_round: t.starting_round,
             })
@@ -201,18 +201,18 @@ fn worker_overviews(g: &Guarded, now: i64, worker_timeout: i64) -> Vec<WorkerOve
         .workers()
         .iter()
         .map(|w| {
-            let load = g.load.workers().get(&w.address);
+            let load = g.load.workers().get(w.address.as_str());
             let times: Vec<f64> = load
                 .map(|l| l.processing_time_nsec.values().copied().collect())
                 .unwrap_or_default();
             WorkerOverview {
-                address: w.address.clone(),
+                address: w.address.to_string(),
                 tags: w.tags.clone(),
                 lost: w.lost,
                 tfdata: w.runs_pipelines,
                 tasks: g.state.tasks_for_worker(&w.address).count(),
                 last_heartbeat_age_micros: heartbeats
-                    .get(&w.address)
+                    .get(w.address.as_str())
                     .map(|t| now.saturating_sub(*t).max(0)),
                 rates: load.and_then(|l| l.rates),
                 totals: load.and_then(|l| l.totals),

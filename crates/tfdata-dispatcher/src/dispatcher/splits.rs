@@ -11,6 +11,7 @@ use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy, upda
 
 use super::Dispatcher;
 use super::errors::task_failed;
+use crate::state::{ProviderPass, SplitName};
 
 /// Most splits one `GetSplit` leases to a tfdata worker
 /// (`tfdata_max_splits`). Each costs the provider's step and a `TensorProto`
@@ -221,7 +222,11 @@ impl Dispatcher {
         };
         // A restored reader's iteration never hands out the splits it had
         // consumed: skip past them, and end the lease before the next.
-        let consumed = it.consumed.get(&(req.split_provider_index, req.repetition));
+        let pass = ProviderPass {
+            provider: req.split_provider_index,
+            repetition: req.repetition,
+        };
+        let consumed = it.consumed.get(&pass);
         let mut first_index = None;
         if let Some(end) = consumed.and_then(|c| c.covering(index)) {
             provider.skip(end.saturating_sub(index) as u64)?;
@@ -234,19 +239,23 @@ impl Dispatcher {
         // A split it consumed part of goes out first in its lease, with the
         // positions to skip (`GetSplitResponse.tfdata_skip` is the first
         // split's): the lease ends before the next one.
-        let (provider_index, repetition) = (req.split_provider_index, req.repetition);
+        let name = |index| SplitName {
+            provider: pass.provider,
+            repetition: pass.repetition,
+            index,
+        };
         let skip = it
             .consumed_pieces
-            .get(&(provider_index, repetition, index))
+            .get(&name(index))
             .map(|s| s.ranges())
             .unwrap_or_default();
         let room = it
             .consumed_pieces
-            .range((provider_index, repetition, index.saturating_add(1))..)
+            .range(name(index.saturating_add(1))..)
             .next()
-            .filter(|((p, r, _), _)| (*p, *r) == (provider_index, repetition))
-            .map_or(room, |((_, _, next), _)| {
-                room.min(next.saturating_sub(index) as usize)
+            .filter(|(next, _)| next.pass() == pass)
+            .map_or(room, |(next, _)| {
+                room.min(next.index.saturating_sub(index) as usize)
             });
         let (split, more_splits, finished) =
             take_lease(provider.as_ref(), lease_size(&req).min(room).max(1))?;

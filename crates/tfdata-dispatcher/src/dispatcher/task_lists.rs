@@ -32,7 +32,7 @@ impl EncodedTaskList {
 /// How a reader's heartbeat describes a task (spec §4.4 `TaskInfo`).
 pub(crate) fn task_info(t: &Task) -> wire::TaskInfo {
     wire::TaskInfo {
-        worker_address: t.worker_address.clone(),
+        worker_address: t.worker_address.to_string(),
         transfer_servers: t.transfer_servers.clone(),
         worker_tags: t.worker_tags.clone(),
         task_id: t.id.0,

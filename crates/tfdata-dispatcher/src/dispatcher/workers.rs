@@ -76,7 +76,7 @@ impl Dispatcher {
             let update = UpdateType::CreatePendingTask(wire::CreatePendingTaskUpdate {
                 task_id: txn.state.next_task_id().0,
                 iteration_id: iteration.0,
-                worker_address: w.address,
+                worker_address: w.address.into(),
                 transfer_servers: w.transfer_servers,
                 worker_tags: w.tags,
                 worker_uid: w.uid,
@@ -223,7 +223,7 @@ impl Dispatcher {
             task_id: task.id.0,
             iteration_id: it.id.0,
             num_split_providers: it.num_split_providers,
-            worker_address: task.worker_address.clone(),
+            worker_address: task.worker_address.to_string(),
             processing_mode_def: Some(job.processing_mode),
             num_consumers: job.num_consumers,
             num_workers,
@@ -281,7 +281,7 @@ pub(super) fn new_task_update(
     Ok(UpdateType::CreateTask(wire::CreateTaskUpdate {
         task_id: state.next_task_id().0,
         iteration_id: iteration.0,
-        worker_address: w.address.clone(),
+        worker_address: w.address.to_string(),
         transfer_servers: w.transfer_servers.clone(),
         worker_tags: w.tags.clone(),
         worker_uid: w.uid,

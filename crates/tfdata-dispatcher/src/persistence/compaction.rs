@@ -16,8 +16,8 @@ use tfdata_proto::data::{TfdataSplitName, TfdataSplitPieces};
 use tfdata_proto::tfdata::compaction as wire;
 
 use crate::state::{
-    Dataset, DispatcherState, HeldSplit, HeldSplitKey, Iteration, Job, LastSplit, PendingTask,
-    ReturnedSplit, SplitRequester, Task, Worker,
+    Dataset, DispatcherState, HeldSplit, HeldSplitKey, Iteration, IterationKey, Job, LastSplit,
+    PendingTask, ProviderPass, ReturnedSplit, SplitName, SplitRequester, Task, Worker,
 };
 
 pub const COMPACTION_FORMAT_VERSION: u32 = 1;
@@ -43,7 +43,7 @@ impl DispatcherState {
                 .workers
                 .iter()
                 .map(|w| wire::Worker {
-                    address: w.address.clone(),
+                    address: w.address.to_string(),
                     transfer_servers: w.transfer_servers.clone(),
                     tags: w.tags.clone(),
                     uid: w.uid,
@@ -83,7 +83,7 @@ impl DispatcherState {
                 .map(|t| wire::Task {
                     id: t.id.0,
                     iteration_id: t.iteration_id.0,
-                    worker_address: t.worker_address.clone(),
+                    worker_address: t.worker_address.to_string(),
                     transfer_servers: t.transfer_servers.clone(),
                     worker_tags: t.worker_tags.clone(),
                     worker_uid: t.worker_uid,
@@ -127,10 +127,13 @@ impl DispatcherState {
         for w in &s.workers {
             state
                 .worker_positions
-                .insert(w.address.clone(), state.workers.len());
-            state.tasks_by_worker.entry(w.address.clone()).or_default();
+                .insert(w.address.clone().into(), state.workers.len());
+            state
+                .tasks_by_worker
+                .entry(w.address.clone().into())
+                .or_default();
             state.workers.push(Worker {
-                address: w.address.clone(),
+                address: w.address.clone().into(),
                 transfer_servers: w.transfer_servers.clone(),
                 tags: w.tags.clone(),
                 uid: w.uid,
@@ -174,7 +177,10 @@ impl DispatcherState {
             let job = state.jobs.get(&iteration.job_id).ok_or_else(|| {
                 corrupt(format!("iteration {} of unknown job {}", it.id, it.job_id))
             })?;
-            let key = (job.name.clone(), iteration.repetition);
+            let key = IterationKey {
+                job_name: job.name.clone(),
+                repetition: iteration.repetition,
+            };
             // A collected iteration is replaced by a later one of the same key.
             let replace = state.iterations_by_key.get(&key).is_none_or(|old| {
                 state
@@ -201,7 +207,7 @@ impl DispatcherState {
             let task = Task {
                 id: TaskId(t.id),
                 iteration_id: IterationId(t.iteration_id),
-                worker_address: t.worker_address.clone(),
+                worker_address: t.worker_address.clone().into(),
                 transfer_servers: t.transfer_servers.clone(),
                 worker_tags: t.worker_tags.clone(),
                 worker_uid: t.worker_uid,
@@ -260,7 +266,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
             .iter()
             .map(|(r, l)| wire::LastSplit {
                 provider: r.provider,
-                worker: r.worker.clone(),
+                worker: r.worker.to_string(),
                 repetition: l.repetition,
                 sequence: l.sequence,
                 split: l.split.clone(),
@@ -308,27 +314,19 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
         consumed: it
             .consumed
             .iter()
-            .map(
-                |((provider, repetition), ranges)| tfdata_proto::data::TfdataSplitRanges {
-                    provider: *provider,
-                    repetition: *repetition,
-                    bounds: ranges.bounds(),
-                },
-            )
+            .map(|(pass, ranges)| tfdata_proto::data::TfdataSplitRanges {
+                provider: pass.provider,
+                repetition: pass.repetition,
+                bounds: ranges.bounds(),
+            })
             .collect(),
         consumed_pieces: it
             .consumed_pieces
             .iter()
-            .map(
-                |((provider, repetition, index), positions)| TfdataSplitPieces {
-                    split: Some(TfdataSplitName {
-                        provider: *provider,
-                        repetition: *repetition,
-                        index: *index,
-                    }),
-                    positions: positions.ranges(),
-                },
-            )
+            .map(|(split, positions)| TfdataSplitPieces {
+                split: Some(TfdataSplitName::from(*split)),
+                positions: positions.ranges(),
+            })
             .collect(),
         restoration: it.restoration.as_ref().map(|r| wire::Restoration {
             origin_iteration_id: r.origin_iteration,
@@ -341,7 +339,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
             .consumed_elements
             .iter()
             .map(|(worker, r)| tfdata_proto::data::TfdataWorkerRanges {
-                worker_address: worker.clone(),
+                worker_address: worker.to_string(),
                 bounds: r.bounds(),
             })
             .collect(),
@@ -352,7 +350,13 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
     let mut consumed = BTreeMap::new();
     for c in &it.consumed {
         let ranges = tfdata_core::ranges::IndexRanges::from_bounds(&c.bounds)?;
-        consumed.insert((c.provider, c.repetition), ranges);
+        consumed.insert(
+            ProviderPass {
+                provider: c.provider,
+                repetition: c.repetition,
+            },
+            ranges,
+        );
     }
     let mut consumed_pieces = BTreeMap::new();
     for p in &it.consumed_pieces {
@@ -360,10 +364,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
             location: "compacted dispatcher state".into(),
             reason: "consumed parts of a split without its name".into(),
         })?;
-        consumed_pieces.insert(
-            (n.provider, n.repetition, n.index),
-            PositionSet::from_ranges(&p.positions)?,
-        );
+        consumed_pieces.insert(SplitName::from(n), PositionSet::from_ranges(&p.positions)?);
     }
     let mut returned: BTreeMap<i64, VecDeque<_>> = BTreeMap::new();
     for r in &it.returned_splits {
@@ -411,7 +412,7 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
                 (
                     SplitRequester {
                         provider: l.provider,
-                        worker: l.worker.clone(),
+                        worker: l.worker.clone().into(),
                     },
                     LastSplit {
                         repetition: l.repetition,

@@ -4,8 +4,8 @@
 //! read-only. `apply` validates every reference an update makes, so a corrupt
 //! or foreign journal is an error, never a panic or a silently wrong state.
 //!
-//! This module holds the state's types and queries; [`apply`] its one
-//! transition function.
+//! This module holds the state's types and queries; [`apply`] its
+//! transition, one checked function per update kind.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tfdata_core::positions::PositionSet;
@@ -17,8 +17,10 @@ use tfdata_proto::data::{
 };
 
 mod apply;
+mod keys;
 
 pub(crate) use apply::consumed_elements;
+pub use keys::{IterationKey, ProviderPass, SplitName, WorkerAddress};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dataset {
@@ -49,7 +51,7 @@ impl Dataset {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Worker {
-    pub address: String,
+    pub address: WorkerAddress,
     pub transfer_servers: Vec<DataTransferServerInfo>,
     pub tags: Vec<String>,
     pub uid: i64,
@@ -112,12 +114,12 @@ pub struct Iteration {
     /// they go back to the pool (`ReceiveSplitsUpdate`): a split a reader
     /// received whole is not produced again.
     pub awaited_receipts: BTreeMap<TaskId, BTreeSet<IterationClientId>>,
-    /// Per (split provider, repetition): splits a restored reader had
-    /// consumed (its checkpoint), never handed out.
-    pub consumed: BTreeMap<(i64, i64), tfdata_core::ranges::IndexRanges>,
-    /// Parts of splits restored readers had consumed, by (provider,
-    /// repetition, index): those splits are handed out skipping them.
-    pub consumed_pieces: BTreeMap<(i64, i64, i64), PositionSet>,
+    /// Per split provider's pass: splits a restored reader had consumed
+    /// (its checkpoint), never handed out.
+    pub consumed: BTreeMap<ProviderPass, tfdata_core::ranges::IndexRanges>,
+    /// Parts of splits restored readers had consumed, by split: those
+    /// splits are handed out skipping them.
+    pub consumed_pieces: BTreeMap<SplitName, PositionSet>,
     /// A shared job's iteration restored from its consumers' checkpoints:
     /// it gets no tasks until every consumer has joined.
     pub restoration: Option<Restoration>,
@@ -126,7 +128,7 @@ pub struct Iteration {
     pub checkpointers: BTreeSet<i64>,
     /// A restored parallel_epochs job: per worker address, the elements of
     /// its sequence the consumers had consumed (its tasks serve none).
-    pub consumed_elements: BTreeMap<String, tfdata_core::ranges::IndexRanges>,
+    pub consumed_elements: BTreeMap<WorkerAddress, tfdata_core::ranges::IndexRanges>,
 }
 
 /// Most consumers a restoration waits for (a checkpoint's claim is input).
@@ -156,7 +158,7 @@ impl Restoration {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SplitRequester {
     pub provider: i64,
-    pub worker: String,
+    pub worker: WorkerAddress,
 }
 
 /// A held split: the task that received it, its provider, and the
@@ -283,7 +285,7 @@ impl Iteration {
     pub fn last_split(&self, provider: i64, worker: &str) -> Option<&LastSplit> {
         self.last_splits.get(&SplitRequester {
             provider,
-            worker: worker.to_string(),
+            worker: worker.into(),
         })
     }
 }
@@ -318,7 +320,7 @@ pub struct PendingTask {
 pub struct Task {
     pub id: TaskId,
     pub iteration_id: IterationId,
-    pub worker_address: String,
+    pub worker_address: WorkerAddress,
     pub transfer_servers: Vec<DataTransferServerInfo>,
     pub worker_tags: Vec<String>,
     pub worker_uid: i64,
@@ -333,12 +335,12 @@ pub struct DispatcherState {
     pub(crate) next_dataset_id: i64,
     /// Registration order, which is the order of `GetWorkers`.
     pub(crate) workers: Vec<Worker>,
-    pub(crate) worker_positions: HashMap<String, usize>,
+    pub(crate) worker_positions: HashMap<WorkerAddress, usize>,
     pub(crate) jobs: BTreeMap<JobId, Job>,
     pub(crate) jobs_by_name: HashMap<String, JobId>,
     pub(crate) next_job_id: i64,
     pub(crate) iterations: BTreeMap<IterationId, Iteration>,
-    pub(crate) iterations_by_key: HashMap<(String, i64), IterationId>,
+    pub(crate) iterations_by_key: HashMap<IterationKey, IterationId>,
     pub(crate) next_iteration_id: i64,
     pub(crate) clients: BTreeMap<IterationClientId, IterationId>,
     /// Clients that report receipts for lost tasks
@@ -347,7 +349,7 @@ pub struct DispatcherState {
     pub(crate) next_client_id: i64,
     pub(crate) tasks: BTreeMap<TaskId, Task>,
     /// Each worker's assigned, unfinished tasks.
-    pub(crate) tasks_by_worker: HashMap<String, BTreeSet<TaskId>>,
+    pub(crate) tasks_by_worker: HashMap<WorkerAddress, BTreeSet<TaskId>>,
     pub(crate) next_task_id: i64,
     pub(crate) snapshots: BTreeSet<String>,
 }
@@ -376,8 +378,6 @@ impl Default for DispatcherState {
     }
 }
 
-/// An iteration is finished when all its tasks are and no returned split
-/// waits for a task to produce it.
 impl DispatcherState {
     pub fn new() -> Self {
         Self::default()
@@ -436,7 +436,10 @@ impl DispatcherState {
     /// The live (not garbage-collected) iteration of `job_name` at `repetition`.
     pub fn iteration_by_key(&self, job_name: &str, repetition: i64) -> Option<&Iteration> {
         self.iterations_by_key
-            .get(&(job_name.to_string(), repetition))
+            .get(&IterationKey {
+                job_name: job_name.to_string(),
+                repetition,
+            })
             .and_then(|id| self.iterations.get(id))
             .filter(|it| !it.garbage_collected)
     }
