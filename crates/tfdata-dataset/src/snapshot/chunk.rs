@@ -41,7 +41,7 @@ use flate2::write::{GzEncoder, ZlibEncoder};
 use prost::Message;
 use tfdata_core::element::tensor_from_proto;
 use tfdata_core::tensor::TensorData;
-use tfdata_core::tfrecord::{masked_crc32c, write_record};
+use tfdata_core::tfrecord::{self, FrameError, write_record};
 use tfdata_core::{DType, Element, Error, Result, Tensor};
 use tfdata_proto::tensorflow::TensorProto;
 
@@ -75,12 +75,9 @@ pub const MAX_RECORD_BYTES: u64 = i32::MAX as u64;
 /// before its output is allocated.
 const MAX_SNAPPY_EXPANSION: usize = 22;
 
-/// Bytes of a TFRecord header: the length and its CRC.
-const HEADER_LEN: usize = 12;
-
-/// The largest buffer reserved up front for a record; it grows with the
-/// bytes that actually arrive.
-const MAX_INITIAL_RESERVE: u64 = 1 << 20;
+/// The largest buffer reserved up front for a Snappy block's compressed
+/// bytes; it grows with the bytes that actually arrive.
+const MAX_INITIAL_RESERVE: usize = 1 << 20;
 
 /// The dtypes of `spec`'s components, in the order chunks store them.
 pub fn component_dtypes(spec: &Structure) -> Vec<DType> {
@@ -421,8 +418,7 @@ impl<R: Read> SnappyBlockReader<R> {
         }
         self.compressed.clear();
         // Grows with the bytes that arrive, not with the claimed length.
-        self.compressed
-            .reserve(len.min(MAX_INITIAL_RESERVE as usize));
+        self.compressed.reserve(len.min(MAX_INITIAL_RESERVE));
         let got = (&mut self.input)
             .take(len as u64)
             .read_to_end(&mut self.compressed)?;
@@ -714,71 +710,57 @@ impl ChunkReader {
         tensor_from_proto(&proto).map_err(|e| bad(format!("bad TensorProto: {e}")))
     }
 
+    /// One record: the framing is core's reader; a record that fills a
+    /// Snappy block is taken from it without a copy.
     fn read_record(&mut self) -> Result<Option<Bytes>> {
         let start = self.offset;
-        let mut header = [0u8; HEADER_LEN];
-        let got =
-            read_full(self.input.bytes(), &mut header).map_err(|e| self.read_error(start, e))?;
-        if got == 0 {
+        let record = self.read_framed();
+        match record {
+            Ok(Some(data)) => {
+                self.offset = start + tfrecord::framed_len(data.len() as u64);
+                self.records += 1;
+                Ok(Some(data))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(self.frame_error(start, e)),
+        }
+    }
+
+    fn read_framed(&mut self) -> std::result::Result<Option<Bytes>, FrameError> {
+        let Some(len) = tfrecord::read_header(self.input.bytes(), MAX_RECORD_BYTES)? else {
             return Ok(None);
-        }
-        if got < HEADER_LEN {
-            return Err(self.truncated(start, "the header"));
-        }
-        let (len_bytes, len_crc) = header.split_at(8);
-        let len_crc = u32::from_le_bytes(len_crc.try_into().expect("4 bytes"));
-        if masked_crc32c(len_bytes) != len_crc {
-            let hint = if start == 0 {
-                "; is this a snapshot chunk, with the compression its metadata names?"
-            } else {
-                ""
-            };
-            return Err(self.data_loss(start, format!("the record's length fails its CRC{hint}")));
-        }
-        let len = u64::from_le_bytes(len_bytes.try_into().expect("8 bytes"));
-        if len > MAX_RECORD_BYTES {
-            return Err(self.data_loss(
+        };
+        let data = match self
+            .input
+            .take_within_block(len)
+            .map_err(FrameError::Read)?
+        {
+            Some(data) => data,
+            None => tfrecord::read_data(self.input.bytes(), len)?,
+        };
+        tfrecord::check_data(self.input.bytes(), &data)?;
+        Ok(Some(data))
+    }
+
+    fn frame_error(&self, start: u64, e: FrameError) -> Error {
+        match e {
+            FrameError::Read(e) => self.read_error(start, e),
+            FrameError::LengthCrc if start == 0 => self.data_loss(
+                start,
+                format!(
+                    "{}; is this a snapshot chunk, with the compression its metadata names?",
+                    e.reason(start)
+                ),
+            ),
+            FrameError::TooLong { len, .. } => self.data_loss(
                 start,
                 format!(
                     "the record claims {len} bytes, more than a TensorProto can hold \
                      ({MAX_RECORD_BYTES})"
                 ),
-            ));
+            ),
+            e => self.data_loss(start, e.reason(start)),
         }
-        let data = match self
-            .input
-            .take_within_block(len)
-            .map_err(|e| self.read_error(start, e))?
-        {
-            Some(data) => data,
-            None => {
-                let mut data = Vec::with_capacity(len.min(MAX_INITIAL_RESERVE) as usize);
-                let got = self
-                    .input
-                    .bytes()
-                    .take(len)
-                    .read_to_end(&mut data)
-                    .map_err(|e| self.read_error(start, e))? as u64;
-                if got < len {
-                    return Err(self.truncated(start, "its data"));
-                }
-                Bytes::from(data)
-            }
-        };
-        let mut crc = [0u8; 4];
-        let got = read_full(self.input.bytes(), &mut crc).map_err(|e| self.read_error(start, e))?;
-        if got < crc.len() {
-            return Err(self.truncated(start, "the data CRC"));
-        }
-        if masked_crc32c(&data) != u32::from_le_bytes(crc) {
-            return Err(self.data_loss(
-                start,
-                format!("the record's {len} data bytes fail their CRC"),
-            ));
-        }
-        self.offset = start + HEADER_LEN as u64 + len + 4;
-        self.records += 1;
-        Ok(Some(data))
     }
 
     fn location(&self, offset: u64) -> String {
@@ -796,13 +778,6 @@ impl ChunkReader {
             location: self.location(offset),
             reason,
         }
-    }
-
-    fn truncated(&self, offset: u64, part: &str) -> Error {
-        self.data_loss(
-            offset,
-            format!("truncated record at offset {offset}: the file ends inside {part}"),
-        )
     }
 
     /// A failed read: corruption if the decompressor rejected its input, an
@@ -1215,7 +1190,7 @@ pub(crate) mod tests {
     fn huge_record_length_is_refused_before_allocating() {
         let len = (1u64 << 40).to_le_bytes();
         let mut bytes = len.to_vec();
-        bytes.extend(masked_crc32c(&len).to_le_bytes());
+        bytes.extend(tfrecord::masked_crc32c(&len).to_le_bytes());
         bytes.extend(b"short");
         let (_, err) = read(bytes, SnapshotCompression::None);
         expect_data_loss(err, &["claims 1099511627776 bytes"]);
