@@ -40,6 +40,9 @@ use super::fs::FileSystem;
 use super::registry::file_system;
 use super::stream::ItemStream;
 
+/// What errors call one item.
+const ITEM: &str = "record";
+
 /// Reads the records of one TFRecord file in order.
 ///
 /// Yields `Ok(record)` per record, then ends; or yields one `Err` (after the
@@ -52,12 +55,13 @@ impl TfRecordReader {
     /// Opens `path` (a local path or URL, see [`super::fs`]) with the default
     /// 256 KiB buffer.
     pub fn open(path: &str, compression: CompressionType) -> Result<Self> {
-        Self::open_on(&*file_system(path)?, path, compression)
+        let stream = ItemStream::open(path, compression, ITEM)?;
+        Ok(Self { stream })
     }
 
     /// Opens `path` on a given file system.
     pub fn open_on(fs: &dyn FileSystem, path: &str, compression: CompressionType) -> Result<Self> {
-        let stream = ItemStream::open_on(fs, path, compression, "record")?;
+        let stream = ItemStream::open_on(fs, path, compression, ITEM)?;
         Ok(Self { stream })
     }
 
@@ -79,8 +83,7 @@ impl TfRecordReader {
         compression: CompressionType,
         buffer_size: usize,
     ) -> Self {
-        let input = Box::new(input);
-        let stream = ItemStream::new(name, input, compression, buffer_size, "record");
+        let stream = ItemStream::new(name, input, compression, buffer_size, ITEM);
         Self { stream }
     }
 
