@@ -214,6 +214,50 @@ pub fn is_retryable_code(code: Code) -> bool {
     matches!(code, Code::Unavailable | Code::Aborted | Code::Cancelled)
 }
 
+/// The canonical upper-case name of a status code (`"INVALID_ARGUMENT"`),
+/// as gRPC and absl's `StatusCodeToString` spell it: what TensorFlow writes
+/// in a snapshot's `ERROR` file and what metrics label a code with (one of
+/// 17, a bounded label set).
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// The status codes by number (`tensorflow.error.Code`, = gRPC's): 0 to 16.
+const CODE_NUMBERS: std::ops::RangeInclusive<i32> = 0..=16;
+
+/// The name of the status code numbered `code` (as a proto's `int32 code`
+/// field holds it), if there is one.
+pub fn code_name_of(code: i32) -> Option<&'static str> {
+    CODE_NUMBERS
+        .contains(&code)
+        .then(|| code_name(Code::from_i32(code)))
+}
+
+/// The status code [`code_name`] calls `name`, if any.
+pub fn code_named(name: &str) -> Option<Code> {
+    CODE_NUMBERS
+        .map(Code::from_i32)
+        .find(|&code| code_name(code) == name)
+}
+
 /// TensorFlow truncates status messages longer than this.
 const MAX_STATUS_MESSAGE_BYTES: usize = 3072;
 
@@ -277,6 +321,22 @@ impl From<tonic::Status> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_code_has_a_distinct_name_that_reads_back() {
+        let names: std::collections::HashSet<_> =
+            (0..17).map(|c| code_name(Code::from_i32(c))).collect();
+        assert_eq!(names.len(), 17);
+        assert_eq!(code_name(Code::Unavailable), "UNAVAILABLE");
+        for c in 0..17 {
+            let name = code_name_of(c).unwrap();
+            assert_eq!(code_named(name), Some(Code::from_i32(c)), "{name}");
+        }
+        assert_eq!(code_name_of(3), Some("INVALID_ARGUMENT"));
+        assert_eq!(code_name_of(17), None);
+        assert_eq!(code_name_of(-1), None);
+        assert_eq!(code_named("invalid_argument"), None);
+    }
 
     #[test]
     fn status_round_trip_keeps_code_and_message() {

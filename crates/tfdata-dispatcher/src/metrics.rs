@@ -13,7 +13,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use tfdata_rpc::metrics::{Histogram, code_label, prometheus_client};
+use tfdata_core::error::code_name;
+use tfdata_rpc::metrics::{Histogram, prometheus_client};
 
 /// `method` and `code` of an RPC: both from fixed sets.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -227,7 +228,7 @@ impl DispatcherMetrics {
         self.rpcs
             .get_or_create(&RpcLabels {
                 method,
-                code: code_label(code),
+                code: code_name(code),
             })
             .inc();
         self.rpc_duration

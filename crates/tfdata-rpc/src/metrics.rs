@@ -79,31 +79,6 @@ pub const LATENCY_SECONDS_BUCKETS: &[f64] = &[
     5.0, 10.0, 30.0, 60.0,
 ];
 
-/// A gRPC status code as a label value: its canonical upper-case name,
-/// one of 17 (bounded).
-pub fn code_label(code: tonic::Code) -> &'static str {
-    use tonic::Code;
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
-
 /// A histogram of durations whose `observe` is a few relaxed atomic adds:
 /// `prometheus-client`'s own histogram takes a mutex per observation,
 /// which the data plane must not. Buckets are fixed at construction; the
@@ -272,14 +247,5 @@ mod tests {
             Format::negotiate(Some("text/plain; version=0.0.4")),
             Format::PrometheusText
         );
-    }
-
-    #[test]
-    fn every_code_has_a_distinct_label() {
-        let labels: std::collections::HashSet<_> = (0..17)
-            .map(|c| code_label(tonic::Code::from_i32(c)))
-            .collect();
-        assert_eq!(labels.len(), 17);
-        assert_eq!(code_label(tonic::Code::Unavailable), "UNAVAILABLE");
     }
 }

@@ -17,14 +17,6 @@ use tfdata::{
 use tfdata_proto::data as wire;
 use tfdata_proto::tfdata::stream::{self as stream_wire, StreamRequest};
 
-fn wait_for_workers(dispatcher: &DispatchServer, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dispatcher.num_workers() < n {
-        assert!(Instant::now() < deadline, "workers did not register");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 #[test]
 fn every_element_arrives_once_and_in_order_then_the_end() {
     let (dispatcher, _workers) = cluster(1);
@@ -159,7 +151,7 @@ fn readers_fall_back_to_get_element_on_workers_without_the_stream() {
     plain.element_stream = false;
     let _plain = WorkerServer::new(plain).unwrap();
     let _streaming = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
-    wait_for_workers(&dispatcher, 2);
+    common::wait_for_workers(&dispatcher, 2);
     // One worker streams, the other answers UNIMPLEMENTED and is read with
     // GetElement: the read is complete either way.
     let ds = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
@@ -182,7 +174,7 @@ fn a_worker_stopping_mid_stream_leaves_the_read_to_the_others() {
     let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
     let stays = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
     let leaves = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
-    wait_for_workers(&dispatcher, 2);
+    common::wait_for_workers(&dispatcher, 2);
     let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
         .task_refresh_interval(Duration::from_millis(50))
         // A small window: the leaving worker is mid-stream when it stops.
@@ -208,11 +200,7 @@ fn a_worker_stopping_mid_stream_leaves_the_read_to_the_others() {
 async fn one_worker() -> (DispatchServer, WorkerServer) {
     let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
     let worker = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dispatcher.num_workers() < 1 {
-        assert!(Instant::now() < deadline, "worker did not register");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    common::wait_for_workers_async(&dispatcher, 1).await;
     (dispatcher, worker)
 }
 
@@ -510,11 +498,7 @@ async fn coordinated_reads_keep_their_rounds() {
     let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
     let worker = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
     let ds = Dataset::range(10).repeat(None);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dispatcher.num_workers() < 1 {
-        assert!(Instant::now() < deadline, "worker did not register");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    common::wait_for_workers_async(&dispatcher, 1).await;
     let read = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
         .job_name("rounds")
         .consumers(0, 1)

@@ -79,11 +79,7 @@ fn a_worker_stopping_mid_read_does_not_hang_the_read() {
     let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
     let stays = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
     let leaves = WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while dispatcher.num_workers() < 2 {
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    common::wait_for_workers(&dispatcher, 2);
     let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
         .task_refresh_interval(Duration::from_millis(50))
         .apply(&Dataset::range(400))

@@ -50,14 +50,6 @@ fn metrics(port: u16) -> String {
     body
 }
 
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn worker_config(dispatcher: &str) -> WorkerConfig {
     let mut config = WorkerConfig::new(dispatcher);
     config.heartbeat_interval = Duration::from_millis(100);
@@ -97,9 +89,7 @@ fn metrics_move_while_a_read_runs() {
     let worker = WorkerServer::new(worker_config(&dispatcher.address())).unwrap();
     let wport = worker.http_port().unwrap();
     assert_ne!(dport, dispatcher.port());
-    wait_for("the worker to register", Duration::from_secs(10), || {
-        dispatcher.num_workers() == 1
-    });
+    common::wait_for_workers(&dispatcher, 1);
 
     let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
         .task_refresh_interval(Duration::from_millis(50))
@@ -288,7 +278,7 @@ fn worker_readiness_follows_registration_and_the_dispatcher() {
         ..Default::default()
     })
     .unwrap();
-    wait_for("the worker to be ready", Duration::from_secs(20), || {
+    common::wait_for("the worker to be ready", Duration::from_secs(20), || {
         http_get(wport, "/readyz").0 == 200
     });
     assert_eq!(next_status(&mut watch), ServingStatus::Serving);
@@ -301,7 +291,7 @@ fn worker_readiness_follows_registration_and_the_dispatcher() {
     // The dispatcher goes away: after three heartbeat intervals (at least
     // 3 s) without an answer the worker is not ready, though still live.
     drop(dispatcher);
-    wait_for("the worker to notice", Duration::from_secs(20), || {
+    common::wait_for("the worker to notice", Duration::from_secs(20), || {
         http_get(wport, "/readyz").0 == 503
     });
     let (_, body) = http_get(wport, "/readyz");
@@ -381,7 +371,7 @@ fn dispatcher_readiness_follows_journal_replay() {
             .await
         })
     };
-    wait_for("the HTTP endpoint", Duration::from_secs(10), || {
+    common::wait_for("the HTTP endpoint", Duration::from_secs(10), || {
         std::net::TcpStream::connect(("127.0.0.1", http_port)).is_ok()
     });
     assert_eq!(http_get(http_port, "/healthz").0, 200);
@@ -401,7 +391,7 @@ fn dispatcher_readiness_follows_journal_replay() {
     );
 
     open_gate.send(()).unwrap();
-    wait_for(
+    common::wait_for(
         "the replayed dispatcher to be ready",
         Duration::from_secs(20),
         || http_get(http_port, "/readyz").0 == 200,
@@ -443,9 +433,7 @@ fn pace_of(name: &str, dataset: Dataset, consume: fn(&Element)) -> (f64, i64) {
     })
     .unwrap();
     let worker = WorkerServer::new(worker_config(&dispatcher.address())).unwrap();
-    wait_for("the worker to register", Duration::from_secs(10), || {
-        dispatcher.num_workers() == 1
-    });
+    common::wait_for_workers(&dispatcher, 1);
     let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
         .job_name(name)
         .task_refresh_interval(Duration::from_millis(100))
@@ -540,9 +528,7 @@ fn a_fast_source_is_leased_many_splits_per_get_split() {
     let dispatcher = DispatchServer::new(DispatcherConfig::default()).unwrap();
     let worker = WorkerServer::new(worker_config(&dispatcher.address())).unwrap();
     let wport = worker.http_port().unwrap();
-    wait_for("the worker to register", Duration::from_secs(10), || {
-        dispatcher.num_workers() == 1
-    });
+    common::wait_for_workers(&dispatcher, 1);
     let n = 20_000;
     let ds = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
         .apply(&Dataset::range(n))

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use prost::Message;
 use rand::{Rng, SeedableRng};
@@ -16,7 +16,7 @@ use tfdata::{
 use tfdata_proto::tfdata::checkpoint::ReaderCheckpoint;
 
 mod common;
-use common::{cluster, fault_tolerant};
+use common::{cluster, fault_tolerant, wait_for_workers};
 
 fn value(e: tfdata::Result<tfdata::Element>) -> i64 {
     e.unwrap().components[0].to_scalar::<i64>().unwrap()
@@ -56,14 +56,6 @@ fn parallel(dispatcher: &DispatchServer, dataset: &Dataset) -> DistributedDatase
         .stream_window(8, 1 << 20)
         .apply(dataset)
         .unwrap()
-}
-
-fn wait_for_workers(dispatcher: &DispatchServer, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while dispatcher.num_workers() < n {
-        assert!(Instant::now() < deadline, "workers did not register");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// A trainer that checkpoints at random steps, "crashes" (drops its

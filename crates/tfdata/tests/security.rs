@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 
+mod common;
 #[path = "common/pki.rs"]
 mod pki;
 
@@ -42,16 +43,7 @@ fn cluster(
             WorkerServer::new(config).unwrap()
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while dispatcher.num_workers() < workers.len() {
-        for w in &workers {
-            if let Some(Err(e)) = w.join_timeout(Duration::ZERO) {
-                panic!("a worker stopped: {e}");
-            }
-        }
-        assert!(Instant::now() < deadline, "workers did not register");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::wait_for_these_workers(&dispatcher, &workers);
     (dispatcher, workers)
 }
 
@@ -609,11 +601,7 @@ fn the_admin_endpoint_is_https_and_checks_the_token_but_not_on_probes() {
     config.security = pki.server("worker", true, Some(TOKEN));
     config.http_port = Some(0);
     let worker = WorkerServer::new(config).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while dispatcher.num_workers() < 1 {
-        assert!(Instant::now() < deadline, "the worker did not register");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::wait_for_workers(&dispatcher, 1);
     for (role, port) in [
         ("dispatcher", dispatcher.http_port().unwrap()),
         ("worker", worker.http_port().unwrap()),

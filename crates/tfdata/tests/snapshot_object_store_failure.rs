@@ -16,21 +16,13 @@ mod common;
 #[path = "../../tfdata-dataset/tests/io_object_store_moto/mod.rs"]
 mod moto;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use moto::Moto;
 use tfdata::{Dataset, ProcessingMode, WorkerConfig, WorkerServer, distribute};
 use tfdata_dataset::io::object_store::set_global;
 use tfdata_dataset::snapshot::layout;
 use tfdata_dispatcher::distributed_snapshot::manager::Mode;
-
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[test]
 fn a_bucket_lost_mid_save_fails_the_snapshot_with_the_cause_and_reads_go_on() {
@@ -60,7 +52,7 @@ fn a_bucket_lost_mid_save_fails_the_snapshot_with_the_cause_and_reads_go_on() {
         None,
     )
     .unwrap();
-    wait_for("a committed chunk", Duration::from_secs(60), || {
+    common::wait_for("a committed chunk", Duration::from_secs(60), || {
         tfdata_dataset::io::list(&layout::chunks_dir(path)).is_ok_and(|c| !c.is_empty())
     });
     moto.reset();
@@ -75,7 +67,7 @@ fn a_bucket_lost_mid_save_fails_the_snapshot_with_the_cause_and_reads_go_on() {
             .map(|(_, progress)| progress.mode)
             .unwrap()
     };
-    wait_for("the snapshot to fail", Duration::from_secs(60), || {
+    common::wait_for("the snapshot to fail", Duration::from_secs(60), || {
         matches!(mode(), Mode::Error(_))
     });
     let Mode::Error(status) = mode() else {

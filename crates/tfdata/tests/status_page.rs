@@ -131,11 +131,7 @@ fn the_status_page_renders_a_live_cluster_in_chromium() {
             WorkerServer::new(config).unwrap()
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dispatcher.num_workers() < workers.len() {
-        assert!(Instant::now() < deadline, "workers did not register");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::wait_for_these_workers(&dispatcher, &workers);
 
     // A trainer reading a slow pipeline in distributed_epoch, so the page
     // has splits to show and a verdict to give: the reader is starved while

@@ -180,22 +180,8 @@ impl<W: Write> Write for Compressor<W> {
     }
 }
 
-/// Reads into `buf` until it is full or the input ends; returns how many
-/// bytes were read. Unlike `read_exact`, a short read is not an error, so
-/// callers can tell a clean end (0) from a truncation, and a decompressor's
-/// own `UnexpectedEof` stays distinguishable.
-pub(crate) fn read_full<R: Read + ?Sized>(input: &mut R, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match input.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
-}
+/// Reads until a buffer is full or the input ends (core's one copy).
+pub(crate) use tfdata_core::tfrecord::read_full;
 
 #[cfg(test)]
 mod tests {

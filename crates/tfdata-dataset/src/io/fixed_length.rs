@@ -41,6 +41,9 @@ use super::fs::FileSystem;
 use super::registry::file_system;
 use super::stream::ItemStream;
 
+/// What errors call one item.
+const ITEM: &str = "record";
+
 /// The largest `record_bytes` (and `footer_bytes`) accepted: 1 GiB, the
 /// size limit of one tensor elsewhere in tfdata.
 pub const MAX_RECORD_BYTES: u64 = 1 << 30;
@@ -160,10 +163,10 @@ impl FixedLengthReader {
                 if checked.header <= len {
                     let empty = ItemStream::new(
                         path,
-                        Box::new(std::io::empty()),
+                        std::io::empty(),
                         compression,
                         DEFAULT_BUFFER_SIZE,
-                        "record",
+                        ITEM,
                     );
                     let none = Sizes {
                         header: 0,
@@ -175,7 +178,7 @@ impl FixedLengthReader {
                 return Err(too_short(path, compression, len, checked));
             }
         }
-        let stream = ItemStream::open_on(fs, path, compression, "record")?;
+        let stream = ItemStream::open_on(fs, path, compression, ITEM)?;
         Ok(Self::from_stream(stream, checked))
     }
 
@@ -188,8 +191,7 @@ impl FixedLengthReader {
         sizes: FixedLengthSizes,
     ) -> Result<Self> {
         let checked = sizes.sizes()?;
-        let input = Box::new(input);
-        let stream = ItemStream::new(name, input, compression, DEFAULT_BUFFER_SIZE, "record");
+        let stream = ItemStream::new(name, input, compression, DEFAULT_BUFFER_SIZE, ITEM);
         Ok(Self::from_stream(stream, checked))
     }
 

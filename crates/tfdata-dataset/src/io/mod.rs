@@ -24,8 +24,12 @@
 //! `Result<Bytes>` that yield at most one error and then end: an error is
 //! never turned into a silent end of data.
 //!
+//! What the three readers share (opening by path or URL or over any stream,
+//! decompression through a buffer, offsets, errors, the fuse after an error)
+//! is one `stream` module; each reader adds only its item's parsing.
+//!
 //! Dependencies point one way: readers ([`tfrecord_reader`], [`text`], [`fixed_length`]) →
-//! [`registry`] → {[`local`], [`object_store`]} → {[`fs`], [`pattern`]}.
+//! `stream` → [`registry`] → {[`local`], [`object_store`]} → {[`fs`], [`pattern`]}.
 
 pub mod compression;
 pub mod fixed_length;

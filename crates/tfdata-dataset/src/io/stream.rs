@@ -1,6 +1,9 @@
-//! What every record reader shares: one named, possibly compressed byte
-//! stream read front to back, the offset of the next item, errors that name
-//! the file and offset, and a fuse (after an error or the end, no more items).
+//! What every record reader shares: opening a file by path or URL (or
+//! wrapping any byte stream), decompressing it through a buffer of a chosen
+//! size, one named stream read front to back, the offset of the next item,
+//! errors that name the file and offset, and a fuse (after an error or the
+//! end, no more items). The readers' constructors are these, with the word
+//! for their item.
 
 use std::io::{BufRead, Read};
 
@@ -10,6 +13,7 @@ use super::compression::{
     CompressionType, DEFAULT_BUFFER_SIZE, decompressing_reader, is_corruption, location,
 };
 use super::fs::FileSystem;
+use super::registry::file_system;
 
 pub(crate) struct ItemStream {
     pub(crate) name: String,
@@ -23,6 +27,17 @@ pub(crate) struct ItemStream {
 }
 
 impl ItemStream {
+    /// Opens `path` (a local path or URL, see [`super::fs`]) with the
+    /// default buffer; `item` is what one item is called in errors.
+    pub(crate) fn open(
+        path: &str,
+        compression: CompressionType,
+        item: &'static str,
+    ) -> Result<Self> {
+        Self::open_on(&*file_system(path)?, path, compression, item)
+    }
+
+    /// Opens `path` on a given file system, with the default buffer.
     pub(crate) fn open_on(
         fs: &dyn FileSystem,
         path: &str,
@@ -31,16 +46,19 @@ impl ItemStream {
     ) -> Result<Self> {
         Ok(Self::new(
             path,
-            Box::new(fs.open(path)?),
+            fs.open(path)?,
             compression,
             DEFAULT_BUFFER_SIZE,
             item,
         ))
     }
 
+    /// Reads any byte stream; `name` is what errors call it. `buffer_size`
+    /// is TensorFlow's: the bytes read from `input` at a time (and, for
+    /// compressed files, the size of the decompressor's buffers).
     pub(crate) fn new(
         name: impl Into<String>,
-        input: Box<dyn Read + Send>,
+        input: impl Read + Send + 'static,
         compression: CompressionType,
         buffer_size: usize,
         item: &'static str,
@@ -48,7 +66,7 @@ impl ItemStream {
         ItemStream {
             name: name.into(),
             compression,
-            input: decompressing_reader(input, compression, buffer_size),
+            input: decompressing_reader(Box::new(input), compression, buffer_size),
             offset: 0,
             done: false,
             item,

@@ -27,8 +27,10 @@ use tfdata_core::Result;
 
 use super::compression::{CompressionType, DEFAULT_BUFFER_SIZE};
 use super::fs::FileSystem;
-use super::registry::file_system;
 use super::stream::ItemStream;
+
+/// What errors call one item.
+const ITEM: &str = "line";
 
 /// Reads the lines of one text file in order, one `Bytes` per line with
 /// TensorFlow's `TextLineDataset` semantics (see the module docs).
@@ -39,12 +41,13 @@ pub struct TextLineReader {
 impl TextLineReader {
     /// Opens `path` (a local path or URL, see [`super::fs`]).
     pub fn open(path: &str, compression: CompressionType) -> Result<Self> {
-        Self::open_on(&*file_system(path)?, path, compression)
+        let stream = ItemStream::open(path, compression, ITEM)?;
+        Ok(Self { stream })
     }
 
     /// Opens `path` on a given file system.
     pub fn open_on(fs: &dyn FileSystem, path: &str, compression: CompressionType) -> Result<Self> {
-        let stream = ItemStream::open_on(fs, path, compression, "line")?;
+        let stream = ItemStream::open_on(fs, path, compression, ITEM)?;
         Ok(Self { stream })
     }
 
@@ -64,8 +67,7 @@ impl TextLineReader {
         compression: CompressionType,
         buffer_size: usize,
     ) -> Self {
-        let input = Box::new(input);
-        let stream = ItemStream::new(name, input, compression, buffer_size, "line");
+        let stream = ItemStream::new(name, input, compression, buffer_size, ITEM);
         Self { stream }
     }
 

@@ -6,7 +6,9 @@
 //! file. [`TfRecordReader`] reads one record at a time through a fixed-size
 //! buffer, so memory stays constant whatever the file size (plus the record
 //! being returned); `tfdata_core::tfrecord::read_records` is the in-memory
-//! counterpart for small files.
+//! counterpart for small files. The framing itself is read by
+//! `tfdata_core::tfrecord` (one reader for every TFRecord user); this module
+//! adds files, decompression and TensorFlow's error messages.
 //!
 //! Corruption handling, checked against TensorFlow 2.21:
 //!
@@ -29,23 +31,17 @@
 use std::io::{Read, Write};
 
 use bytes::Bytes;
-use tfdata_core::tfrecord::{masked_crc32c, write_record};
+use tfdata_core::tfrecord::{self, FrameError, write_record};
 use tfdata_core::{Error, Result};
 
 pub use super::compression::CompressionType;
-use super::compression::{Compressor, DEFAULT_BUFFER_SIZE, read_full};
+use super::compression::{Compressor, DEFAULT_BUFFER_SIZE};
 use super::fs::FileSystem;
 use super::registry::file_system;
 use super::stream::ItemStream;
 
-/// Bytes of a record header: the length and its CRC.
-const HEADER_LEN: usize = 12;
-
-/// The largest buffer reserved up front for a record's data. A length that
-/// passes its CRC is almost surely real, but reserving a huge one before any
-/// data arrives would turn a crafted file into an allocation failure; the
-/// buffer grows as data actually arrives instead.
-const MAX_INITIAL_RESERVE: u64 = 1 << 20;
+/// What errors call one item.
+const ITEM: &str = "record";
 
 /// Reads the records of one TFRecord file in order.
 ///
@@ -59,12 +55,13 @@ impl TfRecordReader {
     /// Opens `path` (a local path or URL, see [`super::fs`]) with the default
     /// 256 KiB buffer.
     pub fn open(path: &str, compression: CompressionType) -> Result<Self> {
-        Self::open_on(&*file_system(path)?, path, compression)
+        let stream = ItemStream::open(path, compression, ITEM)?;
+        Ok(Self { stream })
     }
 
     /// Opens `path` on a given file system.
     pub fn open_on(fs: &dyn FileSystem, path: &str, compression: CompressionType) -> Result<Self> {
-        let stream = ItemStream::open_on(fs, path, compression, "record")?;
+        let stream = ItemStream::open_on(fs, path, compression, ITEM)?;
         Ok(Self { stream })
     }
 
@@ -86,8 +83,7 @@ impl TfRecordReader {
         compression: CompressionType,
         buffer_size: usize,
     ) -> Self {
-        let input = Box::new(input);
-        let stream = ItemStream::new(name, input, compression, buffer_size, "record");
+        let stream = ItemStream::new(name, input, compression, buffer_size, ITEM);
         Self { stream }
     }
 
@@ -122,69 +118,53 @@ impl TfRecordReader {
     }
 }
 
+/// One record (no length bound: TensorFlow has none, and memory grows only
+/// with the bytes that arrive), with TensorFlow's words in the errors.
 fn read_record(s: &mut ItemStream) -> Result<Option<Bytes>> {
     let start = s.offset;
-    let mut header = [0u8; HEADER_LEN];
-    let got = read_full(&mut *s.input, &mut header).map_err(|e| s.read_error(start, e))?;
-    if got == 0 {
-        return Ok(None);
+    match tfrecord::read_record(&mut *s.input, u64::MAX) {
+        Ok(Some(data)) => {
+            s.offset = start + tfrecord::framed_len(data.len() as u64);
+            Ok(Some(data))
+        }
+        Ok(None) => Ok(None),
+        Err(e) => Err(frame_error(s, start, e)),
     }
-    if got < HEADER_LEN {
-        return Err(truncated(s, start, "the header"));
-    }
-    let (len_bytes, len_crc) = header.split_at(8);
-    if masked_crc32c(len_bytes) != u32_le(len_crc) {
-        // At offset 0 the likeliest cause is not a TFRecord file, or a
-        // wrong `compression_type`; TensorFlow hints at it too.
-        let hint = if start == 0 {
-            "; is this a TFRecord file, with the right compression_type?"
-        } else {
-            ""
-        };
-        return Err(s.data_loss(
-            start,
-            format!(
-                "the record's length fails its CRC \
-                 (TensorFlow: \"corrupted record at {start}\"){hint}"
-            ),
-        ));
-    }
-    let len = u64::from_le_bytes(len_bytes.try_into().expect("8 bytes"));
-    let data_start = start + HEADER_LEN as u64;
-
-    // Reserve at most MAX_INITIAL_RESERVE; the buffer grows with the
-    // bytes that actually arrive.
-    let mut data = Vec::with_capacity(len.min(MAX_INITIAL_RESERVE) as usize);
-    let got = (&mut *s.input)
-        .take(len)
-        .read_to_end(&mut data)
-        .map_err(|e| s.read_error(start, e))? as u64;
-    if got < len {
-        return Err(truncated(s, start, "its data"));
-    }
-    let mut data_crc = [0u8; 4];
-    let got = read_full(&mut *s.input, &mut data_crc).map_err(|e| s.read_error(start, e))?;
-    if got < data_crc.len() {
-        return Err(truncated(s, start, "the data CRC"));
-    }
-    if masked_crc32c(&data) != u32::from_le_bytes(data_crc) {
-        return Err(s.data_loss(
-            start,
-            format!(
-                "the record's {len} data bytes (from offset {data_start}) fail their \
-                 CRC (TensorFlow: \"corrupted record at {data_start}\")"
-            ),
-        ));
-    }
-    s.offset = data_start + len + 4;
-    Ok(Some(Bytes::from(data)))
 }
 
-fn truncated(s: &ItemStream, offset: u64, part: &str) -> Error {
-    s.data_loss(
-        offset,
-        format!("truncated record at offset {offset}: the file ends inside {part}"),
-    )
+fn frame_error(s: &ItemStream, start: u64, e: FrameError) -> Error {
+    match e {
+        FrameError::Read(e) => s.read_error(start, e),
+        FrameError::LengthCrc => {
+            // At offset 0 the likeliest cause is not a TFRecord file, or a
+            // wrong `compression_type`; TensorFlow hints at it too.
+            let hint = if start == 0 {
+                "; is this a TFRecord file, with the right compression_type?"
+            } else {
+                ""
+            };
+            s.data_loss(
+                start,
+                format!(
+                    "the record's length fails its CRC \
+                     (TensorFlow: \"corrupted record at {start}\"){hint}"
+                ),
+            )
+        }
+        FrameError::DataCrc { len } => {
+            let data_start = start + tfrecord::HEADER_LEN as u64;
+            s.data_loss(
+                start,
+                format!(
+                    "the record's {len} data bytes (from offset {data_start}) fail their \
+                     CRC (TensorFlow: \"corrupted record at {data_start}\")"
+                ),
+            )
+        }
+        e @ (FrameError::Truncated(_) | FrameError::TooLong { .. }) => {
+            s.data_loss(start, e.reason(start))
+        }
+    }
 }
 
 impl std::fmt::Debug for TfRecordReader {
@@ -202,10 +182,6 @@ impl Iterator for TfRecordReader {
 }
 
 impl std::iter::FusedIterator for TfRecordReader {}
-
-fn u32_le(bytes: &[u8]) -> u32 {
-    u32::from_le_bytes(bytes.try_into().expect("4 bytes"))
-}
 
 /// Writes a TFRecord file as `tf.io.TFRecordWriter` does, optionally
 /// compressed; what TensorFlow and [`TfRecordReader`] read back.
@@ -418,7 +394,7 @@ mod tests {
         // A header claiming 2^62 bytes, with a valid length CRC.
         let len = (1u64 << 62).to_le_bytes();
         let mut bytes = len.to_vec();
-        bytes.extend(masked_crc32c(&len).to_le_bytes());
+        bytes.extend(tfrecord::masked_crc32c(&len).to_le_bytes());
         bytes.extend(b"short");
         let (got, err) = read(bytes, CompressionType::None);
         assert!(got.is_empty());

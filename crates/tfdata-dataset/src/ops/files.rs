@@ -33,12 +33,12 @@ impl Dataset {
 
     /// `TFRecordDataset(filenames, compression_type)` with `""`, `"GZIP"` or `"ZLIB"`.
     pub fn tfrecord(filenames: &[&str], compression_type: &str) -> Dataset {
-        Dataset::from_op(FileRecords {
-            format: RecordFormat::TfRecord,
-            filenames: filenames.iter().map(|p| p.to_string()).collect(),
-            compression: compression_type.to_string(),
-            byte_offsets: Vec::new(),
-        })
+        FileRecords::dataset(
+            RecordFormat::TfRecord,
+            filenames,
+            compression_type,
+            Vec::new(),
+        )
     }
 
     /// `TFRecordDatasetV2(filenames, compression_type, byte_offsets)`: file
@@ -51,22 +51,22 @@ impl Dataset {
         compression_type: &str,
         byte_offsets: Vec<i64>,
     ) -> Dataset {
-        Dataset::from_op(FileRecords {
-            format: RecordFormat::TfRecord,
-            filenames: filenames.iter().map(|p| p.to_string()).collect(),
-            compression: compression_type.to_string(),
+        FileRecords::dataset(
+            RecordFormat::TfRecord,
+            filenames,
+            compression_type,
             byte_offsets,
-        })
+        )
     }
 
     /// `TextLineDataset(filenames, compression_type)`.
     pub fn text_lines(filenames: &[&str], compression_type: &str) -> Dataset {
-        Dataset::from_op(FileRecords {
-            format: RecordFormat::TextLine,
-            filenames: filenames.iter().map(|p| p.to_string()).collect(),
-            compression: compression_type.to_string(),
-            byte_offsets: Vec::new(),
-        })
+        FileRecords::dataset(
+            RecordFormat::TextLine,
+            filenames,
+            compression_type,
+            Vec::new(),
+        )
     }
 
     /// `FixedLengthRecordDataset(filenames, record_bytes, header_bytes,
@@ -81,16 +81,13 @@ impl Dataset {
         footer_bytes: i64,
         compression_type: &str,
     ) -> Dataset {
-        Dataset::from_op(FileRecords {
-            format: RecordFormat::FixedLength(FixedLengthSizes {
-                header_bytes,
-                record_bytes,
-                footer_bytes,
-            }),
-            filenames: filenames.iter().map(|p| p.to_string()).collect(),
-            compression: compression_type.to_string(),
-            byte_offsets: Vec::new(),
-        })
+        let sizes = FixedLengthSizes {
+            header_bytes,
+            record_bytes,
+            footer_bytes,
+        };
+        let format = RecordFormat::FixedLength(sizes);
+        FileRecords::dataset(format, filenames, compression_type, Vec::new())
     }
 }
 
@@ -269,6 +266,22 @@ pub struct FileRecords {
 }
 
 impl FileRecords {
+    /// The one constructor of the three file sources: everything but the
+    /// format is theirs alike, and checked alike (in `element_spec`).
+    fn dataset(
+        format: RecordFormat,
+        filenames: &[impl ToString],
+        compression_type: &str,
+        byte_offsets: Vec<i64>,
+    ) -> Dataset {
+        Dataset::from_op(FileRecords {
+            format,
+            filenames: filenames.iter().map(ToString::to_string).collect(),
+            compression: compression_type.to_string(),
+            byte_offsets,
+        })
+    }
+
     fn compression(&self) -> Result<CompressionType> {
         CompressionType::parse(&self.compression)
     }
@@ -528,41 +541,35 @@ pub(crate) fn from_attrs(op: &str, attrs: &Attrs) -> Result<Option<Dataset>> {
                 seed: attrs.opt_int(op, "seed")?.map(|s| s as u64),
             })
         }
-        "tfrecord_dataset" | "text_line_dataset" => {
-            attrs.check_known(op, &["filenames", "compression_type", "byte_offsets"])?;
-            Dataset::from_op(FileRecords {
-                format: if op == "tfrecord_dataset" {
-                    RecordFormat::TfRecord
-                } else {
-                    RecordFormat::TextLine
-                },
-                filenames: attrs.strings(op, "filenames")?,
-                compression: attrs.str_or(op, "compression_type", "")?.to_string(),
-                byte_offsets: match attrs.get("byte_offsets") {
-                    Some(_) => attrs.ints(op, "byte_offsets")?,
-                    None => Vec::new(),
-                },
-            })
-        }
-        "fixed_length_record_dataset" => {
-            attrs.check_known(
-                op,
-                &[
-                    "filenames",
-                    "header_bytes",
-                    "record_bytes",
-                    "footer_bytes",
-                    "compression_type",
-                ],
-            )?;
-            let names = attrs.strings(op, "filenames")?;
-            let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            Dataset::fixed_length_records(
-                &names,
-                attrs.int_or(op, "header_bytes", 0)?,
-                attrs.int(op, "record_bytes")?,
-                attrs.int_or(op, "footer_bytes", 0)?,
+        "tfrecord_dataset" | "text_line_dataset" | "fixed_length_record_dataset" => {
+            let own: &[&str] = match op {
+                "fixed_length_record_dataset" => &["header_bytes", "record_bytes", "footer_bytes"],
+                _ => &["byte_offsets"],
+            };
+            let known: Vec<&str> = ["filenames", "compression_type"]
+                .iter()
+                .chain(own)
+                .copied()
+                .collect();
+            attrs.check_known(op, &known)?;
+            let format = match op {
+                "tfrecord_dataset" => RecordFormat::TfRecord,
+                "text_line_dataset" => RecordFormat::TextLine,
+                _ => RecordFormat::FixedLength(FixedLengthSizes {
+                    header_bytes: attrs.int_or(op, "header_bytes", 0)?,
+                    record_bytes: attrs.int(op, "record_bytes")?,
+                    footer_bytes: attrs.int_or(op, "footer_bytes", 0)?,
+                }),
+            };
+            let byte_offsets = match attrs.get("byte_offsets") {
+                Some(_) => attrs.ints(op, "byte_offsets")?,
+                None => Vec::new(),
+            };
+            FileRecords::dataset(
+                format,
+                attrs.strings(op, "filenames")?.as_slice(),
                 attrs.str_or(op, "compression_type", "")?,
+                byte_offsets,
             )
         }
         _ => return Ok(None),

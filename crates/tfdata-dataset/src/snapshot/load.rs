@@ -147,7 +147,7 @@ fn snapshot_error(fs: &dyn FileSystem, path: &str) -> Result<Option<Error>> {
             ))));
         }
     };
-    let code = metadata::code_name(status.code).unwrap_or("UNKNOWN");
+    let code = tfdata_core::error::code_name_of(status.code).unwrap_or("UNKNOWN");
     let message = failed(format!("{code}: {}", status.message));
     // The code survives where tfdata has a matching error.
     Ok(Some(match status.code {

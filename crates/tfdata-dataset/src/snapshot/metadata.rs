@@ -14,6 +14,7 @@
 //! Only these messages' fields are understood; anything else is an error
 //! naming the file and the offset.
 
+use tfdata_core::error::{code_name_of, code_named};
 use tfdata_core::{Error, Result};
 use tfdata_proto::data::DistributedSnapshotMetadata;
 use tfdata_proto::tensorflow::StatusProto;
@@ -78,40 +79,11 @@ pub fn from_text(file: &str, text: &[u8]) -> Result<DistributedSnapshotMetadata>
     Ok(metadata)
 }
 
-/// `tensorflow.error.Code` names, by number.
-const CODE_NAMES: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-];
-
-/// The name of status code `code` (`"INVALID_ARGUMENT"`), if it has one.
-pub fn code_name(code: i32) -> Option<&'static str> {
-    usize::try_from(code)
-        .ok()
-        .and_then(|i| CODE_NAMES.get(i))
-        .copied()
-}
-
 /// An `ERROR` file's text for `status`, as TensorFlow writes it.
 pub fn status_to_text(status: &StatusProto) -> String {
     let mut out = String::new();
     if status.code != 0 {
-        match CODE_NAMES.get(status.code as usize) {
+        match code_name_of(status.code) {
             Some(name) => out.push_str(&format!("code: {name}\n")),
             None => out.push_str(&format!("code: {}\n", status.code)),
         }
@@ -141,7 +113,7 @@ pub fn status_from_text(file: &str, text: &[u8]) -> Result<StatusProto> {
         match name.as_str() {
             "code" => {
                 let value = parser.identifier()?;
-                status.code = match CODE_NAMES.iter().position(|n| *n == value) {
+                status.code = match code_named(&value) {
                     Some(code) => code as i32,
                     None => value
                         .parse()

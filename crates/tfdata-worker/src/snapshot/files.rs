@@ -3,6 +3,7 @@
 //! the small marker files (`DONE`, `ERROR`) written atomically.
 
 use prost::Message;
+use tfdata_core::error::code_name;
 use tfdata_core::{Error, Result};
 use tfdata_dataset::io::fs::FileSystem;
 use tfdata_dataset::snapshot::layout;
@@ -146,30 +147,6 @@ pub fn unique_suffix() -> String {
 /// `absl::Status::ToString` prints it, `CODE_NAME: message`.
 pub fn status_text(err: &Error) -> String {
     format!("{}: {}", code_name(err.code()), err)
-}
-
-/// absl's name of a status code.
-pub fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code;
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
 }
 
 fn bounded(names: Vec<String>, dir: &str) -> Result<Vec<String>> {

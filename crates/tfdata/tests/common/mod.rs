@@ -16,16 +16,85 @@ pub fn cluster_with(
     let workers: Vec<WorkerServer> = (0..workers)
         .map(|_| WorkerServer::new(WorkerConfig::new(dispatcher.address())).unwrap())
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dispatcher.num_workers() < workers.len() {
-        assert!(Instant::now() < deadline, "workers did not register");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_these_workers(&dispatcher, &workers);
     (dispatcher, workers)
 }
 
 pub fn cluster(workers: usize) -> (DispatchServer, Vec<WorkerServer>) {
     cluster_with(DispatcherConfig::default(), workers)
+}
+
+/// How long a test waits for workers to register: generous for a loaded
+/// machine, where a healthy cluster registers in milliseconds.
+pub const REGISTRATION_LIMIT: Duration = Duration::from_secs(20);
+
+/// How often [`wait_for`] looks again.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Polls `done` until it holds; after `limit`, panics naming `what` (what
+/// the test was waiting for).
+pub fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+/// [`wait_for`] inside a runtime: sleeps without blocking its thread.
+pub async fn wait_for_async(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn registration(dispatcher: &DispatchServer, n: usize) -> String {
+    format!(
+        "{n} worker(s) to register with the dispatcher at {}",
+        dispatcher.address()
+    )
+}
+
+/// Waits until `dispatcher` has at least `n` registered workers (at most
+/// [`REGISTRATION_LIMIT`]; then panics saying what it waited for).
+pub fn wait_for_workers(dispatcher: &DispatchServer, n: usize) {
+    wait_for(&registration(dispatcher, n), REGISTRATION_LIMIT, || {
+        dispatcher.num_workers() >= n
+    });
+}
+
+/// [`wait_for_workers`] inside a runtime.
+pub async fn wait_for_workers_async(dispatcher: &DispatchServer, n: usize) {
+    wait_for_async(&registration(dispatcher, n), REGISTRATION_LIMIT, || {
+        dispatcher.num_workers() >= n
+    })
+    .await;
+}
+
+/// [`wait_for_workers`] for `workers`, all of them; one that stops before
+/// they are registered fails the wait at once with its error, rather than
+/// at the deadline.
+pub fn wait_for_these_workers(dispatcher: &DispatchServer, workers: &[WorkerServer]) {
+    wait_for(
+        &registration(dispatcher, workers.len()),
+        REGISTRATION_LIMIT,
+        || {
+            for w in workers {
+                if let Some(Err(e)) = w.join_timeout(Duration::ZERO) {
+                    panic!("a worker stopped before it registered: {e}");
+                }
+            }
+            dispatcher.num_workers() >= workers.len()
+        },
+    );
 }
 
 /// Every element's first component as an int64 scalar.
