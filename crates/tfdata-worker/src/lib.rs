@@ -26,7 +26,7 @@
 //!   told to each of a task's element streams for its reader to forget;
 //! * [`snapshot`]: distributed-snapshot stream writers, one thread per
 //!   stream the dispatcher assigns;
-//! * [`pipeline`]: a task's or stream's dataset from its `DatasetDef`;
+//! * `pipeline`: a task's or stream's dataset from its `DatasetDef`;
 //! * [`drain`]: draining before a stop (SIGTERM): no new tasks or splits,
 //!   the splits in hand finished and reported, bounded by a timeout;
 //! * [`metrics`]: every metric the worker exports, one registry per worker;

@@ -56,7 +56,7 @@ pub async fn serve_draining(
 }
 
 /// A worker is not ready while its dispatcher has not answered a heartbeat
-/// for this many heartbeat intervals (and at least [`MIN_SILENCE`]).
+/// for this many heartbeat intervals (and at least `MIN_SILENCE`).
 pub const UNREADY_AFTER_INTERVALS: u32 = 3;
 const MIN_SILENCE: Duration = Duration::from_secs(3);
 
