@@ -118,6 +118,38 @@ impl Dispatcher {
         })
     }
 
+    /// The number of elements a dataset's tasks produce, as its workers
+    /// will see it (−1 infinite, −2 unknown): a tfdata pipeline's own
+    /// cardinality, read from its definition (a registration need not say,
+    /// and a worker checks the pipeline it builds); for a TensorFlow graph,
+    /// the cardinality TensorFlow computed when it registered the graph.
+    pub(super) async fn dataset_cardinality(&self, id: &DatasetId) -> Result<i64> {
+        let (is_pipeline, registered) = self
+            .ledger
+            .read(|g| {
+                g.state
+                    .dataset(id)
+                    .map(|ds| (ds.is_pipeline, ds.metadata.cardinality))
+            })
+            .await?
+            .ok_or_else(|| unknown_dataset(&id.0))?;
+        if !is_pipeline {
+            return Ok(registered);
+        }
+        let (store, id) = (self.store.clone(), id.clone());
+        tokio::task::spawn_blocking(move || {
+            let def = store.get(&id)?;
+            let pipeline = def.tfdata_pipeline.ok_or_else(|| {
+                Error::Internal(format!(
+                    "dataset {id} was registered as a pipeline but has none"
+                ))
+            })?;
+            Ok(tfdata_dataset::pipeline::from_pipeline_def(&pipeline)?.cardinality())
+        })
+        .await
+        .map_err(|e| task_failed("dataset read", e))?
+    }
+
     pub(crate) async fn disable_compression_at_runtime(
         &self,
         req: wire::DisableCompressionAtRuntimeRequest,

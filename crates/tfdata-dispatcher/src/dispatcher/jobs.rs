@@ -71,6 +71,12 @@ impl Dispatcher {
         self.ledger
             .read(|g| check_workers_can_run(&g.state, &dataset_id))
             .await??;
+        // Reads that need an infinite dataset are refused here, where every
+        // consumer asks for the job, not by a worker to one reader later.
+        if req.num_consumers.is_some() || req.use_cross_trainer_cache {
+            let cardinality = self.dataset_cardinality(&dataset_id).await?;
+            refuse_finite(&req, cardinality)?;
+        }
         // Capabilities not built yet fail here, clearly, before any state changes.
         if policy == ShardingPolicy::Dynamic {
             // Checks that the dataset's sources can be split (outside the lock).
@@ -432,6 +438,32 @@ fn differences(job: &Job, wanted: &JobParameters) -> Vec<String> {
 
 fn target_workers_name(v: i32) -> &'static str {
     wire::TargetWorkers::try_from(v).map_or("INVALID", |t| t.as_str_name())
+}
+
+/// Coordinated reads and cross-trainer caches need an infinite dataset: a
+/// finite one would end in the middle of a round, or of the cache's
+/// window. TensorFlow refuses them with these codes and words (the worker
+/// for coordinated reads, the reader for caches); an unknown cardinality
+/// (a `filter`, say) is allowed, as TensorFlow allows it, and fails when
+/// the data ends.
+fn refuse_finite(req: &wire::GetOrCreateJobRequest, cardinality: i64) -> Result<()> {
+    if cardinality < 0 {
+        return Ok(());
+    }
+    if req.num_consumers.is_some() {
+        return Err(Error::FailedPrecondition(format!(
+            "Round robin reads require that the input dataset has infinite cardinality, but \
+             the dataset has cardinality {cardinality}. Consider adding a `.repeat()` \
+             transformation to the dataset."
+        )));
+    }
+    if req.use_cross_trainer_cache {
+        return Err(Error::InvalidArgument(format!(
+            "Cross-trainer caching requires the input dataset to be infinite. Got input with \
+             cardinality {cardinality}"
+        )));
+    }
+    Ok(())
 }
 
 /// Fails when workers are registered and none of them can run the dataset:

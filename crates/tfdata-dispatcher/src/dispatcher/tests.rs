@@ -656,3 +656,65 @@ async fn heartbeats_list_the_iterations_tasks_as_they_change() {
     );
     assert!(!third.iteration_finished);
 }
+
+/// Coordinated reads and cross-trainer caches of a finite dataset are
+/// refused when the job is made, in TensorFlow's codes and words; the
+/// cardinality is the pipeline's own (whatever the registration said), and
+/// an unknown one is allowed, as TensorFlow allows it.
+#[tokio::test]
+async fn jobs_that_need_an_infinite_dataset_refuse_a_finite_one() {
+    use tfdata_dataset::Dataset;
+    let (d, _clock) = dispatcher();
+    let job = |dataset_id: &str, name: &str, num_consumers: Option<i64>, cache: bool| {
+        wire::GetOrCreateJobRequest {
+            dataset_id: dataset_id.to_string(),
+            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
+            job_name: Some(name.into()),
+            num_consumers,
+            use_cross_trainer_cache: cache,
+            ..Default::default()
+        }
+    };
+    // Registered as infinite, but the pipeline says 3.
+    let finite = register(&d, &Dataset::range(3), -1).await;
+    let err = d
+        .get_or_create_job(job(&finite, "coordinated", Some(2), false))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(
+        err.to_string(),
+        "failed precondition: Round robin reads require that the input dataset has infinite \
+         cardinality, but the dataset has cardinality 3. Consider adding a `.repeat()` \
+         transformation to the dataset."
+    );
+    let err = d
+        .get_or_create_job(job(&finite, "cache", None, true))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(
+        err.to_string().contains(
+            "Cross-trainer caching requires the input dataset to be infinite. Got input with \
+             cardinality 3"
+        ),
+        "{err}"
+    );
+    // Nothing was made: no job of either name.
+    assert_eq!(d.ledger.read(|g| g.state.jobs().count()).await.unwrap(), 0);
+    // A plain read of it is fine; so are unknown and infinite cardinalities.
+    d.get_or_create_job(job(&finite, "plain", None, false))
+        .await
+        .unwrap();
+    let unknown = register(&d, &Dataset::range(3).ignore_errors(), 0).await;
+    d.get_or_create_job(job(&unknown, "unknown", Some(2), false))
+        .await
+        .unwrap();
+    let infinite = register(&d, &Dataset::range(3).repeat(None), 0).await;
+    d.get_or_create_job(job(&infinite, "infinite", Some(2), false))
+        .await
+        .unwrap();
+    d.get_or_create_job(job(&infinite, "infinite-cache", None, true))
+        .await
+        .unwrap();
+}
