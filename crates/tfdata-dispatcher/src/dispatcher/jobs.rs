@@ -7,6 +7,7 @@
 //! meanwhile wins, and the providers built here are dropped.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroI64;
 use std::time::Duration;
 
 use tfdata_core::ranges::IndexRanges;
@@ -19,8 +20,9 @@ use tfdata_rpc::security::RpcChannel;
 
 use super::Dispatcher;
 use super::errors::unknown_dataset;
+use super::requests::GetOrCreateJob;
 use super::workers::new_task_update;
-use crate::state::{DispatcherState, Job, MAX_RESTORATION_CONSUMERS, normalize_target_workers};
+use crate::state::{DispatcherState, Job, MAX_RESTORATION_CONSUMERS};
 
 /// How long the dispatcher waits for a worker to accept a `ProcessTask`.
 /// Heartbeats deliver the task anyway if this push fails.
@@ -33,35 +35,18 @@ const MAX_RESTORATION_CHAIN: usize = 10_000;
 impl Dispatcher {
     pub(crate) async fn get_or_create_job(
         &self,
-        req: wire::GetOrCreateJobRequest,
+        req: GetOrCreateJob,
     ) -> Result<wire::GetOrCreateJobResponse> {
-        let mode = req.processing_mode_def.unwrap_or_default();
-        let policy = ShardingPolicy::try_from(mode.sharding_policy).map_err(|_| {
-            Error::Internal(format!(
-                "invalid sharding policy {} (expected 0..=5: OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, HINT)",
-                mode.sharding_policy
-            ))
-        })?;
-        let target_workers = normalize_target_workers(req.target_workers);
-        if wire::TargetWorkers::try_from(req.target_workers).is_err() {
-            return Err(Error::InvalidArgument(format!(
-                "invalid target_workers {}",
-                req.target_workers
-            )));
-        }
-        if req.job_name.as_deref() == Some("") {
-            return Err(Error::InvalidArgument("job_name must not be empty".into()));
-        }
         let wanted = JobParameters {
-            mode,
+            mode: req.mode,
             use_cross_trainer_cache: req.use_cross_trainer_cache,
-            target_workers,
+            target_workers: req.target_workers,
         };
         // An existing job of that name is the answer (if its parameters match).
-        let dataset_id = DatasetId(req.dataset_id.clone());
+        let dataset_id = &req.dataset_id;
         let existing = self
             .ledger
-            .read(|g| existing_job(&g.state, &dataset_id, req.job_name.as_deref(), &wanted))
+            .read(|g| existing_job(&g.state, dataset_id, req.job_name.as_deref(), &wanted))
             .await??;
         if let Some(job_id) = existing {
             return Ok(wire::GetOrCreateJobResponse { job_id: job_id.0 });
@@ -69,25 +54,19 @@ impl Dispatcher {
         // A job no registered worker can serve fails now, not as a read
         // that waits forever.
         self.ledger
-            .read(|g| check_workers_can_run(&g.state, &dataset_id))
+            .read(|g| check_workers_can_run(&g.state, dataset_id))
             .await??;
         // Reads that need an infinite dataset are refused here, where every
         // consumer asks for the job, not by a worker to one reader later.
         if req.num_consumers.is_some() || req.use_cross_trainer_cache {
-            let cardinality = self.dataset_cardinality(&dataset_id).await?;
+            let cardinality = self.dataset_cardinality(dataset_id).await?;
             refuse_finite(&req, cardinality)?;
         }
         // Capabilities not built yet fail here, clearly, before any state changes.
+        let policy = req.policy;
         if policy == ShardingPolicy::Dynamic {
             // Checks that the dataset's sources can be split (outside the lock).
-            self.new_split_providers(&dataset_id).await?;
-        }
-        if let Some(n) = req.num_consumers
-            && n <= 0
-        {
-            return Err(Error::InvalidArgument(format!(
-                "num_consumers must be positive, got {n}"
-            )));
+            self.new_split_providers(dataset_id).await?;
         }
         let is_static = !matches!(policy, ShardingPolicy::Off | ShardingPolicy::Dynamic);
         if is_static && self.config.worker_addresses.is_empty() {
@@ -98,7 +77,7 @@ impl Dispatcher {
         let mut txn = self.ledger.begin().await;
         // Someone may have created it while the providers were built.
         if let Some(job_id) =
-            existing_job(&txn.state, &dataset_id, req.job_name.as_deref(), &wanted)?
+            existing_job(&txn.state, dataset_id, req.job_name.as_deref(), &wanted)?
         {
             txn.commit().await?;
             return Ok(wire::GetOrCreateJobResponse { job_id: job_id.0 });
@@ -111,10 +90,10 @@ impl Dispatcher {
         txn.apply(UpdateType::CreateJob(wire::CreateJobUpdate {
             job_id: job_id.0,
             job_name: name.clone(),
-            dataset_id: req.dataset_id.clone(),
-            processing_mode_def: Some(mode),
-            num_consumers: req.num_consumers,
-            target_workers,
+            dataset_id: req.dataset_id.0.clone(),
+            processing_mode_def: Some(req.mode),
+            num_consumers: req.num_consumers.map(NonZeroI64::get),
+            target_workers: req.target_workers,
             use_cross_trainer_cache: req.use_cross_trainer_cache,
         }))?;
         txn.commit().await?;
@@ -446,7 +425,7 @@ fn target_workers_name(v: i32) -> &'static str {
 /// for coordinated reads, the reader for caches); an unknown cardinality
 /// (a `filter`, say) is allowed, as TensorFlow allows it, and fails when
 /// the data ends.
-fn refuse_finite(req: &wire::GetOrCreateJobRequest, cardinality: i64) -> Result<()> {
+fn refuse_finite(req: &GetOrCreateJob, cardinality: i64) -> Result<()> {
     if cardinality < 0 {
         return Ok(());
     }

@@ -60,12 +60,16 @@ async fn reader_heartbeat(d: &Dispatcher, client: i64) -> wire::ClientHeartbeatR
 /// A distributed_epoch job named "shared" over `range(n)`; returns its id.
 async fn shared_dynamic_job(d: &Dispatcher, n: i64) -> i64 {
     let dataset_id = super::tests::register(d, &tfdata_dataset::Dataset::range(n), n).await;
-    d.get_or_create_job(wire::GetOrCreateJobRequest {
-        dataset_id,
-        processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 1 }),
-        job_name: Some("shared".into()),
-        ..Default::default()
-    })
+    d.get_or_create_job(
+        wire::GetOrCreateJobRequest {
+            dataset_id,
+            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 1 }),
+            job_name: Some("shared".into()),
+            ..Default::default()
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await
     .unwrap()
     .job_id

@@ -59,13 +59,17 @@ pub(super) async fn register(
 pub(super) async fn iteration_of_range(d: &Dispatcher, n: i64, policy: i32) -> i64 {
     let id = register(d, &tfdata_dataset::Dataset::range(n), 0).await;
     let job_id = d
-        .get_or_create_job(wire::GetOrCreateJobRequest {
-            dataset_id: id,
-            processing_mode_def: Some(wire::ProcessingModeDef {
-                sharding_policy: policy,
-            }),
-            ..Default::default()
-        })
+        .get_or_create_job(
+            wire::GetOrCreateJobRequest {
+                dataset_id: id,
+                processing_mode_def: Some(wire::ProcessingModeDef {
+                    sharding_policy: policy,
+                }),
+                ..Default::default()
+            }
+            .try_into()
+            .unwrap(),
+        )
         .await
         .unwrap()
         .job_id;
@@ -141,13 +145,17 @@ async fn maybe_remove_task_checks_the_consumer_index() {
     .await
     .unwrap();
     let job_id = d
-        .get_or_create_job(wire::GetOrCreateJobRequest {
-            dataset_id,
-            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
-            job_name: Some("coordinated".into()),
-            num_consumers: Some(2),
-            ..Default::default()
-        })
+        .get_or_create_job(
+            wire::GetOrCreateJobRequest {
+                dataset_id,
+                processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
+                job_name: Some("coordinated".into()),
+                num_consumers: Some(2),
+                ..Default::default()
+            }
+            .try_into()
+            .unwrap(),
+        )
         .await
         .unwrap()
         .job_id;
@@ -202,25 +210,33 @@ async fn job_options_must_match_a_shared_job() {
         target_workers: target,
         ..Default::default()
     };
-    let id = d.get_or_create_job(named(0, 0)).await.unwrap().job_id;
+    let id = d
+        .get_or_create_job(named(0, 0).try_into().unwrap())
+        .await
+        .unwrap()
+        .job_id;
     assert_eq!(
-        d.get_or_create_job(named(0, 1)).await.unwrap().job_id,
+        d.get_or_create_job(named(0, 1).try_into().unwrap())
+            .await
+            .unwrap()
+            .job_id,
         id,
         "UNSPECIFIED = AUTO"
     );
     let err = d
-        .get_or_create_job(named(0, 2))
+        .get_or_create_job(named(0, 2).try_into().unwrap())
         .await
         .unwrap_err()
         .to_string();
     assert!(err.contains("target_workers"), "{err}");
     let err = d
-        .get_or_create_job(named(1, 1))
+        .get_or_create_job(named(1, 1).try_into().unwrap())
         .await
         .unwrap_err()
         .to_string();
     assert!(err.contains("processing_mode_def"), "{err}");
-    let err = d.get_or_create_job(named(9, 1)).await.unwrap_err();
+    // An unknown policy never reaches the handler (`requests`).
+    let err = super::requests::GetOrCreateJob::try_from(named(9, 1)).unwrap_err();
     assert_eq!(err.code(), tonic::Code::Internal);
 }
 
@@ -269,13 +285,17 @@ async fn a_graph_of_doubled_edges_neither_hangs_nor_blocks_other_rpcs() {
     let job = {
         let d = Arc::clone(&d);
         tokio::spawn(async move {
-            d.get_or_create_job(wire::GetOrCreateJobRequest {
-                dataset_id: graph,
-                processing_mode_def: Some(wire::ProcessingModeDef {
-                    sharding_policy: 1, // DYNAMIC
-                }),
-                ..Default::default()
-            })
+            d.get_or_create_job(
+                wire::GetOrCreateJobRequest {
+                    dataset_id: graph,
+                    processing_mode_def: Some(wire::ProcessingModeDef {
+                        sharding_policy: 1, // DYNAMIC
+                    }),
+                    ..Default::default()
+                }
+                .try_into()
+                .unwrap(),
+            )
             .await
         })
     };
@@ -347,11 +367,15 @@ async fn heartbeat(d: &Dispatcher, address: &str, tfdata: bool) -> wire::WorkerH
 
 async fn job_for(d: &Dispatcher, dataset_id: &str) -> tfdata_core::Result<i64> {
     let job_id = d
-        .get_or_create_job(wire::GetOrCreateJobRequest {
-            dataset_id: dataset_id.into(),
-            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
-            ..Default::default()
-        })
+        .get_or_create_job(
+            wire::GetOrCreateJobRequest {
+                dataset_id: dataset_id.into(),
+                processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
+                ..Default::default()
+            }
+            .try_into()
+            .unwrap(),
+        )
         .await?
         .job_id;
     d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
@@ -678,7 +702,11 @@ async fn jobs_that_need_an_infinite_dataset_refuse_a_finite_one() {
     // Registered as infinite, but the pipeline says 3.
     let finite = register(&d, &Dataset::range(3), -1).await;
     let err = d
-        .get_or_create_job(job(&finite, "coordinated", Some(2), false))
+        .get_or_create_job(
+            job(&finite, "coordinated", Some(2), false)
+                .try_into()
+                .unwrap(),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
@@ -689,7 +717,7 @@ async fn jobs_that_need_an_infinite_dataset_refuse_a_finite_one() {
          transformation to the dataset."
     );
     let err = d
-        .get_or_create_job(job(&finite, "cache", None, true))
+        .get_or_create_job(job(&finite, "cache", None, true).try_into().unwrap())
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
@@ -703,18 +731,26 @@ async fn jobs_that_need_an_infinite_dataset_refuse_a_finite_one() {
     // Nothing was made: no job of either name.
     assert_eq!(d.ledger.read(|g| g.state.jobs().count()).await.unwrap(), 0);
     // A plain read of it is fine; so are unknown and infinite cardinalities.
-    d.get_or_create_job(job(&finite, "plain", None, false))
+    d.get_or_create_job(job(&finite, "plain", None, false).try_into().unwrap())
         .await
         .unwrap();
     let unknown = register(&d, &Dataset::range(3).ignore_errors(), 0).await;
-    d.get_or_create_job(job(&unknown, "unknown", Some(2), false))
+    d.get_or_create_job(job(&unknown, "unknown", Some(2), false).try_into().unwrap())
         .await
         .unwrap();
     let infinite = register(&d, &Dataset::range(3).repeat(None), 0).await;
-    d.get_or_create_job(job(&infinite, "infinite", Some(2), false))
-        .await
-        .unwrap();
-    d.get_or_create_job(job(&infinite, "infinite-cache", None, true))
-        .await
-        .unwrap();
+    d.get_or_create_job(
+        job(&infinite, "infinite", Some(2), false)
+            .try_into()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    d.get_or_create_job(
+        job(&infinite, "infinite-cache", None, true)
+            .try_into()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
 }

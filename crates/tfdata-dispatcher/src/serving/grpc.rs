@@ -8,7 +8,7 @@ use tfdata_proto::data::{self as wire, dispatcher_service_server::DispatcherServ
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use crate::dispatcher::Dispatcher;
+use crate::dispatcher::{Dispatcher, requests};
 use crate::serving::request_span::{RequestIds, rpc_span};
 
 /// The tonic adapter around [`Dispatcher`].
@@ -38,16 +38,34 @@ impl DispatcherGrpc {
     }
 }
 
-/// The `DispatcherService` impl: methods that hand the request to the
-/// `Dispatcher` method of the same name (listed once each), and the rest
-/// written out.
+/// The `DispatcherService` impl: methods that hand the request, converted
+/// to its validated type (`requests`), to the `Dispatcher` method of the
+/// same name (listed once each); methods whose handler still takes the
+/// wire message (`delegated`); and the rest written out.
 macro_rules! dispatcher_service {
     (
+        validated { $($vmethod:ident($vreq:ident => $valid:ident) -> $vresp:ident as $vname:literal;)* }
         delegated { $($method:ident($req:ident) -> $resp:ident as $name:literal;)* }
         custom { $($custom:tt)* }
     ) => {
         #[tonic::async_trait]
         impl DispatcherService for DispatcherGrpc {
+            $(
+                async fn $vmethod(
+                    &self,
+                    r: Request<wire::$vreq>,
+                ) -> Result<Response<wire::$vresp>, Status> {
+                    let started = Instant::now();
+                    let request = r.into_inner();
+                    let span = rpc_span($vname);
+                    request.record(&span);
+                    let result = match requests::$valid::try_from(request) {
+                        Ok(request) => self.0.$vmethod(request).instrument(span).await,
+                        Err(e) => Err(e),
+                    };
+                    self.respond($vname, started, result)
+                }
+            )*
             $(
                 async fn $method(
                     &self,
@@ -67,13 +85,16 @@ macro_rules! dispatcher_service {
 }
 
 dispatcher_service! {
+    validated {
+        get_or_create_job(GetOrCreateJobRequest => GetOrCreateJob) -> GetOrCreateJobResponse
+            as "GetOrCreateJob";
+    }
     delegated {
         worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
         get_dataset_def(GetDatasetDefRequest) -> GetDatasetDefResponse as "GetDatasetDef";
         get_split(GetSplitRequest) -> GetSplitResponse as "GetSplit";
         get_or_register_dataset(GetOrRegisterDatasetRequest) -> GetOrRegisterDatasetResponse
             as "GetOrRegisterDataset";
-        get_or_create_job(GetOrCreateJobRequest) -> GetOrCreateJobResponse as "GetOrCreateJob";
         get_or_create_iteration(GetOrCreateIterationRequest) -> GetOrCreateIterationResponse
             as "GetOrCreateIteration";
         maybe_remove_task(MaybeRemoveTaskRequest) -> MaybeRemoveTaskResponse as "MaybeRemoveTask";

@@ -1,0 +1,185 @@
+//! Validated requests: each RPC's wire message checked once, as it arrives,
+//! and converted (`TryFrom`) into the type its handler takes. A handler
+//! cannot see an unchecked request, and every check of a request's own
+//! fields (ids, names, known enum values, fields that exclude each other)
+//! lives here. Checks against the state (a dataset that exists, a job's
+//! parameters) stay with the handlers, which hold the state.
+//!
+//! The codes and words are the ones readers already see: TensorFlow's where
+//! it has its own.
+
+use std::num::NonZeroI64;
+
+use tfdata_core::{DatasetId, Error};
+use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy};
+
+use crate::state::normalize_target_workers;
+
+/// `GetOrCreateJob`: the job a reader reads a dataset through.
+#[derive(Debug, Clone)]
+pub(crate) struct GetOrCreateJob {
+    pub dataset_id: DatasetId,
+    /// Journaled as it came (TensorFlow compares it whole).
+    pub mode: wire::ProcessingModeDef,
+    /// `mode`'s sharding policy, known to be one TensorFlow defines.
+    pub policy: ShardingPolicy,
+    /// Never empty; `None` for an anonymous job.
+    pub job_name: Option<String>,
+    /// A coordinated read's consumers; only with a named job.
+    pub num_consumers: Option<NonZeroI64>,
+    /// Only with a named job, and not with a coordinated read.
+    pub use_cross_trainer_cache: bool,
+    /// A known `TargetWorkers` value, UNSPECIFIED read as AUTO.
+    pub target_workers: i32,
+}
+
+impl TryFrom<wire::GetOrCreateJobRequest> for GetOrCreateJob {
+    type Error = Error;
+
+    fn try_from(req: wire::GetOrCreateJobRequest) -> Result<Self, Error> {
+        let mode = req.processing_mode_def.unwrap_or_default();
+        let policy = ShardingPolicy::try_from(mode.sharding_policy).map_err(|_| {
+            Error::Internal(format!(
+                "invalid sharding policy {} (expected 0..=5: OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, HINT)",
+                mode.sharding_policy
+            ))
+        })?;
+        let target_workers = normalize_target_workers(req.target_workers);
+        if wire::TargetWorkers::try_from(req.target_workers).is_err() {
+            return Err(Error::InvalidArgument(format!(
+                "invalid target_workers {}",
+                req.target_workers
+            )));
+        }
+        if req.job_name.as_deref() == Some("") {
+            return Err(Error::InvalidArgument("job_name must not be empty".into()));
+        }
+        let num_consumers = match req.num_consumers {
+            None => None,
+            Some(n) => Some(NonZeroI64::new(n).filter(|n| n.get() > 0).ok_or_else(|| {
+                Error::InvalidArgument(format!("num_consumers must be positive, got {n}"))
+            })?),
+        };
+        // TensorFlow's readers refuse these combinations before they ask
+        // (`ValidateDataServiceParams`, `distribute`'s checks); a reader
+        // that does not is refused here, in the same words, rather than
+        // left waiting for consumers that can never meet.
+        if let Some(n) = num_consumers {
+            if req.job_name.is_none() {
+                return Err(Error::InvalidArgument(format!(
+                    "`job_name` must be set when setting `num_consumers`. num_consumers was set \
+                     to {n}."
+                )));
+            }
+            if target_workers == wire::TargetWorkers::Local as i32 {
+                return Err(Error::InvalidArgument(
+                    "Coordinated reads require non-local workers, but `target_workers` is \
+                     \"LOCAL\"."
+                        .into(),
+                ));
+            }
+            if req.use_cross_trainer_cache {
+                return Err(Error::InvalidArgument(format!(
+                    "Cross-trainer caching does not support coordinated reads. Got number of \
+                     coordinated consumers: {n}"
+                )));
+            }
+        }
+        if req.use_cross_trainer_cache && req.job_name.is_none() {
+            return Err(Error::InvalidArgument(
+                "Cross-trainer caching requires named jobs. Got empty `job_name`.".into(),
+            ));
+        }
+        Ok(GetOrCreateJob {
+            dataset_id: DatasetId(req.dataset_id),
+            mode,
+            policy,
+            job_name: req.job_name,
+            num_consumers,
+            use_cross_trainer_cache: req.use_cross_trainer_cache,
+            target_workers,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(f: impl FnOnce(&mut wire::GetOrCreateJobRequest)) -> Result<GetOrCreateJob, Error> {
+        let mut req = wire::GetOrCreateJobRequest {
+            dataset_id: "1000".into(),
+            job_name: Some("j".into()),
+            ..Default::default()
+        };
+        f(&mut req);
+        GetOrCreateJob::try_from(req)
+    }
+
+    fn refused(result: Result<GetOrCreateJob, Error>) -> (tonic::Code, String) {
+        let err = result.unwrap_err();
+        (err.code(), err.to_string())
+    }
+
+    #[test]
+    fn a_job_request_is_checked_field_by_field() {
+        let ok = job(|_| {}).unwrap();
+        assert_eq!(ok.policy, ShardingPolicy::Off);
+        assert_eq!(ok.target_workers, wire::TargetWorkers::Auto as i32);
+        let (code, msg) = refused(job(|r| {
+            r.processing_mode_def = Some(wire::ProcessingModeDef { sharding_policy: 9 })
+        }));
+        assert_eq!(code, tonic::Code::Internal);
+        assert!(msg.contains("invalid sharding policy 9"), "{msg}");
+        let (code, msg) = refused(job(|r| r.target_workers = 7));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("invalid target_workers 7"), "{msg}");
+        let (_, msg) = refused(job(|r| r.job_name = Some(String::new())));
+        assert!(msg.contains("job_name must not be empty"), "{msg}");
+        for n in [0, -3] {
+            let (code, msg) = refused(job(|r| r.num_consumers = Some(n)));
+            assert_eq!(code, tonic::Code::InvalidArgument);
+            assert!(
+                msg.contains(&format!("num_consumers must be positive, got {n}")),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn coordinated_reads_and_caches_refuse_what_tensorflow_readers_refuse() {
+        let (code, msg) = refused(job(|r| {
+            r.job_name = None;
+            r.num_consumers = Some(2);
+        }));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(
+            msg.contains("`job_name` must be set when setting `num_consumers`"),
+            "{msg}"
+        );
+        let (_, msg) = refused(job(|r| {
+            r.num_consumers = Some(2);
+            r.target_workers = wire::TargetWorkers::Local as i32;
+        }));
+        assert!(
+            msg.contains("Coordinated reads require non-local workers"),
+            "{msg}"
+        );
+        let (_, msg) = refused(job(|r| {
+            r.num_consumers = Some(2);
+            r.use_cross_trainer_cache = true;
+        }));
+        assert!(msg.contains("Cross-trainer caching does not support coordinated reads. Got number of coordinated consumers: 2"), "{msg}");
+        let (code, msg) = refused(job(|r| {
+            r.job_name = None;
+            r.use_cross_trainer_cache = true;
+        }));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(
+            msg.contains("Cross-trainer caching requires named jobs"),
+            "{msg}"
+        );
+        assert!(job(|r| r.num_consumers = Some(2)).is_ok());
+        assert!(job(|r| r.use_cross_trainer_cache = true).is_ok());
+    }
+}
