@@ -1,5 +1,5 @@
-//! Datasets: registration (the definition is written to the store outside
-//! the state lock), definitions for workers, metadata, and the runtime
+//! Datasets: registration (the definition, checked in `requests`, is
+//! written to the store outside the state lock), definitions for workers, metadata, and the runtime
 //! compression decision.
 
 use tfdata_core::{DatasetId, Error, Result};
@@ -7,6 +7,7 @@ use tfdata_proto::data::{self as wire, update::UpdateType};
 
 use super::Dispatcher;
 use super::errors::{task_failed, unknown_dataset};
+use super::requests::GetOrRegisterDataset;
 
 impl Dispatcher {
     pub(crate) async fn get_dataset_def(
@@ -33,53 +34,41 @@ impl Dispatcher {
     /// id chosen stays free meanwhile.
     pub(crate) async fn get_or_register_dataset(
         &self,
-        req: wire::GetOrRegisterDatasetRequest,
+        req: GetOrRegisterDataset,
     ) -> Result<wire::GetOrRegisterDatasetResponse> {
-        let def = req.dataset.unwrap_or_default();
-        let mut unsupported_ops = Vec::new();
-        match &def.tfdata_pipeline {
-            // Reject a bad pipeline now, not on a worker later.
-            Some(p) => {
-                tfdata_dataset::pipeline::from_pipeline_def(p)?;
-            }
-            None if def.graph.is_empty() => {
-                return Err(Error::InvalidArgument(
-                    "the dataset has neither a TensorFlow graph nor a tfdata pipeline".into(),
-                ));
-            }
-            // Which workers can run the graph; a graph walk, so not under
-            // the lock and not on an RPC thread.
-            None => {
-                let graph = def.graph.clone();
-                unsupported_ops = tokio::task::spawn_blocking(move || graph_support(&graph))
-                    .await
-                    .map_err(|e| task_failed("graph check", e))?;
-            }
-        }
-        let metadata = req.metadata.unwrap_or_default();
-        if req.dataset_id.as_deref() == Some("") {
-            return Err(Error::InvalidArgument(
-                "requested dataset_id is empty".into(),
-            ));
-        }
+        let GetOrRegisterDataset {
+            def,
+            metadata,
+            dataset_id,
+        } = req;
+        // Which workers can run a graph; a graph walk, so not under the
+        // lock and not on an RPC thread.
+        let unsupported_ops = if def.tfdata_pipeline.is_none() {
+            let graph = def.graph.clone();
+            tokio::task::spawn_blocking(move || graph_support(&graph))
+                .await
+                .map_err(|e| task_failed("graph check", e))?
+        } else {
+            Vec::new()
+        };
         let _registering = self.registration.lock().await;
         let (existing, next_id) = self
             .ledger
             .read(|g| {
-                let existing = req.dataset_id.as_ref().and_then(|id| {
-                    let ds = g.state.dataset(&DatasetId(id.clone()))?;
+                let existing = dataset_id.as_ref().and_then(|id| {
+                    let ds = g.state.dataset(id)?;
                     Some(ds.metadata.clone())
                 });
                 (existing, g.state.next_dataset_id())
             })
             .await?;
-        if let (Some(id), Some(existing)) = (&req.dataset_id, &existing) {
-            check_same_metadata(id, existing, &metadata)?;
+        if let (Some(id), Some(existing)) = (&dataset_id, &existing) {
+            check_same_metadata(&id.0, existing, &metadata)?;
             return Ok(wire::GetOrRegisterDatasetResponse {
-                dataset_id: id.clone(),
+                dataset_id: id.0.clone(),
             });
         }
-        let id = req.dataset_id.clone().map_or(next_id, DatasetId);
+        let id = dataset_id.unwrap_or(next_id);
         let store = self.store.clone();
         let is_pipeline = def.tfdata_pipeline.is_some();
         let (put_id, put_def) = (id.clone(), def);

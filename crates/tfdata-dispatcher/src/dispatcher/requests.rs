@@ -102,6 +102,47 @@ impl TryFrom<wire::GetOrCreateJobRequest> for GetOrCreateJob {
     }
 }
 
+/// `GetOrRegisterDataset`: a dataset definition to store, or to find
+/// under its requested id.
+#[derive(Debug, Clone)]
+pub(crate) struct GetOrRegisterDataset {
+    /// A tfdata pipeline that decodes, or a TensorFlow graph (not empty).
+    pub def: wire::DatasetDef,
+    pub metadata: wire::DataServiceMetadata,
+    /// Never empty.
+    pub dataset_id: Option<DatasetId>,
+}
+
+impl TryFrom<wire::GetOrRegisterDatasetRequest> for GetOrRegisterDataset {
+    type Error = Error;
+
+    fn try_from(req: wire::GetOrRegisterDatasetRequest) -> Result<Self, Error> {
+        let def = req.dataset.unwrap_or_default();
+        match &def.tfdata_pipeline {
+            // Reject a bad pipeline now, not on a worker later.
+            Some(p) => {
+                tfdata_dataset::pipeline::from_pipeline_def(p)?;
+            }
+            None if def.graph.is_empty() => {
+                return Err(Error::InvalidArgument(
+                    "the dataset has neither a TensorFlow graph nor a tfdata pipeline".into(),
+                ));
+            }
+            None => {}
+        }
+        if req.dataset_id.as_deref() == Some("") {
+            return Err(Error::InvalidArgument(
+                "requested dataset_id is empty".into(),
+            ));
+        }
+        Ok(GetOrRegisterDataset {
+            def,
+            metadata: req.metadata.unwrap_or_default(),
+            dataset_id: req.dataset_id.map(DatasetId),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +158,10 @@ mod tests {
     }
 
     fn refused(result: Result<GetOrCreateJob, Error>) -> (tonic::Code, String) {
+        refused_with(result)
+    }
+
+    fn refused_with<T: std::fmt::Debug>(result: Result<T, Error>) -> (tonic::Code, String) {
         let err = result.unwrap_err();
         (err.code(), err.to_string())
     }
@@ -181,5 +226,36 @@ mod tests {
         );
         assert!(job(|r| r.num_consumers = Some(2)).is_ok());
         assert!(job(|r| r.use_cross_trainer_cache = true).is_ok());
+    }
+
+    #[test]
+    fn a_registration_needs_a_dataset_that_decodes_and_a_non_empty_id() {
+        let register = |def: wire::DatasetDef, id: Option<&str>| {
+            GetOrRegisterDataset::try_from(wire::GetOrRegisterDatasetRequest {
+                dataset: Some(def),
+                metadata: None,
+                dataset_id: id.map(str::to_string),
+            })
+        };
+        let (code, msg) = refused_with(register(wire::DatasetDef::default(), None));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(
+            msg.contains("neither a TensorFlow graph nor a tfdata pipeline"),
+            "{msg}"
+        );
+        let graph = wire::DatasetDef {
+            graph: vec![1, 2, 3].into(),
+            tfdata_pipeline: None,
+        };
+        let (code, msg) = refused_with(register(graph.clone(), Some("")));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("requested dataset_id is empty"), "{msg}");
+        let ok = register(graph, Some("mine")).unwrap();
+        assert_eq!(ok.dataset_id, Some(DatasetId("mine".into())));
+        let bad_pipeline = wire::DatasetDef {
+            graph: Default::default(),
+            tfdata_pipeline: Some(Default::default()),
+        };
+        assert!(register(bad_pipeline, None).is_err());
     }
 }

@@ -37,18 +37,22 @@ pub(super) async fn register(
     cardinality: i64,
 ) -> String {
     let pipeline = tfdata_dataset::pipeline::to_pipeline_def(dataset, false).unwrap();
-    d.get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
-        dataset: Some(wire::DatasetDef {
-            graph: Default::default(),
-            tfdata_pipeline: Some(pipeline),
-        }),
-        metadata: Some(wire::DataServiceMetadata {
-            compression: 1,
-            cardinality,
-            ..Default::default()
-        }),
-        dataset_id: None,
-    })
+    d.get_or_register_dataset(
+        wire::GetOrRegisterDatasetRequest {
+            dataset: Some(wire::DatasetDef {
+                graph: Default::default(),
+                tfdata_pipeline: Some(pipeline),
+            }),
+            metadata: Some(wire::DataServiceMetadata {
+                compression: 1,
+                cardinality,
+                ..Default::default()
+            }),
+            dataset_id: None,
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await
     .unwrap()
     .dataset_id
@@ -271,14 +275,18 @@ async fn a_graph_of_doubled_edges_neither_hangs_nor_blocks_other_rpcs() {
     let d = Arc::new(d);
     let other = iteration_with_client(&d).await;
     let graph = d
-        .get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
-            dataset: Some(wire::DatasetDef {
-                graph: crate::tf_graph::tests::doubled(40).into(),
-                tfdata_pipeline: None,
-            }),
-            metadata: Some(wire::DataServiceMetadata::default()),
-            dataset_id: None,
-        })
+        .get_or_register_dataset(
+            wire::GetOrRegisterDatasetRequest {
+                dataset: Some(wire::DatasetDef {
+                    graph: crate::tf_graph::tests::doubled(40).into(),
+                    tfdata_pipeline: None,
+                }),
+                metadata: Some(wire::DataServiceMetadata::default()),
+                dataset_id: None,
+            }
+            .try_into()
+            .unwrap(),
+        )
         .await
         .unwrap()
         .dataset_id;
@@ -323,14 +331,18 @@ async fn a_graph_of_doubled_edges_neither_hangs_nor_blocks_other_rpcs() {
 
 /// Registers a TensorFlow graph; returns its id.
 async fn register_graph(d: &Dispatcher, graph: Vec<u8>) -> String {
-    d.get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
-        dataset: Some(wire::DatasetDef {
-            graph: graph.into(),
-            tfdata_pipeline: None,
-        }),
-        metadata: Some(wire::DataServiceMetadata::default()),
-        dataset_id: None,
-    })
+    d.get_or_register_dataset(
+        wire::GetOrRegisterDatasetRequest {
+            dataset: Some(wire::DatasetDef {
+                graph: graph.into(),
+                tfdata_pipeline: None,
+            }),
+            metadata: Some(wire::DataServiceMetadata::default()),
+            dataset_id: None,
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await
     .unwrap()
     .dataset_id

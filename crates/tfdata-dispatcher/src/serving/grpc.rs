@@ -86,6 +86,8 @@ macro_rules! dispatcher_service {
 
 dispatcher_service! {
     validated {
+        get_or_register_dataset(GetOrRegisterDatasetRequest => GetOrRegisterDataset)
+            -> GetOrRegisterDatasetResponse as "GetOrRegisterDataset";
         get_or_create_job(GetOrCreateJobRequest => GetOrCreateJob) -> GetOrCreateJobResponse
             as "GetOrCreateJob";
     }
@@ -93,8 +95,6 @@ dispatcher_service! {
         worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
         get_dataset_def(GetDatasetDefRequest) -> GetDatasetDefResponse as "GetDatasetDef";
         get_split(GetSplitRequest) -> GetSplitResponse as "GetSplit";
-        get_or_register_dataset(GetOrRegisterDatasetRequest) -> GetOrRegisterDatasetResponse
-            as "GetOrRegisterDataset";
         get_or_create_iteration(GetOrCreateIterationRequest) -> GetOrCreateIterationResponse
             as "GetOrCreateIteration";
         maybe_remove_task(MaybeRemoveTaskRequest) -> MaybeRemoveTaskResponse as "MaybeRemoveTask";
