@@ -20,9 +20,9 @@ use tfdata_rpc::security::RpcChannel;
 
 use super::Dispatcher;
 use super::errors::unknown_dataset;
-use super::requests::GetOrCreateJob;
+use super::requests::{GetOrCreateIteration, GetOrCreateJob, Restore};
 use super::workers::new_task_update;
-use crate::state::{DispatcherState, Job, MAX_RESTORATION_CONSUMERS};
+use crate::state::{DispatcherState, Job};
 
 /// How long the dispatcher waits for a worker to accept a `ProcessTask`.
 /// Heartbeats deliver the task anyway if this push fails.
@@ -103,14 +103,14 @@ impl Dispatcher {
 
     pub(crate) async fn get_or_create_iteration(
         &self,
-        req: wire::GetOrCreateIterationRequest,
+        mut req: GetOrCreateIteration,
     ) -> Result<wire::GetOrCreateIterationResponse> {
         let job = self
             .ledger
-            .read(|g| g.state.job(JobId(req.job_id)).cloned())
+            .read(|g| g.state.job(req.job_id).cloned())
             .await?
-            .ok_or_else(|| Error::not_found("job", req.job_id))?;
-        if let Some(restore) = req.tfdata_restore {
+            .ok_or_else(|| Error::not_found("job", req.job_id.0))?;
+        if let Some(restore) = req.restore.take() {
             return self.restore_iteration(job, req, restore).await;
         }
         let exists = self
@@ -139,9 +139,9 @@ impl Dispatcher {
                     job_id: job.id.0,
                     repetition: req.repetition,
                     num_split_providers: providers.len() as i64,
-                    tfdata_consumed: req.tfdata_consumed.clone(),
+                    tfdata_consumed: req.consumed.clone(),
                     tfdata_restore: None,
-                    tfdata_consumed_pieces: req.tfdata_consumed_pieces.clone(),
+                    tfdata_consumed_pieces: req.consumed_pieces.clone(),
                 }))?;
                 if !providers.is_empty() {
                     txn.split_providers.insert(id, providers);
@@ -163,15 +163,9 @@ impl Dispatcher {
     async fn restore_iteration(
         &self,
         job: Job,
-        req: wire::GetOrCreateIterationRequest,
-        restore: wire::TfdataRestore,
+        req: GetOrCreateIteration,
+        restored: Restore,
     ) -> Result<wire::GetOrCreateIterationResponse> {
-        if !(1..=MAX_RESTORATION_CONSUMERS).contains(&restore.consumers) {
-            return Err(Error::InvalidArgument(format!(
-                "a reader checkpoint of {} consumers (1 to {MAX_RESTORATION_CONSUMERS})",
-                restore.consumers
-            )));
-        }
         // Providers for a new restoration, built outside the lock; dropped
         // if the consumer joins one that exists.
         let providers = if job.sharding_policy() == Some(ShardingPolicy::Dynamic) {
@@ -179,16 +173,17 @@ impl Dispatcher {
         } else {
             Vec::new()
         };
-        check_consumed_ranges(&req.tfdata_consumed, providers.len())?;
-        check_consumed_pieces(&req.tfdata_consumed_pieces, providers.len())?;
-        let elements =
-            crate::state::consumed_elements("GetOrCreateIteration", &req.tfdata_consumed_elements)
-                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        check_consumed_ranges(&req.consumed, providers.len())?;
+        check_consumed_pieces(&req.consumed_pieces, providers.len())?;
+        let Restore {
+            origin: mut restore,
+            consumed_elements,
+            elements,
+        } = restored;
         let mut txn = self.ledger.begin().await;
         // The consumers that took checkpoints of the origin iteration, if
         // this dispatcher still knows it: a checkpoint taken before another
         // consumer joined does not count that one.
-        let mut restore = restore;
         restore.consumers = restore
             .consumers
             .max(known_checkpointers(&txn.state, &job, &restore));
@@ -239,9 +234,9 @@ impl Dispatcher {
             iteration_id: iteration_id.0,
             origin_client_id: restore.origin_client_id,
             consumers: restore.consumers,
-            consumed: req.tfdata_consumed.clone(),
-            consumed_elements: req.tfdata_consumed_elements.clone(),
-            consumed_pieces: req.tfdata_consumed_pieces.clone(),
+            consumed: req.consumed.clone(),
+            consumed_elements,
+            consumed_pieces: req.consumed_pieces.clone(),
             // `acquire_client` below takes this id.
             client_id: txn.state.next_client_id().0,
         }))?;
@@ -298,7 +293,7 @@ impl Dispatcher {
         &self,
         mut txn: super::txn::Txn<'_>,
         iteration_id: tfdata_core::IterationId,
-        req: &wire::GetOrCreateIterationRequest,
+        req: &GetOrCreateIteration,
         new_task_defs: Vec<wire::TaskDef>,
     ) -> Result<wire::GetOrCreateIterationResponse> {
         let client_id = txn.state.next_client_id();
@@ -306,7 +301,7 @@ impl Dispatcher {
             wire::AcquireIterationClientUpdate {
                 iteration_id: iteration_id.0,
                 iteration_client_id: client_id.0,
-                tfdata_reports_receipts: req.tfdata_reports_receipts,
+                tfdata_reports_receipts: req.reports_receipts,
             },
         ))?;
         txn.liveness.client_acquired(client_id);
@@ -494,23 +489,19 @@ fn check_workers_can_run(
 /// A restored reader's consumed splits start a new distributed_epoch
 /// iteration of its own: refused for an iteration that exists (its splits
 /// went out already) or that has no split providers, and when malformed.
-fn check_consumed(
-    req: &wire::GetOrCreateIterationRequest,
-    exists: bool,
-    providers: usize,
-) -> Result<()> {
-    if req.tfdata_consumed.is_empty() && req.tfdata_consumed_pieces.is_empty() {
+fn check_consumed(req: &GetOrCreateIteration, exists: bool, providers: usize) -> Result<()> {
+    if req.consumed.is_empty() && req.consumed_pieces.is_empty() {
         return Ok(());
     }
     if exists {
         return Err(Error::FailedPrecondition(format!(
             "a reader restored from a checkpoint needs an iteration of its own, but job {} \
              already has one (checkpoints of shared jobs are not supported)",
-            req.job_id
+            req.job_id.0
         )));
     }
-    check_consumed_ranges(&req.tfdata_consumed, providers)?;
-    check_consumed_pieces(&req.tfdata_consumed_pieces, providers)
+    check_consumed_ranges(&req.consumed, providers)?;
+    check_consumed_pieces(&req.consumed_pieces, providers)
 }
 
 /// Restored parts of splits, checked against the job's split providers.

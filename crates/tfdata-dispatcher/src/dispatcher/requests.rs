@@ -8,12 +8,14 @@
 //! The codes and words are the ones readers already see: TensorFlow's where
 //! it has its own.
 
+use std::collections::BTreeMap;
 use std::num::NonZeroI64;
 
-use tfdata_core::{DatasetId, Error};
+use tfdata_core::ranges::IndexRanges;
+use tfdata_core::{DatasetId, Error, JobId};
 use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy};
 
-use crate::state::normalize_target_workers;
+use crate::state::{MAX_RESTORATION_CONSUMERS, consumed_elements, normalize_target_workers};
 
 /// `GetOrCreateJob`: the job a reader reads a dataset through.
 #[derive(Debug, Clone)]
@@ -143,6 +145,67 @@ impl TryFrom<wire::GetOrRegisterDatasetRequest> for GetOrRegisterDataset {
     }
 }
 
+/// `GetOrCreateIteration`: a reader joins (or starts) an iteration of a
+/// job; a restored reader says what it consumed.
+#[derive(Debug, Clone)]
+pub(crate) struct GetOrCreateIteration {
+    pub job_id: JobId,
+    pub repetition: i64,
+    pub reports_receipts: bool,
+    /// A restored distributed_epoch reader's consumed splits and parts of
+    /// splits (checked against the job's split providers by the handler).
+    pub consumed: Vec<wire::TfdataSplitRanges>,
+    pub consumed_pieces: Vec<wire::TfdataSplitPieces>,
+    /// A shared job's consumer restored from its checkpoint.
+    pub restore: Option<Restore>,
+}
+
+/// A consumer of a shared job restored from its checkpoint.
+#[derive(Debug, Clone)]
+pub(crate) struct Restore {
+    /// The iteration and client the checkpoint was taken as; `consumers`
+    /// is in `1..=MAX_RESTORATION_CONSUMERS`.
+    pub origin: wire::TfdataRestore,
+    /// The elements it consumed of each worker, as sent (journaled so).
+    pub consumed_elements: Vec<wire::TfdataWorkerRanges>,
+    /// The same, decoded.
+    pub elements: BTreeMap<String, IndexRanges>,
+}
+
+impl TryFrom<wire::GetOrCreateIterationRequest> for GetOrCreateIteration {
+    type Error = Error;
+
+    fn try_from(req: wire::GetOrCreateIterationRequest) -> Result<Self, Error> {
+        let restore = match req.tfdata_restore {
+            None => None,
+            Some(origin) => {
+                if !(1..=MAX_RESTORATION_CONSUMERS).contains(&origin.consumers) {
+                    return Err(Error::InvalidArgument(format!(
+                        "a reader checkpoint of {} consumers (1 to {MAX_RESTORATION_CONSUMERS})",
+                        origin.consumers
+                    )));
+                }
+                let elements =
+                    consumed_elements("GetOrCreateIteration", &req.tfdata_consumed_elements)
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                Some(Restore {
+                    origin,
+                    consumed_elements: req.tfdata_consumed_elements,
+                    elements,
+                })
+            }
+        };
+        Ok(GetOrCreateIteration {
+            job_id: JobId(req.job_id),
+            repetition: req.repetition,
+            reports_receipts: req.tfdata_reports_receipts,
+            consumed: req.tfdata_consumed,
+            consumed_pieces: req.tfdata_consumed_pieces,
+            restore,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,5 +320,36 @@ mod tests {
             tfdata_pipeline: Some(Default::default()),
         };
         assert!(register(bad_pipeline, None).is_err());
+    }
+
+    #[test]
+    fn a_restore_names_its_consumers_and_well_formed_elements() {
+        let iteration = |consumers: i64, address: &str| {
+            GetOrCreateIteration::try_from(wire::GetOrCreateIterationRequest {
+                job_id: 5,
+                tfdata_restore: Some(wire::TfdataRestore {
+                    consumers,
+                    ..Default::default()
+                }),
+                tfdata_consumed_elements: vec![wire::TfdataWorkerRanges {
+                    worker_address: address.into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+        };
+        for consumers in [0, MAX_RESTORATION_CONSUMERS + 1] {
+            let (code, msg) = refused_with(iteration(consumers, "w:1"));
+            assert_eq!(code, tonic::Code::InvalidArgument);
+            assert!(
+                msg.contains(&format!("a reader checkpoint of {consumers} consumers")),
+                "{msg}"
+            );
+        }
+        let (code, _) = refused_with(iteration(2, ""));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        let ok = iteration(2, "w:1").unwrap();
+        assert_eq!(ok.job_id, JobId(5));
+        assert!(ok.restore.is_some());
     }
 }

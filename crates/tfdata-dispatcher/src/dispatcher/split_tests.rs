@@ -961,10 +961,19 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
         tfdata_consumed_elements: Vec::new(),
         tfdata_consumed_pieces: Vec::new(),
     };
-    let c1 = d.get_or_create_iteration(client(true)).await.unwrap();
-    let c2 = d.get_or_create_iteration(client(true)).await.unwrap();
+    let c1 = d
+        .get_or_create_iteration(client(true).try_into().unwrap())
+        .await
+        .unwrap();
+    let c2 = d
+        .get_or_create_iteration(client(true).try_into().unwrap())
+        .await
+        .unwrap();
     // A reader that does not report (a TensorFlow client) is not waited for.
-    let tf = d.get_or_create_iteration(client(false)).await.unwrap();
+    let tf = d
+        .get_or_create_iteration(client(false).try_into().unwrap())
+        .await
+        .unwrap();
     let state = d.snapshot_state().await;
     let iteration = state
         .client_iteration(tfdata_core::IterationClientId(c1.iteration_client_id))
@@ -1195,7 +1204,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
     };
     // Consumer 1 of iteration 77 (2 consumers) consumed splits 0..3.
     let a = d
-        .get_or_create_iteration(restore(77, 1, 2, &[0, 3]))
+        .get_or_create_iteration(restore(77, 1, 2, &[0, 3]).try_into().unwrap())
         .await
         .unwrap();
     let restored = a.tfdata_iteration_id;
@@ -1223,7 +1232,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
     let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
     // Consumer 2 consumed splits 5..7 and joins: tasks start.
     let b = d
-        .get_or_create_iteration(restore(77, 2, 2, &[5, 7]))
+        .get_or_create_iteration(restore(77, 2, 2, &[5, 7]).try_into().unwrap())
         .await
         .unwrap();
     assert_eq!(b.tfdata_iteration_id, restored);
@@ -1262,14 +1271,18 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
     // The trainers crash again and restore from the same checkpoints: a new
     // restoration.
     let again = d
-        .get_or_create_iteration(restore(77, 2, 2, &[5, 7]))
+        .get_or_create_iteration(restore(77, 2, 2, &[5, 7]).try_into().unwrap())
         .await
         .unwrap();
     assert_ne!(again.tfdata_iteration_id, restored);
     // That consumer's checkpoint was older than the other's, taken in the
     // first restoration: both meet in the restoration of that one.
     let newer = d
-        .get_or_create_iteration(restore(restored, a.iteration_client_id, 2, &[0, 4]))
+        .get_or_create_iteration(
+            restore(restored, a.iteration_client_id, 2, &[0, 4])
+                .try_into()
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(newer.tfdata_iteration_id, again.tfdata_iteration_id);
@@ -1287,7 +1300,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
     // A checkpoint that knew of one consumer resumes at once; another
     // consumer of that iteration is then refused, saying why.
     let solo = d
-        .get_or_create_iteration(restore(88, 1, 1, &[0, 1]))
+        .get_or_create_iteration(restore(88, 1, 1, &[0, 1]).try_into().unwrap())
         .await
         .unwrap();
     assert_eq!(
@@ -1295,7 +1308,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         1
     );
     let late = d
-        .get_or_create_iteration(restore(88, 2, 2, &[1, 2]))
+        .get_or_create_iteration(restore(88, 2, 2, &[1, 2]).try_into().unwrap())
         .await
         .unwrap_err();
     assert!(late.to_string().contains("without this one"), "{late}");
@@ -1308,8 +1321,14 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         tfdata_reports_receipts: true,
         ..Default::default()
     };
-    let first = d.get_or_create_iteration(plain.clone()).await.unwrap();
-    let second = d.get_or_create_iteration(plain).await.unwrap();
+    let first = d
+        .get_or_create_iteration(plain.clone().try_into().unwrap())
+        .await
+        .unwrap();
+    let second = d
+        .get_or_create_iteration(plain.try_into().unwrap())
+        .await
+        .unwrap();
     assert_eq!(first.tfdata_iteration_id, second.tfdata_iteration_id);
     for c in [&first, &second] {
         d.client_heartbeat(wire::ClientHeartbeatRequest {
@@ -1322,12 +1341,20 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
     }
     let origin = first.tfdata_iteration_id;
     let early = d
-        .get_or_create_iteration(restore(origin, first.iteration_client_id, 1, &[0, 2]))
+        .get_or_create_iteration(
+            restore(origin, first.iteration_client_id, 1, &[0, 2])
+                .try_into()
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert!(tasks_of(&d.snapshot_state().await, early.tfdata_iteration_id).is_empty());
     let other = d
-        .get_or_create_iteration(restore(origin, second.iteration_client_id, 2, &[2, 4]))
+        .get_or_create_iteration(
+            restore(origin, second.iteration_client_id, 2, &[2, 4])
+                .try_into()
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(other.tfdata_iteration_id, early.tfdata_iteration_id);
@@ -1335,14 +1362,11 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         tasks_of(&d.snapshot_state().await, early.tfdata_iteration_id).len(),
         1
     );
-    // Hostile claims are refused.
+    // Hostile claims are refused, as the request arrives (`requests`).
+    use super::requests::GetOrCreateIteration;
+    assert!(GetOrCreateIteration::try_from(restore(99, 1, 0, &[])).is_err());
     assert!(
-        d.get_or_create_iteration(restore(99, 1, 0, &[]))
-            .await
-            .is_err()
-    );
-    assert!(
-        d.get_or_create_iteration(restore(99, 1, 2, &[5, 3]))
+        d.get_or_create_iteration(restore(99, 1, 2, &[5, 3]).try_into().unwrap())
             .await
             .is_err()
     );

@@ -77,15 +77,19 @@ pub(super) async fn iteration_of_range(d: &Dispatcher, n: i64, policy: i32) -> i
         .await
         .unwrap()
         .job_id;
-    d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
-        job_id,
-        repetition: 0,
-        tfdata_reports_receipts: false,
-        tfdata_consumed: Vec::new(),
-        tfdata_restore: None,
-        tfdata_consumed_elements: Vec::new(),
-        tfdata_consumed_pieces: Vec::new(),
-    })
+    d.get_or_create_iteration(
+        wire::GetOrCreateIterationRequest {
+            job_id,
+            repetition: 0,
+            tfdata_reports_receipts: false,
+            tfdata_consumed: Vec::new(),
+            tfdata_restore: None,
+            tfdata_consumed_elements: Vec::new(),
+            tfdata_consumed_pieces: Vec::new(),
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await
     .unwrap()
     .iteration_client_id
@@ -163,15 +167,19 @@ async fn maybe_remove_task_checks_the_consumer_index() {
         .await
         .unwrap()
         .job_id;
-    d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
-        job_id,
-        repetition: 0,
-        tfdata_reports_receipts: false,
-        tfdata_consumed: Vec::new(),
-        tfdata_restore: None,
-        tfdata_consumed_elements: Vec::new(),
-        tfdata_consumed_pieces: Vec::new(),
-    })
+    d.get_or_create_iteration(
+        wire::GetOrCreateIterationRequest {
+            job_id,
+            repetition: 0,
+            tfdata_reports_receipts: false,
+            tfdata_consumed: Vec::new(),
+            tfdata_restore: None,
+            tfdata_consumed_elements: Vec::new(),
+            tfdata_consumed_pieces: Vec::new(),
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await
     .unwrap();
     let heartbeat = d
@@ -390,15 +398,19 @@ async fn job_for(d: &Dispatcher, dataset_id: &str) -> tfdata_core::Result<i64> {
         )
         .await?
         .job_id;
-    d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
-        job_id,
-        repetition: 0,
-        tfdata_reports_receipts: false,
-        tfdata_consumed: Vec::new(),
-        tfdata_restore: None,
-        tfdata_consumed_elements: Vec::new(),
-        tfdata_consumed_pieces: Vec::new(),
-    })
+    d.get_or_create_iteration(
+        wire::GetOrCreateIterationRequest {
+            job_id,
+            repetition: 0,
+            tfdata_reports_receipts: false,
+            tfdata_consumed: Vec::new(),
+            tfdata_restore: None,
+            tfdata_consumed_elements: Vec::new(),
+            tfdata_consumed_pieces: Vec::new(),
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await?;
     Ok(job_id)
 }

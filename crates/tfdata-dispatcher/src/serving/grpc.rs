@@ -86,6 +86,8 @@ macro_rules! dispatcher_service {
 
 dispatcher_service! {
     validated {
+        get_or_create_iteration(GetOrCreateIterationRequest => GetOrCreateIteration)
+            -> GetOrCreateIterationResponse as "GetOrCreateIteration";
         get_or_register_dataset(GetOrRegisterDatasetRequest => GetOrRegisterDataset)
             -> GetOrRegisterDatasetResponse as "GetOrRegisterDataset";
         get_or_create_job(GetOrCreateJobRequest => GetOrCreateJob) -> GetOrCreateJobResponse
@@ -95,8 +97,6 @@ dispatcher_service! {
         worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
         get_dataset_def(GetDatasetDefRequest) -> GetDatasetDefResponse as "GetDatasetDef";
         get_split(GetSplitRequest) -> GetSplitResponse as "GetSplit";
-        get_or_create_iteration(GetOrCreateIterationRequest) -> GetOrCreateIterationResponse
-            as "GetOrCreateIteration";
         maybe_remove_task(MaybeRemoveTaskRequest) -> MaybeRemoveTaskResponse as "MaybeRemoveTask";
         release_iteration_client(ReleaseIterationClientRequest) -> ReleaseIterationClientResponse
             as "ReleaseIterationClient";
