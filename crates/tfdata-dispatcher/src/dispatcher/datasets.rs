@@ -7,14 +7,16 @@ use tfdata_proto::data::{self as wire, update::UpdateType};
 
 use super::Dispatcher;
 use super::errors::{task_failed, unknown_dataset};
-use super::requests::GetOrRegisterDataset;
+use super::requests::{
+    DisableCompressionAtRuntime, GetDataServiceMetadata, GetDatasetDef, GetOrRegisterDataset,
+};
 
 impl Dispatcher {
     pub(crate) async fn get_dataset_def(
         &self,
-        req: wire::GetDatasetDefRequest,
+        req: GetDatasetDef,
     ) -> Result<wire::GetDatasetDefResponse> {
-        let id = DatasetId(req.dataset_id);
+        let id = req.dataset_id;
         let known = self.ledger.read(|g| g.state.dataset(&id).is_some()).await?;
         if !known {
             return Err(Error::not_found("dataset", id));
@@ -91,17 +93,17 @@ impl Dispatcher {
 
     pub(crate) async fn get_data_service_metadata(
         &self,
-        req: wire::GetDataServiceMetadataRequest,
+        req: GetDataServiceMetadata,
     ) -> Result<wire::GetDataServiceMetadataResponse> {
         let metadata = self
             .ledger
             .read(|g| {
                 g.state
-                    .dataset(&DatasetId(req.dataset_id.clone()))
+                    .dataset(&req.dataset_id)
                     .map(|ds| ds.metadata.clone())
             })
             .await?
-            .ok_or_else(|| unknown_dataset(&req.dataset_id))?;
+            .ok_or_else(|| unknown_dataset(&req.dataset_id.0))?;
         Ok(wire::GetDataServiceMetadataResponse {
             metadata: Some(metadata),
         })
@@ -141,15 +143,14 @@ impl Dispatcher {
 
     pub(crate) async fn disable_compression_at_runtime(
         &self,
-        req: wire::DisableCompressionAtRuntimeRequest,
+        req: DisableCompressionAtRuntime,
     ) -> Result<wire::DisableCompressionAtRuntimeResponse> {
         use wire::disable_compression_at_runtime_response::Decision;
         let mut txn = self.ledger.begin().await;
-        let id = DatasetId(req.dataset_id.clone());
         let ds = txn
             .state
-            .dataset(&id)
-            .ok_or_else(|| unknown_dataset(&req.dataset_id))?;
+            .dataset(&req.dataset_id)
+            .ok_or_else(|| unknown_dataset(&req.dataset_id.0))?;
         let decision =
             if ds.metadata.compression == wire::data_service_metadata::Compression::Off as i32 {
                 Decision::NoCompressionToDisable(true)
@@ -158,11 +159,11 @@ impl Dispatcher {
             } else {
                 txn.apply(UpdateType::CompressionDisabledAtRuntime(
                     wire::CompressionDisabledAtRuntimeUpdate {
-                        dataset_id: req.dataset_id.clone(),
-                        compression_disabled: req.disable_compression_at_runtime,
+                        dataset_id: req.dataset_id.0.clone(),
+                        compression_disabled: req.disable,
                     },
                 ))?;
-                Decision::CompressionDisabledAtRuntime(req.disable_compression_at_runtime)
+                Decision::CompressionDisabledAtRuntime(req.disable)
             };
         txn.commit().await?;
         Ok(wire::DisableCompressionAtRuntimeResponse {

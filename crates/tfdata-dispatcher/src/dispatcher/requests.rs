@@ -206,6 +206,58 @@ impl TryFrom<wire::GetOrCreateIterationRequest> for GetOrCreateIteration {
     }
 }
 
+/// `GetDatasetDef`: a worker asks for a dataset's definition.
+#[derive(Debug, Clone)]
+pub(crate) struct GetDatasetDef {
+    pub dataset_id: DatasetId,
+}
+
+impl TryFrom<wire::GetDatasetDefRequest> for GetDatasetDef {
+    type Error = Error;
+
+    fn try_from(req: wire::GetDatasetDefRequest) -> Result<Self, Error> {
+        Ok(GetDatasetDef {
+            dataset_id: DatasetId(req.dataset_id),
+        })
+    }
+}
+
+/// `GetDataServiceMetadata`: a reader asks what was registered with a
+/// dataset.
+#[derive(Debug, Clone)]
+pub(crate) struct GetDataServiceMetadata {
+    pub dataset_id: DatasetId,
+}
+
+impl TryFrom<wire::GetDataServiceMetadataRequest> for GetDataServiceMetadata {
+    type Error = Error;
+
+    fn try_from(req: wire::GetDataServiceMetadataRequest) -> Result<Self, Error> {
+        Ok(GetDataServiceMetadata {
+            dataset_id: DatasetId(req.dataset_id),
+        })
+    }
+}
+
+/// `DisableCompressionAtRuntime`: a reader proposes the runtime
+/// compression decision of a dataset; the first proposal stands.
+#[derive(Debug, Clone)]
+pub(crate) struct DisableCompressionAtRuntime {
+    pub dataset_id: DatasetId,
+    pub disable: bool,
+}
+
+impl TryFrom<wire::DisableCompressionAtRuntimeRequest> for DisableCompressionAtRuntime {
+    type Error = Error;
+
+    fn try_from(req: wire::DisableCompressionAtRuntimeRequest) -> Result<Self, Error> {
+        Ok(DisableCompressionAtRuntime {
+            dataset_id: DatasetId(req.dataset_id),
+            disable: req.disable_compression_at_runtime,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,6 +86,12 @@ macro_rules! dispatcher_service {
 
 dispatcher_service! {
     validated {
+        get_dataset_def(GetDatasetDefRequest => GetDatasetDef) -> GetDatasetDefResponse
+            as "GetDatasetDef";
+        get_data_service_metadata(GetDataServiceMetadataRequest => GetDataServiceMetadata)
+            -> GetDataServiceMetadataResponse as "GetDataServiceMetadata";
+        disable_compression_at_runtime(DisableCompressionAtRuntimeRequest => DisableCompressionAtRuntime)
+            -> DisableCompressionAtRuntimeResponse as "DisableCompressionAtRuntime";
         get_or_create_iteration(GetOrCreateIterationRequest => GetOrCreateIteration)
             -> GetOrCreateIterationResponse as "GetOrCreateIteration";
         get_or_register_dataset(GetOrRegisterDatasetRequest => GetOrRegisterDataset)
@@ -95,16 +101,11 @@ dispatcher_service! {
     }
     delegated {
         worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
-        get_dataset_def(GetDatasetDefRequest) -> GetDatasetDefResponse as "GetDatasetDef";
         get_split(GetSplitRequest) -> GetSplitResponse as "GetSplit";
         maybe_remove_task(MaybeRemoveTaskRequest) -> MaybeRemoveTaskResponse as "MaybeRemoveTask";
         release_iteration_client(ReleaseIterationClientRequest) -> ReleaseIterationClientResponse
             as "ReleaseIterationClient";
         client_heartbeat(ClientHeartbeatRequest) -> ClientHeartbeatResponse as "ClientHeartbeat";
-        get_data_service_metadata(GetDataServiceMetadataRequest) -> GetDataServiceMetadataResponse
-            as "GetDataServiceMetadata";
-        disable_compression_at_runtime(DisableCompressionAtRuntimeRequest) -> DisableCompressionAtRuntimeResponse
-            as "DisableCompressionAtRuntime";
         snapshot(SnapshotRequest) -> SnapshotResponse as "Snapshot";
         get_snapshot_split(GetSnapshotSplitRequest) -> GetSnapshotSplitResponse as "GetSnapshotSplit";
         get_snapshot_streams(GetSnapshotStreamsRequest) -> GetSnapshotStreamsResponse
