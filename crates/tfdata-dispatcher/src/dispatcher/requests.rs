@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::num::NonZeroI64;
 
 use tfdata_core::ranges::IndexRanges;
-use tfdata_core::{DatasetId, Error, JobId};
+use tfdata_core::{DatasetId, Error, JobId, TaskId};
 use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy};
 
 use crate::state::{MAX_RESTORATION_CONSUMERS, consumed_elements, normalize_target_workers};
@@ -254,6 +254,28 @@ impl TryFrom<wire::DisableCompressionAtRuntimeRequest> for DisableCompressionAtR
         Ok(DisableCompressionAtRuntime {
             dataset_id: DatasetId(req.dataset_id),
             disable: req.disable_compression_at_runtime,
+        })
+    }
+}
+
+/// `MaybeRemoveTask`: one consumer of a coordinated read asks for a task's
+/// removal in a round (the consumer index is checked against the job's
+/// consumers by the handler, which knows the job).
+#[derive(Debug, Clone)]
+pub(crate) struct MaybeRemoveTask {
+    pub task_id: TaskId,
+    pub consumer_index: i64,
+    pub round: i64,
+}
+
+impl TryFrom<wire::MaybeRemoveTaskRequest> for MaybeRemoveTask {
+    type Error = Error;
+
+    fn try_from(req: wire::MaybeRemoveTaskRequest) -> Result<Self, Error> {
+        Ok(MaybeRemoveTask {
+            task_id: TaskId(req.task_id),
+            consumer_index: req.consumer_index,
+            round: req.round,
         })
     }
 }

@@ -197,11 +197,15 @@ async fn maybe_remove_task_checks_the_consumer_index() {
         .task_id;
     for bad in [2, 5, -1] {
         let err = d
-            .maybe_remove_task(wire::MaybeRemoveTaskRequest {
-                task_id,
-                consumer_index: bad,
-                round: 3,
-            })
+            .maybe_remove_task(
+                wire::MaybeRemoveTaskRequest {
+                    task_id,
+                    consumer_index: bad,
+                    round: 3,
+                }
+                .try_into()
+                .unwrap(),
+            )
             .await
             .unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument, "{bad}: {err}");

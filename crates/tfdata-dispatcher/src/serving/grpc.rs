@@ -86,6 +86,8 @@ macro_rules! dispatcher_service {
 
 dispatcher_service! {
     validated {
+        maybe_remove_task(MaybeRemoveTaskRequest => MaybeRemoveTask) -> MaybeRemoveTaskResponse
+            as "MaybeRemoveTask";
         get_dataset_def(GetDatasetDefRequest => GetDatasetDef) -> GetDatasetDefResponse
             as "GetDatasetDef";
         get_data_service_metadata(GetDataServiceMetadataRequest => GetDataServiceMetadata)
@@ -102,7 +104,6 @@ dispatcher_service! {
     delegated {
         worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
         get_split(GetSplitRequest) -> GetSplitResponse as "GetSplit";
-        maybe_remove_task(MaybeRemoveTaskRequest) -> MaybeRemoveTaskResponse as "MaybeRemoveTask";
         release_iteration_client(ReleaseIterationClientRequest) -> ReleaseIterationClientResponse
             as "ReleaseIterationClient";
         client_heartbeat(ClientHeartbeatRequest) -> ClientHeartbeatResponse as "ClientHeartbeat";
