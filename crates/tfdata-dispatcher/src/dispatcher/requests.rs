@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::num::NonZeroI64;
 
 use tfdata_core::ranges::IndexRanges;
-use tfdata_core::{DatasetId, Error, JobId, TaskId};
+use tfdata_core::{DatasetId, Error, IterationClientId, JobId, TaskId};
 use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy};
 
 use crate::state::{MAX_RESTORATION_CONSUMERS, consumed_elements, normalize_target_workers};
@@ -276,6 +276,22 @@ impl TryFrom<wire::MaybeRemoveTaskRequest> for MaybeRemoveTask {
             task_id: TaskId(req.task_id),
             consumer_index: req.consumer_index,
             round: req.round,
+        })
+    }
+}
+
+/// `ReleaseIterationClient`: a reader is done with its iteration.
+#[derive(Debug, Clone)]
+pub(crate) struct ReleaseIterationClient {
+    pub client_id: IterationClientId,
+}
+
+impl TryFrom<wire::ReleaseIterationClientRequest> for ReleaseIterationClient {
+    type Error = Error;
+
+    fn try_from(req: wire::ReleaseIterationClientRequest) -> Result<Self, Error> {
+        Ok(ReleaseIterationClient {
+            client_id: IterationClientId(req.iteration_client_id),
         })
     }
 }

@@ -715,9 +715,13 @@ async fn replaying_any_journal_gives_the_live_state() {
                     if !clients.is_empty() {
                         let c = clients.swap_remove(rng.random_range(0..clients.len()));
                         let _ = d
-                            .release_iteration_client(wire::ReleaseIterationClientRequest {
-                                iteration_client_id: c,
-                            })
+                            .release_iteration_client(
+                                wire::ReleaseIterationClientRequest {
+                                    iteration_client_id: c,
+                                }
+                                .try_into()
+                                .unwrap(),
+                            )
                             .await;
                     }
                 }
@@ -1152,9 +1156,13 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
     };
     assert_eq!(waiting(&d.snapshot_state().await), (2, 0));
     for c in [&c1, &c2, &tf] {
-        d.release_iteration_client(wire::ReleaseIterationClientRequest {
-            iteration_client_id: c.iteration_client_id,
-        })
+        d.release_iteration_client(
+            wire::ReleaseIterationClientRequest {
+                iteration_client_id: c.iteration_client_id,
+            }
+            .try_into()
+            .unwrap(),
+        )
         .await
         .unwrap();
     }

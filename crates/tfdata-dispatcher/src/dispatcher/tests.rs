@@ -614,9 +614,13 @@ async fn demand_and_rates_follow_heartbeats() {
     assert_eq!(overview.workers[0].processing_time_nsec, Some(5e6));
 
     // The reader leaves: no demand.
-    d.release_iteration_client(wire::ReleaseIterationClientRequest {
-        iteration_client_id: client,
-    })
+    d.release_iteration_client(
+        wire::ReleaseIterationClientRequest {
+            iteration_client_id: client,
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await
     .unwrap();
     assert_eq!(d.overview().await.demand.optimal_workers, 0);

@@ -86,6 +86,8 @@ macro_rules! dispatcher_service {
 
 dispatcher_service! {
     validated {
+        release_iteration_client(ReleaseIterationClientRequest => ReleaseIterationClient)
+            -> ReleaseIterationClientResponse as "ReleaseIterationClient";
         maybe_remove_task(MaybeRemoveTaskRequest => MaybeRemoveTask) -> MaybeRemoveTaskResponse
             as "MaybeRemoveTask";
         get_dataset_def(GetDatasetDefRequest => GetDatasetDef) -> GetDatasetDefResponse
@@ -104,8 +106,6 @@ dispatcher_service! {
     delegated {
         worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
         get_split(GetSplitRequest) -> GetSplitResponse as "GetSplit";
-        release_iteration_client(ReleaseIterationClientRequest) -> ReleaseIterationClientResponse
-            as "ReleaseIterationClient";
         client_heartbeat(ClientHeartbeatRequest) -> ClientHeartbeatResponse as "ClientHeartbeat";
         snapshot(SnapshotRequest) -> SnapshotResponse as "Snapshot";
         get_snapshot_split(GetSnapshotSplitRequest) -> GetSnapshotSplitResponse as "GetSnapshotSplit";
