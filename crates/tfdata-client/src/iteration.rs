@@ -347,18 +347,23 @@ pub(crate) async fn start(
                 .into(),
         ));
     }
+    // TensorFlow's reader checks these (`ValidateDataServiceParams`), with
+    // these codes and words; the dispatcher checks the cardinality again
+    // when it makes the job, for readers that do not.
     if params.trainer_id.is_some() {
         if params.cardinality >= 0 {
-            return Err(Error::FailedPrecondition(format!(
-                "cross-trainer caching requires an infinite dataset, but the registered cardinality is {}",
+            return Err(Error::InvalidArgument(format!(
+                "Cross-trainer caching requires the input dataset to be infinite. Got input \
+                 with cardinality {}",
                 params.cardinality
             )));
         }
         if params.repetition > 1 {
-            return Err(Error::FailedPrecondition(
-                "cross-trainer caching does not support repeated iterations (repetition > 1)"
-                    .into(),
-            ));
+            return Err(Error::InvalidArgument(format!(
+                "Cross-trainer caching requires infinite datasets and disallows multiple \
+                 repetitions of the same dataset. Got repetition {}",
+                params.repetition
+            )));
         }
     }
     let job_request = wire::GetOrCreateJobRequest {

@@ -243,9 +243,12 @@ async fn fetch_slot(
                     return Ok(Slot::Skipped);
                 }
                 if response.end_of_sequence {
+                    // TensorFlow's worker says this; ours reports the end.
                     return Err(Error::FailedPrecondition(format!(
-                        "task {} on {} reached the end of its data during a coordinated read; \
-                         coordinated reads need an infinite dataset (add .repeat())",
+                        "Encountered end of sequence on a round-robin read iterator. Please \
+                         ensure that the dataset used for round-robin reading has infinite \
+                         cardinality, e.g. by adding a .repeat() transformation at the end. \
+                         (task {} on {})",
                         task.task_id, task.address
                     )));
                 }

@@ -386,6 +386,32 @@ mod tests {
         assert_eq!(again.code(), tonic::Code::FailedPrecondition);
     }
 
+    /// The consumer that waits for a round another consumer runs gets the
+    /// end of the data too, not a wait for ever (issue 34).
+    #[tokio::test]
+    async fn a_round_that_runs_dry_fails_the_consumer_waiting_for_it() {
+        let def = TaskDef {
+            num_consumers: Some(2),
+            ..Default::default()
+        };
+        let task = TaskRunner::new(def, 4);
+        task.run_pipeline(Dataset::range(1), IterContext::new(), false);
+        let both = async {
+            tokio::join!(
+                task.next_for_round(0, 0, false),
+                task.next_for_round(1, 0, false)
+            )
+        };
+        let (a, b) = tokio::time::timeout(std::time::Duration::from_secs(10), both)
+            .await
+            .expect("a consumer waited for a round that can never run");
+        for result in [a, b] {
+            let err = result.err().unwrap();
+            assert!(err.to_string().contains("end of sequence"), "{err}");
+            assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+        }
+    }
+
     /// A provider of `range` splits whose leases record their release.
     struct LeasingSplits {
         inner: tfdata_dataset::splits::RangeSplitProvider,

@@ -94,14 +94,21 @@ impl PipelineLoader<'_> {
         })
         .await
         .map_err(|e| Error::Internal(format!("building the pipeline failed: {e}")))??;
-        if (def.num_consumers.is_some() || def.use_cross_trainer_cache)
-            && dataset.cardinality() >= 0
-        {
+        // The dispatcher refuses these jobs when it makes them; a
+        // dispatcher that does not (TensorFlow's, for caches) meets this
+        // check, in TensorFlow's words.
+        let cardinality = dataset.cardinality();
+        if def.num_consumers.is_some() && cardinality >= 0 {
             return Err(Error::FailedPrecondition(format!(
-                "coordinated reads and cross-trainer caches need an infinite dataset, but dataset {} has {} elements; \
-                 add .repeat() at the end",
-                def.dataset_id,
-                dataset.cardinality()
+                "Round robin reads require that the input dataset has infinite cardinality, but \
+                 the dataset has cardinality {cardinality}. Consider adding a `.repeat()` \
+                 transformation to the dataset."
+            )));
+        }
+        if def.use_cross_trainer_cache && cardinality >= 0 {
+            return Err(Error::InvalidArgument(format!(
+                "Cross-trainer caching requires the input dataset to be infinite. Got input with \
+                 cardinality {cardinality}"
             )));
         }
         let mut ctx = tfdata_dataset::IterContext::new();

@@ -315,13 +315,14 @@ fn contradictory_coordinated_read_options_are_rejected() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("LOCAL"), "{err}");
-    // A finite dataset: the worker refuses, with TensorFlow's advice.
+    // A finite dataset: the dispatcher refuses the job, with TensorFlow's
+    // advice (every consumer: `every_consumer_of_a_finite_coordinated_read_...`).
     let ds = distribute(ProcessingMode::ParallelEpochs, &t)
         .job_name("finite")
         .consumers(0, 1)
         .apply(&Dataset::range(3))
         .unwrap();
-    let err = ds.iter().unwrap().next().unwrap().unwrap_err();
+    let err = ds.iter().err().unwrap();
     assert!(err.to_string().contains("infinite"), "{err}");
 }
 
@@ -378,4 +379,100 @@ fn cross_trainer_cache_shares_one_window_between_trainers() {
             .to_string()
             .contains("infinite")
     );
+}
+
+/// Two consumers of a coordinated read of `dataset` (job `job`), each on
+/// its own thread, reading until an error: the error and how long after
+/// its start it came. A consumer that reads 30 s without one fails the test.
+fn two_consumers_until_an_error(
+    dispatcher: &DispatchServer,
+    job: &str,
+    dataset: &Dataset,
+) -> Vec<(tfdata::Error, Duration)> {
+    let consumers: Vec<_> = (0..2)
+        .map(|index| {
+            let (target, job, dataset) = (dispatcher.target(), job.to_string(), dataset.clone());
+            std::thread::spawn(move || -> (tfdata::Error, Duration) {
+                let started = Instant::now();
+                let ds = distribute(ProcessingMode::ParallelEpochs, &target)
+                    .job_name(&job)
+                    .consumers(index, 2)
+                    .task_refresh_interval(Duration::from_millis(100))
+                    .apply(&dataset);
+                let mut it = match ds.and_then(|ds| ds.iter()) {
+                    Ok(it) => it,
+                    Err(e) => return (e, started.elapsed()),
+                };
+                let deadline = started + Duration::from_secs(30);
+                while Instant::now() < deadline {
+                    match it.next_timeout(Duration::from_millis(200)) {
+                        std::task::Poll::Ready(Some(Err(e))) => return (e, started.elapsed()),
+                        std::task::Poll::Ready(None) => panic!("consumer {index}: end of data"),
+                        std::task::Poll::Ready(Some(Ok(_))) | std::task::Poll::Pending => {}
+                    }
+                }
+                panic!("consumer {index} waited 30 s without an error");
+            })
+        })
+        .collect();
+    let outcomes: Vec<_> = consumers.into_iter().map(|c| c.join().unwrap()).collect();
+    for (index, (err, took)) in outcomes.iter().enumerate() {
+        eprintln!("consumer {index}: {took:?}: {err}");
+    }
+    outcomes
+}
+
+/// Issue 34, item 8: two consumers of a coordinated read over a finite
+/// dataset. Every consumer gets TensorFlow's refusal when its read starts
+/// (the job is made), promptly; none waits for data that never comes.
+#[test]
+fn every_consumer_of_a_finite_coordinated_read_is_refused_promptly() {
+    let (dispatcher, _w) = cluster(2);
+    let outcomes = two_consumers_until_an_error(&dispatcher, "finite-pair", &Dataset::range(10));
+    for (index, (err, took)) in outcomes.into_iter().enumerate() {
+        assert_eq!(
+            err.code(),
+            tonic::Code::FailedPrecondition,
+            "consumer {index}: {err}"
+        );
+        assert!(
+            err.to_string().contains(
+                "Round robin reads require that the input dataset has infinite cardinality, \
+                 but the dataset has cardinality 10. Consider adding a `.repeat()` \
+                 transformation to the dataset."
+            ),
+            "consumer {index}: {err}"
+        );
+        assert!(
+            took < Duration::from_secs(5),
+            "consumer {index} took {took:?}"
+        );
+    }
+}
+
+/// An unknown cardinality (here `ignore_errors`) cannot be refused up
+/// front; TensorFlow allows the read and fails it when the data ends. Every
+/// consumer gets that error, promptly, in TensorFlow's words.
+#[test]
+fn every_consumer_of_a_coordinated_read_that_ends_gets_an_error() {
+    let (dispatcher, _w) = cluster(2);
+    let dataset = Dataset::range(10).ignore_errors();
+    assert_eq!(dataset.cardinality(), tfdata_dataset::UNKNOWN_CARDINALITY);
+    let outcomes = two_consumers_until_an_error(&dispatcher, "ends", &dataset);
+    for (index, (err, took)) in outcomes.into_iter().enumerate() {
+        assert_eq!(
+            err.code(),
+            tonic::Code::FailedPrecondition,
+            "consumer {index}: {err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("Encountered end of sequence on a round-robin read"),
+            "consumer {index}: {err}"
+        );
+        assert!(
+            took < Duration::from_secs(5),
+            "consumer {index} took {took:?}"
+        );
+    }
 }

@@ -20,6 +20,7 @@ use tfdata_proto::data::{self as wire, update::UpdateType};
 use super::Dispatcher;
 use super::coordinated_reads::negotiate_pending_task;
 use super::errors::unknown_client;
+use super::requests::ReleaseIterationClient;
 use super::task_lists::{EncodedTaskList, encode_task_list};
 use super::txn::Guarded;
 use super::workers::apply_and_return_splits;
@@ -247,9 +248,9 @@ impl Dispatcher {
 
     pub(crate) async fn release_iteration_client(
         &self,
-        req: wire::ReleaseIterationClientRequest,
+        req: ReleaseIterationClient,
     ) -> Result<wire::ReleaseIterationClientResponse> {
-        let client = IterationClientId(req.iteration_client_id);
+        let client = req.client_id;
         let mut txn = self.ledger.begin().await;
         if txn.state.client_iteration(client).is_none() {
             return Err(unknown_client(client));

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tfdata_core::{Error, IterationClientId, IterationId, Result, TaskId};
+use tfdata_core::{Error, IterationClientId, IterationId, Result};
 use tfdata_proto::data::{self as wire, update::UpdateType};
 
 use super::Dispatcher;
+use super::requests::MaybeRemoveTask;
 use super::txn::Txn;
 
 /// How long a `MaybeRemoveTask` waits for the other consumers (TensorFlow's).
@@ -89,9 +90,9 @@ impl Dispatcher {
     /// read once every consumer asks for its removal in the same round.
     pub(crate) async fn maybe_remove_task(
         &self,
-        req: wire::MaybeRemoveTaskRequest,
+        req: MaybeRemoveTask,
     ) -> Result<wire::MaybeRemoveTaskResponse> {
-        let task_id = TaskId(req.task_id);
+        let task_id = req.task_id;
         let num_consumers = self
             .ledger
             .read(|g| {
@@ -114,7 +115,7 @@ impl Dispatcher {
                     Some(n) => Ok(Some(n)),
                     None => Err(Error::FailedPrecondition(format!(
                         "MaybeRemoveTask called for task {} of a non-round-robin iteration",
-                        req.task_id
+                        req.task_id.0
                     ))),
                 }
             })

@@ -1,5 +1,5 @@
-//! Datasets: registration (the definition is written to the store outside
-//! the state lock), definitions for workers, metadata, and the runtime
+//! Datasets: registration (the definition, checked in `requests`, is
+//! written to the store outside the state lock), definitions for workers, metadata, and the runtime
 //! compression decision.
 
 use tfdata_core::{DatasetId, Error, Result};
@@ -7,13 +7,16 @@ use tfdata_proto::data::{self as wire, update::UpdateType};
 
 use super::Dispatcher;
 use super::errors::{task_failed, unknown_dataset};
+use super::requests::{
+    DisableCompressionAtRuntime, GetDataServiceMetadata, GetDatasetDef, GetOrRegisterDataset,
+};
 
 impl Dispatcher {
     pub(crate) async fn get_dataset_def(
         &self,
-        req: wire::GetDatasetDefRequest,
+        req: GetDatasetDef,
     ) -> Result<wire::GetDatasetDefResponse> {
-        let id = DatasetId(req.dataset_id);
+        let id = req.dataset_id;
         let known = self.ledger.read(|g| g.state.dataset(&id).is_some()).await?;
         if !known {
             return Err(Error::not_found("dataset", id));
@@ -33,53 +36,41 @@ impl Dispatcher {
     /// id chosen stays free meanwhile.
     pub(crate) async fn get_or_register_dataset(
         &self,
-        req: wire::GetOrRegisterDatasetRequest,
+        req: GetOrRegisterDataset,
     ) -> Result<wire::GetOrRegisterDatasetResponse> {
-        let def = req.dataset.unwrap_or_default();
-        let mut unsupported_ops = Vec::new();
-        match &def.tfdata_pipeline {
-            // Reject a bad pipeline now, not on a worker later.
-            Some(p) => {
-                tfdata_dataset::pipeline::from_pipeline_def(p)?;
-            }
-            None if def.graph.is_empty() => {
-                return Err(Error::InvalidArgument(
-                    "the dataset has neither a TensorFlow graph nor a tfdata pipeline".into(),
-                ));
-            }
-            // Which workers can run the graph; a graph walk, so not under
-            // the lock and not on an RPC thread.
-            None => {
-                let graph = def.graph.clone();
-                unsupported_ops = tokio::task::spawn_blocking(move || graph_support(&graph))
-                    .await
-                    .map_err(|e| task_failed("graph check", e))?;
-            }
-        }
-        let metadata = req.metadata.unwrap_or_default();
-        if req.dataset_id.as_deref() == Some("") {
-            return Err(Error::InvalidArgument(
-                "requested dataset_id is empty".into(),
-            ));
-        }
+        let GetOrRegisterDataset {
+            def,
+            metadata,
+            dataset_id,
+        } = req;
+        // Which workers can run a graph; a graph walk, so not under the
+        // lock and not on an RPC thread.
+        let unsupported_ops = if def.tfdata_pipeline.is_none() {
+            let graph = def.graph.clone();
+            tokio::task::spawn_blocking(move || graph_support(&graph))
+                .await
+                .map_err(|e| task_failed("graph check", e))?
+        } else {
+            Vec::new()
+        };
         let _registering = self.registration.lock().await;
         let (existing, next_id) = self
             .ledger
             .read(|g| {
-                let existing = req.dataset_id.as_ref().and_then(|id| {
-                    let ds = g.state.dataset(&DatasetId(id.clone()))?;
+                let existing = dataset_id.as_ref().and_then(|id| {
+                    let ds = g.state.dataset(id)?;
                     Some(ds.metadata.clone())
                 });
                 (existing, g.state.next_dataset_id())
             })
             .await?;
-        if let (Some(id), Some(existing)) = (&req.dataset_id, &existing) {
-            check_same_metadata(id, existing, &metadata)?;
+        if let (Some(id), Some(existing)) = (&dataset_id, &existing) {
+            check_same_metadata(&id.0, existing, &metadata)?;
             return Ok(wire::GetOrRegisterDatasetResponse {
-                dataset_id: id.clone(),
+                dataset_id: id.0.clone(),
             });
         }
-        let id = req.dataset_id.clone().map_or(next_id, DatasetId);
+        let id = dataset_id.unwrap_or(next_id);
         let store = self.store.clone();
         let is_pipeline = def.tfdata_pipeline.is_some();
         let (put_id, put_def) = (id.clone(), def);
@@ -102,33 +93,64 @@ impl Dispatcher {
 
     pub(crate) async fn get_data_service_metadata(
         &self,
-        req: wire::GetDataServiceMetadataRequest,
+        req: GetDataServiceMetadata,
     ) -> Result<wire::GetDataServiceMetadataResponse> {
         let metadata = self
             .ledger
             .read(|g| {
                 g.state
-                    .dataset(&DatasetId(req.dataset_id.clone()))
+                    .dataset(&req.dataset_id)
                     .map(|ds| ds.metadata.clone())
             })
             .await?
-            .ok_or_else(|| unknown_dataset(&req.dataset_id))?;
+            .ok_or_else(|| unknown_dataset(&req.dataset_id.0))?;
         Ok(wire::GetDataServiceMetadataResponse {
             metadata: Some(metadata),
         })
     }
 
+    /// The number of elements a dataset's tasks produce, as its workers
+    /// will see it (−1 infinite, −2 unknown): a tfdata pipeline's own
+    /// cardinality, read from its definition (a registration need not say,
+    /// and a worker checks the pipeline it builds); for a TensorFlow graph,
+    /// the cardinality TensorFlow computed when it registered the graph.
+    pub(super) async fn dataset_cardinality(&self, id: &DatasetId) -> Result<i64> {
+        let (is_pipeline, registered) = self
+            .ledger
+            .read(|g| {
+                g.state
+                    .dataset(id)
+                    .map(|ds| (ds.is_pipeline, ds.metadata.cardinality))
+            })
+            .await?
+            .ok_or_else(|| unknown_dataset(&id.0))?;
+        if !is_pipeline {
+            return Ok(registered);
+        }
+        let (store, id) = (self.store.clone(), id.clone());
+        tokio::task::spawn_blocking(move || {
+            let def = store.get(&id)?;
+            let pipeline = def.tfdata_pipeline.ok_or_else(|| {
+                Error::Internal(format!(
+                    "dataset {id} was registered as a pipeline but has none"
+                ))
+            })?;
+            Ok(tfdata_dataset::pipeline::from_pipeline_def(&pipeline)?.cardinality())
+        })
+        .await
+        .map_err(|e| task_failed("dataset read", e))?
+    }
+
     pub(crate) async fn disable_compression_at_runtime(
         &self,
-        req: wire::DisableCompressionAtRuntimeRequest,
+        req: DisableCompressionAtRuntime,
     ) -> Result<wire::DisableCompressionAtRuntimeResponse> {
         use wire::disable_compression_at_runtime_response::Decision;
         let mut txn = self.ledger.begin().await;
-        let id = DatasetId(req.dataset_id.clone());
         let ds = txn
             .state
-            .dataset(&id)
-            .ok_or_else(|| unknown_dataset(&req.dataset_id))?;
+            .dataset(&req.dataset_id)
+            .ok_or_else(|| unknown_dataset(&req.dataset_id.0))?;
         let decision =
             if ds.metadata.compression == wire::data_service_metadata::Compression::Off as i32 {
                 Decision::NoCompressionToDisable(true)
@@ -137,11 +159,11 @@ impl Dispatcher {
             } else {
                 txn.apply(UpdateType::CompressionDisabledAtRuntime(
                     wire::CompressionDisabledAtRuntimeUpdate {
-                        dataset_id: req.dataset_id.clone(),
-                        compression_disabled: req.disable_compression_at_runtime,
+                        dataset_id: req.dataset_id.0.clone(),
+                        compression_disabled: req.disable,
                     },
                 ))?;
-                Decision::CompressionDisabledAtRuntime(req.disable_compression_at_runtime)
+                Decision::CompressionDisabledAtRuntime(req.disable)
             };
         txn.commit().await?;
         Ok(wire::DisableCompressionAtRuntimeResponse {

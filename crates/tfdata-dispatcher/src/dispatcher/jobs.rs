@@ -7,6 +7,7 @@
 //! meanwhile wins, and the providers built here are dropped.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroI64;
 use std::time::Duration;
 
 use tfdata_core::ranges::IndexRanges;
@@ -19,10 +20,9 @@ use tfdata_rpc::security::RpcChannel;
 
 use super::Dispatcher;
 use super::errors::unknown_dataset;
+use super::requests::{GetOrCreateIteration, GetOrCreateJob, Restore};
 use super::workers::new_task_update;
-use crate::state::{
-    DispatcherState, Job, MAX_RESTORATION_CONSUMERS, WorkerAddress, normalize_target_workers,
-};
+use crate::state::{DispatcherState, Job, WorkerAddress};
 
 /// How long the dispatcher waits for a worker to accept a `ProcessTask`.
 /// Heartbeats deliver the task anyway if this push fails.
@@ -35,35 +35,18 @@ const MAX_RESTORATION_CHAIN: usize = 10_000;
 impl Dispatcher {
     pub(crate) async fn get_or_create_job(
         &self,
-        req: wire::GetOrCreateJobRequest,
+        req: GetOrCreateJob,
     ) -> Result<wire::GetOrCreateJobResponse> {
-        let mode = req.processing_mode_def.unwrap_or_default();
-        let policy = ShardingPolicy::try_from(mode.sharding_policy).map_err(|_| {
-            Error::Internal(format!(
-                "invalid sharding policy {} (expected 0..=5: OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, HINT)",
-                mode.sharding_policy
-            ))
-        })?;
-        let target_workers = normalize_target_workers(req.target_workers);
-        if wire::TargetWorkers::try_from(req.target_workers).is_err() {
-            return Err(Error::InvalidArgument(format!(
-                "invalid target_workers {}",
-                req.target_workers
-            )));
-        }
-        if req.job_name.as_deref() == Some("") {
-            return Err(Error::InvalidArgument("job_name must not be empty".into()));
-        }
         let wanted = JobParameters {
-            mode,
+            mode: req.mode,
             use_cross_trainer_cache: req.use_cross_trainer_cache,
-            target_workers,
+            target_workers: req.target_workers,
         };
         // An existing job of that name is the answer (if its parameters match).
-        let dataset_id = DatasetId(req.dataset_id.clone());
+        let dataset_id = &req.dataset_id;
         let existing = self
             .ledger
-            .read(|g| existing_job(&g.state, &dataset_id, req.job_name.as_deref(), &wanted))
+            .read(|g| existing_job(&g.state, dataset_id, req.job_name.as_deref(), &wanted))
             .await??;
         if let Some(job_id) = existing {
             return Ok(wire::GetOrCreateJobResponse { job_id: job_id.0 });
@@ -71,19 +54,19 @@ impl Dispatcher {
         // A job no registered worker can serve fails now, not as a read
         // that waits forever.
         self.ledger
-            .read(|g| check_workers_can_run(&g.state, &dataset_id))
+            .read(|g| check_workers_can_run(&g.state, dataset_id))
             .await??;
+        // Reads that need an infinite dataset are refused here, where every
+        // consumer asks for the job, not by a worker to one reader later.
+        if req.num_consumers.is_some() || req.use_cross_trainer_cache {
+            let cardinality = self.dataset_cardinality(dataset_id).await?;
+            refuse_finite(&req, cardinality)?;
+        }
         // Capabilities not built yet fail here, clearly, before any state changes.
+        let policy = req.policy;
         if policy == ShardingPolicy::Dynamic {
             // Checks that the dataset's sources can be split (outside the lock).
-            self.new_split_providers(&dataset_id).await?;
-        }
-        if let Some(n) = req.num_consumers
-            && n <= 0
-        {
-            return Err(Error::InvalidArgument(format!(
-                "num_consumers must be positive, got {n}"
-            )));
+            self.new_split_providers(dataset_id).await?;
         }
         let is_static = !matches!(policy, ShardingPolicy::Off | ShardingPolicy::Dynamic);
         if is_static && self.config.worker_addresses.is_empty() {
@@ -94,7 +77,7 @@ impl Dispatcher {
         let mut txn = self.ledger.begin().await;
         // Someone may have created it while the providers were built.
         if let Some(job_id) =
-            existing_job(&txn.state, &dataset_id, req.job_name.as_deref(), &wanted)?
+            existing_job(&txn.state, dataset_id, req.job_name.as_deref(), &wanted)?
         {
             txn.commit().await?;
             return Ok(wire::GetOrCreateJobResponse { job_id: job_id.0 });
@@ -107,10 +90,10 @@ impl Dispatcher {
         txn.apply(UpdateType::CreateJob(wire::CreateJobUpdate {
             job_id: job_id.0,
             job_name: name.clone(),
-            dataset_id: req.dataset_id.clone(),
-            processing_mode_def: Some(mode),
-            num_consumers: req.num_consumers,
-            target_workers,
+            dataset_id: req.dataset_id.0.clone(),
+            processing_mode_def: Some(req.mode),
+            num_consumers: req.num_consumers.map(NonZeroI64::get),
+            target_workers: req.target_workers,
             use_cross_trainer_cache: req.use_cross_trainer_cache,
         }))?;
         txn.commit().await?;
@@ -120,14 +103,14 @@ impl Dispatcher {
 
     pub(crate) async fn get_or_create_iteration(
         &self,
-        req: wire::GetOrCreateIterationRequest,
+        mut req: GetOrCreateIteration,
     ) -> Result<wire::GetOrCreateIterationResponse> {
         let job = self
             .ledger
-            .read(|g| g.state.job(JobId(req.job_id)).cloned())
+            .read(|g| g.state.job(req.job_id).cloned())
             .await?
-            .ok_or_else(|| Error::not_found("job", req.job_id))?;
-        if let Some(restore) = req.tfdata_restore {
+            .ok_or_else(|| Error::not_found("job", req.job_id.0))?;
+        if let Some(restore) = req.restore.take() {
             return self.restore_iteration(job, req, restore).await;
         }
         let exists = self
@@ -156,9 +139,9 @@ impl Dispatcher {
                     job_id: job.id.0,
                     repetition: req.repetition,
                     num_split_providers: providers.len() as i64,
-                    tfdata_consumed: req.tfdata_consumed.clone(),
+                    tfdata_consumed: req.consumed.clone(),
                     tfdata_restore: None,
-                    tfdata_consumed_pieces: req.tfdata_consumed_pieces.clone(),
+                    tfdata_consumed_pieces: req.consumed_pieces.clone(),
                 }))?;
                 if !providers.is_empty() {
                     txn.split_providers.insert(id, providers);
@@ -180,15 +163,9 @@ impl Dispatcher {
     async fn restore_iteration(
         &self,
         job: Job,
-        req: wire::GetOrCreateIterationRequest,
-        restore: wire::TfdataRestore,
+        req: GetOrCreateIteration,
+        restored: Restore,
     ) -> Result<wire::GetOrCreateIterationResponse> {
-        if !(1..=MAX_RESTORATION_CONSUMERS).contains(&restore.consumers) {
-            return Err(Error::InvalidArgument(format!(
-                "a reader checkpoint of {} consumers (1 to {MAX_RESTORATION_CONSUMERS})",
-                restore.consumers
-            )));
-        }
         // Providers for a new restoration, built outside the lock; dropped
         // if the consumer joins one that exists.
         let providers = if job.sharding_policy() == Some(ShardingPolicy::Dynamic) {
@@ -196,16 +173,17 @@ impl Dispatcher {
         } else {
             Vec::new()
         };
-        check_consumed_ranges(&req.tfdata_consumed, providers.len())?;
-        check_consumed_pieces(&req.tfdata_consumed_pieces, providers.len())?;
-        let elements =
-            crate::state::consumed_elements("GetOrCreateIteration", &req.tfdata_consumed_elements)
-                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        check_consumed_ranges(&req.consumed, providers.len())?;
+        check_consumed_pieces(&req.consumed_pieces, providers.len())?;
+        let Restore {
+            origin: mut restore,
+            consumed_elements,
+            elements,
+        } = restored;
         let mut txn = self.ledger.begin().await;
         // The consumers that took checkpoints of the origin iteration, if
         // this dispatcher still knows it: a checkpoint taken before another
         // consumer joined does not count that one.
-        let mut restore = restore;
         restore.consumers = restore
             .consumers
             .max(known_checkpointers(&txn.state, &job, &restore));
@@ -256,9 +234,9 @@ impl Dispatcher {
             iteration_id: iteration_id.0,
             origin_client_id: restore.origin_client_id,
             consumers: restore.consumers,
-            consumed: req.tfdata_consumed.clone(),
-            consumed_elements: req.tfdata_consumed_elements.clone(),
-            consumed_pieces: req.tfdata_consumed_pieces.clone(),
+            consumed: req.consumed.clone(),
+            consumed_elements,
+            consumed_pieces: req.consumed_pieces.clone(),
             // `acquire_client` below takes this id.
             client_id: txn.state.next_client_id().0,
         }))?;
@@ -315,7 +293,7 @@ impl Dispatcher {
         &self,
         mut txn: super::txn::Txn<'_>,
         iteration_id: tfdata_core::IterationId,
-        req: &wire::GetOrCreateIterationRequest,
+        req: &GetOrCreateIteration,
         new_task_defs: Vec<wire::TaskDef>,
     ) -> Result<wire::GetOrCreateIterationResponse> {
         let client_id = txn.state.next_client_id();
@@ -323,7 +301,7 @@ impl Dispatcher {
             wire::AcquireIterationClientUpdate {
                 iteration_id: iteration_id.0,
                 iteration_client_id: client_id.0,
-                tfdata_reports_receipts: req.tfdata_reports_receipts,
+                tfdata_reports_receipts: req.reports_receipts,
             },
         ))?;
         txn.liveness.client_acquired(client_id);
@@ -436,6 +414,32 @@ fn target_workers_name(v: i32) -> &'static str {
     wire::TargetWorkers::try_from(v).map_or("INVALID", |t| t.as_str_name())
 }
 
+/// Coordinated reads and cross-trainer caches need an infinite dataset: a
+/// finite one would end in the middle of a round, or of the cache's
+/// window. TensorFlow refuses them with these codes and words (the worker
+/// for coordinated reads, the reader for caches); an unknown cardinality
+/// (a `filter`, say) is allowed, as TensorFlow allows it, and fails when
+/// the data ends.
+fn refuse_finite(req: &GetOrCreateJob, cardinality: i64) -> Result<()> {
+    if cardinality < 0 {
+        return Ok(());
+    }
+    if req.num_consumers.is_some() {
+        return Err(Error::FailedPrecondition(format!(
+            "Round robin reads require that the input dataset has infinite cardinality, but \
+             the dataset has cardinality {cardinality}. Consider adding a `.repeat()` \
+             transformation to the dataset."
+        )));
+    }
+    if req.use_cross_trainer_cache {
+        return Err(Error::InvalidArgument(format!(
+            "Cross-trainer caching requires the input dataset to be infinite. Got input with \
+             cardinality {cardinality}"
+        )));
+    }
+    Ok(())
+}
+
 /// Fails when workers are registered and none of them can run the dataset:
 /// a TensorFlow graph with ops tfdata workers lack and only tfdata workers
 /// (the error names the ops), or a tfdata pipeline and only TensorFlow
@@ -485,23 +489,19 @@ fn check_workers_can_run(
 /// A restored reader's consumed splits start a new distributed_epoch
 /// iteration of its own: refused for an iteration that exists (its splits
 /// went out already) or that has no split providers, and when malformed.
-fn check_consumed(
-    req: &wire::GetOrCreateIterationRequest,
-    exists: bool,
-    providers: usize,
-) -> Result<()> {
-    if req.tfdata_consumed.is_empty() && req.tfdata_consumed_pieces.is_empty() {
+fn check_consumed(req: &GetOrCreateIteration, exists: bool, providers: usize) -> Result<()> {
+    if req.consumed.is_empty() && req.consumed_pieces.is_empty() {
         return Ok(());
     }
     if exists {
         return Err(Error::FailedPrecondition(format!(
             "a reader restored from a checkpoint needs an iteration of its own, but job {} \
              already has one (checkpoints of shared jobs are not supported)",
-            req.job_id
+            req.job_id.0
         )));
     }
-    check_consumed_ranges(&req.tfdata_consumed, providers)?;
-    check_consumed_pieces(&req.tfdata_consumed_pieces, providers)
+    check_consumed_ranges(&req.consumed, providers)?;
+    check_consumed_pieces(&req.consumed_pieces, providers)
 }
 
 /// Restored parts of splits, checked against the job's split providers.

@@ -1,13 +1,16 @@
 //! The dispatcher's logic, independent of the transport (spec §4.2, §5).
 //!
 //! Every RPC handler is a method of [`Dispatcher`], written in the module
-//! of its concern. Each validates its request, does its slow work (reading
+//! of its concern. Each takes its request validated ([`requests`]: converted
+//! from the wire message, `TryFrom`, by the transport), does its slow work (reading
 //! or writing a dataset, building split providers, which may glob an object
 //! store, walking a TensorFlow graph) before it takes the state lock, then
 //! runs one [`txn::Txn`]: the updates it implies, applied to the state
 //! machine, journaled as one group, and answered once durable. Calls to
 //! workers (`ProcessTask`) happen after the transaction.
 //!
+//! * [`requests`]: the validated requests handlers take, converted from
+//!   the wire messages (`TryFrom`): every check of a request's own fields;
 //! * [`txn`]: transactions and the journal's group commit;
 //! * [`liveness`]: last heartbeats, apart from the journaled state;
 //! * [`worker_addresses`]: the `worker_addresses` resolver;
@@ -31,7 +34,7 @@
 //! Dependencies between them point one way:
 //! `overview → maintenance → workers → distributed_snapshots → splits`, `jobs → {workers, splits}`,
 //! `clients → {coordinated_reads, task_lists}`, `txn → task_lists`, and everything
-//! `→ {txn, liveness, load, errors}`.
+//! `→ {txn, liveness, load, errors, requests}`.
 
 mod clients;
 mod coordinated_reads;
@@ -44,6 +47,7 @@ pub mod load;
 mod maintenance;
 pub mod overview;
 mod probes;
+pub(crate) mod requests;
 mod splits;
 mod task_lists;
 mod txn;

@@ -60,12 +60,16 @@ async fn reader_heartbeat(d: &Dispatcher, client: i64) -> wire::ClientHeartbeatR
 /// A distributed_epoch job named "shared" over `range(n)`; returns its id.
 async fn shared_dynamic_job(d: &Dispatcher, n: i64) -> i64 {
     let dataset_id = super::tests::register(d, &tfdata_dataset::Dataset::range(n), n).await;
-    d.get_or_create_job(wire::GetOrCreateJobRequest {
-        dataset_id,
-        processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 1 }),
-        job_name: Some("shared".into()),
-        ..Default::default()
-    })
+    d.get_or_create_job(
+        wire::GetOrCreateJobRequest {
+            dataset_id,
+            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 1 }),
+            job_name: Some("shared".into()),
+            ..Default::default()
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await
     .unwrap()
     .job_id
@@ -711,9 +715,13 @@ async fn replaying_any_journal_gives_the_live_state() {
                     if !clients.is_empty() {
                         let c = clients.swap_remove(rng.random_range(0..clients.len()));
                         let _ = d
-                            .release_iteration_client(wire::ReleaseIterationClientRequest {
-                                iteration_client_id: c,
-                            })
+                            .release_iteration_client(
+                                wire::ReleaseIterationClientRequest {
+                                    iteration_client_id: c,
+                                }
+                                .try_into()
+                                .unwrap(),
+                            )
                             .await;
                     }
                 }
@@ -957,10 +965,19 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
         tfdata_consumed_elements: Vec::new(),
         tfdata_consumed_pieces: Vec::new(),
     };
-    let c1 = d.get_or_create_iteration(client(true)).await.unwrap();
-    let c2 = d.get_or_create_iteration(client(true)).await.unwrap();
+    let c1 = d
+        .get_or_create_iteration(client(true).try_into().unwrap())
+        .await
+        .unwrap();
+    let c2 = d
+        .get_or_create_iteration(client(true).try_into().unwrap())
+        .await
+        .unwrap();
     // A reader that does not report (a TensorFlow client) is not waited for.
-    let tf = d.get_or_create_iteration(client(false)).await.unwrap();
+    let tf = d
+        .get_or_create_iteration(client(false).try_into().unwrap())
+        .await
+        .unwrap();
     let state = d.state_copy().await;
     let iteration = state
         .client_iteration(tfdata_core::IterationClientId(c1.iteration_client_id))
@@ -1129,9 +1146,13 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
     };
     assert_eq!(waiting(&d.state_copy().await), (2, 0));
     for c in [&c1, &c2, &tf] {
-        d.release_iteration_client(wire::ReleaseIterationClientRequest {
-            iteration_client_id: c.iteration_client_id,
-        })
+        d.release_iteration_client(
+            wire::ReleaseIterationClientRequest {
+                iteration_client_id: c.iteration_client_id,
+            }
+            .try_into()
+            .unwrap(),
+        )
         .await
         .unwrap();
     }
@@ -1181,7 +1202,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
     };
     // Consumer 1 of iteration 77 (2 consumers) consumed splits 0..3.
     let a = d
-        .get_or_create_iteration(restore(77, 1, 2, &[0, 3]))
+        .get_or_create_iteration(restore(77, 1, 2, &[0, 3]).try_into().unwrap())
         .await
         .unwrap();
     let restored = a.tfdata_iteration_id;
@@ -1209,7 +1230,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
     let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
     // Consumer 2 consumed splits 5..7 and joins: tasks start.
     let b = d
-        .get_or_create_iteration(restore(77, 2, 2, &[5, 7]))
+        .get_or_create_iteration(restore(77, 2, 2, &[5, 7]).try_into().unwrap())
         .await
         .unwrap();
     assert_eq!(b.tfdata_iteration_id, restored);
@@ -1248,14 +1269,18 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
     // The trainers crash again and restore from the same checkpoints: a new
     // restoration.
     let again = d
-        .get_or_create_iteration(restore(77, 2, 2, &[5, 7]))
+        .get_or_create_iteration(restore(77, 2, 2, &[5, 7]).try_into().unwrap())
         .await
         .unwrap();
     assert_ne!(again.tfdata_iteration_id, restored);
     // That consumer's checkpoint was older than the other's, taken in the
     // first restoration: both meet in the restoration of that one.
     let newer = d
-        .get_or_create_iteration(restore(restored, a.iteration_client_id, 2, &[0, 4]))
+        .get_or_create_iteration(
+            restore(restored, a.iteration_client_id, 2, &[0, 4])
+                .try_into()
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(newer.tfdata_iteration_id, again.tfdata_iteration_id);
@@ -1273,7 +1298,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
     // A checkpoint that knew of one consumer resumes at once; another
     // consumer of that iteration is then refused, saying why.
     let solo = d
-        .get_or_create_iteration(restore(88, 1, 1, &[0, 1]))
+        .get_or_create_iteration(restore(88, 1, 1, &[0, 1]).try_into().unwrap())
         .await
         .unwrap();
     assert_eq!(
@@ -1281,7 +1306,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         1
     );
     let late = d
-        .get_or_create_iteration(restore(88, 2, 2, &[1, 2]))
+        .get_or_create_iteration(restore(88, 2, 2, &[1, 2]).try_into().unwrap())
         .await
         .unwrap_err();
     assert!(late.to_string().contains("without this one"), "{late}");
@@ -1294,8 +1319,14 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         tfdata_reports_receipts: true,
         ..Default::default()
     };
-    let first = d.get_or_create_iteration(plain.clone()).await.unwrap();
-    let second = d.get_or_create_iteration(plain).await.unwrap();
+    let first = d
+        .get_or_create_iteration(plain.clone().try_into().unwrap())
+        .await
+        .unwrap();
+    let second = d
+        .get_or_create_iteration(plain.try_into().unwrap())
+        .await
+        .unwrap();
     assert_eq!(first.tfdata_iteration_id, second.tfdata_iteration_id);
     for c in [&first, &second] {
         d.client_heartbeat(wire::ClientHeartbeatRequest {
@@ -1308,12 +1339,20 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
     }
     let origin = first.tfdata_iteration_id;
     let early = d
-        .get_or_create_iteration(restore(origin, first.iteration_client_id, 1, &[0, 2]))
+        .get_or_create_iteration(
+            restore(origin, first.iteration_client_id, 1, &[0, 2])
+                .try_into()
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert!(tasks_of(&d.state_copy().await, early.tfdata_iteration_id).is_empty());
     let other = d
-        .get_or_create_iteration(restore(origin, second.iteration_client_id, 2, &[2, 4]))
+        .get_or_create_iteration(
+            restore(origin, second.iteration_client_id, 2, &[2, 4])
+                .try_into()
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(other.tfdata_iteration_id, early.tfdata_iteration_id);
@@ -1321,14 +1360,11 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         tasks_of(&d.state_copy().await, early.tfdata_iteration_id).len(),
         1
     );
-    // Hostile claims are refused.
+    // Hostile claims are refused, as the request arrives (`requests`).
+    use super::requests::GetOrCreateIteration;
+    assert!(GetOrCreateIteration::try_from(restore(99, 1, 0, &[])).is_err());
     assert!(
-        d.get_or_create_iteration(restore(99, 1, 0, &[]))
-            .await
-            .is_err()
-    );
-    assert!(
-        d.get_or_create_iteration(restore(99, 1, 2, &[5, 3]))
+        d.get_or_create_iteration(restore(99, 1, 2, &[5, 3]).try_into().unwrap())
             .await
             .is_err()
     );

@@ -37,18 +37,22 @@ pub(super) async fn register(
     cardinality: i64,
 ) -> String {
     let pipeline = tfdata_dataset::pipeline::to_pipeline_def(dataset, false).unwrap();
-    d.get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
-        dataset: Some(wire::DatasetDef {
-            graph: Default::default(),
-            tfdata_pipeline: Some(pipeline),
-        }),
-        metadata: Some(wire::DataServiceMetadata {
-            compression: 1,
-            cardinality,
-            ..Default::default()
-        }),
-        dataset_id: None,
-    })
+    d.get_or_register_dataset(
+        wire::GetOrRegisterDatasetRequest {
+            dataset: Some(wire::DatasetDef {
+                graph: Default::default(),
+                tfdata_pipeline: Some(pipeline),
+            }),
+            metadata: Some(wire::DataServiceMetadata {
+                compression: 1,
+                cardinality,
+                ..Default::default()
+            }),
+            dataset_id: None,
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await
     .unwrap()
     .dataset_id
@@ -59,25 +63,33 @@ pub(super) async fn register(
 pub(super) async fn iteration_of_range(d: &Dispatcher, n: i64, policy: i32) -> i64 {
     let id = register(d, &tfdata_dataset::Dataset::range(n), 0).await;
     let job_id = d
-        .get_or_create_job(wire::GetOrCreateJobRequest {
-            dataset_id: id,
-            processing_mode_def: Some(wire::ProcessingModeDef {
-                sharding_policy: policy,
-            }),
-            ..Default::default()
-        })
+        .get_or_create_job(
+            wire::GetOrCreateJobRequest {
+                dataset_id: id,
+                processing_mode_def: Some(wire::ProcessingModeDef {
+                    sharding_policy: policy,
+                }),
+                ..Default::default()
+            }
+            .try_into()
+            .unwrap(),
+        )
         .await
         .unwrap()
         .job_id;
-    d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
-        job_id,
-        repetition: 0,
-        tfdata_reports_receipts: false,
-        tfdata_consumed: Vec::new(),
-        tfdata_restore: None,
-        tfdata_consumed_elements: Vec::new(),
-        tfdata_consumed_pieces: Vec::new(),
-    })
+    d.get_or_create_iteration(
+        wire::GetOrCreateIterationRequest {
+            job_id,
+            repetition: 0,
+            tfdata_reports_receipts: false,
+            tfdata_consumed: Vec::new(),
+            tfdata_restore: None,
+            tfdata_consumed_elements: Vec::new(),
+            tfdata_consumed_pieces: Vec::new(),
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await
     .unwrap()
     .iteration_client_id
@@ -141,25 +153,33 @@ async fn maybe_remove_task_checks_the_consumer_index() {
     .await
     .unwrap();
     let job_id = d
-        .get_or_create_job(wire::GetOrCreateJobRequest {
-            dataset_id,
-            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
-            job_name: Some("coordinated".into()),
-            num_consumers: Some(2),
-            ..Default::default()
-        })
+        .get_or_create_job(
+            wire::GetOrCreateJobRequest {
+                dataset_id,
+                processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
+                job_name: Some("coordinated".into()),
+                num_consumers: Some(2),
+                ..Default::default()
+            }
+            .try_into()
+            .unwrap(),
+        )
         .await
         .unwrap()
         .job_id;
-    d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
-        job_id,
-        repetition: 0,
-        tfdata_reports_receipts: false,
-        tfdata_consumed: Vec::new(),
-        tfdata_restore: None,
-        tfdata_consumed_elements: Vec::new(),
-        tfdata_consumed_pieces: Vec::new(),
-    })
+    d.get_or_create_iteration(
+        wire::GetOrCreateIterationRequest {
+            job_id,
+            repetition: 0,
+            tfdata_reports_receipts: false,
+            tfdata_consumed: Vec::new(),
+            tfdata_restore: None,
+            tfdata_consumed_elements: Vec::new(),
+            tfdata_consumed_pieces: Vec::new(),
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await
     .unwrap();
     let heartbeat = d
@@ -177,11 +197,15 @@ async fn maybe_remove_task_checks_the_consumer_index() {
         .task_id;
     for bad in [2, 5, -1] {
         let err = d
-            .maybe_remove_task(wire::MaybeRemoveTaskRequest {
-                task_id,
-                consumer_index: bad,
-                round: 3,
-            })
+            .maybe_remove_task(
+                wire::MaybeRemoveTaskRequest {
+                    task_id,
+                    consumer_index: bad,
+                    round: 3,
+                }
+                .try_into()
+                .unwrap(),
+            )
             .await
             .unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument, "{bad}: {err}");
@@ -202,25 +226,33 @@ async fn job_options_must_match_a_shared_job() {
         target_workers: target,
         ..Default::default()
     };
-    let id = d.get_or_create_job(named(0, 0)).await.unwrap().job_id;
+    let id = d
+        .get_or_create_job(named(0, 0).try_into().unwrap())
+        .await
+        .unwrap()
+        .job_id;
     assert_eq!(
-        d.get_or_create_job(named(0, 1)).await.unwrap().job_id,
+        d.get_or_create_job(named(0, 1).try_into().unwrap())
+            .await
+            .unwrap()
+            .job_id,
         id,
         "UNSPECIFIED = AUTO"
     );
     let err = d
-        .get_or_create_job(named(0, 2))
+        .get_or_create_job(named(0, 2).try_into().unwrap())
         .await
         .unwrap_err()
         .to_string();
     assert!(err.contains("target_workers"), "{err}");
     let err = d
-        .get_or_create_job(named(1, 1))
+        .get_or_create_job(named(1, 1).try_into().unwrap())
         .await
         .unwrap_err()
         .to_string();
     assert!(err.contains("processing_mode_def"), "{err}");
-    let err = d.get_or_create_job(named(9, 1)).await.unwrap_err();
+    // An unknown policy never reaches the handler (`requests`).
+    let err = super::requests::GetOrCreateJob::try_from(named(9, 1)).unwrap_err();
     assert_eq!(err.code(), tonic::Code::Internal);
 }
 
@@ -255,27 +287,35 @@ async fn a_graph_of_doubled_edges_neither_hangs_nor_blocks_other_rpcs() {
     let d = Arc::new(d);
     let other = iteration_with_client(&d).await;
     let graph = d
-        .get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
-            dataset: Some(wire::DatasetDef {
-                graph: crate::tf_graph::tests::doubled(40).into(),
-                tfdata_pipeline: None,
-            }),
-            metadata: Some(wire::DataServiceMetadata::default()),
-            dataset_id: None,
-        })
+        .get_or_register_dataset(
+            wire::GetOrRegisterDatasetRequest {
+                dataset: Some(wire::DatasetDef {
+                    graph: crate::tf_graph::tests::doubled(40).into(),
+                    tfdata_pipeline: None,
+                }),
+                metadata: Some(wire::DataServiceMetadata::default()),
+                dataset_id: None,
+            }
+            .try_into()
+            .unwrap(),
+        )
         .await
         .unwrap()
         .dataset_id;
     let job = {
         let d = Arc::clone(&d);
         tokio::spawn(async move {
-            d.get_or_create_job(wire::GetOrCreateJobRequest {
-                dataset_id: graph,
-                processing_mode_def: Some(wire::ProcessingModeDef {
-                    sharding_policy: 1, // DYNAMIC
-                }),
-                ..Default::default()
-            })
+            d.get_or_create_job(
+                wire::GetOrCreateJobRequest {
+                    dataset_id: graph,
+                    processing_mode_def: Some(wire::ProcessingModeDef {
+                        sharding_policy: 1, // DYNAMIC
+                    }),
+                    ..Default::default()
+                }
+                .try_into()
+                .unwrap(),
+            )
             .await
         })
     };
@@ -303,14 +343,18 @@ async fn a_graph_of_doubled_edges_neither_hangs_nor_blocks_other_rpcs() {
 
 /// Registers a TensorFlow graph; returns its id.
 async fn register_graph(d: &Dispatcher, graph: Vec<u8>) -> String {
-    d.get_or_register_dataset(wire::GetOrRegisterDatasetRequest {
-        dataset: Some(wire::DatasetDef {
-            graph: graph.into(),
-            tfdata_pipeline: None,
-        }),
-        metadata: Some(wire::DataServiceMetadata::default()),
-        dataset_id: None,
-    })
+    d.get_or_register_dataset(
+        wire::GetOrRegisterDatasetRequest {
+            dataset: Some(wire::DatasetDef {
+                graph: graph.into(),
+                tfdata_pipeline: None,
+            }),
+            metadata: Some(wire::DataServiceMetadata::default()),
+            dataset_id: None,
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await
     .unwrap()
     .dataset_id
@@ -347,22 +391,30 @@ async fn heartbeat(d: &Dispatcher, address: &str, tfdata: bool) -> wire::WorkerH
 
 async fn job_for(d: &Dispatcher, dataset_id: &str) -> tfdata_core::Result<i64> {
     let job_id = d
-        .get_or_create_job(wire::GetOrCreateJobRequest {
-            dataset_id: dataset_id.into(),
-            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
-            ..Default::default()
-        })
+        .get_or_create_job(
+            wire::GetOrCreateJobRequest {
+                dataset_id: dataset_id.into(),
+                processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
+                ..Default::default()
+            }
+            .try_into()
+            .unwrap(),
+        )
         .await?
         .job_id;
-    d.get_or_create_iteration(wire::GetOrCreateIterationRequest {
-        job_id,
-        repetition: 0,
-        tfdata_reports_receipts: false,
-        tfdata_consumed: Vec::new(),
-        tfdata_restore: None,
-        tfdata_consumed_elements: Vec::new(),
-        tfdata_consumed_pieces: Vec::new(),
-    })
+    d.get_or_create_iteration(
+        wire::GetOrCreateIterationRequest {
+            job_id,
+            repetition: 0,
+            tfdata_reports_receipts: false,
+            tfdata_consumed: Vec::new(),
+            tfdata_restore: None,
+            tfdata_consumed_elements: Vec::new(),
+            tfdata_consumed_pieces: Vec::new(),
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await?;
     Ok(job_id)
 }
@@ -562,9 +614,13 @@ async fn demand_and_rates_follow_heartbeats() {
     assert_eq!(overview.workers[0].processing_time_nsec, Some(5e6));
 
     // The reader leaves: no demand.
-    d.release_iteration_client(wire::ReleaseIterationClientRequest {
-        iteration_client_id: client,
-    })
+    d.release_iteration_client(
+        wire::ReleaseIterationClientRequest {
+            iteration_client_id: client,
+        }
+        .try_into()
+        .unwrap(),
+    )
     .await
     .unwrap();
     assert_eq!(d.overview().await.demand.optimal_workers, 0);
@@ -646,4 +702,78 @@ async fn heartbeats_list_the_iterations_tasks_as_they_change() {
         "the stopped worker's task left the list"
     );
     assert!(!third.iteration_finished);
+}
+
+/// Coordinated reads and cross-trainer caches of a finite dataset are
+/// refused when the job is made, in TensorFlow's codes and words; the
+/// cardinality is the pipeline's own (whatever the registration said), and
+/// an unknown one is allowed, as TensorFlow allows it.
+#[tokio::test]
+async fn jobs_that_need_an_infinite_dataset_refuse_a_finite_one() {
+    use tfdata_dataset::Dataset;
+    let (d, _clock) = dispatcher();
+    let job = |dataset_id: &str, name: &str, num_consumers: Option<i64>, cache: bool| {
+        wire::GetOrCreateJobRequest {
+            dataset_id: dataset_id.to_string(),
+            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
+            job_name: Some(name.into()),
+            num_consumers,
+            use_cross_trainer_cache: cache,
+            ..Default::default()
+        }
+    };
+    // Registered as infinite, but the pipeline says 3.
+    let finite = register(&d, &Dataset::range(3), -1).await;
+    let err = d
+        .get_or_create_job(
+            job(&finite, "coordinated", Some(2), false)
+                .try_into()
+                .unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(
+        err.to_string(),
+        "failed precondition: Round robin reads require that the input dataset has infinite \
+         cardinality, but the dataset has cardinality 3. Consider adding a `.repeat()` \
+         transformation to the dataset."
+    );
+    let err = d
+        .get_or_create_job(job(&finite, "cache", None, true).try_into().unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(
+        err.to_string().contains(
+            "Cross-trainer caching requires the input dataset to be infinite. Got input with \
+             cardinality 3"
+        ),
+        "{err}"
+    );
+    // Nothing was made: no job of either name.
+    assert_eq!(d.ledger.read(|g| g.state.jobs().count()).await.unwrap(), 0);
+    // A plain read of it is fine; so are unknown and infinite cardinalities.
+    d.get_or_create_job(job(&finite, "plain", None, false).try_into().unwrap())
+        .await
+        .unwrap();
+    let unknown = register(&d, &Dataset::range(3).ignore_errors(), 0).await;
+    d.get_or_create_job(job(&unknown, "unknown", Some(2), false).try_into().unwrap())
+        .await
+        .unwrap();
+    let infinite = register(&d, &Dataset::range(3).repeat(None), 0).await;
+    d.get_or_create_job(
+        job(&infinite, "infinite", Some(2), false)
+            .try_into()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    d.get_or_create_job(
+        job(&infinite, "infinite-cache", None, true)
+            .try_into()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
 }

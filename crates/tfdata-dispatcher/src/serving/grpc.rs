@@ -8,7 +8,7 @@ use tfdata_proto::data::{self as wire, dispatcher_service_server::DispatcherServ
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use crate::dispatcher::Dispatcher;
+use crate::dispatcher::{Dispatcher, requests};
 use crate::serving::request_span::{RequestIds, rpc_span};
 
 /// The tonic adapter around [`Dispatcher`].
@@ -38,16 +38,34 @@ impl DispatcherGrpc {
     }
 }
 
-/// The `DispatcherService` impl: methods that hand the request to the
-/// `Dispatcher` method of the same name (listed once each), and the rest
-/// written out.
+/// The `DispatcherService` impl: methods that hand the request, converted
+/// to its validated type (`requests`), to the `Dispatcher` method of the
+/// same name (listed once each); methods whose handler still takes the
+/// wire message (`delegated`); and the rest written out.
 macro_rules! dispatcher_service {
     (
+        validated { $($vmethod:ident($vreq:ident => $valid:ident) -> $vresp:ident as $vname:literal;)* }
         delegated { $($method:ident($req:ident) -> $resp:ident as $name:literal;)* }
         custom { $($custom:tt)* }
     ) => {
         #[tonic::async_trait]
         impl DispatcherService for DispatcherGrpc {
+            $(
+                async fn $vmethod(
+                    &self,
+                    r: Request<wire::$vreq>,
+                ) -> Result<Response<wire::$vresp>, Status> {
+                    let started = Instant::now();
+                    let request = r.into_inner();
+                    let span = rpc_span($vname);
+                    request.record(&span);
+                    let result = match requests::$valid::try_from(request) {
+                        Ok(request) => self.0.$vmethod(request).instrument(span).await,
+                        Err(e) => Err(e),
+                    };
+                    self.respond($vname, started, result)
+                }
+            )*
             $(
                 async fn $method(
                     &self,
@@ -67,23 +85,28 @@ macro_rules! dispatcher_service {
 }
 
 dispatcher_service! {
+    validated {
+        release_iteration_client(ReleaseIterationClientRequest => ReleaseIterationClient)
+            -> ReleaseIterationClientResponse as "ReleaseIterationClient";
+        maybe_remove_task(MaybeRemoveTaskRequest => MaybeRemoveTask) -> MaybeRemoveTaskResponse
+            as "MaybeRemoveTask";
+        get_dataset_def(GetDatasetDefRequest => GetDatasetDef) -> GetDatasetDefResponse
+            as "GetDatasetDef";
+        get_data_service_metadata(GetDataServiceMetadataRequest => GetDataServiceMetadata)
+            -> GetDataServiceMetadataResponse as "GetDataServiceMetadata";
+        disable_compression_at_runtime(DisableCompressionAtRuntimeRequest => DisableCompressionAtRuntime)
+            -> DisableCompressionAtRuntimeResponse as "DisableCompressionAtRuntime";
+        get_or_create_iteration(GetOrCreateIterationRequest => GetOrCreateIteration)
+            -> GetOrCreateIterationResponse as "GetOrCreateIteration";
+        get_or_register_dataset(GetOrRegisterDatasetRequest => GetOrRegisterDataset)
+            -> GetOrRegisterDatasetResponse as "GetOrRegisterDataset";
+        get_or_create_job(GetOrCreateJobRequest => GetOrCreateJob) -> GetOrCreateJobResponse
+            as "GetOrCreateJob";
+    }
     delegated {
         worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
-        get_dataset_def(GetDatasetDefRequest) -> GetDatasetDefResponse as "GetDatasetDef";
         get_split(GetSplitRequest) -> GetSplitResponse as "GetSplit";
-        get_or_register_dataset(GetOrRegisterDatasetRequest) -> GetOrRegisterDatasetResponse
-            as "GetOrRegisterDataset";
-        get_or_create_job(GetOrCreateJobRequest) -> GetOrCreateJobResponse as "GetOrCreateJob";
-        get_or_create_iteration(GetOrCreateIterationRequest) -> GetOrCreateIterationResponse
-            as "GetOrCreateIteration";
-        maybe_remove_task(MaybeRemoveTaskRequest) -> MaybeRemoveTaskResponse as "MaybeRemoveTask";
-        release_iteration_client(ReleaseIterationClientRequest) -> ReleaseIterationClientResponse
-            as "ReleaseIterationClient";
         client_heartbeat(ClientHeartbeatRequest) -> ClientHeartbeatResponse as "ClientHeartbeat";
-        get_data_service_metadata(GetDataServiceMetadataRequest) -> GetDataServiceMetadataResponse
-            as "GetDataServiceMetadata";
-        disable_compression_at_runtime(DisableCompressionAtRuntimeRequest) -> DisableCompressionAtRuntimeResponse
-            as "DisableCompressionAtRuntime";
         snapshot(SnapshotRequest) -> SnapshotResponse as "Snapshot";
         get_snapshot_split(GetSnapshotSplitRequest) -> GetSnapshotSplitResponse as "GetSnapshotSplit";
         get_snapshot_streams(GetSnapshotStreamsRequest) -> GetSnapshotStreamsResponse

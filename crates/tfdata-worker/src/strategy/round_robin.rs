@@ -137,6 +137,9 @@ impl RoundRobin {
                     st.next_round
                 )));
             }
+            // A failed pipeline (or its end: an error for coordinated reads)
+            // fails every consumer's next round alike.
+            producer.check()?;
             let asked = {
                 let asked = st.waiting.entry(round).or_default();
                 asked.insert(consumer);
@@ -152,9 +155,17 @@ impl RoundRobin {
                     if left.is_some_and(|l| l.is_zero()) {
                         break;
                     }
-                    match self.pull(&mut st, producer, left).await? {
-                        Some(item) => st.buffer.push_back(item),
-                        None => break,
+                    match self.pull(&mut st, producer, left).await {
+                        Ok(Some(item)) => st.buffer.push_back(item),
+                        Ok(None) => break,
+                        Err(e) => {
+                            // The consumers waiting for this round learn
+                            // the failure too (the producer keeps it), not
+                            // only the one that ran the round.
+                            drop(st);
+                            self.round_done.notify_waiters();
+                            return Err(e);
+                        }
                     }
                 }
                 let result = if st.buffer.len() >= self.num_consumers {

@@ -1,0 +1,447 @@
+//! Validated requests: each RPC's wire message checked once, as it arrives,
+//! and converted (`TryFrom`) into the type its handler takes. A handler
+//! cannot see an unchecked request, and every check of a request's own
+//! fields (ids, names, known enum values, fields that exclude each other)
+//! lives here. Checks against the state (a dataset that exists, a job's
+//! parameters) stay with the handlers, which hold the state.
+//!
+//! The codes and words are the ones readers already see: TensorFlow's where
+//! it has its own.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroI64;
+
+use tfdata_core::ranges::IndexRanges;
+use tfdata_core::{DatasetId, Error, IterationClientId, JobId, TaskId};
+use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy};
+
+use crate::state::{
+    MAX_RESTORATION_CONSUMERS, WorkerAddress, consumed_elements, normalize_target_workers,
+};
+
+/// `GetOrCreateJob`: the job a reader reads a dataset through.
+#[derive(Debug, Clone)]
+pub(crate) struct GetOrCreateJob {
+    pub dataset_id: DatasetId,
+    /// Journaled as it came (TensorFlow compares it whole).
+    pub mode: wire::ProcessingModeDef,
+    /// `mode`'s sharding policy, known to be one TensorFlow defines.
+    pub policy: ShardingPolicy,
+    /// Never empty; `None` for an anonymous job.
+    pub job_name: Option<String>,
+    /// A coordinated read's consumers; only with a named job.
+    pub num_consumers: Option<NonZeroI64>,
+    /// Only with a named job, and not with a coordinated read.
+    pub use_cross_trainer_cache: bool,
+    /// A known `TargetWorkers` value, UNSPECIFIED read as AUTO.
+    pub target_workers: i32,
+}
+
+impl TryFrom<wire::GetOrCreateJobRequest> for GetOrCreateJob {
+    type Error = Error;
+
+    fn try_from(req: wire::GetOrCreateJobRequest) -> Result<Self, Error> {
+        let mode = req.processing_mode_def.unwrap_or_default();
+        let policy = ShardingPolicy::try_from(mode.sharding_policy).map_err(|_| {
+            Error::Internal(format!(
+                "invalid sharding policy {} (expected 0..=5: OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, HINT)",
+                mode.sharding_policy
+            ))
+        })?;
+        let target_workers = normalize_target_workers(req.target_workers);
+        if wire::TargetWorkers::try_from(req.target_workers).is_err() {
+            return Err(Error::InvalidArgument(format!(
+                "invalid target_workers {}",
+                req.target_workers
+            )));
+        }
+        if req.job_name.as_deref() == Some("") {
+            return Err(Error::InvalidArgument("job_name must not be empty".into()));
+        }
+        let num_consumers = match req.num_consumers {
+            None => None,
+            Some(n) => Some(NonZeroI64::new(n).filter(|n| n.get() > 0).ok_or_else(|| {
+                Error::InvalidArgument(format!("num_consumers must be positive, got {n}"))
+            })?),
+        };
+        // TensorFlow's readers refuse these combinations before they ask
+        // (`ValidateDataServiceParams`, `distribute`'s checks); a reader
+        // that does not is refused here, in the same words, rather than
+        // left waiting for consumers that can never meet.
+        if let Some(n) = num_consumers {
+            if req.job_name.is_none() {
+                return Err(Error::InvalidArgument(format!(
+                    "`job_name` must be set when setting `num_consumers`. num_consumers was set \
+                     to {n}."
+                )));
+            }
+            if target_workers == wire::TargetWorkers::Local as i32 {
+                return Err(Error::InvalidArgument(
+                    "Coordinated reads require non-local workers, but `target_workers` is \
+                     \"LOCAL\"."
+                        .into(),
+                ));
+            }
+            if req.use_cross_trainer_cache {
+                return Err(Error::InvalidArgument(format!(
+                    "Cross-trainer caching does not support coordinated reads. Got number of \
+                     coordinated consumers: {n}"
+                )));
+            }
+        }
+        if req.use_cross_trainer_cache && req.job_name.is_none() {
+            return Err(Error::InvalidArgument(
+                "Cross-trainer caching requires named jobs. Got empty `job_name`.".into(),
+            ));
+        }
+        Ok(GetOrCreateJob {
+            dataset_id: DatasetId(req.dataset_id),
+            mode,
+            policy,
+            job_name: req.job_name,
+            num_consumers,
+            use_cross_trainer_cache: req.use_cross_trainer_cache,
+            target_workers,
+        })
+    }
+}
+
+/// `GetOrRegisterDataset`: a dataset definition to store, or to find
+/// under its requested id.
+#[derive(Debug, Clone)]
+pub(crate) struct GetOrRegisterDataset {
+    /// A tfdata pipeline that decodes, or a TensorFlow graph (not empty).
+    pub def: wire::DatasetDef,
+    pub metadata: wire::DataServiceMetadata,
+    /// Never empty.
+    pub dataset_id: Option<DatasetId>,
+}
+
+impl TryFrom<wire::GetOrRegisterDatasetRequest> for GetOrRegisterDataset {
+    type Error = Error;
+
+    fn try_from(req: wire::GetOrRegisterDatasetRequest) -> Result<Self, Error> {
+        let def = req.dataset.unwrap_or_default();
+        match &def.tfdata_pipeline {
+            // Reject a bad pipeline now, not on a worker later.
+            Some(p) => {
+                tfdata_dataset::pipeline::from_pipeline_def(p)?;
+            }
+            None if def.graph.is_empty() => {
+                return Err(Error::InvalidArgument(
+                    "the dataset has neither a TensorFlow graph nor a tfdata pipeline".into(),
+                ));
+            }
+            None => {}
+        }
+        if req.dataset_id.as_deref() == Some("") {
+            return Err(Error::InvalidArgument(
+                "requested dataset_id is empty".into(),
+            ));
+        }
+        Ok(GetOrRegisterDataset {
+            def,
+            metadata: req.metadata.unwrap_or_default(),
+            dataset_id: req.dataset_id.map(DatasetId),
+        })
+    }
+}
+
+/// `GetOrCreateIteration`: a reader joins (or starts) an iteration of a
+/// job; a restored reader says what it consumed.
+#[derive(Debug, Clone)]
+pub(crate) struct GetOrCreateIteration {
+    pub job_id: JobId,
+    pub repetition: i64,
+    pub reports_receipts: bool,
+    /// A restored distributed_epoch reader's consumed splits and parts of
+    /// splits (checked against the job's split providers by the handler).
+    pub consumed: Vec<wire::TfdataSplitRanges>,
+    pub consumed_pieces: Vec<wire::TfdataSplitPieces>,
+    /// A shared job's consumer restored from its checkpoint.
+    pub restore: Option<Restore>,
+}
+
+/// A consumer of a shared job restored from its checkpoint.
+#[derive(Debug, Clone)]
+pub(crate) struct Restore {
+    /// The iteration and client the checkpoint was taken as; `consumers`
+    /// is in `1..=MAX_RESTORATION_CONSUMERS`.
+    pub origin: wire::TfdataRestore,
+    /// The elements it consumed of each worker, as sent (journaled so).
+    pub consumed_elements: Vec<wire::TfdataWorkerRanges>,
+    /// The same, decoded.
+    pub elements: BTreeMap<WorkerAddress, IndexRanges>,
+}
+
+impl TryFrom<wire::GetOrCreateIterationRequest> for GetOrCreateIteration {
+    type Error = Error;
+
+    fn try_from(req: wire::GetOrCreateIterationRequest) -> Result<Self, Error> {
+        let restore = match req.tfdata_restore {
+            None => None,
+            Some(origin) => {
+                if !(1..=MAX_RESTORATION_CONSUMERS).contains(&origin.consumers) {
+                    return Err(Error::InvalidArgument(format!(
+                        "a reader checkpoint of {} consumers (1 to {MAX_RESTORATION_CONSUMERS})",
+                        origin.consumers
+                    )));
+                }
+                let elements =
+                    consumed_elements("GetOrCreateIteration", &req.tfdata_consumed_elements)
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                Some(Restore {
+                    origin,
+                    consumed_elements: req.tfdata_consumed_elements,
+                    elements,
+                })
+            }
+        };
+        Ok(GetOrCreateIteration {
+            job_id: JobId(req.job_id),
+            repetition: req.repetition,
+            reports_receipts: req.tfdata_reports_receipts,
+            consumed: req.tfdata_consumed,
+            consumed_pieces: req.tfdata_consumed_pieces,
+            restore,
+        })
+    }
+}
+
+/// `GetDatasetDef`: a worker asks for a dataset's definition.
+#[derive(Debug, Clone)]
+pub(crate) struct GetDatasetDef {
+    pub dataset_id: DatasetId,
+}
+
+impl TryFrom<wire::GetDatasetDefRequest> for GetDatasetDef {
+    type Error = Error;
+
+    fn try_from(req: wire::GetDatasetDefRequest) -> Result<Self, Error> {
+        Ok(GetDatasetDef {
+            dataset_id: DatasetId(req.dataset_id),
+        })
+    }
+}
+
+/// `GetDataServiceMetadata`: a reader asks what was registered with a
+/// dataset.
+#[derive(Debug, Clone)]
+pub(crate) struct GetDataServiceMetadata {
+    pub dataset_id: DatasetId,
+}
+
+impl TryFrom<wire::GetDataServiceMetadataRequest> for GetDataServiceMetadata {
+    type Error = Error;
+
+    fn try_from(req: wire::GetDataServiceMetadataRequest) -> Result<Self, Error> {
+        Ok(GetDataServiceMetadata {
+            dataset_id: DatasetId(req.dataset_id),
+        })
+    }
+}
+
+/// `DisableCompressionAtRuntime`: a reader proposes the runtime
+/// compression decision of a dataset; the first proposal stands.
+#[derive(Debug, Clone)]
+pub(crate) struct DisableCompressionAtRuntime {
+    pub dataset_id: DatasetId,
+    pub disable: bool,
+}
+
+impl TryFrom<wire::DisableCompressionAtRuntimeRequest> for DisableCompressionAtRuntime {
+    type Error = Error;
+
+    fn try_from(req: wire::DisableCompressionAtRuntimeRequest) -> Result<Self, Error> {
+        Ok(DisableCompressionAtRuntime {
+            dataset_id: DatasetId(req.dataset_id),
+            disable: req.disable_compression_at_runtime,
+        })
+    }
+}
+
+/// `MaybeRemoveTask`: one consumer of a coordinated read asks for a task's
+/// removal in a round (the consumer index is checked against the job's
+/// consumers by the handler, which knows the job).
+#[derive(Debug, Clone)]
+pub(crate) struct MaybeRemoveTask {
+    pub task_id: TaskId,
+    pub consumer_index: i64,
+    pub round: i64,
+}
+
+impl TryFrom<wire::MaybeRemoveTaskRequest> for MaybeRemoveTask {
+    type Error = Error;
+
+    fn try_from(req: wire::MaybeRemoveTaskRequest) -> Result<Self, Error> {
+        Ok(MaybeRemoveTask {
+            task_id: TaskId(req.task_id),
+            consumer_index: req.consumer_index,
+            round: req.round,
+        })
+    }
+}
+
+/// `ReleaseIterationClient`: a reader is done with its iteration.
+#[derive(Debug, Clone)]
+pub(crate) struct ReleaseIterationClient {
+    pub client_id: IterationClientId,
+}
+
+impl TryFrom<wire::ReleaseIterationClientRequest> for ReleaseIterationClient {
+    type Error = Error;
+
+    fn try_from(req: wire::ReleaseIterationClientRequest) -> Result<Self, Error> {
+        Ok(ReleaseIterationClient {
+            client_id: IterationClientId(req.iteration_client_id),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(f: impl FnOnce(&mut wire::GetOrCreateJobRequest)) -> Result<GetOrCreateJob, Error> {
+        let mut req = wire::GetOrCreateJobRequest {
+            dataset_id: "1000".into(),
+            job_name: Some("j".into()),
+            ..Default::default()
+        };
+        f(&mut req);
+        GetOrCreateJob::try_from(req)
+    }
+
+    fn refused(result: Result<GetOrCreateJob, Error>) -> (tonic::Code, String) {
+        refused_with(result)
+    }
+
+    fn refused_with<T: std::fmt::Debug>(result: Result<T, Error>) -> (tonic::Code, String) {
+        let err = result.unwrap_err();
+        (err.code(), err.to_string())
+    }
+
+    #[test]
+    fn a_job_request_is_checked_field_by_field() {
+        let ok = job(|_| {}).unwrap();
+        assert_eq!(ok.policy, ShardingPolicy::Off);
+        assert_eq!(ok.target_workers, wire::TargetWorkers::Auto as i32);
+        let (code, msg) = refused(job(|r| {
+            r.processing_mode_def = Some(wire::ProcessingModeDef { sharding_policy: 9 })
+        }));
+        assert_eq!(code, tonic::Code::Internal);
+        assert!(msg.contains("invalid sharding policy 9"), "{msg}");
+        let (code, msg) = refused(job(|r| r.target_workers = 7));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("invalid target_workers 7"), "{msg}");
+        let (_, msg) = refused(job(|r| r.job_name = Some(String::new())));
+        assert!(msg.contains("job_name must not be empty"), "{msg}");
+        for n in [0, -3] {
+            let (code, msg) = refused(job(|r| r.num_consumers = Some(n)));
+            assert_eq!(code, tonic::Code::InvalidArgument);
+            assert!(
+                msg.contains(&format!("num_consumers must be positive, got {n}")),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn coordinated_reads_and_caches_refuse_what_tensorflow_readers_refuse() {
+        let (code, msg) = refused(job(|r| {
+            r.job_name = None;
+            r.num_consumers = Some(2);
+        }));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(
+            msg.contains("`job_name` must be set when setting `num_consumers`"),
+            "{msg}"
+        );
+        let (_, msg) = refused(job(|r| {
+            r.num_consumers = Some(2);
+            r.target_workers = wire::TargetWorkers::Local as i32;
+        }));
+        assert!(
+            msg.contains("Coordinated reads require non-local workers"),
+            "{msg}"
+        );
+        let (_, msg) = refused(job(|r| {
+            r.num_consumers = Some(2);
+            r.use_cross_trainer_cache = true;
+        }));
+        assert!(msg.contains("Cross-trainer caching does not support coordinated reads. Got number of coordinated consumers: 2"), "{msg}");
+        let (code, msg) = refused(job(|r| {
+            r.job_name = None;
+            r.use_cross_trainer_cache = true;
+        }));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(
+            msg.contains("Cross-trainer caching requires named jobs"),
+            "{msg}"
+        );
+        assert!(job(|r| r.num_consumers = Some(2)).is_ok());
+        assert!(job(|r| r.use_cross_trainer_cache = true).is_ok());
+    }
+
+    #[test]
+    fn a_registration_needs_a_dataset_that_decodes_and_a_non_empty_id() {
+        let register = |def: wire::DatasetDef, id: Option<&str>| {
+            GetOrRegisterDataset::try_from(wire::GetOrRegisterDatasetRequest {
+                dataset: Some(def),
+                metadata: None,
+                dataset_id: id.map(str::to_string),
+            })
+        };
+        let (code, msg) = refused_with(register(wire::DatasetDef::default(), None));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(
+            msg.contains("neither a TensorFlow graph nor a tfdata pipeline"),
+            "{msg}"
+        );
+        let graph = wire::DatasetDef {
+            graph: vec![1, 2, 3].into(),
+            tfdata_pipeline: None,
+        };
+        let (code, msg) = refused_with(register(graph.clone(), Some("")));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("requested dataset_id is empty"), "{msg}");
+        let ok = register(graph, Some("mine")).unwrap();
+        assert_eq!(ok.dataset_id, Some(DatasetId("mine".into())));
+        let bad_pipeline = wire::DatasetDef {
+            graph: Default::default(),
+            tfdata_pipeline: Some(Default::default()),
+        };
+        assert!(register(bad_pipeline, None).is_err());
+    }
+
+    #[test]
+    fn a_restore_names_its_consumers_and_well_formed_elements() {
+        let iteration = |consumers: i64, address: &str| {
+            GetOrCreateIteration::try_from(wire::GetOrCreateIterationRequest {
+                job_id: 5,
+                tfdata_restore: Some(wire::TfdataRestore {
+                    consumers,
+                    ..Default::default()
+                }),
+                tfdata_consumed_elements: vec![wire::TfdataWorkerRanges {
+                    worker_address: address.into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+        };
+        for consumers in [0, MAX_RESTORATION_CONSUMERS + 1] {
+            let (code, msg) = refused_with(iteration(consumers, "w:1"));
+            assert_eq!(code, tonic::Code::InvalidArgument);
+            assert!(
+                msg.contains(&format!("a reader checkpoint of {consumers} consumers")),
+                "{msg}"
+            );
+        }
+        let (code, _) = refused_with(iteration(2, ""));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        let ok = iteration(2, "w:1").unwrap();
+        assert_eq!(ok.job_id, JobId(5));
+        assert!(ok.restore.is_some());
+    }
+}
