@@ -10,6 +10,9 @@
 //! * [`task`]: a task runner: the producer and the strategies of one task;
 //! * [`service`]: registration and heartbeats with the dispatcher, task
 //!   bookkeeping, completion reports, and the `WorkerService` RPCs;
+//! * [`heartbeats`]: the heartbeat loop and its schedule: a long poll
+//!   against our dispatcher (news reaches the worker at once), every
+//!   `heartbeat_interval` against TensorFlow's;
 //! * [`stream`]: tfdata's own element stream for tfdata readers (batches
 //!   under credit-based flow control), next to `GetElement`;
 //! * [`splits`]: remote split providers (distributed_epoch);
@@ -26,7 +29,7 @@
 //! * [`server`]: [`serve`] (and [`serve_draining`]), with the admin HTTP
 //!   endpoint and gRPC health, and the in-process [`WorkerServer`].
 //!
-//! Module dependencies point one way: `server → {drain, stream} → service →
+//! Module dependencies point one way: `server → {drain, stream, heartbeats} → service →
 //! task → {strategy → producer, splits → releases}` (and `stream →
 //! releases`, `service → splits`, `service →
 //! snapshot → pipeline`, `service → pipeline`, `service → observe → {task,
@@ -36,6 +39,7 @@
 
 pub mod config;
 pub mod drain;
+pub mod heartbeats;
 pub mod metrics;
 pub mod observe;
 mod pipeline;

@@ -153,6 +153,8 @@ impl Dispatcher {
             new_tasks,
             tasks_to_delete,
             snapshot_tasks,
+            // Set by `worker_heartbeat_held` when the worker asked for a hold.
+            ..Default::default()
         })
     }
 

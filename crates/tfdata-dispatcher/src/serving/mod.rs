@@ -148,7 +148,20 @@ async fn task_push_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken
     }
 }
 
+/// Answers the heartbeats held for workers ([`Dispatcher::release_held_heartbeats`])
+/// when dropped: when the maintenance loop ends with `shutdown`, or is
+/// aborted because this dispatcher lost its leader lease. So a stop is not
+/// held up by them, nor a deposed leader left holding them.
+struct ReleaseHeldHeartbeats(Arc<Dispatcher>);
+
+impl Drop for ReleaseHeldHeartbeats {
+    fn drop(&mut self) {
+        self.0.release_held_heartbeats();
+    }
+}
+
 pub(crate) async fn maintenance_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken) {
+    let _release = ReleaseHeldHeartbeats(Arc::clone(&dispatcher));
     let _probes = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
         crate::dispatcher::probe_loop(Arc::clone(&dispatcher), shutdown.clone()),
     ));
