@@ -19,6 +19,9 @@
 //!   `DatasetDef` found, split providers, compression);
 //! * `task_table`: the tasks the worker runs and the ones the dispatcher
 //!   deleted, under one lock;
+//! * [`heartbeats`]: the heartbeat loop and its schedule: a long poll
+//!   against our dispatcher (news reaches the worker at once), every
+//!   `heartbeat_interval` against TensorFlow's;
 //! * [`stream`]: tfdata's own element stream for tfdata readers (batches
 //!   under credit-based flow control), next to `GetElement`;
 //! * [`splits`]: remote split providers (distributed_epoch);
@@ -36,7 +39,7 @@
 //!   endpoint and gRPC health, and the in-process [`WorkerServer`].
 //!
 //! Module dependencies point one way: `server → {drain, grpc → get_element,
-//! stream} → worker → {task_pipeline → pipeline, task_table, snapshot →
+//! stream, heartbeats} → worker → {task_pipeline → pipeline, task_table, snapshot →
 //! pipeline, observe → metrics}`, `{worker, task_pipeline, task_table,
 //! observe, stream} → task → {strategy → producer → pipeline, splits →
 //! releases}` (and `{get_element, stream} → task_table`, `{drain,
@@ -49,6 +52,7 @@ pub mod config;
 pub mod drain;
 mod get_element;
 pub mod grpc;
+pub mod heartbeats;
 pub mod metrics;
 pub mod observe;
 mod pipeline;

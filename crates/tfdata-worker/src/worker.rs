@@ -147,12 +147,12 @@ impl Worker {
         Duration::from_nanos(tfdata_rpc::metrics::monotonic_nanos().saturating_sub(last))
     }
 
-    fn heartbeat_answered(&self) {
+    pub(crate) fn heartbeat_answered(&self) {
         self.last_heartbeat_answered
             .store(tfdata_rpc::metrics::monotonic_nanos(), Ordering::SeqCst);
     }
 
-    fn heartbeat_request(&self) -> wire::WorkerHeartbeatRequest {
+    pub(crate) fn heartbeat_request(&self) -> wire::WorkerHeartbeatRequest {
         let tasks = self.running_tasks();
         let current: Vec<i64> = tasks.iter().map(|t| t.task_id().0).collect();
         wire::WorkerHeartbeatRequest {
@@ -186,6 +186,9 @@ impl Worker {
             // So a worker_timeout too short for it is raised, not obeyed.
             tfdata_heartbeat_interval_ms: i64::try_from(self.config.heartbeat_interval.as_millis())
                 .unwrap_or(i64::MAX),
+            // Set by the heartbeat loop (`crate::heartbeats`).
+            tfdata_hold_ms: 0,
+            tfdata_news_seen: 0,
         }
     }
 
@@ -249,33 +252,10 @@ impl Worker {
         Ok(())
     }
 
-    /// Heartbeats every `heartbeat_interval` until stopped; failures are logged.
-    pub async fn heartbeat_loop(self: Arc<Self>) {
-        let mut ticker = tokio::time::interval(self.config.heartbeat_interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticker.tick().await;
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => {}
-                () = self.shutdown.cancelled() => return,
-            }
-            match self
-                .dispatcher
-                .worker_heartbeat(self.heartbeat_request())
-                .await
-            {
-                Ok(response) => {
-                    self.heartbeat_answered();
-                    self.apply_heartbeat_response(response);
-                }
-                Err(e) => {
-                    tracing::warn!(worker = %self.address, error = %e, "heartbeat to dispatcher failed")
-                }
-            }
-        }
-    }
-
-    fn apply_heartbeat_response(self: &Arc<Self>, response: wire::WorkerHeartbeatResponse) {
+    pub(crate) fn apply_heartbeat_response(
+        self: &Arc<Self>,
+        response: wire::WorkerHeartbeatResponse,
+    ) {
         for id in response.tasks_to_delete.into_iter().map(TaskId) {
             if let Some(task) = self.tasks.delete(id) {
                 // Readers still holding the task (a stream, a waiting
@@ -410,6 +390,16 @@ impl Worker {
 
     pub(crate) fn shutdown_token(&self) -> &CancellationToken {
         &self.shutdown
+    }
+
+    pub(crate) fn dispatcher(&self) -> &DispatcherClient {
+        &self.dispatcher
+    }
+
+    /// Notified when the worker has news for the dispatcher (a snapshot
+    /// stream writer ended): the next heartbeat goes at once.
+    pub(crate) fn news_for_dispatcher(&self) -> &tokio::sync::Notify {
+        self.snapshots.writer_ended()
     }
 
     /// Tells the dispatcher (in the background) that a task reached its end.

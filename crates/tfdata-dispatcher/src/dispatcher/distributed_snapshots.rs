@@ -61,6 +61,9 @@ impl Dispatcher {
             path: path.clone(),
         }))?;
         txn.commit().await?;
+        // Every worker may write one of its streams: held heartbeats are
+        // answered now, not at the workers' next heartbeat.
+        self.ledger.news.tell_everyone();
         tracing::info!(snapshot = %path, "started writing tf.data distributed snapshot");
         Ok(wire::SnapshotResponse {})
     }
@@ -106,6 +109,12 @@ impl Dispatcher {
         let parts = self.snapshots.worker_heartbeat(req)?;
         if parts.is_empty() {
             return Ok(Vec::new());
+        }
+        if parts.iter().any(|p| p.stream_done) {
+            self.ledger.news.tell(&req.worker_address);
+        }
+        if parts.iter().any(|p| p.finished) {
+            self.ledger.news.tell_everyone();
         }
         tokio::task::spawn_blocking(move || {
             let mut tasks = Vec::new();
@@ -155,6 +164,8 @@ impl Dispatcher {
     /// The dispatcher lost a worker: its snapshot streams wait for another.
     pub(super) fn snapshot_worker_lost(&self, worker: &str, runs_pipelines: bool) {
         self.snapshots.worker_lost(worker, runs_pipelines);
+        // Its streams wait for another worker to adopt them.
+        self.ledger.news.tell_everyone();
     }
 
     pub fn distributed_snapshots(&self) -> &Snapshots {

@@ -16,6 +16,9 @@
 //! * [`worker_addresses`]: the `worker_addresses` resolver;
 //! * [`workers`]: worker heartbeats (registration, revival, restart), task
 //!   definitions, task completion, lost workers and their splits;
+//! * [`worker_news`]: what changed a worker's heartbeat answer, and the
+//!   heartbeats held until it does; [`long_poll`]: `WorkerHeartbeat` held
+//!   for our workers;
 //! * [`datasets`]: registration, definitions, metadata, compression;
 //! * [`jobs`]: jobs, iterations and their first tasks;
 //! * [`clients`]: client heartbeats and releases;
@@ -33,7 +36,8 @@
 //!
 //! Dependencies between them point one way:
 //! `overview → maintenance → workers → distributed_snapshots → splits`, `jobs → {workers, splits}`,
-//! `clients → {coordinated_reads, task_lists}`, `txn → task_lists`, and everything
+//! `clients → {coordinated_reads, task_lists}`, `txn → {task_lists, worker_news}`,
+//! `long_poll → {workers, distributed_snapshots}`, and everything
 //! `→ {txn, liveness, load, errors, requests}`.
 
 mod clients;
@@ -44,6 +48,7 @@ mod errors;
 mod jobs;
 mod liveness;
 pub mod load;
+mod long_poll;
 mod maintenance;
 pub mod overview;
 mod probes;
@@ -52,10 +57,13 @@ mod splits;
 mod task_lists;
 mod txn;
 mod worker_addresses;
+mod worker_news;
 mod workers;
 
 #[cfg(test)]
 mod commit_tests;
+#[cfg(test)]
+mod long_poll_tests;
 #[cfg(test)]
 mod probe_tests;
 #[cfg(test)]

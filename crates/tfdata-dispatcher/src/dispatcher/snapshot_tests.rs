@@ -501,6 +501,26 @@ async fn a_lost_workers_stream_goes_to_another_worker_of_its_kind() {
     assert_eq!(err.code(), Code::Internal);
 }
 
+/// A worker that stops (SIGTERM, or the end of its drain) says so: its
+/// stream goes to the next worker at once, not never (liveness forgets a
+/// stopped worker, so `worker_timeout` would not declare it lost).
+#[tokio::test]
+async fn a_stopped_workers_stream_goes_to_another_worker() {
+    let s = setup(3);
+    let d = s.dispatcher();
+    let path = s.path("stopped");
+    d.snapshot(request(&Dataset::range(6), &path, ""))
+        .await
+        .unwrap();
+    assert_eq!(streams_of(&d, "stopping:1").await, [(path.clone(), 0)]);
+    assert_eq!(next_split(&d, "stopping:1", &path, 0).await, Some(0));
+    let mut stop = heartbeat("stopping:1", &[]);
+    stop.tfdata_stopping = true;
+    d.worker_heartbeat(stop).await.unwrap();
+    assert_eq!(streams_of(&d, "new:1").await, [(path.clone(), 0)]);
+    assert_eq!(next_split(&d, "new:1", &path, 0).await, Some(1));
+}
+
 #[tokio::test]
 async fn a_damaged_snapshot_fails_alone_and_the_dispatcher_still_starts() {
     let s = setup(3);

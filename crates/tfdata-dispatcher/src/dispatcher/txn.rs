@@ -43,6 +43,7 @@ use tokio::sync::{Mutex, MutexGuard, watch};
 
 use super::liveness::Liveness;
 use super::load::Load;
+use super::worker_news::{WorkerNews, workers_told};
 use crate::metrics::DispatcherMetrics;
 use crate::persistence::journal::JournalWriter;
 use crate::state::DispatcherState;
@@ -92,6 +93,9 @@ pub(crate) struct Ledger {
     metrics: Arc<DispatcherMetrics>,
     /// Woken when a transaction leaves `Guarded::tasks_to_push` non-empty.
     pub tasks_created: tokio::sync::Notify,
+    /// Told of every update that changes a worker's heartbeat answer, so
+    /// its held heartbeat is answered.
+    pub news: WorkerNews,
 }
 
 impl Ledger {
@@ -121,6 +125,7 @@ impl Ledger {
             compact_after_records: compact_after,
             metrics,
             tasks_created: tokio::sync::Notify::new(),
+            news: WorkerNews::default(),
         })
     }
 
@@ -221,6 +226,7 @@ impl Txn<'_> {
     /// each update, not only when a compaction is restored.
     pub fn apply(&mut self, update: UpdateType) -> Result<()> {
         self.ledger.refuse_if_failed()?;
+        let told = workers_told(&self.guarded.state, &update);
         let update = Update {
             update_type: Some(update),
         };
@@ -233,6 +239,9 @@ impl Txn<'_> {
             Ok(()),
             "{update:?} broke an invariant"
         );
+        for worker in &told {
+            self.ledger.news.tell(worker);
+        }
         if self.ledger.journal.is_some() {
             self.updates.push(update);
         }

@@ -100,10 +100,16 @@ impl Dispatcher {
         if req.tfdata_stopping {
             tracing::info!(worker = %address, "worker stopping; its tasks leave their iterations");
             txn.liveness.forget_worker(&address);
+            let runs_pipelines = txn.state.worker(&address).map(|w| w.runs_pipelines);
             if txn.state.worker(&address).is_some_and(|w| !w.lost) {
                 lose_worker(&mut txn, &address)?;
             }
             txn.commit().await?;
+            // Its snapshot streams go to other workers now: liveness no
+            // longer watches it, so they would wait for it forever.
+            if let Some(runs_pipelines) = runs_pipelines {
+                self.snapshot_worker_lost(&address, runs_pipelines);
+            }
             return Ok(wire::WorkerHeartbeatResponse::default());
         }
         if txn.state.worker(&address).is_some_and(|w| w.lost) {
@@ -153,6 +159,8 @@ impl Dispatcher {
             new_tasks,
             tasks_to_delete,
             snapshot_tasks,
+            // Set by `worker_heartbeat_held` when the worker asked for a hold.
+            ..Default::default()
         })
     }
 

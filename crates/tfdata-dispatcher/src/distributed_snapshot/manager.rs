@@ -122,6 +122,9 @@ pub struct HeartbeatOutcome {
     pub io: Vec<Io>,
     /// The snapshot finished (done or failed) with this heartbeat.
     pub finished: bool,
+    /// The worker's stream is done with this heartbeat: it may take a
+    /// stream of another snapshot.
+    pub stream_done: bool,
 }
 
 /// Progress figures, for status and logs.
@@ -408,6 +411,7 @@ impl SnapshotManager {
         }
         inner.assignments.remove(worker);
         lock(assignments).remove(&self.path, worker, stream);
+        out.stream_done = true;
         tracing::info!(snapshot = %self.path, stream, worker, "snapshot stream done");
         if inner.orphans.is_empty() && inner.streams.values().all(|s| s.done) {
             inner.mode = Mode::Done;

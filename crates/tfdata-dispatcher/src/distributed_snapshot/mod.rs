@@ -31,6 +31,11 @@ pub struct HeartbeatPart {
     pub manager: Arc<SnapshotManager>,
     pub task: Option<SnapshotTaskDef>,
     pub io: Vec<Io>,
+    /// The snapshot finished: news for every worker (its writers stop,
+    /// and workers it kept busy may take other snapshots' streams).
+    pub finished: bool,
+    /// The heartbeat's worker finished its stream: news for it.
+    pub stream_done: bool,
 }
 
 impl Snapshots {
@@ -82,11 +87,17 @@ impl Snapshots {
             if outcome.finished {
                 lock(&self.assignments).remove_snapshot(&path);
             }
-            if outcome.task.is_some() || !outcome.io.is_empty() {
+            if outcome.task.is_some()
+                || !outcome.io.is_empty()
+                || outcome.finished
+                || outcome.stream_done
+            {
                 parts.push(HeartbeatPart {
                     manager,
                     task: outcome.task,
                     io: outcome.io,
+                    finished: outcome.finished,
+                    stream_done: outcome.stream_done,
                 });
             }
         }

@@ -126,7 +126,7 @@ dispatcher_service! {
             request.record(&span);
             let result = self
                 .0
-                .worker_heartbeat_from(request, peer)
+                .worker_heartbeat_held(request, peer)
                 .instrument(span)
                 .await;
             self.respond("WorkerHeartbeat", started, result)

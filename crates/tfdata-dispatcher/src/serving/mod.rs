@@ -139,6 +139,18 @@ async fn task_push_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken
     }
 }
 
+/// Answers the heartbeats held for workers ([`Dispatcher::release_held_heartbeats`])
+/// when dropped: when the maintenance loop ends with `shutdown`, or is
+/// aborted because this dispatcher lost its leader lease. So a stop is not
+/// held up by them, nor a deposed leader left holding them.
+struct ReleaseHeldHeartbeats(Arc<Dispatcher>);
+
+impl Drop for ReleaseHeldHeartbeats {
+    fn drop(&mut self) {
+        self.0.release_held_heartbeats();
+    }
+}
+
 /// Runs [`Dispatcher::check_liveness`] every
 /// [`Dispatcher::liveness_check_interval`] and [`Dispatcher::collect_garbage`]
 /// every `job_gc_check_interval` (not at all when `job_gc_timeout` is unset,
@@ -149,6 +161,7 @@ async fn task_push_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken
 /// as it does: a probe takes up to a few seconds and must not hold up the
 /// liveness checks.
 pub(crate) async fn maintenance_loop(dispatcher: Arc<Dispatcher>, shutdown: CancellationToken) {
+    let _release = ReleaseHeldHeartbeats(Arc::clone(&dispatcher));
     let _probes = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
         crate::dispatcher::probe_loop(Arc::clone(&dispatcher), shutdown.clone()),
     ));

@@ -120,6 +120,9 @@ pub struct SnapshotWriters {
     /// Cancelled writers still running: a writer started again for the
     /// same stream waits for its predecessor, so two never share a stream.
     stopping: Mutex<HashMap<StreamKey, JoinHandle<()>>>,
+    /// Notified when a writer ends (done or failed): news the worker's
+    /// next heartbeat carries at once, not at its next interval.
+    ended: Arc<tokio::sync::Notify>,
 }
 
 impl SnapshotWriters {
@@ -129,7 +132,13 @@ impl SnapshotWriters {
             shutdown,
             writers: Mutex::new(HashMap::new()),
             stopping: Mutex::new(HashMap::new()),
+            ended: Arc::new(tokio::sync::Notify::new()),
         }
+    }
+
+    /// Notified (one permit kept) when a writer is done or failed.
+    pub fn writer_ended(&self) -> &tokio::sync::Notify {
+        &self.ended
     }
 
     /// Makes the running writers the `assigned` ones: starts the new, cancels
@@ -175,6 +184,7 @@ impl SnapshotWriters {
         let progress = Arc::new(Mutex::new(Progress::Running));
         let (thread_cancel, thread_progress) = (cancel.clone(), Arc::clone(&progress));
         let policy = self.policy.clone();
+        let ended = Arc::clone(&self.ended);
         // The writer's logs carry the snapshot and the stream.
         let span = tracing::info_span!(
             "snapshot_stream",
@@ -195,8 +205,10 @@ impl SnapshotWriters {
                     Outcome::Failed(e) | Outcome::Transient(e) => {
                         *progress = Progress::Failed(status_proto(&e))
                     }
-                    Outcome::Cancelled => {}
+                    Outcome::Cancelled => return,
                 }
+                drop(progress);
+                ended.notify_one();
             });
         match spawned {
             Ok(thread) => Running {
@@ -207,6 +219,7 @@ impl SnapshotWriters {
             Err(e) => {
                 let e = Error::Internal(format!("cannot start a snapshot writer thread: {e}"));
                 *lock(&progress) = Progress::Failed(status_proto(&e));
+                self.ended.notify_one();
                 Running {
                     cancel,
                     progress,
@@ -518,6 +531,41 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect::<Vec<_>>();
         assert_eq!(names, ["chunk_0_0_10"]);
+    }
+
+    /// A writer's end (done or failed) is news the worker's heartbeat
+    /// carries at once; a cancelled writer's is not.
+    #[test]
+    fn a_writer_ending_wakes_the_heartbeat() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let ended = |writers: &SnapshotWriters, within: Duration| {
+            runtime.block_on(async {
+                tokio::time::timeout(within, writers.writer_ended().notified())
+                    .await
+                    .is_ok()
+            })
+        };
+        let (_dir, base, env) = setup(20, false);
+        let writers = SnapshotWriters::new(policy(), CancellationToken::new());
+        writers.update(&[task(&base, "SNAPPY")], &env);
+        assert!(ended(&writers, Duration::from_secs(60)), "done");
+        assert_eq!(writers.states()[&(base.clone(), 0)], Progress::Done);
+
+        let (_dir, base, env) = setup(3, false);
+        let writers = SnapshotWriters::new(policy(), CancellationToken::new());
+        writers.update(&[task(&base, "LZ4")], &env);
+        assert!(ended(&writers, Duration::from_secs(60)), "failed");
+
+        let (_dir, base, env) = setup(10, true);
+        let writers = SnapshotWriters::new(policy(), CancellationToken::new());
+        writers.update(&[task(&base, "")], &env);
+        writers.update(&[], &env);
+        let thread = lock(&writers.stopping).remove(&(base.clone(), 0)).unwrap();
+        thread.join().unwrap();
+        assert!(!ended(&writers, Duration::from_millis(100)), "cancelled");
     }
 
     #[test]
