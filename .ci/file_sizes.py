@@ -50,11 +50,11 @@ def size_line_problems(largest, architecture):
     """What is wrong with ARCHITECTURE.md's size line, given the largest
     files as [(path, lines)]."""
     text = open(architecture).read()
-    m = re.search(r'No source file passes.*?(?:\n\s*\n|\n- )', text, re.S)
+    m = re.search(r'No non-test source file passes.*?(?:\n\s*\n|\n- )', text, re.S)
     if not m:
-        return ['ARCHITECTURE.md has no "No source file passes ..." line']
+        return ['ARCHITECTURE.md has no "No non-test source file passes ..." line']
     named = {p: int(n.replace(',', '')) for p, n in
-             re.findall(r'`([\w./-]+\.rs)` \((\d[\d,]*)', m.group(0))}
+             re.findall(r'`([\w./-]+\.rs)`\s*\((\d[\d,]*)', m.group(0))}
     want = dict(largest)
     if named == want:
         return []

@@ -34,11 +34,16 @@
 //!   `/metrics` and the [`Overview`](crate::overview::Overview) the status
 //!   service and the status page render.
 //!
-//! Dependencies between them point one way:
-//! `overview → maintenance → workers → distributed_snapshots → splits`, `jobs → {workers, splits}`,
-//! `clients → {coordinated_reads, task_lists}`, `txn → {task_lists, worker_news}`,
-//! `long_poll → {workers, distributed_snapshots}`, and everything
-//! `→ {txn, liveness, load, errors, requests}`.
+//! Imports between them point one way (`python3 .ci/module_cycles.py
+//! crates --edges tfdata-dispatcher dispatcher` prints them):
+//! `{maintenance, probes} → workers → {txn, worker_addresses}`,
+//! `jobs → workers`, `clients → {coordinated_reads, task_lists, workers}`,
+//! `distributed_snapshots → {datasets, splits}`, `long_poll → worker_news`,
+//! `{clients, coordinated_reads, jobs, overview, workers} → txn →
+//! {liveness, load, task_lists, worker_news}`, handlers `→ {requests,
+//! errors}`, and `{requests, liveness, load, task_lists, worker_news} →
+//! state`. `Dispatcher`'s methods live in the module of their concern and
+//! call each other through `self`, which is not an import.
 
 mod clients;
 mod coordinated_reads;
