@@ -24,7 +24,7 @@ use super::requests::ReleaseIterationClient;
 use super::task_lists::{EncodedTaskList, encode_task_list};
 use super::txn::Guarded;
 use super::workers::apply_and_return_splits;
-use crate::state::{HeldSplitKey, ProviderPass, SplitName};
+use crate::state::{HeldSplitKey, ProviderIndex, ProviderPass, Repetition, SplitName};
 
 /// A `ClientHeartbeatResponse` with its task list already encoded.
 #[derive(Debug, Clone)]
@@ -116,8 +116,8 @@ fn receive_splits(
             let set = IndexRanges::from_bounds(&ranges.bounds).map_err(|e| bad(e.to_string()))?;
             whole
                 .entry(ProviderPass {
-                    provider: ranges.provider,
-                    repetition: ranges.repetition,
+                    provider: ProviderIndex(ranges.provider),
+                    repetition: Repetition(ranges.repetition),
                 })
                 .or_default()
                 .union_with(&set);
@@ -173,8 +173,8 @@ fn receive_splits(
             ranges: held_whole
                 .into_iter()
                 .map(|(pass, set)| wire::TfdataSplitRanges {
-                    provider: pass.provider,
-                    repetition: pass.repetition,
+                    provider: pass.provider.0,
+                    repetition: pass.repetition.0,
                     bounds: set.bounds(),
                 })
                 .collect(),

@@ -11,7 +11,7 @@ use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy, upda
 
 use super::Dispatcher;
 use super::errors::task_failed;
-use crate::state::{ProviderPass, SplitName};
+use crate::state::{ProviderIndex, ProviderPass, Repetition, SplitName};
 
 /// Most splits one `GetSplit` leases to a tfdata worker
 /// (`tfdata_max_splits`). Each costs the provider's step and a `TensorProto`
@@ -138,15 +138,18 @@ impl Dispatcher {
         // A tfdata worker repeating its last request lost the answer: give it
         // the same split again (nothing new is journaled).
         if let Some(sequence) = req.tfdata_split_sequence
-            && let Some(last) = it.last_split(req.split_provider_index, &req.tfdata_worker_address)
-            && last.repetition == req.repetition
+            && let Some(last) = it.last_split(
+                ProviderIndex(req.split_provider_index),
+                &req.tfdata_worker_address,
+            )
+            && last.repetition == Repetition(req.repetition)
             && last.sequence == sequence
         {
             let mut answer = lease_response(
                 last.split.clone(),
                 last.more_splits.clone(),
                 last.first_index,
-                last.split_repetition,
+                last.split_repetition.0,
             );
             answer.tfdata_skip = last.skip.clone();
             // The first answer's update recorded the same reports.
@@ -166,7 +169,7 @@ impl Dispatcher {
         // repetition asks: they must be produced once, wherever.
         let returned = it
             .returned_splits
-            .get(&req.split_provider_index)
+            .get(&ProviderIndex(req.split_provider_index))
             .and_then(|q| q.front())
             .map(|r| (r.split.clone(), r.index, r.repetition, r.skip.ranges()));
         if let Some((encoded, index, repetition, skip)) = returned {
@@ -195,7 +198,7 @@ impl Dispatcher {
                 "GetSplit: a lost worker's split handed out again"
             );
             self.metrics().splits_handed_out(true, 1);
-            let mut answer = lease_response(Some(split), Vec::new(), index, repetition);
+            let mut answer = lease_response(Some(split), Vec::new(), index, repetition.0);
             // Positions readers already received: the worker drops them.
             answer.tfdata_skip = skip;
             answer.tfdata_delivered_recorded = true;
@@ -223,8 +226,8 @@ impl Dispatcher {
         // A restored reader's iteration never hands out the splits it had
         // consumed: skip past them, and end the lease before the next.
         let pass = ProviderPass {
-            provider: req.split_provider_index,
-            repetition: req.repetition,
+            provider: ProviderIndex(req.split_provider_index),
+            repetition: Repetition(req.repetition),
         };
         let consumed = it.consumed.get(&pass);
         let mut first_index = None;

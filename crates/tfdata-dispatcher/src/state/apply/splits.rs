@@ -12,8 +12,8 @@ use tfdata_proto::data::{ProduceSplitUpdate, ReceiveSplitsUpdate};
 
 use super::{all_delivered, bad, iteration_mut};
 use crate::state::{
-    DispatcherState, HeldSplit, HeldSplitKey, Iteration, LastSplit, ProviderPass, ReturnedSplit,
-    SplitName, SplitRequester, Task,
+    DispatcherState, HeldSplit, HeldSplitKey, Iteration, LastSplit, ProviderIndex, ProviderPass,
+    Repetition, ReturnedSplit, SplitName, SplitRequester, Task,
 };
 
 impl DispatcherState {
@@ -32,8 +32,8 @@ impl DispatcherState {
         for d in &u.tfdata_delivered {
             it.held_splits.remove(&HeldSplitKey {
                 task,
-                provider: u.split_provider_index,
-                repetition: d.repetition,
+                provider: ProviderIndex(u.split_provider_index),
+                repetition: Repetition(d.repetition),
                 sequence: d.sequence,
             });
         }
@@ -41,9 +41,13 @@ impl DispatcherState {
         let fresh_first = u.tfdata_first_index.unwrap_or(cursor);
         let (split_repetition, first_index, skip) = if u.tfdata_from_returned {
             // The queue has a split (checked).
-            it.take_returned(u.split_provider_index)
+            it.take_returned(ProviderIndex(u.split_provider_index))
                 .map(|r| (r.repetition, r.index, r.skip))
-                .unwrap_or((u.repetition, fresh_first, PositionSet::default()))
+                .unwrap_or((
+                    Repetition(u.repetition),
+                    fresh_first,
+                    PositionSet::default(),
+                ))
         } else {
             // A fresh split a restored reader consumed part of goes out
             // first in its lease (`GetSplit` ends leases before one), so
@@ -51,13 +55,13 @@ impl DispatcherState {
             let skip = it
                 .consumed_pieces
                 .get(&SplitName {
-                    provider: u.split_provider_index,
-                    repetition: u.repetition,
+                    provider: ProviderIndex(u.split_provider_index),
+                    repetition: Repetition(u.repetition),
                     index: fresh_first,
                 })
                 .cloned()
                 .unwrap_or_default();
-            (u.repetition, fresh_first, skip)
+            (Repetition(u.repetition), fresh_first, skip)
         };
         if let (Some(sequence), Some(split)) = (u.tfdata_split_sequence, &u.tfdata_split)
             && u.tfdata_task_id != 0
@@ -71,8 +75,8 @@ impl DispatcherState {
                 it.held_splits.insert(
                     HeldSplitKey {
                         task,
-                        provider: u.split_provider_index,
-                        repetition: u.repetition,
+                        provider: ProviderIndex(u.split_provider_index),
+                        repetition: Repetition(u.repetition),
                         sequence: sequence.saturating_add(i as i64),
                     },
                     HeldSplit {
@@ -92,11 +96,11 @@ impl DispatcherState {
         if let Some(sequence) = u.tfdata_split_sequence {
             it.last_splits.insert(
                 SplitRequester {
-                    provider: u.split_provider_index,
+                    provider: ProviderIndex(u.split_provider_index),
                     worker: u.tfdata_worker_address.clone().into(),
                 },
                 LastSplit {
-                    repetition: u.repetition,
+                    repetition: Repetition(u.repetition),
                     sequence,
                     split: u.tfdata_split.clone(),
                     more_splits: u.tfdata_more_splits.clone(),
@@ -191,7 +195,7 @@ fn check_produce_split(
     if u.tfdata_from_returned
         && it
             .returned_splits
-            .get(&u.split_provider_index)
+            .get(&ProviderIndex(u.split_provider_index))
             .is_none_or(|q| q.is_empty())
     {
         return Err(bad("produce_split", "no returned split to re-issue".into()));
@@ -242,7 +246,7 @@ fn check_produce_split(
 
 impl Iteration {
     /// The next of `provider`'s returned splits, taken from its queue.
-    fn take_returned(&mut self, provider: i64) -> Option<ReturnedSplit> {
+    fn take_returned(&mut self, provider: ProviderIndex) -> Option<ReturnedSplit> {
         let queue = self.returned_splits.get_mut(&provider)?;
         let returned = queue.pop_front();
         // No empty queues: the state has one form (as a compaction restores it).
@@ -270,8 +274,8 @@ impl Receipts {
                 .map_err(|e| bad("receive_splits", e.to_string()))?;
             ranges
                 .entry(ProviderPass {
-                    provider: r.provider,
-                    repetition: r.repetition,
+                    provider: ProviderIndex(r.provider),
+                    repetition: Repetition(r.repetition),
                 })
                 .or_default()
                 .union_with(&set);
