@@ -29,10 +29,13 @@ impl DispatcherState {
             cursor,
         } = check_produce_split(it, &self.tasks, u)?;
         let task = TaskId(u.tfdata_task_id);
+        // The record's integers, typed once.
+        let provider = ProviderIndex(u.split_provider_index);
+        let repetition = Repetition(u.repetition);
         for d in &u.tfdata_delivered {
             it.held_splits.remove(&HeldSplitKey {
                 task,
-                provider: ProviderIndex(u.split_provider_index),
+                provider,
                 repetition: Repetition(d.repetition),
                 sequence: d.sequence,
             });
@@ -41,13 +44,9 @@ impl DispatcherState {
         let fresh_first = u.tfdata_first_index.unwrap_or(cursor);
         let (split_repetition, first_index, skip) = if u.tfdata_from_returned {
             // The queue has a split (checked).
-            it.take_returned(ProviderIndex(u.split_provider_index))
+            it.take_returned(provider)
                 .map(|r| (r.repetition, r.index, r.skip))
-                .unwrap_or((
-                    Repetition(u.repetition),
-                    fresh_first,
-                    PositionSet::default(),
-                ))
+                .unwrap_or((repetition, fresh_first, PositionSet::default()))
         } else {
             // A fresh split a restored reader consumed part of goes out
             // first in its lease (`GetSplit` ends leases before one), so
@@ -55,13 +54,13 @@ impl DispatcherState {
             let skip = it
                 .consumed_pieces
                 .get(&SplitName {
-                    provider: ProviderIndex(u.split_provider_index),
-                    repetition: Repetition(u.repetition),
+                    provider,
+                    repetition,
                     index: fresh_first,
                 })
                 .cloned()
                 .unwrap_or_default();
-            (Repetition(u.repetition), fresh_first, skip)
+            (repetition, fresh_first, skip)
         };
         if let (Some(sequence), Some(split)) = (u.tfdata_split_sequence, &u.tfdata_split)
             && u.tfdata_task_id != 0
@@ -75,8 +74,8 @@ impl DispatcherState {
                 it.held_splits.insert(
                     HeldSplitKey {
                         task,
-                        provider: ProviderIndex(u.split_provider_index),
-                        repetition: Repetition(u.repetition),
+                        provider,
+                        repetition,
                         sequence: sequence.saturating_add(i as i64),
                     },
                     HeldSplit {
@@ -96,11 +95,11 @@ impl DispatcherState {
         if let Some(sequence) = u.tfdata_split_sequence {
             it.last_splits.insert(
                 SplitRequester {
-                    provider: ProviderIndex(u.split_provider_index),
+                    provider,
                     worker: u.tfdata_worker_address.clone().into(),
                 },
                 LastSplit {
-                    repetition: Repetition(u.repetition),
+                    repetition,
                     sequence,
                     split: u.tfdata_split.clone(),
                     more_splits: u.tfdata_more_splits.clone(),
