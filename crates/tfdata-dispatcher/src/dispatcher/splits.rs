@@ -207,7 +207,7 @@ impl Dispatcher {
             answer.tfdata_delivered_recorded = true;
             return Ok(answer);
         }
-        let current = Repetition(it.split_repetitions[p]);
+        let current = it.split_repetitions[p];
         if pass.repetition < current {
             // That repetition is over for everyone.
             txn.commit().await?;

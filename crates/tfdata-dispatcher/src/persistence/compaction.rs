@@ -244,7 +244,7 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
         job_id: it.job_id.0,
         repetition: it.repetition.0,
         num_split_providers: it.num_split_providers,
-        split_repetitions: it.split_repetitions.clone(),
+        split_repetitions: it.split_repetitions.iter().map(|r| r.0).collect(),
         split_indices: it.split_indices.clone(),
         num_clients: it.num_clients,
         last_client_released_micros: it.last_client_released_micros,
@@ -384,7 +384,12 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
         job_id: JobId(it.job_id),
         repetition: Repetition(it.repetition),
         num_split_providers: it.num_split_providers,
-        split_repetitions: it.split_repetitions.clone(),
+        split_repetitions: it
+            .split_repetitions
+            .iter()
+            .copied()
+            .map(Repetition)
+            .collect(),
         split_indices: it.split_indices.clone(),
         num_clients: it.num_clients,
         last_client_released_micros: it.last_client_released_micros,

@@ -86,7 +86,7 @@ pub struct Iteration {
     pub repetition: Repetition,
     pub num_split_providers: i64,
     /// Per split provider: the repetition it is in and the splits produced in it.
-    pub split_repetitions: Vec<i64>,
+    pub split_repetitions: Vec<Repetition>,
     pub split_indices: Vec<i64>,
     pub num_clients: i64,
     pub last_client_released_micros: Option<i64>,

@@ -71,7 +71,7 @@ impl DispatcherState {
                 job_id: JobId(u.job_id),
                 repetition: Repetition(u.repetition),
                 num_split_providers: u.num_split_providers,
-                split_repetitions: vec![0; providers],
+                split_repetitions: vec![Repetition(0); providers],
                 split_indices: vec![0; providers],
                 num_clients: 0,
                 last_client_released_micros: None,

@@ -113,9 +113,9 @@ impl DispatcherState {
             // Re-issued a lost worker's split: the cursor does not move.
             return Ok(());
         }
-        it.split_repetitions[p] = u.repetition;
+        it.split_repetitions[p] = repetition;
         if u.finished {
-            it.split_repetitions[p] += 1;
+            it.split_repetitions[p].0 += 1;
             it.split_indices[p] = 0;
         } else {
             let produced = 1 + u.tfdata_more_splits.len() as i64;
@@ -223,7 +223,7 @@ fn check_produce_split(
     // The first split's name: a returned split keeps its own; a
     // fresh lease starts at the cursor (of a new repetition: 0),
     // or past consumed splits where the request says.
-    let cursor = if u.repetition > it.split_repetitions[p] {
+    let cursor = if Repetition(u.repetition) > it.split_repetitions[p] {
         0
     } else {
         it.split_indices[p]
