@@ -10,7 +10,7 @@ use std::ops::Bound;
 
 use tfdata_core::{DatasetId, IterationId, TaskId};
 
-use crate::state::{DispatcherState, HeldSplitKey, IterationKey};
+use crate::state::{DispatcherState, HeldSplitKey, IterationKey, ProviderIndex, Repetition};
 
 /// The first invariant that does not hold, in words.
 pub type Violation = String;
@@ -133,7 +133,7 @@ impl DispatcherState {
                     clients.get(id).copied().unwrap_or(0)
                 ));
             }
-            let in_range = |p: i64| usize::try_from(p).is_ok_and(|p| p < providers);
+            let in_range = |p: ProviderIndex| usize::try_from(p.0).is_ok_and(|p| p < providers);
             let pending: BTreeSet<TaskId> = it.pending_tasks.iter().map(|p| p.task_id).collect();
             for task in it.tasks.iter().chain(&pending) {
                 if self.tasks.get(task).is_none_or(|t| t.iteration_id != *id) {
@@ -165,7 +165,7 @@ impl DispatcherState {
                 .consumed
                 .iter()
                 .find(|(pass, ranges)| {
-                    !in_range(pass.provider) || pass.repetition < 0 || ranges.is_empty()
+                    !in_range(pass.provider) || pass.repetition < Repetition(0) || ranges.is_empty()
                 })
                 .map(|(k, _)| *k)
             {
@@ -569,12 +569,12 @@ mod tests {
         }
         let key = |task, provider, sequence| crate::state::HeldSplitKey {
             task: TaskId(task),
-            provider,
-            repetition: 0,
+            provider: ProviderIndex(provider),
+            repetition: Repetition(0),
             sequence,
         };
         let held = crate::state::HeldSplit {
-            produced_in: 0,
+            produced_in: Repetition(0),
             index: 0,
             split: bytes::Bytes::new(),
             skip: Default::default(),

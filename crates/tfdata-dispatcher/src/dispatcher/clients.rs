@@ -24,7 +24,7 @@ use super::requests::ReleaseIterationClient;
 use super::task_lists::{EncodedTaskList, encode_task_list};
 use super::txn::Guarded;
 use super::workers::apply_and_return_splits;
-use crate::state::HeldSplitKey;
+use crate::state::{HeldSplitKey, ProviderIndex, ProviderPass, Repetition, SplitName};
 
 /// A `ClientHeartbeatResponse` with its task list already encoded.
 #[derive(Debug, Clone)]
@@ -111,17 +111,20 @@ fn receive_splits(
         // network must not become a record replay stumbles on.
         let bad =
             |e: String| Error::InvalidArgument(format!("receipts for task {}: {e}", r.task_id));
-        let mut whole: BTreeMap<(i64, i64), IndexRanges> = BTreeMap::new();
+        let mut whole: BTreeMap<ProviderPass, IndexRanges> = BTreeMap::new();
         for ranges in &r.ranges {
             let set = IndexRanges::from_bounds(&ranges.bounds).map_err(|e| bad(e.to_string()))?;
             whole
-                .entry((ranges.provider, ranges.repetition))
+                .entry(ProviderPass {
+                    provider: ProviderIndex(ranges.provider),
+                    repetition: Repetition(ranges.repetition),
+                })
                 .or_default()
                 .union_with(&set);
         }
         for n in &r.splits {
             whole
-                .entry((n.provider, n.repetition))
+                .entry(SplitName::from(n).pass())
                 .or_default()
                 .insert(n.index);
         }
@@ -132,19 +135,24 @@ fn receive_splits(
                 .as_ref()
                 .ok_or_else(|| bad("split pieces without their split's name".into()))?;
             let set = PositionSet::from_ranges(&p.positions).map_err(|e| bad(e.to_string()))?;
-            pieces.insert((n.provider, n.repetition, n.index), (p, set));
+            pieces.insert(SplitName::from(n), (p, set));
         }
         // What the task held of it.
-        let mut held_whole: BTreeMap<(i64, i64), IndexRanges> = BTreeMap::new();
+        let mut held_whole: BTreeMap<ProviderPass, IndexRanges> = BTreeMap::new();
         let mut held_pieces = Vec::new();
         for (key, held) in it.held_splits.range(HeldSplitKey::all_of(task)) {
-            let name = (key.provider, held.produced_in);
+            let name = SplitName {
+                provider: key.provider,
+                repetition: held.produced_in,
+                index: held.index,
+            };
+            let pass = name.pass();
             if whole
-                .get(&name)
+                .get(&pass)
                 .is_some_and(|w| w.covering(held.index).is_some())
             {
-                held_whole.entry(name).or_default().insert(held.index);
-            } else if let Some((p, _)) = pieces.get(&(key.provider, held.produced_in, held.index)) {
+                held_whole.entry(pass).or_default().insert(held.index);
+            } else if let Some((p, _)) = pieces.get(&name) {
                 held_pieces.push((*p).clone());
             }
         }
@@ -164,9 +172,9 @@ fn receive_splits(
             pieces: held_pieces,
             ranges: held_whole
                 .into_iter()
-                .map(|((provider, repetition), set)| wire::TfdataSplitRanges {
-                    provider,
-                    repetition,
+                .map(|(pass, set)| wire::TfdataSplitRanges {
+                    provider: pass.provider.0,
+                    repetition: pass.repetition.0,
                     bounds: set.bounds(),
                 })
                 .collect(),

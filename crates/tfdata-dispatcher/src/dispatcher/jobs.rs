@@ -22,7 +22,7 @@ use super::Dispatcher;
 use super::errors::unknown_dataset;
 use super::requests::{GetOrCreateIteration, GetOrCreateJob, Restore};
 use super::workers::new_task_update;
-use crate::state::{DispatcherState, Job, WorkerAddress};
+use crate::state::{DispatcherState, Job, Repetition, WorkerAddress};
 
 /// How long the dispatcher waits for a worker to accept a `ProcessTask`.
 /// Heartbeats deliver the task anyway if this push fails.
@@ -117,7 +117,7 @@ impl Dispatcher {
             .ledger
             .read(|g| {
                 g.state
-                    .iteration_by_key(&job.name, req.repetition)
+                    .iteration_by_key(&job.name, Repetition(req.repetition))
                     .is_some()
             })
             .await?;
@@ -130,7 +130,10 @@ impl Dispatcher {
         check_consumed(&req, exists, providers.len())?;
         let mut txn = self.ledger.begin().await;
         let mut new_task_defs = Vec::new();
-        let iteration_id = match txn.state.iteration_by_key(&job.name, req.repetition) {
+        let iteration_id = match txn
+            .state
+            .iteration_by_key(&job.name, Repetition(req.repetition))
+        {
             Some(it) => it.id,
             None => {
                 let id = txn.state.next_iteration_id();
@@ -628,7 +631,7 @@ fn find_restoration(
         let name = restoration_job_name(&job.name, restore.origin_iteration_id);
         let Some(it) = state
             .job_by_name(&name)
-            .and_then(|_| state.iteration_by_key(&name, 0))
+            .and_then(|_| state.iteration_by_key(&name, Repetition(0)))
         else {
             return Ok((None, restore));
         };

@@ -291,7 +291,7 @@ fn iteration_overviews(g: &Guarded) -> Vec<IterationOverview> {
             IterationOverview {
                 iteration: it.id,
                 job_id: it.job_id,
-                repetition: it.repetition,
+                repetition: it.repetition.0,
                 num_clients: it.num_clients,
                 finished: it.finished,
                 garbage_collected: it.garbage_collected,

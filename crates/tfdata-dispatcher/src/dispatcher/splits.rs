@@ -11,7 +11,7 @@ use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy, upda
 
 use super::Dispatcher;
 use super::errors::task_failed;
-use crate::state::{ProviderPass, SplitName};
+use crate::state::{ProviderIndex, ProviderPass, Repetition, SplitName};
 
 /// Most splits one `GetSplit` leases to a tfdata worker
 /// (`tfdata_max_splits`). Each costs the provider's step and a `TensorProto`
@@ -113,6 +113,12 @@ impl Dispatcher {
                     it.split_indices.len()
                 ))
             })?;
+        // The pass asked for, typed once: the wire's integers stay at the
+        // edge (the update below and the answer carry them).
+        let pass = ProviderPass {
+            provider: ProviderIndex(req.split_provider_index),
+            repetition: Repetition(req.repetition),
+        };
         // Checked before the provider moves: a split handed to an unknown
         // task would be held by nobody.
         let task = TaskId(req.tfdata_task_id);
@@ -138,8 +144,8 @@ impl Dispatcher {
         // A tfdata worker repeating its last request lost the answer: give it
         // the same split again (nothing new is journaled).
         if let Some(sequence) = req.tfdata_split_sequence
-            && let Some(last) = it.last_split(req.split_provider_index, &req.tfdata_worker_address)
-            && last.repetition == req.repetition
+            && let Some(last) = it.last_split(pass.provider, &req.tfdata_worker_address)
+            && last.repetition == pass.repetition
             && last.sequence == sequence
         {
             let mut answer = lease_response(
@@ -166,7 +172,7 @@ impl Dispatcher {
         // repetition asks: they must be produced once, wherever.
         let returned = it
             .returned_splits
-            .get(&req.split_provider_index)
+            .get(&pass.provider)
             .and_then(|q| q.front())
             .map(|r| (r.split.clone(), r.index, r.repetition, r.skip.ranges()));
         if let Some((encoded, index, repetition, skip)) = returned {
@@ -202,7 +208,7 @@ impl Dispatcher {
             return Ok(answer);
         }
         let current = it.split_repetitions[p];
-        if req.repetition < current {
+        if pass.repetition < current {
             // That repetition is over for everyone.
             txn.commit().await?;
             return Ok(end_of_splits());
@@ -214,7 +220,7 @@ impl Dispatcher {
             .ok_or_else(|| {
                 Error::Internal(format!("iteration {iteration_id} lost split provider {p}"))
             })?;
-        let mut index = if req.repetition > current {
+        let mut index = if pass.repetition > current {
             provider.reset()?;
             0
         } else {
@@ -222,10 +228,6 @@ impl Dispatcher {
         };
         // A restored reader's iteration never hands out the splits it had
         // consumed: skip past them, and end the lease before the next.
-        let pass = ProviderPass {
-            provider: req.split_provider_index,
-            repetition: req.repetition,
-        };
         let consumed = it.consumed.get(&pass);
         let mut first_index = None;
         if let Some(end) = consumed.and_then(|c| c.covering(index)) {
@@ -296,7 +298,7 @@ impl Dispatcher {
         if split.is_some() {
             self.metrics().splits_handed_out(false, 1 + leased as u64);
         }
-        let mut answer = lease_response(split, more_splits, index, req.repetition);
+        let mut answer = lease_response(split, more_splits, index, pass.repetition);
         if answer.split.is_some() {
             answer.tfdata_skip = skip;
         }
@@ -388,7 +390,7 @@ pub(crate) fn split_providers_for(def: &wire::DatasetDef) -> Result<Vec<Box<dyn 
 
 /// The end of splits.
 fn end_of_splits() -> wire::GetSplitResponse {
-    lease_response(None, Vec::new(), 0, 0)
+    lease_response(None, Vec::new(), 0, Repetition(0))
 }
 
 /// A lease's splits (`split` first, named by `first_index` on in
@@ -397,14 +399,14 @@ fn lease_response(
     split: Option<tfdata_proto::tensorflow::TensorProto>,
     more_splits: Vec<bytes::Bytes>,
     first_index: i64,
-    repetition: i64,
+    repetition: Repetition,
 ) -> wire::GetSplitResponse {
     wire::GetSplitResponse {
         end_of_splits: split.is_none(),
         split,
         tfdata_more_splits: more_splits,
         tfdata_first_index: first_index,
-        tfdata_split_repetition: repetition,
+        tfdata_split_repetition: repetition.0,
         tfdata_skip: Vec::new(),
         tfdata_delivered_recorded: false,
     }

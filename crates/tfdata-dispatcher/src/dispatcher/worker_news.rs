@@ -35,7 +35,7 @@ use tfdata_proto::data::update::UpdateType;
 use tfdata_rpc::CancellationToken;
 use tokio::sync::Notify;
 
-use crate::state::DispatcherState;
+use crate::state::{DispatcherState, WorkerAddress};
 
 /// The longest a heartbeat is held: well under the 30 s a load balancer or
 /// proxy may give a quiet call, and under readers' heartbeat deadline. A
@@ -78,7 +78,7 @@ pub(crate) struct WorkerNews {
     everyone: AtomicU64,
     everyone_changed: Notify,
     /// Per worker address: workers the state names, or that heartbeated.
-    slots: Mutex<HashMap<String, Slot>>,
+    slots: Mutex<HashMap<WorkerAddress, Slot>>,
     /// Cancelled when the dispatcher stops holding heartbeats.
     released: CancellationToken,
 }
@@ -185,7 +185,7 @@ impl WorkerNews {
         }
     }
 
-    fn slots(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
+    fn slots(&self) -> MutexGuard<'_, HashMap<WorkerAddress, Slot>> {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -195,23 +195,32 @@ fn hold_bound(asked: Duration) -> Duration {
     asked.min(MAX_HOLD)
 }
 
-fn slot_of<'a>(slots: &'a mut HashMap<String, Slot>, worker: &str) -> &'a mut Slot {
-    slots.entry(worker.to_string()).or_insert_with(|| Slot {
-        news: 0,
-        newest_hold: 0,
-        changed: Arc::new(Notify::new()),
-    })
+fn slot_of<'a>(slots: &'a mut HashMap<WorkerAddress, Slot>, worker: &str) -> &'a mut Slot {
+    slots
+        .entry(WorkerAddress::from(worker))
+        .or_insert_with(|| Slot {
+            news: 0,
+            newest_hold: 0,
+            changed: Arc::new(Notify::new()),
+        })
 }
 
 /// The workers whose heartbeat answer `update` changes, read from the
 /// state before it is applied: a task made for a worker or taken from it
 /// (finished, so the worker deletes it; removed from a coordinated read;
 /// garbage collected with its iteration; or the worker declared lost).
-pub(crate) fn workers_told(state: &DispatcherState, update: &UpdateType) -> BTreeSet<String> {
-    let task_worker = |id: i64| state.task(TaskId(id)).map(|t| t.worker_address.to_string());
+pub(crate) fn workers_told(
+    state: &DispatcherState,
+    update: &UpdateType,
+) -> BTreeSet<WorkerAddress> {
+    let task_worker = |id: i64| state.task(TaskId(id)).map(|t| t.worker_address.clone());
     match update {
-        UpdateType::CreateTask(u) => BTreeSet::from([u.worker_address.clone()]),
-        UpdateType::CreatePendingTask(u) => BTreeSet::from([u.worker_address.clone()]),
+        UpdateType::CreateTask(u) => {
+            BTreeSet::from([WorkerAddress::from(u.worker_address.as_str())])
+        }
+        UpdateType::CreatePendingTask(u) => {
+            BTreeSet::from([WorkerAddress::from(u.worker_address.as_str())])
+        }
         UpdateType::RemoveTask(u) => task_worker(u.task_id).into_iter().collect(),
         UpdateType::FinishTask(u) => task_worker(u.task_id).into_iter().collect(),
         UpdateType::GarbageCollectIteration(u) => state
@@ -220,7 +229,9 @@ pub(crate) fn workers_told(state: &DispatcherState, update: &UpdateType) -> BTre
             .flat_map(|it| it.tasks.iter())
             .filter_map(|t| task_worker(t.0))
             .collect(),
-        UpdateType::TfdataLoseWorker(u) => BTreeSet::from([u.worker_address.clone()]),
+        UpdateType::TfdataLoseWorker(u) => {
+            BTreeSet::from([WorkerAddress::from(u.worker_address.as_str())])
+        }
         _ => BTreeSet::new(),
     }
 }

@@ -17,7 +17,8 @@ use tfdata_proto::tfdata::compaction as wire;
 
 use crate::state::{
     Dataset, DispatcherState, HeldSplit, HeldSplitKey, Iteration, IterationKey, Job, LastSplit,
-    PendingTask, ProviderPass, ReturnedSplit, SplitName, SplitRequester, Task, Worker,
+    PendingTask, ProviderIndex, ProviderPass, Repetition, ReturnedSplit, SplitName, SplitRequester,
+    Task, Worker,
 };
 
 pub const COMPACTION_FORMAT_VERSION: u32 = 1;
@@ -241,9 +242,9 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
     wire::Iteration {
         id: it.id.0,
         job_id: it.job_id.0,
-        repetition: it.repetition,
+        repetition: it.repetition.0,
         num_split_providers: it.num_split_providers,
-        split_repetitions: it.split_repetitions.clone(),
+        split_repetitions: it.split_repetitions.iter().map(|r| r.0).collect(),
         split_indices: it.split_indices.clone(),
         num_clients: it.num_clients,
         last_client_released_micros: it.last_client_released_micros,
@@ -265,14 +266,14 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
             .last_splits
             .iter()
             .map(|(r, l)| wire::LastSplit {
-                provider: r.provider,
+                provider: r.provider.0,
                 worker: r.worker.to_string(),
-                repetition: l.repetition,
+                repetition: l.repetition.0,
                 sequence: l.sequence,
                 split: l.split.clone(),
                 more_splits: l.more_splits.clone(),
                 first_index: l.first_index,
-                split_repetition: l.split_repetition,
+                split_repetition: l.split_repetition.0,
                 skip: l.skip.clone(),
             })
             .collect(),
@@ -281,8 +282,8 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
             .iter()
             .flat_map(|(provider, q)| {
                 q.iter().map(move |r| wire::ReturnedSplit {
-                    provider: *provider,
-                    repetition: r.repetition,
+                    provider: provider.0,
+                    repetition: r.repetition.0,
                     split: r.split.clone(),
                     index: r.index,
                     skip: r.skip.ranges(),
@@ -294,10 +295,10 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
             .iter()
             .map(|(key, held)| wire::HeldSplit {
                 task_id: key.task.0,
-                provider: key.provider,
-                repetition: key.repetition,
+                provider: key.provider.0,
+                repetition: key.repetition.0,
                 sequence: key.sequence,
-                split_repetition: held.produced_in,
+                split_repetition: held.produced_in.0,
                 split: held.split.clone(),
                 index: held.index,
                 skip: held.skip.ranges(),
@@ -315,8 +316,8 @@ fn iteration_to_wire(it: &Iteration) -> wire::Iteration {
             .consumed
             .iter()
             .map(|(pass, ranges)| tfdata_proto::data::TfdataSplitRanges {
-                provider: pass.provider,
-                repetition: pass.repetition,
+                provider: pass.provider.0,
+                repetition: pass.repetition.0,
                 bounds: ranges.bounds(),
             })
             .collect(),
@@ -352,8 +353,8 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
         let ranges = tfdata_core::ranges::IndexRanges::from_bounds(&c.bounds)?;
         consumed.insert(
             ProviderPass {
-                provider: c.provider,
-                repetition: c.repetition,
+                provider: ProviderIndex(c.provider),
+                repetition: Repetition(c.repetition),
             },
             ranges,
         );
@@ -366,13 +367,13 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
         })?;
         consumed_pieces.insert(SplitName::from(n), PositionSet::from_ranges(&p.positions)?);
     }
-    let mut returned: BTreeMap<i64, VecDeque<_>> = BTreeMap::new();
+    let mut returned: BTreeMap<ProviderIndex, VecDeque<_>> = BTreeMap::new();
     for r in &it.returned_splits {
         returned
-            .entry(r.provider)
+            .entry(ProviderIndex(r.provider))
             .or_default()
             .push_back(ReturnedSplit {
-                repetition: r.repetition,
+                repetition: Repetition(r.repetition),
                 index: r.index,
                 split: r.split.clone(),
                 skip: PositionSet::from_ranges(&r.skip)?,
@@ -381,9 +382,14 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
     Ok(Iteration {
         id: IterationId(it.id),
         job_id: JobId(it.job_id),
-        repetition: it.repetition,
+        repetition: Repetition(it.repetition),
         num_split_providers: it.num_split_providers,
-        split_repetitions: it.split_repetitions.clone(),
+        split_repetitions: it
+            .split_repetitions
+            .iter()
+            .copied()
+            .map(Repetition)
+            .collect(),
         split_indices: it.split_indices.clone(),
         num_clients: it.num_clients,
         last_client_released_micros: it.last_client_released_micros,
@@ -411,16 +417,16 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
             .map(|l| {
                 (
                     SplitRequester {
-                        provider: l.provider,
+                        provider: ProviderIndex(l.provider),
                         worker: l.worker.clone().into(),
                     },
                     LastSplit {
-                        repetition: l.repetition,
+                        repetition: Repetition(l.repetition),
                         sequence: l.sequence,
                         split: l.split.clone(),
                         more_splits: l.more_splits.clone(),
                         first_index: l.first_index,
-                        split_repetition: l.split_repetition,
+                        split_repetition: Repetition(l.split_repetition),
                         skip: l.skip.clone(),
                     },
                 )
@@ -435,12 +441,12 @@ fn iteration_from_wire(it: &wire::Iteration) -> Result<Iteration> {
                 Ok((
                     HeldSplitKey {
                         task: TaskId(h.task_id),
-                        provider: h.provider,
-                        repetition: h.repetition,
+                        provider: ProviderIndex(h.provider),
+                        repetition: Repetition(h.repetition),
                         sequence: h.sequence,
                     },
                     HeldSplit {
-                        produced_in: h.split_repetition,
+                        produced_in: Repetition(h.split_repetition),
                         index: h.index,
                         split: h.split.clone(),
                         skip: PositionSet::from_ranges(&h.skip)?,

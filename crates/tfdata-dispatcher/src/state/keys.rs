@@ -74,28 +74,52 @@ impl PartialEq<String> for WorkerAddress {
     }
 }
 
+/// A repetition: which pass of a job (the iteration's), or which pass of a
+/// split provider over its data, a value belongs to. The wire and the
+/// journal carry it as an `i64`; it orders as that `i64`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Repetition(pub i64);
+
+impl fmt::Display for Repetition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A split provider's index among its iteration's providers (one per
+/// source of the dataset graph). The wire and the journal carry it as an
+/// `i64`; it orders as that `i64`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProviderIndex(pub i64);
+
+impl fmt::Display for ProviderIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// A live iteration's key: its job's name and repetition
 /// ([`DispatcherState::iteration_by_key`](super::DispatcherState::iteration_by_key)).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct IterationKey {
     pub job_name: String,
-    pub repetition: i64,
+    pub repetition: Repetition,
 }
 
 /// One pass of a split provider over its data: its index among the
 /// iteration's providers and the repetition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ProviderPass {
-    pub provider: i64,
-    pub repetition: i64,
+    pub provider: ProviderIndex,
+    pub repetition: Repetition,
 }
 
 /// A split's name: its provider, the repetition it was produced in, and
 /// its index there (`TfdataSplitName` on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SplitName {
-    pub provider: i64,
-    pub repetition: i64,
+    pub provider: ProviderIndex,
+    pub repetition: Repetition,
     pub index: i64,
 }
 
@@ -112,8 +136,8 @@ impl SplitName {
 impl From<&tfdata_proto::data::TfdataSplitName> for SplitName {
     fn from(n: &tfdata_proto::data::TfdataSplitName) -> Self {
         SplitName {
-            provider: n.provider,
-            repetition: n.repetition,
+            provider: ProviderIndex(n.provider),
+            repetition: Repetition(n.repetition),
             index: n.index,
         }
     }
@@ -122,8 +146,8 @@ impl From<&tfdata_proto::data::TfdataSplitName> for SplitName {
 impl From<SplitName> for tfdata_proto::data::TfdataSplitName {
     fn from(n: SplitName) -> Self {
         tfdata_proto::data::TfdataSplitName {
-            provider: n.provider,
-            repetition: n.repetition,
+            provider: n.provider.0,
+            repetition: n.repetition.0,
             index: n.index,
         }
     }

@@ -20,7 +20,7 @@ mod apply;
 mod keys;
 
 pub(crate) use apply::consumed_elements;
-pub use keys::{IterationKey, ProviderPass, SplitName, WorkerAddress};
+pub use keys::{IterationKey, ProviderIndex, ProviderPass, Repetition, SplitName, WorkerAddress};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dataset {
@@ -83,10 +83,10 @@ impl Job {
 pub struct Iteration {
     pub id: IterationId,
     pub job_id: JobId,
-    pub repetition: i64,
+    pub repetition: Repetition,
     pub num_split_providers: i64,
     /// Per split provider: the repetition it is in and the splits produced in it.
-    pub split_repetitions: Vec<i64>,
+    pub split_repetitions: Vec<Repetition>,
     pub split_indices: Vec<i64>,
     pub num_clients: i64,
     pub last_client_released_micros: Option<i64>,
@@ -104,7 +104,7 @@ pub struct Iteration {
     /// retried `GetSplit` gets the same answer.
     pub last_splits: BTreeMap<SplitRequester, LastSplit>,
     /// Per split provider: splits of lost workers to hand out again first.
-    pub returned_splits: BTreeMap<i64, std::collections::VecDeque<ReturnedSplit>>,
+    pub returned_splits: BTreeMap<ProviderIndex, std::collections::VecDeque<ReturnedSplit>>,
     /// Splits tfdata workers' tasks received and have not reported fully
     /// delivered. A lost worker's are returned to the pool.
     pub held_splits: BTreeMap<HeldSplitKey, HeldSplit>,
@@ -157,7 +157,7 @@ impl Restoration {
 /// [`Iteration::last_splits`].
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SplitRequester {
-    pub provider: i64,
+    pub provider: ProviderIndex,
     pub worker: WorkerAddress,
 }
 
@@ -166,8 +166,8 @@ pub struct SplitRequester {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct HeldSplitKey {
     pub task: TaskId,
-    pub provider: i64,
-    pub repetition: i64,
+    pub provider: ProviderIndex,
+    pub repetition: Repetition,
     pub sequence: i64,
 }
 
@@ -176,8 +176,8 @@ impl HeldSplitKey {
     pub(crate) fn all_of(task: TaskId) -> std::ops::RangeInclusive<HeldSplitKey> {
         let key = |v| HeldSplitKey {
             task,
-            provider: v,
-            repetition: v,
+            provider: ProviderIndex(v),
+            repetition: Repetition(v),
             sequence: v,
         };
         key(i64::MIN)..=key(i64::MAX)
@@ -187,7 +187,7 @@ impl HeldSplitKey {
 /// A split a task holds, with the repetition it was produced in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldSplit {
-    pub produced_in: i64,
+    pub produced_in: Repetition,
     /// Its index in that repetition (with the provider, its name).
     pub index: i64,
     /// The encoded `TensorProto`. Not decoded: a lease holds up to a
@@ -204,7 +204,7 @@ pub struct HeldSplit {
 /// repetition it was produced in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReturnedSplit {
-    pub repetition: i64,
+    pub repetition: Repetition,
     pub index: i64,
     /// The encoded `TensorProto` (see [`HeldSplit::split`]).
     pub split: bytes::Bytes,
@@ -282,7 +282,7 @@ impl Iteration {
     }
 
     /// The last answer `worker` got from `provider`.
-    pub fn last_split(&self, provider: i64, worker: &str) -> Option<&LastSplit> {
+    pub fn last_split(&self, provider: ProviderIndex, worker: &str) -> Option<&LastSplit> {
         self.last_splits.get(&SplitRequester {
             provider,
             worker: worker.into(),
@@ -293,7 +293,7 @@ impl Iteration {
 /// The last answer to a worker's `GetSplit` for one provider.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LastSplit {
-    pub repetition: i64,
+    pub repetition: Repetition,
     pub sequence: i64,
     pub split: Option<tfdata_proto::tensorflow::TensorProto>,
     /// The rest of the lease that answer carried (encoded `TensorProto`s).
@@ -301,7 +301,7 @@ pub struct LastSplit {
     /// The answer's split names: indices from `first_index` on, in
     /// repetition `split_repetition`.
     pub first_index: i64,
-    pub split_repetition: i64,
+    pub split_repetition: Repetition,
     /// The answer's positions to skip (`GetSplitResponse.tfdata_skip`).
     pub skip: Vec<tfdata_proto::data::TfdataPositionRange>,
 }
@@ -434,7 +434,7 @@ impl DispatcherState {
     }
 
     /// The live (not garbage-collected) iteration of `job_name` at `repetition`.
-    pub fn iteration_by_key(&self, job_name: &str, repetition: i64) -> Option<&Iteration> {
+    pub fn iteration_by_key(&self, job_name: &str, repetition: Repetition) -> Option<&Iteration> {
         self.iterations_by_key
             .get(&IterationKey {
                 job_name: job_name.to_string(),

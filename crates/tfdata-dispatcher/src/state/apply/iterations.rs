@@ -13,7 +13,7 @@ use tfdata_proto::data::{
 use super::restoration::{consumed_pieces, consumed_splits};
 use super::{all_delivered, bad, iteration_mut};
 use crate::state::{
-    DispatcherState, Iteration, IterationKey, MAX_RESTORATION_CONSUMERS, Restoration,
+    DispatcherState, Iteration, IterationKey, MAX_RESTORATION_CONSUMERS, Repetition, Restoration,
 };
 
 impl DispatcherState {
@@ -28,7 +28,7 @@ impl DispatcherState {
         }
         let key = IterationKey {
             job_name: job.name.clone(),
-            repetition: u.repetition,
+            repetition: Repetition(u.repetition),
         };
         if let Some(old) = self.iterations_by_key.get(&key)
             && !self
@@ -69,9 +69,9 @@ impl DispatcherState {
             Iteration {
                 id,
                 job_id: JobId(u.job_id),
-                repetition: u.repetition,
+                repetition: Repetition(u.repetition),
                 num_split_providers: u.num_split_providers,
-                split_repetitions: vec![0; providers],
+                split_repetitions: vec![Repetition(0); providers],
                 split_indices: vec![0; providers],
                 num_clients: 0,
                 last_client_released_micros: None,

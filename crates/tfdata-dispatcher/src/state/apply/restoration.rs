@@ -10,7 +10,8 @@ use tfdata_proto::data::{CheckpointTakenUpdate, JoinRestoreUpdate};
 
 use super::{bad, iteration_mut};
 use crate::state::{
-    DispatcherState, MAX_RESTORATION_CONSUMERS, ProviderPass, SplitName, WorkerAddress,
+    DispatcherState, MAX_RESTORATION_CONSUMERS, ProviderIndex, ProviderPass, Repetition, SplitName,
+    WorkerAddress,
 };
 
 impl DispatcherState {
@@ -121,8 +122,8 @@ pub(super) fn consumed_splits(
         if !ranges.is_empty() {
             consumed.insert(
                 ProviderPass {
-                    provider: c.provider,
-                    repetition: c.repetition,
+                    provider: ProviderIndex(c.provider),
+                    repetition: Repetition(c.repetition),
                 },
                 ranges,
             );

@@ -12,8 +12,8 @@ use tfdata_proto::data::{ProduceSplitUpdate, ReceiveSplitsUpdate};
 
 use super::{all_delivered, bad, iteration_mut};
 use crate::state::{
-    DispatcherState, HeldSplit, HeldSplitKey, Iteration, LastSplit, ProviderPass, ReturnedSplit,
-    SplitName, SplitRequester, Task,
+    DispatcherState, HeldSplit, HeldSplitKey, Iteration, LastSplit, ProviderIndex, ProviderPass,
+    Repetition, ReturnedSplit, SplitName, SplitRequester, Task,
 };
 
 impl DispatcherState {
@@ -29,11 +29,14 @@ impl DispatcherState {
             cursor,
         } = check_produce_split(it, &self.tasks, u)?;
         let task = TaskId(u.tfdata_task_id);
+        // The record's integers, typed once.
+        let provider = ProviderIndex(u.split_provider_index);
+        let repetition = Repetition(u.repetition);
         for d in &u.tfdata_delivered {
             it.held_splits.remove(&HeldSplitKey {
                 task,
-                provider: u.split_provider_index,
-                repetition: d.repetition,
+                provider,
+                repetition: Repetition(d.repetition),
                 sequence: d.sequence,
             });
         }
@@ -41,9 +44,9 @@ impl DispatcherState {
         let fresh_first = u.tfdata_first_index.unwrap_or(cursor);
         let (split_repetition, first_index, skip) = if u.tfdata_from_returned {
             // The queue has a split (checked).
-            it.take_returned(u.split_provider_index)
+            it.take_returned(provider)
                 .map(|r| (r.repetition, r.index, r.skip))
-                .unwrap_or((u.repetition, fresh_first, PositionSet::default()))
+                .unwrap_or((repetition, fresh_first, PositionSet::default()))
         } else {
             // A fresh split a restored reader consumed part of goes out
             // first in its lease (`GetSplit` ends leases before one), so
@@ -51,13 +54,13 @@ impl DispatcherState {
             let skip = it
                 .consumed_pieces
                 .get(&SplitName {
-                    provider: u.split_provider_index,
-                    repetition: u.repetition,
+                    provider,
+                    repetition,
                     index: fresh_first,
                 })
                 .cloned()
                 .unwrap_or_default();
-            (u.repetition, fresh_first, skip)
+            (repetition, fresh_first, skip)
         };
         if let (Some(sequence), Some(split)) = (u.tfdata_split_sequence, &u.tfdata_split)
             && u.tfdata_task_id != 0
@@ -71,8 +74,8 @@ impl DispatcherState {
                 it.held_splits.insert(
                     HeldSplitKey {
                         task,
-                        provider: u.split_provider_index,
-                        repetition: u.repetition,
+                        provider,
+                        repetition,
                         sequence: sequence.saturating_add(i as i64),
                     },
                     HeldSplit {
@@ -92,11 +95,11 @@ impl DispatcherState {
         if let Some(sequence) = u.tfdata_split_sequence {
             it.last_splits.insert(
                 SplitRequester {
-                    provider: u.split_provider_index,
+                    provider,
                     worker: u.tfdata_worker_address.clone().into(),
                 },
                 LastSplit {
-                    repetition: u.repetition,
+                    repetition,
                     sequence,
                     split: u.tfdata_split.clone(),
                     more_splits: u.tfdata_more_splits.clone(),
@@ -110,9 +113,9 @@ impl DispatcherState {
             // Re-issued a lost worker's split: the cursor does not move.
             return Ok(());
         }
-        it.split_repetitions[p] = u.repetition;
+        it.split_repetitions[p] = repetition;
         if u.finished {
-            it.split_repetitions[p] += 1;
+            it.split_repetitions[p].0 += 1;
             it.split_indices[p] = 0;
         } else {
             let produced = 1 + u.tfdata_more_splits.len() as i64;
@@ -191,7 +194,7 @@ fn check_produce_split(
     if u.tfdata_from_returned
         && it
             .returned_splits
-            .get(&u.split_provider_index)
+            .get(&ProviderIndex(u.split_provider_index))
             .is_none_or(|q| q.is_empty())
     {
         return Err(bad("produce_split", "no returned split to re-issue".into()));
@@ -220,7 +223,7 @@ fn check_produce_split(
     // The first split's name: a returned split keeps its own; a
     // fresh lease starts at the cursor (of a new repetition: 0),
     // or past consumed splits where the request says.
-    let cursor = if u.repetition > it.split_repetitions[p] {
+    let cursor = if Repetition(u.repetition) > it.split_repetitions[p] {
         0
     } else {
         it.split_indices[p]
@@ -242,7 +245,7 @@ fn check_produce_split(
 
 impl Iteration {
     /// The next of `provider`'s returned splits, taken from its queue.
-    fn take_returned(&mut self, provider: i64) -> Option<ReturnedSplit> {
+    fn take_returned(&mut self, provider: ProviderIndex) -> Option<ReturnedSplit> {
         let queue = self.returned_splits.get_mut(&provider)?;
         let returned = queue.pop_front();
         // No empty queues: the state has one form (as a compaction restores it).
@@ -270,8 +273,8 @@ impl Receipts {
                 .map_err(|e| bad("receive_splits", e.to_string()))?;
             ranges
                 .entry(ProviderPass {
-                    provider: r.provider,
-                    repetition: r.repetition,
+                    provider: ProviderIndex(r.provider),
+                    repetition: Repetition(r.repetition),
                 })
                 .or_default()
                 .union_with(&set);
