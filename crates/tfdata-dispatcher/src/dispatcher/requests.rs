@@ -298,6 +298,36 @@ impl TryFrom<wire::ReleaseIterationClientRequest> for ReleaseIterationClient {
     }
 }
 
+/// `Snapshot`: start writing a dataset to a path (`distributed_save`).
+/// The snapshot manager reads the request whole, so it is kept whole.
+#[derive(Debug, Clone)]
+pub(crate) struct Snapshot {
+    /// `path` is not empty.
+    request: wire::SnapshotRequest,
+}
+
+impl Snapshot {
+    pub fn path(&self) -> &str {
+        &self.request.path
+    }
+
+    /// The request as sent, checked.
+    pub fn wire(&self) -> &wire::SnapshotRequest {
+        &self.request
+    }
+}
+
+impl TryFrom<wire::SnapshotRequest> for Snapshot {
+    type Error = Error;
+
+    fn try_from(request: wire::SnapshotRequest) -> Result<Self, Error> {
+        if request.path.is_empty() {
+            return Err(Error::InvalidArgument("the snapshot path is empty".into()));
+        }
+        Ok(Snapshot { request })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,5 +473,18 @@ mod tests {
         let ok = iteration(2, "w:1").unwrap();
         assert_eq!(ok.job_id, JobId(5));
         assert!(ok.restore.is_some());
+    }
+
+    #[test]
+    fn a_snapshot_needs_a_path() {
+        let (code, msg) = refused_with(Snapshot::try_from(wire::SnapshotRequest::default()));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("the snapshot path is empty"), "{msg}");
+        let ok = Snapshot::try_from(wire::SnapshotRequest {
+            path: "/snapshots/a".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(ok.path(), "/snapshots/a");
     }
 }

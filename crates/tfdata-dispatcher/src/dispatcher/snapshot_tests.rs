@@ -14,8 +14,8 @@ use tfdata_dataset::snapshot::{layout, metadata};
 use tfdata_proto::data::{self as wire, get_snapshot_split_response::Response as SplitResponse};
 use tonic::Code;
 
-use super::Dispatcher;
 use super::tests::ManualClock;
+use super::{Dispatcher, requests};
 use crate::config::DispatcherConfig;
 
 struct Setup {
@@ -52,7 +52,7 @@ impl Setup {
     }
 }
 
-fn request(dataset: &Dataset, path: &str, compression: &str) -> wire::SnapshotRequest {
+fn request(dataset: &Dataset, path: &str, compression: &str) -> requests::Snapshot {
     wire::SnapshotRequest {
         dataset: Some(wire::DatasetDef {
             graph: Default::default(),
@@ -66,6 +66,8 @@ fn request(dataset: &Dataset, path: &str, compression: &str) -> wire::SnapshotRe
             compression: compression.into(),
         }),
     }
+    .try_into()
+    .unwrap()
 }
 
 /// A stream's report: (path, stream, completed, error status).

@@ -102,12 +102,12 @@ dispatcher_service! {
             -> GetOrRegisterDatasetResponse as "GetOrRegisterDataset";
         get_or_create_job(GetOrCreateJobRequest => GetOrCreateJob) -> GetOrCreateJobResponse
             as "GetOrCreateJob";
+        snapshot(SnapshotRequest => Snapshot) -> SnapshotResponse as "Snapshot";
     }
     delegated {
         worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
         get_split(GetSplitRequest) -> GetSplitResponse as "GetSplit";
         client_heartbeat(ClientHeartbeatRequest) -> ClientHeartbeatResponse as "ClientHeartbeat";
-        snapshot(SnapshotRequest) -> SnapshotResponse as "Snapshot";
         get_snapshot_split(GetSnapshotSplitRequest) -> GetSnapshotSplitResponse as "GetSnapshotSplit";
         get_snapshot_streams(GetSnapshotStreamsRequest) -> GetSnapshotStreamsResponse
             as "GetSnapshotStreams";
