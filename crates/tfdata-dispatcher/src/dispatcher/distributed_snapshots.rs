@@ -77,7 +77,7 @@ impl Dispatcher {
     /// `GetSnapshotStreams`: each stream's state.
     pub(crate) async fn get_snapshot_streams(
         &self,
-        req: wire::GetSnapshotStreamsRequest,
+        req: requests::GetSnapshotStreams,
     ) -> Result<wire::GetSnapshotStreamsResponse> {
         let manager = self.snapshot_manager(&req.path)?;
         Ok(wire::GetSnapshotStreamsResponse {

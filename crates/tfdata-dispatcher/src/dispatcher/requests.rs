@@ -328,6 +328,24 @@ impl TryFrom<wire::SnapshotRequest> for Snapshot {
     }
 }
 
+/// `GetSnapshotStreams`: a reader of a snapshot asks for its streams.
+#[derive(Debug, Clone)]
+pub(crate) struct GetSnapshotStreams {
+    /// Never empty.
+    pub path: String,
+}
+
+impl TryFrom<wire::GetSnapshotStreamsRequest> for GetSnapshotStreams {
+    type Error = Error;
+
+    fn try_from(req: wire::GetSnapshotStreamsRequest) -> Result<Self, Error> {
+        if req.path.is_empty() {
+            return Err(Error::InvalidArgument("the snapshot path is empty".into()));
+        }
+        Ok(GetSnapshotStreams { path: req.path })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -486,5 +504,19 @@ mod tests {
         })
         .unwrap();
         assert_eq!(ok.path(), "/snapshots/a");
+    }
+
+    #[test]
+    fn a_snapshot_streams_request_needs_a_path() {
+        let (code, msg) = refused_with(GetSnapshotStreams::try_from(
+            wire::GetSnapshotStreamsRequest::default(),
+        ));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("the snapshot path is empty"), "{msg}");
+        let ok = GetSnapshotStreams::try_from(wire::GetSnapshotStreamsRequest {
+            path: "/snapshots/a".into(),
+        })
+        .unwrap();
+        assert_eq!(ok.path, "/snapshots/a");
     }
 }

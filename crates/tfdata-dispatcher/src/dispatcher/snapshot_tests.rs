@@ -222,7 +222,7 @@ async fn snapshot_is_refused_without_fault_tolerance_and_for_known_or_existing_p
     assert!(Path::new(&layout::streams_dir(&a)).is_dir());
     // Unknown snapshots.
     let err = d
-        .get_snapshot_streams(wire::GetSnapshotStreamsRequest {
+        .get_snapshot_streams(requests::GetSnapshotStreams {
             path: "/nope".into(),
         })
         .await
@@ -296,7 +296,7 @@ async fn streams_share_the_splits_each_once_and_the_snapshot_finishes_when_every
     assert!(streams_of(&d, "w2:1").await.is_empty());
     assert!(!Path::new(&layout::done_file(&path)).exists());
     let streams = d
-        .get_snapshot_streams(wire::GetSnapshotStreamsRequest { path: path.clone() })
+        .get_snapshot_streams(requests::GetSnapshotStreams { path: path.clone() })
         .await
         .unwrap();
     let states: Vec<(i64, i32)> = streams.streams.iter().map(|s| (s.index, s.state)).collect();

@@ -103,14 +103,14 @@ dispatcher_service! {
         get_or_create_job(GetOrCreateJobRequest => GetOrCreateJob) -> GetOrCreateJobResponse
             as "GetOrCreateJob";
         snapshot(SnapshotRequest => Snapshot) -> SnapshotResponse as "Snapshot";
+        get_snapshot_streams(GetSnapshotStreamsRequest => GetSnapshotStreams)
+            -> GetSnapshotStreamsResponse as "GetSnapshotStreams";
     }
     delegated {
         worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
         get_split(GetSplitRequest) -> GetSplitResponse as "GetSplit";
         client_heartbeat(ClientHeartbeatRequest) -> ClientHeartbeatResponse as "ClientHeartbeat";
         get_snapshot_split(GetSnapshotSplitRequest) -> GetSnapshotSplitResponse as "GetSnapshotSplit";
-        get_snapshot_streams(GetSnapshotStreamsRequest) -> GetSnapshotStreamsResponse
-            as "GetSnapshotStreams";
     }
     custom {
         async fn worker_heartbeat(
