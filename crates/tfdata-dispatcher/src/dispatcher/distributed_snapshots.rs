@@ -66,10 +66,10 @@ impl Dispatcher {
     /// to the stream's directory before it is returned.
     pub(crate) async fn get_snapshot_split(
         &self,
-        req: wire::GetSnapshotSplitRequest,
+        req: requests::GetSnapshotSplit,
     ) -> Result<wire::GetSnapshotSplitResponse> {
-        let manager = self.snapshot_manager(&req.base_path)?;
-        tokio::task::spawn_blocking(move || manager.get_snapshot_split(&req))
+        let manager = self.snapshot_manager(&req.wire().base_path)?;
+        tokio::task::spawn_blocking(move || manager.get_snapshot_split(req.wire()))
             .await
             .map_err(|e| task_failed("GetSnapshotSplit", e))?
     }

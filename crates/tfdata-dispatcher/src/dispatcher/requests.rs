@@ -346,6 +346,51 @@ impl TryFrom<wire::GetSnapshotStreamsRequest> for GetSnapshotStreams {
     }
 }
 
+/// `GetSnapshotSplit`: a worker writing a snapshot stream asks for the
+/// next split of one of its sources. The snapshot manager reads the
+/// request whole, so it is kept whole; the indices are checked against the
+/// snapshot by the manager.
+#[derive(Debug, Clone)]
+pub(crate) struct GetSnapshotSplit {
+    /// `base_path` and `worker_address` are not empty; `stream_index`,
+    /// `source_index` and `repetition_index` are not negative.
+    request: wire::GetSnapshotSplitRequest,
+}
+
+impl GetSnapshotSplit {
+    /// The request as sent, checked.
+    pub fn wire(&self) -> &wire::GetSnapshotSplitRequest {
+        &self.request
+    }
+}
+
+impl TryFrom<wire::GetSnapshotSplitRequest> for GetSnapshotSplit {
+    type Error = Error;
+
+    fn try_from(request: wire::GetSnapshotSplitRequest) -> Result<Self, Error> {
+        if request.base_path.is_empty() {
+            return Err(Error::InvalidArgument("the snapshot path is empty".into()));
+        }
+        if request.worker_address.is_empty() {
+            return Err(Error::InvalidArgument(
+                "GetSnapshotSplit: the worker address is empty".into(),
+            ));
+        }
+        for (name, index) in [
+            ("stream_index", request.stream_index),
+            ("source_index", request.source_index),
+            ("repetition_index", request.repetition_index),
+        ] {
+            if index < 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "GetSnapshotSplit: {name} must not be negative, got {index}"
+                )));
+            }
+        }
+        Ok(GetSnapshotSplit { request })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -518,5 +563,42 @@ mod tests {
         })
         .unwrap();
         assert_eq!(ok.path, "/snapshots/a");
+    }
+
+    #[test]
+    fn a_snapshot_split_request_names_a_path_a_worker_and_non_negative_indices() {
+        let split = |f: fn(&mut wire::GetSnapshotSplitRequest)| {
+            let mut req = wire::GetSnapshotSplitRequest {
+                worker_address: "w:1".into(),
+                base_path: "/snapshots/a".into(),
+                stream_index: 1,
+                source_index: 0,
+                repetition_index: 2,
+            };
+            f(&mut req);
+            GetSnapshotSplit::try_from(req)
+        };
+        assert_eq!(split(|_| {}).unwrap().wire().repetition_index, 2);
+        let (code, msg) = refused_with(split(|r| r.base_path.clear()));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("the snapshot path is empty"), "{msg}");
+        let (code, msg) = refused_with(split(|r| r.worker_address.clear()));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("the worker address is empty"), "{msg}");
+        for (f, name) in [
+            (
+                (|r| r.stream_index = -1) as fn(&mut wire::GetSnapshotSplitRequest),
+                "stream_index",
+            ),
+            (|r| r.source_index = -1, "source_index"),
+            (|r| r.repetition_index = -1, "repetition_index"),
+        ] {
+            let (code, msg) = refused_with(split(f));
+            assert_eq!(code, tonic::Code::InvalidArgument);
+            assert!(
+                msg.contains(&format!("{name} must not be negative, got -1")),
+                "{msg}"
+            );
+        }
     }
 }

@@ -105,12 +105,13 @@ dispatcher_service! {
         snapshot(SnapshotRequest => Snapshot) -> SnapshotResponse as "Snapshot";
         get_snapshot_streams(GetSnapshotStreamsRequest => GetSnapshotStreams)
             -> GetSnapshotStreamsResponse as "GetSnapshotStreams";
+        get_snapshot_split(GetSnapshotSplitRequest => GetSnapshotSplit)
+            -> GetSnapshotSplitResponse as "GetSnapshotSplit";
     }
     delegated {
         worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
         get_split(GetSplitRequest) -> GetSplitResponse as "GetSplit";
         client_heartbeat(ClientHeartbeatRequest) -> ClientHeartbeatResponse as "ClientHeartbeat";
-        get_snapshot_split(GetSnapshotSplitRequest) -> GetSnapshotSplitResponse as "GetSnapshotSplit";
     }
     custom {
         async fn worker_heartbeat(
