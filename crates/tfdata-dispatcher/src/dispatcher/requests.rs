@@ -391,6 +391,43 @@ impl TryFrom<wire::GetSnapshotSplitRequest> for GetSnapshotSplit {
     }
 }
 
+/// `GetSplit`: a worker's task asks for the next split of one source of
+/// a distributed_epoch iteration. The handler journals the request's
+/// fields as they came, so it is kept whole; the split provider index is
+/// checked against the iteration by the handler.
+#[derive(Debug, Clone)]
+pub(crate) struct GetSplit {
+    /// `split_provider_index`, `repetition` and `tfdata_task_id` are not
+    /// negative (a task id of 0 is TensorFlow's worker, naming none).
+    request: wire::GetSplitRequest,
+}
+
+impl GetSplit {
+    /// The request as sent, checked.
+    pub fn wire(&self) -> &wire::GetSplitRequest {
+        &self.request
+    }
+}
+
+impl TryFrom<wire::GetSplitRequest> for GetSplit {
+    type Error = Error;
+
+    fn try_from(request: wire::GetSplitRequest) -> Result<Self, Error> {
+        for (name, value) in [
+            ("split_provider_index", request.split_provider_index),
+            ("repetition", request.repetition),
+            ("tfdata_task_id", request.tfdata_task_id),
+        ] {
+            if value < 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "GetSplit: {name} must not be negative, got {value}"
+                )));
+            }
+        }
+        Ok(GetSplit { request })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -592,6 +629,38 @@ mod tests {
             ),
             (|r| r.source_index = -1, "source_index"),
             (|r| r.repetition_index = -1, "repetition_index"),
+        ] {
+            let (code, msg) = refused_with(split(f));
+            assert_eq!(code, tonic::Code::InvalidArgument);
+            assert!(
+                msg.contains(&format!("{name} must not be negative, got -1")),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_split_request_has_non_negative_indices() {
+        let split = |f: fn(&mut wire::GetSplitRequest)| {
+            let mut req = wire::GetSplitRequest {
+                iteration_id: 3,
+                repetition: 1,
+                split_provider_index: 0,
+                tfdata_task_id: 7,
+                ..Default::default()
+            };
+            f(&mut req);
+            GetSplit::try_from(req)
+        };
+        assert_eq!(split(|_| {}).unwrap().wire().tfdata_task_id, 7);
+        assert!(split(|r| r.tfdata_task_id = 0).is_ok());
+        for (f, name) in [
+            (
+                (|r| r.split_provider_index = -1) as fn(&mut wire::GetSplitRequest),
+                "split_provider_index",
+            ),
+            (|r| r.repetition = -1, "repetition"),
+            (|r| r.tfdata_task_id = -1, "tfdata_task_id"),
         ] {
             let (code, msg) = refused_with(split(f));
             assert_eq!(code, tonic::Code::InvalidArgument);

@@ -777,3 +777,15 @@ async fn jobs_that_need_an_infinite_dataset_refuse_a_finite_one() {
     .await
     .unwrap();
 }
+
+impl Dispatcher {
+    /// `GetSplit` as the tonic adapter serves it: the wire request
+    /// validated, then handled (its refusals included).
+    pub(super) async fn get_split_wire(
+        &self,
+        req: wire::GetSplitRequest,
+    ) -> tfdata_core::Result<wire::GetSplitResponse> {
+        self.get_split(super::requests::GetSplit::try_from(req)?)
+            .await
+    }
+}

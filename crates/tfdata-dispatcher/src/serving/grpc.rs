@@ -107,10 +107,10 @@ dispatcher_service! {
             -> GetSnapshotStreamsResponse as "GetSnapshotStreams";
         get_snapshot_split(GetSnapshotSplitRequest => GetSnapshotSplit)
             -> GetSnapshotSplitResponse as "GetSnapshotSplit";
+        get_split(GetSplitRequest => GetSplit) -> GetSplitResponse as "GetSplit";
     }
     delegated {
         worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
-        get_split(GetSplitRequest) -> GetSplitResponse as "GetSplit";
         client_heartbeat(ClientHeartbeatRequest) -> ClientHeartbeatResponse as "ClientHeartbeat";
     }
     custom {
