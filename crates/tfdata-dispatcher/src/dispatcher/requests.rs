@@ -428,6 +428,37 @@ impl TryFrom<wire::GetSplitRequest> for GetSplit {
     }
 }
 
+/// `WorkerUpdate`: a worker reports the tasks it finished.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerUpdate {
+    /// Never empty.
+    pub worker_address: String,
+    /// The tasks reported completed (updates that are not are progress
+    /// only, which the dispatcher does not keep).
+    pub completed: Vec<TaskId>,
+}
+
+impl TryFrom<wire::WorkerUpdateRequest> for WorkerUpdate {
+    type Error = Error;
+
+    fn try_from(req: wire::WorkerUpdateRequest) -> Result<Self, Error> {
+        if req.worker_address.is_empty() {
+            return Err(Error::InvalidArgument(
+                "WorkerUpdate: the worker address is empty".into(),
+            ));
+        }
+        Ok(WorkerUpdate {
+            worker_address: req.worker_address,
+            completed: req
+                .updates
+                .iter()
+                .filter(|u| u.completed)
+                .map(|u| TaskId(u.task_id))
+                .collect(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -669,5 +700,30 @@ mod tests {
                 "{msg}"
             );
         }
+    }
+
+    #[test]
+    fn a_worker_update_names_its_worker_and_keeps_the_completed_tasks() {
+        let update = |address: &str| {
+            WorkerUpdate::try_from(wire::WorkerUpdateRequest {
+                worker_address: address.into(),
+                updates: vec![
+                    wire::TaskProgress {
+                        task_id: 4,
+                        completed: true,
+                    },
+                    wire::TaskProgress {
+                        task_id: 5,
+                        completed: false,
+                    },
+                ],
+            })
+        };
+        let (code, msg) = refused_with(update(""));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("the worker address is empty"), "{msg}");
+        let ok = update("w:1").unwrap();
+        assert_eq!(ok.worker_address, "w:1");
+        assert_eq!(ok.completed, vec![TaskId(4)]);
     }
 }

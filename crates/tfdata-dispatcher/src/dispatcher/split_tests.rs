@@ -300,7 +300,7 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
     assert_eq!(got, vec![1, 2, 3], "undelivered splits only, in order");
     // The iteration ends when the tasks do.
     for task in [t2, t3] {
-        d.worker_update(wire::WorkerUpdateRequest {
+        d.worker_update_wire(wire::WorkerUpdateRequest {
             worker_address: "w2:1".into(),
             updates: vec![wire::TaskProgress {
                 task_id: task,
@@ -367,7 +367,7 @@ async fn a_lost_workers_finished_tasks_leave_the_task_list() {
         .map(|t| t.id.0)
         .next()
         .unwrap();
-    d.worker_update(wire::WorkerUpdateRequest {
+    d.worker_update_wire(wire::WorkerUpdateRequest {
         worker_address: "w1:1".into(),
         updates: vec![wire::TaskProgress {
             task_id: t1,
@@ -418,7 +418,7 @@ async fn an_iteration_whose_every_task_was_lost_waits_for_a_worker() {
         .unwrap();
     assert_eq!(answer.new_tasks.len(), 1, "the new worker reads the rest");
     let task = answer.new_tasks[0].task_id;
-    d.worker_update(wire::WorkerUpdateRequest {
+    d.worker_update_wire(wire::WorkerUpdateRequest {
         worker_address: "w3:1".into(),
         updates: vec![wire::TaskProgress {
             task_id: task,
@@ -683,7 +683,7 @@ async fn replaying_any_journal_gives_the_live_state() {
                         .unwrap();
                     // Finish some of the worker's tasks.
                     for t in r.new_tasks.iter().filter(|_| rng.random_bool(0.3)) {
-                        d.worker_update(wire::WorkerUpdateRequest {
+                        d.worker_update_wire(wire::WorkerUpdateRequest {
                             worker_address: w.into(),
                             updates: vec![wire::TaskProgress {
                                 task_id: t.task_id,

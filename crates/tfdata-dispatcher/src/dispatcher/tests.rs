@@ -788,4 +788,13 @@ impl Dispatcher {
         self.get_split(super::requests::GetSplit::try_from(req)?)
             .await
     }
+
+    /// `WorkerUpdate` as the tonic adapter serves it.
+    pub(super) async fn worker_update_wire(
+        &self,
+        req: wire::WorkerUpdateRequest,
+    ) -> tfdata_core::Result<wire::WorkerUpdateResponse> {
+        self.worker_update(super::requests::WorkerUpdate::try_from(req)?)
+            .await
+    }
 }

@@ -7,9 +7,9 @@ use std::collections::HashSet;
 use tfdata_core::{Error, IterationId, Result, TaskId};
 use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy, update::UpdateType};
 
-use super::Dispatcher;
 use super::txn::Txn;
 use super::worker_addresses::WorkerAddresses;
+use super::{Dispatcher, requests};
 use crate::state::{DispatcherState, Task};
 
 impl Dispatcher {
@@ -248,19 +248,19 @@ impl Dispatcher {
 
     pub(crate) async fn worker_update(
         &self,
-        req: wire::WorkerUpdateRequest,
+        req: requests::WorkerUpdate,
     ) -> Result<wire::WorkerUpdateResponse> {
         let mut txn = self.ledger.begin().await;
-        for update in req.updates.iter().filter(|u| u.completed) {
+        for &task_id in &req.completed {
             let task = txn
                 .state
-                .task(TaskId(update.task_id))
-                .ok_or_else(|| Error::not_found("task", update.task_id))?;
+                .task(task_id)
+                .ok_or_else(|| Error::not_found("task", task_id.0))?;
             if !task.finished {
                 txn.apply(UpdateType::FinishTask(wire::FinishTaskUpdate {
-                    task_id: update.task_id,
+                    task_id: task_id.0,
                 }))?;
-                tracing::debug!(task = update.task_id, worker = %req.worker_address, "task finished");
+                tracing::debug!(task = task_id.0, worker = %req.worker_address, "task finished");
             }
         }
         reassign_returned_splits(&mut txn)?;

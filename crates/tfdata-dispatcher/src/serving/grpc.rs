@@ -108,9 +108,10 @@ dispatcher_service! {
         get_snapshot_split(GetSnapshotSplitRequest => GetSnapshotSplit)
             -> GetSnapshotSplitResponse as "GetSnapshotSplit";
         get_split(GetSplitRequest => GetSplit) -> GetSplitResponse as "GetSplit";
+        worker_update(WorkerUpdateRequest => WorkerUpdate) -> WorkerUpdateResponse
+            as "WorkerUpdate";
     }
     delegated {
-        worker_update(WorkerUpdateRequest) -> WorkerUpdateResponse as "WorkerUpdate";
         client_heartbeat(ClientHeartbeatRequest) -> ClientHeartbeatResponse as "ClientHeartbeat";
     }
     custom {
