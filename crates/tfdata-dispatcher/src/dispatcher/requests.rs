@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::num::NonZeroI64;
+use std::time::Duration;
 
 use tfdata_core::ranges::IndexRanges;
 use tfdata_core::{DatasetId, Error, IterationClientId, JobId, TaskId};
@@ -459,6 +460,47 @@ impl TryFrom<wire::WorkerUpdateRequest> for WorkerUpdate {
     }
 }
 
+/// `WorkerHeartbeat`: a worker says it is alive, what it runs and how its
+/// snapshot streams are doing, and may ask for its answer to be held until
+/// there is news for it (`tfdata_hold_ms`, `dispatcher::long_poll`). The
+/// handlers read the request's fields (and the snapshot bookkeeping reads
+/// it whole), so it is kept whole.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerHeartbeat {
+    /// `worker_address` is not empty; `tfdata_hold_ms` is not negative.
+    request: wire::WorkerHeartbeatRequest,
+    /// The hold the worker asked for; `None` for an answer at once (0,
+    /// TensorFlow's workers). The news bounds it (`worker_news::MAX_HOLD`).
+    pub hold: Option<Duration>,
+}
+
+impl WorkerHeartbeat {
+    /// The request as sent, checked.
+    pub fn wire(&self) -> &wire::WorkerHeartbeatRequest {
+        &self.request
+    }
+}
+
+impl TryFrom<wire::WorkerHeartbeatRequest> for WorkerHeartbeat {
+    type Error = Error;
+
+    fn try_from(request: wire::WorkerHeartbeatRequest) -> Result<Self, Error> {
+        if request.worker_address.is_empty() {
+            return Err(Error::InvalidArgument("worker_address is empty".into()));
+        }
+        let hold = u64::try_from(request.tfdata_hold_ms).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "WorkerHeartbeat: tfdata_hold_ms must not be negative, got {}",
+                request.tfdata_hold_ms
+            ))
+        })?;
+        Ok(WorkerHeartbeat {
+            hold: (hold > 0).then(|| Duration::from_millis(hold)),
+            request,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -725,5 +767,29 @@ mod tests {
         let ok = update("w:1").unwrap();
         assert_eq!(ok.worker_address, "w:1");
         assert_eq!(ok.completed, vec![TaskId(4)]);
+    }
+
+    #[test]
+    fn a_worker_heartbeat_names_its_worker_and_asks_for_no_negative_hold() {
+        let heartbeat = |address: &str, hold_ms: i64| {
+            WorkerHeartbeat::try_from(wire::WorkerHeartbeatRequest {
+                worker_address: address.into(),
+                tfdata_hold_ms: hold_ms,
+                ..Default::default()
+            })
+        };
+        let (code, msg) = refused_with(heartbeat("", 0));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("worker_address is empty"), "{msg}");
+        let (code, msg) = refused_with(heartbeat("w:1", -5));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(
+            msg.contains("tfdata_hold_ms must not be negative, got -5"),
+            "{msg}"
+        );
+        assert_eq!(heartbeat("w:1", 0).unwrap().hold, None);
+        let held = heartbeat("w:1", 250).unwrap();
+        assert_eq!(held.hold, Some(Duration::from_millis(250)));
+        assert_eq!(held.wire().worker_address, "w:1");
     }
 }

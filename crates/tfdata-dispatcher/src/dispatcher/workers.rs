@@ -28,20 +28,19 @@ impl Dispatcher {
         &self,
         req: wire::WorkerHeartbeatRequest,
     ) -> Result<wire::WorkerHeartbeatResponse> {
-        self.worker_heartbeat_from(req, None).await
+        self.worker_heartbeat_from(requests::WorkerHeartbeat::try_from(req)?, None)
+            .await
     }
 
     /// `WorkerHeartbeat` from `peer`, the IP its connection comes from (a
     /// probe of the worker's address is trusted only if it is that host).
     pub(crate) async fn worker_heartbeat_from(
         &self,
-        req: wire::WorkerHeartbeatRequest,
+        req: requests::WorkerHeartbeat,
         peer: Option<std::net::IpAddr>,
     ) -> Result<wire::WorkerHeartbeatResponse> {
+        let req = req.wire();
         let address = req.worker_address.clone();
-        if address.is_empty() {
-            return Err(Error::InvalidArgument("worker_address is empty".into()));
-        }
         let mut txn = self.ledger.begin().await;
         // Before anything below hands out tasks.
         txn.liveness.set_draining(&address, req.tfdata_draining);
@@ -134,7 +133,7 @@ impl Dispatcher {
             heard.warned = true;
             tracing::warn!(worker = %address, "{warning}");
         }
-        txn.load.worker_heard(&req, now);
+        txn.load.worker_heard(req, now);
 
         let current: HashSet<i64> = req.current_tasks.iter().copied().collect();
         let tasks_to_delete = req
@@ -154,7 +153,7 @@ impl Dispatcher {
         txn.commit_heartbeat().await?;
         // After the tasks' transaction, as TensorFlow does: snapshot
         // streams are not journaled state.
-        let snapshot_tasks = self.snapshot_tasks(&req).await?;
+        let snapshot_tasks = self.snapshot_tasks(req).await?;
         Ok(wire::WorkerHeartbeatResponse {
             new_tasks,
             tasks_to_delete,

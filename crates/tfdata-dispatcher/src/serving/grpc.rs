@@ -126,11 +126,15 @@ dispatcher_service! {
             let request = r.into_inner();
             let span = rpc_span("WorkerHeartbeat");
             request.record(&span);
-            let result = self
-                .0
-                .worker_heartbeat_held(request, peer)
-                .instrument(span)
-                .await;
+            let result = match requests::WorkerHeartbeat::try_from(request) {
+                Ok(request) => {
+                    self.0
+                        .worker_heartbeat_held(request, peer)
+                        .instrument(span)
+                        .await
+                }
+                Err(e) => Err(e),
+            };
             self.respond("WorkerHeartbeat", started, result)
         }
 
