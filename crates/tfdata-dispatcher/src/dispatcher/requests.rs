@@ -501,6 +501,34 @@ impl TryFrom<wire::WorkerHeartbeatRequest> for WorkerHeartbeat {
     }
 }
 
+/// `ClientHeartbeat`: a reader says it is alive, where its coordinated
+/// read is and what it received. Its receipts are checked by the handler,
+/// only for the tasks that await them (a report for any other task changes
+/// nothing), so the request is kept whole.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientHeartbeat {
+    pub client_id: IterationClientId,
+    request: wire::ClientHeartbeatRequest,
+}
+
+impl ClientHeartbeat {
+    /// The request as sent.
+    pub fn into_wire(self) -> wire::ClientHeartbeatRequest {
+        self.request
+    }
+}
+
+impl TryFrom<wire::ClientHeartbeatRequest> for ClientHeartbeat {
+    type Error = Error;
+
+    fn try_from(request: wire::ClientHeartbeatRequest) -> Result<Self, Error> {
+        Ok(ClientHeartbeat {
+            client_id: IterationClientId(request.iteration_client_id),
+            request,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -791,5 +819,17 @@ mod tests {
         let held = heartbeat("w:1", 250).unwrap();
         assert_eq!(held.hold, Some(Duration::from_millis(250)));
         assert_eq!(held.wire().worker_address, "w:1");
+    }
+
+    #[test]
+    fn a_client_heartbeat_names_its_client() {
+        let ok = ClientHeartbeat::try_from(wire::ClientHeartbeatRequest {
+            iteration_client_id: 12,
+            current_round: Some(3),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(ok.client_id, IterationClientId(12));
+        assert_eq!(ok.into_wire().current_round, Some(3));
     }
 }

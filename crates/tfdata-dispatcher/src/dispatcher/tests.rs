@@ -664,10 +664,14 @@ async fn heartbeats_list_the_iterations_tasks_as_they_change() {
     let client = iteration_with_client(&d).await;
     let beat = || async {
         let encoded = d
-            .client_heartbeat_encoded(wire::ClientHeartbeatRequest {
-                iteration_client_id: client,
-                ..Default::default()
-            })
+            .client_heartbeat_encoded(
+                wire::ClientHeartbeatRequest {
+                    iteration_client_id: client,
+                    ..Default::default()
+                }
+                .try_into()
+                .unwrap(),
+            )
             .await
             .unwrap();
         let mut bytes = Vec::new();
