@@ -179,6 +179,7 @@ fn receive_splits(
 impl Dispatcher {
     /// `ClientHeartbeat` as the gRPC server serves it (the request
     /// validated), answered decoded.
+    #[cfg(test)]
     pub(crate) async fn client_heartbeat(
         &self,
         req: wire::ClientHeartbeatRequest,

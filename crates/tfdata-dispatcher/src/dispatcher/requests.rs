@@ -1,9 +1,17 @@
 //! Validated requests: each RPC's wire message checked once, as it arrives,
 //! and converted (`TryFrom`) into the type its handler takes. A handler
 //! cannot see an unchecked request, and every check of a request's own
-//! fields (ids, names, known enum values, fields that exclude each other)
-//! lives here. Checks against the state (a dataset that exists, a job's
-//! parameters) stay with the handlers, which hold the state.
+//! fields (ids, names, known enum values, fields that exclude each other,
+//! indices that cannot be negative, paths and addresses that cannot be
+//! empty) lives here. Checks against the state (a dataset that exists, a
+//! job's parameters, an index within the iteration's split providers) stay
+//! with the handlers, which hold the state.
+//!
+//! Every RPC a handler serves from a request has its type here, the
+//! heartbeats included. Where a handler journals the request's fields as
+//! they came or hands the request on whole (`Snapshot`, `GetSnapshotSplit`,
+//! `GetSplit`, `WorkerHeartbeat`, `ClientHeartbeat`), the type keeps the
+//! message, checked, and only lends it out (`wire`, `into_wire`).
 //!
 //! The codes and words are the ones readers already see: TensorFlow's where
 //! it has its own.
