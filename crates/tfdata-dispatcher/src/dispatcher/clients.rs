@@ -20,7 +20,7 @@ use tfdata_proto::data::{self as wire, update::UpdateType};
 use super::Dispatcher;
 use super::coordinated_reads::negotiate_pending_task;
 use super::errors::unknown_client;
-use super::requests::ReleaseIterationClient;
+use super::requests::{ClientHeartbeat, ReleaseIterationClient};
 use super::task_lists::{EncodedTaskList, encode_task_list};
 use super::txn::Guarded;
 use super::workers::apply_and_return_splits;
@@ -185,19 +185,25 @@ fn receive_splits(
 }
 
 impl Dispatcher {
+    /// `ClientHeartbeat` as the gRPC server serves it (the request
+    /// validated), answered decoded.
+    #[cfg(test)]
     pub(crate) async fn client_heartbeat(
         &self,
         req: wire::ClientHeartbeatRequest,
     ) -> Result<wire::ClientHeartbeatResponse> {
-        self.client_heartbeat_encoded(req).await?.decode()
+        self.client_heartbeat_encoded(ClientHeartbeat::try_from(req)?)
+            .await?
+            .decode()
     }
 
     /// `ClientHeartbeat`, answered with the iteration's encoded task list.
-    pub async fn client_heartbeat_encoded(
+    pub(crate) async fn client_heartbeat_encoded(
         &self,
-        req: wire::ClientHeartbeatRequest,
+        req: ClientHeartbeat,
     ) -> Result<EncodedHeartbeat> {
-        let client = IterationClientId(req.iteration_client_id);
+        let client = req.client_id;
+        let req = req.into_wire();
         let mut txn = self.ledger.begin().await;
         let iteration_id = txn
             .state

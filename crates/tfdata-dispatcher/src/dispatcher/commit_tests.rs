@@ -181,7 +181,7 @@ async fn concurrent_rpcs_share_one_journal_write() {
     let calls: Vec<_> = (0..32)
         .map(|_| {
             let d = Arc::clone(&d);
-            tokio::spawn(async move { d.get_split(get_split(iteration)).await })
+            tokio::spawn(async move { d.get_split_wire(get_split(iteration)).await })
         })
         .collect();
     // All 32 have applied their split (in memory) while the first PUT waits.
@@ -222,15 +222,15 @@ async fn a_failed_journal_write_hands_out_nothing_unjournaled() {
     let d = dispatcher(&store);
     let client = iteration_of_range(&d, 100, 1).await;
     let iteration = IterationId::FIRST;
-    d.get_split(get_split(iteration)).await.unwrap();
+    d.get_split_wire(get_split(iteration)).await.unwrap();
     let journaled = d.state_copy().await;
 
     store.fail_puts.store(true, Ordering::SeqCst);
-    let err = d.get_split(get_split(iteration)).await.unwrap_err();
+    let err = d.get_split_wire(get_split(iteration)).await.unwrap_err();
     assert!(err.to_string().contains("journal write failed"), "{err}");
     store.fail_puts.store(false, Ordering::SeqCst);
     // Memory is ahead of the journal now: nothing may be answered from it.
-    let err = d.get_split(get_split(iteration)).await.unwrap_err();
+    let err = d.get_split_wire(get_split(iteration)).await.unwrap_err();
     assert!(err.to_string().contains("journal write failed"), "{err}");
     let heartbeat = d
         .client_heartbeat(wire::ClientHeartbeatRequest {
@@ -244,7 +244,10 @@ async fn a_failed_journal_write_hands_out_nothing_unjournaled() {
     // The restart sees exactly what was journaled, and goes on from there.
     let restarted = dispatcher(&store);
     assert_eq!(restarted.state_copy().await, journaled);
-    let split = restarted.get_split(get_split(iteration)).await.unwrap();
+    let split = restarted
+        .get_split_wire(get_split(iteration))
+        .await
+        .unwrap();
     let value = tfdata_core::element::tensor_from_proto(&split.split.unwrap())
         .unwrap()
         .to_scalar::<i64>()
@@ -271,7 +274,7 @@ async fn heartbeats_wait_only_for_the_writes_they_answer_from() {
     store.close_gate();
     let split = {
         let d = Arc::clone(&d);
-        tokio::spawn(async move { d.get_split(get_split(iteration)).await })
+        tokio::spawn(async move { d.get_split_wire(get_split(iteration)).await })
     };
     for _ in 0..500 {
         if splits_applied(&d, iteration).await == 1 {

@@ -12,18 +12,15 @@ use tfdata_dataset::INFINITE_CARDINALITY;
 use tfdata_dataset::io::registry;
 use tfdata_proto::data::{self as wire, update::UpdateType};
 
-use super::Dispatcher;
 use super::errors::task_failed;
 use super::splits::split_providers_for;
+use super::{Dispatcher, requests};
 use crate::distributed_snapshot::manager::{Runners, SnapshotManager};
 use crate::distributed_snapshot::{Snapshots, resume};
 
 impl Dispatcher {
     /// `Snapshot`: starts writing `req.dataset` to `req.path`.
-    pub(crate) async fn snapshot(
-        &self,
-        req: wire::SnapshotRequest,
-    ) -> Result<wire::SnapshotResponse> {
+    pub(crate) async fn snapshot(&self, req: requests::Snapshot) -> Result<wire::SnapshotResponse> {
         if !self.config.fault_tolerant_mode {
             return Err(Error::InvalidArgument(
                 "tf.data distributed snapshot requires running tf.data service in the fault \
@@ -33,25 +30,22 @@ impl Dispatcher {
                     .into(),
             ));
         }
-        if req.path.is_empty() {
-            return Err(Error::InvalidArgument("the snapshot path is empty".into()));
-        }
         // One start at a time, so a path is checked and claimed at once.
         let _starting = self.snapshot_starts.lock().await;
-        if self.snapshots.contains(&req.path) {
+        let path = req.path().to_string();
+        if self.snapshots.contains(&path) {
             return Err(Error::AlreadyExists(format!(
-                "tf.data snapshot at {} is already started or completed",
-                req.path
+                "tf.data snapshot at {path} is already started or completed"
             )));
         }
-        let path = req.path.clone();
         let manager = tokio::task::spawn_blocking(move || -> Result<SnapshotManager> {
+            let req = req.wire();
             let def = req.dataset.clone().unwrap_or_default();
             refuse_infinite(&def)?;
             let providers = split_providers_for(&def)
                 .map_err(|e| Error::InvalidArgument(format!("distributed_save: {e}")))?;
             let fs = registry::file_system(&req.path)?;
-            Ok(SnapshotManager::start(fs, &req, providers)?.with_runners(runners_of(&def)))
+            Ok(SnapshotManager::start(fs, req, providers)?.with_runners(runners_of(&def)))
         })
         .await
         .map_err(|e| task_failed("starting a snapshot", e))??;
@@ -72,10 +66,10 @@ impl Dispatcher {
     /// to the stream's directory before it is returned.
     pub(crate) async fn get_snapshot_split(
         &self,
-        req: wire::GetSnapshotSplitRequest,
+        req: requests::GetSnapshotSplit,
     ) -> Result<wire::GetSnapshotSplitResponse> {
-        let manager = self.snapshot_manager(&req.base_path)?;
-        tokio::task::spawn_blocking(move || manager.get_snapshot_split(&req))
+        let manager = self.snapshot_manager(&req.wire().base_path)?;
+        tokio::task::spawn_blocking(move || manager.get_snapshot_split(req.wire()))
             .await
             .map_err(|e| task_failed("GetSnapshotSplit", e))?
     }
@@ -83,7 +77,7 @@ impl Dispatcher {
     /// `GetSnapshotStreams`: each stream's state.
     pub(crate) async fn get_snapshot_streams(
         &self,
-        req: wire::GetSnapshotStreamsRequest,
+        req: requests::GetSnapshotStreams,
     ) -> Result<wire::GetSnapshotStreamsResponse> {
         let manager = self.snapshot_manager(&req.path)?;
         Ok(wire::GetSnapshotStreamsResponse {

@@ -4,13 +4,12 @@
 //! then is computed again from the state.
 
 use std::collections::HashSet;
-use std::time::Duration;
 
 use tfdata_core::{Error, Result, TaskId};
 use tfdata_proto::data as wire;
 
-use super::Dispatcher;
 use super::worker_news::Woken;
+use super::{Dispatcher, requests};
 
 impl Dispatcher {
     /// `WorkerHeartbeat` from `peer` ([`Self::worker_heartbeat_from`]),
@@ -19,17 +18,18 @@ impl Dispatcher {
     /// answer it last applied (`tfdata_news_seen`).
     pub(crate) async fn worker_heartbeat_held(
         &self,
-        req: wire::WorkerHeartbeatRequest,
+        req: requests::WorkerHeartbeat,
         peer: Option<std::net::IpAddr>,
     ) -> Result<wire::WorkerHeartbeatResponse> {
         let news = &self.ledger.news;
-        let hold = (req.tfdata_hold_ms > 0 && !req.tfdata_stopping && news.holding())
-            .then(|| Duration::from_millis(req.tfdata_hold_ms.unsigned_abs()));
+        let hold = req
+            .hold
+            .filter(|_| !req.wire().tfdata_stopping && news.holding());
         let asked = Asked {
-            worker: req.worker_address.clone(),
-            seen: req.tfdata_news_seen,
-            current_tasks: req.current_tasks.clone(),
-            runs_pipelines: req.tfdata_runs_pipelines,
+            worker: req.wire().worker_address.clone(),
+            seen: req.wire().tfdata_news_seen,
+            current_tasks: req.wire().current_tasks.clone(),
+            runs_pipelines: req.wire().tfdata_runs_pipelines,
         };
         // Read before the answer is computed: it includes everything up to here.
         let mut seen = news.now();

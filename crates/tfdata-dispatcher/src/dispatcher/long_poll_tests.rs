@@ -43,7 +43,7 @@ async fn heartbeat(
     d: &Dispatcher,
     req: wire::WorkerHeartbeatRequest,
 ) -> tfdata_core::Result<wire::WorkerHeartbeatResponse> {
-    d.worker_heartbeat_held(req, None).await
+    d.worker_heartbeat_held(req.try_into()?, None).await
 }
 
 /// Sends `req` in the background; the handle yields its answer.
@@ -52,7 +52,7 @@ fn held(
     req: wire::WorkerHeartbeatRequest,
 ) -> tokio::task::JoinHandle<tfdata_core::Result<wire::WorkerHeartbeatResponse>> {
     let d = Arc::clone(d);
-    tokio::spawn(async move { d.worker_heartbeat_held(req, None).await })
+    tokio::spawn(async move { d.worker_heartbeat_held(req.try_into()?, None).await })
 }
 
 /// Registers `worker` (answered at once: it has seen nothing) and returns

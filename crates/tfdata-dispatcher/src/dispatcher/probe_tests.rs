@@ -32,7 +32,9 @@ async fn heartbeat(d: &Dispatcher, address: &str, interval_ms: i64, peer: Option
             tfdata_runs_pipelines: interval_ms > 0,
             tfdata_heartbeat_interval_ms: interval_ms,
             ..Default::default()
-        },
+        }
+        .try_into()
+        .unwrap(),
         peer,
     )
     .await

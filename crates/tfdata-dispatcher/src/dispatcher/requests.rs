@@ -1,15 +1,24 @@
 //! Validated requests: each RPC's wire message checked once, as it arrives,
 //! and converted (`TryFrom`) into the type its handler takes. A handler
 //! cannot see an unchecked request, and every check of a request's own
-//! fields (ids, names, known enum values, fields that exclude each other)
-//! lives here. Checks against the state (a dataset that exists, a job's
-//! parameters) stay with the handlers, which hold the state.
+//! fields (ids, names, known enum values, fields that exclude each other,
+//! indices that cannot be negative, paths and addresses that cannot be
+//! empty) lives here. Checks against the state (a dataset that exists, a
+//! job's parameters, an index within the iteration's split providers) stay
+//! with the handlers, which hold the state.
+//!
+//! Every RPC a handler serves from a request has its type here, the
+//! heartbeats included. Where a handler journals the request's fields as
+//! they came or hands the request on whole (`Snapshot`, `GetSnapshotSplit`,
+//! `GetSplit`, `WorkerHeartbeat`, `ClientHeartbeat`), the type keeps the
+//! message, checked, and only lends it out (`wire`, `into_wire`).
 //!
 //! The codes and words are the ones readers already see: TensorFlow's where
 //! it has its own.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroI64;
+use std::time::Duration;
 
 use tfdata_core::ranges::IndexRanges;
 use tfdata_core::{DatasetId, Error, IterationClientId, JobId, TaskId};
@@ -298,6 +307,236 @@ impl TryFrom<wire::ReleaseIterationClientRequest> for ReleaseIterationClient {
     }
 }
 
+/// `Snapshot`: start writing a dataset to a path (`distributed_save`).
+/// The snapshot manager reads the request whole, so it is kept whole.
+#[derive(Debug, Clone)]
+pub(crate) struct Snapshot {
+    /// `path` is not empty.
+    request: wire::SnapshotRequest,
+}
+
+impl Snapshot {
+    pub fn path(&self) -> &str {
+        &self.request.path
+    }
+
+    /// The request as sent, checked.
+    pub fn wire(&self) -> &wire::SnapshotRequest {
+        &self.request
+    }
+}
+
+impl TryFrom<wire::SnapshotRequest> for Snapshot {
+    type Error = Error;
+
+    fn try_from(request: wire::SnapshotRequest) -> Result<Self, Error> {
+        if request.path.is_empty() {
+            return Err(Error::InvalidArgument("the snapshot path is empty".into()));
+        }
+        Ok(Snapshot { request })
+    }
+}
+
+/// `GetSnapshotStreams`: a reader of a snapshot asks for its streams.
+#[derive(Debug, Clone)]
+pub(crate) struct GetSnapshotStreams {
+    /// Never empty.
+    pub path: String,
+}
+
+impl TryFrom<wire::GetSnapshotStreamsRequest> for GetSnapshotStreams {
+    type Error = Error;
+
+    fn try_from(req: wire::GetSnapshotStreamsRequest) -> Result<Self, Error> {
+        if req.path.is_empty() {
+            return Err(Error::InvalidArgument("the snapshot path is empty".into()));
+        }
+        Ok(GetSnapshotStreams { path: req.path })
+    }
+}
+
+/// `GetSnapshotSplit`: a worker writing a snapshot stream asks for the
+/// next split of one of its sources. The snapshot manager reads the
+/// request whole, so it is kept whole; the indices are checked against the
+/// snapshot by the manager.
+#[derive(Debug, Clone)]
+pub(crate) struct GetSnapshotSplit {
+    /// `base_path` and `worker_address` are not empty; `stream_index`,
+    /// `source_index` and `repetition_index` are not negative.
+    request: wire::GetSnapshotSplitRequest,
+}
+
+impl GetSnapshotSplit {
+    /// The request as sent, checked.
+    pub fn wire(&self) -> &wire::GetSnapshotSplitRequest {
+        &self.request
+    }
+}
+
+impl TryFrom<wire::GetSnapshotSplitRequest> for GetSnapshotSplit {
+    type Error = Error;
+
+    fn try_from(request: wire::GetSnapshotSplitRequest) -> Result<Self, Error> {
+        if request.base_path.is_empty() {
+            return Err(Error::InvalidArgument("the snapshot path is empty".into()));
+        }
+        if request.worker_address.is_empty() {
+            return Err(Error::InvalidArgument(
+                "GetSnapshotSplit: the worker address is empty".into(),
+            ));
+        }
+        for (name, index) in [
+            ("stream_index", request.stream_index),
+            ("source_index", request.source_index),
+            ("repetition_index", request.repetition_index),
+        ] {
+            if index < 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "GetSnapshotSplit: {name} must not be negative, got {index}"
+                )));
+            }
+        }
+        Ok(GetSnapshotSplit { request })
+    }
+}
+
+/// `GetSplit`: a worker's task asks for the next split of one source of
+/// a distributed_epoch iteration. The handler journals the request's
+/// fields as they came, so it is kept whole; the split provider index is
+/// checked against the iteration by the handler.
+#[derive(Debug, Clone)]
+pub(crate) struct GetSplit {
+    /// `split_provider_index`, `repetition` and `tfdata_task_id` are not
+    /// negative (a task id of 0 is TensorFlow's worker, naming none).
+    request: wire::GetSplitRequest,
+}
+
+impl GetSplit {
+    /// The request as sent, checked.
+    pub fn wire(&self) -> &wire::GetSplitRequest {
+        &self.request
+    }
+}
+
+impl TryFrom<wire::GetSplitRequest> for GetSplit {
+    type Error = Error;
+
+    fn try_from(request: wire::GetSplitRequest) -> Result<Self, Error> {
+        for (name, value) in [
+            ("split_provider_index", request.split_provider_index),
+            ("repetition", request.repetition),
+            ("tfdata_task_id", request.tfdata_task_id),
+        ] {
+            if value < 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "GetSplit: {name} must not be negative, got {value}"
+                )));
+            }
+        }
+        Ok(GetSplit { request })
+    }
+}
+
+/// `WorkerUpdate`: a worker reports the tasks it finished.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerUpdate {
+    /// Never empty.
+    pub worker_address: String,
+    /// The tasks reported completed (updates that are not are progress
+    /// only, which the dispatcher does not keep).
+    pub completed: Vec<TaskId>,
+}
+
+impl TryFrom<wire::WorkerUpdateRequest> for WorkerUpdate {
+    type Error = Error;
+
+    fn try_from(req: wire::WorkerUpdateRequest) -> Result<Self, Error> {
+        if req.worker_address.is_empty() {
+            return Err(Error::InvalidArgument(
+                "WorkerUpdate: the worker address is empty".into(),
+            ));
+        }
+        Ok(WorkerUpdate {
+            worker_address: req.worker_address,
+            completed: req
+                .updates
+                .iter()
+                .filter(|u| u.completed)
+                .map(|u| TaskId(u.task_id))
+                .collect(),
+        })
+    }
+}
+
+/// `WorkerHeartbeat`: a worker says it is alive, what it runs and how its
+/// snapshot streams are doing, and may ask for its answer to be held until
+/// there is news for it (`tfdata_hold_ms`, `dispatcher::long_poll`). The
+/// handlers read the request's fields (and the snapshot bookkeeping reads
+/// it whole), so it is kept whole.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerHeartbeat {
+    /// `worker_address` is not empty; `tfdata_hold_ms` is not negative.
+    request: wire::WorkerHeartbeatRequest,
+    /// The hold the worker asked for; `None` for an answer at once (0,
+    /// TensorFlow's workers). The news bounds it (`worker_news::MAX_HOLD`).
+    pub hold: Option<Duration>,
+}
+
+impl WorkerHeartbeat {
+    /// The request as sent, checked.
+    pub fn wire(&self) -> &wire::WorkerHeartbeatRequest {
+        &self.request
+    }
+}
+
+impl TryFrom<wire::WorkerHeartbeatRequest> for WorkerHeartbeat {
+    type Error = Error;
+
+    fn try_from(request: wire::WorkerHeartbeatRequest) -> Result<Self, Error> {
+        if request.worker_address.is_empty() {
+            return Err(Error::InvalidArgument("worker_address is empty".into()));
+        }
+        let hold = u64::try_from(request.tfdata_hold_ms).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "WorkerHeartbeat: tfdata_hold_ms must not be negative, got {}",
+                request.tfdata_hold_ms
+            ))
+        })?;
+        Ok(WorkerHeartbeat {
+            hold: (hold > 0).then(|| Duration::from_millis(hold)),
+            request,
+        })
+    }
+}
+
+/// `ClientHeartbeat`: a reader says it is alive, where its coordinated
+/// read is and what it received. Its receipts are checked by the handler,
+/// only for the tasks that await them (a report for any other task changes
+/// nothing), so the request is kept whole.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientHeartbeat {
+    pub client_id: IterationClientId,
+    request: wire::ClientHeartbeatRequest,
+}
+
+impl ClientHeartbeat {
+    /// The request as sent.
+    pub fn into_wire(self) -> wire::ClientHeartbeatRequest {
+        self.request
+    }
+}
+
+impl TryFrom<wire::ClientHeartbeatRequest> for ClientHeartbeat {
+    type Error = Error;
+
+    fn try_from(request: wire::ClientHeartbeatRequest) -> Result<Self, Error> {
+        Ok(ClientHeartbeat {
+            client_id: IterationClientId(request.iteration_client_id),
+            request,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,5 +682,162 @@ mod tests {
         let ok = iteration(2, "w:1").unwrap();
         assert_eq!(ok.job_id, JobId(5));
         assert!(ok.restore.is_some());
+    }
+
+    #[test]
+    fn a_snapshot_needs_a_path() {
+        let (code, msg) = refused_with(Snapshot::try_from(wire::SnapshotRequest::default()));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("the snapshot path is empty"), "{msg}");
+        let ok = Snapshot::try_from(wire::SnapshotRequest {
+            path: "/snapshots/a".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(ok.path(), "/snapshots/a");
+    }
+
+    #[test]
+    fn a_snapshot_streams_request_needs_a_path() {
+        let (code, msg) = refused_with(GetSnapshotStreams::try_from(
+            wire::GetSnapshotStreamsRequest::default(),
+        ));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("the snapshot path is empty"), "{msg}");
+        let ok = GetSnapshotStreams::try_from(wire::GetSnapshotStreamsRequest {
+            path: "/snapshots/a".into(),
+        })
+        .unwrap();
+        assert_eq!(ok.path, "/snapshots/a");
+    }
+
+    #[test]
+    fn a_snapshot_split_request_names_a_path_a_worker_and_non_negative_indices() {
+        let split = |f: fn(&mut wire::GetSnapshotSplitRequest)| {
+            let mut req = wire::GetSnapshotSplitRequest {
+                worker_address: "w:1".into(),
+                base_path: "/snapshots/a".into(),
+                stream_index: 1,
+                source_index: 0,
+                repetition_index: 2,
+            };
+            f(&mut req);
+            GetSnapshotSplit::try_from(req)
+        };
+        assert_eq!(split(|_| {}).unwrap().wire().repetition_index, 2);
+        let (code, msg) = refused_with(split(|r| r.base_path.clear()));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("the snapshot path is empty"), "{msg}");
+        let (code, msg) = refused_with(split(|r| r.worker_address.clear()));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("the worker address is empty"), "{msg}");
+        for (f, name) in [
+            (
+                (|r| r.stream_index = -1) as fn(&mut wire::GetSnapshotSplitRequest),
+                "stream_index",
+            ),
+            (|r| r.source_index = -1, "source_index"),
+            (|r| r.repetition_index = -1, "repetition_index"),
+        ] {
+            let (code, msg) = refused_with(split(f));
+            assert_eq!(code, tonic::Code::InvalidArgument);
+            assert!(
+                msg.contains(&format!("{name} must not be negative, got -1")),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_split_request_has_non_negative_indices() {
+        let split = |f: fn(&mut wire::GetSplitRequest)| {
+            let mut req = wire::GetSplitRequest {
+                iteration_id: 3,
+                repetition: 1,
+                split_provider_index: 0,
+                tfdata_task_id: 7,
+                ..Default::default()
+            };
+            f(&mut req);
+            GetSplit::try_from(req)
+        };
+        assert_eq!(split(|_| {}).unwrap().wire().tfdata_task_id, 7);
+        assert!(split(|r| r.tfdata_task_id = 0).is_ok());
+        for (f, name) in [
+            (
+                (|r| r.split_provider_index = -1) as fn(&mut wire::GetSplitRequest),
+                "split_provider_index",
+            ),
+            (|r| r.repetition = -1, "repetition"),
+            (|r| r.tfdata_task_id = -1, "tfdata_task_id"),
+        ] {
+            let (code, msg) = refused_with(split(f));
+            assert_eq!(code, tonic::Code::InvalidArgument);
+            assert!(
+                msg.contains(&format!("{name} must not be negative, got -1")),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_worker_update_names_its_worker_and_keeps_the_completed_tasks() {
+        let update = |address: &str| {
+            WorkerUpdate::try_from(wire::WorkerUpdateRequest {
+                worker_address: address.into(),
+                updates: vec![
+                    wire::TaskProgress {
+                        task_id: 4,
+                        completed: true,
+                    },
+                    wire::TaskProgress {
+                        task_id: 5,
+                        completed: false,
+                    },
+                ],
+            })
+        };
+        let (code, msg) = refused_with(update(""));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("the worker address is empty"), "{msg}");
+        let ok = update("w:1").unwrap();
+        assert_eq!(ok.worker_address, "w:1");
+        assert_eq!(ok.completed, vec![TaskId(4)]);
+    }
+
+    #[test]
+    fn a_worker_heartbeat_names_its_worker_and_asks_for_no_negative_hold() {
+        let heartbeat = |address: &str, hold_ms: i64| {
+            WorkerHeartbeat::try_from(wire::WorkerHeartbeatRequest {
+                worker_address: address.into(),
+                tfdata_hold_ms: hold_ms,
+                ..Default::default()
+            })
+        };
+        let (code, msg) = refused_with(heartbeat("", 0));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(msg.contains("worker_address is empty"), "{msg}");
+        let (code, msg) = refused_with(heartbeat("w:1", -5));
+        assert_eq!(code, tonic::Code::InvalidArgument);
+        assert!(
+            msg.contains("tfdata_hold_ms must not be negative, got -5"),
+            "{msg}"
+        );
+        assert_eq!(heartbeat("w:1", 0).unwrap().hold, None);
+        let held = heartbeat("w:1", 250).unwrap();
+        assert_eq!(held.hold, Some(Duration::from_millis(250)));
+        assert_eq!(held.wire().worker_address, "w:1");
+    }
+
+    #[test]
+    fn a_client_heartbeat_names_its_client() {
+        let ok = ClientHeartbeat::try_from(wire::ClientHeartbeatRequest {
+            iteration_client_id: 12,
+            current_round: Some(3),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(ok.client_id, IterationClientId(12));
+        assert_eq!(ok.into_wire().current_round, Some(3));
     }
 }

@@ -14,8 +14,8 @@ use tfdata_dataset::snapshot::{layout, metadata};
 use tfdata_proto::data::{self as wire, get_snapshot_split_response::Response as SplitResponse};
 use tonic::Code;
 
-use super::Dispatcher;
 use super::tests::ManualClock;
+use super::{Dispatcher, requests};
 use crate::config::DispatcherConfig;
 
 struct Setup {
@@ -52,7 +52,7 @@ impl Setup {
     }
 }
 
-fn request(dataset: &Dataset, path: &str, compression: &str) -> wire::SnapshotRequest {
+fn request(dataset: &Dataset, path: &str, compression: &str) -> requests::Snapshot {
     wire::SnapshotRequest {
         dataset: Some(wire::DatasetDef {
             graph: Default::default(),
@@ -66,6 +66,8 @@ fn request(dataset: &Dataset, path: &str, compression: &str) -> wire::SnapshotRe
             compression: compression.into(),
         }),
     }
+    .try_into()
+    .unwrap()
 }
 
 /// A stream's report: (path, stream, completed, error status).
@@ -127,10 +129,17 @@ fn split_request(
     }
 }
 
+/// `split_request`, validated as the tonic adapter validates it.
+fn split(worker: &str, path: &str, stream: i64, repetition: i64) -> requests::GetSnapshotSplit {
+    split_request(worker, path, stream, repetition)
+        .try_into()
+        .unwrap()
+}
+
 /// The split's value, or `None` at the end; checks its file exists.
 async fn next_split(d: &Dispatcher, worker: &str, path: &str, stream: i64) -> Option<i64> {
     let r = d
-        .get_snapshot_split(split_request(worker, path, stream, 0))
+        .get_snapshot_split(split(worker, path, stream, 0))
         .await
         .unwrap();
     match r.response {
@@ -220,14 +229,14 @@ async fn snapshot_is_refused_without_fault_tolerance_and_for_known_or_existing_p
     assert!(Path::new(&layout::streams_dir(&a)).is_dir());
     // Unknown snapshots.
     let err = d
-        .get_snapshot_streams(wire::GetSnapshotStreamsRequest {
+        .get_snapshot_streams(requests::GetSnapshotStreams {
             path: "/nope".into(),
         })
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     let err = d
-        .get_snapshot_split(split_request("w", "/nope", 0, 0))
+        .get_snapshot_split(split("w", "/nope", 0, 0))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
@@ -270,7 +279,7 @@ async fn streams_share_the_splits_each_once_and_the_snapshot_finishes_when_every
     );
     // Not the owner: TensorFlow's Internal error.
     let err = d
-        .get_snapshot_split(split_request("w1:1", &path, 0, 0))
+        .get_snapshot_split(split("w1:1", &path, 0, 0))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Internal);
@@ -278,12 +287,18 @@ async fn streams_share_the_splits_each_once_and_the_snapshot_finishes_when_every
     let mut bad = split_request("w0:1", &path, 0, 0);
     bad.source_index = 7;
     assert_eq!(
-        d.get_snapshot_split(bad).await.unwrap_err().code(),
+        d.get_snapshot_split(bad.try_into().unwrap())
+            .await
+            .unwrap_err()
+            .code(),
         Code::InvalidArgument
     );
     let far = split_request("w0:1", &path, 0, 1 << 40);
     assert_eq!(
-        d.get_snapshot_split(far).await.unwrap_err().code(),
+        d.get_snapshot_split(far.try_into().unwrap())
+            .await
+            .unwrap_err()
+            .code(),
         Code::InvalidArgument
     );
 
@@ -294,7 +309,7 @@ async fn streams_share_the_splits_each_once_and_the_snapshot_finishes_when_every
     assert!(streams_of(&d, "w2:1").await.is_empty());
     assert!(!Path::new(&layout::done_file(&path)).exists());
     let streams = d
-        .get_snapshot_streams(wire::GetSnapshotStreamsRequest { path: path.clone() })
+        .get_snapshot_streams(requests::GetSnapshotStreams { path: path.clone() })
         .await
         .unwrap();
     let states: Vec<(i64, i32)> = streams.streams.iter().map(|s| (s.index, s.state)).collect();
@@ -495,7 +510,7 @@ async fn a_lost_workers_stream_goes_to_another_worker_of_its_kind() {
     );
     assert_eq!(next_split(&d, "new:1", &path, 0).await, Some(1));
     let err = d
-        .get_snapshot_split(split_request("dead:1", &path, 0, 0))
+        .get_snapshot_split(split("dead:1", &path, 0, 0))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Internal);

@@ -95,22 +95,40 @@ async fn a_retried_get_split_gets_the_same_split_even_after_a_restart() {
         tfdata_split_sequence: Some(seq),
         ..Default::default()
     };
-    assert_eq!(value(&d.get_split(ask(0, "w1")).await.unwrap()), Some(0));
-    assert_eq!(value(&d.get_split(ask(1, "w1")).await.unwrap()), Some(1));
+    assert_eq!(
+        value(&d.get_split_wire(ask(0, "w1")).await.unwrap()),
+        Some(0)
+    );
+    assert_eq!(
+        value(&d.get_split_wire(ask(1, "w1")).await.unwrap()),
+        Some(1)
+    );
     // The answer to seq 1 was "lost": the retry gets split 1 again.
-    assert_eq!(value(&d.get_split(ask(1, "w1")).await.unwrap()), Some(1));
-    assert_eq!(value(&d.get_split(ask(0, "w2")).await.unwrap()), Some(2));
+    assert_eq!(
+        value(&d.get_split_wire(ask(1, "w1")).await.unwrap()),
+        Some(1)
+    );
+    assert_eq!(
+        value(&d.get_split_wire(ask(0, "w2")).await.unwrap()),
+        Some(2)
+    );
     drop(d);
 
     let d = Dispatcher::new(config, clock).unwrap();
     assert_eq!(
-        value(&d.get_split(ask(0, "w2")).await.unwrap()),
+        value(&d.get_split_wire(ask(0, "w2")).await.unwrap()),
         Some(2),
         "retry after restart"
     );
-    assert_eq!(value(&d.get_split(ask(2, "w1")).await.unwrap()), Some(3));
-    assert_eq!(value(&d.get_split(ask(1, "w2")).await.unwrap()), Some(4));
-    let end = d.get_split(ask(3, "w1")).await.unwrap();
+    assert_eq!(
+        value(&d.get_split_wire(ask(2, "w1")).await.unwrap()),
+        Some(3)
+    );
+    assert_eq!(
+        value(&d.get_split_wire(ask(1, "w2")).await.unwrap()),
+        Some(4)
+    );
+    let end = d.get_split_wire(ask(3, "w1")).await.unwrap();
     assert!(end.end_of_splits);
     // TensorFlow workers (no sequence) get plain cursor semantics.
     let tf = wire::GetSplitRequest {
@@ -119,7 +137,7 @@ async fn a_retried_get_split_gets_the_same_split_even_after_a_restart() {
         split_provider_index: 0,
         ..Default::default()
     };
-    assert_eq!(value(&d.get_split(tf).await.unwrap()), Some(0));
+    assert_eq!(value(&d.get_split_wire(tf).await.unwrap()), Some(0));
 }
 
 /// The chaos test's duplicates (`tests/chaos.rs`): a dispatcher killed
@@ -149,8 +167,14 @@ async fn a_crash_between_a_compaction_and_its_journal_file_duplicates_no_split()
     // First run (journal_0): splits 0 and 1.
     let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
     dynamic_iteration(&d).await;
-    assert_eq!(value(&d.get_split(ask(0, "w1")).await.unwrap()), Some(0));
-    assert_eq!(value(&d.get_split(ask(1, "w1")).await.unwrap()), Some(1));
+    assert_eq!(
+        value(&d.get_split_wire(ask(0, "w1")).await.unwrap()),
+        Some(0)
+    );
+    assert_eq!(
+        value(&d.get_split_wire(ask(1, "w1")).await.unwrap()),
+        Some(1)
+    );
     drop(d);
     // Second start: replays journal_0, opens journal_1 and compacts into
     // snapshot_2 and (still empty) journal_2. Without journal_2 the
@@ -163,17 +187,23 @@ async fn a_crash_between_a_compaction_and_its_journal_file_duplicates_no_split()
     std::fs::remove_file(&journal_2).unwrap();
     // Third start: the compaction, nothing to replay; writes journal_3.
     let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
-    assert_eq!(value(&d.get_split(ask(2, "w1")).await.unwrap()), Some(2));
+    assert_eq!(
+        value(&d.get_split_wire(ask(2, "w1")).await.unwrap()),
+        Some(2)
+    );
     drop(d);
     // Fourth start: split 2 is journaled in journal_3: the next worker
     // gets split 3, and w1's retry (its answer lost) split 2 again.
     let d = Dispatcher::new(config, clock).unwrap();
     assert_eq!(
-        value(&d.get_split(ask(0, "w2")).await.unwrap()),
+        value(&d.get_split_wire(ask(0, "w2")).await.unwrap()),
         Some(3),
         "split 2 handed out twice"
     );
-    assert_eq!(value(&d.get_split(ask(2, "w1")).await.unwrap()), Some(2));
+    assert_eq!(
+        value(&d.get_split_wire(ask(2, "w1")).await.unwrap()),
+        Some(2)
+    );
 }
 
 /// A worker silent for worker_timeout is lost: its task leaves the
@@ -223,18 +253,18 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
     };
     // w1 gets splits 0, 1, 2 and reports the first delivered.
     for seq in 0..3 {
-        let got = d.get_split(ask(seq, "w1:1", t1, &[])).await.unwrap();
+        let got = d.get_split_wire(ask(seq, "w1:1", t1, &[])).await.unwrap();
         assert_eq!(value(&got), Some(seq));
     }
-    let got = d.get_split(ask(3, "w1:1", t1, &[0])).await.unwrap();
+    let got = d.get_split_wire(ask(3, "w1:1", t1, &[0])).await.unwrap();
     assert_eq!(value(&got), Some(3));
     // w2 gets split 4, then the end of splits: it will not ask again.
     assert_eq!(
-        value(&d.get_split(ask(0, "w2:1", t2, &[])).await.unwrap()),
+        value(&d.get_split_wire(ask(0, "w2:1", t2, &[])).await.unwrap()),
         Some(4)
     );
     assert_eq!(
-        value(&d.get_split(ask(1, "w2:1", t2, &[0])).await.unwrap()),
+        value(&d.get_split_wire(ask(1, "w2:1", t2, &[0])).await.unwrap()),
         None
     );
 
@@ -262,7 +292,7 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
     let t3 = recovery[0];
     let mut got = Vec::new();
     for seq in 0.. {
-        match value(&d.get_split(ask(seq, "w2:1", t3, &[])).await.unwrap()) {
+        match value(&d.get_split_wire(ask(seq, "w2:1", t3, &[])).await.unwrap()) {
             Some(v) => got.push(v),
             None => break,
         }
@@ -270,7 +300,7 @@ async fn a_lost_workers_undelivered_splits_are_handed_out_again() {
     assert_eq!(got, vec![1, 2, 3], "undelivered splits only, in order");
     // The iteration ends when the tasks do.
     for task in [t2, t3] {
-        d.worker_update(wire::WorkerUpdateRequest {
+        d.worker_update_wire(wire::WorkerUpdateRequest {
             worker_address: "w2:1".into(),
             updates: vec![wire::TaskProgress {
                 task_id: task,
@@ -337,7 +367,7 @@ async fn a_lost_workers_finished_tasks_leave_the_task_list() {
         .map(|t| t.id.0)
         .next()
         .unwrap();
-    d.worker_update(wire::WorkerUpdateRequest {
+    d.worker_update_wire(wire::WorkerUpdateRequest {
         worker_address: "w1:1".into(),
         updates: vec![wire::TaskProgress {
             task_id: t1,
@@ -388,7 +418,7 @@ async fn an_iteration_whose_every_task_was_lost_waits_for_a_worker() {
         .unwrap();
     assert_eq!(answer.new_tasks.len(), 1, "the new worker reads the rest");
     let task = answer.new_tasks[0].task_id;
-    d.worker_update(wire::WorkerUpdateRequest {
+    d.worker_update_wire(wire::WorkerUpdateRequest {
         worker_address: "w3:1".into(),
         updates: vec![wire::TaskProgress {
             task_id: task,
@@ -458,11 +488,15 @@ async fn a_late_get_split_from_a_lost_workers_old_task_takes_no_split() {
     };
     let mut read = Vec::new();
     for seq in 0..2 {
-        read.extend(value(&d.get_split(ask(seq, "w1:1", old_t1)).await.unwrap()));
+        read.extend(value(
+            &d.get_split_wire(ask(seq, "w1:1", old_t1)).await.unwrap(),
+        ));
     }
     assert_eq!(read, [0, 1]);
     let mut w2_seq = 0;
-    read.extend(value(&d.get_split(ask(w2_seq, "w2:1", t2)).await.unwrap()));
+    read.extend(value(
+        &d.get_split_wire(ask(w2_seq, "w2:1", t2)).await.unwrap(),
+    ));
     w2_seq += 1;
     // w1 is cut off: declared lost, its splits 0 and 1 go back to the pool.
     clock.0.fetch_add(900_000, Ordering::SeqCst);
@@ -474,7 +508,7 @@ async fn a_late_get_split_from_a_lost_workers_old_task_takes_no_split() {
     read.push(2);
 
     // The link heals: the request w1's old task sent before the cut arrives.
-    let late = d.get_split(ask(2, "w1:1", old_t1)).await.unwrap();
+    let late = d.get_split_wire(ask(2, "w1:1", old_t1)).await.unwrap();
     assert!(late.end_of_splits && late.split.is_none(), "{late:?}");
     // w1 heartbeats again: it is revived with a new task; a retry of the
     // old task's request still gets nothing.
@@ -482,14 +516,14 @@ async fn a_late_get_split_from_a_lost_workers_old_task_takes_no_split() {
     let state = d.state_copy().await;
     let new_t1 = task_of(&state, "w1:1");
     assert_ne!(new_t1, old_t1);
-    let late = d.get_split(ask(2, "w1:1", old_t1)).await.unwrap();
+    let late = d.get_split_wire(ask(2, "w1:1", old_t1)).await.unwrap();
     assert!(late.end_of_splits && late.split.is_none(), "{late:?}");
 
     // Every split is produced exactly once by the live tasks.
     let mut w1_seq = 0;
     loop {
-        let a = value(&d.get_split(ask(w1_seq, "w1:1", new_t1)).await.unwrap());
-        let b = value(&d.get_split(ask(w2_seq, "w2:1", t2)).await.unwrap());
+        let a = value(&d.get_split_wire(ask(w1_seq, "w1:1", new_t1)).await.unwrap());
+        let b = value(&d.get_split_wire(ask(w2_seq, "w2:1", t2)).await.unwrap());
         (w1_seq, w2_seq) = (w1_seq + 1, w2_seq + 1);
         if a.is_none() && b.is_none() {
             break;
@@ -527,7 +561,7 @@ async fn a_worker_restarted_at_the_same_address_loses_its_old_tasks() {
         tfdata_task_id: task,
         ..Default::default()
     };
-    let got = d.get_split(first_split_of(old.0)).await.unwrap();
+    let got = d.get_split_wire(first_split_of(old.0)).await.unwrap();
     assert_eq!(value(&got), Some(0));
     // Same uid: nothing happens. A new uid: a new process.
     let same = wire::WorkerHeartbeatRequest {
@@ -542,7 +576,9 @@ async fn a_worker_restarted_at_the_same_address_loses_its_old_tasks() {
     assert!(state.task(old).unwrap().finished);
     assert_eq!(state.worker("w1:1").unwrap().uid, 12);
     // Split 0 died with the old process: the new task gets it first.
-    let got = d.get_split(first_split_of(r.new_tasks[0].task_id)).await;
+    let got = d
+        .get_split_wire(first_split_of(r.new_tasks[0].task_id))
+        .await;
     assert_eq!(value(&got.unwrap()), Some(0));
 }
 
@@ -562,7 +598,7 @@ async fn compaction_keeps_the_state_and_bounds_the_journal() {
     d.set_compact_after_records(4);
     let iteration = dynamic_iteration(&d).await;
     for seq in 0..5 {
-        d.get_split(wire::GetSplitRequest {
+        d.get_split_wire(wire::GetSplitRequest {
             iteration_id: iteration,
             repetition: 0,
             split_provider_index: 0,
@@ -647,7 +683,7 @@ async fn replaying_any_journal_gives_the_live_state() {
                         .unwrap();
                     // Finish some of the worker's tasks.
                     for t in r.new_tasks.iter().filter(|_| rng.random_bool(0.3)) {
-                        d.worker_update(wire::WorkerUpdateRequest {
+                        d.worker_update_wire(wire::WorkerUpdateRequest {
                             worker_address: w.into(),
                             updates: vec![wire::TaskProgress {
                                 task_id: t.task_id,
@@ -689,7 +725,7 @@ async fn replaying_any_journal_gives_the_live_state() {
                             })
                             .collect();
                         let answer = d
-                            .get_split(wire::GetSplitRequest {
+                            .get_split_wire(wire::GetSplitRequest {
                                 iteration_id: iteration,
                                 repetition: 0,
                                 split_provider_index: 0,
@@ -796,10 +832,10 @@ async fn a_get_split_for_a_task_of_no_iteration_takes_no_split() {
         tfdata_task_id: task,
         ..Default::default()
     };
-    let err = d.get_split(request(424_242)).await.unwrap_err();
+    let err = d.get_split_wire(request(424_242)).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
     assert!(err.to_string().contains("task 424242"), "{err}");
-    let first = d.get_split(request(0)).await.unwrap();
+    let first = d.get_split_wire(request(0)).await.unwrap();
     assert_eq!(value(&first), Some(0));
 }
 
@@ -877,7 +913,10 @@ async fn leases_of_splits_are_exactly_once_across_retries_restarts_and_lost_work
             .sum::<u64>()
     };
     let before = journal_records(dir.path());
-    let got = d.get_split(lease(0, "w1:1", t1, 4, &[])).await.unwrap();
+    let got = d
+        .get_split_wire(lease(0, "w1:1", t1, 4, &[]))
+        .await
+        .unwrap();
     assert_eq!(lease_values(&got), [0, 1, 2, 3]);
     assert!(!got.end_of_splits);
     assert!(
@@ -885,25 +924,37 @@ async fn leases_of_splits_are_exactly_once_across_retries_restarts_and_lost_work
         "the lease is journaled"
     );
     // The answer was lost: the retry gets the same lease.
-    let again = d.get_split(lease(0, "w1:1", t1, 4, &[])).await.unwrap();
+    let again = d
+        .get_split_wire(lease(0, "w1:1", t1, 4, &[]))
+        .await
+        .unwrap();
     assert_eq!(lease_values(&again), [0, 1, 2, 3]);
     // w2 takes a lease of 3; its sequence numbers are its own.
-    let got = d.get_split(lease(0, "w2:1", t2, 3, &[])).await.unwrap();
+    let got = d
+        .get_split_wire(lease(0, "w2:1", t2, 3, &[]))
+        .await
+        .unwrap();
     assert_eq!(lease_values(&got), [4, 5, 6]);
     // A huge request is capped; the dispatcher restarts from its journal.
     drop(d);
     let d = Dispatcher::new(config, clock.clone()).unwrap();
-    let again = d.get_split(lease(0, "w2:1", t2, 3, &[])).await.unwrap();
+    let again = d
+        .get_split_wire(lease(0, "w2:1", t2, 3, &[]))
+        .await
+        .unwrap();
     assert_eq!(lease_values(&again), [4, 5, 6], "retry after a restart");
     // w1 delivered its lease, asks for many: the rest of the repetition,
     // without its end.
     let got = d
-        .get_split(lease(4, "w1:1", t1, i64::MAX, &[0, 1, 2, 3]))
+        .get_split_wire(lease(4, "w1:1", t1, i64::MAX, &[0, 1, 2, 3]))
         .await
         .unwrap();
     assert_eq!(lease_values(&got), [7, 8, 9, 10, 11]);
     assert!(!got.end_of_splits);
-    let end = d.get_split(lease(9, "w1:1", t1, 4, &[])).await.unwrap();
+    let end = d
+        .get_split_wire(lease(9, "w1:1", t1, 4, &[]))
+        .await
+        .unwrap();
     assert!(end.end_of_splits && lease_values(&end).is_empty());
     let state = d.state_copy().await;
     let it = state.iteration(IterationId(iteration)).unwrap();
@@ -924,7 +975,10 @@ async fn leases_of_splits_are_exactly_once_across_retries_restarts_and_lost_work
     let mut seq = 3;
     let mut returned = Vec::new();
     for _ in 0..20 {
-        let got = d.get_split(lease(seq, "w2:1", t2, 4, &[])).await.unwrap();
+        let got = d
+            .get_split_wire(lease(seq, "w2:1", t2, 4, &[]))
+            .await
+            .unwrap();
         if got.end_of_splits {
             break;
         }
@@ -1001,18 +1055,23 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
     // w1 holds splits 0..4 (none reported delivered), w2 the rest.
     for seq in 0..4 {
         assert_eq!(
-            value(&d.get_split(ask(seq, "w1:1", t1)).await.unwrap()),
+            value(&d.get_split_wire(ask(seq, "w1:1", t1)).await.unwrap()),
             Some(seq)
         );
     }
     for seq in 0..4 {
         assert_eq!(
-            value(&d.get_split(ask(seq, "w2:1", t2)).await.unwrap()),
+            value(&d.get_split_wire(ask(seq, "w2:1", t2)).await.unwrap()),
             Some(4 + seq)
         );
     }
     // w2 reached the end: it will not ask for a returned split.
-    assert!(d.get_split(ask(4, "w2:1", t2)).await.unwrap().end_of_splits);
+    assert!(
+        d.get_split_wire(ask(4, "w2:1", t2))
+            .await
+            .unwrap()
+            .end_of_splits
+    );
     // w1 goes silent and is lost.
     clock.0.fetch_add(900_000, Ordering::SeqCst);
     d.worker_heartbeat(heartbeat("w2:1")).await.unwrap();
@@ -1112,21 +1171,21 @@ async fn a_lost_workers_splits_wait_for_the_readers_receipts() {
         .find(|t| t.iteration_id == iteration && t.id != t2)
         .map(|t| t.id)
         .expect("a task to produce the returned split");
-    let again = d.get_split(ask(0, "w2:1", recovery)).await.unwrap();
+    let again = d.get_split_wire(ask(0, "w2:1", recovery)).await.unwrap();
     assert_eq!(value(&again), Some(1));
     let skip = tfdata_core::positions::PositionSet::from_ranges(&again.tfdata_skip).unwrap();
     assert!(skip.contains(&[0]) && skip.contains(&[3]) && skip.contains(&[5, 0]));
     assert!(!skip.contains(&[4]) && !skip.contains(&[5, 1]));
     // A retry of that request gets the same positions; so does one after a
     // restart (the answer is journaled).
-    let retried = d.get_split(ask(0, "w2:1", recovery)).await.unwrap();
+    let retried = d.get_split_wire(ask(0, "w2:1", recovery)).await.unwrap();
     assert_eq!(retried.tfdata_skip, again.tfdata_skip);
     drop(d);
     let d = Dispatcher::new(config.clone(), clock.clone()).unwrap();
-    let retried = d.get_split(ask(0, "w2:1", recovery)).await.unwrap();
+    let retried = d.get_split_wire(ask(0, "w2:1", recovery)).await.unwrap();
     assert_eq!(retried.tfdata_skip, again.tfdata_skip);
     assert!(
-        d.get_split(ask(1, "w2:1", recovery))
+        d.get_split_wire(ask(1, "w2:1", recovery))
             .await
             .unwrap()
             .end_of_splits
@@ -1219,7 +1278,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
         ..Default::default()
     };
     assert!(
-        d.get_split(early.clone())
+        d.get_split_wire(early.clone())
             .await
             .unwrap_err()
             .to_string()
@@ -1240,7 +1299,7 @@ async fn a_shared_jobs_restoration_waits_for_every_consumer_and_skips_their_unio
     let mut handed_out = Vec::new();
     for seq in 0.. {
         let r = d
-            .get_split(wire::GetSplitRequest {
+            .get_split_wire(wire::GetSplitRequest {
                 iteration_id: restored,
                 split_provider_index: 0,
                 tfdata_worker_address: "w1:1".into(),

@@ -9,8 +9,8 @@ use tfdata_core::{DatasetId, Error, IterationId, Result, TaskId};
 use tfdata_dataset::splits::SplitProvider;
 use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy, update::UpdateType};
 
-use super::Dispatcher;
 use super::errors::task_failed;
+use super::{Dispatcher, requests};
 use crate::state::{ProviderIndex, ProviderPass, Repetition, SplitName};
 
 /// Most splits one `GetSplit` leases to a tfdata worker
@@ -77,8 +77,9 @@ impl Dispatcher {
     /// journaled before it is returned.
     pub(crate) async fn get_split(
         &self,
-        req: wire::GetSplitRequest,
+        req: requests::GetSplit,
     ) -> Result<wire::GetSplitResponse> {
+        let req = req.wire();
         let iteration_id = IterationId(req.iteration_id);
         self.ensure_split_providers(iteration_id).await?;
         let mut txn = self.ledger.begin().await;
@@ -260,7 +261,7 @@ impl Dispatcher {
                 room.min(next.index.saturating_sub(index) as usize)
             });
         let (split, more_splits, finished) =
-            take_lease(provider.as_ref(), lease_size(&req).min(room).max(1))?;
+            take_lease(provider.as_ref(), lease_size(req).min(room).max(1))?;
         if finished {
             // Ready for the next repetition.
             provider.reset()?;

@@ -664,10 +664,14 @@ async fn heartbeats_list_the_iterations_tasks_as_they_change() {
     let client = iteration_with_client(&d).await;
     let beat = || async {
         let encoded = d
-            .client_heartbeat_encoded(wire::ClientHeartbeatRequest {
-                iteration_client_id: client,
-                ..Default::default()
-            })
+            .client_heartbeat_encoded(
+                wire::ClientHeartbeatRequest {
+                    iteration_client_id: client,
+                    ..Default::default()
+                }
+                .try_into()
+                .unwrap(),
+            )
             .await
             .unwrap();
         let mut bytes = Vec::new();
@@ -776,4 +780,25 @@ async fn jobs_that_need_an_infinite_dataset_refuse_a_finite_one() {
     )
     .await
     .unwrap();
+}
+
+impl Dispatcher {
+    /// `GetSplit` as the tonic adapter serves it: the wire request
+    /// validated, then handled (its refusals included).
+    pub(super) async fn get_split_wire(
+        &self,
+        req: wire::GetSplitRequest,
+    ) -> tfdata_core::Result<wire::GetSplitResponse> {
+        self.get_split(super::requests::GetSplit::try_from(req)?)
+            .await
+    }
+
+    /// `WorkerUpdate` as the tonic adapter serves it.
+    pub(super) async fn worker_update_wire(
+        &self,
+        req: wire::WorkerUpdateRequest,
+    ) -> tfdata_core::Result<wire::WorkerUpdateResponse> {
+        self.worker_update(super::requests::WorkerUpdate::try_from(req)?)
+            .await
+    }
 }

@@ -7,9 +7,9 @@ use std::collections::HashSet;
 use tfdata_core::{Error, IterationId, Result, TaskId};
 use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy, update::UpdateType};
 
-use super::Dispatcher;
 use super::txn::Txn;
 use super::worker_addresses::WorkerAddresses;
+use super::{Dispatcher, requests};
 use crate::state::{DispatcherState, Task};
 
 impl Dispatcher {
@@ -28,20 +28,19 @@ impl Dispatcher {
         &self,
         req: wire::WorkerHeartbeatRequest,
     ) -> Result<wire::WorkerHeartbeatResponse> {
-        self.worker_heartbeat_from(req, None).await
+        self.worker_heartbeat_from(requests::WorkerHeartbeat::try_from(req)?, None)
+            .await
     }
 
     /// `WorkerHeartbeat` from `peer`, the IP its connection comes from (a
     /// probe of the worker's address is trusted only if it is that host).
     pub(crate) async fn worker_heartbeat_from(
         &self,
-        req: wire::WorkerHeartbeatRequest,
+        req: requests::WorkerHeartbeat,
         peer: Option<std::net::IpAddr>,
     ) -> Result<wire::WorkerHeartbeatResponse> {
+        let req = req.wire();
         let address = req.worker_address.clone();
-        if address.is_empty() {
-            return Err(Error::InvalidArgument("worker_address is empty".into()));
-        }
         let mut txn = self.ledger.begin().await;
         // Before anything below hands out tasks.
         txn.liveness.set_draining(&address, req.tfdata_draining);
@@ -134,7 +133,7 @@ impl Dispatcher {
             heard.warned = true;
             tracing::warn!(worker = %address, "{warning}");
         }
-        txn.load.worker_heard(&req, now);
+        txn.load.worker_heard(req, now);
 
         let current: HashSet<i64> = req.current_tasks.iter().copied().collect();
         let tasks_to_delete = req
@@ -154,7 +153,7 @@ impl Dispatcher {
         txn.commit_heartbeat().await?;
         // After the tasks' transaction, as TensorFlow does: snapshot
         // streams are not journaled state.
-        let snapshot_tasks = self.snapshot_tasks(&req).await?;
+        let snapshot_tasks = self.snapshot_tasks(req).await?;
         Ok(wire::WorkerHeartbeatResponse {
             new_tasks,
             tasks_to_delete,
@@ -248,19 +247,19 @@ impl Dispatcher {
 
     pub(crate) async fn worker_update(
         &self,
-        req: wire::WorkerUpdateRequest,
+        req: requests::WorkerUpdate,
     ) -> Result<wire::WorkerUpdateResponse> {
         let mut txn = self.ledger.begin().await;
-        for update in req.updates.iter().filter(|u| u.completed) {
+        for &task_id in &req.completed {
             let task = txn
                 .state
-                .task(TaskId(update.task_id))
-                .ok_or_else(|| Error::not_found("task", update.task_id))?;
+                .task(task_id)
+                .ok_or_else(|| Error::not_found("task", task_id.0))?;
             if !task.finished {
                 txn.apply(UpdateType::FinishTask(wire::FinishTaskUpdate {
-                    task_id: update.task_id,
+                    task_id: task_id.0,
                 }))?;
-                tracing::debug!(task = update.task_id, worker = %req.worker_address, "task finished");
+                tracing::debug!(task = task_id.0, worker = %req.worker_address, "task finished");
             }
         }
         reassign_returned_splits(&mut txn)?;

@@ -31,7 +31,7 @@ use tonic::server::{NamedService, UnaryService};
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use crate::dispatcher::{Dispatcher, EncodedHeartbeat};
+use crate::dispatcher::{Dispatcher, EncodedHeartbeat, requests};
 use crate::serving::grpc::DispatcherGrpc;
 use crate::serving::request_span::{RequestIds, rpc_span};
 
@@ -158,10 +158,15 @@ impl UnaryService<wire::ClientHeartbeatRequest> for Handler {
             let request = r.into_inner();
             let span = rpc_span("ClientHeartbeat");
             request.record(&span);
-            let result = dispatcher
-                .client_heartbeat_encoded(request)
-                .instrument(span)
-                .await;
+            let result = match requests::ClientHeartbeat::try_from(request) {
+                Ok(request) => {
+                    dispatcher
+                        .client_heartbeat_encoded(request)
+                        .instrument(span)
+                        .await
+                }
+                Err(e) => Err(e),
+            };
             DispatcherGrpc(dispatcher).respond("ClientHeartbeat", started, result)
         })
     }
