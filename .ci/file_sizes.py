@@ -12,7 +12,7 @@ rust_source.py). Test files are left out: `tests/`, `benches/` and
 import os, re, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rust_source import test_module_names, strip_comments_and_strings, without_test_items  # noqa: E402
+from rust_source import crate_modules  # noqa: E402
 
 LIMIT = 800
 LARGEST_NAMED = 3
@@ -26,23 +26,10 @@ def sizes(crates_dir):
         src = os.path.join(crates_dir, crate, 'src')
         if not os.path.isdir(src):
             continue
-        counted, test_modules = {}, set()
-        for dp, _, fs in os.walk(src):
-            for f in fs:
-                if not f.endswith('.rs'):
-                    continue
-                p = os.path.join(dp, f)
-                rel = os.path.relpath(p, src)[:-3].split(os.sep)
-                if rel[-1] in ('mod', 'lib', 'main'):
-                    rel = rel[:-1]
-                code, test_children = without_test_items(strip_comments_and_strings(open(p).read()))
-                test_modules.update(test_module_names(rel, p, src, test_children))
-                # Stripping keeps line breaks, so this is the file's lines
-                # minus its test items.
-                counted[tuple(rel)] = (os.path.relpath(p, crates_dir), code.rstrip('\n').count('\n') + 1)
-        for module, (path, lines) in counted.items():
-            if not any(module[:len(t)] == t for t in test_modules):
-                out[path] = lines
+        for path, code in crate_modules(src).values():
+            # Stripping keeps line breaks, so this is the file's lines
+            # minus its test items.
+            out[os.path.relpath(path, crates_dir)] = code.rstrip('\n').count('\n') + 1
     return out
 
 

@@ -18,7 +18,7 @@ keep ARCHITECTURE.md's arrows true."""
 import os, re, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rust_source import test_module_names, paths_in, strip_comments_and_strings, without_test_items  # noqa: E402
+from rust_source import crate_modules, paths_in  # noqa: E402
 
 root = sys.argv[1] if len(sys.argv) > 1 else 'crates'
 show_edges = sys.argv[3:5] if len(sys.argv) > 3 and sys.argv[2] == '--edges' else None
@@ -29,21 +29,7 @@ for crate in sorted(os.listdir(root)):
     src = os.path.join(root, crate, 'src')
     if not os.path.isdir(src):
         continue
-    mods, test_modules = {}, set()
-    for dp, _, fs in os.walk(src):
-        for f in fs:
-            if not f.endswith('.rs'):
-                continue
-            p = os.path.join(dp, f)
-            rel = os.path.relpath(p, src)[:-3].split(os.sep)
-            if rel[-1] in ('mod', 'lib', 'main'):
-                rel = rel[:-1]
-            code, test_children = without_test_items(strip_comments_and_strings(open(p).read()))
-            test_modules.update(test_module_names(rel, p, src, test_children))
-            mods[tuple(rel)] = code
-    # Test-only modules and everything below them are left out.
-    mods = {m: c for m, c in mods.items()
-            if not any(m[:len(t)] == t for t in test_modules)}
+    mods = {m: code for m, (_, code) in crate_modules(src).items()}
     names = set(mods)
 
     def resolve(path):

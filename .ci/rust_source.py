@@ -170,3 +170,24 @@ def test_module_names(rel, file_path, src, test_children):
         else:
             out.add(tuple(rel) + (child,))
     return out
+
+
+def crate_modules(src):
+    """{module path tuple: (file path, code)} for every non-test module of
+    the crate whose `src` folder is `src`: the code as read above (comments
+    and strings blanked, test items cut), test-only modules and everything
+    below them left out."""
+    mods, test_modules = {}, set()
+    for dp, _, fs in os.walk(src):
+        for f in fs:
+            if not f.endswith('.rs'):
+                continue
+            p = os.path.join(dp, f)
+            rel = os.path.relpath(p, src)[:-3].split(os.sep)
+            if rel[-1] in ('mod', 'lib', 'main'):
+                rel = rel[:-1]
+            code, test_children = without_test_items(strip_comments_and_strings(open(p).read()))
+            test_modules.update(test_module_names(rel, p, src, test_children))
+            mods[tuple(rel)] = (p, code)
+    return {m: v for m, v in mods.items()
+            if not any(m[:len(t)] == t for t in test_modules)}
