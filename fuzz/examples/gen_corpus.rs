@@ -214,6 +214,7 @@ fn dispatcher_session(dir: &Path, dataset: wire::DatasetDef, policy: i32) -> Vec
             dataset_id: id,
             processing_mode_def: Some(wire::ProcessingModeDef {
                 sharding_policy: policy,
+                ..Default::default()
             }),
             job_name: Some("job".into()),
             ..Default::default()
@@ -563,7 +564,7 @@ fn main() {
             iteration_id: 2,
             worker_address: "127.0.0.1:4".into(),
             dataset: Some(dataset),
-            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 3 }),
+            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 3, ..Default::default() }),
             num_workers: 2,
             worker_index: 1,
             ..Default::default()

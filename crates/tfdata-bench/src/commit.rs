@@ -107,6 +107,7 @@ fn run_once(callers: usize, seconds: f64, work_dir: Option<&Path>) -> Result<Run
                 dataset_id,
                 processing_mode_def: Some(ProcessingModeDef {
                     sharding_policy: ShardingPolicy::Dynamic as i32,
+                    ..Default::default()
                 }),
                 ..Default::default()
             })

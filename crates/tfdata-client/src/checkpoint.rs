@@ -378,6 +378,7 @@ impl Positions {
             consumer_index: self.coordinated.map_or(0, |c| c.consumer),
             num_consumers: self.coordinated.map_or(0, |c| c.consumers),
             consumed_pieces: self.consumed_pieces(),
+            deterministic: None,
         }
         .encode_to_vec())
     }

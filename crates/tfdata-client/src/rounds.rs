@@ -311,6 +311,7 @@ async fn heartbeat_loop(
             // Consumers drop an unreachable worker's task themselves
             // (`MaybeRemoveTask`).
             tfdata_unreachable_workers: Vec::new(),
+            tfdata_reorder_waits: Vec::new(),
         };
         match dispatcher.reader_heartbeat(request).await {
             Ok(r) => {

@@ -153,6 +153,7 @@ async fn job(address: &str, dataset_id: &str, name: &str) -> i64 {
             dataset_id: dataset_id.to_string(),
             processing_mode_def: Some(wire::ProcessingModeDef {
                 sharding_policy: wire::processing_mode_def::ShardingPolicy::Dynamic as i32,
+                ..Default::default()
             }),
             job_name: Some(name.to_string()),
             ..Default::default()
@@ -298,6 +299,7 @@ async fn a_leader_that_cannot_renew_stops_writing_and_exits() {
                     dataset_id: dataset_for_calls.clone(),
                     processing_mode_def: Some(wire::ProcessingModeDef {
                         sharding_policy: wire::processing_mode_def::ShardingPolicy::Off as i32,
+                        ..Default::default()
                     }),
                     job_name: Some(format!("during-{i}")),
                     ..Default::default()
@@ -349,6 +351,7 @@ async fn a_leader_that_cannot_renew_stops_writing_and_exits() {
                 dataset_id: dataset.clone(),
                 processing_mode_def: Some(wire::ProcessingModeDef {
                     sharding_policy: wire::processing_mode_def::ShardingPolicy::Off as i32,
+                    ..Default::default()
                 }),
                 job_name: Some(format!("during-{i}")),
                 ..Default::default()

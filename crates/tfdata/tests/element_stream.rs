@@ -328,6 +328,7 @@ async fn read_with(
         credit_bytes: bytes,
         start_index: 0,
         received_batches: 0,
+        ..Default::default()
     };
     let mut batches = loop {
         // The worker may not have received the task yet (UNAVAILABLE).

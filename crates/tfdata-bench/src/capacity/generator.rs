@@ -296,6 +296,7 @@ impl Load {
                 dataset_id: dataset_id.clone(),
                 processing_mode_def: Some(ProcessingModeDef {
                     sharding_policy: policy as i32,
+                    ..Default::default()
                 }),
                 job_name: Some(name.to_string()),
                 ..Default::default()

@@ -89,6 +89,8 @@ pub(crate) async fn stream_task(
                 0
             },
             received_batches: 0,
+            lane: None,
+            epoch: 0,
         };
         if requests.try_send(open).is_err() {
             return Streamed::Ended(FetchEnd::Stopped);

@@ -566,7 +566,10 @@ mod tests {
         assert_eq!(ok.policy, ShardingPolicy::Off);
         assert_eq!(ok.target_workers, wire::TargetWorkers::Auto as i32);
         let (code, msg) = refused(job(|r| {
-            r.processing_mode_def = Some(wire::ProcessingModeDef { sharding_policy: 9 })
+            r.processing_mode_def = Some(wire::ProcessingModeDef {
+                sharding_policy: 9,
+                ..Default::default()
+            })
         }));
         assert_eq!(code, tonic::Code::Internal);
         assert!(msg.contains("invalid sharding policy 9"), "{msg}");

@@ -63,7 +63,10 @@ async fn shared_dynamic_job(d: &Dispatcher, n: i64) -> i64 {
     d.get_or_create_job(
         wire::GetOrCreateJobRequest {
             dataset_id,
-            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 1 }),
+            processing_mode_def: Some(wire::ProcessingModeDef {
+                sharding_policy: 1,
+                ..Default::default()
+            }),
             job_name: Some("shared".into()),
             ..Default::default()
         }

@@ -68,6 +68,7 @@ pub(super) async fn iteration_of_range(d: &Dispatcher, n: i64, policy: i32) -> i
                 dataset_id: id,
                 processing_mode_def: Some(wire::ProcessingModeDef {
                     sharding_policy: policy,
+                    ..Default::default()
                 }),
                 ..Default::default()
             }
@@ -156,7 +157,10 @@ async fn maybe_remove_task_checks_the_consumer_index() {
         .get_or_create_job(
             wire::GetOrCreateJobRequest {
                 dataset_id,
-                processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
+                processing_mode_def: Some(wire::ProcessingModeDef {
+                    sharding_policy: 0,
+                    ..Default::default()
+                }),
                 job_name: Some("coordinated".into()),
                 num_consumers: Some(2),
                 ..Default::default()
@@ -221,6 +225,7 @@ async fn job_options_must_match_a_shared_job() {
         dataset_id: "1000".into(),
         processing_mode_def: Some(wire::ProcessingModeDef {
             sharding_policy: policy,
+            ..Default::default()
         }),
         job_name: Some("shared".into()),
         target_workers: target,
@@ -310,6 +315,7 @@ async fn a_graph_of_doubled_edges_neither_hangs_nor_blocks_other_rpcs() {
                     dataset_id: graph,
                     processing_mode_def: Some(wire::ProcessingModeDef {
                         sharding_policy: 1, // DYNAMIC
+                        ..Default::default()
                     }),
                     ..Default::default()
                 }
@@ -394,7 +400,10 @@ async fn job_for(d: &Dispatcher, dataset_id: &str) -> tfdata_core::Result<i64> {
         .get_or_create_job(
             wire::GetOrCreateJobRequest {
                 dataset_id: dataset_id.into(),
-                processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
+                processing_mode_def: Some(wire::ProcessingModeDef {
+                    sharding_policy: 0,
+                    ..Default::default()
+                }),
                 ..Default::default()
             }
             .try_into()
@@ -719,7 +728,10 @@ async fn jobs_that_need_an_infinite_dataset_refuse_a_finite_one() {
     let job = |dataset_id: &str, name: &str, num_consumers: Option<i64>, cache: bool| {
         wire::GetOrCreateJobRequest {
             dataset_id: dataset_id.to_string(),
-            processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
+            processing_mode_def: Some(wire::ProcessingModeDef {
+                sharding_policy: 0,
+                ..Default::default()
+            }),
             job_name: Some(name.into()),
             num_consumers,
             use_cross_trainer_cache: cache,

@@ -279,7 +279,10 @@ mod tests {
             let job_id = client
                 .get_or_create_job(wire::GetOrCreateJobRequest {
                     dataset_id,
-                    processing_mode_def: Some(wire::ProcessingModeDef { sharding_policy: 0 }),
+                    processing_mode_def: Some(wire::ProcessingModeDef {
+                        sharding_policy: 0,
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 })
                 .await
