@@ -552,7 +552,11 @@ fn a_checkpoint_of_four_consumers_restores_on_two_and_on_three_through_kills() {
     let n = 9_600; // 800 values a lane, 400 batches a lane, 4,800 in all
     let dataset_id = cluster.register("range", &range_pipeline(n, 2));
     let service = cluster.service();
-    let read = |job: &str, index: usize, count: usize, checkpoint: Option<(&Path, usize)>| {
+    let read_with = |job: &str,
+                     index: usize,
+                     count: usize,
+                     checkpoint: Option<(&Path, usize)>,
+                     extra: &[&str]| {
         Consumer {
             dataset_id: &dataset_id,
             job_name: job,
@@ -560,9 +564,12 @@ fn a_checkpoint_of_four_consumers_restores_on_two_and_on_three_through_kills() {
             index,
             count,
             checkpoint,
-            extra: &[],
+            extra,
         }
         .spawn(&service)
+    };
+    let read = |job: &str, index: usize, count: usize, checkpoint: Option<(&Path, usize)>| {
+        read_with(job, index, count, checkpoint, &[])
     };
 
     // One uninterrupted read: the sequence to compare with.
@@ -589,16 +596,26 @@ fn a_checkpoint_of_four_consumers_restores_on_two_and_on_three_through_kills() {
         .map(|c| cluster.dir.path().join(format!("consumer{c}of4.ckpt")))
         .collect();
     let keeper = CheckpointKeeper::start(&files);
+    // A small reorder window keeps the workers busy all through the read.
     let mut consumers: Vec<Process> = (0..4)
-        .map(|c| read("elastic", c, 4, Some((&files[c], every))))
+        .map(|c| {
+            read_with(
+                "elastic",
+                c,
+                4,
+                Some((&files[c], every)),
+                &["--reorder-window-elements", "24"],
+            )
+        })
         .collect();
-    // SIGKILLed together once they read a random number of elements.
-    let kill_at = rng.random_range(3 * every..per_consumer - 3 * every) * 4;
+    // SIGKILLed together once the slowest read a random number of elements
+    // (a faster one may have read its whole share and ended).
+    let kill_at = rng.random_range(3..per_consumer / every - 3) * every + every / 2;
     let deadline = Instant::now() + READ_LIMIT;
-    while consumers.iter().map(Process::stdout_len).sum::<usize>() < kill_at {
+    while consumers.iter().map(Process::stdout_len).min().unwrap() < kill_at {
         assert!(
             Instant::now() < deadline,
-            "the consumers stalled before {kill_at} elements\n{}",
+            "the consumers stalled before {kill_at} elements each\n{}",
             consumers
                 .iter()
                 .map(Process::logs)
@@ -607,8 +624,9 @@ fn a_checkpoint_of_four_consumers_restores_on_two_and_on_three_through_kills() {
         );
         for consumer in &mut consumers {
             if let Some(status) = consumer.child.try_wait().unwrap() {
-                panic!(
-                    "{} ended ({status}) before the kill\n{}",
+                assert!(
+                    status.success(),
+                    "{} failed ({status})\n{}",
                     consumer.name,
                     consumer.logs()
                 );
@@ -706,17 +724,35 @@ fn a_checkpoint_of_four_consumers_restores_on_two_and_on_three_through_kills() {
         // On 2: the job the killed consumers read, as a restarted training
         // job names it; on 3: a job of its own.
         let job = if m == 2 { "elastic" } else { "elastic-on-3" };
+        // A small reorder window: the workers stay at most 6 elements a
+        // lane ahead of the consumers, so a worker killed mid-read still
+        // had most of its lanes to serve.
         let mut consumers: Vec<Process> = (0..m)
-            .map(|c| read(job, c, m, Some((&files[c], every))))
+            .map(|c| {
+                read_with(
+                    job,
+                    c,
+                    m,
+                    Some((&files[c], every)),
+                    &["--reorder-window-elements", "24"],
+                )
+            })
             .collect();
         if m == 3 {
             // A worker dies in the middle of this read and is not replaced:
             // its lanes move to the others, from where their readers were.
             let deadline = Instant::now() + READ_LIMIT;
-            while consumers.iter().map(Process::stdout_len).sum::<usize>() < 600 {
+            let quarter = (uninterrupted.len() - 4 * step) / 4;
+            while consumers.iter().map(Process::stdout_len).sum::<usize>() < quarter {
                 assert!(Instant::now() < deadline, "the restored read stalled");
                 std::thread::sleep(Duration::from_millis(2));
             }
+            assert!(
+                consumers
+                    .iter_mut()
+                    .any(|c| c.child.try_wait().unwrap().is_none()),
+                "the restored read ended before the worker's kill"
+            );
             let victim = rng.random_range(0..cluster.workers.len());
             let killed = cluster.kill_worker(victim);
             eprintln!("worker :{killed} killed mid-read");
