@@ -832,6 +832,10 @@ fn a_slow_worker_holds_up_the_read_within_its_reorder_window_and_is_named() {
     let cluster = Cluster::start(2);
     let n = 4_800; // 400 values a lane, 200 batches a lane
     let dataset_id = cluster.register("range", &range_pipeline(n, 2));
+    // Every read here has the same window: the dispatcher's gauge is the
+    // fullest window any reader reported in the last minute.
+    let window = WINDOW.to_string();
+    let extra = ["--reorder-window-elements", window.as_str()];
     let uninterrupted = {
         let mut one = [Consumer {
             dataset_id: &dataset_id,
@@ -840,7 +844,7 @@ fn a_slow_worker_holds_up_the_read_within_its_reorder_window_and_is_named() {
             index: 0,
             count: 1,
             checkpoint: None,
-            extra: &[],
+            extra: &extra,
         }
         .spawn(&cluster.service())];
         finish(&mut one, &cluster).remove(0)
@@ -866,8 +870,6 @@ fn a_slow_worker_holds_up_the_read_within_its_reorder_window_and_is_named() {
             signal("-CONT");
         })
     };
-    let window = WINDOW.to_string();
-    let extra = ["--reorder-window-elements", window.as_str()];
     let mut slow_read = [Consumer {
         dataset_id: &dataset_id,
         job_name: "slow",
