@@ -32,7 +32,13 @@ fn setting(consumer_index: u32, num_consumers: u32) -> Deterministic {
 
 /// Consumer `c` of `n` of a deterministic read of `dataset`.
 fn consumer(dispatcher: &DispatchServer, dataset: &Dataset, c: u32, n: u32) -> DistributedDataset {
-    windowed(dispatcher, dataset, c, n, Deterministic::default().reorder_window_elements)
+    windowed(
+        dispatcher,
+        dataset,
+        c,
+        n,
+        Deterministic::default().reorder_window_elements,
+    )
 }
 
 /// [`consumer`] with a reorder window of `window` elements (a small one
@@ -380,5 +386,36 @@ fn each_iteration_is_the_next_epoch() {
     assert!(
         epochs[0] == epochs[1],
         "epochs differ between 1 and 3 workers"
+    );
+}
+
+/// A split shuffle seed deals the splits to lanes in a seeded order: another
+/// sequence than without it, the same for one and for two consumers.
+#[test]
+fn a_split_shuffle_seed_gives_one_other_sequence_for_any_consumers() {
+    let (dispatcher, _workers) = cluster(2);
+    let dataset = Dataset::range(240).batch(2, false);
+    let read = |seed: Option<u64>, n: u32| {
+        let outputs = (0..n)
+            .map(|c| {
+                let ds = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
+                    .deterministic(Deterministic {
+                        split_shuffle_seed: seed,
+                        ..setting(c, n)
+                    })
+                    .apply(&dataset)
+                    .unwrap();
+                all(&mut ds.iter().unwrap())
+            })
+            .collect();
+        rebuild(outputs, 0)
+    };
+    let plain = read(None, 1);
+    let seeded = read(Some(11), 1);
+    assert_ne!(plain, seeded);
+    assert_eq!(numbers(&plain), numbers(&seeded));
+    assert!(
+        read(Some(11), 2) == seeded,
+        "two consumers read another order"
     );
 }
