@@ -253,9 +253,9 @@ def _unmerged_message(taken_by: dict, here: str) -> str:
     return (
         f"tfdata.torch: this state is one reader's of a deterministic read (reader "
         f"{taken_by.get('consumer_index')} of {taken_by.get('num_consumers')}: rank "
-        f"{taken_by.get('rank')} of world size {taken_by.get('world_size')}, DataLoader worker "
-        f"of {taken_by.get('num_workers')}), and {here}. One reader's state restores only into "
-        "the same reader. Gather the states of all ranks at one step, merge them with "
+        f"{taken_by.get('rank')} of world size {taken_by.get('world_size')} with "
+        f"{taken_by.get('num_workers')} DataLoader worker(s)), and {here}. One reader's state "
+        "restores only into the same reader. Gather the states of all ranks at one step, merge them with "
         "tfdata.torch.merge_state_dicts (on one rank) and load the merged state instead: it "
         "restores on any world size whose readers divide num_lanes")
 
@@ -269,8 +269,8 @@ def _check_restorable(taken_by: Optional[dict], reader: dict) -> None:
     if not same:
         raise ValueError(_unmerged_message(
             taken_by, f"this is reader {reader['consumer_index']} of {reader['num_consumers']} "
-            f"(rank {reader['rank']} of world size {reader['world_size']}, DataLoader worker of "
-            f"{reader['num_workers']})"))
+            f"(rank {reader['rank']} of world size {reader['world_size']} with "
+            f"{reader['num_workers']} DataLoader worker(s))"))
 
 
 class DistributedIterableDataset(torch.utils.data.IterableDataset):
