@@ -1,6 +1,7 @@
 //! `tfdata`: run a tf.data service dispatcher or worker. Flags become
 //! validated configs; the servers themselves are library functions.
 
+mod deterministic;
 mod logging;
 mod save;
 mod security;
@@ -45,7 +46,8 @@ enum Command {
         processing_mode: String,
         #[arg(long)]
         job_name: Option<String>,
-        /// Coordinated reads: this reader's index (with --num-consumers).
+        /// Coordinated reads (or, with --deterministic, a deterministic
+        /// read's consumers): this reader's index (with --num-consumers).
         #[arg(long)]
         consumer_index: Option<i64>,
         #[arg(long)]
@@ -57,10 +59,15 @@ enum Command {
         checkpoints: ReadCheckpoints,
         #[command(flatten)]
         tuning: ReadTuning,
+        #[command(flatten)]
+        deterministic: deterministic::DeterministicArgs,
 
         #[command(flatten)]
         security: security::ClientSecurityArgs,
     },
+    /// Merge the --checkpoint-files of all consumers of a deterministic read
+    /// (taken at the same step) into one that restores on any consumer count.
+    MergeCheckpoints(deterministic::MergeArgs),
     /// Save a pipeline (JSON) as a distributed snapshot and show its progress.
     Save(save::SaveArgs),
     /// Print a dispatcher's workers, datasets, jobs, iterations, tasks and snapshots.
@@ -164,6 +171,7 @@ struct ReadTarget<'a> {
     mode: &'a str,
     job_name: Option<&'a str>,
     consumers: Option<(i64, i64)>,
+    deterministic: Option<tfdata_client::Deterministic>,
 }
 
 async fn read(
@@ -180,12 +188,15 @@ async fn read(
         mode,
         job_name,
         consumers,
+        deterministic,
     } = target;
     let mut reader = tfdata_client::from_dataset_id(mode, service, dataset_id);
     if let Some(name) = job_name {
         reader = reader.job_name(name);
     }
-    if let Some((index, count)) = consumers {
+    if let Some(d) = deterministic {
+        reader = reader.deterministic(d);
+    } else if let Some((index, count)) = consumers {
         reader = reader.consumers(index, count);
     }
     if let Some(ms) = tuning.task_refresh_interval_ms {
@@ -586,6 +597,7 @@ async fn main() -> anyhow::Result<()> {
             register(args).await?
         }
         Command::Save(args) => save::run(args).await?,
+        Command::MergeCheckpoints(args) => deterministic::merge(&args)?,
         Command::Status {
             dispatcher,
             security,
@@ -603,6 +615,7 @@ async fn main() -> anyhow::Result<()> {
             take,
             checkpoints,
             tuning,
+            deterministic,
             security,
         } => {
             security.install()?;
@@ -611,6 +624,7 @@ async fn main() -> anyhow::Result<()> {
                 (None, None) => None,
                 _ => anyhow::bail!("--consumer-index and --num-consumers go together"),
             };
+            let deterministic = deterministic.setting(consumers)?;
             let job = job_name.as_deref();
             let target = ReadTarget {
                 service: &service,
@@ -618,6 +632,7 @@ async fn main() -> anyhow::Result<()> {
                 mode: &processing_mode,
                 job_name: job,
                 consumers,
+                deterministic,
             };
             read(target, take, checkpoints, tuning).await?
         }

@@ -407,6 +407,13 @@ impl Positions {
                 checkpoint.dataset_id, dataset.id
             )));
         }
+        if checkpoint.deterministic.is_some() {
+            return Err(Error::InvalidArgument(
+                "the reader checkpoint is of a deterministic read; restore it into a read set up \
+                 with deterministic(...) and the same lanes"
+                    .into(),
+            ));
+        }
         if checkpoint.processing_mode != dataset.mode.to_string() {
             return Err(Error::InvalidArgument(format!(
                 "the reader checkpoint is of a {} read, this read is {}",

@@ -420,6 +420,20 @@ impl DistributedDataset {
             ));
         }
         let inner = &self.inner;
+        if let Some(setting) = inner.options.deterministic {
+            let start =
+                crate::deterministic::restore_start(checkpoint, self.identity().await?, &setting)?;
+            // Later iterations go on from the checkpoint's epoch.
+            let epoch = i64::try_from(start.epoch).map_err(|_| {
+                Error::InvalidArgument(format!("reader checkpoint names epoch {}", start.epoch))
+            })?;
+            inner
+                .next_repetition
+                .fetch_max(epoch.saturating_add(1), Ordering::SeqCst);
+            return self
+                .start_read(handle, epoch, Positions::default(), Some((setting, start)))
+                .await;
+        }
         if let Some(reason) = crate::checkpoint::unresumable_read(
             inner.mode,
             inner.options.consumer_index.is_some(),
@@ -481,6 +495,21 @@ impl DistributedDataset {
         repetition: i64,
         start: Positions,
     ) -> Result<Iteration> {
+        // A deterministic read's epoch is its iteration's count.
+        let lanes = self.inner.options.deterministic.map(|d| {
+            let epoch = crate::deterministic::LaneStart::fresh(&d, repetition.max(0) as u64);
+            (d, epoch)
+        });
+        self.start_read(handle, repetition, start, lanes).await
+    }
+
+    async fn start_read(
+        &self,
+        handle: tokio::runtime::Handle,
+        repetition: i64,
+        start: Positions,
+        deterministic: Option<(crate::Deterministic, crate::deterministic::LaneStart)>,
+    ) -> Result<Iteration> {
         let inner = &self.inner;
         let params = IterationParams {
             dataset_id: inner.dataset_id.clone(),
@@ -502,6 +531,7 @@ impl DistributedDataset {
             stream_window: inner.options.stream_window,
             security: inner.security.clone(),
             start,
+            deterministic,
         };
         iteration::start(inner.dispatcher.clone(), params, handle).await
     }

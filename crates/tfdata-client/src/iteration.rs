@@ -59,6 +59,11 @@ pub(crate) struct IterationParams {
     pub security: tfdata_rpc::security::ClientSecurity,
     /// Per worker, where to start its task (a restored reader checkpoint).
     pub start: Positions,
+    /// A deterministic read: its setting, and where its lanes start.
+    pub deterministic: Option<(
+        crate::deterministic::Deterministic,
+        crate::deterministic::LaneStart,
+    )>,
 }
 
 impl IterationParams {
@@ -99,6 +104,8 @@ pub(crate) struct Iteration {
     /// A consumer of a shared parallel_epochs job: positions are sets of
     /// element indices per worker.
     per_element: bool,
+    /// A deterministic read: what it consumed of its lanes.
+    deterministic: Option<crate::deterministic::Consumed>,
     _stop_driver: DropGuard,
 }
 
@@ -132,6 +139,12 @@ impl Iteration {
         let delivery = self.current.as_mut()?;
         let element = delivery.next();
         self.taken_any |= element.is_some();
+        if element.is_some()
+            && let (Some(d), Origin::Lane { lane, index }) =
+                (&mut self.deterministic, &delivery.origin)
+        {
+            d.consumed(*lane, *index);
+        }
         if delivery.is_read()
             && let Some(done) = self.current.take()
         {
@@ -151,6 +164,9 @@ impl Iteration {
                  earlier checkpoint"
                     .into(),
             ));
+        }
+        if let Some(d) = &self.deterministic {
+            return Ok(d.encode(dataset));
         }
         if let Some(reason) = self.shared.as_ref().and_then(|s| {
             s.signals
@@ -328,6 +344,8 @@ fn record(positions: &mut Positions, delivery: &Delivery, per_element: bool) {
                 positions.consumed_unnumbered(worker);
             }
         }
+        // A deterministic read's lanes: `Iteration::deterministic`.
+        Origin::Lane { .. } => {}
     }
 }
 
@@ -366,9 +384,11 @@ pub(crate) async fn start(
             )));
         }
     }
+    let mut mode_def = params.mode.to_proto();
+    mode_def.tfdata_deterministic = params.deterministic.as_ref().map(|(d, _)| d.to_proto());
     let job_request = wire::GetOrCreateJobRequest {
         dataset_id: params.dataset_id.0.clone(),
-        processing_mode_def: Some(params.mode.to_proto()),
+        processing_mode_def: Some(mode_def),
         job_name: params.job_name.clone(),
         num_consumers: params.num_consumers,
         use_cross_trainer_cache: params.trainer_id.is_some(),
@@ -385,7 +405,8 @@ pub(crate) async fn start(
     // lost worker (`fetch::Receipts`), so it is not produced again.
     let reports_receipts = params.mode == ProcessingMode::DistributedEpoch
         && params.consumer_index.is_none()
-        && params.trainer_id.is_none();
+        && params.trainer_id.is_none()
+        && params.deterministic.is_none();
     let dynamic = params.mode == ProcessingMode::DistributedEpoch;
     let iteration_request = wire::GetOrCreateIterationRequest {
         job_id: job_id.0,
@@ -434,14 +455,15 @@ pub(crate) async fn start(
         restarted_worker: std::sync::Mutex::new(None),
     });
     let per_element = params.per_element();
-    let shared = params.job_name.is_some().then(|| SharedConsumer {
-        iteration: joined.tfdata_iteration_id,
-        client: client_id.0,
-        signals: Arc::clone(&signals),
-        registered: Default::default(),
-        dispatcher: dispatcher.clone(),
-        dispatcher_timeout: params.dispatcher_timeout,
-    });
+    let shared =
+        (params.job_name.is_some() && params.deterministic.is_none()).then(|| SharedConsumer {
+            iteration: joined.tfdata_iteration_id,
+            client: client_id.0,
+            signals: Arc::clone(&signals),
+            registered: Default::default(),
+            dispatcher: dispatcher.clone(),
+            dispatcher_timeout: params.dispatcher_timeout,
+        });
     tracing::debug!(
         job_id = job_id.0,
         client_id = client_id.0,
@@ -455,6 +477,34 @@ pub(crate) async fn start(
         params.trainer_id.is_some(),
     );
     let stats = ReaderStats::new();
+    if let Some((setting, lane_start)) = params.deterministic.clone() {
+        // Lanes, not tasks: a driver of its own (`crate::deterministic`).
+        let span = tracing::info_span!("deterministic_read", dataset = %params.dataset_id, job = job_id.0, client = client_id.0, epoch = lane_start.epoch);
+        let read = crate::deterministic::ReadParams {
+            setting,
+            start: lane_start,
+            compression: params.compression,
+            security: params.security.clone(),
+            refresh: params.task_refresh_interval,
+            stats: Arc::clone(&stats),
+            channel_capacity: params.max_outstanding_requests,
+        };
+        let (rx, consumed) =
+            crate::deterministic::spawn(dispatcher, read, client_id, &cancel, &handle, span);
+        return Ok(Iteration {
+            rx,
+            current: None,
+            failed: false,
+            clock: NextClock::new(stats),
+            positions: Positions::default(),
+            unresumable: None,
+            taken_any: false,
+            shared: None,
+            per_element: false,
+            deterministic: Some(consumed),
+            _stop_driver: cancel.drop_guard(),
+        });
+    }
     let (fetch, rx) = FetchContext::new(
         FetchParams {
             max_outstanding_requests: params.max_outstanding_requests,
@@ -511,6 +561,7 @@ pub(crate) async fn start(
         taken_any: false,
         shared,
         per_element,
+        deterministic: None,
         _stop_driver: cancel.drop_guard(),
     })
 }

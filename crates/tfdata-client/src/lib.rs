@@ -14,6 +14,7 @@
 //!   and each iterator's starvation figures, which its heartbeats carry.
 
 pub mod checkpoint;
+mod deterministic;
 pub mod dispatcher;
 pub mod distribute;
 mod fetch;
@@ -25,6 +26,10 @@ mod rounds;
 pub mod runtime;
 pub mod save;
 
+pub use deterministic::{
+    DEFAULT_REORDER_WINDOW_BYTES, DEFAULT_REORDER_WINDOW_ELEMENTS, Deterministic, MAX_LANES,
+    merge_checkpoints,
+};
 pub use dispatcher::DispatcherClient;
 pub use distribute::{
     Distribute, DistributedDataset, ElementIterator, ElementStream, FromDatasetId, distribute,

@@ -36,6 +36,12 @@ struct TransferLabel {
 
 type Seconds = Counter<f64, AtomicU64>;
 
+/// The worker serving a lane a deterministic read waited on.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerLabel {
+    worker: String,
+}
+
 /// Elements and bytes received through one transfer.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Received {
@@ -57,6 +63,11 @@ struct ReaderMetrics {
     /// dispatcher, encoded bytes and entries (ranges, pieces, names).
     receipt_report_bytes: SizeHistogram,
     receipt_report_entries: SizeHistogram,
+    /// Deterministic reads: time the ordered merge waited on a lane while
+    /// other lanes held elements, by the lane's worker; and the elements
+    /// in the reorder windows now.
+    reorder_wait: Family<WorkerLabel, Seconds>,
+    reorder_window: Gauge,
     /// Live iterators' figures, for the totals at scrape time.
     live: Mutex<Vec<Weak<ReaderStats>>>,
     /// Figures of iterators gone.
@@ -96,6 +107,8 @@ impl ReaderMetrics {
             // 64 B to 16 MiB, and 1 to 4^10 entries.
             receipt_report_bytes: SizeHistogram::new(exponential_buckets(64.0, 4.0, 10)),
             receipt_report_entries: SizeHistogram::new(exponential_buckets(1.0, 4.0, 11)),
+            reorder_wait: Family::default(),
+            reorder_window: Gauge::default(),
             live: Mutex::default(),
             retired: Mutex::default(),
         };
@@ -146,7 +159,34 @@ impl ReaderMetrics {
             "distributed_epoch: entries (ranges of whole splits, splits received in part) of one lost task's receipts report",
             m.receipt_report_entries.clone(),
         );
+        r.register(
+            "tfdata_reader_reorder_wait_seconds",
+            "Deterministic reads: time the ordered merge waited for a lane's next element while other lanes held elements, by the worker serving the lane (a slow worker shows here)",
+            m.reorder_wait.clone(),
+        );
+        r.register(
+            "tfdata_reader_reorder_window_elements",
+            "Deterministic reads: elements received ahead of the merge point, in this process's reorder windows",
+            m.reorder_window.clone(),
+        );
         m
+    }
+}
+
+/// A deterministic read's merge waited `waited` on a lane of `worker`.
+pub(crate) fn reorder_waited(worker: &str, waited: Duration) {
+    METRICS
+        .reorder_wait
+        .get_or_create(&WorkerLabel {
+            worker: worker.to_string(),
+        })
+        .inc_by(waited.as_secs_f64());
+}
+
+/// A reorder window's fill changed by `delta` elements.
+pub(crate) fn reorder_window_changed(delta: i64) {
+    if delta != 0 {
+        METRICS.reorder_window.inc_by(delta);
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tfdata_core::{Error, Result};
 use tfdata_rpc::security::{ClientSecurity, TransportSecurity};
 
+use crate::deterministic::Deterministic;
 use crate::dispatcher::DispatcherClient;
 use crate::fetch::StreamWindow;
 use crate::options::{ProcessingMode, TargetWorkers};
@@ -43,6 +44,8 @@ pub(crate) struct ReadOptions {
     pub(crate) stream_window: StreamWindow,
     /// TLS and token; `None` is the process default (environment).
     pub(crate) security: Option<TransportSecurity>,
+    /// A deterministic read (issue 35).
+    pub(crate) deterministic: Option<Deterministic>,
 }
 
 impl ReadOptions {
@@ -61,6 +64,7 @@ impl ReadOptions {
             dispatcher_timeout: DEFAULT_DISPATCHER_TIMEOUT,
             stream_window: StreamWindow::default(),
             security: None,
+            deterministic: None,
         }
     }
 
@@ -131,6 +135,13 @@ impl ReadOptions {
                 "task_refresh_interval must be positive".into(),
             ));
         }
+        if let Some(d) = &self.deterministic {
+            d.validate(
+                mode == ProcessingMode::DistributedEpoch,
+                self.consumer_index.is_some() || self.num_consumers.is_some(),
+                self.trainer_id.is_some(),
+            )?;
+        }
         let (_protocol, address) = tfdata_rpc::channel::parse_service(&self.service)?;
         let security = match &self.security {
             Some(security) => security.client()?,
@@ -197,6 +208,18 @@ macro_rules! read_option_setters {
                 elements: elements.max(1),
                 bytes: bytes.max(1),
             };
+            self
+        }
+
+        /// A deterministic distributed_epoch read (issue 35): the epoch's
+        /// splits are dealt to `d.lanes` lanes, and this reader (consumer
+        /// `d.consumer_index` of `d.num_consumers`) reads its lanes merged
+        /// in global order, the same whatever the workers do. Checked when
+        /// the read is set up: distributed_epoch only, 1..=4096 lanes,
+        /// `num_consumers` dividing them, not with `consumers()` or
+        /// `cross_trainer_cache`.
+        pub fn deterministic(mut self, d: $crate::Deterministic) -> Self {
+            self.options.deterministic = Some(d);
             self
         }
 

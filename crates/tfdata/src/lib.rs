@@ -16,10 +16,10 @@
 //! ```
 
 pub use tfdata_client::{
-    Compression, DispatcherClient, Distribute, DistributedDataset, ElementIterator, ElementStream,
-    FromDatasetId, ProcessingMode, SnapshotProgress, TargetWorkers, distribute, distributed_save,
-    distributed_save_async, from_dataset_id, register_dataset, register_dataset_async,
-    snapshot_progress, wait_for_snapshot,
+    Compression, Deterministic, DispatcherClient, Distribute, DistributedDataset, ElementIterator,
+    ElementStream, FromDatasetId, ProcessingMode, SnapshotProgress, TargetWorkers, distribute,
+    distributed_save, distributed_save_async, from_dataset_id, merge_checkpoints, register_dataset,
+    register_dataset_async, snapshot_progress, wait_for_snapshot,
 };
 pub use tfdata_core::{DType, Element, Error, Result, Tensor};
 pub use tfdata_dataset::{

@@ -87,6 +87,8 @@ pub(crate) enum Origin {
     /// `GetElement` answers carry no index, except a tfdata worker's in a
     /// coordinated read (`Numbered`).
     Unnumbered { worker: Arc<str> },
+    /// A deterministic read's element: its lane and its index there.
+    Lane { lane: u32, index: i64 },
 }
 
 impl Delivery {
@@ -102,6 +104,19 @@ impl Delivery {
             taken: 0,
             splits: None,
             _permit: Some(permit),
+            _credit: None,
+        }
+    }
+
+    /// A deterministic read's merged element (its stream's credit went
+    /// back when it left the reorder window).
+    pub(crate) fn lane_element(element: ReceivedElement, lane: u32, index: i64) -> Self {
+        Delivery {
+            elements: vec![element].into_iter(),
+            origin: Origin::Lane { lane, index },
+            taken: 0,
+            splits: None,
+            _permit: None,
             _credit: None,
         }
     }

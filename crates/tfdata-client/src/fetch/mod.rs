@@ -24,6 +24,7 @@ pub(crate) use context::{
 };
 pub(crate) use get_element::decode_off_runtime;
 pub(crate) use received::ReceivedElement;
+pub(crate) use stream::decode_batch_off_runtime;
 
 /// Reads one task until its end of sequence: streamed from tfdata workers,
 /// with `GetElement` from others (and for cross-trainer caches).

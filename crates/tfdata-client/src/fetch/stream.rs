@@ -31,7 +31,7 @@ pub(crate) enum Streamed {
 
 /// The elements of a stream batch, decompressed on a blocking thread when it
 /// carries large compressed chunks.
-async fn decode_batch_off_runtime(batch: ElementBatch) -> Result<Vec<ReceivedElement>> {
+pub(crate) async fn decode_batch_off_runtime(batch: ElementBatch) -> Result<Vec<ReceivedElement>> {
     let large = batch
         .chunks
         .iter()
