@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use tfdata_client::{Compression, Distribute, FromDatasetId, TargetWorkers};
+use tfdata_client::{Compression, Deterministic, Distribute, FromDatasetId, TargetWorkers};
 use tfdata_core::Error;
 use tfdata_dataset::{Dataset, Structure};
 
@@ -49,6 +49,41 @@ pub struct ReadOptions {
     target_workers: String,
     dispatcher_timeout_ms: Option<u64>,
     task_refresh_interval_ms: Option<u64>,
+    /// A deterministic read (`deterministic=True`); `consumer_index` and
+    /// `num_consumers` are then `None` and this holds the consumer.
+    deterministic: Option<DeterministicOptions>,
+}
+
+/// `distribute(..., deterministic=True)`'s settings, checked by the Python
+/// layer (`tfdata/experimental/_deterministic.py`); the reorder window's
+/// bounds are the client's defaults when not given.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct DeterministicOptions {
+    lanes: u32,
+    split_shuffle_seed: Option<u64>,
+    consumer_index: u32,
+    num_consumers: u32,
+    reorder_window_elements: Option<usize>,
+    reorder_window_bytes: Option<u64>,
+}
+
+impl DeterministicOptions {
+    fn to_client(&self) -> Deterministic {
+        let defaults = Deterministic::default();
+        Deterministic {
+            lanes: self.lanes,
+            split_shuffle_seed: self.split_shuffle_seed,
+            consumer_index: self.consumer_index,
+            num_consumers: self.num_consumers,
+            reorder_window_elements: self
+                .reorder_window_elements
+                .unwrap_or(defaults.reorder_window_elements),
+            reorder_window_bytes: self
+                .reorder_window_bytes
+                .unwrap_or(defaults.reorder_window_bytes),
+        }
+    }
 }
 
 macro_rules! apply_options {
@@ -76,6 +111,9 @@ macro_rules! apply_options {
         }
         if let Some(ms) = o.task_refresh_interval_ms {
             b = b.task_refresh_interval(Duration::from_millis(ms));
+        }
+        if let Some(d) = &o.deterministic {
+            b = b.deterministic(d.to_client());
         }
         b
     }};
@@ -348,6 +386,21 @@ pub fn from_dataset_id(
     );
     let builder = apply_options!(builder, &options);
     DistributedDataset::new(py, Recipe::FromDatasetId(builder), structure)
+}
+
+/// `tfdata.experimental.merge_checkpoints`: the checkpoints of all the
+/// consumers of one deterministic read at one step, as one that restores on
+/// any number of consumers dividing its lanes.
+#[pyfunction]
+pub fn merge_checkpoints<'py>(
+    py: Python<'py>,
+    checkpoints: Vec<Vec<u8>>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let merged = py.detach(|| {
+        let parts: Vec<&[u8]> = checkpoints.iter().map(Vec::as_slice).collect();
+        tfdata_client::merge_checkpoints(&parts)
+    });
+    Ok(PyBytes::new(py, &merged.py_err()?))
 }
 
 #[pyfunction]
