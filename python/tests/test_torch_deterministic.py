@@ -215,3 +215,22 @@ def test_gloo_ranks_change_world_size_mid_epoch(two_workers, tmp_path, new_world
     # Each new rank reads its share of what remained, in the global order:
     # rank r of m the remaining positions r, r + m, ... of its lanes.
     assert all(after), after
+
+
+def test_set_epoch_reads_that_epoch_of_the_global_order(two_workers):
+    # Each pass is a reader of its own; its epoch is set_epoch's, so that a
+    # shuffle reshuffled each iteration gives epoch e what the e-th read of
+    # one dataset gives (and not epoch 0's order every time).
+    dataset_id = service.register_dataset(two_workers.target, tfdata.Dataset.range(96).shuffle(96, seed=2))
+    reader = service.from_dataset_id("distributed_epoch", two_workers.target, dataset_id,
+                                     deterministic=True, num_lanes=LANES)
+    epochs = [[int(x) for x in reader] for _ in range(3)]
+    assert epochs[0] != epochs[1] != epochs[2]
+    ds = dataset(two_workers, dataset_id)
+    for epoch in (2, 0, 1):
+        ds.set_epoch(epoch)
+        assert [int(x) for x in ds] == epochs[epoch], epoch
+    # Without set_epoch, the passes of one process are epochs 0, 1, ...
+    fresh = DistributedIterableDataset(dataset_id, two_workers.target, job_name="det-passes",
+                                       deterministic=True, num_lanes=LANES)
+    assert [[int(x) for x in fresh] for _ in range(2)] == epochs[:2]

@@ -527,6 +527,9 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
             _check_lanes_divide(self._num_lanes, world_size, num_workers)
             options["reader_position"] = {"rank": rank, "world_size": world_size,
                                           "num_workers": num_workers}
+            # The deterministic read's epoch: this pass's (not the fresh
+            # reader's iteration count, which is 0 in every pass).
+            options["epoch"] = self._epoch + self._passes - 1
         elif not self._coordinated and options["job_name"] is None and world_size * num_workers > 1:
             raise ValueError(
                 f"tfdata.torch: {world_size * num_workers} readers ({world_size} rank(s) x "
@@ -539,6 +542,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         options = self.reader_options()
         single_reader = options.pop("num_readers") == 1
         position = options.pop("reader_position", None)
+        epoch = options.pop("epoch", None)
         pending, self._pending = self._pending, None
         self._ended = None
         self._pass_consumer = None
@@ -556,7 +560,9 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
             **(self._deterministic or {}))
         iterator = iter(reader)
         if pending is not None:
-            iterator.restore(pending["reader"])
+            iterator.restore(pending["reader"])  # its epoch is the checkpoint's
+        elif epoch:
+            iterator.start_epoch(epoch)
         self._live = (options["job_name"], iterator)
         return self._generate(iterator, options["job_name"], single_reader=single_reader,
                               restored=pending is not None)

@@ -330,6 +330,25 @@ impl DistributedIterator {
         .map_err(errors::to_py)
     }
 
+    /// A deterministic read, before its first `next()`: read epoch `epoch`
+    /// instead of the one this dataset's iteration count gave.
+    /// `tfdata.torch` numbers its passes itself (`set_epoch`), and each pass
+    /// is a reader of its own whose count starts at 0; so that epoch `e` of
+    /// the trainer reads the order of epoch `e` (a reshuffled `shuffle`, the
+    /// split permutation), the pass restores its fresh position moved there.
+    fn start_epoch(&self, py: Python<'_>, epoch: u64) -> PyResult<()> {
+        crate::check_same_process(self.pid, "iterator")?;
+        py.detach(|| {
+            let mut guard = self.iterator.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(it) = guard.as_mut() else {
+                return Err(Error::FailedPrecondition("the iterator is closed".into()));
+            };
+            let moved = checkpoint_at_epoch(&it.checkpoint()?, epoch)?;
+            it.restore(&moved)
+        })
+        .map_err(errors::to_py)
+    }
+
     /// Ends the iteration now (releases it at the dispatcher), as dropping
     /// the iterator does.
     fn close(&self, py: Python<'_>) {
@@ -343,6 +362,32 @@ impl DistributedIterator {
             py.detach(move || drop(it));
         }
     }
+}
+
+/// A deterministic read's checkpoint taken before its first element, moved
+/// to `epoch` (`DeterministicPosition.epoch`: a restore reads that epoch).
+fn checkpoint_at_epoch(fresh: &[u8], epoch: u64) -> tfdata_core::Result<Vec<u8>> {
+    use prost::Message;
+    use tfdata_proto::tfdata::checkpoint::ReaderCheckpoint;
+    let mut checkpoint = ReaderCheckpoint::decode(fresh)
+        .map_err(|e| Error::Internal(format!("the reader's own checkpoint: {e}")))?;
+    let Some(position) = checkpoint.deterministic.as_mut() else {
+        return Err(Error::FailedPrecondition(
+            "start_epoch is for deterministic reads (deterministic=True)".into(),
+        ));
+    };
+    if position.steps != 0 || position.positions.iter().any(|p| p.next_index != 0) {
+        return Err(Error::FailedPrecondition(
+            "start_epoch must come before the first element of the read".into(),
+        ));
+    }
+    position.epoch = epoch;
+    // Nothing was consumed: a lane that had already ended (empty in the
+    // iteration count's epoch) starts afresh in this one.
+    for lane in &mut position.positions {
+        lane.ended = false;
+    }
+    Ok(checkpoint.encode_to_vec())
 }
 
 impl Drop for DistributedIterator {
