@@ -361,6 +361,10 @@ struct WorkerArgs {
     /// Do not serve tfdata's element stream (tfdata readers then use GetElement).
     #[arg(long)]
     no_element_stream: bool,
+    /// Most element streams of deterministic reads (lanes) served at once,
+    /// each a pipeline of its own; more are refused (ResourceExhausted).
+    #[arg(long, default_value_t = tfdata_worker::lane_task::DEFAULT_MAX_LANE_STREAMS)]
+    max_lane_streams: usize,
     /// On SIGTERM, drain for at most this long before stopping: take no new
     /// tasks or splits, finish and hand over the distributed_epoch splits in
     /// hand (docs/deploy.md). 0, the default, stops at once, as TensorFlow's
@@ -399,6 +403,7 @@ impl WorkerArgs {
             task_buffer_max_elements: self.task_buffer_max_elements,
             task_buffer_bytes: self.task_buffer_bytes,
             element_stream: !self.no_element_stream,
+            max_lane_streams: self.max_lane_streams,
             security: self.security.into_security()?,
             http_port: self.http_port,
         };

@@ -64,6 +64,17 @@ pub struct IterContext {
     /// reordering (`map(deterministic=False)`): a snapshot stream writer
     /// needs the same elements in the same order on every rebuild.
     pub deterministic: bool,
+    /// The pass over the data this iterator makes (0 for the first): ops
+    /// that reseed each iteration (`shuffle` with
+    /// `reshuffle_each_iteration`, `random` with
+    /// `rerandomize_each_iteration`) take the seeds of their
+    /// `epoch + i`-th iterator instead of their `i`-th. A deterministic
+    /// read builds a fresh pipeline per lane and epoch
+    /// ([`crate::splits::lanes`]), so its epoch `e` sees what the `e`-th
+    /// local `for x in ds` would. Not passed into datasets that user
+    /// functions make (`flat_map`, `interleave`): TensorFlow builds those
+    /// afresh per element, their seed generators starting over each time.
+    pub epoch: u64,
 }
 
 impl IterContext {

@@ -55,6 +55,11 @@ pub struct WorkerConfig {
     /// readers use `GetElement` either way). Off, tfdata readers fall back to
     /// `GetElement` too.
     pub element_stream: bool,
+    /// Most element streams of deterministic reads (lanes) served at once;
+    /// each runs a pipeline thread with its own buffer. Beyond it, an
+    /// opening is refused with ResourceExhausted (the reader opens the
+    /// lane on another worker).
+    pub max_lane_streams: usize,
     /// Port of the admin HTTP endpoint (`/metrics`, `/healthz`, `/readyz`)
     /// on `0.0.0.0`, apart from the gRPC port; 0 picks a free port, `None`
     /// (the default) serves none. Not in TensorFlow's config.
@@ -114,6 +119,7 @@ impl WorkerConfig {
             task_buffer_max_elements: DEFAULT_TASK_BUFFER_MAX_ELEMENTS,
             task_buffer_bytes: DEFAULT_TASK_BUFFER_BYTES,
             element_stream: true,
+            max_lane_streams: crate::lane_task::DEFAULT_MAX_LANE_STREAMS,
             http_port: None,
             security: TransportSecurity::default(),
         }
@@ -177,6 +183,12 @@ impl WorkerConfig {
             return Err(Error::InvalidConfig {
                 field: "snapshot_commit_interval",
                 reason: "must be positive (unset is TensorFlow's schedule)".into(),
+            });
+        }
+        if self.max_lane_streams == 0 {
+            return Err(Error::InvalidConfig {
+                field: "max_lane_streams",
+                reason: "must be at least 1".into(),
             });
         }
         if self.task_buffer_elements == 0 {

@@ -61,6 +61,13 @@ impl Worker {
             Lookup::Task(task) => task,
             Lookup::Finished => return Ok(Next::EndOfSequence { first: false }),
         };
+        if task.lanes().is_some() {
+            return Err(Error::FailedPrecondition(format!(
+                "task {} is a deterministic read's (tfdata_deterministic): deterministic reads \
+                 need tfdata's element stream (ElementStream with a lane), not GetElement",
+                request.task_id
+            )));
+        }
         let next = tokio::select! {
             next = async {
                 match request.round {

@@ -25,6 +25,9 @@
 //! * [`stream`]: tfdata's own element stream for tfdata readers (batches
 //!   under credit-based flow control), next to `GetElement`;
 //! * [`splits`]: remote split providers (distributed_epoch);
+//! * [`lane_task`]: a deterministic read's task (no pipeline of its own;
+//!   its loaded definition) and the worker's bound on lane streams, which
+//!   `stream::lane` serves, one pipeline instance per stream;
 //! * [`releases`]: the splits the dispatcher acknowledged as delivered,
 //!   told to each of a task's element streams for its reader to forget;
 //! * [`snapshot`]: distributed-snapshot stream writers, one thread per
@@ -53,6 +56,7 @@ pub mod drain;
 mod get_element;
 pub mod grpc;
 pub mod heartbeats;
+pub mod lane_task;
 pub mod metrics;
 pub mod observe;
 mod pipeline;

@@ -11,6 +11,7 @@ use tfdata_core::{Error, Result, TaskId};
 use tfdata_dataset::{Dataset, IterContext};
 use tfdata_proto::data::TaskDef;
 
+use crate::lane_task::LaneTask;
 use crate::producer::buffer::PipelineTimes;
 use crate::producer::{BufferLimits, Producer};
 use crate::splits::SplitLedger;
@@ -32,6 +33,9 @@ pub struct TaskRunner {
     /// The task's log span (task, iteration, job, dataset and worker ids).
     pub span: tracing::Span,
     completion: Completion,
+    /// Present for a deterministic read's task: it runs no pipeline of its
+    /// own; each lane stream runs one (`crate::lane_task`).
+    lanes: Option<LaneTask>,
 }
 
 /// When a task is complete, which the worker then reports (the dispatcher
@@ -106,6 +110,7 @@ impl TaskRunner {
             round_robin: def
                 .num_consumers
                 .map(|n| RoundRobin::new(n.max(1) as usize, consumed_elements(&def))),
+            lanes: LaneTask::of(&def),
             def,
             ledger: Arc::new(SplitLedger::idle()),
             span: tracing::Span::none(),
@@ -145,6 +150,14 @@ impl TaskRunner {
     pub fn cancel(&self) {
         self.first_come_first_served.end();
         self.producer.close();
+        if let Some(lanes) = &self.lanes {
+            lanes.remove();
+        }
+    }
+
+    /// The lanes of a deterministic read's task; `None` for other tasks.
+    pub fn lanes(&self) -> Option<&LaneTask> {
+        self.lanes.as_ref()
     }
 
     /// Runs `dataset` on a new thread; elements are served in `form`

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use prost::Message;
 use tfdata_client::DispatcherClient;
 use tfdata_core::{DatasetId, Error, IterationId, Result, TaskId};
 use tfdata_dataset::autoshard::StaticPolicy;
@@ -15,6 +16,7 @@ use tfdata_rpc::CancellationToken;
 use tfdata_rpc::metrics::Histogram;
 use tfdata_rpc::retry::retry;
 
+use crate::lane_task::LaneSource;
 use crate::pipeline::{self, ServedForm};
 use crate::splits::RemoteSplitProvider;
 use crate::task::TaskRunner;
@@ -32,15 +34,12 @@ pub(crate) struct PipelineLoader<'a> {
 }
 
 impl PipelineLoader<'_> {
-    /// Checks a task definition and loads its pipeline.
-    pub(crate) async fn load(
+    /// Checks a task definition and finds its `DatasetDef`; also the
+    /// task's sharding policy and its static form.
+    async fn definition(
         &self,
         runner: &TaskRunner,
-    ) -> Result<(
-        tfdata_dataset::Dataset,
-        tfdata_dataset::IterContext,
-        ServedForm,
-    )> {
+    ) -> Result<(wire::DatasetDef, i32, Option<StaticPolicy>)> {
         let def = &runner.def;
         if def.worker_address != self.worker_address {
             return Err(Error::Internal(format!(
@@ -86,6 +85,47 @@ impl PipelineLoader<'_> {
             }
             None => self.fetch_dataset_def(&dataset_id).await?,
         };
+        Ok((dataset_def, policy, static_policy))
+    }
+
+    /// A deterministic read's task: its definition, built once to check it
+    /// (and to learn how elements are served) but not run; no split
+    /// providers (lanes deal the splits themselves).
+    pub(crate) async fn load_lane_source(&self, runner: &TaskRunner) -> Result<LaneSource> {
+        let (dataset_def, policy, _) = self.definition(runner).await?;
+        if policy != ShardingPolicy::Dynamic as i32 {
+            return Err(Error::InvalidArgument(format!(
+                "task {}: a deterministic read (tfdata_deterministic) needs the DYNAMIC sharding \
+                 policy, got {policy}",
+                runner.def.task_id
+            )));
+        }
+        let checked = dataset_def.clone();
+        let (_, mut form) =
+            tokio::task::spawn_blocking(move || pipeline::build_dataset(&checked, None, 0, 0))
+                .await
+                .map_err(|e| Error::Internal(format!("building the pipeline failed: {e}")))??;
+        let dataset_id = DatasetId(runner.def.dataset_id.clone());
+        form.compress = form.compress && !self.compression_disabled(&dataset_id).await?;
+        Ok(LaneSource {
+            fingerprint: tfdata_dataset::splits::lanes::fingerprint(&dataset_def.encode_to_vec()),
+            dataset_def,
+            form,
+        })
+    }
+
+    /// Checks a task definition and loads its pipeline.
+    pub(crate) async fn load(
+        &self,
+        runner: &TaskRunner,
+    ) -> Result<(
+        tfdata_dataset::Dataset,
+        tfdata_dataset::IterContext,
+        ServedForm,
+    )> {
+        let def = &runner.def;
+        let (dataset_def, policy, static_policy) = self.definition(runner).await?;
+        let dataset_id = DatasetId(def.dataset_id.clone());
         // Translating a TensorFlow graph compiles its functions and may
         // glob files: not on an RPC thread.
         let (num_workers, shard_index) = (def.num_workers, def.worker_index);
@@ -196,7 +236,6 @@ impl PipelineLoader<'_> {
 /// layer (whose object-store client is configured from this process's
 /// environment). Exactly one complete TFRecord holding a `DatasetDef`.
 fn read_dataset_file(path: &str) -> Result<wire::DatasetDef> {
-    use prost::Message;
     use tfdata_core::tfrecord::{self, Tail};
     let bytes = tfdata_dataset::io::read_all(path)?;
     let records = match tfrecord::read_records(path, &bytes)? {
@@ -223,7 +262,6 @@ fn read_dataset_file(path: &str) -> Result<wire::DatasetDef> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prost::Message;
 
     #[test]
     fn dataset_files_read_from_paths_and_urls() {

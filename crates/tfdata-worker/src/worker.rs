@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use crate::config::WorkerConfig;
+use crate::lane_task::LaneStreamSlots;
 use crate::metrics::WorkerMetrics;
 use crate::observe::Pace;
 use crate::producer::BufferLimits;
@@ -57,6 +58,9 @@ pub struct Worker {
     draining: CancellationToken,
     /// Woken when a task's drain state changes.
     drain_changed: Arc<tokio::sync::Notify>,
+    /// Deterministic reads' lane streams running now, at most
+    /// `max_lane_streams`.
+    lane_streams: LaneStreamSlots,
 }
 
 /// A random, non-zero worker uid.
@@ -90,7 +94,6 @@ impl Worker {
         );
         Ok((
             Arc::new(Worker {
-                config,
                 address,
                 dispatcher,
                 tasks: TaskTable::default(),
@@ -105,6 +108,8 @@ impl Worker {
                 snapshot_env: std::sync::OnceLock::new(),
                 draining: CancellationToken::new(),
                 drain_changed: Arc::new(tokio::sync::Notify::new()),
+                lane_streams: LaneStreamSlots::new(config.max_lane_streams),
+                config,
             }),
             rx,
         ))
@@ -361,6 +366,18 @@ impl Worker {
         tokio::spawn(
             async move {
                 tracing::info!("task received");
+                if let Some(lanes) = runner.lanes() {
+                    // A deterministic read: nothing runs until a stream
+                    // opens a lane.
+                    match worker.pipeline_loader().load_lane_source(&runner).await {
+                        Ok(source) => lanes.set_loaded(source),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot load deterministic task");
+                            lanes.set_failed(e);
+                        }
+                    }
+                    return;
+                }
                 match worker.pipeline_loader().load(&runner).await {
                     Ok((dataset, ctx, form)) => runner.run_pipeline(dataset, ctx, form),
                     Err(e) => {
@@ -382,6 +399,11 @@ impl Worker {
             shutdown: &self.shutdown,
             get_split_duration: &self.metrics().get_split_duration,
         }
+    }
+
+    /// Deterministic reads' lane streams, and their bound.
+    pub(crate) fn lane_streams(&self) -> &LaneStreamSlots {
+        &self.lane_streams
     }
 
     pub(crate) fn config(&self) -> &WorkerConfig {

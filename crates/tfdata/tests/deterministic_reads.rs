@@ -56,10 +56,11 @@ fn rebuild(outputs: Vec<Vec<String>>, from: usize) -> Vec<String> {
     let mut outputs: Vec<std::vec::IntoIter<String>> =
         outputs.into_iter().map(Vec::into_iter).collect();
     let mut global = Vec::new();
-    let mut p = from;
-    while let Some(e) = outputs[p % n].next() {
-        global.push(e);
-        p += 1;
+    for p in from.. {
+        match outputs[p % n].next() {
+            Some(e) => global.push(e),
+            None => break,
+        }
     }
     for (c, rest) in outputs.iter().enumerate() {
         assert_eq!(rest.len(), 0, "consumer {c} of {n} has elements left over");

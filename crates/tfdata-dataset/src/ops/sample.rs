@@ -9,7 +9,8 @@
 //! of a `repeat`) takes its two seeds from a generator of the op's own,
 //! seeded the same way, as TensorFlow's `RandomSeedGenerator` does.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tfdata_core::{DType, Element, Error, Result, Tensor};
 
@@ -37,7 +38,7 @@ impl Dataset {
             seed,
             seed2,
             rerandomize_each_iteration,
-            seeds: Arc::new(Mutex::new(Words::new(Philox::from_seeds(s1, s2)))),
+            iterators: Arc::new(AtomicU64::new(0)),
             fixed: (s1, s2),
         })
     }
@@ -65,8 +66,10 @@ pub struct Random {
     pub seed: i64,
     pub seed2: i64,
     pub rerandomize_each_iteration: bool,
-    /// Seeds for successive iterators when rerandomizing: two words each.
-    seeds: Arc<Mutex<Words>>,
+    /// Iterators made so far: when rerandomizing, iterator `k` (counted
+    /// from [`IterContext::epoch`]) takes words `2k` and `2k + 1` of
+    /// Philox(`fixed`), TensorFlow's seed generator.
+    iterators: Arc<AtomicU64>,
     /// The seeds every iterator uses otherwise (drawn when both are zero).
     fixed: (u64, u64),
 }
@@ -104,10 +107,17 @@ impl DatasetOp for Random {
         INFINITE_CARDINALITY
     }
 
-    fn make_iterator(&self, _ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
+    fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
         let (s1, s2) = if self.rerandomize_each_iteration {
-            let mut seeds = self.seeds.lock().unwrap_or_else(|p| p.into_inner());
-            (u64::from(seeds.next_word()), u64::from(seeds.next_word()))
+            let k = ctx
+                .epoch
+                .wrapping_add(self.iterators.fetch_add(1, Ordering::SeqCst));
+            let mut generator = Philox::from_seeds(self.fixed.0, self.fixed.1);
+            // Two words an iterator, four a block.
+            generator.skip(k / 2);
+            let block = generator.next_block();
+            let at = 2 * (k % 2) as usize;
+            (u64::from(block[at]), u64::from(block[at + 1]))
         } else {
             self.fixed
         };

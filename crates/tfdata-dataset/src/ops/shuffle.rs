@@ -70,7 +70,9 @@ const UNBOUNDED: i64 = -2;
 ///   generator: the dataset's own `(seed, seed2)` when it does not
 ///   reshuffle; else words `2k` and `2k + 1` of Philox(`seed`, `seed2`) for
 ///   the dataset's `k`-th iterator (TensorFlow's `RandomSeedGenerator`,
-///   shared by the dataset's iterators).
+///   shared by the dataset's iterators); `k` counts from
+///   [`IterContext::epoch`], so a deterministic read's epoch `e` reshuffles
+///   as the `e`-th local iteration does.
 /// - The iterator keeps the buffer full from its input, and each output is
 ///   the element `word % len` places after the oldest, drawn from
 ///   Philox(its seeds) one 32-bit word at a time; the oldest takes its
@@ -158,8 +160,8 @@ impl DatasetOp for Shuffle {
         self.input.cardinality()
     }
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
-        let epoch = self.epochs.fetch_add(1, Ordering::SeqCst);
-        let (seed, seed2) = self.iterator_seeds(epoch);
+        let iterator = self.epochs.fetch_add(1, Ordering::SeqCst);
+        let (seed, seed2) = self.iterator_seeds(ctx.epoch.wrapping_add(iterator));
         let buffer_size = if self.buffer_size == UNBOUNDED {
             // TensorFlow's buffer then grows to hold the whole input (its
             // ring is the input's length, so the order is the one a buffer of

@@ -123,7 +123,11 @@ impl DatasetOp for GlobalShuffle {
         self.cardinality as i64
     }
     fn make_iterator(&self, ctx: &IterContext) -> Result<Box<dyn ElementIterator>> {
-        let k = self.iterators.fetch_add(1, Ordering::SeqCst);
+        // Counted from the context's epoch, as `shuffle` counts (a
+        // deterministic read's epoch `e` is the `e`-th local iteration).
+        let k = ctx
+            .epoch
+            .wrapping_add(self.iterators.fetch_add(1, Ordering::SeqCst));
         Ok(Box::new(GlobalShuffleIter {
             input: match range_of(&self.input) {
                 Some((start, step)) => Source::Range { start, step },

@@ -38,6 +38,9 @@ const ENCODE_OFF_RUNTIME_BYTES: usize = 256 << 10;
 /// closed instead of seeing the end of sequence.
 pub type EndHook = Box<dyn FnOnce() -> bool + Send>;
 
+/// Makes a pipeline and its context, on the pipeline thread.
+pub type PipelineBuild = Box<dyn FnOnce() -> Result<(Dataset, IterContext)> + Send>;
+
 /// The bounds of a task's buffer (see [`ElementBuffer`]).
 #[derive(Debug, Clone, Copy)]
 pub struct BufferLimits {
@@ -120,6 +123,19 @@ impl Producer {
     /// served in `form`. `ctx` carries the sources' remote split providers
     /// in distributed_epoch mode.
     pub fn run(&self, dataset: Dataset, ctx: IterContext, form: ServedForm, on_end: EndHook) {
+        self.start(Box::new(move || Ok((dataset, ctx))), None, form, on_end);
+    }
+
+    /// Builds a pipeline with `build` and runs it, both on a new thread
+    /// (building may translate a graph or glob files) and both inside
+    /// [`tfdata_dataset::random::with_seed`]`(seed)`: a lane of a
+    /// deterministic read, whose unseeded random ops must draw the same
+    /// seeds on every worker.
+    pub fn run_seeded(&self, build: PipelineBuild, seed: u64, form: ServedForm) {
+        self.start(build, Some(seed), form, Box::new(|| false));
+    }
+
+    fn start(&self, build: PipelineBuild, seed: Option<u64>, form: ServedForm, on_end: EndHook) {
         if !self.pending.swap(false, Ordering::SeqCst) {
             return;
         }
@@ -130,7 +146,13 @@ impl Producer {
         let span = tracing::Span::current();
         let spawned = std::thread::Builder::new()
             .name(format!("tfdata-task-{task_id}"))
-            .spawn(move || span.in_scope(|| produce(task_id, dataset, ctx, &buffer, on_end)));
+            .spawn(move || {
+                span.in_scope(|| {
+                    tfdata_dataset::random::with_seed_opt(seed, || {
+                        produce(task_id, build, &buffer, on_end)
+                    })
+                })
+            });
         if let Err(e) = spawned {
             tracing::error!(task = task_id.0, error = %e, "cannot start task thread");
             self.buffer.finish(Some(Error::Internal(format!(
@@ -265,16 +287,14 @@ impl Producer {
 /// the end-of-sequence signal), on an error (sent first), or when the task
 /// is deleted (the receiver is gone). A panic is reported as an error rather
 /// than mistaken for the end of the data.
-fn produce(
-    task_id: TaskId,
-    dataset: Dataset,
-    ctx: IterContext,
-    buffer: &ElementBuffer,
-    on_end: EndHook,
-) {
+fn produce(task_id: TaskId, build: PipelineBuild, buffer: &ElementBuffer, on_end: EndHook) {
     tracing::info!("task pipeline started");
     let mut produced: u64 = 0;
+    // Returning drops the iterator and the context: nothing on this thread
+    // calls the split providers any more, so a drain may use them to report
+    // what was delivered.
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
+        let (dataset, ctx) = build()?;
         let mut it = dataset.iter_with(&ctx)?;
         loop {
             let skip = buffer.take_skip();
@@ -290,9 +310,6 @@ fn produce(
             produced += 1;
         }
     }));
-    // Nothing on this thread calls the split providers any more: from here a
-    // drain may use them to report what was delivered.
-    drop(ctx);
     let hold = on_end();
     let err = match outcome {
         Ok(Ok(())) if hold => {

@@ -4,6 +4,10 @@
 //! is given. Splits are TensorFlow's: `range` splits are the values
 //! themselves, `from_tensor_slices` (and so `list_files`) splits are slice
 //! indices.
+//!
+//! [`lanes`] deals a source's splits to the lanes of a deterministic read.
+
+pub mod lanes;
 
 use std::sync::Mutex;
 
@@ -32,6 +36,16 @@ pub trait SplitProvider: Send + Sync {
     }
     /// Number of splits per repetition (−2 if unknown).
     fn cardinality(&self) -> i64;
+    /// The split at `index` of a repetition (`None` past its end), for a
+    /// lane of a deterministic read, which takes splits out of order
+    /// ([`lanes::LaneSplitProvider`]). By default the provider restarts and
+    /// walks to it (O(index)), leaving its position after it; providers
+    /// whose splits are computed from their index answer in O(1).
+    fn split_at(&self, index: u64) -> Result<Option<Tensor>> {
+        self.reset()?;
+        self.skip(index)?;
+        self.get_next()
+    }
 }
 
 /// Number of values of `range(start, stop, step)`.
@@ -94,6 +108,15 @@ impl SplitProvider for RangeSplitProvider {
     fn cardinality(&self) -> i64 {
         self.count as i64
     }
+
+    fn split_at(&self, index: u64) -> Result<Option<Tensor>> {
+        Ok((index < self.count).then(|| {
+            Tensor::scalar(
+                self.start
+                    .wrapping_add((index as i64).wrapping_mul(self.step)),
+            )
+        }))
+    }
 }
 
 /// A fixed list of splits, in order (a Parquet file's row groups as
@@ -135,6 +158,13 @@ impl SplitProvider for ListSplitProvider {
 
     fn cardinality(&self) -> i64 {
         self.splits.len() as i64
+    }
+
+    fn split_at(&self, index: u64) -> Result<Option<Tensor>> {
+        Ok(usize::try_from(index)
+            .ok()
+            .and_then(|i| self.splits.get(i))
+            .cloned())
     }
 }
 
@@ -191,6 +221,10 @@ impl SplitProvider for IndexSplitProvider {
             self.count as i64
         }
     }
+
+    fn split_at(&self, index: u64) -> Result<Option<Tensor>> {
+        Ok((index < self.count).then(|| Tensor::scalar(index as i64)))
+    }
 }
 
 #[cfg(test)]
@@ -223,6 +257,39 @@ mod tests {
         assert_eq!(drain(&p), vec![3, 4]);
         p.skip(10).unwrap();
         assert_eq!(drain(&p), Vec::<i64>::new());
+    }
+
+    /// The O(1) overrides answer what walking to the index (the trait's
+    /// default) answers, including past the end.
+    #[test]
+    fn split_at_matches_walking() {
+        struct Walking(RangeSplitProvider);
+        impl SplitProvider for Walking {
+            fn get_next(&self) -> Result<Option<Tensor>> {
+                self.0.get_next()
+            }
+            fn reset(&self) -> Result<()> {
+                self.0.reset()
+            }
+            fn cardinality(&self) -> i64 {
+                self.0.cardinality()
+            }
+        }
+        let scalar = |t: Option<Tensor>| t.map(|t| t.to_scalar::<i64>().unwrap());
+        let walking = Walking(RangeSplitProvider::new(3, 40, 4));
+        let range = RangeSplitProvider::new(3, 40, 4);
+        let list = ListSplitProvider::new((0..7i64).map(|i| Tensor::scalar(i * 10)).collect());
+        let index = IndexSplitProvider::new(7);
+        for i in [0u64, 1, 5, 9, 10, 11, u64::MAX] {
+            assert_eq!(
+                scalar(range.split_at(i).unwrap()),
+                scalar(walking.split_at(i).unwrap()),
+                "range at {i}"
+            );
+            let expected = (i < 7).then_some(i as i64);
+            assert_eq!(scalar(index.split_at(i).unwrap()), expected);
+            assert_eq!(scalar(list.split_at(i).unwrap()), expected.map(|v| v * 10));
+        }
     }
 }
 

@@ -9,7 +9,10 @@
 //! encodes it in the batch form. Readers sharing a task (job sharing) each
 //! take from the same first-come-first-served buffer, so every element goes
 //! to exactly one of them. Coordinated reads and cross-trainer caches keep
-//! `GetElement`.
+//! `GetElement`. A deterministic read's stream names a lane and is served
+//! by a pipeline instance of its own ([`lane`]).
+
+mod lane;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -165,11 +168,36 @@ async fn stream_elements(
     let (tx, rx) = mpsc::channel(QUEUED_BATCHES);
     let task = match worker.lookup_task(TaskId(open.task_id))? {
         Lookup::Task(task) => task,
+        // A removed deterministic task is not the lane's end: the reader
+        // opens the lane on another task.
+        Lookup::Finished if open.lane.is_some() => {
+            return Err(Status::unavailable(format!(
+                "task {} is no longer on this worker; open the lane on another task",
+                open.task_id
+            )));
+        }
         Lookup::Finished => {
             let _ = tx.try_send(Ok(encode(end_of_sequence(0))));
             return Ok(ReceiverStream::new(rx));
         }
     };
+    match (task.lanes().is_some(), open.lane) {
+        (true, Some(_)) => return lane::open_lane(worker, task, open, requests, same_host).await,
+        (true, None) => {
+            return Err(Status::invalid_argument(format!(
+                "task {} is a deterministic read's (tfdata_deterministic): open its element \
+                 stream with a lane",
+                open.task_id
+            )));
+        }
+        (false, Some(lane)) => {
+            return Err(Status::invalid_argument(format!(
+                "task {} is not a deterministic read's; it has no lane {lane} (do not send lane)",
+                open.task_id
+            )));
+        }
+        (false, None) => {}
+    }
     if !task.first_come_first_served() {
         return Err(Error::FailedPrecondition(format!(
             "task {} is a coordinated-read or cross-trainer-cache task; read it with GetElement",
