@@ -22,9 +22,9 @@ N = 360
 
 
 def pipeline():
-    # A seeded shuffle inside each lane and a map: the order is the
-    # pipeline's, not range's; batches would hide nothing either.
-    return tfdata.Dataset.range(N).shuffle(8, seed=11).map(lambda x: x * 3 + 1)
+    # A seeded shuffle inside each lane: the order is the pipeline's, not
+    # range's. (Built-in ops only: worker processes run it too.)
+    return tfdata.Dataset.range(N).shuffle(8, seed=11)
 
 
 def add_workers(dispatcher, workers, count):
@@ -86,7 +86,7 @@ def test_the_global_sequence_does_not_depend_on_workers_or_consumers(dispatcher,
     dataset_id = service.register_dataset(dispatcher.target, pipeline())
     (one,) = readers(dispatcher, 1, dataset_id=dataset_id)
     global_sequence = ints(one)
-    assert sorted(global_sequence) == sorted(x * 3 + 1 for x in range(N))
+    assert sorted(global_sequence) == list(range(N))
     assert global_sequence != sorted(global_sequence)  # the shuffles are in it
 
     add_workers(dispatcher, workers, 1)  # now 2 workers serve the lanes
