@@ -135,14 +135,14 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from tfdata._torch_elastic import STATE_FORMAT as _STATE_FORMAT
+from tfdata._torch_elastic import merge_state_dicts
 from tfdata.dataset import Dataset
 from tfdata.experimental import _deterministic
 from tfdata.experimental import service as _service
 
 __all__ = ["DistributedIterableDataset", "consumer_assignment", "merge_state_dicts", "to_torch"]
 
-# The version of state_dict()'s dictionary.
-_STATE_FORMAT = 1
 _PARALLEL_EPOCHS = "parallel_epochs"
 _DISTRIBUTED_EPOCH = "distributed_epoch"
 # numpy kinds torch can hold: bool, signed, unsigned, float, complex.
@@ -674,113 +674,3 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         return (f"<DistributedIterableDataset dataset={source!r} processing_mode={self._mode!r} "
                 f"job_name={self._job_name!r} coordinated_reads={self._coordinated} "
                 f"deterministic={self._deterministic is not None}>")
-
-
-# ---- Elastic restore of deterministic reads ----
-
-# torchdata's StatefulDataLoader state keys (torchdata 0.11, stateful_dataloader.py).
-_LOADER_SNAPSHOT = "_snapshot"
-_LOADER_WORKER_SNAPSHOTS = "_worker_snapshots"
-_LOADER_STEPS_SINCE_SNAPSHOT = "_steps_since_snapshot"
-_LOADER_NUM_YIELDED = "_num_yielded"
-_LOADER_DATASET_STATE = "dataset_state"
-
-
-def _dataset_states(state, where: str) -> list:
-    """The DistributedIterableDataset states in one rank's state: a
-    StatefulDataLoader's (one per DataLoader worker, or the one of a loader
-    without workers) or a dataset's own."""
-    if not isinstance(state, dict):
-        raise TypeError(f"tfdata.torch: {where} must be a dict (a state_dict()), got {type(state)}")
-    if _LOADER_SNAPSHOT in state:
-        if state.get(_LOADER_STEPS_SINCE_SNAPSHOT, 0):
-            raise ValueError(
-                f"tfdata.torch: {where} is a StatefulDataLoader state taken "
-                f"{state[_LOADER_STEPS_SINCE_SNAPSHOT]} steps after its workers' snapshot: their "
-                "readers' positions are older than the loader's. Use snapshot_every_n_steps=1 (the "
-                "default) for deterministic reads")
-        workers = state[_LOADER_SNAPSHOT].get(_LOADER_WORKER_SNAPSHOTS) or {}
-        return [_get(w, _LOADER_DATASET_STATE) for _, w in sorted(workers.items())]
-    if _LOADER_NUM_YIELDED in state:
-        return [state.get(_LOADER_DATASET_STATE)]
-    return [state]
-
-
-def merge_state_dicts(state_dicts) -> dict:
-    """Joins the states that every rank of a deterministic read took at one
-    training step into one, which :meth:`DistributedIterableDataset.load_state_dict`
-    restores on any world size (and number of DataLoader workers) whose
-    readers divide ``num_lanes``: each reader continues its share of the rest
-    of the epoch, in the global order, and no element is read twice or lost.
-
-    Args:
-      state_dicts: A list or tuple with one state per rank, in any order:
-        each a ``StatefulDataLoader.state_dict()`` (with or without
-        DataLoader workers) or a ``DistributedIterableDataset.state_dict()``.
-        Gather them with ``torch.distributed.gather_object`` (or
-        ``all_gather_object``) and merge on one rank.
-
-    Returns:
-      A dataset state (a dict of plain values and ``bytes``) to save with the
-      model and give to ``DistributedIterableDataset.load_state_dict``.
-
-    Raises:
-      TypeError: not a list or tuple of state dicts.
-      ValueError: a state is not a deterministic read's, or the states are of
-        different passes.
-      tfdata.errors.InvalidArgumentError: the readers' checkpoints are of
-        different reads or do not cover every lane once (a rank is missing or
-        given twice).
-      tfdata.errors.FailedPreconditionError: the readers had consumed
-        different numbers of elements: the states are not of one step.
-    """
-    if not isinstance(state_dicts, (list, tuple)):
-        raise TypeError(f"tfdata.torch: `state_dicts` must be a list or tuple of states, got {type(state_dicts)}")
-    if not state_dicts:
-        raise ValueError("tfdata.torch: `state_dicts` must not be empty: give every rank's state")
-    states = [d for i, s in enumerate(state_dicts) for d in _dataset_states(s, f"state_dicts[{i}]")]
-    for state in states:
-        if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
-            raise ValueError(f"tfdata.torch: not a DistributedIterableDataset state: {state!r:.200}")
-    readers = [s for s in states if s.get("reader") is not None]
-    if not readers:
-        # Before the first pass: nothing was read; the epoch is all there is.
-        first = states[0]
-        if any((s["epoch"], s.get("passes")) != (first["epoch"], first.get("passes")) for s in states):
-            raise ValueError("tfdata.torch: the states are of different epochs: "
-                             f"{sorted({(s['epoch'], s.get('passes')) for s in states})}")
-        return {k: v for k, v in first.items() if k != "deterministic"}
-    if len(readers) != len(states):
-        raise ValueError(
-            f"tfdata.torch: {len(states) - len(readers)} of the {len(states)} readers' states were "
-            "taken before their first pass and the others during one: they are not of one step")
-    for s in readers:
-        if not isinstance(s.get("deterministic"), dict):
-            raise ValueError(
-                "tfdata.torch: only the states of a deterministic read (deterministic=True) merge; "
-                "an ordinary read's states restore only on the same world size")
-    passes = {(s["epoch"], s["passes"], s.get("job_name")) for s in readers}
-    if len(passes) != 1:
-        raise ValueError(f"tfdata.torch: the states are of different passes (epoch, passes, job): {sorted(passes, key=str)}")
-    lanes = {s["deterministic"].get("num_lanes") for s in readers}
-    if len(lanes) != 1:
-        raise ValueError(f"tfdata.torch: the states have different num_lanes: {sorted(lanes, key=str)}")
-    first = readers[0]
-    merged = _deterministic.merge_checkpoints([s["reader"] for s in readers])
-    taken = first["deterministic"]
-    return {
-        "format": _STATE_FORMAT,
-        "epoch": first["epoch"],
-        "epoch_set": first.get("epoch_set", False),
-        "passes": first["passes"],
-        "job_name": first.get("job_name"),
-        "reader": merged,
-        "deterministic": {
-            "merged": True,
-            "num_lanes": taken.get("num_lanes"),
-            # What it was taken at, for messages and the trainer's records.
-            "num_consumers": len(readers),
-            "world_size": taken.get("world_size"),
-        },
-    }
-

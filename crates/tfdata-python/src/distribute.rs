@@ -448,6 +448,37 @@ pub fn merge_checkpoints<'py>(
     Ok(PyBytes::new(py, &merged.py_err()?))
 }
 
+/// The `steps` of a deterministic read's checkpoint (elements its reader had
+/// consumed), and the checkpoint with `steps` replaced: `tfdata.torch`
+/// checks one step of a trainer by the sum over a rank's DataLoader
+/// workers, whose readers are one element apart in the loader's round
+/// robin, and then gives `merge_checkpoints` their common step.
+#[pyfunction]
+#[pyo3(signature = (checkpoint, steps=None))]
+pub fn deterministic_steps<'py>(
+    py: Python<'py>,
+    checkpoint: &[u8],
+    steps: Option<u64>,
+) -> PyResult<(u64, Bound<'py, PyBytes>)> {
+    use prost::Message;
+    use tfdata_proto::tfdata::checkpoint::ReaderCheckpoint;
+    let mut decoded = ReaderCheckpoint::decode(checkpoint).map_err(|e| {
+        errors::to_py(Error::InvalidArgument(format!(
+            "not a tfdata reader checkpoint: {e}"
+        )))
+    })?;
+    let Some(position) = decoded.deterministic.as_mut() else {
+        return Err(errors::to_py(Error::InvalidArgument(
+            "not the checkpoint of a deterministic read (deterministic=True)".into(),
+        )));
+    };
+    let taken = position.steps;
+    if let Some(steps) = steps {
+        position.steps = steps;
+    }
+    Ok((taken, PyBytes::new(py, &decoded.encode_to_vec())))
+}
+
 #[pyfunction]
 #[pyo3(signature = (service, dataset, compression_name, dataset_id))]
 pub fn register_dataset(

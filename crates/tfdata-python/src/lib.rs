@@ -73,6 +73,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distribute::register_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(distribute::distributed_save, m)?)?;
     m.add_function(wrap_pyfunction!(distribute::merge_checkpoints, m)?)?;
+    m.add_function(wrap_pyfunction!(distribute::deterministic_steps, m)?)?;
     m.add_function(wrap_pyfunction!(functions::register_function, m)?)?;
     m.add_function(wrap_pyfunction!(protocol_version, m)?)?;
     m.add_function(wrap_pyfunction!(reader_metrics, m)?)?;
