@@ -52,6 +52,12 @@ impl DispatcherState {
             if !self.datasets.contains_key(&job.dataset_id) {
                 return Err(format!("job {id} reads unknown dataset {}", job.dataset_id));
             }
+            if let Some(d) = job.deterministic()
+                && let Err(reason) =
+                    crate::state::check_deterministic(job.processing_mode.sharding_policy, d)
+            {
+                return Err(format!("job {id}: {reason}"));
+            }
         }
         Ok(())
     }
@@ -174,6 +180,17 @@ impl DispatcherState {
                     pass.provider, pass.repetition
                 ));
             }
+            // Lanes number their own splits: the dispatcher keeps none.
+            if job.deterministic().is_some()
+                && !(it.last_splits.is_empty()
+                    && it.held_splits.is_empty()
+                    && it.returned_splits.is_empty()
+                    && it.awaited_receipts.is_empty())
+            {
+                return Err(format!(
+                    "deterministic iteration {id} has split bookkeeping"
+                ));
+            }
             if it.gathering() && !it.tasks.is_empty() {
                 return Err(format!(
                     "iteration {id} has tasks while its restoration waits for consumers"
@@ -242,6 +259,16 @@ impl DispatcherState {
                 .tasks_by_worker
                 .get(&task.worker_address)
                 .ok_or_else(|| format!("task {id} on unknown worker {}", task.worker_address))?;
+            if self.is_deterministic(task.iteration_id)
+                && self
+                    .worker(&task.worker_address)
+                    .is_some_and(|w| !w.runs_pipelines)
+            {
+                return Err(format!(
+                    "task {id} of a deterministic read is on TensorFlow worker {}",
+                    task.worker_address
+                ));
+            }
             if assigned.contains(id) == task.finished {
                 return Err(format!(
                     "task {id} is {} but {} its worker's assigned tasks",

@@ -47,7 +47,15 @@ pub struct SourceLabel {
     pub source: &'static str,
 }
 
+/// A worker's address: a label bounded by the registered workers, and
+/// removed when the worker goes (`forget_reorder_series`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WorkerLabel {
+    pub worker: String,
+}
+
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+type FloatCounter = Counter<f64, std::sync::atomic::AtomicU64>;
 
 /// The dispatcher's metrics. Cloning a metric handle shares it.
 #[derive(Debug)]
@@ -77,6 +85,11 @@ pub struct DispatcherMetrics {
     pub splits_handed_out: Family<SourceLabel, Counter>,
     pub splits_returned: Counter,
     pub workers_probed_lost: Counter,
+    /// Deterministic reads: readers' reorder waits per worker (counted as
+    /// heartbeats report them), and the fullest window reported in the
+    /// last minute (set at scrape time).
+    reorder_wait: Family<WorkerLabel, FloatCounter>,
+    reorder_window: Family<WorkerLabel, Gauge>,
 }
 
 impl Default for DispatcherMetrics {
@@ -111,6 +124,8 @@ impl DispatcherMetrics {
             splits_handed_out: Family::default(),
             splits_returned: Counter::default(),
             workers_probed_lost: Counter::default(),
+            reorder_wait: Family::default(),
+            reorder_window: Family::default(),
         };
         // prometheus-client appends `_total` to counter names itself.
         let r = &mut m.registry;
@@ -220,7 +235,46 @@ impl DispatcherMetrics {
             "Workers declared lost before worker_timeout because their port refused the dispatcher's probes (a reader reported it refusing, or heartbeats were overdue)",
             m.workers_probed_lost.clone(),
         );
+        r.register(
+            "tfdata_dispatcher_reorder_wait_seconds",
+            "Deterministic reads: time readers' ordered merges waited for the next element of a lane this worker serves while other lanes' elements were buffered, as readers report it (a slow worker's grows fastest)",
+            m.reorder_wait.clone(),
+        );
+        r.register(
+            "tfdata_dispatcher_reorder_window_elements",
+            "Deterministic reads: the fullest reorder window (elements buffered beyond the merge point) a reader reported in the last minute while waiting on a lane this worker serves",
+            m.reorder_window.clone(),
+        );
         m
+    }
+
+    /// Readers waited `waited` on lanes `worker` serves.
+    pub fn reorder_waited(&self, worker: &str, waited: Duration) {
+        self.reorder_wait
+            .get_or_create(&WorkerLabel {
+                worker: worker.to_string(),
+            })
+            .inc_by(waited.as_secs_f64());
+    }
+
+    /// The window gauge of `worker`.
+    pub fn reorder_window(&self, worker: &str) -> Gauge {
+        self.reorder_window
+            .get_or_create(&WorkerLabel {
+                worker: worker.to_string(),
+            })
+            .clone()
+    }
+
+    /// Removes `worker`'s reorder series (it was lost, or nothing of it is
+    /// recorded any more): a counter that comes back starts at 0, which
+    /// Prometheus reads as a reset.
+    pub fn forget_reorder_series(&self, worker: &str) {
+        let label = WorkerLabel {
+            worker: worker.to_string(),
+        };
+        self.reorder_wait.remove(&label);
+        self.reorder_window.remove(&label);
     }
 
     /// Counts one answered RPC and its duration.

@@ -34,6 +34,32 @@ pub struct Overview {
     pub demand: Demand,
     /// Distributed snapshots (`distributed_save`), by path.
     pub snapshots: Vec<SnapshotOverview>,
+    /// Deterministic reads' readers' reorder waits, per iteration and
+    /// worker, by iteration then worker.
+    pub reorder_waits: Vec<ReorderWaitOverview>,
+}
+
+/// What the readers of a deterministic iteration reported of one worker:
+/// the time their ordered merge waited for the lanes it serves while other
+/// lanes' elements were buffered (a slow worker's lanes hold readers up).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReorderWaitOverview {
+    pub iteration: IterationId,
+    pub worker_address: String,
+    /// Reported within the last minute (summed over readers and lanes).
+    pub recent_wait: Duration,
+    /// Reported since the dispatcher started.
+    pub total_wait: Duration,
+    /// The fullest reorder window a reader reported within the last
+    /// minute while waiting on it: (elements, the window's bound).
+    pub recent_window: Option<(u64, u64)>,
+}
+
+/// A deterministic read's setting (`ProcessingModeDef.tfdata_deterministic`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeterministicOverview {
+    pub lanes: i64,
+    pub split_shuffle_seed: Option<u64>,
 }
 
 /// A worker as operators see it.
@@ -101,6 +127,8 @@ pub struct JobOverview {
     /// TensorFlow's `TargetWorkers`.
     pub target_workers: i32,
     pub cross_trainer_cache: bool,
+    /// A deterministic read's lanes and seed.
+    pub deterministic: Option<DeterministicOverview>,
 }
 
 /// An iteration and its progress.

@@ -212,6 +212,16 @@ impl Dispatcher {
         let now = self.clock.now_micros();
         txn.liveness.client_heard(client, now);
         txn.load.reader_heard(client, iteration_id, &req);
+        if !req.tfdata_reorder_waits.is_empty() {
+            let g: &mut Guarded = &mut txn;
+            let added =
+                g.reorder_waits
+                    .record(&g.state, iteration_id, &req.tfdata_reorder_waits, now);
+            for (worker, waited) in added {
+                txn.metrics().reorder_waited(&worker, waited);
+                txn.reorder_waits.exported.insert(worker);
+            }
+        }
         if let Some(round) = req.current_round {
             let max = txn.rounds.entry(iteration_id).or_insert(round);
             *max = (*max).max(round);

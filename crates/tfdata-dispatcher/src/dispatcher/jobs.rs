@@ -53,8 +53,9 @@ impl Dispatcher {
         }
         // A job no registered worker can serve fails now, not as a read
         // that waits forever.
+        let deterministic = req.mode.tfdata_deterministic.is_some();
         self.ledger
-            .read(|g| check_workers_can_run(&g.state, dataset_id))
+            .read(|g| check_workers_can_run(&g.state, dataset_id, deterministic))
             .await??;
         // Reads that need an infinite dataset are refused here, where every
         // consumer asks for the job, not by a worker to one reader later.
@@ -110,6 +111,9 @@ impl Dispatcher {
             .read(|g| g.state.job(req.job_id).cloned())
             .await?
             .ok_or_else(|| Error::not_found("job", req.job_id.0))?;
+        if job.deterministic().is_some() {
+            refuse_split_restores(&job, &req)?;
+        }
         if let Some(restore) = req.restore.take() {
             return self.restore_iteration(job, req, restore).await;
         }
@@ -146,7 +150,9 @@ impl Dispatcher {
                     tfdata_restore: None,
                     tfdata_consumed_pieces: req.consumed_pieces.clone(),
                 }))?;
-                if !providers.is_empty() {
+                // A deterministic read's lanes number their own splits:
+                // its providers only counted them (the tasks say how many).
+                if !providers.is_empty() && job.deterministic().is_none() {
                     txn.split_providers.insert(id, providers);
                 }
                 new_task_defs = self.start_tasks(&mut txn, id)?;
@@ -392,9 +398,9 @@ fn differences(job: &Job, wanted: &JobParameters) -> Vec<String> {
     let mut diffs = Vec::new();
     if job.processing_mode != wanted.mode {
         diffs.push(format!(
-            "processing_mode_def: existing {:?}, requested {:?}",
-            job.sharding_policy(),
-            ShardingPolicy::try_from(wanted.mode.sharding_policy).ok()
+            "processing_mode_def: existing {}, requested {}",
+            describe_mode(&job.processing_mode),
+            describe_mode(&wanted.mode)
         ));
     }
     if job.use_cross_trainer_cache != wanted.use_cross_trainer_cache {
@@ -411,6 +417,42 @@ fn differences(job: &Job, wanted: &JobParameters) -> Vec<String> {
         ));
     }
     diffs
+}
+
+/// A processing mode in words: its sharding policy and, for a
+/// deterministic read, its lanes and split shuffle seed (a named job read
+/// with other lanes or another seed would be another global order).
+fn describe_mode(mode: &wire::ProcessingModeDef) -> String {
+    let policy = ShardingPolicy::try_from(mode.sharding_policy).map_or_else(
+        |_| format!("{}", mode.sharding_policy),
+        |p| p.as_str_name().to_string(),
+    );
+    match &mode.tfdata_deterministic {
+        None => policy,
+        Some(d) => format!(
+            "{policy}, deterministic with {} lanes and {}",
+            d.lanes,
+            d.split_shuffle_seed
+                .map_or("no split shuffle".to_string(), |seed| format!(
+                    "split shuffle seed {seed}"
+                ))
+        ),
+    }
+}
+
+/// A deterministic read's consumers restore their lanes' positions on
+/// their own (`ReaderCheckpoint.deterministic`): the dispatcher hands out
+/// no splits, so a restore naming consumed splits or a shared job's
+/// checkpoint has nothing to resume and would wait for consumers forever.
+fn refuse_split_restores(job: &Job, req: &GetOrCreateIteration) -> Result<()> {
+    if req.restore.is_some() || !req.consumed.is_empty() || !req.consumed_pieces.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "job {} is a deterministic read: its readers restore their lanes' positions from \
+             their checkpoints, not consumed splits or a shared job's restoration",
+            job.name
+        )));
+    }
+    Ok(())
 }
 
 fn target_workers_name(v: i32) -> &'static str {
@@ -447,14 +489,34 @@ fn refuse_finite(req: &GetOrCreateJob, cardinality: i64) -> Result<()> {
 /// a TensorFlow graph with ops tfdata workers lack and only tfdata workers
 /// (the error names the ops), or a tfdata pipeline and only TensorFlow
 /// workers. With no workers yet, the job waits for them, as TensorFlow's.
+///
+/// A deterministic read runs on tfdata workers only (its lanes are tfdata
+/// element streams): a dataset they cannot run is refused whatever is
+/// registered, and TensorFlow workers do not count.
 fn check_workers_can_run(
     state: &crate::state::DispatcherState,
     dataset_id: &DatasetId,
+    deterministic: bool,
 ) -> Result<()> {
     let Some(dataset) = state.dataset(dataset_id) else {
         return Ok(());
     };
-    let live: Vec<_> = state.workers().iter().filter(|w| !w.lost).collect();
+    if deterministic && !dataset.runs_on_tfdata() {
+        return Err(Error::InvalidArgument(format!(
+            "a deterministic read runs on tfdata workers only, and dataset {dataset_id} is a \
+             TensorFlow graph they cannot run{}",
+            if dataset.unsupported_ops.is_empty() {
+                String::new()
+            } else {
+                format!(" (ops {})", dataset.unsupported_ops.join(", "))
+            }
+        )));
+    }
+    let live: Vec<_> = state
+        .workers()
+        .iter()
+        .filter(|w| !w.lost && (w.runs_pipelines || !deterministic))
+        .collect();
     if live.is_empty() {
         return Ok(());
     }

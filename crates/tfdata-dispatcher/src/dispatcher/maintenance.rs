@@ -83,9 +83,14 @@ impl Dispatcher {
         let collectable: Vec<IterationId> = state
             .iterations()
             .filter(|it| {
-                let dynamic = state
-                    .job(it.job_id)
-                    .is_some_and(|j| j.sharding_policy() == Some(ShardingPolicy::Dynamic));
+                // TensorFlow keeps distributed_epoch iterations (their
+                // split state would be lost) unless asked; a deterministic
+                // read's readers hold every position themselves, so its
+                // iteration is collected like any other.
+                let dynamic = state.job(it.job_id).is_some_and(|j| {
+                    j.sharding_policy() == Some(ShardingPolicy::Dynamic)
+                        && j.deterministic().is_none()
+                });
                 !it.finished
                     && it.num_clients == 0
                     && (!dynamic || self.config.gc_dynamic_sharding_jobs)
@@ -101,6 +106,8 @@ impl Dispatcher {
                 wire::GarbageCollectIterationUpdate { iteration_id: id.0 },
             ))?;
         }
+        let g: &mut super::txn::Guarded = &mut txn;
+        g.reorder_waits.forget_ended(&g.state);
         txn.commit().await
     }
 }

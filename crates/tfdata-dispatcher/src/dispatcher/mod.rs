@@ -30,6 +30,8 @@
 //! * [`task_lists`]: each iteration's task list kept encoded for heartbeats;
 //! * [`load`]: what workers and readers report of their pace, and the
 //!   demand estimate;
+//! * [`reorder_waits`]: what deterministic reads' readers report of the
+//!   workers their ordered merge waited on;
 //! * [`overview`]: the numbers operators see: the state gauges of
 //!   `/metrics` and the [`Overview`](crate::overview::Overview) the status
 //!   service and the status page render.
@@ -40,9 +42,9 @@
 //! `jobs → workers`, `clients → {coordinated_reads, task_lists, workers}`,
 //! `distributed_snapshots → {datasets, splits}`, `long_poll → worker_news`,
 //! `{clients, coordinated_reads, jobs, overview, workers} → txn →
-//! {liveness, load, task_lists, worker_news}`, handlers `→ {requests,
-//! errors}`, and `{requests, liveness, load, task_lists, worker_news} →
-//! state`. `Dispatcher`'s methods live in the module of their concern and
+//! {liveness, load, reorder_waits, task_lists, worker_news}`, handlers
+//! `→ {requests, errors}`, and `{requests, liveness, load, reorder_waits,
+//! task_lists, worker_news} → state`. `Dispatcher`'s methods live in the module of their concern and
 //! call each other through `self`, which is not an import.
 
 mod clients;
@@ -57,6 +59,7 @@ mod long_poll;
 mod maintenance;
 pub mod overview;
 mod probes;
+mod reorder_waits;
 pub(crate) mod requests;
 mod splits;
 mod task_lists;
@@ -67,6 +70,8 @@ mod workers;
 
 #[cfg(test)]
 mod commit_tests;
+#[cfg(test)]
+mod deterministic_tests;
 #[cfg(test)]
 mod long_poll_tests;
 #[cfg(test)]
@@ -254,6 +259,7 @@ impl Dispatcher {
             state,
             liveness,
             load: load::Load::default(),
+            reorder_waits: Default::default(),
             split_providers: HashMap::new(),
             rounds: HashMap::new(),
             task_lists: HashMap::new(),

@@ -15,8 +15,8 @@ use super::txn::Guarded;
 use crate::distributed_snapshot::manager::{Mode, Progress};
 use crate::metrics::{StateLabel, WorkerLabels};
 use crate::overview::{
-    DatasetOverview, IterationOverview, JobOverview, Overview, ReaderOverview, SnapshotOverview,
-    SnapshotStreamOverview, TaskOverview, WorkerOverview,
+    DatasetOverview, DeterministicOverview, IterationOverview, JobOverview, Overview,
+    ReaderOverview, SnapshotOverview, SnapshotStreamOverview, TaskOverview, WorkerOverview,
 };
 
 impl Dispatcher {
@@ -29,6 +29,7 @@ impl Dispatcher {
         let readers = reader_overviews(&txn);
         let iterations = iteration_overviews(&txn);
         let demand = txn.load.demand(&txn.state);
+        let reorder_waits = txn.reorder_waits.overviews(now);
         let state = &txn.state;
         let datasets = state
             .datasets()
@@ -51,6 +52,10 @@ impl Dispatcher {
                 num_consumers: j.num_consumers,
                 target_workers: j.target_workers,
                 cross_trainer_cache: j.use_cross_trainer_cache,
+                deterministic: j.deterministic().map(|d| DeterministicOverview {
+                    lanes: d.lanes,
+                    split_shuffle_seed: d.split_shuffle_seed,
+                }),
             })
             .collect();
         let tasks = state
@@ -82,6 +87,7 @@ impl Dispatcher {
                 .into_iter()
                 .map(|(path, p)| snapshot_overview(path, &p))
                 .collect(),
+            reorder_waits,
         }
     }
 
@@ -97,7 +103,7 @@ impl Dispatcher {
     pub async fn encode_metrics_as(&self, format: tfdata_rpc::metrics::Format) -> String {
         let m = self.metrics();
         {
-            let txn = self.ledger.begin().await;
+            let mut txn = self.ledger.begin().await;
             let state = &txn.state;
             for (state_label, lost) in [("live", false), ("lost", true)] {
                 for (kind, tfdata) in [("tfdata", true), ("tensorflow", false)] {
@@ -152,6 +158,11 @@ impl Dispatcher {
             m.reader_starvation_mean.set(mean);
             m.reader_starvation_max
                 .set(starvation.iter().copied().fold(0.0, f64::max));
+            let now = self.clock.now_micros();
+            let g: &mut Guarded = &mut txn;
+            g.reorder_waits.forget_ended(&g.state);
+            let fullest = txn.reorder_waits.fullest_windows(now);
+            set_reorder_series(m, &mut txn, &fullest);
         }
         let (mut active, mut done, mut error) = (0, 0, 0);
         let (mut assigned, mut orphan, mut streams_done) = (0, 0, 0);
@@ -193,6 +204,35 @@ fn set(
     value: i64,
 ) {
     family.get_or_create(&StateLabel { state }).set(value);
+}
+
+/// The per-worker reorder series: the window gauge set for every worker
+/// with a record, and both series removed for workers that have none any
+/// more (lost, or their iterations collected), so their number stays within
+/// the registered workers.
+fn set_reorder_series(
+    m: &crate::metrics::DispatcherMetrics,
+    g: &mut Guarded,
+    fullest: &std::collections::BTreeMap<crate::state::WorkerAddress, u64>,
+) {
+    let live = |w: &crate::state::WorkerAddress| g.state.worker(w).is_some_and(|w| !w.lost);
+    let gone: Vec<_> = g
+        .reorder_waits
+        .exported
+        .iter()
+        .filter(|w| !live(w) || !fullest.contains_key(*w))
+        .cloned()
+        .collect();
+    for worker in gone {
+        m.forget_reorder_series(&worker);
+        g.reorder_waits.exported.remove(&worker);
+    }
+    for (worker, elements) in fullest {
+        if live(worker) {
+            m.reorder_window(worker).set(*elements as i64);
+            g.reorder_waits.exported.insert(worker.clone());
+        }
+    }
 }
 
 fn worker_overviews(g: &Guarded, now: i64, worker_timeout: i64) -> Vec<WorkerOverview> {

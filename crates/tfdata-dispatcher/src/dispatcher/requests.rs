@@ -25,7 +25,8 @@ use tfdata_core::{DatasetId, Error, IterationClientId, JobId, TaskId};
 use tfdata_proto::data::{self as wire, processing_mode_def::ShardingPolicy};
 
 use crate::state::{
-    MAX_RESTORATION_CONSUMERS, WorkerAddress, consumed_elements, normalize_target_workers,
+    MAX_RESTORATION_CONSUMERS, WorkerAddress, check_deterministic, consumed_elements,
+    normalize_target_workers,
 };
 
 /// `GetOrCreateJob`: the job a reader reads a dataset through.
@@ -103,6 +104,9 @@ impl TryFrom<wire::GetOrCreateJobRequest> for GetOrCreateJob {
                 "Cross-trainer caching requires named jobs. Got empty `job_name`.".into(),
             ));
         }
+        if let Some(d) = &mode.tfdata_deterministic {
+            check_deterministic_job(d, mode.sharding_policy, &req)?;
+        }
         Ok(GetOrCreateJob {
             dataset_id: DatasetId(req.dataset_id),
             mode,
@@ -113,6 +117,32 @@ impl TryFrom<wire::GetOrCreateJobRequest> for GetOrCreateJob {
             target_workers,
         })
     }
+}
+
+/// A deterministic read (issue 35) is a distributed_epoch job of 1 to
+/// `MAX_DETERMINISTIC_LANES` lanes, read by consumers that each merge their
+/// own lanes: coordinated reads (rounds across workers) and cross-trainer
+/// caches (elements shared by whoever comes first) contradict its order.
+fn check_deterministic_job(
+    d: &wire::TfdataDeterministic,
+    sharding_policy: i32,
+    req: &wire::GetOrCreateJobRequest,
+) -> Result<(), Error> {
+    check_deterministic(sharding_policy, d).map_err(Error::InvalidArgument)?;
+    if let Some(n) = req.num_consumers {
+        return Err(Error::InvalidArgument(format!(
+            "a deterministic read cannot be a coordinated read (num_consumers was set to {n}): \
+             its consumers each read every n-th element of the global order already"
+        )));
+    }
+    if req.use_cross_trainer_cache {
+        return Err(Error::InvalidArgument(
+            "a deterministic read cannot use the cross-trainer cache: the cache hands elements \
+             to whichever trainer comes first"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// `GetOrRegisterDataset`: a dataset definition to store, or to find

@@ -81,6 +81,22 @@ impl Dispatcher {
     ) -> Result<wire::GetSplitResponse> {
         let req = req.wire();
         let iteration_id = IterationId(req.iteration_id);
+        // Before providers are built for it: a deterministic read has none.
+        // (Not `ledger.read`: the refusal needs nothing durable, and must
+        // not wait behind a journal write other GetSplits are in.)
+        let deterministic = self
+            .ledger
+            .begin()
+            .await
+            .state
+            .is_deterministic(iteration_id);
+        if deterministic {
+            return Err(Error::FailedPrecondition(format!(
+                "GetSplit called for iteration {iteration_id}, a deterministic read's: its lanes \
+                 number their own splits and the dispatcher hands out none (a worker serves it \
+                 through tfdata's element stream, lane by lane)"
+            )));
+        }
         self.ensure_split_providers(iteration_id).await?;
         let mut txn = self.ledger.begin().await;
         let it = txn

@@ -348,7 +348,7 @@ async fn a_graph_of_doubled_edges_neither_hangs_nor_blocks_other_rpcs() {
 }
 
 /// Registers a TensorFlow graph; returns its id.
-async fn register_graph(d: &Dispatcher, graph: Vec<u8>) -> String {
+pub(super) async fn register_graph(d: &Dispatcher, graph: Vec<u8>) -> String {
     d.get_or_register_dataset(
         wire::GetOrRegisterDatasetRequest {
             dataset: Some(wire::DatasetDef {
@@ -368,7 +368,7 @@ async fn register_graph(d: &Dispatcher, graph: Vec<u8>) -> String {
 
 /// `range(10)` with a node of `extra_op` beside it (reachable through a
 /// control input, so it counts).
-fn graph_with(extra_op: Option<&str>) -> Vec<u8> {
+pub(super) fn graph_with(extra_op: Option<&str>) -> Vec<u8> {
     use prost::Message;
     let mut graph =
         tfdata_proto::tensorflow::GraphDef::decode(crate::tf_graph::tests::doubled(0).as_slice())

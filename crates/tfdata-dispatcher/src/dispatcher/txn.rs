@@ -62,6 +62,8 @@ pub(crate) struct Guarded {
     pub liveness: Liveness,
     /// What workers and readers report of their pace (not journaled).
     pub load: Load,
+    /// Deterministic reads' readers' reorder waits (not journaled).
+    pub reorder_waits: super::reorder_waits::ReorderWaits,
     /// Live split providers of distributed_epoch iterations, one per source.
     /// Not state: rebuilt from the dataset and the journaled cursors.
     pub split_providers: HashMap<IterationId, Vec<Box<dyn SplitProvider>>>,

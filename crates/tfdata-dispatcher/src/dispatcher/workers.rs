@@ -324,6 +324,7 @@ fn iterations_to_join(txn: &Txn<'_>, worker: &str, round_robin: bool) -> Vec<Ite
 /// undelivered splits return to the pool) and sees that someone will
 /// produce those splits.
 pub(super) fn lose_worker(txn: &mut Txn<'_>, worker: &str) -> Result<()> {
+    txn.reorder_waits.forget_worker(worker);
     let update = UpdateType::TfdataLoseWorker(wire::LoseWorkerUpdate {
         worker_address: worker.to_string(),
     });

@@ -193,6 +193,7 @@ mod tests {
                 num_consumers: Some(2),
                 target_workers: TargetWorkers::Local as i32,
                 cross_trainer_cache: false,
+                deterministic: None,
             }],
             iterations: vec![IterationOverview {
                 iteration: IterationId(4),
@@ -227,6 +228,7 @@ mod tests {
                     state: "orphan",
                 }],
             }],
+            reorder_waits: vec![],
         };
         let r = status_report(&overview);
         assert!(r.fault_tolerant);

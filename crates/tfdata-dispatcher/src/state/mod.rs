@@ -13,7 +13,7 @@ use tfdata_core::positions::PositionSet;
 use tfdata_core::{DatasetId, IterationClientId, IterationId, JobId, TaskId};
 use tfdata_proto::data::{
     DataServiceMetadata, DataTransferServerInfo, ProcessingModeDef, TargetWorkers,
-    processing_mode_def::ShardingPolicy,
+    TfdataDeterministic, processing_mode_def::ShardingPolicy,
 };
 
 mod apply;
@@ -76,6 +76,13 @@ pub struct Job {
 impl Job {
     pub fn sharding_policy(&self) -> Option<ShardingPolicy> {
         ShardingPolicy::try_from(self.processing_mode.sharding_policy).ok()
+    }
+
+    /// A deterministic read's setting (issue 35), if the job is one: its
+    /// tasks run on tfdata workers only, and the dispatcher hands out no
+    /// splits for it (each lane's pipeline numbers its own).
+    pub fn deterministic(&self) -> Option<&TfdataDeterministic> {
+        self.processing_mode.tfdata_deterministic.as_ref()
     }
 }
 
@@ -489,20 +496,31 @@ impl DispatcherState {
 
     /// Whether `worker` can run the tasks of `iteration` (tfdata pipelines on
     /// tfdata workers, TensorFlow graphs on TensorFlow workers and, when
-    /// every op is supported, on tfdata workers).
+    /// every op is supported, on tfdata workers). A deterministic job's
+    /// tasks run on tfdata workers only: its lanes are tfdata element
+    /// streams, which TensorFlow's workers do not serve.
     /// A gathering restoration runs nowhere yet.
     pub fn can_run(&self, worker: &str, iteration: IterationId) -> bool {
-        let dataset = self
+        let job = self
             .iterations
             .get(&iteration)
             .filter(|it| !it.gathering())
-            .and_then(|it| self.jobs.get(&it.job_id))
-            .and_then(|j| self.datasets.get(&j.dataset_id));
+            .and_then(|it| self.jobs.get(&it.job_id));
+        let dataset = job.and_then(|j| self.datasets.get(&j.dataset_id));
+        let deterministic = job.is_some_and(|j| j.deterministic().is_some());
         match (self.worker(worker), dataset) {
             (Some(w), Some(d)) if w.runs_pipelines => d.runs_on_tfdata(),
-            (Some(_), Some(d)) => d.runs_on_tensorflow(),
+            (Some(_), Some(d)) => d.runs_on_tensorflow() && !deterministic,
             _ => false,
         }
+    }
+
+    /// Whether `iteration` is a deterministic read's (see [`Job::deterministic`]).
+    pub fn is_deterministic(&self, iteration: IterationId) -> bool {
+        self.iterations
+            .get(&iteration)
+            .and_then(|it| self.jobs.get(&it.job_id))
+            .is_some_and(|j| j.deterministic().is_some())
     }
 
     /// The coordinated-read client ids of an iteration.
@@ -520,6 +538,35 @@ impl DispatcherState {
     pub fn unfinished_iterations(&self) -> impl Iterator<Item = &Iteration> {
         self.iterations.values().filter(|it| !it.finished)
     }
+}
+
+/// Most lanes a deterministic job has: each is a pipeline instance a worker
+/// runs while a reader reads it, and a reader merges all of its lanes, so
+/// the number bounds a reader's streams and a checkpoint's size.
+pub const MAX_DETERMINISTIC_LANES: i64 = 4096;
+
+/// What a deterministic setting needs of its own job: DYNAMIC sharding
+/// (lanes deal the splits of one global order) and 1 to
+/// [`MAX_DETERMINISTIC_LANES`] lanes. Checked where a job is requested
+/// (InvalidArgument) and again where one is journaled.
+pub fn check_deterministic(sharding_policy: i32, d: &TfdataDeterministic) -> Result<(), String> {
+    if sharding_policy != ShardingPolicy::Dynamic as i32 {
+        let mode = ShardingPolicy::try_from(sharding_policy).map_or_else(
+            |_| format!("{sharding_policy}"),
+            |p| p.as_str_name().to_string(),
+        );
+        return Err(format!(
+            "a deterministic read needs distributed_epoch (sharding policy DYNAMIC), but the job's \
+             sharding policy is {mode}"
+        ));
+    }
+    if !(1..=MAX_DETERMINISTIC_LANES).contains(&d.lanes) {
+        return Err(format!(
+            "a deterministic read has 1 to {MAX_DETERMINISTIC_LANES} lanes, got {}",
+            d.lanes
+        ));
+    }
+    Ok(())
 }
 
 /// The `TargetWorkers` value a job stores for a request (unspecified = AUTO).

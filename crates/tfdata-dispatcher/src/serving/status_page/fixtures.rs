@@ -30,6 +30,8 @@ pub fn worker(address: &str, state: WorkerState, speed: f64) -> WorkerRow {
         bytes_sent: Some(987_654),
         processing_time_nsec: Some(20e6),
         heartbeat_warning: None,
+        reorder_wait: None,
+        reorder_window: None,
     }
 }
 
@@ -75,6 +77,7 @@ pub fn report(workers: Vec<WorkerRow>, name: &str) -> StatusReport {
             job_name: name.into(),
             dataset_id: name.into(),
             processing_mode: "distributed_epoch".into(),
+            deterministic: None,
             repetition: 0,
             finished: false,
             readers: 1,

@@ -314,6 +314,7 @@ fn workers(h: &mut String, report: &StatusReport) {
             ">Credit wait",
             ">Time/element",
             ">Sent",
+            "Reorder wait",
             ">Heartbeat",
         ],
     );
@@ -325,7 +326,7 @@ fn workers(h: &mut String, report: &StatusReport) {
         };
         let _ = write!(
             h,
-            r#"<tr>{}<td><span class="pill {state_class}">{}</span></td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
+            r#"<tr>{}<td><span class="pill {state_class}">{}</span></td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td><td class="num">{}</td></tr>"#,
             name_cell(&w.address, "addr"),
             w.state.label(),
             if w.tfdata { "tfdata" } else { "TensorFlow" },
@@ -342,6 +343,7 @@ fn workers(h: &mut String, report: &StatusReport) {
             ),
             or_na(w.processing_time_nsec.map(format::nanos)),
             or_na(w.elements_sent.map(|n| format::count(n as f64))),
+            reorder_cell(w),
             heartbeat_cell(w),
         );
     }
@@ -353,6 +355,33 @@ fn workers(h: &mut String, report: &StatusReport) {
         "the worst first (lost, stale, then the slowest)",
     );
 }
+
+/// Deterministic reads' readers' wait on the lanes a worker serves in the
+/// last minute, and their fullest reorder window: a worker that holds
+/// readers up for a second or more a minute is flagged, so a slow one
+/// stands out among the others.
+fn reorder_cell(w: &WorkerRow) -> String {
+    let Some(wait) = w.reorder_wait else {
+        return na().to_string();
+    };
+    let class = if wait >= REORDER_WAIT_FLAGGED {
+        "warn"
+    } else {
+        "ok"
+    };
+    let window = w
+        .reorder_window
+        .map_or_else(String::new, |(elements, limit)| {
+            format!(r#" <span class="dim">window {elements}/{limit}</span>"#)
+        });
+    format!(
+        r#"<span class="pill {class}">{:.1} s/min</span>{window}"#,
+        wait.as_secs_f64()
+    )
+}
+
+/// Readers waiting this long a minute on one worker's lanes flag it.
+const REORDER_WAIT_FLAGGED: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The age of a worker's last heartbeat, and a warning pill when
 /// `worker_timeout` contradicts its heartbeat interval (the full text on

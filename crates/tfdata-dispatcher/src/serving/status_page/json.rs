@@ -75,6 +75,9 @@ pub fn status(report: &StatusReport) -> Value {
             "elements_sent": w.elements_sent,
             "bytes_sent": w.bytes_sent,
             "heartbeat_warning": w.heartbeat_warning,
+            "reorder_wait_seconds_last_minute": w.reorder_wait.map(|d| d.as_secs_f64()),
+            "reorder_window_elements": w.reorder_window.map(|(elements, _)| elements),
+            "reorder_window_limit": w.reorder_window.map(|(_, limit)| limit),
         })).collect::<Vec<_>>(),
         "readers": report.readers.iter().map(|r| json!({
             "client": r.client,
@@ -93,6 +96,8 @@ pub fn status(report: &StatusReport) -> Value {
             "job_name": it.job_name,
             "dataset_id": it.dataset_id,
             "processing_mode": it.processing_mode,
+            "deterministic_lanes": it.deterministic.map(|d| d.lanes),
+            "split_shuffle_seed": it.deterministic.and_then(|d| d.split_shuffle_seed),
             "repetition": it.repetition,
             "finished": it.finished,
             "readers": it.readers,

@@ -10,7 +10,9 @@ use tfdata_core::{IterationId, JobId};
 use tfdata_proto::data::{data_service_metadata::Compression, processing_mode_def::ShardingPolicy};
 
 use super::verdict::{self, Evidence, Verdict};
-use crate::overview::{Demand, JobOverview, Overview, ReaderRates, WorkerRates};
+use crate::overview::{
+    Demand, DeterministicOverview, JobOverview, Overview, ReaderRates, WorkerRates,
+};
 
 /// A live worker not heard from for longer than this (or half the worker
 /// timeout, if shorter) is shown as stale: two of TensorFlow's default
@@ -73,6 +75,11 @@ pub struct WorkerRow {
     pub processing_time_nsec: Option<f64>,
     /// `worker_timeout` against its heartbeat interval, if they contradict.
     pub heartbeat_warning: Option<String>,
+    /// Deterministic reads: how long readers' ordered merges waited on the
+    /// lanes it serves in the last minute, and the fullest reorder window
+    /// reported meanwhile (elements, bound). `None`: no reader reported it.
+    pub reorder_wait: Option<Duration>,
+    pub reorder_window: Option<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -94,7 +101,10 @@ pub struct IterationRow {
     pub job_id: i64,
     pub job_name: String,
     pub dataset_id: String,
+    /// Its processing mode in words; a deterministic read's lanes and
+    /// split shuffle seed too.
     pub processing_mode: String,
+    pub deterministic: Option<DeterministicOverview>,
     pub repetition: i64,
     pub finished: bool,
     pub readers: usize,
@@ -161,10 +171,18 @@ impl StatusReport {
             })
             .collect();
 
+        // Per worker, over the deterministic iterations its lanes served.
+        let mut reorder: HashMap<&str, (Duration, Option<(u64, u64)>)> = HashMap::new();
+        for r in &overview.reorder_waits {
+            let entry = reorder.entry(r.worker_address.as_str()).or_default();
+            entry.0 += r.recent_wait;
+            entry.1 = entry.1.max(r.recent_window);
+        }
         let mut workers: Vec<WorkerRow> = overview
             .workers
             .iter()
             .map(|w| {
+                let reorder = reorder.get(w.address.as_str());
                 let age = w
                     .last_heartbeat_age_micros
                     .map(|a| Duration::from_micros(a.max(0) as u64));
@@ -185,6 +203,8 @@ impl StatusReport {
                     bytes_sent: w.totals.map(|t| t.bytes_sent),
                     processing_time_nsec: w.processing_time_nsec,
                     heartbeat_warning: w.heartbeat_warning.clone(),
+                    reorder_wait: reorder.map(|r| r.0),
+                    reorder_window: reorder.and_then(|r| r.1),
                 }
             })
             .collect();
@@ -229,7 +249,11 @@ impl StatusReport {
                     job_id: job.id.0,
                     job_name: job.name.clone(),
                     dataset_id: job.dataset_id.0.clone(),
-                    processing_mode: processing_mode(job.sharding_policy),
+                    processing_mode: match job.deterministic {
+                        Some(d) => deterministic_mode(job.sharding_policy, d),
+                        None => processing_mode(job.sharding_policy),
+                    },
+                    deterministic: job.deterministic,
                     repetition: p.repetition,
                     finished: p.finished,
                     readers: p.readers,
@@ -371,6 +395,19 @@ fn processing_mode(policy: i32) -> String {
     .to_string()
 }
 
+/// A deterministic read's mode: its lanes, and its split shuffle seed if
+/// it has one.
+fn deterministic_mode(policy: i32, d: DeterministicOverview) -> String {
+    let seed = d
+        .split_shuffle_seed
+        .map_or_else(String::new, |s| format!(", split shuffle seed {s}"));
+    format!(
+        "{}, deterministic: {} lanes{seed}",
+        processing_mode(policy),
+        d.lanes
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,6 +427,8 @@ mod tests {
             bytes_sent: None,
             processing_time_nsec: None,
             heartbeat_warning: None,
+            reorder_wait: None,
+            reorder_window: None,
         }
     }
 

@@ -53,6 +53,17 @@ impl DispatcherState {
                 format!("unknown dataset {}", u.dataset_id),
             ));
         }
+        if let Some(d) = u
+            .processing_mode_def
+            .as_ref()
+            .and_then(|m| m.tfdata_deterministic.as_ref())
+            && let Err(reason) = crate::state::check_deterministic(
+                u.processing_mode_def.map_or(0, |m| m.sharding_policy),
+                d,
+            )
+        {
+            return Err(bad("create_job", reason));
+        }
         self.next_job_id = self.next_job_id.max(u.job_id.saturating_add(1));
         self.jobs_by_name.insert(u.job_name.clone(), id);
         self.jobs.insert(

@@ -132,7 +132,7 @@ impl DispatcherState {
                 format!("unknown client {client}"),
             )
         })?;
-        let dynamic = self.is_dynamic(iteration);
+        let ending = self.ending(iteration);
         let it = iteration_mut(&mut self.iterations, "release_iteration_client", iteration)?;
         it.num_clients -= 1;
         it.last_client_released_micros = Some(u.time_micros);
@@ -146,7 +146,7 @@ impl DispatcherState {
             returned |= it.receipts_in(task, client);
         }
         if returned {
-            it.finished = all_delivered(it, &self.tasks, dynamic);
+            it.finished = all_delivered(it, &self.tasks, ending);
         }
         Ok(())
     }

@@ -56,21 +56,44 @@ impl DispatcherState {
         }
     }
 
-    /// Whether `iteration` is a distributed_epoch one (DYNAMIC sharding).
-    fn is_dynamic(&self, iteration: IterationId) -> bool {
-        self.iterations
+    /// How `iteration`'s end is decided ([`all_delivered`]).
+    fn ending(&self, iteration: IterationId) -> Ending {
+        let job = self
+            .iterations
             .get(&iteration)
-            .and_then(|it| self.jobs.get(&it.job_id))
-            .is_some_and(|j| j.sharding_policy() == Some(ShardingPolicy::Dynamic))
+            .and_then(|it| self.jobs.get(&it.job_id));
+        match job {
+            Some(j) if j.deterministic().is_some() => Ending::ByItsReaders,
+            Some(j) if j.sharding_policy() == Some(ShardingPolicy::Dynamic) => {
+                Ending::WhenATaskCompletes
+            }
+            _ => Ending::WhenItsTasksFinish,
+        }
     }
+}
+
+/// What ends an iteration, besides garbage collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Its tasks all finished (parallel_epochs, static sharding).
+    WhenItsTasksFinish,
+    /// distributed_epoch: a task completed (the data ran out) and every
+    /// task finished. Tasks that left with lost workers are not the end of
+    /// the data.
+    WhenATaskCompletes,
+    /// A deterministic read: its readers hold every lane's position and
+    /// end it by releasing it (then garbage collection); no task's end
+    /// ends it, since any worker may serve any lane, later ones included.
+    ByItsReaders,
 }
 
 /// An iteration is finished when all its tasks are and no returned split
 /// waits for a task to produce it.
-fn all_delivered(it: &Iteration, tasks: &BTreeMap<TaskId, Task>, dynamic: bool) -> bool {
-    // In distributed_epoch the tasks are finished when every one left with
-    // a lost worker, too: that is not the end of the data.
-    (!dynamic || it.task_completed)
+fn all_delivered(it: &Iteration, tasks: &BTreeMap<TaskId, Task>, ending: Ending) -> bool {
+    if ending == Ending::ByItsReaders {
+        return false;
+    }
+    (ending == Ending::WhenItsTasksFinish || it.task_completed)
         && it.returned_splits.is_empty()
         && it.awaited_receipts.is_empty()
         && it

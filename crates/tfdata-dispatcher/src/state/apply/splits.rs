@@ -18,6 +18,13 @@ use crate::state::{
 
 impl DispatcherState {
     pub(super) fn apply_produce_split(&mut self, u: &ProduceSplitUpdate) -> Result<()> {
+        // Lanes number their own splits: the dispatcher hands out none.
+        if self.is_deterministic(IterationId(u.iteration_id)) {
+            return Err(bad(
+                "produce_split",
+                format!("iteration {} is a deterministic read's", u.iteration_id),
+            ));
+        }
         let it = iteration_mut(
             &mut self.iterations,
             "produce_split",
@@ -135,7 +142,7 @@ impl DispatcherState {
             .get(&client)
             .copied()
             .ok_or_else(|| bad("receive_splits", format!("unknown client {client}")))?;
-        let dynamic = self.is_dynamic(iteration);
+        let ending = self.ending(iteration);
         let it = iteration_mut(&mut self.iterations, "receive_splits", iteration)?;
         if !it.awaits_receipts(task, client) {
             return Err(bad(
@@ -163,7 +170,7 @@ impl DispatcherState {
             }
         }
         it.receipts_in(task, client);
-        it.finished = all_delivered(it, &self.tasks, dynamic);
+        it.finished = all_delivered(it, &self.tasks, ending);
         Ok(())
     }
 }

@@ -114,12 +114,12 @@ impl DispatcherState {
         if let Some(assigned) = self.tasks_by_worker.get_mut(&worker) {
             assigned.remove(&id);
         }
-        let dynamic = self.is_dynamic(iteration_id);
+        let ending = self.ending(iteration_id);
         if let Some(it) = self.iterations.get_mut(&iteration_id) {
             // A finished task delivered everything it held.
             it.held_splits.retain(|key, _| key.task != id);
             it.task_completed = true;
-            it.finished = all_delivered(it, &self.tasks, dynamic);
+            it.finished = all_delivered(it, &self.tasks, ending);
         }
         Ok(())
     }
@@ -144,7 +144,7 @@ impl DispatcherState {
 
     /// A new task's preconditions: its id is new, its iteration exists and
     /// is not a restoration still gathering its consumers, its worker is
-    /// registered.
+    /// registered (and a tfdata worker, for a deterministic read).
     fn check_new_task(&self, update: &str, task: &Task) -> Result<()> {
         if self.tasks.contains_key(&task.id) {
             return Err(bad(update, format!("task {} exists", task.id)));
@@ -171,6 +171,19 @@ impl DispatcherState {
             return Err(bad(
                 update,
                 format!("unknown worker {}", task.worker_address),
+            ));
+        }
+        if self.is_deterministic(task.iteration_id)
+            && self
+                .worker(&task.worker_address)
+                .is_some_and(|w| !w.runs_pipelines)
+        {
+            return Err(bad(
+                update,
+                format!(
+                    "iteration {} is a deterministic read's, which TensorFlow worker {} cannot serve",
+                    task.iteration_id, task.worker_address
+                ),
             ));
         }
         Ok(())

@@ -57,7 +57,7 @@ impl DispatcherState {
             if let Some(assigned) = self.tasks_by_worker.get_mut(address) {
                 assigned.remove(&task_id);
             }
-            let dynamic = self.is_dynamic(iteration_id);
+            let ending = self.ending(iteration_id);
             if let Some(it) = self.iterations.get_mut(&iteration_id) {
                 // Readers drop tasks no longer listed; the iteration can end.
                 it.tasks.retain(|t| *t != task_id);
@@ -71,7 +71,7 @@ impl DispatcherState {
                     .map(|(c, _)| *c)
                     .collect();
                 it.await_receipts_or_return(task_id, readers);
-                it.finished = all_delivered(it, &self.tasks, dynamic);
+                it.finished = all_delivered(it, &self.tasks, ending);
             }
         }
         // Its finished tasks leave their lists too: a reader that has not
