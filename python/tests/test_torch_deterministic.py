@@ -234,3 +234,36 @@ def test_set_epoch_reads_that_epoch_of_the_global_order(two_workers):
     fresh = DistributedIterableDataset(dataset_id, two_workers.target, job_name="det-passes",
                                        deterministic=True, num_lanes=LANES)
     assert [[int(x) for x in fresh] for _ in range(2)] == epochs[:2]
+
+
+def test_ranks_with_dataloader_workers_merge_at_any_step(two_workers):
+    # Two ranks with two DataLoader workers each (4 readers): at an odd step
+    # a rank's workers are one element apart (the loader takes from them in
+    # turn). The states still merge, and restore on 3 ranks without workers.
+    dataset_id = register(two_workers)
+    sequence = global_sequence(two_workers, dataset_id)
+    before, states = [], []
+    for rank in range(2):
+        loader = sdl.StatefulDataLoader(dataset(two_workers, dataset_id, rank=rank, world_size=2),
+                                        batch_size=None, num_workers=2, multiprocessing_context="fork")
+        it = iter(loader)
+        taken = [int(next(it)) for _ in range(13)]
+        states.append(loader.state_dict())
+        del it, loader
+        # Worker w of rank r is reader 2r + w of 4: the loader alternates.
+        before.extend([taken[0::2], taken[1::2]])
+    merged = merge_state_dicts(states)
+    after = []
+    for rank in range(3):
+        ds = dataset(two_workers, dataset_id, rank=rank, world_size=3)
+        ds.load_state_dict(merged)
+        after.append([int(x) for x in sdl.StatefulDataLoader(ds, batch_size=None, num_workers=0)])
+    assert_read_once_in_order(sequence, before, after)
+    # States of different steps are still refused.
+    loader = sdl.StatefulDataLoader(dataset(two_workers, dataset_id, rank=1, world_size=2),
+                                    batch_size=None, num_workers=2, multiprocessing_context="fork")
+    it = iter(loader)
+    for _ in range(14):
+        next(it)
+    with pytest.raises(tfdata.errors.FailedPreconditionError, match="different steps"):
+        merge_state_dicts([states[0], loader.state_dict()])
