@@ -32,9 +32,25 @@ fn setting(consumer_index: u32, num_consumers: u32) -> Deterministic {
 
 /// Consumer `c` of `n` of a deterministic read of `dataset`.
 fn consumer(dispatcher: &DispatchServer, dataset: &Dataset, c: u32, n: u32) -> DistributedDataset {
+    windowed(dispatcher, dataset, c, n, Deterministic::default().reorder_window_elements)
+}
+
+/// [`consumer`] with a reorder window of `window` elements (a small one
+/// keeps lanes' streams open while the reader is behind).
+fn windowed(
+    dispatcher: &DispatchServer,
+    dataset: &Dataset,
+    c: u32,
+    n: u32,
+    window: usize,
+) -> DistributedDataset {
     distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
         .task_refresh_interval(Duration::from_millis(50))
-        .deterministic(setting(c, n))
+        .max_outstanding_requests(1)
+        .deterministic(Deterministic {
+            reorder_window_elements: window,
+            ..setting(c, n)
+        })
         .apply(dataset)
         .unwrap()
 }
@@ -182,6 +198,11 @@ fn add_worker(dispatcher: &DispatchServer, workers: &mut Vec<WorkerServer>) {
 /// uninterrupted read.
 #[test]
 fn merged_checkpoints_resume_on_other_consumer_counts_through_worker_changes() {
+    // RUST_LOG=tfdata_client=debug shows the lanes moving.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let (dispatcher, first) = cluster(2);
     let mut workers = first;
     let dataset = square_pipeline();
@@ -208,7 +229,9 @@ fn merged_checkpoints_resume_on_other_consumer_counts_through_worker_changes() {
         add_worker(&dispatcher, &mut workers);
         let mut outputs = Vec::new();
         for c in 0..m {
-            let mut it = consumer(&dispatcher, &dataset, c, m).iter().unwrap();
+            // One element of credit per lane: the lanes' streams stay open
+            // (on the workers that go) while the reader is behind.
+            let mut it = windowed(&dispatcher, &dataset, c, m, 1).iter().unwrap();
             it.restore(&merged).unwrap();
             let mut got = texts(&mut it, 5);
             if c == 0 {

@@ -172,7 +172,7 @@ impl StatusReport {
             .collect();
 
         // Per worker, over the deterministic iterations its lanes served.
-        let mut reorder: HashMap<&str, (Duration, Option<(u64, u64)>)> = HashMap::new();
+        let mut reorder: HashMap<&str, ReorderFigures> = HashMap::new();
         for r in &overview.reorder_waits {
             let entry = reorder.entry(r.worker_address.as_str()).or_default();
             entry.0 += r.recent_wait;
@@ -394,6 +394,10 @@ fn processing_mode(policy: i32) -> String {
     }
     .to_string()
 }
+
+/// A worker's reorder wait in the last minute and its fullest window
+/// (elements, bound), over the deterministic iterations it serves.
+type ReorderFigures = (Duration, Option<(u64, u64)>);
 
 /// A deterministic read's mode: its lanes, and its split shuffle seed if
 /// it has one.
