@@ -101,6 +101,21 @@ Checkpoints
     synchronous job restarts from one checkpoint); reads a reader checkpoint
     does not cover raise ``FailedPreconditionError`` at ``state_dict()``.
 
+Deterministic reads and a changing world size
+    ``deterministic=True`` (with ``num_lanes``, default 24, and
+    ``split_shuffle_seed``; ``processing_mode="distributed_epoch"``) reads
+    one global order per epoch that depends on neither the service's workers
+    nor the number of readers. Reader ``rank * num_workers + worker_id`` of
+    ``world_size * num_workers`` (their product must divide ``num_lanes``)
+    reads its share of it. A reader's state records the reader, rank and
+    world size it was taken at. Gather every rank's state at one step,
+    merge them on one rank with :func:`merge_state_dicts`, save the merged
+    state with the model, and restore with ``ds.load_state_dict(merged)``
+    before the loader is made, on any world size whose readers divide
+    ``num_lanes``: the rest of the epoch is read once, in the global order.
+    An unmerged state loaded on another world size raises ``ValueError``
+    saying to merge. docs/python.md has the recipe.
+
 Elements
     Numeric numpy arrays become torch tensors with ``torch.from_numpy``
     (zero-copy: they share the buffers the elements were received into);
@@ -120,13 +135,14 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from tfdata._torch_elastic import STATE_FORMAT as _STATE_FORMAT
+from tfdata._torch_elastic import merge_state_dicts
 from tfdata.dataset import Dataset
+from tfdata.experimental import _deterministic
 from tfdata.experimental import service as _service
 
-__all__ = ["DistributedIterableDataset", "consumer_assignment", "to_torch"]
+__all__ = ["DistributedIterableDataset", "consumer_assignment", "merge_state_dicts", "to_torch"]
 
-# The version of state_dict()'s dictionary.
-_STATE_FORMAT = 1
 _PARALLEL_EPOCHS = "parallel_epochs"
 _DISTRIBUTED_EPOCH = "distributed_epoch"
 # numpy kinds torch can hold: bool, signed, unsigned, float, complex.
@@ -218,6 +234,45 @@ def _check_index(name: str, value) -> Optional[int]:
     return int(value)
 
 
+def _check_lanes_divide(num_lanes: int, world_size: int, num_workers: int) -> None:
+    readers = world_size * num_workers
+    if num_lanes % readers:
+        raise ValueError(
+            f"tfdata.torch: a deterministic read with num_lanes={num_lanes} cannot be shared by "
+            f"{readers} readers ({world_size} rank(s) x {num_workers} DataLoader worker(s)): the "
+            f"readers must divide the lanes. Choose a world size and num_workers whose product "
+            f"divides {num_lanes}, or another num_lanes (the same for the whole run: it is part "
+            "of the order)")
+
+
+def _get(mapping, key):
+    return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+def _unmerged_message(taken_by: dict, here: str) -> str:
+    return (
+        f"tfdata.torch: this state is one reader's of a deterministic read (reader "
+        f"{taken_by.get('consumer_index')} of {taken_by.get('num_consumers')}: rank "
+        f"{taken_by.get('rank')} of world size {taken_by.get('world_size')} with "
+        f"{taken_by.get('num_workers')} DataLoader worker(s)), and {here}. One reader's state "
+        "restores only into the same reader. Gather the states of all ranks at one step, merge them with "
+        "tfdata.torch.merge_state_dicts (on one rank) and load the merged state instead: it "
+        "restores on any world size whose readers divide num_lanes")
+
+
+def _check_restorable(taken_by: Optional[dict], reader: dict) -> None:
+    """Refuses to continue one reader's deterministic state in another reader
+    (a merged state continues in any)."""
+    if taken_by is None or taken_by.get("merged"):
+        return
+    same = all(taken_by.get(k) == reader[k] for k in ("consumer_index", "num_consumers"))
+    if not same:
+        raise ValueError(_unmerged_message(
+            taken_by, f"this is reader {reader['consumer_index']} of {reader['num_consumers']} "
+            f"(rank {reader['rank']} of world size {reader['world_size']} with "
+            f"{reader['num_workers']} DataLoader worker(s))"))
+
+
 class DistributedIterableDataset(torch.utils.data.IterableDataset):
     """A ``torch.utils.data.IterableDataset`` reading a dataset from tf.data
     service (see the module documentation for the sharing modes and epochs).
@@ -240,6 +295,10 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         name, an id of the dispatcher's choosing).
       compression: For registering (``"AUTO"``, ``None``, ``"SNAPPY"``).
       to_tensors: Yield torch tensors (default) or the numpy values.
+      deterministic, num_lanes, split_shuffle_seed, reorder_window_elements,
+      reorder_window_bytes: A deterministic read (module documentation),
+        as for ``from_dataset_id``; the consumer index and count come from
+        the rank and the DataLoader worker.
       element_spec, max_outstanding_requests, data_transfer_protocol,
       cross_trainer_cache, target_workers, dispatcher_timeout_ms,
       task_refresh_interval_hint_ms: As for
@@ -266,9 +325,26 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         target_workers: str = "AUTO",
         dispatcher_timeout_ms: Optional[int] = None,
         task_refresh_interval_hint_ms: Optional[int] = None,
+        deterministic: bool = False,
+        num_lanes: Optional[int] = None,
+        split_shuffle_seed: Optional[int] = None,
+        reorder_window_elements: Optional[int] = None,
+        reorder_window_bytes: Optional[int] = None,
     ):
         super().__init__()
         mode = _mode_name(processing_mode)
+        deterministic_keywords = dict(
+            deterministic=deterministic, num_lanes=num_lanes, split_shuffle_seed=split_shuffle_seed,
+            reorder_window_elements=reorder_window_elements, reorder_window_bytes=reorder_window_bytes)
+        if deterministic is True and coordinated_reads:
+            raise ValueError(
+                "tfdata.torch: `deterministic=True` and `coordinated_reads=True` exclude each other: "
+                "a deterministic read gives each reader its share of one global order")
+        # TensorFlow-style checks (processing mode, lanes, seed) now, in the
+        # main process; the consumer count is known in __iter__.
+        deterministic_settings = _deterministic.deterministic_options(
+            mode if isinstance(mode, str) else str(mode), **deterministic_keywords,
+            consumer_index=None, num_consumers=None, cross_trainer_cache=cross_trainer_cache)
         if isinstance(job_name, bytes):
             job_name = job_name.decode()
         if job_name is not None and (not isinstance(job_name, str) or not job_name):
@@ -302,8 +378,14 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         if dataset_id is None and job_name is not None:
             dataset_id = f"tfdata.torch:{job_name}"
 
+        if deterministic_settings is not None and world_size is not None:
+            _check_lanes_divide(deterministic_settings["lanes"], world_size, 1)
         self._service = service
         self._mode = mode
+        # The deterministic keywords as given (from_dataset_id takes them),
+        # or None for an ordinary read.
+        self._deterministic = deterministic_keywords if deterministic_settings is not None else None
+        self._num_lanes = None if deterministic_settings is None else deterministic_settings["lanes"]
         self._job_name = job_name
         self._coordinated = bool(coordinated_reads)
         self._rank = rank
@@ -342,6 +424,9 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         self._live: Optional[tuple[Optional[str], Any]] = None
         # A loaded state the next pass starts from: its job name and reader checkpoint.
         self._pending: Optional[dict] = None
+        # A deterministic pass's reader: its consumer index and count, rank,
+        # world size, DataLoader workers and lanes (state_dict records them).
+        self._pass_consumer: Optional[dict] = None
         # The last pass, once it ended: its job name and its reader's final
         # checkpoint (or why there is none), until the next pass starts. The
         # other readers of a shared job may still be reading that epoch.
@@ -387,6 +472,7 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         state = self.__dict__.copy()
         state["_live"] = None  # a reader is not copied; each process makes its own
         state["_ended"] = None
+        state["_pass_consumer"] = None
         detected = _distributed_rank_and_world_size()
         if detected is not None:
             if state["_rank"] is None:
@@ -434,10 +520,17 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         options = {"job_name": self._pass_job_name(info, world_size),
                    "consumer_index": None, "num_consumers": None,
                    "num_readers": world_size * num_workers}
-        if self._coordinated:
+        if self._coordinated or self._deterministic is not None:
             options["consumer_index"], options["num_consumers"] = consumer_assignment(
                 rank, world_size, worker_id, num_workers)
-        elif options["job_name"] is None and world_size * num_workers > 1:
+        if self._deterministic is not None:
+            _check_lanes_divide(self._num_lanes, world_size, num_workers)
+            options["reader_position"] = {"rank": rank, "world_size": world_size,
+                                          "num_workers": num_workers}
+            # The deterministic read's epoch: this pass's (not the fresh
+            # reader's iteration count, which is 0 in every pass).
+            options["epoch"] = self._epoch + self._passes - 1
+        elif not self._coordinated and options["job_name"] is None and world_size * num_workers > 1:
             raise ValueError(
                 f"tfdata.torch: {world_size * num_workers} readers ({world_size} rank(s) x "
                 f"{num_workers} DataLoader worker(s)) without a `job_name` would each read the "
@@ -448,15 +541,28 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator:
         options = self.reader_options()
         single_reader = options.pop("num_readers") == 1
+        position = options.pop("reader_position", None)
+        epoch = options.pop("epoch", None)
         pending, self._pending = self._pending, None
         self._ended = None
+        self._pass_consumer = None
+        if self._deterministic is not None:
+            # Who reads this pass, for state_dict (and for merge_state_dicts).
+            self._pass_consumer = {"merged": False, "num_lanes": self._num_lanes,
+                                   "consumer_index": options["consumer_index"],
+                                   "num_consumers": options["num_consumers"], **position}
         if pending is not None:
             options["job_name"] = pending["job_name"]  # the job the state was taken in
+            if self._deterministic is not None:
+                _check_restorable(pending.get("deterministic"), self._pass_consumer)
         reader = _service.from_dataset_id(
-            self._mode, self._service, self._reader_dataset_id(), **options, **self._read_kwargs)
+            self._mode, self._service, self._reader_dataset_id(), **options, **self._read_kwargs,
+            **(self._deterministic or {}))
         iterator = iter(reader)
         if pending is not None:
-            iterator.restore(pending["reader"])
+            iterator.restore(pending["reader"])  # its epoch is the checkpoint's
+        elif epoch:
+            iterator.start_epoch(epoch)
         self._live = (options["job_name"], iterator)
         return self._generate(iterator, options["job_name"], single_reader=single_reader,
                               restored=pending is not None)
@@ -510,6 +616,8 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
                     raise reader
             # The pass is counted again when it is restored.
             state.update(passes=self._passes - 1, job_name=job_name, reader=reader)
+            if self._pass_consumer is not None:
+                state["deterministic"] = dict(self._pass_consumer)
         elif self._pending is not None:
             state.update(passes=self._passes, **self._pending)
         else:
@@ -528,10 +636,41 @@ class DistributedIterableDataset(torch.utils.data.IterableDataset):
         reader = state.get("reader")
         if reader is not None and not isinstance(reader, bytes):
             raise ValueError(f"tfdata.torch: the state's reader checkpoint must be bytes, got {type(reader)}")
+        taken_by = state.get("deterministic")
+        if reader is not None:
+            self._check_loadable(taken_by)
         self._epoch, self._passes, self._epoch_set = epoch, passes, bool(state.get("epoch_set"))
         self._pending = None if reader is None else {"job_name": state.get("job_name"), "reader": reader}
+        if taken_by is not None and reader is not None:
+            self._pending["deterministic"] = dict(taken_by)
+
+    def _check_loadable(self, taken_by: Optional[dict]) -> None:
+        """Refuses, before any reading, a state this dataset cannot continue:
+        an ordinary read's state for a deterministic read or the other way
+        round, other lanes, or one reader's state of another world size."""
+        if (taken_by is None) != (self._deterministic is None):
+            kind = "an ordinary" if taken_by is None else "a deterministic"
+            raise ValueError(
+                f"tfdata.torch: this is the state of {kind} read; this dataset was made with "
+                f"deterministic={self._deterministic is not None}: give it the same setting")
+        if taken_by is None:
+            return
+        if not isinstance(taken_by, dict) or taken_by.get("num_lanes") != self._num_lanes:
+            raise ValueError(
+                f"tfdata.torch: the state was taken with num_lanes={_get(taken_by, 'num_lanes')!r}; "
+                f"this dataset has num_lanes={self._num_lanes}: a deterministic read's order depends "
+                "on its lanes, so it restores only with the same number")
+        if not taken_by.get("merged"):
+            _, world_size = self.rank_and_world_size()
+            if taken_by.get("world_size") != world_size:
+                raise ValueError(_unmerged_message(taken_by, f"this trainer has world size {world_size}"))
+
+    @property
+    def deterministic(self) -> bool:
+        return self._deterministic is not None
 
     def __repr__(self) -> str:
         source = self._dataset_id if self._factory is None else getattr(self._factory, "__name__", "factory")
         return (f"<DistributedIterableDataset dataset={source!r} processing_mode={self._mode!r} "
-                f"job_name={self._job_name!r} coordinated_reads={self._coordinated}>")
+                f"job_name={self._job_name!r} coordinated_reads={self._coordinated} "
+                f"deterministic={self._deterministic is not None}>")

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use tfdata_client::{Compression, Distribute, FromDatasetId, TargetWorkers};
+use tfdata_client::{Compression, Deterministic, Distribute, FromDatasetId, TargetWorkers};
 use tfdata_core::Error;
 use tfdata_dataset::{Dataset, Structure};
 
@@ -49,6 +49,41 @@ pub struct ReadOptions {
     target_workers: String,
     dispatcher_timeout_ms: Option<u64>,
     task_refresh_interval_ms: Option<u64>,
+    /// A deterministic read (`deterministic=True`); `consumer_index` and
+    /// `num_consumers` are then `None` and this holds the consumer.
+    deterministic: Option<DeterministicOptions>,
+}
+
+/// `distribute(..., deterministic=True)`'s settings, checked by the Python
+/// layer (`tfdata/experimental/_deterministic.py`); the reorder window's
+/// bounds are the client's defaults when not given.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct DeterministicOptions {
+    lanes: u32,
+    split_shuffle_seed: Option<u64>,
+    consumer_index: u32,
+    num_consumers: u32,
+    reorder_window_elements: Option<usize>,
+    reorder_window_bytes: Option<u64>,
+}
+
+impl DeterministicOptions {
+    fn to_client(&self) -> Deterministic {
+        let defaults = Deterministic::default();
+        Deterministic {
+            lanes: self.lanes,
+            split_shuffle_seed: self.split_shuffle_seed,
+            consumer_index: self.consumer_index,
+            num_consumers: self.num_consumers,
+            reorder_window_elements: self
+                .reorder_window_elements
+                .unwrap_or(defaults.reorder_window_elements),
+            reorder_window_bytes: self
+                .reorder_window_bytes
+                .unwrap_or(defaults.reorder_window_bytes),
+        }
+    }
 }
 
 macro_rules! apply_options {
@@ -76,6 +111,9 @@ macro_rules! apply_options {
         }
         if let Some(ms) = o.task_refresh_interval_ms {
             b = b.task_refresh_interval(Duration::from_millis(ms));
+        }
+        if let Some(d) = &o.deterministic {
+            b = b.deterministic(d.to_client());
         }
         b
     }};
@@ -292,6 +330,25 @@ impl DistributedIterator {
         .map_err(errors::to_py)
     }
 
+    /// A deterministic read, before its first `next()`: read epoch `epoch`
+    /// instead of the one this dataset's iteration count gave.
+    /// `tfdata.torch` numbers its passes itself (`set_epoch`), and each pass
+    /// is a reader of its own whose count starts at 0; so that epoch `e` of
+    /// the trainer reads the order of epoch `e` (a reshuffled `shuffle`, the
+    /// split permutation), the pass restores its fresh position moved there.
+    fn start_epoch(&self, py: Python<'_>, epoch: u64) -> PyResult<()> {
+        crate::check_same_process(self.pid, "iterator")?;
+        py.detach(|| {
+            let mut guard = self.iterator.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(it) = guard.as_mut() else {
+                return Err(Error::FailedPrecondition("the iterator is closed".into()));
+            };
+            let moved = checkpoint_at_epoch(&it.checkpoint()?, epoch)?;
+            it.restore(&moved)
+        })
+        .map_err(errors::to_py)
+    }
+
     /// Ends the iteration now (releases it at the dispatcher), as dropping
     /// the iterator does.
     fn close(&self, py: Python<'_>) {
@@ -305,6 +362,32 @@ impl DistributedIterator {
             py.detach(move || drop(it));
         }
     }
+}
+
+/// A deterministic read's checkpoint taken before its first element, moved
+/// to `epoch` (`DeterministicPosition.epoch`: a restore reads that epoch).
+fn checkpoint_at_epoch(fresh: &[u8], epoch: u64) -> tfdata_core::Result<Vec<u8>> {
+    use prost::Message;
+    use tfdata_proto::tfdata::checkpoint::ReaderCheckpoint;
+    let mut checkpoint = ReaderCheckpoint::decode(fresh)
+        .map_err(|e| Error::Internal(format!("the reader's own checkpoint: {e}")))?;
+    let Some(position) = checkpoint.deterministic.as_mut() else {
+        return Err(Error::FailedPrecondition(
+            "start_epoch is for deterministic reads (deterministic=True)".into(),
+        ));
+    };
+    if position.steps != 0 || position.positions.iter().any(|p| p.next_index != 0) {
+        return Err(Error::FailedPrecondition(
+            "start_epoch must come before the first element of the read".into(),
+        ));
+    }
+    position.epoch = epoch;
+    // Nothing was consumed: a lane that had already ended (empty in the
+    // iteration count's epoch) starts afresh in this one.
+    for lane in &mut position.positions {
+        lane.ended = false;
+    }
+    Ok(checkpoint.encode_to_vec())
 }
 
 impl Drop for DistributedIterator {
@@ -348,6 +431,52 @@ pub fn from_dataset_id(
     );
     let builder = apply_options!(builder, &options);
     DistributedDataset::new(py, Recipe::FromDatasetId(builder), structure)
+}
+
+/// `tfdata.experimental.merge_checkpoints`: the checkpoints of all the
+/// consumers of one deterministic read at one step, as one that restores on
+/// any number of consumers dividing its lanes.
+#[pyfunction]
+pub fn merge_checkpoints<'py>(
+    py: Python<'py>,
+    checkpoints: Vec<Vec<u8>>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let merged = py.detach(|| {
+        let parts: Vec<&[u8]> = checkpoints.iter().map(Vec::as_slice).collect();
+        tfdata_client::merge_checkpoints(&parts)
+    });
+    Ok(PyBytes::new(py, &merged.py_err()?))
+}
+
+/// The `steps` of a deterministic read's checkpoint (elements its reader had
+/// consumed), and the checkpoint with `steps` replaced: `tfdata.torch`
+/// checks one step of a trainer by the sum over a rank's DataLoader
+/// workers, whose readers are one element apart in the loader's round
+/// robin, and then gives `merge_checkpoints` their common step.
+#[pyfunction]
+#[pyo3(signature = (checkpoint, steps=None))]
+pub fn deterministic_steps<'py>(
+    py: Python<'py>,
+    checkpoint: &[u8],
+    steps: Option<u64>,
+) -> PyResult<(u64, Bound<'py, PyBytes>)> {
+    use prost::Message;
+    use tfdata_proto::tfdata::checkpoint::ReaderCheckpoint;
+    let mut decoded = ReaderCheckpoint::decode(checkpoint).map_err(|e| {
+        errors::to_py(Error::InvalidArgument(format!(
+            "not a tfdata reader checkpoint: {e}"
+        )))
+    })?;
+    let Some(position) = decoded.deterministic.as_mut() else {
+        return Err(errors::to_py(Error::InvalidArgument(
+            "not the checkpoint of a deterministic read (deterministic=True)".into(),
+        )));
+    };
+    let taken = position.steps;
+    if let Some(steps) = steps {
+        position.steps = steps;
+    }
+    Ok((taken, PyBytes::new(py, &decoded.encode_to_vec())))
 }
 
 #[pyfunction]

@@ -6,7 +6,7 @@
 //! * [`servers`]: `DispatchServer`, `WorkerServer`;
 //! * [`dataset`]: the engine's `Dataset` and local iteration;
 //! * [`distribute`]: `distribute`, `register_dataset`, `from_dataset_id`,
-//!   `distributed_save`
+//!   `distributed_save`, `merge_checkpoints`
 //!   and the iterator over a service's elements;
 //! * [`convert`]: elements ↔ Python values (numpy arrays without copies);
 //! * [`arrow`]: elements as Arrow record batches (`as_arrow_iterator`);
@@ -72,6 +72,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distribute::from_dataset_id, m)?)?;
     m.add_function(wrap_pyfunction!(distribute::register_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(distribute::distributed_save, m)?)?;
+    m.add_function(wrap_pyfunction!(distribute::merge_checkpoints, m)?)?;
+    m.add_function(wrap_pyfunction!(distribute::deterministic_steps, m)?)?;
     m.add_function(wrap_pyfunction!(functions::register_function, m)?)?;
     m.add_function(wrap_pyfunction!(protocol_version, m)?)?;
     m.add_function(wrap_pyfunction!(reader_metrics, m)?)?;

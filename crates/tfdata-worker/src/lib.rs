@@ -44,7 +44,7 @@
 //! Module dependencies point one way: `server → {drain, grpc → get_element,
 //! stream, heartbeats} → worker → {task_pipeline → pipeline, task_table, snapshot →
 //! pipeline, observe → metrics}`, `{worker, task_pipeline, task_table,
-//! observe, stream} → task → {strategy → producer → pipeline, splits →
+//! observe, stream} → task → {lane_task → pipeline, strategy → producer → pipeline, splits →
 //! releases}` (and `{get_element, stream} → task_table`, `{drain,
 //! task_pipeline, worker} → splits`, `stream → releases`).
 //!

@@ -32,9 +32,31 @@ fn setting(consumer_index: u32, num_consumers: u32) -> Deterministic {
 
 /// Consumer `c` of `n` of a deterministic read of `dataset`.
 fn consumer(dispatcher: &DispatchServer, dataset: &Dataset, c: u32, n: u32) -> DistributedDataset {
+    windowed(
+        dispatcher,
+        dataset,
+        c,
+        n,
+        Deterministic::default().reorder_window_elements,
+    )
+}
+
+/// [`consumer`] with a reorder window of `window` elements (a small one
+/// keeps lanes' streams open while the reader is behind).
+fn windowed(
+    dispatcher: &DispatchServer,
+    dataset: &Dataset,
+    c: u32,
+    n: u32,
+    window: usize,
+) -> DistributedDataset {
     distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
         .task_refresh_interval(Duration::from_millis(50))
-        .deterministic(setting(c, n))
+        .max_outstanding_requests(1)
+        .deterministic(Deterministic {
+            reorder_window_elements: window,
+            ..setting(c, n)
+        })
         .apply(dataset)
         .unwrap()
 }
@@ -56,10 +78,11 @@ fn rebuild(outputs: Vec<Vec<String>>, from: usize) -> Vec<String> {
     let mut outputs: Vec<std::vec::IntoIter<String>> =
         outputs.into_iter().map(Vec::into_iter).collect();
     let mut global = Vec::new();
-    let mut p = from;
-    while let Some(e) = outputs[p % n].next() {
-        global.push(e);
-        p += 1;
+    for p in from.. {
+        match outputs[p % n].next() {
+            Some(e) => global.push(e),
+            None => break,
+        }
     }
     for (c, rest) in outputs.iter().enumerate() {
         assert_eq!(rest.len(), 0, "consumer {c} of {n} has elements left over");
@@ -181,6 +204,11 @@ fn add_worker(dispatcher: &DispatchServer, workers: &mut Vec<WorkerServer>) {
 /// uninterrupted read.
 #[test]
 fn merged_checkpoints_resume_on_other_consumer_counts_through_worker_changes() {
+    // RUST_LOG=tfdata_client=debug shows the lanes moving.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let (dispatcher, first) = cluster(2);
     let mut workers = first;
     let dataset = square_pipeline();
@@ -207,7 +235,9 @@ fn merged_checkpoints_resume_on_other_consumer_counts_through_worker_changes() {
         add_worker(&dispatcher, &mut workers);
         let mut outputs = Vec::new();
         for c in 0..m {
-            let mut it = consumer(&dispatcher, &dataset, c, m).iter().unwrap();
+            // One element of credit per lane: the lanes' streams stay open
+            // (on the workers that go) while the reader is behind.
+            let mut it = windowed(&dispatcher, &dataset, c, m, 1).iter().unwrap();
             it.restore(&merged).unwrap();
             let mut got = texts(&mut it, 5);
             if c == 0 {
@@ -356,5 +386,36 @@ fn each_iteration_is_the_next_epoch() {
     assert!(
         epochs[0] == epochs[1],
         "epochs differ between 1 and 3 workers"
+    );
+}
+
+/// A split shuffle seed deals the splits to lanes in a seeded order: another
+/// sequence than without it, the same for one and for two consumers.
+#[test]
+fn a_split_shuffle_seed_gives_one_other_sequence_for_any_consumers() {
+    let (dispatcher, _workers) = cluster(2);
+    let dataset = Dataset::range(240).batch(2, false);
+    let read = |seed: Option<u64>, n: u32| {
+        let outputs = (0..n)
+            .map(|c| {
+                let ds = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
+                    .deterministic(Deterministic {
+                        split_shuffle_seed: seed,
+                        ..setting(c, n)
+                    })
+                    .apply(&dataset)
+                    .unwrap();
+                all(&mut ds.iter().unwrap())
+            })
+            .collect();
+        rebuild(outputs, 0)
+    };
+    let plain = read(None, 1);
+    let seeded = read(Some(11), 1);
+    assert_ne!(plain, seeded);
+    assert_eq!(numbers(&plain), numbers(&seeded));
+    assert!(
+        read(Some(11), 2) == seeded,
+        "two consumers read another order"
     );
 }

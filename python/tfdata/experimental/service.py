@@ -19,19 +19,23 @@ Settings only tfdata has follow TensorFlow's as keyword-only arguments.
 from __future__ import annotations
 
 import collections
-import enum
-import os
 from typing import Any, Callable, Optional
 
 from tfdata import _native, errors
+from tfdata.experimental import _security
+from tfdata.experimental import _read_options as _options
+from tfdata.experimental._read_options import (  # noqa: F401 -- the public names, and TensorFlow's constants
+    COMPRESSION_AUTO,
+    COMPRESSION_NONE,
+    COMPRESSION_SNAPPY,
+    CrossTrainerCache,
+    ShardingPolicy,
+)
 from tfdata.dataset import Dataset, DistributedDataset
 
-COMPRESSION_AUTO = "AUTO"
-COMPRESSION_NONE = None
-COMPRESSION_SNAPPY = "SNAPPY"
-_PARALLEL_EPOCHS = "parallel_epochs"
-_DISTRIBUTED_EPOCH = "distributed_epoch"
-_DEFAULT_PROTOCOL = "grpc"
+_DEFAULT_PROTOCOL = _options.DEFAULT_PROTOCOL
+# Defined with the read options; public (and pickled) under this module.
+ShardingPolicy.__module__ = CrossTrainerCache.__module__ = __name__
 
 
 class _ServerStartError(errors.UnavailableError, RuntimeError):
@@ -62,55 +66,6 @@ def _get_time_or_placeholder(value):
     if value is None:
         return 0
     return value
-
-
-def _check_int(name: str, value, *, allow_none: bool = True) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
-        raise TypeError(f"`{name}` must be an integer, but `{name}` was of type {type(value)}. {name}={value!r}")
-
-_SECURITY_DOC = """
-    Transport security (tfdata's own, keyword-only; docs/security.md). The
-    default, plaintext without a token, is what TensorFlow peers speak:
-      tls_cert, tls_key: The server's certificate chain and private key
-        (PEM files); with ``tls_ca``, the server serves TLS only.
-      tls_ca: The CA bundle (PEM) that peers' certificates must chain to:
-        the servers this one calls, and its clients with
-        ``tls_require_client_cert``.
-      tls_require_client_cert: Mutual TLS: refuse clients without a
-        certificate signed by ``tls_ca``.
-      tls_client_cert, tls_client_key: The certificate presented to servers
-        that require one; default ``tls_cert``/``tls_key``.
-      auth_token_file: A file holding the shared bearer token every call
-        must carry (and this server sends on its own calls).
-      auth_token: The token itself (never shown by ``repr``).
-"""
-
-
-def _security_settings(tls_cert, tls_key, tls_ca, tls_require_client_cert, tls_client_cert,
-                       tls_client_key, auth_token_file, auth_token) -> Optional[dict]:
-    """The security keywords as the native servers take them; ``None`` when
-    none is set (plaintext)."""
-    settings = {
-        "tls_cert": tls_cert,
-        "tls_key": tls_key,
-        "tls_ca": tls_ca,
-        "tls_client_cert": tls_client_cert,
-        "tls_client_key": tls_client_key,
-        "auth_token_file": auth_token_file,
-    }
-    for name, value in settings.items():
-        if value is not None and not isinstance(value, (str, os.PathLike)):
-            raise TypeError(f"`{name}` must be a path (str or os.PathLike), but was {type(value)}")
-    settings = {k: os.fspath(v) for k, v in settings.items() if v is not None}
-    if tls_require_client_cert:
-        settings["tls_require_client_cert"] = True
-    if auth_token is not None:
-        if not isinstance(auth_token, str):
-            raise TypeError(f"`auth_token` must be a str, but was {type(auth_token)}")
-        settings["auth_token"] = auth_token
-    return settings or None
 
 
 def _http_port(config) -> Optional[int]:
@@ -218,7 +173,7 @@ class DispatcherConfig(
         )
         self._client_timeout_ms = client_timeout_ms
         self._gc_dynamic_sharding_jobs = gc_dynamic_sharding_jobs
-        self._security = _security_settings(
+        self._security = _security.security_settings(
             tls_cert, tls_key, tls_ca, tls_require_client_cert, tls_client_cert, tls_client_key,
             auth_token_file, auth_token)
         return self
@@ -232,7 +187,7 @@ class DispatcherConfig(
         return self._gc_dynamic_sharding_jobs
 
 
-DispatcherConfig.__doc__ += _SECURITY_DOC
+DispatcherConfig.__doc__ += _security.SECURITY_DOC
 
 
 class _Server:
@@ -303,7 +258,7 @@ class DispatchServer(_Server):
             )
         for name in ("port", "job_gc_check_interval_ms", "job_gc_timeout_ms", "worker_timeout_ms",
                      "worker_max_concurrent_snapshots", "http_port"):
-            _check_int(name, getattr(config, name))
+            _options.check_int(name, getattr(config, name))
         self._config = config
         self._server = None
         try:
@@ -421,7 +376,7 @@ class WorkerConfig(
         )
         self._worker_tags = list(worker_tags or [])
         self._element_stream = bool(element_stream)
-        self._security = _security_settings(
+        self._security = _security.security_settings(
             tls_cert, tls_key, tls_ca, tls_require_client_cert, tls_client_cert, tls_client_key,
             auth_token_file, auth_token)
         return self
@@ -435,7 +390,7 @@ class WorkerConfig(
         return self._element_stream
 
 
-WorkerConfig.__doc__ += _SECURITY_DOC
+WorkerConfig.__doc__ += _security.SECURITY_DOC
 
 
 class WorkerServer(_Server):
@@ -458,7 +413,7 @@ class WorkerServer(_Server):
                 f"{type(config.dispatcher_address)}"
             )
         for name in ("port", "heartbeat_interval_ms", "dispatcher_timeout_ms", "http_port"):
-            _check_int(name, getattr(config, name))
+            _options.check_int(name, getattr(config, name))
         self._config = config
         self._server = None
         try:
@@ -481,164 +436,6 @@ class WorkerServer(_Server):
             _raise_start_error(e)
 
 
-class ShardingPolicy(enum.IntEnum):
-    """How a dataset is sharded among workers (TensorFlow's ``ShardingPolicy``).
-
-    OFF: every worker produces the whole dataset ("parallel_epochs").
-    DYNAMIC: workers share one pass, split at runtime ("distributed_epoch").
-    FILE, DATA, FILE_OR_DATA, HINT: static sharding by files, by elements,
-    by files else elements, or at ``shard(SHARD_HINT, ...)`` placeholders
-    (these need the dispatcher's ``worker_addresses``).
-    """
-
-    OFF = 0
-    DYNAMIC = 1
-    FILE = 2
-    DATA = 3
-    FILE_OR_DATA = 4
-    HINT = 5
-
-
-_POLICY_NAMES = {
-    ShardingPolicy.OFF: "parallel_epochs",
-    ShardingPolicy.DYNAMIC: "distributed_epoch",
-    ShardingPolicy.FILE: "FILE",
-    ShardingPolicy.DATA: "DATA",
-    ShardingPolicy.FILE_OR_DATA: "FILE_OR_DATA",
-    ShardingPolicy.HINT: "HINT",
-}
-
-
-class CrossTrainerCache:
-    """Lets trainers sharing a job read one cache of its elements
-    (TensorFlow's ``CrossTrainerCache``); requires a ``job_name``."""
-
-    def __init__(self, trainer_id):
-        if not trainer_id:
-            raise ValueError("tf.data service cross-trainer cache requires a non-empty trainer ID.")
-        self.trainer_id = trainer_id
-
-
-def _get_validated_sharding_policy(processing_mode) -> ShardingPolicy:
-    if isinstance(processing_mode, ShardingPolicy):
-        return processing_mode
-    if processing_mode == _PARALLEL_EPOCHS:
-        return ShardingPolicy.OFF
-    if processing_mode == _DISTRIBUTED_EPOCH:
-        return ShardingPolicy.DYNAMIC
-    raise ValueError(
-        "tf.data service processing mode should be a "
-        "`tf.data.experimental.service.ShardingPolicy`, "
-        '`"parallel_epochs"`, or `"distributed_epoch"`. Got '
-        f"{processing_mode!r}."
-    )
-
-
-def _validate_job_name(job_name) -> None:
-    if job_name is None:
-        return
-    if not isinstance(job_name, str):
-        raise ValueError(
-            "`job_name` must be a string, but `job_name` was of type "
-            f"{type(job_name)}. job_name={job_name}"
-        )
-    if not job_name:
-        raise ValueError("`job_name` must not be empty")
-
-
-def _validate_compression(compression) -> None:
-    valid = [COMPRESSION_AUTO, COMPRESSION_NONE, COMPRESSION_SNAPPY]
-    if compression not in valid:
-        raise ValueError(f"Invalid `compression` argument: {compression}. Must be one of {valid}.")
-
-
-def _compression_name(compression) -> str:
-    return "NONE" if compression is None else compression
-
-
-def _parse_service(service) -> tuple[str, str]:
-    if isinstance(service, tuple):
-        protocol, address = service
-        return protocol, address
-    if not isinstance(service, str):
-        raise ValueError(
-            "`service` must be a string, but `service` was of type "
-            f"{type(service)}. service={service}"
-        )
-    if not service:
-        raise ValueError("`service` must not be empty")
-    parts = service.split("://")
-    if len(parts) == 2:
-        return parts[0], parts[1]
-    if len(parts) == 1:
-        return _DEFAULT_PROTOCOL, parts[0]
-    raise ValueError(f"Malformed `service` string has multiple '://': {service}.")
-
-
-def _read_options(
-    processing_mode,
-    service,
-    job_name,
-    consumer_index,
-    num_consumers,
-    max_outstanding_requests,
-    data_transfer_protocol,
-    cross_trainer_cache,
-    target_workers,
-    dispatcher_timeout_ms,
-    task_refresh_interval_hint_ms,
-) -> dict:
-    policy = _get_validated_sharding_policy(processing_mode)
-    protocol, address = _parse_service(service)
-    _validate_job_name(job_name)
-    if (consumer_index is None) != (num_consumers is None):
-        # TensorFlow 2.21 means to raise this too, but its check is a chained
-        # comparison that is never true; a reader with one of the two is an error.
-        raise ValueError(
-            "Must either set both `consumer_index` and `num_consumers`, or neither. "
-            f"consumer_index={consumer_index}, num_consumers={num_consumers}"
-        )
-    if num_consumers is not None and job_name is None:
-        raise ValueError(
-            "`job_name` must be set when setting `num_consumers`. "
-            f"num_consumers was set to {num_consumers}."
-        )
-    for name, value in (
-        ("consumer_index", consumer_index),
-        ("num_consumers", num_consumers),
-        ("max_outstanding_requests", max_outstanding_requests),
-        ("dispatcher_timeout_ms", dispatcher_timeout_ms),
-        ("task_refresh_interval_hint_ms", task_refresh_interval_hint_ms),
-    ):
-        _check_int(name, value)
-    if cross_trainer_cache is not None and not isinstance(cross_trainer_cache, CrossTrainerCache):
-        raise TypeError(
-            "`cross_trainer_cache` must be a `tfdata.experimental.service.CrossTrainerCache`, "
-            f"got {type(cross_trainer_cache)}"
-        )
-    if not isinstance(target_workers, str):
-        raise TypeError(f"`target_workers` must be a string, got {type(target_workers)}")
-    if target_workers.upper() not in ("AUTO", "ANY", "LOCAL", ""):
-        raise ValueError(
-            f"Invalid `target_workers` argument: {target_workers}. Must be one of AUTO, ANY, LOCAL."
-        )
-    if max_outstanding_requests is not None and max_outstanding_requests == -1:
-        max_outstanding_requests = None  # AUTOTUNE
-    return {
-        "processing_mode": _POLICY_NAMES[policy],
-        "service": f"{protocol}://{address}",
-        "job_name": job_name,
-        "consumer_index": consumer_index,
-        "num_consumers": num_consumers,
-        "max_outstanding_requests": max_outstanding_requests,
-        "data_transfer_protocol": data_transfer_protocol,
-        "trainer_id": None if cross_trainer_cache is None else str(cross_trainer_cache.trainer_id),
-        "target_workers": target_workers,
-        "dispatcher_timeout_ms": dispatcher_timeout_ms,
-        "task_refresh_interval_ms": task_refresh_interval_hint_ms,
-    }
-
-
 def distribute(
     processing_mode,
     service,
@@ -653,6 +450,11 @@ def distribute(
     *,
     dispatcher_timeout_ms=None,
     task_refresh_interval_hint_ms=None,
+    deterministic=False,
+    num_lanes=None,
+    split_shuffle_seed=None,
+    reorder_window_elements=None,
+    reorder_window_bytes=None,
 ) -> Callable[[Dataset], DistributedDataset]:
     """A transformation that moves a dataset's processing to tf.data service
     (TensorFlow's ``distribute``): ``dataset.apply(distribute(...))``.
@@ -665,16 +467,46 @@ def distribute(
     setup calls retry an unreachable dispatcher before raising
     ``UnavailableError`` (default 60 s); ``task_refresh_interval_hint_ms``, how
     often the reader asks the dispatcher for new tasks (default 1 s).
+
+    Deterministic reads (tfdata's own, keyword-only; docs/python.md,
+    "Deterministic reads and elastic restore"):
+      deterministic: Read each epoch in one global order that depends on the
+        pipeline, its seeds, the epoch and ``num_lanes`` only: not on the
+        number of workers, their speed or failures, or the number of
+        consumers. Requires ``processing_mode="distributed_epoch"``. Then
+        ``consumer_index``/``num_consumers`` (``num_consumers`` dividing
+        ``num_lanes``; no ``job_name`` needed) make this reader consumer
+        ``c`` of ``n``, which reads the global positions ``c, c + n, ...``
+        (not TensorFlow's coordinated rounds), and the checkpoints of all
+        consumers at one step merge (:func:`tfdata.experimental.merge_checkpoints`)
+        into one that restores on any number of consumers dividing
+        ``num_lanes``.
+      num_lanes: The lanes each epoch's splits are dealt to (split ``i`` of
+        the order to lane ``i % num_lanes``); 1 to 4096, default 24. Part of
+        the order: a read restores only with the same value.
+      split_shuffle_seed: Deal the splits in a seeded permutation of their
+        order, new in each epoch (needs a known number of splits); default
+        the split providers' order.
+      reorder_window_elements, reorder_window_bytes: The bound on elements
+        (and their bytes) the reader holds while it waits for the next one in
+        order; default the client's.
+    Without ``deterministic=True`` these settings are a ``ValueError``.
     """
     # What TensorFlow checks here; the rest (`service` included) is checked
     # when the transformation is applied, as in TensorFlow.
-    _get_validated_sharding_policy(processing_mode)
-    _validate_compression(compression)
-    _validate_job_name(job_name)
+    _options.get_validated_sharding_policy(processing_mode)
+    _options.validate_compression(compression)
+    _options.validate_job_name(job_name)
+    deterministic_keywords = _options.deterministic_keywords(
+        deterministic, num_lanes, split_shuffle_seed, reorder_window_elements, reorder_window_bytes)
+    # The deterministic settings are checked now too: most of their errors
+    # are about the processing mode, which TensorFlow checks here.
+    _options.check_deterministic(processing_mode, consumer_index, num_consumers,
+                                 cross_trainer_cache, deterministic_keywords)
 
     def _apply_fn(dataset: Dataset) -> DistributedDataset:
         native_dataset = _native_of(dataset)
-        options = _read_options(
+        options = _options.read_options(
             processing_mode,
             service,
             job_name,
@@ -686,8 +518,9 @@ def distribute(
             target_workers,
             dispatcher_timeout_ms,
             task_refresh_interval_hint_ms,
+            deterministic_keywords,
         )
-        native = _native.distribute(native_dataset, _compression_name(compression), options)
+        native = _native.distribute(native_dataset, _options.compression_name(compression), options)
         return DistributedDataset._from_native(native)
 
     return _apply_fn
@@ -704,13 +537,13 @@ def register_dataset(service, dataset, compression="AUTO", dataset_id=None) -> s
     (a string). With a ``dataset_id`` that is already registered, the existing
     dataset is kept (the same dataset: a different one under that id is
     ``InvalidArgumentError``)."""
-    _validate_compression(compression)
-    protocol, address = _parse_service(service)
+    _options.validate_compression(compression)
+    protocol, address = _options.parse_service(service)
     if dataset_id is not None:
         dataset_id = dataset_id.decode() if isinstance(dataset_id, bytes) else str(dataset_id)
     return _native.register_dataset(
-        f"{protocol}://{address}", _native_of(dataset), _compression_name(compression), dataset_id
-    )
+        f"{protocol}://{address}", _native_of(dataset), _options.compression_name(compression),
+        dataset_id)
 
 
 def from_dataset_id(
@@ -728,14 +561,22 @@ def from_dataset_id(
     *,
     dispatcher_timeout_ms=None,
     task_refresh_interval_hint_ms=None,
+    deterministic=False,
+    num_lanes=None,
+    split_shuffle_seed=None,
+    reorder_window_elements=None,
+    reorder_window_bytes=None,
 ) -> DistributedDataset:
     """Reads a dataset registered earlier (by this or any client, TensorFlow's
     included) by its id (TensorFlow's ``from_dataset_id``).
 
     An unknown ``dataset_id`` raises ``NotFoundError`` (without an
-    ``element_spec``, one that is also the ``ValueError`` TensorFlow raises)."""
-    _validate_job_name(job_name)
-    options = _read_options(
+    ``element_spec``, one that is also the ``ValueError`` TensorFlow raises).
+
+    The keyword-only settings are those of :func:`distribute`.
+    """
+    _options.validate_job_name(job_name)
+    options = _options.read_options(
         processing_mode,
         service,
         job_name,
@@ -747,6 +588,9 @@ def from_dataset_id(
         target_workers,
         dispatcher_timeout_ms,
         task_refresh_interval_hint_ms,
+        _options.deterministic_keywords(
+            deterministic, num_lanes, split_shuffle_seed, reorder_window_elements,
+            reorder_window_bytes),
     )
     dataset_id = dataset_id.decode() if isinstance(dataset_id, bytes) else str(dataset_id)
     try:

@@ -110,7 +110,7 @@ impl Deterministic {
                 self.lanes
             ));
         }
-        if self.num_consumers == 0 || self.lanes % self.num_consumers != 0 {
+        if self.num_consumers == 0 || !self.lanes.is_multiple_of(self.num_consumers) {
             return refuse(format!(
                 "num_consumers must be at least 1 and divide lanes ({}), got {}",
                 self.lanes, self.num_consumers
