@@ -277,22 +277,22 @@ fn read(
         }
         std::thread::sleep(METRICS_POLL);
     }
-    let mut readers = Vec::new();
+    let mut received = Vec::new();
     let mut end = start;
     for thread in threads {
-        let (received, ended) = thread
+        let (reader, ended) = thread
             .join()
             .map_err(|_| anyhow::anyhow!("a reader thread panicked"))??;
-        readers.push(received);
+        received.push(reader);
         end = end.max(ended);
     }
     let seconds = (end - start).as_secs_f64();
     let after = reorder_samples(&tfdata::reader_metrics());
-    let timed: usize = readers.iter().map(|r| r.lengths.len()).sum();
+    let timed: usize = received.iter().map(|r| r.lengths.len()).sum();
     let timed = timed.saturating_sub(readers as usize);
     Ok(Read {
         elements_per_second: timed as f64 / seconds,
-        readers,
+        readers: received,
         reorder: growth_and_peaks(&before, &after, &peaks),
     })
 }
@@ -314,8 +314,8 @@ fn reorder_samples(text: &str) -> Samples {
         .collect()
 }
 
-/// Counters (`_total`, `_sum`, `_count`): what they grew by during the read;
-/// the others (gauges, such as a window's fill): their peak.
+/// Counters (`_total`, `_sum`, `_count`): what they grew by during the read,
+/// those that grew; the others (gauges, such as a window's fill): their peak.
 fn growth_and_peaks(before: &Samples, after: &Samples, peaks: &Samples) -> Map<String, Value> {
     let mut out = Map::new();
     for (name, value) in after {
@@ -327,7 +327,12 @@ fn growth_and_peaks(before: &Samples, after: &Samples, peaks: &Samples) -> Map<S
             .iter()
             .any(|s| metric.ends_with(s));
         let figure = if counter {
-            value - before.get(name).copied().unwrap_or(0.0)
+            let growth = value - before.get(name).copied().unwrap_or(0.0);
+            // Earlier reads' workers (gone) and workers never waited on.
+            if growth == 0.0 {
+                continue;
+            }
+            growth
         } else {
             peaks.get(name).copied().unwrap_or(*value).max(*value)
         };
@@ -783,15 +788,21 @@ mod tests {
     fn reorder_samples_are_found_whatever_their_names() {
         let text = "# TYPE tfdata_reader_reorder_wait_seconds counter\n\
                     tfdata_reader_reorder_wait_seconds_total{worker=\"a:1\"} 1.5\n\
+                    tfdata_reader_reorder_wait_seconds_total{worker=\"gone:2\"} 3\n\
                     tfdata_reader_reorder_window_elements 12\n\
                     tfdata_reader_reorder_wait_seconds_created 17\n\
                     tfdata_reader_elements_total 99\n";
         let after = reorder_samples(text);
-        assert_eq!(after.len(), 3);
+        assert_eq!(after.len(), 4);
         let mut before = Samples::new();
         before.insert(
             "tfdata_reader_reorder_wait_seconds_total{worker=\"a:1\"}".into(),
             0.5,
+        );
+        // An earlier read's worker: no growth, left out.
+        before.insert(
+            "tfdata_reader_reorder_wait_seconds_total{worker=\"gone:2\"}".into(),
+            3.0,
         );
         let mut peaks = Samples::new();
         peaks.insert("tfdata_reader_reorder_window_elements".into(), 40.0);
