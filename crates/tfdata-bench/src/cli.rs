@@ -277,8 +277,9 @@ pub(crate) struct Cli {
     /// each read on a 2-core machine. TensorFlow's figure uses `--elements`.
     #[arg(long, default_value_t = 1_000_000)]
     pub(crate) deterministic_elements: u64,
-    /// For `dynamic-deterministic`: `range(N)`'s N with one slow worker.
-    #[arg(long, default_value_t = 100_000)]
+    /// For `dynamic-deterministic`: `range(N)`'s N with one slow worker
+    /// (about 4 s of the slowest read, 40 stop/continue cycles).
+    #[arg(long, default_value_t = 200_000)]
     pub(crate) deterministic_slow_elements: u64,
     /// For `dispatcher-commit`: concurrent callers, one run per value.
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 8, 64])]

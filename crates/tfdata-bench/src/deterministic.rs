@@ -47,8 +47,9 @@ const WORKERS: usize = 2;
 const READERS: u32 = 2;
 /// The readers of the slow-worker reads. One reader merges lanes served by
 /// both workers (lane k is placed on task k % 2), so its merge waits on the
-/// slow one; with two, consumer c's lanes (k ≡ c mod 2) all sit on task c,
-/// so each consumer reads one worker and never waits on the other.
+/// slow one; with two, consumer c's lanes (k ≡ c mod 2) go to task c when
+/// both tasks are listed as it places them, so one consumer reads mostly the
+/// slow worker and the read ends when that consumer does.
 const SLOW_READERS: [u32; 2] = [1, 2];
 /// `range(N).batch(64)`'s batch size.
 const BATCH: i64 = 64;
