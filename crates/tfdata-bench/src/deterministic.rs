@@ -131,7 +131,7 @@ fn expected(
     consumer: u32,
     consumers: u32,
 ) -> Result<Received> {
-    if lanes == 0 || consumers == 0 || lanes % consumers != 0 || consumer >= consumers {
+    if lanes == 0 || consumers == 0 || !lanes.is_multiple_of(consumers) || consumer >= consumers {
         bail!("{consumers} consumers do not divide {lanes} lanes (consumer {consumer})");
     }
     let n = i64::try_from(n)?;

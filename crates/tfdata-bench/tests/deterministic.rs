@@ -66,11 +66,17 @@ fn check_slow_line(slow: &Value, readers: u64) {
     assert_eq!(slow["readers"], readers);
     for key in ["slow_worker", "non_deterministic_slow_worker"] {
         let worker = &slow[key];
-        assert!(worker["address"].as_str().unwrap().contains(':'), "{slow}");
-        assert!(worker["pid"].as_u64().unwrap() > 0);
+        assert!(
+            worker["address"]
+                .as_str()
+                .expect("an address")
+                .contains(':'),
+            "{slow}"
+        );
+        assert!(worker["pid"].as_u64().expect("a pid") > 0);
         assert_eq!(worker["stopped_ms"], 90);
         assert_eq!(worker["running_ms"], 10);
-        let fraction = worker["stopped_fraction"].as_f64().unwrap();
+        let fraction = worker["stopped_fraction"].as_f64().expect("a fraction");
         assert!((0.0..=1.0).contains(&fraction), "{slow}");
     }
     assert!(slow["reader_reorder"].is_object(), "{slow}");
