@@ -38,6 +38,10 @@ pub enum Scenario {
     /// `dynamic` read by two readers sharing the job: elements/s of both.
     #[value(name = "dynamic-2-readers")]
     Dynamic2Readers,
+    /// `dynamic-2-readers` read deterministically (consumers 0 and 1 of 2)
+    /// against first come first served in the same run, also with one
+    /// worker process 10× slower (SIGSTOP 90 ms / SIGCONT 10 ms).
+    DynamicDeterministic,
     /// A plain copy through one loopback TCP stream: MB/s, the data plane's ceiling.
     TcpLoopback,
     /// `GetSplit`/s and p99 latency of a fault-tolerant dispatcher with concurrent callers.
@@ -86,6 +90,7 @@ impl Scenario {
             Scenario::FirstElement => "first-element",
             Scenario::Dynamic => "dynamic",
             Scenario::Dynamic2Readers => "dynamic-2-readers",
+            Scenario::DynamicDeterministic => "dynamic-deterministic",
             Scenario::TcpLoopback => "tcp-loopback",
             Scenario::DispatcherCommit => "dispatcher-commit",
             Scenario::DispatcherCapacity => "dispatcher-capacity",
@@ -267,6 +272,15 @@ pub(crate) struct Cli {
     /// as many 1 MiB tensors).
     #[arg(long, default_value_t = 20_000)]
     pub(crate) elements: u64,
+    /// For `dynamic-deterministic`: `range(N)`'s N for the comparison with
+    /// first come first served (2 workers, 2 readers); about a second of
+    /// each read on a 2-core machine. TensorFlow's figure uses `--elements`.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub(crate) deterministic_elements: u64,
+    /// For `dynamic-deterministic`: `range(N)`'s N with one slow worker
+    /// (about 4 s of the slowest read, 40 stop/continue cycles).
+    #[arg(long, default_value_t = 200_000)]
+    pub(crate) deterministic_slow_elements: u64,
     /// For `dispatcher-commit`: concurrent callers, one run per value.
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 8, 64])]
     pub(crate) commit_callers: Vec<usize>,
@@ -340,6 +354,12 @@ impl Cli {
         }
         if self.elements < 2 {
             bail!("--elements must be at least 2 (the first is not timed)");
+        }
+        if self.deterministic_elements < 2 || self.deterministic_slow_elements < 2 {
+            bail!(
+                "--deterministic-elements and --deterministic-slow-elements must be at least 2 \
+                 (each reader's first element is not timed)"
+            );
         }
         if self.tcp_bytes == 0 {
             bail!("--tcp-bytes must be positive");

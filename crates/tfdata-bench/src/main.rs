@@ -83,6 +83,12 @@
 //!   `--scaling-dispatcher-workers` sizes; and `scaling/model`, what 100 and
 //!   1,000 workers would need (readers, network, dispatcher cores),
 //!   computed from those figures. tfdata only; see [`scaling`].
+//! * `dynamic-deterministic` (issue 35 item 5): a deterministic
+//!   distributed_epoch read (2 workers, consumers 0 and 1 of 2) against
+//!   `dynamic-2-readers` in the same run, `range(N)` and its `batch(64)`,
+//!   each consumer's exact sequence checked; then both reads with one of two
+//!   worker processes stopped 90 ms of every 100 ms, with the readers'
+//!   reorder figures; see [`deterministic`].
 //! * `kernels`: the pipeline's per-example operations (`parse_example`,
 //!   `decode_jpeg`, `resize`, `normalize`, and `batch`'s copy) timed one at
 //!   a time on one thread over `--kernel-images` (128) of the images, by
@@ -149,6 +155,7 @@ mod child;
 mod cli;
 mod commit;
 mod data;
+mod deterministic;
 mod graph_pipeline;
 mod kernels;
 mod measure;
@@ -250,6 +257,16 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
                 python_client.as_deref(),
             )?;
             emit(report, summary)
+        }
+        Scenario::DynamicDeterministic => {
+            let options = deterministic::Options {
+                elements: cli.deterministic_elements,
+                slow_elements: cli.deterministic_slow_elements,
+                repeats: cli.repeats,
+                tensorflow: options.tensorflow_python.clone(),
+                tensorflow_elements: cli.elements,
+            };
+            deterministic::run(&options, &mut emit)
         }
         Scenario::TcpLoopback => {
             let (report, summary) = service::tcp_loopback(cli.tcp_bytes)?;

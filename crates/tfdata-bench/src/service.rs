@@ -289,7 +289,7 @@ fn read_shared(target: &str, dataset: &Dataset, n: u64, readers: usize) -> Resul
 }
 
 /// The same scenario in TensorFlow 2.21 (`scripts/tf_service.py`).
-fn measure_tensorflow(python: &Path, scenario: &str, n: u64) -> Result<f64> {
+pub(crate) fn measure_tensorflow(python: &Path, scenario: &str, n: u64) -> Result<f64> {
     let args = [
         "--scenario".to_string(),
         scenario.to_string(),

@@ -140,10 +140,10 @@ impl Iteration {
         let element = delivery.next();
         self.taken_any |= element.is_some();
         if element.is_some()
-            && let (Some(d), Origin::Lane { lane, index }) =
-                (&mut self.deterministic, &delivery.origin)
+            && let (Some(d), Origin::Lanes(positions)) = (&mut self.deterministic, &delivery.origin)
+            && let Some(&(lane, index)) = positions.get(delivery.taken as usize - 1)
         {
-            d.consumed(*lane, *index);
+            d.consumed(lane, index);
         }
         if delivery.is_read()
             && let Some(done) = self.current.take()
@@ -345,7 +345,7 @@ fn record(positions: &mut Positions, delivery: &Delivery, per_element: bool) {
             }
         }
         // A deterministic read's lanes: `Iteration::deterministic`.
-        Origin::Lane { .. } => {}
+        Origin::Lanes(_) => {}
     }
 }
 

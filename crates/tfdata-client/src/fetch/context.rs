@@ -87,8 +87,9 @@ pub(crate) enum Origin {
     /// `GetElement` answers carry no index, except a tfdata worker's in a
     /// coordinated read (`Numbered`).
     Unnumbered { worker: Arc<str> },
-    /// A deterministic read's element: its lane and its index there.
-    Lane { lane: u32, index: i64 },
+    /// A run of a deterministic read's merged elements: each one's lane
+    /// and its index there, in order.
+    Lanes(Vec<(u32, i64)>),
 }
 
 impl Delivery {
@@ -108,12 +109,13 @@ impl Delivery {
         }
     }
 
-    /// A deterministic read's merged element (its stream's credit went
-    /// back when it left the reorder window).
-    pub(crate) fn lane_element(element: ReceivedElement, lane: u32, index: i64) -> Self {
+    /// A run of a deterministic read's merged elements, in order (their
+    /// streams' credit went back when they left the reorder window).
+    pub(crate) fn lane_run(elements: Vec<ReceivedElement>, positions: Vec<(u32, i64)>) -> Self {
+        debug_assert_eq!(elements.len(), positions.len());
         Delivery {
-            elements: vec![element].into_iter(),
-            origin: Origin::Lane { lane, index },
+            elements: elements.into_iter(),
+            origin: Origin::Lanes(positions),
             taken: 0,
             splits: None,
             _permit: None,
