@@ -188,6 +188,25 @@ fn the_global_sequence_is_the_same_on_any_workers_and_consumers() {
     assert_ne!(sorted, reference["range.map.shuffle.batch"]);
 }
 
+/// A worker at its lane-stream limit refuses more lanes; the reader opens
+/// them on the other worker instead of failing the read.
+#[test]
+fn lanes_a_full_worker_refuses_go_to_another() {
+    let pipeline = square_pipeline();
+    let reference = {
+        let (dispatcher, _workers) = cluster(1);
+        read_by(&dispatcher, &pipeline, 1)
+    };
+    let (dispatcher, mut workers) = cluster(0);
+    let mut small = WorkerConfig::new(dispatcher.address());
+    small.heartbeat_interval = Duration::from_millis(100);
+    small.max_lane_streams = 2;
+    workers.push(WorkerServer::new(small).unwrap());
+    wait_for_workers(&dispatcher, 1);
+    add_worker(&dispatcher, &mut workers);
+    assert_eq!(read_by(&dispatcher, &pipeline, 1), reference);
+}
+
 /// A worker of `dispatcher`, registered.
 fn add_worker(dispatcher: &DispatchServer, workers: &mut Vec<WorkerServer>) {
     let mut config = WorkerConfig::new(dispatcher.address());

@@ -537,10 +537,14 @@ impl Driver {
                 if tfdata_rpc::peer::is_refused(&status) {
                     self.refused.push(stream.worker.to_string());
                 }
+                // A worker at its lane-stream limit (`max_lane_streams`)
+                // refuses with RESOURCE_EXHAUSTED: another worker may have
+                // room, so the lane moves as it does off a failed worker.
+                let full = status.code() == tonic::Code::ResourceExhausted;
                 let err = Error::from(status);
                 let failures = self.failures.entry(lane).or_default();
                 *failures += 1;
-                if !err.is_retryable() || *failures > MAX_LANE_FAILURES_IN_A_ROW {
+                if !(err.is_retryable() || full) || *failures > MAX_LANE_FAILURES_IN_A_ROW {
                     return Err(Error::Context {
                         context: Some(format!(
                             "Failed to read lane {lane} of the deterministic read from worker {} \
