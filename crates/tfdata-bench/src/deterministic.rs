@@ -242,7 +242,7 @@ fn read(
             let distributed = builder.apply(dataset)?;
             let barrier = Arc::clone(&barrier);
             Ok(std::thread::spawn(
-                move || -> Result<(Received, Instant)> {
+                move || -> Result<(Received, Instant, Instant)> {
                     let mut iter = distributed.iter();
                     // A reader may find the epoch already gone (tiny `n`).
                     let first = match &mut iter {
@@ -251,6 +251,7 @@ fn read(
                     };
                     // Always reached: the measuring thread waits for everyone.
                     barrier.wait();
+                    let started = Instant::now();
                     let iter = iter?;
                     let mut received = Received::default();
                     if let Some(first) = first? {
@@ -259,14 +260,13 @@ fn read(
                     for element in iter {
                         received.push(&element?.components[0].to_vec::<i64>()?)?;
                     }
-                    Ok((received, Instant::now()))
+                    Ok((received, started, Instant::now()))
                 },
             ))
         })
         .collect::<Result<_>>()?;
     barrier.wait();
     let before = reorder_samples(&tfdata::reader_metrics());
-    let start = Instant::now();
     let mut peaks = Samples::new();
     // Sample the reader's reorder figures while the readers run: a window's
     // fill is gone by the end of the read. (Each reader notes its own end,
@@ -278,16 +278,20 @@ fn read(
         }
         std::thread::sleep(METRICS_POLL);
     }
+    // Timed from the first reader's release from the barrier to the last
+    // reader's end, both taken by the readers: a tiny read can end before
+    // this thread would have looked at the clock.
     let mut received = Vec::new();
-    let mut end = start;
+    let mut span: Option<(Instant, Instant)> = None;
     for thread in threads {
-        let (reader, ended) = thread
+        let (reader, started, ended) = thread
             .join()
             .map_err(|_| anyhow::anyhow!("a reader thread panicked"))??;
         received.push(reader);
-        end = end.max(ended);
+        span = Some(span.map_or((started, ended), |(s, e)| (s.min(started), e.max(ended))));
     }
-    let seconds = (end - start).as_secs_f64();
+    let (start, end) = span.context("no readers")?;
+    let seconds = (end - start).as_secs_f64().max(1e-9);
     let after = reorder_samples(&tfdata::reader_metrics());
     let timed: usize = received.iter().map(|r| r.lengths.len()).sum();
     let timed = timed.saturating_sub(readers as usize);
