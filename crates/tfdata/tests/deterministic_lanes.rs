@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 
 mod common;
+use common::first_task;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -53,46 +54,7 @@ async fn one_task(
         .await
         .unwrap()
         .dataset_id;
-    let job_id = client
-        .get_or_create_job(wire::GetOrCreateJobRequest {
-            dataset_id,
-            processing_mode_def: Some(mode),
-            job_name: None,
-            num_consumers: None,
-            use_cross_trainer_cache: false,
-            target_workers: wire::TargetWorkers::Any as i32,
-        })
-        .await
-        .unwrap()
-        .job_id;
-    let client_id = client
-        .get_or_create_iteration(wire::GetOrCreateIterationRequest {
-            job_id,
-            repetition: 0,
-            tfdata_reports_receipts: false,
-            tfdata_consumed: Vec::new(),
-            tfdata_restore: None,
-            tfdata_consumed_elements: Vec::new(),
-            tfdata_consumed_pieces: Vec::new(),
-        })
-        .await
-        .unwrap()
-        .iteration_client_id;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let response = client
-            .client_heartbeat(wire::ClientHeartbeatRequest {
-                iteration_client_id: client_id,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        if let Some(task) = response.task_info.first() {
-            return task.task_id;
-        }
-        assert!(Instant::now() < deadline, "no task");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    first_task(&client, dataset_id, mode).await.0
 }
 
 fn deterministic(lanes: i64, split_shuffle_seed: Option<u64>) -> wire::ProcessingModeDef {

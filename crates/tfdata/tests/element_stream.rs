@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{cluster, scalars};
+use common::{cluster, first_task, scalars};
 use tfdata::{
     Compression, Dataset, DispatchServer, DispatcherConfig, ProcessingMode, Tensor, WorkerConfig,
     WorkerServer, distribute,
@@ -247,46 +247,12 @@ async fn one_task_and_reader(
         .await
         .unwrap()
         .dataset_id;
-    let job_id = dispatcher
-        .get_or_create_job(wire::GetOrCreateJobRequest {
-            dataset_id,
-            processing_mode_def: Some(ProcessingMode::ParallelEpochs.to_proto()),
-            job_name: None,
-            num_consumers: None,
-            use_cross_trainer_cache: false,
-            target_workers: wire::TargetWorkers::Any as i32,
-        })
-        .await
-        .unwrap()
-        .job_id;
-    let client_id = dispatcher
-        .get_or_create_iteration(wire::GetOrCreateIterationRequest {
-            job_id,
-            repetition: 0,
-            tfdata_reports_receipts: false,
-            tfdata_consumed: Vec::new(),
-            tfdata_restore: None,
-            tfdata_consumed_elements: Vec::new(),
-            tfdata_consumed_pieces: Vec::new(),
-        })
-        .await
-        .unwrap()
-        .iteration_client_id;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let response = dispatcher
-            .client_heartbeat(wire::ClientHeartbeatRequest {
-                iteration_client_id: client_id,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        if let Some(task) = response.task_info.first() {
-            return (task.task_id, client_id);
-        }
-        assert!(Instant::now() < deadline, "no task");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    first_task(
+        dispatcher,
+        dataset_id,
+        ProcessingMode::ParallelEpochs.to_proto(),
+    )
+    .await
 }
 
 /// Opens a stream on `task_id` with one grant of credit, closes the credit

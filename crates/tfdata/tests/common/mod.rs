@@ -157,3 +157,47 @@ pub fn http_get(port: u16, path: &str) -> (u16, String, String) {
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
     (status, head.to_ascii_lowercase(), body.into())
 }
+
+/// Creates a job of `dataset_id` with `mode` and its iteration through the
+/// dispatcher's gRPC, and waits (20 s at most) for the iteration's first
+/// task: its id and the reader's iteration client id.
+pub async fn first_task(
+    dispatcher: &tfdata::DispatcherClient,
+    dataset_id: String,
+    mode: tfdata_proto::data::ProcessingModeDef,
+) -> (i64, i64) {
+    use tfdata_proto::data as wire;
+    let job_id = dispatcher
+        .get_or_create_job(wire::GetOrCreateJobRequest {
+            dataset_id,
+            processing_mode_def: Some(mode),
+            target_workers: wire::TargetWorkers::Any as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .job_id;
+    let client_id = dispatcher
+        .get_or_create_iteration(wire::GetOrCreateIterationRequest {
+            job_id,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .iteration_client_id;
+    let deadline = Instant::now() + REGISTRATION_LIMIT;
+    loop {
+        let response = dispatcher
+            .client_heartbeat(wire::ClientHeartbeatRequest {
+                iteration_client_id: client_id,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        if let Some(task) = response.task_info.first() {
+            return (task.task_id, client_id);
+        }
+        assert!(Instant::now() < deadline, "no task");
+        tokio::time::sleep(POLL).await;
+    }
+}
