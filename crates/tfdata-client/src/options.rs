@@ -37,6 +37,7 @@ impl ProcessingMode {
         wire::ProcessingModeDef {
             sharding_policy: policy as i32,
             tfdata_deterministic: None,
+            tfdata_autocache: false,
         }
     }
 }

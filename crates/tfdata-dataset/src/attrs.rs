@@ -38,6 +38,10 @@ pub struct FunctionRef {
     pub name: String,
     pub args: Attrs,
     pub inline: Option<InlineBody>,
+    /// The user declared the function deterministic (the same output for
+    /// the same input, no hidden state): autocache may cache after it.
+    /// Travels with the name (`FunctionRef.deterministic` on the wire).
+    pub deterministic: bool,
 }
 
 /// An inline function body, type-erased because attributes sit below the
@@ -57,6 +61,7 @@ impl PartialEq for FunctionRef {
     fn eq(&self, other: &Self) -> bool {
         self.name == other.name
             && self.args == other.args
+            && self.deterministic == other.deterministic
             && match (&self.inline, &other.inline) {
                 (None, None) => true,
                 (Some(a), Some(b)) => Arc::ptr_eq(&a.0, &b.0),
@@ -76,6 +81,15 @@ impl FunctionRef {
             name: name.to_string(),
             args,
             inline: None,
+            deterministic: false,
+        }
+    }
+
+    /// This function, declared deterministic by its user.
+    pub fn declared_deterministic(self) -> Self {
+        FunctionRef {
+            deterministic: true,
+            ..self
         }
     }
 }
@@ -369,6 +383,7 @@ pub fn attr_to_wire(a: &Attr) -> wire::AttrValue {
         Attr::Function(f) => Value::Function(wire::FunctionRef {
             name: f.name.clone(),
             args: attrs_to_wire(&f.args),
+            deterministic: f.deterministic,
         }),
     };
     wire::AttrValue { value: Some(value) }
@@ -405,10 +420,10 @@ pub fn attr_from_wire(a: &wire::AttrValue, depth: usize) -> Result<Attr> {
                 .collect::<Result<_>>()?,
         ),
         Some(Value::Tensor(t)) => Attr::Tensor(tensor_from_proto(t)?),
-        Some(Value::Function(f)) => Attr::Function(FunctionRef::with_args(
-            &f.name,
-            attrs_from_wire(&f.args, depth + 1)?,
-        )),
+        Some(Value::Function(f)) => Attr::Function(FunctionRef {
+            deterministic: f.deterministic,
+            ..FunctionRef::with_args(&f.name, attrs_from_wire(&f.args, depth + 1)?)
+        }),
     })
 }
 

@@ -80,9 +80,5 @@ fn fuse_pair(first: &FunctionRef, second: &FunctionRef) -> Option<FunctionRef> {
             }
         }
     }
-    Some(FunctionRef {
-        name: name.into(),
-        args,
-        inline: None,
-    })
+    Some(FunctionRef::with_args(name, args))
 }

@@ -194,6 +194,7 @@ impl Worker {
             // Set by the heartbeat loop (`crate::heartbeats`).
             tfdata_hold_ms: 0,
             tfdata_news_seen: 0,
+            tfdata_autocache_profiles: Vec::new(),
         }
     }
 

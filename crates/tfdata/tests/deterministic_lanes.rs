@@ -64,6 +64,7 @@ fn deterministic(lanes: i64, split_shuffle_seed: Option<u64>) -> wire::Processin
             lanes,
             split_shuffle_seed,
         }),
+        ..Default::default()
     }
 }
 
@@ -325,6 +326,7 @@ async fn deterministic_tasks_refuse_other_reads() {
         wire::ProcessingModeDef {
             sharding_policy: ShardingPolicy::Dynamic as i32,
             tfdata_deterministic: None,
+            ..Default::default()
         },
     )
     .await;

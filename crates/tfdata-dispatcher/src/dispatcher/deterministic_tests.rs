@@ -26,6 +26,7 @@ fn mode(policy: i32, lanes: i64, seed: Option<u64>) -> wire::ProcessingModeDef {
             lanes,
             split_shuffle_seed: seed,
         }),
+        ..Default::default()
     }
 }
 
@@ -201,6 +202,7 @@ async fn a_deterministic_job_needs_a_dataset_tfdata_workers_run() {
     let plain = wire::ProcessingModeDef {
         sharding_policy: DYNAMIC,
         tfdata_deterministic: None,
+        ..Default::default()
     };
     job(&d, job_request(&foreign, None, plain)).await.unwrap();
     let runnable = register_graph(&d, graph_with(None)).await;
@@ -231,6 +233,7 @@ async fn a_named_deterministic_job_refuses_another_setting() {
     let plain = wire::ProcessingModeDef {
         sharding_policy: DYNAMIC,
         tfdata_deterministic: None,
+        ..Default::default()
     };
     for (other, words) in [
         (

@@ -242,6 +242,8 @@ impl Dispatcher {
                 .get(&task.worker_address)
                 .map(|r| r.bounds())
                 .unwrap_or_default(),
+            tfdata_autocache_profile: false,
+            tfdata_autocache_dir: String::new(),
         })
     }
 

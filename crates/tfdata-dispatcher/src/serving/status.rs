@@ -24,6 +24,16 @@ impl StatusService for StatusGrpc {
     ) -> Result<Response<wire::GetStatusResponse>, Status> {
         Ok(Response::new(self.0.status().await))
     }
+
+    async fn get_scaling_advice(
+        &self,
+        _r: Request<wire::GetScalingAdviceRequest>,
+    ) -> Result<Response<wire::ScalingAdvice>, Status> {
+        // The scaling controller lands with issue 36's dispatcher work.
+        Err(Status::unimplemented(
+            "GetScalingAdvice: no scaling controller yet",
+        ))
+    }
 }
 
 impl Dispatcher {
@@ -36,6 +46,8 @@ impl Dispatcher {
 /// The status report of `overview`, as the status service answers it.
 pub fn status_report(overview: &Overview) -> wire::GetStatusResponse {
     wire::GetStatusResponse {
+        scaling: None,
+        autocache: Vec::new(),
         protocol_version: tfdata_proto::DATA_SERVICE_VERSION,
         fault_tolerant: overview.fault_tolerant,
         workers: overview
