@@ -278,3 +278,104 @@ fn the_supervisor_restarts_dead_workers_and_keeps_them_without_a_dispatcher() {
     assert!(worker_children(pid).is_empty());
     assert!(sup.logs().contains("every worker exited"), "{}", sup.logs());
 }
+
+/// Scaling down in the middle of a read: the reader first takes all it
+/// can (the supervisor scales up), then slows to a pace fewer workers
+/// meet; the controller lowers its target and the supervisor drains
+/// workers while the read goes on. Each drained worker finishes the
+/// split in hand and hands the rest back: every element arrives exactly
+/// once.
+#[test]
+fn the_supervisor_drains_workers_mid_read_without_losing_or_repeating_elements() {
+    const ELEMENTS: i64 = 1_200;
+    /// The slowed reader's time per element: about 66 elements a second,
+    /// which two 50-a-second workers meet.
+    const SLOW_READ: Duration = Duration::from_millis(15);
+    let dir = tempfile::tempdir().unwrap();
+    let (dispatcher, port) = Process::start(&[
+        "dispatcher",
+        "--port",
+        "0",
+        "--scaling-period-ms",
+        SCALING_PERIOD_MS,
+    ]);
+    let address = format!("localhost:{port}");
+    let service = format!("grpc://{address}");
+    let dataset_id = register(
+        dir.path(),
+        &service,
+        &format!(
+            r#"{{"op": "map", "function": {{"function": "sleep", "args": {{"ms": {SLEEP_MS}}}}},
+                "input": {{"op": "range", "stop": {ELEMENTS}}}}}"#
+        ),
+    );
+    let sup = supervisor(&address, "1", "4");
+    let pid = sup.child.id();
+    common::wait_for_workers(&address, 1);
+
+    // A small window: the workers produce at the reader's pace, so a
+    // drained worker has splits in hand.
+    let ds = tfdata::from_dataset_id(
+        tfdata::ProcessingMode::DistributedEpoch,
+        &service,
+        &dataset_id,
+    )
+    .task_refresh_interval(Duration::from_millis(200))
+    .stream_window(8, 1 << 20)
+    .build()
+    .unwrap();
+    let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
+    let (mut most, mut slowed_at, mut drained_during_read) = (1, None, 0);
+    let started = Instant::now();
+    for (i, element) in ds.iter().unwrap().enumerate() {
+        let value = element.unwrap().components[0].to_scalar::<i64>().unwrap();
+        *counts.entry(value).or_default() += 1;
+        if i % 20 == 0 {
+            let workers = worker_children(pid).len();
+            most = most.max(workers);
+            if slowed_at.is_none() && workers >= 3 {
+                slowed_at = Some(i);
+            }
+            drained_during_read = sup.logs().matches("worker drained and exited").count();
+        }
+        if slowed_at.is_some() {
+            std::thread::sleep(SLOW_READ);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the read did not end\n{}",
+            sup.logs()
+        );
+    }
+    drop(ds);
+    let slowed_at = slowed_at.unwrap_or_else(|| {
+        panic!(
+            "the supervisor never ran 3 workers for a starved reader (at most {most})\n{}\n{}",
+            sup.logs(),
+            dispatcher.logs()
+        )
+    });
+    assert!(
+        drained_during_read >= 1,
+        "no worker was drained while the slowed reader read (slowed at element {slowed_at}, \
+         at most {most} workers)\n{}\n{}",
+        sup.logs(),
+        dispatcher.logs()
+    );
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "elements read more than once: {twice:?}");
+    let missing: Vec<i64> = (0..ELEMENTS).filter(|v| !counts.contains_key(v)).collect();
+    assert!(missing.is_empty(), "elements never read: {missing:?}");
+    eprintln!(
+        "{most} workers at most; slowed at element {slowed_at}; {drained_during_read} drained \
+         during the read; {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    // The reader released its iteration: back to the minimum.
+    wait_until(
+        "the supervisor to drain down to --min 1 worker",
+        Duration::from_secs(60),
+        &[&sup, &dispatcher],
+        || (worker_children(pid).len() == 1).then_some(()),
+    );
+}
