@@ -362,6 +362,16 @@ fn the_supervisor_drains_workers_mid_read_without_losing_or_repeating_elements()
         sup.logs(),
         dispatcher.logs()
     );
+    // Drained, not killed: each worker finished its drain and exited 0
+    // (SIGKILL would also lose nothing, the readers' receipts see to that,
+    // but the splits in hand would be produced again).
+    let logs = sup.logs();
+    assert_eq!(
+        logs.matches("worker drained and exited (exit code 0)")
+            .count(),
+        logs.matches("worker drained and exited").count(),
+        "{logs}"
+    );
     let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "elements read more than once: {twice:?}");
     let missing: Vec<i64> = (0..ELEMENTS).filter(|v| !counts.contains_key(v)).collect();
