@@ -421,10 +421,10 @@ impl ScalingController {
                 "demand moved {RECHECK_FACTOR}x since the floor was set: re-checking; "
             );
         }
-        if let Some(probe) = self.probe {
-            if !self.judge(now, probe, obs, step) {
-                return;
-            }
+        if let Some(probe) = self.probe
+            && !self.judge(now, probe, obs, step)
+        {
+            return;
         }
         self.propose(now, obs, step);
     }
