@@ -49,7 +49,7 @@ pub mod scaling {
     pub use tfdata_dispatcher::scaling::{
         Bounds, DEFAULT_SCALING_PERIOD, Decision, Direction, FED_THRESHOLD, MAX_WAIT_PERIODS,
         MIN_IMPROVEMENT, Observation, Outcome, Phase, RECHECK_FACTOR, STARVE_THRESHOLD,
-        ScalingController,
+        ScalingController, estimate,
     };
 }
 

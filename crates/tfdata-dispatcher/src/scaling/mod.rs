@@ -12,9 +12,13 @@
 //! [`MIN_IMPROVEMENT`]; otherwise the count goes back and the plateau is
 //! remembered until demand or wait moves by [`RECHECK_FACTOR`]. A step down
 //! is taken only while readers are fed and is reverted if they starve.
+//!
+//! [`estimate`]: TensorFlow's estimate itself, as pure functions.
 
 use std::fmt::Write as _;
 use std::time::Duration;
+
+pub mod estimate;
 
 /// Readers starve when their trainers wait in `next()` at least this
 /// fraction of the time: the controller then asks for more workers. 5%
@@ -711,5 +715,4 @@ fn secs(d: Duration) -> String {
 }
 
 #[cfg(test)]
-#[path = "scaling_tests.rs"]
 mod tests;
