@@ -63,7 +63,11 @@ pub struct Observation {
     /// Seconds the readers waited per element consumed over the last
     /// period (Cachew's batch time, per element).
     pub wait_seconds_per_element: f64,
-    /// The demand: readers' summed consumption rate (elements/s).
+    /// The demand (elements/s), which the re-check rule compares: what
+    /// the readers would consume if they never waited (the dispatcher sums
+    /// TensorFlow's 1 / target processing time). A measured consumption
+    /// works too, but while readers starve it moves with the workers
+    /// rather than with the trainers.
     pub consumption_per_second: f64,
 }
 
