@@ -12,6 +12,7 @@
 //! * [`verdict`]: the bottleneck rules, apart from any rendering;
 //! * [`report`]: the rows and summary taken from one [`Overview`];
 //! * [`html`] and [`json`]: the two renderings of a report;
+//! * [`scaling`]: the scaling controller's section and JSON object;
 //! * [`format`]: numbers, times and HTML escaping.
 //!
 //! The page reads the dispatcher through one query only, the [`Overview`]
@@ -23,6 +24,7 @@ pub mod format;
 pub mod html;
 pub mod json;
 pub mod report;
+pub mod scaling;
 pub mod verdict;
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use tfdata_proto::data::{data_service_metadata::Compression, processing_mode_def
 
 use super::verdict::{self, Evidence, Verdict};
 use crate::overview::{
-    Demand, DeterministicOverview, JobOverview, Overview, ReaderRates, WorkerRates,
+    Demand, DeterministicOverview, JobOverview, Overview, ReaderRates, ScalingOverview, WorkerRates,
 };
 
 /// A live worker not heard from for longer than this (or half the worker
@@ -28,6 +28,8 @@ pub struct StatusReport {
     pub journal_failed: bool,
     pub verdict: Verdict,
     pub demand: Demand,
+    /// The scaling controller's last decision.
+    pub scaling: ScalingOverview,
     /// Lost first, then stale, then live from the slowest.
     pub workers: Vec<WorkerRow>,
     /// Most starved first.
@@ -324,6 +326,7 @@ impl StatusReport {
             journal_failed: overview.journal_failed,
             verdict: verdict::judge(&evidence),
             demand: overview.demand.clone(),
+            scaling: overview.scaling.clone(),
             workers,
             readers,
             iterations,
