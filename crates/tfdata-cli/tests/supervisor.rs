@@ -388,4 +388,46 @@ fn the_supervisor_drains_workers_mid_read_without_losing_or_repeating_elements()
         &[&sup, &dispatcher],
         || (worker_children(pid).len() == 1).then_some(()),
     );
+    let mut sup = sup;
+    sup.signal("TERM");
+    let status = sup
+        .wait_exit(Duration::from_secs(30))
+        .expect("supervisor exit");
+    assert!(status.success(), "{status}\n{}", sup.logs());
+    assert!(worker_children(pid).is_empty());
+    assert!(dispatcher.terminate().success());
+}
+
+/// Whether process `pid` has exited (gone, or a zombie nobody reaped).
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.split_whitespace().next() == Some("Z")),
+    }
+}
+
+/// A supervisor killed outright (SIGKILL: it drains nothing) does not
+/// leave its workers behind: each notices it was re-parented, drains and
+/// stops.
+#[test]
+fn the_workers_of_a_killed_supervisor_stop() {
+    let (dispatcher, port) = Process::start(&["dispatcher", "--port", "0"]);
+    let address = format!("localhost:{port}");
+    let mut sup = supervisor(&address, "2", "2");
+    let pid = sup.child.id();
+    let workers = wait_until("two workers", Duration::from_secs(30), &[&sup], || {
+        let pids = worker_children(pid);
+        (pids.len() == 2).then_some(pids)
+    });
+    sup.signal("KILL");
+    sup.wait_exit(Duration::from_secs(10)).expect("killed");
+    wait_until(
+        "the orphaned workers to stop",
+        Duration::from_secs(30),
+        &[&sup, &dispatcher],
+        || workers.iter().all(|w| exited(*w)).then_some(()),
+    );
+    assert!(dispatcher.terminate().success());
 }
