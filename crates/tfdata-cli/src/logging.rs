@@ -8,8 +8,6 @@
 //! enclosing spans (with their dataset, job, iteration, task and worker
 //! ids) as `spans`, outermost first, and `span`, the innermost.
 
-use std::io::Write as _;
-
 use tracing_subscriber::EnvFilter;
 
 /// How log lines are written.
