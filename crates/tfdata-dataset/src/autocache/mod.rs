@@ -40,8 +40,10 @@
 //! only [`profile`] runs it, through the `build` function its caller gives.
 
 mod analyse;
+mod choose;
 pub mod fingerprint;
 pub mod layout;
+pub mod profile;
 mod rewrite;
 
 #[cfg(test)]
@@ -54,9 +56,14 @@ use tfdata_core::Result;
 use crate::io::fs::FileSystem;
 use crate::snapshot::layout::SnapshotCompression;
 
-pub use analyse::{Analysis, Candidate, GRAPH_NOT_ANALYSED, analyse};
+pub use analyse::{
+    ACROSS_ELEMENTS, Analysis, Candidate, DETERMINISTIC_BUILTINS, ELEMENT_WISE, GRAPH_NOT_ANALYSED,
+    SEEDED_RANDOM_BUILTINS, analyse,
+};
+pub use choose::{Choice, MAX_READ_TO_COMPUTE, choose};
 pub use fingerprint::{FINGERPRINT_VERSION, Fingerprint, MAX_FINGERPRINT_FILES, fingerprint};
 pub use layout::{MAX_CACHE_FILES, cache_path, drop_cache, is_complete, stale_caches};
+pub use profile::{PointCost, ProfileLimits, profile};
 pub use rewrite::rewrite;
 
 /// Which file system serves a path or URL:
