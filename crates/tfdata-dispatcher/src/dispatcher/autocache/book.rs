@@ -77,6 +77,19 @@ impl PlannedPoint {
 pub(crate) struct Plan {
     pub pipeline: PipelineDef,
     pub points: Vec<PlannedPoint>,
+    /// Why the points above the last candidate are not candidates (the
+    /// analysis' sentence), told with every decision.
+    pub stopped: Option<String>,
+}
+
+impl Plan {
+    /// `reason`, and why later points were not considered.
+    pub fn explain(&self, reason: &str) -> String {
+        match &self.stopped {
+            Some(stopped) => format!("{reason}; later points are not candidates: {stopped}"),
+            None => reason.to_string(),
+        }
+    }
 }
 
 /// The figures a decision was made on.

@@ -206,7 +206,10 @@ impl Dispatcher {
         let book = &self.autocache;
         if !profile.error.is_empty() {
             tracing::warn!(dataset = %dataset, task = profile.task_id, error = %profile.error, "autocache profiling failed; nothing is cached");
-            book.not_cached(dataset, format!("profiling failed: {}", profile.error));
+            book.not_cached(
+                dataset,
+                plan.explain(&format!("profiling failed: {}", profile.error)),
+            );
             return;
         }
         let costs: Vec<PointCost> = profile
@@ -241,7 +244,7 @@ impl Dispatcher {
                 });
                 book.decided_against(
                     dataset,
-                    reason,
+                    plan.explain(&reason),
                     best.map_or(Figures::default(), |c| figures_of(c.point)),
                 );
                 return;
@@ -255,14 +258,14 @@ impl Dispatcher {
             return;
         };
         let figures = figures_of(index);
-        let why = format!(
+        let why = plan.explain(&format!(
             "{} costs {:.3} ms per element to compute and {:.3} ms to read back ({:.0} bytes): \
              its cache is being written",
             point.label(),
             figures.compute_seconds_per_element * 1e3,
             figures.read_seconds_per_element * 1e3,
             figures.bytes_per_element
-        );
+        ));
         if book.is_writing(&point.cache_path) {
             book.writing(dataset, point, figures, why);
             return;
@@ -407,6 +410,7 @@ fn survey(store: &DatasetStore, id: &DatasetId, root: &str) -> Result<Survey> {
             "the pipeline has no point whose output a cache would keep".into()
         })));
     }
+    let analysis_stopped = analysis.stopped.clone();
     let fs: autocache::Resolver<'_> = &registry::file_system;
     let (mut points, mut failures, mut dropped) = (Vec::new(), Vec::new(), Vec::new());
     for candidate in analysis.candidates {
@@ -441,7 +445,11 @@ fn survey(store: &DatasetStore, id: &DatasetId, root: &str) -> Result<Survey> {
         }
     }
     Ok(Survey::Planned {
-        plan: Plan { pipeline, points },
+        plan: Plan {
+            pipeline,
+            points,
+            stopped: analysis_stopped,
+        },
         dropped,
         complete,
     })
