@@ -614,6 +614,48 @@ fn cache_layout_stale_caches_and_dropping() {
     assert!(drop_cache("/", &fs).is_err());
 }
 
+#[test]
+fn fingerprints_and_caches_on_an_object_store() {
+    let (store_fs, _) = crate::io::object_store::test_support::memory_fs();
+    let store: Arc<dyn FileSystem> = Arc::new(store_fs);
+    let fs = {
+        let store = store.clone();
+        move |_: &str| Ok(store.clone())
+    };
+    let write = |url: &str, bytes: &[u8]| {
+        crate::io::object_store::test_support::write_dyn(&*store, url, bytes)
+    };
+    write("s3://bucket/data/a.rec", b"one");
+    write("s3://bucket/data/b.rec", b"two");
+    let def = files_pipeline(&["s3://bucket/data"]);
+    let a = analyse(&def);
+    let first = fingerprint(&a.candidates[1], &fs).unwrap();
+    assert_eq!(fingerprint(&a.candidates[1], &fs).unwrap(), first);
+    std::thread::sleep(Duration::from_millis(2));
+    write("s3://bucket/data/b.rec", b"TWO");
+    let changed = fingerprint(&a.candidates[1], &fs).unwrap();
+    assert_eq!(changed.prefix, first.prefix);
+    assert_ne!(changed.files, first.files, "a rewritten object");
+    let missing = files_pipeline(&["s3://bucket/data/none.rec"]);
+    assert!(fingerprint(&analyse(&missing).candidates[0], &fs).is_err());
+
+    let root = "s3://bucket/autocache";
+    for fp in [&first, &changed] {
+        write(&format!("{}/DONE", cache_path(root, fp)), b"");
+        write(
+            &format!("{}/chunks/chunk_0_0_1", cache_path(root, fp)),
+            b"x",
+        );
+    }
+    assert!(is_complete(&cache_path(root, &first), &fs).unwrap());
+    let stale = stale_caches(root, &changed, &fs).unwrap();
+    assert_eq!(stale, [cache_path(root, &first)]);
+    drop_cache(&stale[0], &fs).unwrap();
+    assert!(!is_complete(&stale[0], &fs).unwrap());
+    assert!(stale_caches(root, &changed, &fs).unwrap().is_empty());
+    assert!(is_complete(&cache_path(root, &changed), &fs).unwrap());
+}
+
 // -------------------------------------------------------------- rewrite
 
 #[test]
