@@ -19,8 +19,8 @@
 //! dispatcher could not tell when the file changes, so the pipeline is not
 //! cached. Strings that do not look like paths are looked up too (a
 //! relative file name), and simply skipped when nothing is there.
-//! Attributes that never name files ([`NON_PATH_ATTRIBUTES`]: dtypes,
-//! feature and component names) are not looked at.
+//! Attributes that never name files ([`NON_PATH_OP_ATTRIBUTES`],
+//! [`NON_PATH_ARGUMENTS`]: dtypes, feature and component names) are skipped.
 //!
 //! Bounded: at most [`MAX_FINGERPRINT_FILES`] files and as many strings
 //! looked up; more is an error (autocache refuses), never a truncated
@@ -53,23 +53,31 @@ pub const MAX_FINGERPRINT_FILES: usize = 100_000;
 /// Longer strings are data, not paths (Linux's `PATH_MAX`).
 const MAX_PATH_BYTES: usize = 4096;
 
-/// Attribute keys (of ops and of built-in functions) whose strings are
-/// never file names: looking them up could only mistake a feature name
-/// like `image/encoded` for a missing file.
-pub const NON_PATH_ATTRIBUTES: &[&str] = &[
-    "components",
+/// Op attributes whose strings are never file names (dictionary keys,
+/// specs, codec names).
+pub const NON_PATH_OP_ATTRIBUTES: &[&str] = &[
     "names",
-    "features",
     "fields",
-    "dtype",
-    "method",
-    "dct_method",
-    "sep",
     "on_error",
     "compression_type",
     "compression",
     "element_spec",
+];
+
+/// Arguments of built-in functions (and keys inside map attributes) whose
+/// strings are never file names: looking them up could only mistake a
+/// feature name like `image/encoded` (`select`'s `components`,
+/// `parse_example`'s `features`) for a missing file.
+pub const NON_PATH_ARGUMENTS: &[&str] = &[
+    "components",
+    "features",
+    "dtype",
+    "method",
+    "dct_method",
+    "sep",
     "default_value",
+    "default",
+    "shape",
 ];
 
 /// A cache's name: `<prefix>/<files>` under the cache root.
@@ -144,7 +152,7 @@ fn too_many() -> Error {
 }
 
 /// The strings of every attribute of `node` and its inputs, except
-/// [`NON_PATH_ATTRIBUTES`]; at most [`MAX_FINGERPRINT_FILES`] + 1 (enough
+/// [`NON_PATH_OP_ATTRIBUTES`] and [`NON_PATH_ARGUMENTS`]; at most [`MAX_FINGERPRINT_FILES`] + 1 (enough
 /// to tell the limit was passed).
 fn collect_strings(node: &OpDef, out: &mut Vec<String>, depth: usize) -> Result<()> {
     if depth > crate::pipeline::MAX_DEPTH {
@@ -155,7 +163,7 @@ fn collect_strings(node: &OpDef, out: &mut Vec<String>, depth: usize) -> Result<
     }
     let attrs = attrs_from_wire(&node.attrs, 0)?;
     for (key, attr) in &attrs.0 {
-        if !NON_PATH_ATTRIBUTES.contains(&key.as_str()) {
+        if !NON_PATH_OP_ATTRIBUTES.contains(&key.as_str()) {
             attr_strings(attr, out)?;
         }
     }
@@ -178,14 +186,14 @@ fn attr_strings(attr: &Attr, out: &mut Vec<String>) -> Result<()> {
         }
         Attr::Map(map) => {
             for (key, value) in map {
-                if !NON_PATH_ATTRIBUTES.contains(&key.as_str()) {
+                if !NON_PATH_ARGUMENTS.contains(&key.as_str()) {
                     attr_strings(value, out)?;
                 }
             }
         }
         Attr::Function(f) => {
             for (key, value) in &f.args.0 {
-                if !NON_PATH_ATTRIBUTES.contains(&key.as_str()) {
+                if !NON_PATH_ARGUMENTS.contains(&key.as_str()) {
                     attr_strings(value, out)?;
                 }
             }
