@@ -61,7 +61,7 @@ enum Survey {
         dropped: Vec<String>,
         /// The deepest candidate with a complete cache, and the pipeline
         /// rewritten to read it.
-        complete: Option<(PlannedPoint, PipelineDef)>,
+        complete: Option<Box<(PlannedPoint, PipelineDef)>>,
     },
 }
 
@@ -136,7 +136,7 @@ impl Dispatcher {
                 (plan, complete)
             }
         };
-        if let Some((point, rewritten)) = complete {
+        if let Some((point, rewritten)) = complete.map(|c| *c) {
             match self.register_cached(dataset, rewritten).await {
                 Ok(served) => {
                     book.served(dataset, point.label(), &point.cache_path);
@@ -440,7 +440,7 @@ fn survey(store: &DatasetStore, id: &DatasetId, root: &str) -> Result<Survey> {
     for point in points.iter().rev() {
         if autocache::is_complete(&point.cache_path, fs)? {
             let rewritten = autocache::rewrite(&pipeline, &point.candidate, &point.cache_path)?;
-            complete = Some((point.clone(), rewritten));
+            complete = Some(Box::new((point.clone(), rewritten)));
             break;
         }
     }
