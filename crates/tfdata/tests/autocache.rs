@@ -499,3 +499,38 @@ fn a_restarted_dispatcher_keeps_serving_from_the_cache() {
     let served = row(&second, ds.dataset_id()).unwrap();
     assert_eq!((served.state.as_str(), served.jobs_served), ("cached", 1));
 }
+
+#[test]
+fn deterministic_reads_are_never_autocached_and_the_status_says_so() {
+    let cache = tempfile::tempdir().unwrap();
+    // Autocache for every job: a deterministic read is still left alone.
+    let (dispatcher, _workers) = cluster_with(
+        DispatcherConfig {
+            autocache: true,
+            autocache_dir: Some(cache.path().display().to_string()),
+            ..Default::default()
+        },
+        1,
+    );
+    let source = tempfile::tempdir().unwrap();
+    let files = write_jpeg_records(source.path(), 2, 4, 1, (64, 48));
+    let pipeline = decode_resize(&files);
+    let ds = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
+        .deterministic(tfdata::Deterministic::default())
+        .apply(&pipeline)
+        .unwrap();
+    assert_eq!(read_epoch(&ds), local(&pipeline));
+    let r = row(&dispatcher, ds.dataset_id()).unwrap();
+    assert_eq!(r.state, "not cached", "{r:?}");
+    assert!(r.reason.contains("deterministic reads"), "{r:?}");
+    assert!(files_under(cache.path()).is_empty());
+
+    // Asking for both is refused by the client, in words.
+    let err = distribute(ProcessingMode::DistributedEpoch, &dispatcher.target())
+        .deterministic(tfdata::Deterministic::default())
+        .autocache(true)
+        .apply(&pipeline)
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("never autocached"), "{err}");
+}
