@@ -268,6 +268,9 @@ impl Book {
         entry.jobs_served = jobs_served;
         entry.plan = Some(Arc::new(plan));
         entry.profiler = Some(job);
+        // An earlier job of this dataset that never got a task to ask is
+        // superseded (and forgotten: the map stays one entry per dataset).
+        inner.profilers.retain(|_, (d, _)| d != dataset);
         inner.profilers.insert(job, (dataset.clone(), None));
     }
 

@@ -79,6 +79,9 @@ impl Dispatcher {
             return AutocacheJob::default();
         }
         let book = &self.autocache;
+        // Writes that finished since anyone looked: what follows asks the
+        // book whether a write is under way.
+        self.autocache_refresh();
         if mode.tfdata_deterministic.is_some() {
             book.not_cached(dataset, DETERMINISTIC_REFUSAL.into());
             return AutocacheJob::default();
