@@ -534,3 +534,27 @@ fn deterministic_reads_are_never_autocached_and_the_status_says_so() {
         .unwrap();
     assert!(err.to_string().contains("never autocached"), "{err}");
 }
+
+#[test]
+fn parallel_epochs_jobs_read_the_whole_cache_on_every_worker() {
+    let source = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let files = write_jpeg_records(source.path(), 2, 5, 4, (320, 240));
+    let (dispatcher, _workers) = cluster(cache.path(), 2);
+    let pipeline = decode_resize(&files);
+    // Every worker produces the whole dataset: each element twice.
+    let twice: BTreeMap<Vec<u8>, usize> = local(&pipeline)
+        .into_iter()
+        .map(|(k, n)| (k, 2 * n))
+        .collect();
+    let ds = distribute(ProcessingMode::ParallelEpochs, &dispatcher.target())
+        .autocache(true)
+        .apply(&pipeline)
+        .unwrap();
+    assert_eq!(read_epoch(&ds), twice);
+    wait_until_cached(&dispatcher, ds.dataset_id());
+    let watch = OpenWatch::new(source.path());
+    assert_eq!(read_epoch(&ds), twice);
+    let opened = watch.opened();
+    assert!(opened.is_empty(), "opened {opened:?}");
+}
