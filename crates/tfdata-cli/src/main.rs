@@ -458,6 +458,12 @@ struct DispatcherArgs {
     worker_timeout_ms: u64,
     #[arg(long, default_value_t = 3)]
     worker_max_concurrent_snapshots: u32,
+    /// How often the scaling controller decides the worker count that
+    /// GetScalingAdvice answers (and `tfdata workers` follows); also how
+    /// long a change settles before it is judged (docs/operations.md,
+    /// "Scaling").
+    #[arg(long, default_value_t = 5_000)]
+    scaling_period_ms: u64,
 
     #[command(flatten)]
     security: security::ServerSecurityArgs,
@@ -509,6 +515,7 @@ impl DispatcherArgs {
             client_timeout: Duration::from_millis(self.client_timeout_ms),
             worker_timeout: Duration::from_millis(self.worker_timeout_ms),
             worker_max_concurrent_snapshots: self.worker_max_concurrent_snapshots,
+            scaling_period: Duration::from_millis(self.scaling_period_ms),
             security: self.security.into_security()?,
             http_port: self.http_port,
             high_availability: match (self.leader_lease_ms, self.advertised_address) {

@@ -12,12 +12,17 @@
 //!   tfdata readers, cumulative figures (`tfdata_stats`): their starvation
 //!   (the fraction of time spent waiting in `next()`) and consumption rate.
 //!
-//! The demand estimate follows TensorFlow's auto-scaler: per iteration, the
-//! readers' summed consumption rate (1 / target processing time) over the
-//! mean worker production rate (1 / processing time), outliers (beyond one
-//! standard deviation) replaced by the median; the largest estimate over
-//! iterations, limited to a 4× (at most +500) step from the live workers
-//! and to 100,000.
+//! The demand estimate follows TensorFlow's auto-scaler
+//! (`tensorflow/core/data/service/auto_scaler.cc`,
+//! `MultipleIterationsAutoScaler`): per iteration, the readers' summed
+//! consumption rate (1 / target processing time) over the mean worker
+//! production rate (1 / processing time, the last one each worker reported
+//! for the iteration), outliers (beyond one standard deviation, with n - 1)
+//! replaced by the median; at least 1; the largest estimate over
+//! iterations, then, if above min(4 × current, current + 500), capped to
+//! it, and to 100,000. One deviation: `current` is the live workers (lost
+//! ones make nothing), where TensorFlow counts every registered worker and
+//! updates nothing while none is registered; here 0 live counts as 1.
 
 use std::collections::HashMap;
 
@@ -25,22 +30,22 @@ use tfdata_core::{IterationClientId, IterationId, TaskId};
 use tfdata_proto::data::{self as wire, TfdataReaderStats, TfdataWorkerStats};
 
 pub use crate::overview::{Demand, IterationDemand, ReaderRates, WorkerRates};
+use crate::scaling::estimate::{bounded, iteration_estimate};
 use crate::state::DispatcherState;
 
 /// Rates are computed over at least this long (µs) between two reports:
 /// readers also heartbeat every few milliseconds near an iteration's end.
 const MIN_WINDOW_MICROS: i64 = 500_000;
-/// The estimate moves at most this factor (and this many workers) above
-/// the live workers in one step, and never past [`MAX_OPTIMAL_WORKERS`].
-const MAX_SCALE_FACTOR: i64 = 4;
-const MAX_SCALE_STEP: i64 = 500;
-pub const MAX_OPTIMAL_WORKERS: i64 = 100_000;
 
 /// What a worker last reported.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerLoad {
     /// Per active task: its pipeline's time per element (ns), if known.
     pub processing_time_nsec: HashMap<TaskId, f64>,
+    /// Per iteration: the last time per element (ns) it reported for one
+    /// of its tasks there. Kept, as TensorFlow's auto-scaler keeps it, after
+    /// the task ends, until the worker is lost or the iteration collected.
+    pub iteration_processing_time_nsec: HashMap<IterationId, f64>,
     /// Cumulative figures (tfdata workers).
     pub totals: Option<TfdataWorkerStats>,
     pub rates: Option<WorkerRates>,
@@ -66,14 +71,31 @@ pub(crate) struct Load {
 }
 
 impl Load {
-    pub fn worker_heard(&mut self, req: &wire::WorkerHeartbeatRequest, now: i64) {
+    pub fn worker_heard(
+        &mut self,
+        req: &wire::WorkerHeartbeatRequest,
+        now: i64,
+        state: &DispatcherState,
+    ) {
         let load = self.workers.entry(req.worker_address.clone()).or_default();
-        load.processing_time_nsec = req
-            .active_tasks
-            .iter()
-            .filter(|t| t.processing_time_nsec.is_finite() && t.processing_time_nsec > 0.0)
-            .map(|t| (TaskId(t.task_id), t.processing_time_nsec))
-            .collect();
+        load.processing_time_nsec.clear();
+        for t in &req.active_tasks {
+            if !(t.processing_time_nsec.is_finite() && t.processing_time_nsec > 0.0) {
+                continue;
+            }
+            let task = TaskId(t.task_id);
+            load.processing_time_nsec
+                .insert(task, t.processing_time_nsec);
+            // Tasks in order: the last one of an iteration wins, as in
+            // TensorFlow's `ReportProcessingTimesFromActiveTasks`.
+            if let Some(task) = state.task(task) {
+                load.iteration_processing_time_nsec
+                    .insert(task.iteration_id, t.processing_time_nsec);
+            }
+        }
+        // Bounded by the iterations the state holds.
+        load.iteration_processing_time_nsec
+            .retain(|it, _| state.iteration(*it).is_some_and(|it| !it.garbage_collected));
         let Some(stats) = req.tfdata_stats else {
             return;
         };
@@ -168,44 +190,33 @@ impl Load {
                     .push(1e9 / reader.target_processing_time_nsec);
             }
         }
-        // Per iteration, per live worker: its mean time per element.
+        // Per iteration, per live worker: its last reported time per element.
         let mut throughput: HashMap<IterationId, Vec<f64>> = HashMap::new();
         for (address, load) in &self.workers {
             if state.worker(address).is_none_or(|w| w.lost) {
                 continue;
             }
-            let mut per_iteration: HashMap<IterationId, (f64, f64)> = HashMap::new();
-            for (task, nanos) in &load.processing_time_nsec {
-                if let Some(task) = state.task(*task) {
-                    let entry = per_iteration.entry(task.iteration_id).or_default();
-                    entry.0 += nanos;
-                    entry.1 += 1.0;
+            for (iteration, nanos) in &load.iteration_processing_time_nsec {
+                if state
+                    .iteration(*iteration)
+                    .is_none_or(|it| it.garbage_collected)
+                {
+                    continue;
                 }
-            }
-            for (iteration, (sum, n)) in per_iteration {
-                throughput
-                    .entry(iteration)
-                    .or_default()
-                    .push(1e9 / (sum / n));
+                throughput.entry(*iteration).or_default().push(1e9 / nanos);
             }
         }
         let mut iterations: Vec<IterationDemand> = consumption
             .iter()
             .filter_map(|(iteration, rates)| {
                 let workers = throughput.get(iteration)?;
-                let consumption_per_second: f64 = without_outliers(rates).iter().sum();
-                let kept = without_outliers(workers);
-                let worker_throughput_per_second = kept.iter().sum::<f64>() / kept.len() as f64;
-                if worker_throughput_per_second <= 0.0 {
-                    return None;
-                }
-                let estimate = (consumption_per_second / worker_throughput_per_second).ceil();
+                let e = iteration_estimate(rates, workers)?;
                 Some(IterationDemand {
                     iteration: *iteration,
-                    consumption_per_second,
-                    worker_throughput_per_second,
+                    consumption_per_second: e.consumption_per_second,
+                    worker_throughput_per_second: e.worker_throughput_per_second,
                     reporting_workers: workers.len(),
-                    workers: (estimate.min(MAX_OPTIMAL_WORKERS as f64) as i64).max(1),
+                    workers: e.workers,
                 })
             })
             .collect();
@@ -226,67 +237,10 @@ impl Load {
     }
 }
 
-/// `estimate`, moving at most ×4 (and +500) from `current` live workers.
-fn bounded(estimate: i64, current: i64) -> i64 {
-    let current = current.max(1);
-    let ceiling = current
-        .saturating_mul(MAX_SCALE_FACTOR)
-        .min(current.saturating_add(MAX_SCALE_STEP));
-    estimate.min(ceiling).min(MAX_OPTIMAL_WORKERS)
-}
-
 fn delta(now: u64, before: u64) -> f64 {
     now.saturating_sub(before) as f64
 }
 
 fn ratio(part: f64, whole: f64) -> f64 {
     if whole > 0.0 { part / whole } else { 0.0 }
-}
-
-/// `rates` with every value further than one standard deviation from the
-/// mean replaced by the median: one worker stalled on a slow disk (or one
-/// reader in a burst) should not swing the estimate.
-fn without_outliers(rates: &[f64]) -> Vec<f64> {
-    let n = rates.len() as f64;
-    if rates.len() < 3 {
-        return rates.to_vec();
-    }
-    let mean = rates.iter().sum::<f64>() / n;
-    let variance = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    let deviation = variance.sqrt();
-    let mut sorted = rates.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let median = sorted[sorted.len() / 2];
-    rates
-        .iter()
-        .map(|&r| {
-            if (r - mean).abs() <= deviation {
-                r
-            } else {
-                median
-            }
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn outliers_are_replaced_by_the_median() {
-        assert_eq!(without_outliers(&[1.0, 100.0]), vec![1.0, 100.0]);
-        let kept = without_outliers(&[10.0, 11.0, 9.0, 10.0, 1000.0]);
-        assert_eq!(kept, vec![10.0, 11.0, 9.0, 10.0, 10.0]);
-    }
-
-    #[test]
-    fn the_estimate_moves_in_bounded_steps() {
-        assert_eq!(bounded(3, 1), 3);
-        assert_eq!(bounded(50, 1), 4);
-        assert_eq!(bounded(50, 0), 4);
-        assert_eq!(bounded(5_000, 1_000), 1_500);
-        assert_eq!(bounded(1_000_000, 90_000), 90_500);
-        assert_eq!(bounded(1_000_000, 99_800), MAX_OPTIMAL_WORKERS);
-    }
 }

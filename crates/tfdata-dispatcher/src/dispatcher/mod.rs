@@ -35,6 +35,8 @@
 //!   demand estimate;
 //! * [`reorder_waits`]: what deterministic reads' readers report of the
 //!   workers their ordered merge waited on;
+//! * [`scaling`]: the scaling controller's observations, steps and
+//!   advice (`GetScalingAdvice`);
 //! * [`overview`]: the numbers operators see: the state gauges of
 //!   `/metrics` and the [`Overview`](crate::overview::Overview) the status
 //!   service and the status page render.
@@ -44,7 +46,7 @@
 //! `{maintenance, probes} → workers → {txn, worker_addresses}`,
 //! `jobs → {workers, autocache}`, `autocache → {datasets, distributed_snapshots}`, `clients → {coordinated_reads, task_lists, workers}`,
 //! `distributed_snapshots → {datasets, splits}`, `long_poll → worker_news`,
-//! `{clients, coordinated_reads, jobs, overview, workers} → txn →
+//! `{clients, coordinated_reads, jobs, overview, scaling, workers} → txn →
 //! {liveness, load, reorder_waits, task_lists, worker_news}`, handlers
 //! `→ {requests, errors}`, and `{requests, liveness, load, reorder_waits,
 //! task_lists, worker_news} → state`. `Dispatcher`'s methods live in the module of their concern and
@@ -65,6 +67,7 @@ pub mod overview;
 mod probes;
 mod reorder_waits;
 pub(crate) mod requests;
+mod scaling;
 mod splits;
 mod task_lists;
 mod txn;
@@ -80,6 +83,8 @@ mod deterministic_tests;
 mod long_poll_tests;
 #[cfg(test)]
 mod probe_tests;
+#[cfg(test)]
+mod scaling_tests;
 #[cfg(test)]
 mod snapshot_tests;
 #[cfg(test)]
@@ -155,6 +160,9 @@ pub struct Dispatcher {
     probes: probes::Probes,
     /// What autocache knows per dataset (not state: never journaled).
     autocache: autocache::Book,
+    /// The scaling controller (not state: it restarts from the live
+    /// workers). Locked after the state lock, never before it.
+    scaling: std::sync::Mutex<scaling::Scaling>,
 }
 
 impl Dispatcher {
@@ -272,6 +280,7 @@ impl Dispatcher {
             tasks_to_push: Vec::new(),
         };
         let metrics = Arc::new(DispatcherMetrics::new());
+        let scaling = scaling::Scaling::new(config.scaling_period, clock.now_micros());
         Ok(Dispatcher {
             config,
             store,
@@ -285,6 +294,7 @@ impl Dispatcher {
             snapshot_starts: Default::default(),
             probes: Default::default(),
             autocache: Default::default(),
+            scaling: std::sync::Mutex::new(scaling),
         })
     }
 

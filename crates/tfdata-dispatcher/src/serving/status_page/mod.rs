@@ -14,6 +14,7 @@
 //! * [`html`] and [`json`]: the two renderings of a report;
 //! * [`autocache`]: the autocache section and its JSON rows (issue 36);
 //! * `table`: the table pieces the sections share;
+//! * [`scaling`]: the scaling controller's section and JSON object;
 //! * [`format`]: numbers, times and HTML escaping.
 //!
 //! The page reads the dispatcher through one query only, the [`Overview`]
@@ -26,6 +27,7 @@ pub mod format;
 pub mod html;
 pub mod json;
 pub mod report;
+pub mod scaling;
 mod table;
 pub mod verdict;
 
