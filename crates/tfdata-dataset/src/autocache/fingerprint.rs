@@ -62,6 +62,11 @@ pub const NON_PATH_OP_ATTRIBUTES: &[&str] = &[
     "compression_type",
     "compression",
     "element_spec",
+    "columns",
+    "filter",
+    "split",
+    "null_values",
+    "padding_values",
 ];
 
 /// Arguments of built-in functions (and keys inside map attributes) whose
@@ -163,7 +168,14 @@ fn collect_strings(node: &OpDef, out: &mut Vec<String>, depth: usize) -> Result<
     }
     let attrs = attrs_from_wire(&node.attrs, 0)?;
     for (key, attr) in &attrs.0 {
-        if !NON_PATH_OP_ATTRIBUTES.contains(&key.as_str()) {
+        if node.op == "webdataset" && key == "urls" {
+            // Shard lists are `::`-joined brace patterns
+            // (`train-{000..099}.tar`): the files are their expansions.
+            let urls = attrs.strings(&node.op, key)?;
+            for url in crate::webdataset::urls::expand_patterns(&node.op, &urls)? {
+                attr_strings(&Attr::Str(url), out)?;
+            }
+        } else if !NON_PATH_OP_ATTRIBUTES.contains(&key.as_str()) {
             attr_strings(attr, out)?;
         }
     }

@@ -481,6 +481,31 @@ fn directories_and_patterns_are_walked() {
 }
 
 #[test]
+fn webdataset_shard_patterns_are_expanded() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..3 {
+        write_file(&dir.path().join(format!("train-{i:03}.tar")), b"tar");
+    }
+    let root = dir.path().to_str().unwrap();
+    let def = chain(vec![(
+        "webdataset",
+        Attrs::new().with("urls", vec![format!("{root}/train-{{000..002}}.tar")]),
+    )]);
+    let a = analyse(&def);
+    assert_eq!(a.candidates.len(), 1, "{a:?}");
+    let files = fingerprint::named_files(&a.candidates[0].prefix, &resolver()).unwrap();
+    assert_eq!(files.len(), 3, "{files:?}");
+    let before = fp_of(&def, 0).unwrap();
+    write_file(&dir.path().join("train-001.tar"), b"longer tar");
+    assert_ne!(fp_of(&def, 0).unwrap(), before);
+    let missing = chain(vec![(
+        "webdataset",
+        Attrs::new().with("urls", vec![format!("{root}/train-{{000..003}}.tar")]),
+    )]);
+    assert!(fp_of(&missing, 0).is_err());
+}
+
+#[test]
 fn missing_paths_are_refused_other_strings_are_data() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("gone.tfrecord");
