@@ -27,14 +27,15 @@
 //! fingerprint. All of it is I/O (a stat per string, a listing per
 //! directory): callers run it off the RPC threads.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use prost::Message;
 use sha2::{Digest, Sha256};
 use tfdata_core::{DType, Error, Result, Tensor};
 use tfdata_proto::tfdata::pipeline::OpDef;
 
-use super::{Candidate, Resolver};
+use super::{Analysis, Candidate, Resolver};
 use crate::attrs::{Attr, attrs_from_wire};
 use crate::io::fs::{FileStat, scheme};
 use crate::io::pattern::first_wildcard;
@@ -62,6 +63,11 @@ pub const NON_PATH_OP_ATTRIBUTES: &[&str] = &[
     "compression_type",
     "compression",
     "element_spec",
+    "columns",
+    "filter",
+    "split",
+    "null_values",
+    "padding_values",
 ];
 
 /// Arguments of built-in functions (and keys inside map attributes) whose
@@ -163,7 +169,14 @@ fn collect_strings(node: &OpDef, out: &mut Vec<String>, depth: usize) -> Result<
     }
     let attrs = attrs_from_wire(&node.attrs, 0)?;
     for (key, attr) in &attrs.0 {
-        if !NON_PATH_OP_ATTRIBUTES.contains(&key.as_str()) {
+        if node.op == "webdataset" && key == "urls" {
+            // Shard lists are `::`-joined brace patterns
+            // (`train-{000..099}.tar`): the files are their expansions.
+            let urls = attrs.strings(&node.op, key)?;
+            for url in crate::webdataset::urls::expand_patterns(&node.op, &urls)? {
+                attr_strings(&Attr::Str(url), out)?;
+            }
+        } else if !NON_PATH_OP_ATTRIBUTES.contains(&key.as_str()) {
             attr_strings(attr, out)?;
         }
     }
@@ -171,6 +184,75 @@ fn collect_strings(node: &OpDef, out: &mut Vec<String>, depth: usize) -> Result<
         collect_strings(input, out, depth + 1)?;
     }
     Ok(())
+}
+
+/// The fingerprints of every candidate of `analysis`, in its order: the
+/// same as [`fingerprint`] of each, but each string is looked up once
+/// (a candidate's prefix is the previous one's plus one op, so its files
+/// are the previous files plus what that op names). Once a candidate
+/// fails, the deeper ones (which name the same files) fail with it.
+pub fn fingerprints(analysis: &Analysis, fs: Resolver<'_>) -> Vec<Result<Fingerprint>> {
+    let mut files = BTreeMap::new();
+    let mut looked_up = BTreeSet::new();
+    let mut failed: Option<Arc<Error>> = None;
+    let mut previous: Option<&OpDef> = None;
+    let mut out = Vec::with_capacity(analysis.candidates.len());
+    for candidate in &analysis.candidates {
+        if let Some(e) = &failed {
+            out.push(Err(Error::Context {
+                context: None,
+                source: e.clone(),
+            }));
+            continue;
+        }
+        let prefix = &candidate.prefix;
+        let extends = |p: &OpDef| prefix.inputs.len() == 1 && prefix.inputs[0] == *p;
+        let step = match previous {
+            // One op on top of what was looked up already.
+            Some(p) if extends(p) => (|| {
+                let mut strings = Vec::new();
+                let own = OpDef {
+                    inputs: Vec::new(),
+                    ..prefix.clone()
+                };
+                collect_strings(&own, &mut strings, 0)?;
+                for s in strings {
+                    if looked_up.insert(s.clone()) {
+                        if looked_up.len() > MAX_FINGERPRINT_FILES {
+                            return Err(too_many());
+                        }
+                        add_named(&s, fs, &mut files)?;
+                    }
+                }
+                Ok(())
+            })(),
+            // The first, or a list not made by `analyse`: the whole prefix.
+            _ => named_files(prefix, fs).map(|all| {
+                files = all;
+                looked_up.clear();
+                let mut strings = Vec::new();
+                // Cannot fail: `named_files` collected the same strings.
+                let _ = collect_strings(prefix, &mut strings, 0);
+                looked_up.extend(strings);
+            }),
+        };
+        match step {
+            Ok(()) => out.push(Ok(Fingerprint {
+                prefix: prefix_fingerprint(prefix),
+                files: files_fingerprint(&files),
+            })),
+            Err(e) => {
+                let e = Arc::new(e);
+                failed = Some(e.clone());
+                out.push(Err(Error::Context {
+                    context: None,
+                    source: e,
+                }));
+            }
+        }
+        previous = Some(prefix);
+    }
+    out
 }
 
 fn attr_strings(attr: &Attr, out: &mut Vec<String>) -> Result<()> {

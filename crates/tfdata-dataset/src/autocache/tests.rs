@@ -481,6 +481,81 @@ fn directories_and_patterns_are_walked() {
 }
 
 #[test]
+fn all_fingerprints_at_once_match_one_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("a.tfrecord");
+    let vocabulary = dir.path().join("vocab.txt");
+    write_file(&data, b"records");
+    write_file(&vocabulary, b"a\nb\n");
+    let def = chain(vec![
+        (
+            "text_line_dataset",
+            Attrs::new().with("filenames", vec![data.to_str().unwrap().to_string()]),
+        ),
+        map(builtin("lower", Attrs::new())),
+        map(builtin(
+            "lookup",
+            Attrs::new().with("vocabulary_file", vocabulary.to_str().unwrap()),
+        )),
+        ("prefetch", Attrs::new()),
+    ]);
+    let a = analyse(&def);
+    assert_eq!(a.candidates.len(), 4);
+    let fs = resolver();
+    let all = fingerprints(&a, &fs);
+    for (c, fp) in a.candidates.iter().zip(&all) {
+        assert_eq!(
+            *fp.as_ref().unwrap(),
+            fingerprint(c, &fs).unwrap(),
+            "{}",
+            c.label
+        );
+    }
+    // The vocabulary counts from the lookup on.
+    let files: Vec<&str> = all
+        .iter()
+        .map(|f| f.as_ref().unwrap().files.as_str())
+        .collect();
+    assert_eq!(files[0], files[1]);
+    assert_ne!(files[1], files[2]);
+    assert_eq!(files[2], files[3]);
+
+    // A missing vocabulary fails the lookup's point and the ones above it.
+    std::fs::remove_file(&vocabulary).unwrap();
+    let all = fingerprints(&a, &fs);
+    assert!(all[0].is_ok() && all[1].is_ok());
+    for fp in &all[2..] {
+        let err = fp.as_ref().unwrap_err();
+        assert!(err.to_string().contains("vocab.txt"), "{err}");
+    }
+}
+
+#[test]
+fn webdataset_shard_patterns_are_expanded() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..3 {
+        write_file(&dir.path().join(format!("train-{i:03}.tar")), b"tar");
+    }
+    let root = dir.path().to_str().unwrap();
+    let def = chain(vec![(
+        "webdataset",
+        Attrs::new().with("urls", vec![format!("{root}/train-{{000..002}}.tar")]),
+    )]);
+    let a = analyse(&def);
+    assert_eq!(a.candidates.len(), 1, "{a:?}");
+    let files = fingerprint::named_files(&a.candidates[0].prefix, &resolver()).unwrap();
+    assert_eq!(files.len(), 3, "{files:?}");
+    let before = fp_of(&def, 0).unwrap();
+    write_file(&dir.path().join("train-001.tar"), b"longer tar");
+    assert_ne!(fp_of(&def, 0).unwrap(), before);
+    let missing = chain(vec![(
+        "webdataset",
+        Attrs::new().with("urls", vec![format!("{root}/train-{{000..003}}.tar")]),
+    )]);
+    assert!(fp_of(&missing, 0).is_err());
+}
+
+#[test]
 fn missing_paths_are_refused_other_strings_are_data() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("gone.tfrecord");
