@@ -416,8 +416,11 @@ fn survey(store: &DatasetStore, id: &DatasetId, root: &str) -> Result<Survey> {
     let analysis_stopped = analysis.stopped.clone();
     let fs: autocache::Resolver<'_> = &registry::file_system;
     let (mut points, mut failures, mut dropped) = (Vec::new(), Vec::new(), Vec::new());
-    for candidate in analysis.candidates {
-        let fingerprint = match autocache::fingerprint(&candidate, fs) {
+    // Each file the prefixes name is looked up once, however many
+    // candidates name it.
+    let fingerprints = autocache::fingerprints(&analysis, fs);
+    for (candidate, fingerprint) in analysis.candidates.into_iter().zip(fingerprints) {
+        let fingerprint = match fingerprint {
             Ok(fp) => fp,
             Err(e) => {
                 failures.push(format!("{}: {e}", candidate.label));
