@@ -102,10 +102,7 @@ impl Dispatcher {
         {
             Ok(Some(true)) => {}
             Ok(Some(false)) => {
-                book.not_cached(
-                    dataset,
-                    "a TensorFlow graph: autocache analyses tfdata pipelines only".into(),
-                );
+                book.not_cached(dataset, autocache::GRAPH_NOT_ANALYSED.into());
                 return AutocacheJob::default();
             }
             // Unknown dataset or a failed journal: the job's own checks say so.
