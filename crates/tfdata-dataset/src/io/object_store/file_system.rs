@@ -16,7 +16,7 @@ use super::location::Location;
 use super::reader::ObjectReader;
 use super::runtime::block_on;
 use super::writer::ObjectWriter;
-use crate::io::fs::FileSystem;
+use crate::io::fs::{FileStat, FileSystem, too_many_files};
 use crate::io::pattern::{first_wildcard, has_wildcard};
 
 /// Bytes fetched per ranged `GET` when streaming an object. Two chunks are
@@ -404,6 +404,101 @@ impl FileSystem for ObjectStoreFileSystem {
         .map_err(|e| RequestError::new(&format!("copying it to {to}:"), from, e))?;
         self.delete(from)
     }
+
+    fn stat(&self, path: &str) -> Result<FileStat> {
+        let Target { location, store } = self.resolve(path)?;
+        let key = location.path(path)?;
+        if !key.is_root() {
+            let (s, k) = (store.clone(), key.clone());
+            match block_on(
+                async move { s.get_opts(&k, GetOptions::new().with_head(true)).await },
+                || format!("inspecting {path}"),
+            )? {
+                Ok(head) => return Ok(object_stat(&head.meta)),
+                Err(::object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(RequestError::new("inspecting", path, e).into()),
+            }
+        }
+        if self.exists(path)? {
+            Ok(FileStat {
+                size: 0,
+                modified_ns: 0,
+                is_dir: true,
+            })
+        } else {
+            Err(Error::NotFound {
+                what: "file",
+                id: path.to_string(),
+            })
+        }
+    }
+
+    fn walk(&self, dir: &str, max_files: usize) -> Result<Vec<(String, FileStat)>> {
+        let Target { location, store } = self.resolve(dir)?;
+        let root = location.path(dir)?;
+        let mut out = Vec::new();
+        // One delimiter listing per "directory", breadth first, so the
+        // limit stops the walk before a huge prefix is listed whole.
+        let mut pending = vec![root];
+        while let Some(prefix) = pending.pop() {
+            let (s, listed) = (store.clone(), prefix.clone());
+            let listing = block_on(
+                async move {
+                    let listed = (!listed.is_root()).then_some(listed);
+                    s.list_with_delimiter(listed.as_ref()).await
+                },
+                || format!("walking {dir}"),
+            )?
+            .map_err(|e| RequestError::of_listing("walking", dir, e))?;
+            for object in &listing.objects {
+                // A "directory marker" named like the prefix is no file.
+                if object.location == prefix {
+                    continue;
+                }
+                if out.len() >= max_files {
+                    return Err(too_many_files(dir, max_files));
+                }
+                out.push((location.url_of(&object.location), object_stat(object)));
+            }
+            pending.extend(listing.common_prefixes);
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    fn list_dirs(&self, dir: &str) -> Result<Vec<String>> {
+        let Target { location, store } = self.resolve(dir)?;
+        let prefix = location.path(dir)?;
+        let listing = block_on(
+            async move {
+                let prefix = (!prefix.is_root()).then_some(prefix);
+                store.list_with_delimiter(prefix.as_ref()).await
+            },
+            || format!("listing {dir}"),
+        )?
+        .map_err(|e| RequestError::of_listing("listing", dir, e))?;
+        let mut names: Vec<String> = listing
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+}
+
+/// An object's size and last-modified time (what a store reports; a
+/// rewritten object gets a new one).
+fn object_stat(meta: &::object_store::ObjectMeta) -> FileStat {
+    FileStat {
+        size: meta.size,
+        modified_ns: meta
+            .last_modified
+            .timestamp_nanos_opt()
+            .and_then(|ns| u64::try_from(ns).ok())
+            .unwrap_or(0),
+        is_dir: false,
+    }
 }
 
 #[cfg(test)]
@@ -491,6 +586,53 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("s3://bucket/tmp/missing"), "{err}");
         assert!(!fs.exists("s3://bucket/final/b").unwrap());
+    }
+
+    #[test]
+    fn stat_walk_and_directories() {
+        let (fs, _) = memory_fs();
+        for key in ["d/b", "d/a", "d/sub/x", "d/sub/deeper/y", "other"] {
+            write(&fs, &format!("s3://bucket/{key}"), b"xyz");
+        }
+        let a = fs.stat("s3://bucket/d/a").unwrap();
+        assert_eq!((a.size, a.is_dir), (3, false));
+        assert!(a.modified_ns > 0);
+        assert!(fs.stat("s3://bucket/d/sub").unwrap().is_dir);
+        let err = fs.stat("s3://bucket/nothing").unwrap_err();
+        assert!(matches!(err, Error::NotFound { .. }), "{err}");
+
+        let walked: Vec<String> = fs
+            .walk("s3://bucket/d", 10)
+            .unwrap()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(
+            walked,
+            [
+                "s3://bucket/d/a",
+                "s3://bucket/d/b",
+                "s3://bucket/d/sub/deeper/y",
+                "s3://bucket/d/sub/x"
+            ]
+        );
+        let err = fs.walk("s3://bucket/d", 3).unwrap_err();
+        assert!(err.to_string().contains("more than 3 files"), "{err}");
+        assert!(fs.walk("s3://bucket/none", 3).unwrap().is_empty());
+        assert_eq!(fs.list_dirs("s3://bucket/d").unwrap(), ["sub"]);
+        assert_eq!(fs.list_dirs("s3://bucket").unwrap(), ["d"]);
+
+        // A rewrite of the same size gets a new time.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        write(&fs, "s3://bucket/d/a", b"XYZ");
+        let again = fs.stat("s3://bucket/d/a").unwrap();
+        assert_eq!(again.size, 3);
+        assert_ne!(again.modified_ns, a.modified_ns);
+
+        fs.delete_dir_all("s3://bucket/d/sub", 10).unwrap();
+        assert!(!fs.exists("s3://bucket/d/sub").unwrap());
+        assert!(fs.exists("s3://bucket/d/a").unwrap());
+        fs.delete_dir_all("s3://bucket/d/sub", 10).unwrap();
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //! * [`verdict`]: the bottleneck rules, apart from any rendering;
 //! * [`report`]: the rows and summary taken from one [`Overview`];
 //! * [`html`] and [`json`]: the two renderings of a report;
+//! * [`autocache`]: the autocache section and its JSON rows (issue 36);
+//! * `table`: the table pieces the sections share;
 //! * [`scaling`]: the scaling controller's section and JSON object;
 //! * [`format`]: numbers, times and HTML escaping.
 //!
@@ -20,11 +22,13 @@
 //! taken under the state's lock once per request; it knows nothing of the
 //! dispatcher or its state machine. Rendering is bounded by the row caps.
 
+pub mod autocache;
 pub mod format;
 pub mod html;
 pub mod json;
 pub mod report;
 pub mod scaling;
+mod table;
 pub mod verdict;
 
 #[cfg(test)]
