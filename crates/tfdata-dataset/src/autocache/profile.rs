@@ -239,7 +239,7 @@ fn scratch_name() -> String {
 /// `getrusage` is out of reach; `/proc/self/stat` is what it reads):
 /// coarse (clock ticks of 10 ms) but counting threads that exited, and
 /// fine (per-thread `schedstat`, nanoseconds) for threads alive at the
-/// end ([`Sample::seconds_since`] combines them).
+/// end ([`cpu::Sample::seconds_since`] combines them).
 pub mod cpu {
     use std::collections::HashMap;
 
