@@ -3,12 +3,13 @@
 
 use super::PointCost;
 
-/// A point is cached only if reading an element back costs at most this
-/// fraction of computing it. The cache must pay for its writing (the first
-/// epoch writes every element once more) and its storage, and the profile's
-/// figures come from a small sample on one worker: a saving of less than
-/// half the compute is within what a busier worker, a slower disk or a
-/// remote store would erase.
+/// A point is cached only if later epochs, reading it back and computing
+/// the rest of the chain, cost at most this fraction of computing the
+/// chain. The cache must pay for its writing (the first epoch writes every
+/// element once more) and its storage, and the profile's figures come from
+/// a small sample on one worker: a saving of less than half the compute is
+/// within what a busier worker, a slower disk or a remote store would
+/// erase.
 pub const MAX_READ_TO_COMPUTE: f64 = 0.5;
 
 /// What [`choose`] decided.
@@ -20,10 +21,18 @@ pub enum Choice {
     None { reason: String },
 }
 
-/// The point with the largest saving (compute − read per element) among
-/// those whose read cost is at most [`MAX_READ_TO_COMPUTE`] × compute; on a
-/// tie the deeper one (more work skipped). Points with no elements or
-/// figures that are not finite are left out.
+/// The point that makes later epochs cheapest. Uncached, an epoch computes
+/// the chain up to its deepest measured point (`C`, that point's compute
+/// per element); cached at `p`, it reads `p` back and computes the rest,
+/// `read(p) + max(0, C - compute(p))` (the ops after the deepest point
+/// run either way). The rest is not measured on its own: the engine fuses
+/// consecutive ops (decode and resize become one kernel), so a deeper
+/// prefix can compute faster than a shallower one, and the rest then
+/// counts as free, which favours the deeper point: caching at the
+/// shallower one would run the unfused rest every epoch. Cached only if
+/// that cost is at most [`MAX_READ_TO_COMPUTE`] x `C`; on a tie the deeper
+/// point (more work skipped). Points with no elements or figures that are
+/// not finite are left out.
 pub fn choose(points: &[PointCost]) -> Choice {
     let measured: Vec<&PointCost> = points
         .iter()
@@ -35,7 +44,7 @@ pub fn choose(points: &[PointCost]) -> Choice {
                 && p.read_seconds_per_element >= 0.0
         })
         .collect();
-    if measured.is_empty() {
+    let Some(deepest) = measured.iter().max_by_key(|p| p.point) else {
         return Choice::None {
             reason: if points.is_empty() {
                 "no candidate point to cache".into()
@@ -43,37 +52,31 @@ pub fn choose(points: &[PointCost]) -> Choice {
                 "no candidate point produced an element to measure".into()
             },
         };
-    }
-    let saving = |p: &PointCost| p.compute_seconds_per_element - p.read_seconds_per_element;
+    };
+    let uncached = deepest.compute_seconds_per_element;
+    let later = |p: &PointCost| {
+        p.read_seconds_per_element + (uncached - p.compute_seconds_per_element).max(0.0)
+    };
     let best = measured
         .iter()
         .copied()
-        .filter(|p| {
-            p.read_seconds_per_element <= MAX_READ_TO_COMPUTE * p.compute_seconds_per_element
-        })
-        .max_by(|a, b| saving(a).total_cmp(&saving(b)).then(a.point.cmp(&b.point)));
-    match best {
-        Some(p) if saving(p) > 0.0 => Choice::Cache { index: p.point },
-        _ => {
-            // The point closest to paying, for the status page.
-            let closest = measured
-                .iter()
-                .copied()
-                .max_by(|a, b| saving(a).total_cmp(&saving(b)).then(a.point.cmp(&b.point)))
-                .unwrap_or(measured[0]);
-            Choice::None {
-                reason: format!(
-                    "no point pays for its cache: the best, point {}, computes in {} per element \
-                     and reads back in {}, more than {MAX_READ_TO_COMPUTE} x compute",
-                    closest.point,
-                    seconds(closest.compute_seconds_per_element),
-                    seconds(closest.read_seconds_per_element),
-                ),
-            }
-        }
+        .min_by(|a, b| later(a).total_cmp(&later(b)).then(b.point.cmp(&a.point)))
+        .expect("measured is not empty");
+    if later(best) <= MAX_READ_TO_COMPUTE * uncached && later(best) < uncached {
+        return Choice::Cache { index: best.point };
+    }
+    Choice::None {
+        reason: format!(
+            "no point pays for its cache: the best, point {}, would make later epochs cost {} per \
+             element (reading back {}, then the rest) against {} computed, more than \
+             {MAX_READ_TO_COMPUTE} x compute",
+            best.point,
+            seconds(later(best)),
+            seconds(best.read_seconds_per_element),
+            seconds(uncached),
+        ),
     }
 }
-
 /// `1.23 ms`, `45.6 us`, `2.00 s`.
 fn seconds(s: f64) -> String {
     if s >= 1.0 {
