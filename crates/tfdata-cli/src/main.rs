@@ -6,6 +6,7 @@ mod logging;
 mod save;
 mod security;
 mod status;
+mod workers;
 
 use std::time::Duration;
 
@@ -32,6 +33,9 @@ enum Command {
     Dispatcher(DispatcherArgs),
     /// Run a worker until SIGINT or SIGTERM.
     Worker(WorkerArgs),
+    /// Run and supervise local workers, as many as the dispatcher's
+    /// scaling controller advises within --min and --max (docs/operations.md).
+    Workers(workers::WorkersArgs),
     /// Register a pipeline (JSON text form, see docs/pipelines.md) and print its dataset id.
     Register(RegisterArgs),
     /// Read a registered dataset through the service and print its elements, one per line.
@@ -371,6 +375,10 @@ struct WorkerArgs {
     /// worker does. A second SIGTERM, or SIGINT, stops at once.
     #[arg(long, default_value_t = 0)]
     drain_timeout_ms: u64,
+    /// Stop (draining, with --drain-timeout-ms) when the parent process
+    /// exits: `tfdata workers` starts its workers so.
+    #[arg(long, hide = true)]
+    exit_with_parent: bool,
 
     #[command(flatten)]
     security: security::ServerSecurityArgs,
@@ -448,6 +456,12 @@ struct DispatcherArgs {
     worker_timeout_ms: u64,
     #[arg(long, default_value_t = 3)]
     worker_max_concurrent_snapshots: u32,
+    /// How often the scaling controller decides the worker count that
+    /// GetScalingAdvice answers (and `tfdata workers` follows); also how
+    /// long a change settles before it is judged (docs/operations.md,
+    /// "Scaling").
+    #[arg(long, default_value_t = 5_000)]
+    scaling_period_ms: u64,
 
     #[command(flatten)]
     security: security::ServerSecurityArgs,
@@ -489,6 +503,7 @@ impl DispatcherArgs {
             client_timeout: Duration::from_millis(self.client_timeout_ms),
             worker_timeout: Duration::from_millis(self.worker_timeout_ms),
             worker_max_concurrent_snapshots: self.worker_max_concurrent_snapshots,
+            scaling_period: Duration::from_millis(self.scaling_period_ms),
             security: self.security.into_security()?,
             http_port: self.http_port,
             high_availability: match (self.leader_lease_ms, self.advertised_address) {
@@ -582,7 +597,10 @@ async fn main() -> anyhow::Result<()> {
         Command::Worker(args) if args.drain_timeout_ms > 0 => Some(CancellationToken::new()),
         _ => None,
     };
-    stop_on_signals(shutdown.clone(), drain.clone());
+    // The supervisor handles its signals itself: the first drains its workers.
+    if !matches!(cli.command, Command::Workers(_)) {
+        stop_on_signals(shutdown.clone(), drain.clone());
+    }
     match cli.command {
         Command::Dispatcher(args) => {
             let config = args.into_config()?;
@@ -641,7 +659,11 @@ async fn main() -> anyhow::Result<()> {
             };
             read(target, take, checkpoints, tuning).await?
         }
+        Command::Workers(args) => workers::run(args, cli.log_format).await?,
         Command::Worker(args) => {
+            if args.exit_with_parent {
+                workers::exit_with_parent(shutdown.clone(), drain.clone());
+            }
             let (config, drain_timeout) = args.into_config()?;
             let listener = tfdata_rpc::server::bind(config.port)?;
             let listener = tokio::net::TcpListener::from_std(listener)?;

@@ -96,6 +96,28 @@ pub fn check_files(security: &TransportSecurity) -> anyhow::Result<()> {
 }
 
 impl ServerSecurityArgs {
+    /// These flags as `tfdata worker` arguments, for the workers `tfdata
+    /// workers` starts (the environment's settings reach them anyway).
+    pub fn worker_flags(&self) -> Vec<std::ffi::OsString> {
+        let mut flags = Vec::new();
+        let mut path = |name: &str, value: &Option<PathBuf>| {
+            if let Some(v) = value {
+                flags.push(name.into());
+                flags.push(v.clone().into_os_string());
+            }
+        };
+        path("--tls-cert", &self.tls_cert);
+        path("--tls-key", &self.tls_key);
+        path("--tls-ca", &self.tls_ca);
+        path("--tls-client-cert", &self.tls_client_cert);
+        path("--tls-client-key", &self.tls_client_key);
+        path("--auth-token-file", &self.auth_token_file);
+        if self.tls_require_client_cert {
+            flags.push("--tls-require-client-cert".into());
+        }
+        flags
+    }
+
     pub fn into_security(self) -> anyhow::Result<TransportSecurity> {
         merged(SecuritySettings {
             tls_ca: self.tls_ca,

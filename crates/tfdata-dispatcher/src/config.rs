@@ -46,6 +46,11 @@ pub struct DispatcherConfig {
     /// on `0.0.0.0`, apart from the gRPC port; 0 picks a free port, `None`
     /// (the default) serves none. Not in TensorFlow's config.
     pub http_port: Option<u16>,
+    /// How often the scaling controller decides (`GetScalingAdvice`,
+    /// docs/operations.md "Scaling"): also how long a change settles
+    /// before it is judged. Not in TensorFlow's config (its estimate is
+    /// updated on the GC interval and acted on by nothing).
+    pub scaling_period: Duration,
 
     // --- Transport security (tfdata's own; docs/security.md) ---
     /// TLS (mutual with `require_client_cert`) and the bearer token: for
@@ -111,6 +116,7 @@ impl Default for DispatcherConfig {
             worker_timeout: DEFAULT_WORKER_TIMEOUT,
             worker_max_concurrent_snapshots: DEFAULT_WORKER_MAX_CONCURRENT_SNAPSHOTS,
             http_port: None,
+            scaling_period: crate::scaling::DEFAULT_SCALING_PERIOD,
             security: TransportSecurity::default(),
             high_availability: None,
         }
@@ -143,6 +149,7 @@ impl DispatcherConfig {
             ("job_gc_check_interval", self.job_gc_check_interval),
             ("client_timeout", self.client_timeout),
             ("worker_timeout", self.worker_timeout),
+            ("scaling_period", self.scaling_period),
         ] {
             if d.is_zero() {
                 return Err(Error::InvalidConfig {
@@ -233,6 +240,7 @@ impl DispatcherConfig {
                 v => u32::try_from(v).unwrap_or(u32::MAX),
             },
             http_port: None,
+            scaling_period: d.scaling_period,
             security: TransportSecurity::default(),
             high_availability: None,
         };

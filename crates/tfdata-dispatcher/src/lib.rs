@@ -17,6 +17,9 @@
 //!   read, as plain rows (`Dispatcher::overview` fills it);
 //! * [`metrics`]: every metric the dispatcher exports, in one registry per
 //!   dispatcher;
+//! * [`scaling`]: the scaling controller, a pure state machine stepped
+//!   every `scaling_period` (`dispatcher::scaling` feeds it and serves its
+//!   advice);
 //! * [`serving`]: the dispatcher on the network: the gRPC adapters, the
 //!   admin HTTP endpoint and status page, [`serve`] (the library function
 //!   the CLI and tests call), the in-process [`DispatchServer`] and the
@@ -29,11 +32,13 @@ pub mod invariants;
 pub mod metrics;
 pub mod overview;
 pub mod persistence;
+pub mod scaling;
 pub mod serving;
 pub mod state;
 pub mod tf_graph;
 
 pub use config::DispatcherConfig;
 pub use dispatcher::{Clock, Dispatcher, SystemClock};
+pub use scaling::{Bounds, Decision, Direction, Observation, Outcome, Phase, ScalingController};
 pub use serving::grpc::DispatcherGrpc;
 pub use serving::server::{DispatchServer, serve};

@@ -54,6 +54,14 @@ pub struct WorkerLabel {
     pub worker: String,
 }
 
+/// A scaling decision's direction (`up`, `down`) and how it ended
+/// (`kept`, `reverted`, `abandoned`, `idle`): both from fixed sets.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScalingLabels {
+    pub direction: &'static str,
+    pub outcome: &'static str,
+}
+
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 type FloatCounter = Counter<f64, std::sync::atomic::AtomicU64>;
 
@@ -73,6 +81,9 @@ pub struct DispatcherMetrics {
     pub snapshot_splits_assigned: Gauge,
     pub snapshot_splits_total: Gauge,
     pub optimal_workers: Gauge,
+    /// The same estimate under TensorFlow's name, set (as TensorFlow sets
+    /// it) only when measured: the last measured value otherwise.
+    pub tensorflow_optimal_workers: Gauge,
     pub reader_starvation_mean: FloatGauge,
     pub reader_starvation_max: FloatGauge,
     // Events.
@@ -85,6 +96,10 @@ pub struct DispatcherMetrics {
     pub splits_handed_out: Family<SourceLabel, Counter>,
     pub splits_returned: Counter,
     pub workers_probed_lost: Counter,
+    /// The scaling controller's target (set at each decision) and its
+    /// judged decisions.
+    pub target_workers: Gauge,
+    pub scaling_decisions: Family<ScalingLabels, Counter>,
     /// Deterministic reads: readers' reorder waits per worker (counted as
     /// heartbeats report them), and the fullest window reported in the
     /// last minute (set at scrape time).
@@ -113,6 +128,7 @@ impl DispatcherMetrics {
             snapshot_splits_assigned: Gauge::default(),
             snapshot_splits_total: Gauge::default(),
             optimal_workers: Gauge::default(),
+            tensorflow_optimal_workers: Gauge::default(),
             reader_starvation_mean: FloatGauge::default(),
             reader_starvation_max: FloatGauge::default(),
             rpcs: Family::default(),
@@ -124,6 +140,8 @@ impl DispatcherMetrics {
             splits_handed_out: Family::default(),
             splits_returned: Counter::default(),
             workers_probed_lost: Counter::default(),
+            target_workers: Gauge::default(),
+            scaling_decisions: Family::default(),
             reorder_wait: Family::default(),
             reorder_window: Family::default(),
         };
@@ -179,6 +197,24 @@ impl DispatcherMetrics {
             "tfdata_dispatcher_optimal_workers",
             "Workers that would keep the readers fed: readers' consumption over workers' production rates (TensorFlow's auto_scaler idea); 0 without readers",
             m.optimal_workers.clone(),
+        );
+        // TensorFlow's `/tensorflow/data/service/optimal_number_of_workers`,
+        // as Prometheus spells it: dashboards and autoscalers written for
+        // TensorFlow's dispatcher find it here too.
+        r.register(
+            "tensorflow_data_service_optimal_number_of_workers",
+            "TensorFlow's metric /tensorflow/data/service/optimal_number_of_workers: the bounded estimate of the workers needed (same as tfdata_dispatcher_optimal_workers, kept at its last measured value when nothing is measured, as TensorFlow does)",
+            m.tensorflow_optimal_workers.clone(),
+        );
+        r.register(
+            "tfdata_dispatcher_target_workers",
+            "The scaling controller's target: how many workers to run now (GetScalingAdvice; docs/operations.md, Scaling)",
+            m.target_workers.clone(),
+        );
+        r.register(
+            "tfdata_dispatcher_scaling_decisions",
+            "Changes of the scaling controller's target, counted when judged: by direction (up, down) and outcome (kept, reverted, abandoned: readers left first, idle: dropped to the minimum without readers)",
+            m.scaling_decisions.clone(),
         );
         r.register(
             "tfdata_dispatcher_reader_starvation_mean_ratio",

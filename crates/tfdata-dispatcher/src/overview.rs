@@ -32,6 +32,8 @@ pub struct Overview {
     pub iterations: Vec<IterationOverview>,
     pub tasks: Vec<TaskOverview>,
     pub demand: Demand,
+    /// The scaling controller's last decision.
+    pub scaling: ScalingOverview,
     /// Distributed snapshots (`distributed_save`), by path.
     pub snapshots: Vec<SnapshotOverview>,
     /// Deterministic reads' readers' reorder waits, per iteration and
@@ -60,6 +62,17 @@ pub struct ReorderWaitOverview {
 pub struct DeterministicOverview {
     pub lanes: i64,
     pub split_shuffle_seed: Option<u64>,
+}
+
+/// The scaling controller as operators see it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ScalingOverview {
+    /// How often it decides.
+    pub period: Duration,
+    /// The callers' bounds (the last `GetScalingAdvice` request's).
+    pub bounds: crate::scaling::Bounds,
+    /// `None` before its first decision.
+    pub decision: Option<crate::scaling::Decision>,
 }
 
 /// A worker as operators see it.

@@ -28,6 +28,7 @@
 //! | `lower` | | |
 //! | `lookup` | `vocabulary_file`, `default_value` (-1) | token to line number |
 //! | `select` | `components: [..]` | keeps the listed components, as a tuple (one: the tensor itself) |
+//! | `sleep` | `ms` (at most 10,000) | waits, then passes the element on: simulates I/O latency (tests, benchmarks) |
 //!
 //! Random ops draw a fresh seed per element from `seed` and a per-function
 //! counter, so elements differ and a sequential pipeline is reproducible;
@@ -44,6 +45,7 @@
 
 mod elementwise;
 mod restructure;
+mod sleep;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -63,6 +65,7 @@ pub fn map(f: &FunctionRef, input: Option<&Structure>) -> Option<Result<Resolved
     Some(match name {
         "parse_example" => parse_example(args, input),
         "select" => select(args, input),
+        "sleep" => sleep::sleep(args, input),
         "decode_jpeg" | "decode_png" | "decode_image" => {
             let channels = match channels(name, args) {
                 Ok(c) => c,

@@ -12,12 +12,17 @@
 //!   tfdata readers, cumulative figures (`tfdata_stats`): their starvation
 //!   (the fraction of time spent waiting in `next()`) and consumption rate.
 //!
-//! The demand estimate follows TensorFlow's auto-scaler: per iteration, the
-//! readers' summed consumption rate (1 / target processing time) over the
-//! mean worker production rate (1 / processing time), outliers (beyond one
-//! standard deviation) replaced by the median; the largest estimate over
-//! iterations, limited to a 4× (at most +500) step from the live workers
-//! and to 100,000.
+//! The demand estimate follows TensorFlow's auto-scaler
+//! (`tensorflow/core/data/service/auto_scaler.cc`,
+//! `MultipleIterationsAutoScaler`): per iteration, the readers' summed
+//! consumption rate (1 / target processing time) over the mean worker
+//! production rate (1 / processing time, the last one each worker reported
+//! for the iteration), outliers (beyond one standard deviation, with n - 1)
+//! replaced by the median; at least 1; the largest estimate over
+//! iterations, then, if above min(4 × current, current + 500), capped to
+//! it, and to 100,000. One deviation: `current` is the live workers (lost
+//! ones make nothing), where TensorFlow counts every registered worker and
+//! updates nothing while none is registered; here 0 live counts as 1.
 
 use std::collections::HashMap;
 
@@ -41,6 +46,10 @@ pub const MAX_OPTIMAL_WORKERS: i64 = 100_000;
 pub struct WorkerLoad {
     /// Per active task: its pipeline's time per element (ns), if known.
     pub processing_time_nsec: HashMap<TaskId, f64>,
+    /// Per iteration: the last time per element (ns) it reported for one
+    /// of its tasks there. Kept, as TensorFlow's auto-scaler keeps it, after
+    /// the task ends, until the worker is lost or the iteration collected.
+    pub iteration_processing_time_nsec: HashMap<IterationId, f64>,
     /// Cumulative figures (tfdata workers).
     pub totals: Option<TfdataWorkerStats>,
     pub rates: Option<WorkerRates>,
@@ -66,14 +75,31 @@ pub(crate) struct Load {
 }
 
 impl Load {
-    pub fn worker_heard(&mut self, req: &wire::WorkerHeartbeatRequest, now: i64) {
+    pub fn worker_heard(
+        &mut self,
+        req: &wire::WorkerHeartbeatRequest,
+        now: i64,
+        state: &DispatcherState,
+    ) {
         let load = self.workers.entry(req.worker_address.clone()).or_default();
-        load.processing_time_nsec = req
-            .active_tasks
-            .iter()
-            .filter(|t| t.processing_time_nsec.is_finite() && t.processing_time_nsec > 0.0)
-            .map(|t| (TaskId(t.task_id), t.processing_time_nsec))
-            .collect();
+        load.processing_time_nsec.clear();
+        for t in &req.active_tasks {
+            if !(t.processing_time_nsec.is_finite() && t.processing_time_nsec > 0.0) {
+                continue;
+            }
+            let task = TaskId(t.task_id);
+            load.processing_time_nsec
+                .insert(task, t.processing_time_nsec);
+            // Tasks in order: the last one of an iteration wins, as in
+            // TensorFlow's `ReportProcessingTimesFromActiveTasks`.
+            if let Some(task) = state.task(task) {
+                load.iteration_processing_time_nsec
+                    .insert(task.iteration_id, t.processing_time_nsec);
+            }
+        }
+        // Bounded by the iterations the state holds.
+        load.iteration_processing_time_nsec
+            .retain(|it, _| state.iteration(*it).is_some_and(|it| !it.garbage_collected));
         let Some(stats) = req.tfdata_stats else {
             return;
         };
@@ -168,25 +194,20 @@ impl Load {
                     .push(1e9 / reader.target_processing_time_nsec);
             }
         }
-        // Per iteration, per live worker: its mean time per element.
+        // Per iteration, per live worker: its last reported time per element.
         let mut throughput: HashMap<IterationId, Vec<f64>> = HashMap::new();
         for (address, load) in &self.workers {
             if state.worker(address).is_none_or(|w| w.lost) {
                 continue;
             }
-            let mut per_iteration: HashMap<IterationId, (f64, f64)> = HashMap::new();
-            for (task, nanos) in &load.processing_time_nsec {
-                if let Some(task) = state.task(*task) {
-                    let entry = per_iteration.entry(task.iteration_id).or_default();
-                    entry.0 += nanos;
-                    entry.1 += 1.0;
+            for (iteration, nanos) in &load.iteration_processing_time_nsec {
+                if state
+                    .iteration(*iteration)
+                    .is_none_or(|it| it.garbage_collected)
+                {
+                    continue;
                 }
-            }
-            for (iteration, (sum, n)) in per_iteration {
-                throughput
-                    .entry(iteration)
-                    .or_default()
-                    .push(1e9 / (sum / n));
+                throughput.entry(*iteration).or_default().push(1e9 / nanos);
             }
         }
         let mut iterations: Vec<IterationDemand> = consumption

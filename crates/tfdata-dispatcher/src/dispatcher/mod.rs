@@ -32,6 +32,8 @@
 //!   demand estimate;
 //! * [`reorder_waits`]: what deterministic reads' readers report of the
 //!   workers their ordered merge waited on;
+//! * [`scaling`]: the scaling controller's observations, steps and
+//!   advice (`GetScalingAdvice`);
 //! * [`overview`]: the numbers operators see: the state gauges of
 //!   `/metrics` and the [`Overview`](crate::overview::Overview) the status
 //!   service and the status page render.
@@ -61,6 +63,7 @@ pub mod overview;
 mod probes;
 mod reorder_waits;
 pub(crate) mod requests;
+mod scaling;
 mod splits;
 mod task_lists;
 mod txn;
@@ -76,6 +79,8 @@ mod deterministic_tests;
 mod long_poll_tests;
 #[cfg(test)]
 mod probe_tests;
+#[cfg(test)]
+mod scaling_tests;
 #[cfg(test)]
 mod snapshot_tests;
 #[cfg(test)]
@@ -149,6 +154,9 @@ pub struct Dispatcher {
     snapshot_starts: tokio::sync::Mutex<()>,
     /// Workers suspected dead, waiting for the dispatcher's own probe.
     probes: probes::Probes,
+    /// The scaling controller (not state: it restarts from the live
+    /// workers). Locked after the state lock, never before it.
+    scaling: std::sync::Mutex<scaling::Scaling>,
 }
 
 impl Dispatcher {
@@ -266,6 +274,7 @@ impl Dispatcher {
             tasks_to_push: Vec::new(),
         };
         let metrics = Arc::new(DispatcherMetrics::new());
+        let scaling = scaling::Scaling::new(config.scaling_period, clock.now_micros());
         Ok(Dispatcher {
             config,
             store,
@@ -278,6 +287,7 @@ impl Dispatcher {
             snapshots,
             snapshot_starts: Default::default(),
             probes: Default::default(),
+            scaling: std::sync::Mutex::new(scaling),
         })
     }
 

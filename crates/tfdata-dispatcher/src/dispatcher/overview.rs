@@ -69,6 +69,7 @@ impl Dispatcher {
             })
             .collect();
         drop(txn);
+        let scaling = self.scaling_overview();
         Overview {
             now_micros: now,
             fault_tolerant: self.config.fault_tolerant_mode,
@@ -81,6 +82,7 @@ impl Dispatcher {
             iterations,
             tasks,
             demand,
+            scaling,
             snapshots: self
                 .snapshots
                 .progress()
@@ -142,8 +144,11 @@ impl Dispatcher {
             set(&m.tasks, "finished", done);
             set(&m.tasks, "pending", pending);
             m.clients.set(state.clients().count() as i64);
-            m.optimal_workers
-                .set(txn.load.demand(state).optimal_workers);
+            let demand = txn.load.demand(state);
+            m.optimal_workers.set(demand.optimal_workers);
+            if demand.measured {
+                m.tensorflow_optimal_workers.set(demand.optimal_workers);
+            }
             let starvation: Vec<f64> = txn
                 .load
                 .readers()

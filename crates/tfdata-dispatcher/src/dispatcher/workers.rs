@@ -133,7 +133,8 @@ impl Dispatcher {
             heard.warned = true;
             tracing::warn!(worker = %address, "{warning}");
         }
-        txn.load.worker_heard(req, now);
+        let g: &mut super::txn::Guarded = &mut txn;
+        g.load.worker_heard(req, now, &g.state);
 
         let current: HashSet<i64> = req.current_tasks.iter().copied().collect();
         let tasks_to_delete = req

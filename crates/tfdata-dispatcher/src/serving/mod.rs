@@ -155,7 +155,8 @@ impl Drop for ReleaseHeldHeartbeats {
 /// [`Dispatcher::liveness_check_interval`] and [`Dispatcher::collect_garbage`]
 /// every `job_gc_check_interval` (not at all when `job_gc_timeout` is unset,
 /// TensorFlow's -1): noticing a dead worker or client follows its own
-/// timeout, not the garbage collector's schedule.
+/// timeout, not the garbage collector's schedule. The scaling controller
+/// decides every `scaling_period` ([`Dispatcher::scaling_step`]).
 ///
 /// Probing suspected workers (`dispatcher::probes`) runs beside it, as long
 /// as it does: a probe takes up to a few seconds and must not hold up the
@@ -178,11 +179,16 @@ pub(crate) async fn maintenance_loop(dispatcher: Arc<Dispatcher>, shutdown: Canc
     let gc_enabled = dispatcher.config().job_gc_timeout.is_some();
     let mut gc = ticker(dispatcher.config().job_gc_check_interval);
     let mut snapshot_files = ticker(SNAPSHOT_FILE_RETRY_INTERVAL);
+    let mut scaling = ticker(dispatcher.scaling_period());
     loop {
         let result = tokio::select! {
             _ = liveness.tick() => dispatcher.check_liveness().await,
             _ = gc.tick(), if gc_enabled => dispatcher.collect_garbage().await,
             _ = snapshot_files.tick() => dispatcher.retry_snapshot_final_files().await,
+            _ = scaling.tick() => {
+                dispatcher.scaling_step().await;
+                Ok(())
+            }
             () = shutdown.cancelled() => return,
         };
         if let Err(e) = result {

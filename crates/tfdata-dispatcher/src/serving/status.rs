@@ -13,6 +13,7 @@ use tonic::{Request, Response, Status};
 
 use crate::dispatcher::Dispatcher;
 use crate::overview::Overview;
+use crate::scaling::{Bounds, Decision};
 
 pub struct StatusGrpc(pub Arc<Dispatcher>);
 
@@ -27,12 +28,16 @@ impl StatusService for StatusGrpc {
 
     async fn get_scaling_advice(
         &self,
-        _r: Request<wire::GetScalingAdviceRequest>,
+        r: Request<wire::GetScalingAdviceRequest>,
     ) -> Result<Response<wire::ScalingAdvice>, Status> {
-        // The scaling controller lands with issue 36's dispatcher work.
-        Err(Status::unimplemented(
-            "GetScalingAdvice: no scaling controller yet",
-        ))
+        let r = r.into_inner();
+        let bounds = Bounds::from_request(r.min_workers, r.max_workers)
+            .map_err(|reason| Status::invalid_argument(format!("GetScalingAdvice: {reason}")))?;
+        let decision = self.0.scaling_advice(bounds).await;
+        Ok(Response::new(scaling_advice(
+            &decision,
+            self.0.scaling_period(),
+        )))
     }
 }
 
@@ -43,10 +48,31 @@ impl Dispatcher {
     }
 }
 
+/// A decision of the scaling controller, as `GetScalingAdvice` answers it.
+pub fn scaling_advice(d: &Decision, period: std::time::Duration) -> wire::ScalingAdvice {
+    wire::ScalingAdvice {
+        target_workers: d.target_workers,
+        live_workers: d.live_workers,
+        estimate: d.estimate.unwrap_or(0),
+        measured: d.estimate.is_some(),
+        phase: d.phase.as_str().to_string(),
+        reason: d.reason.clone(),
+        period_ms: period.as_millis() as i64,
+        starvation: d.starvation,
+        wait_seconds_per_element: d.wait_seconds_per_element,
+        decisions: d.decisions,
+        reverts: d.reverts,
+    }
+}
+
 /// The status report of `overview`, as the status service answers it.
 pub fn status_report(overview: &Overview) -> wire::GetStatusResponse {
     wire::GetStatusResponse {
-        scaling: None,
+        scaling: overview
+            .scaling
+            .decision
+            .as_ref()
+            .map(|d| scaling_advice(d, overview.scaling.period)),
         autocache: Vec::new(),
         protocol_version: tfdata_proto::DATA_SERVICE_VERSION,
         fault_tolerant: overview.fault_tolerant,
@@ -229,6 +255,7 @@ mod tests {
                 starting_round: 6,
             }],
             demand: Default::default(),
+            scaling: Default::default(),
             snapshots: vec![SnapshotOverview {
                 path: "/s".into(),
                 state: "error",
