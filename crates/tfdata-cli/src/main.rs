@@ -65,6 +65,10 @@ enum Command {
         tuning: ReadTuning,
         #[command(flatten)]
         deterministic: deterministic::DeterministicArgs,
+        /// `auto`: ask the dispatcher to autocache this job (issue 36;
+        /// docs/operations.md, "Autocache"). Not with --deterministic.
+        #[arg(long, value_parser = ["auto"])]
+        cache: Option<String>,
 
         #[command(flatten)]
         security: security::ClientSecurityArgs,
@@ -176,6 +180,8 @@ struct ReadTarget<'a> {
     job_name: Option<&'a str>,
     consumers: Option<(i64, i64)>,
     deterministic: Option<tfdata_client::Deterministic>,
+    /// `--cache auto`.
+    autocache: bool,
 }
 
 async fn read(
@@ -193,6 +199,7 @@ async fn read(
         job_name,
         consumers,
         deterministic,
+        autocache,
     } = target;
     let mut reader = tfdata_client::from_dataset_id(mode, service, dataset_id);
     if let Some(name) = job_name {
@@ -202,6 +209,9 @@ async fn read(
         reader = reader.deterministic(d);
     } else if let Some((index, count)) = consumers {
         reader = reader.consumers(index, count);
+    }
+    if autocache {
+        reader = reader.autocache(true);
     }
     if let Some(ms) = tuning.task_refresh_interval_ms {
         reader = reader.task_refresh_interval(Duration::from_millis(ms));
@@ -481,6 +491,16 @@ struct DispatcherArgs {
     /// name and --port).
     #[arg(long)]
     advertised_address: Option<String>,
+    /// Autocache every job (issue 36; docs/operations.md, "Autocache"):
+    /// the first epoch is profiled, the cheapest deterministic prefix
+    /// cached, later jobs over it read the cache. Deterministic reads never
+    /// are.
+    #[arg(long)]
+    autocache: bool,
+    /// Where autocache keeps its caches: a directory or an object-store URL
+    /// (default: <work-dir>/autocache; with neither, nothing is cached).
+    #[arg(long)]
+    autocache_dir: Option<String>,
 }
 
 impl DispatcherArgs {
@@ -516,6 +536,8 @@ impl DispatcherArgs {
                 }
                 (None, None) => None,
             },
+            autocache: self.autocache,
+            autocache_dir: self.autocache_dir,
         };
         config.validate()?;
         security::check_files(&config.security)?;
@@ -639,6 +661,7 @@ async fn main() -> anyhow::Result<()> {
             checkpoints,
             tuning,
             deterministic,
+            cache,
             security,
         } => {
             security.install()?;
@@ -656,6 +679,7 @@ async fn main() -> anyhow::Result<()> {
                 job_name: job,
                 consumers,
                 deterministic,
+                autocache: cache.is_some(),
             };
             read(target, take, checkpoints, tuning).await?
         }

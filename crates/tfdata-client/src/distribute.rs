@@ -532,6 +532,7 @@ impl DistributedDataset {
             security: inner.security.clone(),
             start,
             deterministic,
+            autocache: inner.options.autocache,
         };
         iteration::start(inner.dispatcher.clone(), params, handle).await
     }

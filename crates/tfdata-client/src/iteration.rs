@@ -64,6 +64,8 @@ pub(crate) struct IterationParams {
         crate::deterministic::Deterministic,
         crate::deterministic::LaneStart,
     )>,
+    /// `ProcessingModeDef.tfdata_autocache` (issue 36).
+    pub autocache: bool,
 }
 
 impl IterationParams {
@@ -386,6 +388,7 @@ pub(crate) async fn start(
     }
     let mut mode_def = params.mode.to_proto();
     mode_def.tfdata_deterministic = params.deterministic.as_ref().map(|(d, _)| d.to_proto());
+    mode_def.tfdata_autocache = params.autocache;
     let job_request = wire::GetOrCreateJobRequest {
         dataset_id: params.dataset_id.0.clone(),
         processing_mode_def: Some(mode_def),

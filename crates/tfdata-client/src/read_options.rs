@@ -46,6 +46,8 @@ pub(crate) struct ReadOptions {
     pub(crate) security: Option<TransportSecurity>,
     /// A deterministic read (issue 35).
     pub(crate) deterministic: Option<Deterministic>,
+    /// Ask the dispatcher to autocache the job (issue 36).
+    pub(crate) autocache: bool,
 }
 
 impl ReadOptions {
@@ -65,6 +67,7 @@ impl ReadOptions {
             stream_window: StreamWindow::default(),
             security: None,
             deterministic: None,
+            autocache: false,
         }
     }
 
@@ -133,6 +136,14 @@ impl ReadOptions {
         if self.task_refresh_interval.is_zero() {
             return Err(Error::InvalidArgument(
                 "task_refresh_interval must be positive".into(),
+            ));
+        }
+        if self.autocache && self.deterministic.is_some() {
+            return Err(Error::InvalidArgument(
+                "a deterministic read is never autocached: its order is the contract, and a \
+                 cache written by several workers keeps the elements, not their order; drop \
+                 autocache or deterministic"
+                    .into(),
             ));
         }
         if let Some(d) = &self.deterministic {
@@ -220,6 +231,15 @@ macro_rules! read_option_setters {
         /// `cross_trainer_cache`.
         pub fn deterministic(mut self, d: $crate::Deterministic) -> Self {
             self.options.deterministic = Some(d);
+            self
+        }
+
+        /// `cache="auto"` (issue 36; docs/operations.md, "Autocache"): the
+        /// dispatcher profiles this job's first epoch, caches the cheapest
+        /// deterministic prefix of its pipeline, and later jobs over that
+        /// prefix read the cache. Not with [`deterministic`](Self::deterministic).
+        pub fn autocache(mut self, on: bool) -> Self {
+            self.options.autocache = on;
             self
         }
 

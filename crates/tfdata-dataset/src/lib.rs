@@ -12,6 +12,7 @@
 
 pub mod array_record;
 pub mod attrs;
+pub mod autocache;
 pub mod autoshard;
 pub mod builtins;
 pub mod columnar;

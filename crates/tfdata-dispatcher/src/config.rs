@@ -64,6 +64,15 @@ pub struct DispatcherConfig {
     /// default): this dispatcher is the only one. Requires
     /// `fault_tolerant_mode`.
     pub high_availability: Option<HighAvailability>,
+
+    // --- Autocache (tfdata's own, issue 36; docs/operations.md, "Autocache") ---
+    /// Autocache every job, not only those that ask
+    /// (`ProcessingModeDef.tfdata_autocache`). Deterministic reads never are.
+    pub autocache: bool,
+    /// Where caches live: a local directory or an object-store URL. `None`:
+    /// `<work_dir>/autocache`; with neither, autocache jobs run uncached
+    /// and the status page says why.
+    pub autocache_dir: Option<String>,
 }
 
 /// Settings of a dispatcher that is one of several sharing a `work_dir`
@@ -119,6 +128,8 @@ impl Default for DispatcherConfig {
             scaling_period: crate::scaling::DEFAULT_SCALING_PERIOD,
             security: TransportSecurity::default(),
             high_availability: None,
+            autocache: false,
+            autocache_dir: None,
         }
     }
 }
@@ -158,6 +169,12 @@ impl DispatcherConfig {
                 });
             }
         }
+        if let Some(dir) = &self.autocache_dir {
+            crate::persistence::work_dir::validate(dir).map_err(|e| Error::InvalidConfig {
+                field: "autocache_dir",
+                reason: e.to_string(),
+            })?;
+        }
         self.security.validate_for_server()?;
         if let Some(ha) = &self.high_availability {
             let invalid = |reason: &str| Error::InvalidConfig {
@@ -186,6 +203,16 @@ impl DispatcherConfig {
             }
         }
         Ok(())
+    }
+
+    /// Where autocache keeps its caches: `autocache_dir`, else
+    /// `<work_dir>/autocache`; `None` when neither is set.
+    pub fn autocache_root(&self) -> Option<String> {
+        if let Some(dir) = &self.autocache_dir {
+            return Some(dir.trim_end_matches('/').to_string());
+        }
+        let work_dir = self.work_dir.as_deref()?;
+        Some(format!("{}/autocache", work_dir.trim_end_matches('/')))
     }
 
     /// The local directory behind `work_dir`, if it is one (`None` when
@@ -243,6 +270,8 @@ impl DispatcherConfig {
             scaling_period: d.scaling_period,
             security: TransportSecurity::default(),
             high_availability: None,
+            autocache: false,
+            autocache_dir: None,
         };
         config.validate()?;
         Ok(config)

@@ -86,6 +86,8 @@ pub struct DispatcherMetrics {
     pub tensorflow_optimal_workers: Gauge,
     pub reader_starvation_mean: FloatGauge,
     pub reader_starvation_max: FloatGauge,
+    /// Autocache's datasets by state (issue 36).
+    pub autocache_caches: Family<StateLabel, Gauge>,
     // Events.
     rpcs: Family<RpcLabels, Counter>,
     rpc_duration: Family<MethodLabel, Histogram>,
@@ -100,6 +102,8 @@ pub struct DispatcherMetrics {
     /// judged decisions.
     pub target_workers: Gauge,
     pub scaling_decisions: Family<ScalingLabels, Counter>,
+    /// Jobs autocache served from a cache instead of the pipeline.
+    pub autocache_jobs_served: Counter,
     /// Deterministic reads: readers' reorder waits per worker (counted as
     /// heartbeats report them), and the fullest window reported in the
     /// last minute (set at scrape time).
@@ -131,6 +135,7 @@ impl DispatcherMetrics {
             tensorflow_optimal_workers: Gauge::default(),
             reader_starvation_mean: FloatGauge::default(),
             reader_starvation_max: FloatGauge::default(),
+            autocache_caches: Family::default(),
             rpcs: Family::default(),
             rpc_duration: Family::default(),
             journal_write_duration: Histogram::default(),
@@ -142,6 +147,7 @@ impl DispatcherMetrics {
             workers_probed_lost: Counter::default(),
             target_workers: Gauge::default(),
             scaling_decisions: Family::default(),
+            autocache_jobs_served: Counter::default(),
             reorder_wait: Family::default(),
             reorder_window: Family::default(),
         };
@@ -192,6 +198,16 @@ impl DispatcherMetrics {
             "tfdata_dispatcher_snapshot_splits",
             "Splits of distributed snapshots in all, where known",
             m.snapshot_splits_total.clone(),
+        );
+        r.register(
+            "tfdata_dispatcher_autocache_caches",
+            "Autocache's datasets by state (profiling, writing, cached, not_cached, dropped)",
+            m.autocache_caches.clone(),
+        );
+        r.register(
+            "tfdata_dispatcher_autocache_jobs_served",
+            "Jobs autocache served from a cache instead of running the pipeline's prefix",
+            m.autocache_jobs_served.clone(),
         );
         r.register(
             "tfdata_dispatcher_optimal_workers",

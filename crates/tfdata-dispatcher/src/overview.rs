@@ -39,6 +39,27 @@ pub struct Overview {
     /// Deterministic reads' readers' reorder waits, per iteration and
     /// worker, by iteration then worker.
     pub reorder_waits: Vec<ReorderWaitOverview>,
+    /// What autocache decided, per dataset a job asked for (issue 36).
+    pub autocache: Vec<AutocacheOverview>,
+}
+
+/// What autocache decided for one dataset (`AutocacheStatus` on the wire).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutocacheOverview {
+    pub dataset_id: DatasetId,
+    /// "profiling", "writing", "cached", "not cached", "dropped".
+    pub state: &'static str,
+    /// Why, in one sentence.
+    pub reason: String,
+    /// The chosen (or best) point, e.g. "2: map(decode_jpeg)".
+    pub point: String,
+    /// The cache's directory.
+    pub path: String,
+    pub compute_seconds_per_element: f64,
+    pub read_seconds_per_element: f64,
+    pub bytes_per_element: f64,
+    /// Jobs that read the cache instead of the pipeline.
+    pub jobs_served: i64,
 }
 
 /// What the readers of a deterministic iteration reported of one worker:

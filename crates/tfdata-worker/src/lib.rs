@@ -38,11 +38,14 @@
 //! * [`metrics`]: every metric the worker exports, one registry per worker;
 //! * [`observe`]: the pace figures of heartbeats and the metrics' gauges,
 //!   computed from the tasks when asked;
+//! * `autocache`: a task's autocache profile (issue 36), measured before
+//!   its pipeline starts when the dispatcher asks, and kept for the
+//!   heartbeats while the task lives;
 //! * [`server`]: [`serve`] (and [`serve_draining`]), with the admin HTTP
 //!   endpoint and gRPC health, and the in-process [`WorkerServer`].
 //!
 //! Module dependencies point one way: `server → {drain, grpc → get_element,
-//! stream, heartbeats} → worker → {task_pipeline → pipeline, task_table, snapshot →
+//! stream, heartbeats} → worker → {task_pipeline → {pipeline, autocache}, autocache, task_table, snapshot →
 //! pipeline, observe → metrics}`, `{worker, task_pipeline, task_table,
 //! observe, stream} → task → {lane_task → pipeline, strategy → producer → pipeline, splits →
 //! releases}` (and `{get_element, stream} → task_table`, `{drain,
@@ -51,6 +54,7 @@
 //! The worker reaches the dispatcher through `tfdata-client`'s
 //! `DispatcherClient`; it never depends on the dispatcher crate.
 
+mod autocache;
 pub mod config;
 pub mod drain;
 mod get_element;

@@ -114,6 +114,30 @@ impl PipelineLoader<'_> {
         })
     }
 
+    /// An autocache profile of the task's pipeline
+    /// ([`crate::autocache::profile_task`]), measured off the async
+    /// threads; a failure is the profile's `error`.
+    pub(crate) async fn autocache_profile(
+        &self,
+        runner: &TaskRunner,
+    ) -> wire::TfdataAutocacheProfile {
+        let task = runner.def.clone();
+        let failed = |e: String| wire::TfdataAutocacheProfile {
+            task_id: task.task_id,
+            dataset_id: task.dataset_id.clone(),
+            error: e,
+            ..Default::default()
+        };
+        let dataset_def = match self.definition(runner).await {
+            Ok((def, _, _)) => def,
+            Err(e) => return failed(e.to_string()),
+        };
+        let profiled = task.clone();
+        tokio::task::spawn_blocking(move || crate::autocache::profile_task(&profiled, &dataset_def))
+            .await
+            .unwrap_or_else(|e| failed(format!("autocache profiling panicked: {e}")))
+    }
+
     /// Checks a task definition and loads its pipeline.
     pub(crate) async fn load(
         &self,

@@ -61,6 +61,8 @@ pub struct Worker {
     /// Deterministic reads' lane streams running now, at most
     /// `max_lane_streams`.
     lane_streams: LaneStreamSlots,
+    /// Autocache profiles of tasks asked for one, sent with heartbeats.
+    autocache_profiles: crate::autocache::Profiles,
 }
 
 /// A random, non-zero worker uid.
@@ -109,6 +111,7 @@ impl Worker {
                 draining: CancellationToken::new(),
                 drain_changed: Arc::new(tokio::sync::Notify::new()),
                 lane_streams: LaneStreamSlots::new(config.max_lane_streams),
+                autocache_profiles: Default::default(),
                 config,
             }),
             rx,
@@ -170,7 +173,7 @@ impl Worker {
             worker_tags: self.config.worker_tags.clone(),
             worker_uid: self.uid,
             active_tasks: self.pace.active_tasks(&tasks),
-            current_tasks: current,
+            current_tasks: current.clone(),
             snapshot_task_progress: self
                 .snapshots
                 .progress()
@@ -194,7 +197,7 @@ impl Worker {
             // Set by the heartbeat loop (`crate::heartbeats`).
             tfdata_hold_ms: 0,
             tfdata_news_seen: 0,
-            tfdata_autocache_profiles: Vec::new(),
+            tfdata_autocache_profiles: self.autocache_profiles.for_heartbeat(&current),
         }
     }
 
@@ -378,6 +381,19 @@ impl Worker {
                         }
                     }
                     return;
+                }
+                if runner.def.tfdata_autocache_profile {
+                    // Before the pipeline starts, so the two do not share
+                    // the CPU the profile measures.
+                    let profile = worker.pipeline_loader().autocache_profile(&runner).await;
+                    if !profile.error.is_empty() {
+                        tracing::warn!(error = %profile.error, "autocache profiling failed; the task runs uncached");
+                    } else {
+                        tracing::info!(points = profile.points.len(), "autocache profile measured");
+                    }
+                    worker.autocache_profiles.insert(profile);
+                    // The dispatcher decides at this heartbeat, not the next.
+                    worker.news_for_dispatcher().notify_one();
                 }
                 match worker.pipeline_loader().load(&runner).await {
                     Ok((dataset, ctx, form)) => runner.run_pipeline(dataset, ctx, form),

@@ -109,6 +109,77 @@ pub trait FileSystem: Send + Sync {
     /// appear whole at once, and `from` is deleted afterwards, so a crash in
     /// between leaves both (callers that commit this way reconcile on restart).
     fn rename(&self, from: &str, to: &str) -> Result<()>;
+
+    /// What `path` is: a file's size and modification time, or a
+    /// directory (an object store's prefix with something under it).
+    /// Missing: [`Error::NotFound`]. For fingerprints of a dataset's files
+    /// (autocache), which must change when a file does. File systems that
+    /// cannot tell return [`Error::Unimplemented`] (the default).
+    fn stat(&self, path: &str) -> Result<FileStat> {
+        Err(Error::Unimplemented(format!(
+            "inspecting {path}: this file system cannot report modification times"
+        )))
+    }
+
+    /// Every file under the directory `dir`, at any depth, with its
+    /// [`FileStat`], sorted by path; paths are `dir` joined with the
+    /// names below it. More than `max_files` files is an error
+    /// ([`Error::FailedPrecondition`] naming the limit), checked as the walk
+    /// goes, so a huge tree is not listed whole. A missing directory walks
+    /// as empty (object stores cannot tell).
+    fn walk(&self, dir: &str, max_files: usize) -> Result<Vec<(String, FileStat)>> {
+        let _ = max_files;
+        Err(Error::Unimplemented(format!(
+            "walking {dir}: this file system cannot list directories recursively"
+        )))
+    }
+
+    /// The names (not paths) of the directories directly in `dir`, sorted
+    /// bytewise: what [`FileSystem::list`] leaves out. Missing: empty.
+    fn list_dirs(&self, dir: &str) -> Result<Vec<String>> {
+        Err(Error::Unimplemented(format!(
+            "listing the directories of {dir}: not supported by this file system"
+        )))
+    }
+
+    /// Deletes the directory `dir` and everything under it; a missing one
+    /// is no error (as [`FileSystem::delete`]). The default deletes what
+    /// [`FileSystem::walk`] finds, file by file (an object store's
+    /// "directory" is nothing more), at most `max_files` of them.
+    fn delete_dir_all(&self, dir: &str, max_files: usize) -> Result<()> {
+        for (path, _) in self.walk(dir, max_files)? {
+            self.delete(&path)?;
+        }
+        Ok(())
+    }
+}
+
+/// A file's size and modification time, or a directory, as
+/// [`FileSystem::stat`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileStat {
+    /// Bytes; 0 for a directory.
+    pub size: u64,
+    /// Nanoseconds since the Unix epoch (0 for a directory, and where the
+    /// file system has no time: then size alone tells a change).
+    pub modified_ns: u64,
+    pub is_dir: bool,
+}
+
+/// The error for a walk that found more than `max_files` files.
+pub(crate) fn too_many_files(dir: &str, max_files: usize) -> Error {
+    Error::FailedPrecondition(format!(
+        "{dir} holds more than {max_files} files (the limit of this walk)"
+    ))
+}
+
+/// `base` and `name` joined with one `/` (URLs and local paths alike).
+pub(crate) fn join_path(base: &str, name: &str) -> String {
+    if base.is_empty() || base.ends_with('/') {
+        format!("{base}{name}")
+    } else {
+        format!("{base}/{name}")
+    }
 }
 
 /// The scheme of a URL (`gs` for `gs://bucket/x`), parsed like TensorFlow's

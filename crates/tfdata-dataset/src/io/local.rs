@@ -9,7 +9,7 @@ use std::path::Path;
 use bytes::Bytes;
 use tfdata_core::{Error, Result};
 
-use super::fs::{FileSystem, io_error, scheme};
+use super::fs::{FileStat, FileSystem, io_error, join_path, scheme, too_many_files};
 use super::pattern::{first_wildcard, fnmatch, has_wildcard};
 
 /// The file system of the machine the process runs on; accepts plain paths
@@ -169,6 +169,118 @@ impl FileSystem for LocalFileSystem {
     fn rename(&self, from: &str, to: &str) -> Result<()> {
         let (src, dst) = (Self::local_path(from)?, Self::local_path(to)?);
         fs::rename(src, dst).map_err(|e| io_error(&format!("renaming it to {to}:"), from, e))
+    }
+
+    fn stat(&self, path: &str) -> Result<FileStat> {
+        let local = Self::local_path(path)?;
+        let meta = fs::metadata(local).map_err(|e| io_error("inspecting", path, e))?;
+        Ok(file_stat(&meta))
+    }
+
+    fn walk(&self, dir: &str, max_files: usize) -> Result<Vec<(String, FileStat)>> {
+        let mut out = Vec::new();
+        // Depth-first with an explicit stack and a depth bound: symlinked
+        // directories are followed (as `open` follows links), and a link
+        // cycle ends at the bound instead of looping.
+        let mut stack = vec![(dir.to_string(), 0usize)];
+        while let Some((current, depth)) = stack.pop() {
+            if depth > MAX_WALK_DEPTH {
+                return Err(Error::FailedPrecondition(format!(
+                    "walking {dir}: deeper than {MAX_WALK_DEPTH} directories (a symlink cycle?)"
+                )));
+            }
+            let entries = match fs::read_dir(Self::local_path(&current)?) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_error("listing", &current, e)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| io_error("listing", &current, e))?;
+                let name = entry.file_name().into_string().map_err(|name| {
+                    Error::InvalidArgument(format!(
+                        "walking {dir}: {} is not a UTF-8 name",
+                        name.to_string_lossy()
+                    ))
+                })?;
+                let path = join_path(&current, &name);
+                // A link whose target vanished is skipped, as a file
+                // deleted during the walk would be.
+                let Ok(meta) = fs::metadata(entry.path()) else {
+                    continue;
+                };
+                if meta.is_dir() {
+                    stack.push((path, depth + 1));
+                } else {
+                    if out.len() >= max_files {
+                        return Err(too_many_files(dir, max_files));
+                    }
+                    out.push((path, file_stat(&meta)));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    fn list_dirs(&self, dir: &str) -> Result<Vec<String>> {
+        let local = Self::local_path(dir)?;
+        let entries = match fs::read_dir(local) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_error("listing", dir, e)),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error("listing", dir, e))?;
+            if !fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
+                continue;
+            }
+            let name = entry.file_name().into_string().map_err(|name| {
+                Error::InvalidArgument(format!(
+                    "listing {dir}: {} is not a UTF-8 name",
+                    name.to_string_lossy()
+                ))
+            })?;
+            names.push(name);
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn delete_dir_all(&self, dir: &str, _max_files: usize) -> Result<()> {
+        let local = Self::local_path(dir)?;
+        match fs::remove_dir_all(local) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_error("deleting the directory", dir, e)),
+        }
+    }
+}
+
+/// How deep [`LocalFileSystem::walk`] descends: far beyond any dataset's
+/// layout, and a stop for symlink cycles.
+const MAX_WALK_DEPTH: usize = 64;
+
+fn file_stat(meta: &fs::Metadata) -> FileStat {
+    if meta.is_dir() {
+        return FileStat {
+            size: 0,
+            modified_ns: 0,
+            is_dir: true,
+        };
+    }
+    // A time before the epoch or past u64 nanoseconds (year 2554) cannot
+    // be had from a real file; 0 then leaves the size to tell a change.
+    let modified_ns = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .and_then(|d| u64::try_from(d.as_nanos()).ok())
+        .unwrap_or(0);
+    FileStat {
+        size: meta.len(),
+        modified_ns,
+        is_dir: false,
     }
 }
 

@@ -30,6 +30,14 @@ impl Dispatcher {
                     .into(),
             ));
         }
+        self.start_snapshot(req).await?;
+        Ok(wire::SnapshotResponse {})
+    }
+
+    /// Starts writing a snapshot: `Snapshot`'s work, and autocache's
+    /// (whose caches need no fault-tolerant mode: they are found again by
+    /// their files, not the journal).
+    pub(super) async fn start_snapshot(&self, req: requests::Snapshot) -> Result<()> {
         // One start at a time, so a path is checked and claimed at once.
         let _starting = self.snapshot_starts.lock().await;
         let path = req.path().to_string();
@@ -59,7 +67,7 @@ impl Dispatcher {
         // answered now, not at the workers' next heartbeat.
         self.ledger.news.tell_everyone();
         tracing::info!(snapshot = %path, "started writing tf.data distributed snapshot");
-        Ok(wire::SnapshotResponse {})
+        Ok(())
     }
 
     /// `GetSnapshotSplit`: the next split for one stream's source, written

@@ -51,6 +51,11 @@ impl Dispatcher {
         if let Some(job_id) = existing {
             return Ok(wire::GetOrCreateJobResponse { job_id: job_id.0 });
         }
+        // Autocache: the job may read a cache instead (a dataset of its
+        // own), or profile the pipeline (`super::autocache`).
+        let autocache = self.autocache_job(dataset_id, &req.mode).await;
+        let asked_for = dataset_id;
+        let dataset_id = autocache.serve.as_ref().unwrap_or(asked_for);
         // A job no registered worker can serve fails now, not as a read
         // that waits forever.
         let deterministic = req.mode.tfdata_deterministic.is_some();
@@ -77,8 +82,7 @@ impl Dispatcher {
         }
         let mut txn = self.ledger.begin().await;
         // Someone may have created it while the providers were built.
-        if let Some(job_id) =
-            existing_job(&txn.state, dataset_id, req.job_name.as_deref(), &wanted)?
+        if let Some(job_id) = existing_job(&txn.state, asked_for, req.job_name.as_deref(), &wanted)?
         {
             txn.commit().await?;
             return Ok(wire::GetOrCreateJobResponse { job_id: job_id.0 });
@@ -91,14 +95,15 @@ impl Dispatcher {
         txn.apply(UpdateType::CreateJob(wire::CreateJobUpdate {
             job_id: job_id.0,
             job_name: name.clone(),
-            dataset_id: req.dataset_id.0.clone(),
+            dataset_id: dataset_id.0.clone(),
             processing_mode_def: Some(req.mode),
             num_consumers: req.num_consumers.map(NonZeroI64::get),
             target_workers: req.target_workers,
             use_cross_trainer_cache: req.use_cross_trainer_cache,
         }))?;
         txn.commit().await?;
-        tracing::info!(job = %job_id, name = %name, dataset = %req.dataset_id, "job created");
+        tracing::info!(job = %job_id, name = %name, dataset = %dataset_id, "job created");
+        self.autocache_job_created(asked_for, job_id, autocache);
         Ok(wire::GetOrCreateJobResponse { job_id: job_id.0 })
     }
 

@@ -21,6 +21,9 @@
 //!   for our workers;
 //! * [`datasets`]: registration, definitions, metadata, compression;
 //! * [`jobs`]: jobs, iterations and their first tasks;
+//! * [`autocache`]: autocache at job creation (a cache read instead of the
+//!   pipeline, or a task asked to profile), profiles deciding, caches
+//!   written as distributed snapshots (issue 36);
 //! * [`clients`]: client heartbeats and releases;
 //! * [`coordinated_reads`]: pending-task negotiation and `MaybeRemoveTask`;
 //! * [`splits`]: split providers and `GetSplit`;
@@ -41,7 +44,7 @@
 //! Imports between them point one way (`python3 .ci/module_cycles.py
 //! crates --edges tfdata-dispatcher dispatcher` prints them):
 //! `{maintenance, probes} → workers → {txn, worker_addresses}`,
-//! `jobs → workers`, `clients → {coordinated_reads, task_lists, workers}`,
+//! `jobs → {workers, autocache}`, `autocache → {datasets, distributed_snapshots}`, `clients → {coordinated_reads, task_lists, workers}`,
 //! `distributed_snapshots → {datasets, splits}`, `long_poll → worker_news`,
 //! `{clients, coordinated_reads, jobs, overview, workers} → txn →
 //! {liveness, load, reorder_waits, task_lists, worker_news}`, handlers
@@ -49,6 +52,7 @@
 //! task_lists, worker_news} → state`. `Dispatcher`'s methods live in the module of their concern and
 //! call each other through `self`, which is not an import.
 
+mod autocache;
 mod clients;
 mod coordinated_reads;
 mod datasets;
@@ -157,6 +161,8 @@ pub struct Dispatcher {
     /// The scaling controller (not state: it restarts from the live
     /// workers). Locked after the state lock, never before it.
     scaling: std::sync::Mutex<scaling::Scaling>,
+    /// What autocache knows per dataset (not state: never journaled).
+    autocache: autocache::Book,
 }
 
 impl Dispatcher {
@@ -288,6 +294,7 @@ impl Dispatcher {
             snapshot_starts: Default::default(),
             probes: Default::default(),
             scaling: std::sync::Mutex::new(scaling),
+            autocache: Default::default(),
         })
     }
 

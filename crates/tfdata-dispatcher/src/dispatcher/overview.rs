@@ -23,6 +23,7 @@ impl Dispatcher {
     /// Everything operators are shown, taken under one lock of the state.
     pub async fn overview(&self) -> Overview {
         let now = self.clock.now_micros();
+        self.autocache_refresh();
         let txn = self.ledger.begin().await;
         let worker_timeout = self.config.worker_timeout.as_micros() as i64;
         let workers = worker_overviews(&txn, now, worker_timeout);
@@ -90,6 +91,7 @@ impl Dispatcher {
                 .map(|(path, p)| snapshot_overview(path, &p))
                 .collect(),
             reorder_waits,
+            autocache: self.autocache.overview(),
         }
     }
 
@@ -187,6 +189,12 @@ impl Dispatcher {
             }
             splits_assigned += p.num_assigned_splits;
             splits_total += p.num_total_splits.max(0);
+        }
+        self.autocache_refresh();
+        let rows = self.autocache.overview();
+        for state in super::autocache::CacheState::ALL {
+            let n = rows.iter().filter(|r| r.state == state.name()).count();
+            set(&m.autocache_caches, state.label(), n as i64);
         }
         set(&m.snapshots, "active", active);
         set(&m.snapshots, "done", done);

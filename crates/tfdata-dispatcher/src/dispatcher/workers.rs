@@ -155,6 +155,13 @@ impl Dispatcher {
         // After the tasks' transaction, as TensorFlow does: snapshot
         // streams are not journaled state.
         let snapshot_tasks = self.snapshot_tasks(req).await?;
+        // After it too: autocache's decision is not journaled state, and a
+        // cache it starts is written by the snapshot streams of the next
+        // heartbeats.
+        if !req.tfdata_autocache_profiles.is_empty() {
+            self.autocache_profiles(&req.tfdata_autocache_profiles)
+                .await;
+        }
         Ok(wire::WorkerHeartbeatResponse {
             new_tasks,
             tasks_to_delete,
@@ -225,6 +232,7 @@ impl Dispatcher {
                 (self.config.worker_addresses.len() as i64, entry as i64)
             }
         };
+        let autocache_dir = self.autocache_profiles_task(job.id, task.id);
         Ok(wire::TaskDef {
             dataset: Some(dataset),
             dataset_id: job.dataset_id.0.clone(),
@@ -243,8 +251,8 @@ impl Dispatcher {
                 .get(&task.worker_address)
                 .map(|r| r.bounds())
                 .unwrap_or_default(),
-            tfdata_autocache_profile: false,
-            tfdata_autocache_dir: String::new(),
+            tfdata_autocache_profile: autocache_dir.is_some(),
+            tfdata_autocache_dir: autocache_dir.unwrap_or_default(),
         })
     }
 

@@ -73,7 +73,21 @@ pub fn status_report(overview: &Overview) -> wire::GetStatusResponse {
             .decision
             .as_ref()
             .map(|d| scaling_advice(d, overview.scaling.period)),
-        autocache: Vec::new(),
+        autocache: overview
+            .autocache
+            .iter()
+            .map(|a| wire::AutocacheStatus {
+                dataset_id: a.dataset_id.0.clone(),
+                state: a.state.into(),
+                reason: a.reason.clone(),
+                point: a.point.clone(),
+                path: a.path.clone(),
+                compute_seconds_per_element: a.compute_seconds_per_element,
+                read_seconds_per_element: a.read_seconds_per_element,
+                bytes_per_element: a.bytes_per_element,
+                jobs_served: a.jobs_served,
+            })
+            .collect(),
         protocol_version: tfdata_proto::DATA_SERVICE_VERSION,
         fault_tolerant: overview.fault_tolerant,
         workers: overview
@@ -268,6 +282,7 @@ mod tests {
                 }],
             }],
             reorder_waits: vec![],
+            autocache: vec![],
         };
         let r = status_report(&overview);
         assert!(r.fault_tolerant);

@@ -16,7 +16,7 @@ use super::location::Location;
 use super::reader::ObjectReader;
 use super::runtime::block_on;
 use super::writer::ObjectWriter;
-use crate::io::fs::FileSystem;
+use crate::io::fs::{FileStat, FileSystem, too_many_files};
 use crate::io::pattern::{first_wildcard, has_wildcard};
 
 /// Bytes fetched per ranged `GET` when streaming an object. Two chunks are
@@ -403,6 +403,101 @@ impl FileSystem for ObjectStoreFileSystem {
         )?
         .map_err(|e| RequestError::new(&format!("copying it to {to}:"), from, e))?;
         self.delete(from)
+    }
+
+    fn stat(&self, path: &str) -> Result<FileStat> {
+        let Target { location, store } = self.resolve(path)?;
+        let key = location.path(path)?;
+        if !key.is_root() {
+            let (s, k) = (store.clone(), key.clone());
+            match block_on(
+                async move { s.get_opts(&k, GetOptions::new().with_head(true)).await },
+                || format!("inspecting {path}"),
+            )? {
+                Ok(head) => return Ok(object_stat(&head.meta)),
+                Err(::object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(RequestError::new("inspecting", path, e).into()),
+            }
+        }
+        if self.exists(path)? {
+            Ok(FileStat {
+                size: 0,
+                modified_ns: 0,
+                is_dir: true,
+            })
+        } else {
+            Err(Error::NotFound {
+                what: "file",
+                id: path.to_string(),
+            })
+        }
+    }
+
+    fn walk(&self, dir: &str, max_files: usize) -> Result<Vec<(String, FileStat)>> {
+        let Target { location, store } = self.resolve(dir)?;
+        let root = location.path(dir)?;
+        let mut out = Vec::new();
+        // One delimiter listing per "directory", breadth first, so the
+        // limit stops the walk before a huge prefix is listed whole.
+        let mut pending = vec![root];
+        while let Some(prefix) = pending.pop() {
+            let (s, listed) = (store.clone(), prefix.clone());
+            let listing = block_on(
+                async move {
+                    let listed = (!listed.is_root()).then_some(listed);
+                    s.list_with_delimiter(listed.as_ref()).await
+                },
+                || format!("walking {dir}"),
+            )?
+            .map_err(|e| RequestError::of_listing("walking", dir, e))?;
+            for object in &listing.objects {
+                // A "directory marker" named like the prefix is no file.
+                if object.location == prefix {
+                    continue;
+                }
+                if out.len() >= max_files {
+                    return Err(too_many_files(dir, max_files));
+                }
+                out.push((location.url_of(&object.location), object_stat(object)));
+            }
+            pending.extend(listing.common_prefixes);
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    fn list_dirs(&self, dir: &str) -> Result<Vec<String>> {
+        let Target { location, store } = self.resolve(dir)?;
+        let prefix = location.path(dir)?;
+        let listing = block_on(
+            async move {
+                let prefix = (!prefix.is_root()).then_some(prefix);
+                store.list_with_delimiter(prefix.as_ref()).await
+            },
+            || format!("listing {dir}"),
+        )?
+        .map_err(|e| RequestError::of_listing("listing", dir, e))?;
+        let mut names: Vec<String> = listing
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+}
+
+/// An object's size and last-modified time (what a store reports; a
+/// rewritten object gets a new one).
+fn object_stat(meta: &::object_store::ObjectMeta) -> FileStat {
+    FileStat {
+        size: meta.size,
+        modified_ns: meta
+            .last_modified
+            .timestamp_nanos_opt()
+            .and_then(|ns| u64::try_from(ns).ok())
+            .unwrap_or(0),
+        is_dir: false,
     }
 }
 

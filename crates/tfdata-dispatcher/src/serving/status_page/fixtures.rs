@@ -104,6 +104,7 @@ pub fn report(workers: Vec<WorkerRow>, name: &str) -> StatusReport {
             streams_done: 1,
             streams: 2,
         }],
+        autocache: Vec::new(),
         jobs: 1,
         active_tasks: 3,
         pending_tasks: 0,

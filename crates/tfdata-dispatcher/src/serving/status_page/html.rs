@@ -102,6 +102,7 @@ pub fn content(report: &StatusReport) -> String {
     iterations(&mut h, report);
     datasets(&mut h, report);
     snapshots(&mut h, report);
+    super::autocache::html(&mut h, &report.autocache);
     h
 }
 
@@ -203,7 +204,7 @@ fn cards(h: &mut String, report: &StatusReport) {
 
 /// Opens a collapsible section `id` with a table of `columns` (a leading
 /// `>` right-aligns a numeric column).
-fn open_table(
+pub(super) fn open_table(
     h: &mut String,
     id: &str,
     heading: &str,
@@ -237,7 +238,7 @@ fn open_table(
     h.push_str("</tr></thead><tbody>");
 }
 
-fn close_table(h: &mut String, what: &str, total: usize, shown: usize, order: &str) {
+pub(super) fn close_table(h: &mut String, what: &str, total: usize, shown: usize, order: &str) {
     if total == 0 {
         let _ = write!(h, r#"<p class="empty">No {what}.</p></details>"#);
         return;
@@ -286,7 +287,7 @@ fn name(text: &str) -> String {
 }
 
 /// A name cell that shows the full (bounded) text on hover.
-fn name_cell(text: &str, class: &str) -> String {
+pub(super) fn name_cell(text: &str, class: &str) -> String {
     if text.is_empty() {
         return format!(r#"<td class="{class}">{}</td>"#, na());
     }

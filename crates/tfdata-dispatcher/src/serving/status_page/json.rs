@@ -124,6 +124,7 @@ pub fn status(report: &StatusReport) -> Value {
             "streams_done": s.streams_done,
             "streams": s.streams,
         })).collect::<Vec<_>>(),
+        "autocache": super::autocache::json(&report.autocache),
     })
 }
 

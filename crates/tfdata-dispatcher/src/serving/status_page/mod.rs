@@ -12,6 +12,7 @@
 //! * [`verdict`]: the bottleneck rules, apart from any rendering;
 //! * [`report`]: the rows and summary taken from one [`Overview`];
 //! * [`html`] and [`json`]: the two renderings of a report;
+//! * [`autocache`]: the autocache section and its JSON rows (issue 36);
 //! * [`format`]: numbers, times and HTML escaping.
 //!
 //! The page reads the dispatcher through one query only, the [`Overview`]
@@ -19,6 +20,7 @@
 //! taken under the state's lock once per request; it knows nothing of the
 //! dispatcher or its state machine. Rendering is bounded by the row caps.
 
+pub mod autocache;
 pub mod format;
 pub mod html;
 pub mod json;

@@ -11,7 +11,8 @@ use tfdata_proto::data::{data_service_metadata::Compression, processing_mode_def
 
 use super::verdict::{self, Evidence, Verdict};
 use crate::overview::{
-    Demand, DeterministicOverview, JobOverview, Overview, ReaderRates, WorkerRates,
+    AutocacheOverview, Demand, DeterministicOverview, JobOverview, Overview, ReaderRates,
+    WorkerRates,
 };
 
 /// A live worker not heard from for longer than this (or half the worker
@@ -36,6 +37,8 @@ pub struct StatusReport {
     pub iterations: Vec<IterationRow>,
     pub datasets: Vec<DatasetRow>,
     pub snapshots: Vec<SnapshotRow>,
+    /// What autocache decided, by dataset id.
+    pub autocache: Vec<AutocacheOverview>,
     pub jobs: usize,
     /// Unfinished tasks, and coordinated reads' tasks waiting for a round.
     pub active_tasks: usize,
@@ -329,6 +332,7 @@ impl StatusReport {
             iterations,
             datasets,
             snapshots,
+            autocache: overview.autocache.clone(),
             jobs: overview.jobs.len(),
             active_tasks,
             pending_tasks: overview.iterations.iter().map(|it| it.pending_tasks).sum(),
