@@ -118,11 +118,7 @@ macro_rules! apply_options {
             b = b.deterministic(d.to_client());
         }
         if o.autocache {
-            // AUTOCACHE-WIRE: replaced by the builder option when the
-            // client's autocache lands (h-acservice).
-            return Err(errors::to_py(Error::Unimplemented(
-                "cache=\"auto\" is not in this build's client yet".into(),
-            )));
+            b = b.autocache(true);
         }
         b
     }};

@@ -198,13 +198,9 @@ impl DispatchServer {
         let mut config = DispatcherConfig::from_proto(&proto).py_err()?;
         config.http_port = http_port;
         config.security = self::security(security)?;
-        if autocache || autocache_dir.is_some() {
-            // AUTOCACHE-WIRE: replaced by the config fields when the
-            // dispatcher's autocache lands (h-acservice).
-            return Err(crate::errors::to_py(tfdata_core::Error::Unimplemented(
-                "autocache is not in this build's dispatcher yet".into(),
-            )));
-        }
+        config.autocache = autocache;
+        config.autocache_dir = autocache_dir;
+        config.validate().py_err()?;
         let server = Shared::new(py, start, || tfdata::DispatchServer::new_stopped(config))?;
         Ok(DispatchServer { server })
     }
