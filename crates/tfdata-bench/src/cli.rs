@@ -395,9 +395,10 @@ pub(crate) struct Cli {
     /// For `autoscale-model`: periods per demand step.
     #[arg(long, default_value_t = 24)]
     pub(crate) model_step_periods: u32,
-    /// For `autoscale-model`: the ± fraction of per-period noise on each
-    /// worker's throughput.
-    #[arg(long, default_value_t = 0.05)]
+    /// For `autoscale-model`: the ± fraction of per-period noise on the
+    /// workers' throughput (common to all: a shared store slowing down);
+    /// 0, the default, shows the controller's own dynamics.
+    #[arg(long, default_value_t = 0.0)]
     pub(crate) model_noise: f64,
     /// For `autocache`: JPEGs (800×600) in the data set.
     #[arg(long, default_value_t = 256)]

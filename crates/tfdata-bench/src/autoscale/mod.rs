@@ -14,7 +14,9 @@
 //! runs (`/proc`), the trainer's elements and time waited in `next()`.
 //! Reported per step: the smallest count that meets the demand (each worker
 //! serves at most 1000/ms elements/s), the time until the trainer's demand
-//! was met (starvation under 5% over a second), the time until the worker
+//! was met for good (no later second in the step with starvation over 5%;
+//! the workers' and the reader's buffers can hide a shortfall for seconds
+//! after a step up), the time until the worker
 //! processes stayed within [needed, needed + 1] to the step's end
 //! (settled; the goal is within 3 periods), starvation in the step's first
 //! period and its last 10 s, and target changes after settling
@@ -282,11 +284,22 @@ fn figures(options: &AutoscaleOptions, samples: &[Sample], step: usize) -> StepF
     let (Some(&first), Some(&last)) = (indices.first(), indices.last()) else {
         return f;
     };
-    f.met_seconds = indices.iter().find_map(|&i| {
-        let from = window_start(samples, i)?;
-        (from.t >= start - 1e-6 && window(from, &samples[i]).0 <= MET_STARVATION)
-            .then(|| samples[i].t - start)
-    });
+    // Met for good: after the last one-second window (within the step)
+    // in which the trainer starved; buffers may hide a shortfall for a
+    // while, so the first fed window proves nothing.
+    let starved: Vec<(f64, bool)> = indices
+        .iter()
+        .filter_map(|&i| {
+            let from = window_start(samples, i)?;
+            (from.t >= start - 1e-6)
+                .then(|| (samples[i].t - start, window(from, &samples[i]).0 > MET_STARVATION))
+        })
+        .collect();
+    f.met_seconds = match starved.iter().rposition(|&(_, s)| s) {
+        None => starved.first().map(|&(t, _)| t),
+        Some(k) if k + 1 < starved.len() => Some(starved[k].0),
+        Some(_) => None,
+    };
     let within = |p: i64| p >= needed && p <= needed + 1;
     f.settled_seconds = match indices.iter().rposition(|&i| !within(samples[i].processes)) {
         None => Some(samples[first].t - start),

@@ -105,9 +105,11 @@ pub struct StepResult {
     pub demand: f64,
     /// The fewest workers whose nominal rate meets the demand.
     pub needed: i64,
-    /// Seconds from the step until the live workers are within
-    /// [needed, needed + 1] for good (to the end of the step); `None`:
-    /// never settled.
+    /// The goal band: [needed, needed + 1], widened by the noise (with
+    /// ±5% throughput, 95 or 105 workers of a nominal 100 may be right).
+    pub band: (i64, i64),
+    /// Seconds from the step until the live workers are within `band` for
+    /// good (to the end of the step); `None`: never settled.
     pub settled_seconds: Option<f64>,
     /// Seconds from the step until supply first met 95% of demand.
     pub met_seconds: Option<f64>,
@@ -223,7 +225,11 @@ pub fn simulate(size: usize, options: &ModelOptions) -> Vec<StepResult> {
             now += TICK.as_secs_f64();
             tick += 1;
         }
-        results.push(summarize(multiplier, demand, needed, period, &samples));
+        let band = (
+            ((needed as f64) * (1.0 - options.noise)).floor() as i64,
+            ((needed as f64) * (1.0 + options.noise)).ceil() as i64 + 1,
+        );
+        results.push(summarize(multiplier, demand, needed, band, period, &samples));
     }
     results
 }
@@ -232,10 +238,11 @@ fn summarize(
     multiplier: f64,
     demand: f64,
     needed: i64,
+    band: (i64, i64),
     period: f64,
     samples: &[(f64, i64, i64, f64, bool)],
 ) -> StepResult {
-    let within = |live: i64| live >= needed && live <= needed + 1;
+    let within = |live: i64| live >= band.0 && live <= band.1;
     // The last sample outside the goal; settled just after it.
     let settled_seconds = match samples.iter().rposition(|s| !within(s.1)) {
         None => Some(0.0),
@@ -259,6 +266,7 @@ fn summarize(
         multiplier,
         demand,
         needed,
+        band,
         settled_seconds,
         met_seconds,
         max_live: samples.iter().map(|s| s.1).max().unwrap_or(0),
@@ -281,7 +289,7 @@ pub fn run(
         let results = simulate(size, options);
         let mut summary = format!(
             "autoscale-model, {size} workers ({}; worker {:.1} elements/s, start-up {:.1} s, \
-             drain {:.1} s, period {period:.1} s, noise ±{:.0}%)\n  step  demand/s  needed  \
+             drain {:.1} s, period {period:.1} s, noise ±{:.0}%)\n  step  demand/s  needed  band     \
              settled(s)  periods  met(s)  max live  max target  final  changes  starv first/last\n",
             options.source,
             options.worker_rate,
@@ -292,10 +300,11 @@ pub fn run(
         for (i, r) in results.iter().enumerate() {
             let settled_periods = r.settled_seconds.map(|s| s / period);
             summary.push_str(&format!(
-                "  {:>3}x  {:>8.0}  {:>6}  {:>10}  {:>7}  {:>6}  {:>8}  {:>10}  {:>5}  {:>7}  {:>5.1}%/{:.1}%\n",
+                "  {:>3}x  {:>8.0}  {:>6}  {:>7}  {:>10}  {:>7}  {:>6}  {:>8}  {:>10}  {:>5}  {:>7}  {:>5.1}%/{:.1}%\n",
                 r.multiplier,
                 r.demand,
                 r.needed,
+                format!("{}-{}", r.band.0, r.band.1),
                 r.settled_seconds.map_or("never".into(), |s| format!("{s:.1}")),
                 settled_periods.map_or("-".into(), |p| format!("{p:.1}")),
                 r.met_seconds.map_or("never".into(), |s| format!("{s:.1}")),
@@ -313,6 +322,7 @@ pub fn run(
             report.insert("multiplier".into(), json!(r.multiplier));
             report.insert("demand_per_second".into(), json!(r.demand));
             report.insert("needed_workers".into(), json!(r.needed));
+            report.insert("goal_band".into(), json!([r.band.0, r.band.1]));
             report.insert("value".into(), json!(r.settled_seconds));
             report.insert(
                 "unit".into(),
