@@ -291,8 +291,12 @@ fn figures(options: &AutoscaleOptions, samples: &[Sample], step: usize) -> StepF
         .iter()
         .filter_map(|&i| {
             let from = window_start(samples, i)?;
-            (from.t >= start - 1e-6)
-                .then(|| (samples[i].t - start, window(from, &samples[i]).0 > MET_STARVATION))
+            (from.t >= start - 1e-6).then(|| {
+                (
+                    samples[i].t - start,
+                    window(from, &samples[i]).0 > MET_STARVATION,
+                )
+            })
         })
         .collect();
     f.met_seconds = match starved.iter().rposition(|&(_, s)| s) {

@@ -229,7 +229,9 @@ pub fn simulate(size: usize, options: &ModelOptions) -> Vec<StepResult> {
             ((needed as f64) * (1.0 - options.noise)).floor() as i64,
             ((needed as f64) * (1.0 + options.noise)).ceil() as i64 + 1,
         );
-        results.push(summarize(multiplier, demand, needed, band, period, &samples));
+        results.push(summarize(
+            multiplier, demand, needed, band, period, &samples,
+        ));
     }
     results
 }
