@@ -24,7 +24,7 @@ pub enum LogFormat {
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_env("TFDATA_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| Stderr)
         .with_env_filter(filter);
     match format {
         LogFormat::Text => builder
@@ -36,5 +36,28 @@ pub fn init(format: LogFormat) {
             .with_current_span(true)
             .with_span_list(true)
             .init(),
+    }
+}
+
+/// stderr, where a closed pipe drops the line. A process whose log reader
+/// went away (a supervisor's workers after it was killed, `... 2>&1 | head`)
+/// keeps running: tracing-subscriber reports a failed write with
+/// `eprintln!`, which panics on the same closed pipe and takes down the
+/// task that logged (a worker's heartbeat loop, its drain).
+struct Stderr;
+
+impl std::io::Write for Stderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match std::io::stderr().write(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(buf.len()),
+            other => other,
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match std::io::stderr().flush() {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            other => other,
+        }
     }
 }

@@ -34,7 +34,7 @@ enum Command {
     /// Run a worker until SIGINT or SIGTERM.
     Worker(WorkerArgs),
     /// Run and supervise local workers, as many as the dispatcher's
-    /// scaling controller advises within --min and --max (docs/operations.md).
+    /// scaling controller advises within --min and --max (docs/deploy.md).
     Workers(workers::WorkersArgs),
     /// Register a pipeline (JSON text form, see docs/pipelines.md) and print its dataset id.
     Register(RegisterArgs),

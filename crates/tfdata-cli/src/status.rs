@@ -44,6 +44,23 @@ pub fn render(s: &GetStatusResponse, address: &str) -> String {
             "not fault tolerant"
         }
     );
+    if let Some(sc) = &s.scaling {
+        out += &format!(
+            "Scaling: target {} workers ({} live), estimate {}, {} (decided every {:.1}s; {} changes, {} reverted)\n  {}\n\n",
+            sc.target_workers,
+            sc.live_workers,
+            if sc.measured {
+                sc.estimate.to_string()
+            } else {
+                "not measured".into()
+            },
+            sc.phase,
+            sc.period_ms as f64 / 1000.0,
+            sc.decisions,
+            sc.reverts,
+            sc.reason,
+        );
+    }
     out += &table(
         "Workers",
         &["ADDRESS", "STATE", "TAGS", "LAST HEARTBEAT", "TASKS"],
@@ -218,4 +235,33 @@ pub async fn run(dispatcher: &str) -> anyhow::Result<()> {
     .into_inner();
     print!("{}", render(&status, &address));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use tfdata_proto::tfdata::status::ScalingAdvice;
+
+    use super::*;
+
+    #[test]
+    fn the_scaling_advice_is_shown_when_there_is_one() {
+        let mut s = GetStatusResponse::default();
+        assert!(!render(&s, "d:1").contains("Scaling"));
+        s.scaling = Some(ScalingAdvice {
+            target_workers: 4,
+            live_workers: 1,
+            estimate: 4,
+            measured: true,
+            phase: "probing up".into(),
+            reason: "readers starve 50.0% (>= 5%), estimate 4: 1 -> 4".into(),
+            period_ms: 5000,
+            decisions: 1,
+            ..Default::default()
+        });
+        let text = render(&s, "d:1");
+        assert!(
+            text.contains("Scaling: target 4 workers (1 live), estimate 4, probing up (decided every 5.0s; 1 changes, 0 reverted)\n  readers starve"),
+            "{text}"
+        );
+    }
 }

@@ -42,6 +42,17 @@ pub mod security {
     };
 }
 
+/// The dispatcher's scaling controller (docs/operations.md, "Scaling"):
+/// the pure state machine `GetScalingAdvice` answers from, for simulations
+/// and tools that drive it themselves.
+pub mod scaling {
+    pub use tfdata_dispatcher::scaling::{
+        Bounds, DEFAULT_SCALING_PERIOD, Decision, Direction, FED_THRESHOLD, MAX_WAIT_PERIODS,
+        MIN_IMPROVEMENT, Observation, Outcome, Phase, RECHECK_FACTOR, STARVE_THRESHOLD,
+        ScalingController, estimate,
+    };
+}
+
 /// This process's reader metrics (`tfdata_reader_*`) as OpenMetrics text,
 /// for a trainer's own metrics endpoint (docs/operations.md).
 pub fn reader_metrics() -> String {

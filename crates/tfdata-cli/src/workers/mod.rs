@@ -432,10 +432,11 @@ pub fn exit_with_parent(stop: CancellationToken, drain: Option<CancellationToken
                 break;
             }
         }
-        tracing::warn!(parent, "the supervisor exited: stopping");
+        // Stop first: the supervisor's end of our stderr may be gone too.
         match drain {
             Some(d) => d.cancel(),
             None => stop.cancel(),
         }
+        tracing::warn!(parent, "the supervisor exited: stopping");
     });
 }

@@ -30,16 +30,12 @@ use tfdata_core::{IterationClientId, IterationId, TaskId};
 use tfdata_proto::data::{self as wire, TfdataReaderStats, TfdataWorkerStats};
 
 pub use crate::overview::{Demand, IterationDemand, ReaderRates, WorkerRates};
+use crate::scaling::estimate::{bounded, iteration_estimate};
 use crate::state::DispatcherState;
 
 /// Rates are computed over at least this long (µs) between two reports:
 /// readers also heartbeat every few milliseconds near an iteration's end.
 const MIN_WINDOW_MICROS: i64 = 500_000;
-/// The estimate moves at most this factor (and this many workers) above
-/// the live workers in one step, and never past [`MAX_OPTIMAL_WORKERS`].
-const MAX_SCALE_FACTOR: i64 = 4;
-const MAX_SCALE_STEP: i64 = 500;
-pub const MAX_OPTIMAL_WORKERS: i64 = 100_000;
 
 /// What a worker last reported.
 #[derive(Debug, Clone, Default)]
@@ -214,19 +210,13 @@ impl Load {
             .iter()
             .filter_map(|(iteration, rates)| {
                 let workers = throughput.get(iteration)?;
-                let consumption_per_second: f64 = without_outliers(rates).iter().sum();
-                let kept = without_outliers(workers);
-                let worker_throughput_per_second = kept.iter().sum::<f64>() / kept.len() as f64;
-                if worker_throughput_per_second <= 0.0 {
-                    return None;
-                }
-                let estimate = (consumption_per_second / worker_throughput_per_second).ceil();
+                let e = iteration_estimate(rates, workers)?;
                 Some(IterationDemand {
                     iteration: *iteration,
-                    consumption_per_second,
-                    worker_throughput_per_second,
+                    consumption_per_second: e.consumption_per_second,
+                    worker_throughput_per_second: e.worker_throughput_per_second,
                     reporting_workers: workers.len(),
-                    workers: (estimate.min(MAX_OPTIMAL_WORKERS as f64) as i64).max(1),
+                    workers: e.workers,
                 })
             })
             .collect();
@@ -247,67 +237,10 @@ impl Load {
     }
 }
 
-/// `estimate`, moving at most ×4 (and +500) from `current` live workers.
-fn bounded(estimate: i64, current: i64) -> i64 {
-    let current = current.max(1);
-    let ceiling = current
-        .saturating_mul(MAX_SCALE_FACTOR)
-        .min(current.saturating_add(MAX_SCALE_STEP));
-    estimate.min(ceiling).min(MAX_OPTIMAL_WORKERS)
-}
-
 fn delta(now: u64, before: u64) -> f64 {
     now.saturating_sub(before) as f64
 }
 
 fn ratio(part: f64, whole: f64) -> f64 {
     if whole > 0.0 { part / whole } else { 0.0 }
-}
-
-/// `rates` with every value further than one standard deviation from the
-/// mean replaced by the median: one worker stalled on a slow disk (or one
-/// reader in a burst) should not swing the estimate.
-fn without_outliers(rates: &[f64]) -> Vec<f64> {
-    let n = rates.len() as f64;
-    if rates.len() < 3 {
-        return rates.to_vec();
-    }
-    let mean = rates.iter().sum::<f64>() / n;
-    let variance = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    let deviation = variance.sqrt();
-    let mut sorted = rates.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let median = sorted[sorted.len() / 2];
-    rates
-        .iter()
-        .map(|&r| {
-            if (r - mean).abs() <= deviation {
-                r
-            } else {
-                median
-            }
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn outliers_are_replaced_by_the_median() {
-        assert_eq!(without_outliers(&[1.0, 100.0]), vec![1.0, 100.0]);
-        let kept = without_outliers(&[10.0, 11.0, 9.0, 10.0, 1000.0]);
-        assert_eq!(kept, vec![10.0, 11.0, 9.0, 10.0, 10.0]);
-    }
-
-    #[test]
-    fn the_estimate_moves_in_bounded_steps() {
-        assert_eq!(bounded(3, 1), 3);
-        assert_eq!(bounded(50, 1), 4);
-        assert_eq!(bounded(50, 0), 4);
-        assert_eq!(bounded(5_000, 1_000), 1_500);
-        assert_eq!(bounded(1_000_000, 90_000), 90_500);
-        assert_eq!(bounded(1_000_000, 99_800), MAX_OPTIMAL_WORKERS);
-    }
 }

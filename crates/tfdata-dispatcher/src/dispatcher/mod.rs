@@ -46,7 +46,7 @@
 //! `{maintenance, probes} → workers → {txn, worker_addresses}`,
 //! `jobs → {workers, autocache}`, `autocache → {datasets, distributed_snapshots}`, `clients → {coordinated_reads, task_lists, workers}`,
 //! `distributed_snapshots → {datasets, splits}`, `long_poll → worker_news`,
-//! `{clients, coordinated_reads, jobs, overview, workers} → txn →
+//! `{clients, coordinated_reads, jobs, overview, scaling, workers} → txn →
 //! {liveness, load, reorder_waits, task_lists, worker_news}`, handlers
 //! `→ {requests, errors}`, and `{requests, liveness, load, reorder_waits,
 //! task_lists, worker_news} → state`. `Dispatcher`'s methods live in the module of their concern and

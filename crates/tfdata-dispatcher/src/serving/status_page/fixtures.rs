@@ -57,6 +57,7 @@ pub fn report(workers: Vec<WorkerRow>, name: &str) -> StatusReport {
             measured: true,
             iterations: vec![],
         },
+        scaling: Default::default(),
         workers,
         readers: vec![ReaderRow {
             client: 3000,

@@ -97,6 +97,7 @@ pub fn content(report: &StatusReport) -> String {
     }
     verdict(&mut h, report);
     cards(&mut h, report);
+    super::scaling::section(&mut h, &report.scaling);
     workers(&mut h, report);
     readers(&mut h, report);
     iterations(&mut h, report);

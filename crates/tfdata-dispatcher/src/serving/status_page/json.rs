@@ -61,6 +61,7 @@ pub fn status(report: &StatusReport) -> Value {
                 "workers": d.workers,
             })).collect::<Vec<_>>(),
         },
+        "scaling": super::scaling::json(&report.scaling),
         "workers": report.workers.iter().map(|w| json!({
             "address": w.address,
             "state": w.state.label(),

@@ -13,6 +13,7 @@
 //! * [`report`]: the rows and summary taken from one [`Overview`];
 //! * [`html`] and [`json`]: the two renderings of a report;
 //! * [`autocache`]: the autocache section and its JSON rows (issue 36);
+//! * [`scaling`]: the scaling controller's section and JSON object;
 //! * [`format`]: numbers, times and HTML escaping.
 //!
 //! The page reads the dispatcher through one query only, the [`Overview`]
@@ -25,6 +26,7 @@ pub mod format;
 pub mod html;
 pub mod json;
 pub mod report;
+pub mod scaling;
 pub mod verdict;
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use tfdata_proto::data::{data_service_metadata::Compression, processing_mode_def
 use super::verdict::{self, Evidence, Verdict};
 use crate::overview::{
     AutocacheOverview, Demand, DeterministicOverview, JobOverview, Overview, ReaderRates,
-    WorkerRates,
+    ScalingOverview, WorkerRates,
 };
 
 /// A live worker not heard from for longer than this (or half the worker
@@ -29,6 +29,8 @@ pub struct StatusReport {
     pub journal_failed: bool,
     pub verdict: Verdict,
     pub demand: Demand,
+    /// The scaling controller's last decision.
+    pub scaling: ScalingOverview,
     /// Lost first, then stale, then live from the slowest.
     pub workers: Vec<WorkerRow>,
     /// Most starved first.
@@ -327,6 +329,7 @@ impl StatusReport {
             journal_failed: overview.journal_failed,
             verdict: verdict::judge(&evidence),
             demand: overview.demand.clone(),
+            scaling: overview.scaling.clone(),
             workers,
             readers,
             iterations,

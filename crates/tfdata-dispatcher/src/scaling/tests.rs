@@ -307,3 +307,29 @@ fn demand_steps_are_followed_up_and_down() {
         assert!((best..=best + 1).contains(&last), "{demand}/s: {targets:?}");
     }
 }
+
+#[test]
+fn noisy_measurements_at_steady_demand_settle_within_one_of_the_best_and_stay() {
+    // Each period a worker's rate is off by up to ±5% (a deterministic
+    // sequence), as measured rates are.
+    for (demand, best) in [(38.0, 4), (35.0, 4), (75.0, 8)] {
+        let mut c = ScalingController::new(PERIOD);
+        let mut live = 1;
+        let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut targets = Vec::new();
+        for p in 0..100 {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let noise = 0.95 + 0.1 * ((seed >> 11) as f64 / (1u64 << 53) as f64);
+            let d = c.step(at(p), workload(live, demand, 10.0 * noise, i64::MAX));
+            live = d.target_workers;
+            targets.push(live);
+        }
+        let settled = &targets[20..];
+        assert!(
+            settled.iter().all(|&t| (best..=best + 1).contains(&t)),
+            "{demand}/s: {targets:?}"
+        );
+        let changes = settled.windows(2).filter(|w| w[0] != w[1]).count();
+        assert!(changes <= 2, "{demand}/s: {changes} changes: {targets:?}");
+    }
+}

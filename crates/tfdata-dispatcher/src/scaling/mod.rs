@@ -12,9 +12,13 @@
 //! [`MIN_IMPROVEMENT`]; otherwise the count goes back and the plateau is
 //! remembered until demand or wait moves by [`RECHECK_FACTOR`]. A step down
 //! is taken only while readers are fed and is reverted if they starve.
+//!
+//! [`estimate`]: TensorFlow's estimate itself, as pure functions.
 
 use std::fmt::Write as _;
 use std::time::Duration;
+
+pub mod estimate;
 
 /// Readers starve when their trainers wait in `next()` at least this
 /// fraction of the time: the controller then asks for more workers. 5%
@@ -59,7 +63,11 @@ pub struct Observation {
     /// Seconds the readers waited per element consumed over the last
     /// period (Cachew's batch time, per element).
     pub wait_seconds_per_element: f64,
-    /// The demand: readers' summed consumption rate (elements/s).
+    /// The demand (elements/s), which the re-check rule compares: what
+    /// the readers would consume if they never waited (the dispatcher sums
+    /// TensorFlow's 1 / target processing time). A measured consumption
+    /// works too, but while readers starve it moves with the workers
+    /// rather than with the trainers.
     pub consumption_per_second: f64,
 }
 
@@ -421,10 +429,10 @@ impl ScalingController {
                 "demand moved {RECHECK_FACTOR}x since the floor was set: re-checking; "
             );
         }
-        if let Some(probe) = self.probe {
-            if !self.judge(now, probe, obs, step) {
-                return;
-            }
+        if let Some(probe) = self.probe
+            && !self.judge(now, probe, obs, step)
+        {
+            return;
         }
         self.propose(now, obs, step);
     }
@@ -711,5 +719,4 @@ fn secs(d: Duration) -> String {
 }
 
 #[cfg(test)]
-#[path = "scaling_tests.rs"]
 mod tests;
