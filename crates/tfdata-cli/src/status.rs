@@ -217,6 +217,29 @@ pub fn render(s: &GetStatusResponse, address: &str) -> String {
             })
             .collect(),
     );
+    if !s.autocache.is_empty() {
+        out += "\n";
+        out += &table(
+            "Autocache",
+            &["DATASET", "STATE", "POINT", "JOBS SERVED", "WHY"],
+            s.autocache
+                .iter()
+                .map(|a| {
+                    vec![
+                        a.dataset_id.clone(),
+                        a.state.clone(),
+                        if a.point.is_empty() {
+                            "-".into()
+                        } else {
+                            a.point.clone()
+                        },
+                        a.jobs_served.to_string(),
+                        a.reason.clone(),
+                    ]
+                })
+                .collect(),
+        );
+    }
     out
 }
 

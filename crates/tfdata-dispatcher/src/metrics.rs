@@ -98,12 +98,12 @@ pub struct DispatcherMetrics {
     pub splits_handed_out: Family<SourceLabel, Counter>,
     pub splits_returned: Counter,
     pub workers_probed_lost: Counter,
+    /// Jobs autocache served from a cache instead of the pipeline.
+    pub autocache_jobs_served: Counter,
     /// The scaling controller's target (set at each decision) and its
     /// judged decisions.
     pub target_workers: Gauge,
     pub scaling_decisions: Family<ScalingLabels, Counter>,
-    /// Jobs autocache served from a cache instead of the pipeline.
-    pub autocache_jobs_served: Counter,
     /// Deterministic reads: readers' reorder waits per worker (counted as
     /// heartbeats report them), and the fullest window reported in the
     /// last minute (set at scrape time).
@@ -145,9 +145,9 @@ impl DispatcherMetrics {
             splits_handed_out: Family::default(),
             splits_returned: Counter::default(),
             workers_probed_lost: Counter::default(),
+            autocache_jobs_served: Counter::default(),
             target_workers: Gauge::default(),
             scaling_decisions: Family::default(),
-            autocache_jobs_served: Counter::default(),
             reorder_wait: Family::default(),
             reorder_window: Family::default(),
         };

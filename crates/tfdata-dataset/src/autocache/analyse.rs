@@ -274,14 +274,11 @@ fn deterministic(op: &str, attrs: &Attrs) -> Result<(), String> {
                 return Err("unseeded random op `shuffle`".into());
             }
         }
-        "list_files" => {
-            // TensorFlow shuffles the file names by default, anew each epoch.
-            if flag("shuffle", true) {
-                return Err(
-                    "`list_files` with shuffle=True (it reshuffles its files each iteration)"
-                        .into(),
-                );
-            }
+        // TensorFlow shuffles the file names by default, anew each epoch.
+        "list_files" if flag("shuffle", true) => {
+            return Err(
+                "`list_files` with shuffle=True (it reshuffles its files each iteration)".into(),
+            );
         }
         "random" => {
             let seeded = int("seed").unwrap_or(0) != 0 || int("seed2").unwrap_or(0) != 0;

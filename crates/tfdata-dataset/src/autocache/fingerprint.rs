@@ -19,22 +19,23 @@
 //! dispatcher could not tell when the file changes, so the pipeline is not
 //! cached. Strings that do not look like paths are looked up too (a
 //! relative file name), and simply skipped when nothing is there.
-//! Attributes that never name files ([`NON_PATH_ATTRIBUTES`]: dtypes,
-//! feature and component names) are not looked at.
+//! Attributes that never name files ([`NON_PATH_OP_ATTRIBUTES`],
+//! [`NON_PATH_ARGUMENTS`]: dtypes, feature and component names) are skipped.
 //!
 //! Bounded: at most [`MAX_FINGERPRINT_FILES`] files and as many strings
 //! looked up; more is an error (autocache refuses), never a truncated
 //! fingerprint. All of it is I/O (a stat per string, a listing per
 //! directory): callers run it off the RPC threads.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use prost::Message;
 use sha2::{Digest, Sha256};
 use tfdata_core::{DType, Error, Result, Tensor};
 use tfdata_proto::tfdata::pipeline::OpDef;
 
-use super::{Candidate, Resolver};
+use super::{Analysis, Candidate, Resolver};
 use crate::attrs::{Attr, attrs_from_wire};
 use crate::io::fs::{FileStat, scheme};
 use crate::io::pattern::first_wildcard;
@@ -53,23 +54,36 @@ pub const MAX_FINGERPRINT_FILES: usize = 100_000;
 /// Longer strings are data, not paths (Linux's `PATH_MAX`).
 const MAX_PATH_BYTES: usize = 4096;
 
-/// Attribute keys (of ops and of built-in functions) whose strings are
-/// never file names: looking them up could only mistake a feature name
-/// like `image/encoded` for a missing file.
-pub const NON_PATH_ATTRIBUTES: &[&str] = &[
-    "components",
+/// Op attributes whose strings are never file names (dictionary keys,
+/// specs, codec names).
+pub const NON_PATH_OP_ATTRIBUTES: &[&str] = &[
     "names",
-    "features",
     "fields",
-    "dtype",
-    "method",
-    "dct_method",
-    "sep",
     "on_error",
     "compression_type",
     "compression",
     "element_spec",
+    "columns",
+    "filter",
+    "split",
+    "null_values",
+    "padding_values",
+];
+
+/// Arguments of built-in functions (and keys inside map attributes) whose
+/// strings are never file names: looking them up could only mistake a
+/// feature name like `image/encoded` (`select`'s `components`,
+/// `parse_example`'s `features`) for a missing file.
+pub const NON_PATH_ARGUMENTS: &[&str] = &[
+    "components",
+    "features",
+    "dtype",
+    "method",
+    "dct_method",
+    "sep",
     "default_value",
+    "default",
+    "shape",
 ];
 
 /// A cache's name: `<prefix>/<files>` under the cache root.
@@ -144,7 +158,7 @@ fn too_many() -> Error {
 }
 
 /// The strings of every attribute of `node` and its inputs, except
-/// [`NON_PATH_ATTRIBUTES`]; at most [`MAX_FINGERPRINT_FILES`] + 1 (enough
+/// [`NON_PATH_OP_ATTRIBUTES`] and [`NON_PATH_ARGUMENTS`]; at most [`MAX_FINGERPRINT_FILES`] + 1 (enough
 /// to tell the limit was passed).
 fn collect_strings(node: &OpDef, out: &mut Vec<String>, depth: usize) -> Result<()> {
     if depth > crate::pipeline::MAX_DEPTH {
@@ -155,7 +169,14 @@ fn collect_strings(node: &OpDef, out: &mut Vec<String>, depth: usize) -> Result<
     }
     let attrs = attrs_from_wire(&node.attrs, 0)?;
     for (key, attr) in &attrs.0 {
-        if !NON_PATH_ATTRIBUTES.contains(&key.as_str()) {
+        if node.op == "webdataset" && key == "urls" {
+            // Shard lists are `::`-joined brace patterns
+            // (`train-{000..099}.tar`): the files are their expansions.
+            let urls = attrs.strings(&node.op, key)?;
+            for url in crate::webdataset::urls::expand_patterns(&node.op, &urls)? {
+                attr_strings(&Attr::Str(url), out)?;
+            }
+        } else if !NON_PATH_OP_ATTRIBUTES.contains(&key.as_str()) {
             attr_strings(attr, out)?;
         }
     }
@@ -163,6 +184,75 @@ fn collect_strings(node: &OpDef, out: &mut Vec<String>, depth: usize) -> Result<
         collect_strings(input, out, depth + 1)?;
     }
     Ok(())
+}
+
+/// The fingerprints of every candidate of `analysis`, in its order: the
+/// same as [`fingerprint`] of each, but each string is looked up once
+/// (a candidate's prefix is the previous one's plus one op, so its files
+/// are the previous files plus what that op names). Once a candidate
+/// fails, the deeper ones (which name the same files) fail with it.
+pub fn fingerprints(analysis: &Analysis, fs: Resolver<'_>) -> Vec<Result<Fingerprint>> {
+    let mut files = BTreeMap::new();
+    let mut looked_up = BTreeSet::new();
+    let mut failed: Option<Arc<Error>> = None;
+    let mut previous: Option<&OpDef> = None;
+    let mut out = Vec::with_capacity(analysis.candidates.len());
+    for candidate in &analysis.candidates {
+        if let Some(e) = &failed {
+            out.push(Err(Error::Context {
+                context: None,
+                source: e.clone(),
+            }));
+            continue;
+        }
+        let prefix = &candidate.prefix;
+        let extends = |p: &OpDef| prefix.inputs.len() == 1 && prefix.inputs[0] == *p;
+        let step = match previous {
+            // One op on top of what was looked up already.
+            Some(p) if extends(p) => (|| {
+                let mut strings = Vec::new();
+                let own = OpDef {
+                    inputs: Vec::new(),
+                    ..prefix.clone()
+                };
+                collect_strings(&own, &mut strings, 0)?;
+                for s in strings {
+                    if looked_up.insert(s.clone()) {
+                        if looked_up.len() > MAX_FINGERPRINT_FILES {
+                            return Err(too_many());
+                        }
+                        add_named(&s, fs, &mut files)?;
+                    }
+                }
+                Ok(())
+            })(),
+            // The first, or a list not made by `analyse`: the whole prefix.
+            _ => named_files(prefix, fs).map(|all| {
+                files = all;
+                looked_up.clear();
+                let mut strings = Vec::new();
+                // Cannot fail: `named_files` collected the same strings.
+                let _ = collect_strings(prefix, &mut strings, 0);
+                looked_up.extend(strings);
+            }),
+        };
+        match step {
+            Ok(()) => out.push(Ok(Fingerprint {
+                prefix: prefix_fingerprint(prefix),
+                files: files_fingerprint(&files),
+            })),
+            Err(e) => {
+                let e = Arc::new(e);
+                failed = Some(e.clone());
+                out.push(Err(Error::Context {
+                    context: None,
+                    source: e,
+                }));
+            }
+        }
+        previous = Some(prefix);
+    }
+    out
 }
 
 fn attr_strings(attr: &Attr, out: &mut Vec<String>) -> Result<()> {
@@ -178,14 +268,14 @@ fn attr_strings(attr: &Attr, out: &mut Vec<String>) -> Result<()> {
         }
         Attr::Map(map) => {
             for (key, value) in map {
-                if !NON_PATH_ATTRIBUTES.contains(&key.as_str()) {
+                if !NON_PATH_ARGUMENTS.contains(&key.as_str()) {
                     attr_strings(value, out)?;
                 }
             }
         }
         Attr::Function(f) => {
             for (key, value) in &f.args.0 {
-                if !NON_PATH_ATTRIBUTES.contains(&key.as_str()) {
+                if !NON_PATH_ARGUMENTS.contains(&key.as_str()) {
                     attr_strings(value, out)?;
                 }
             }

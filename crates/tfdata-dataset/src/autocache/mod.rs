@@ -10,6 +10,7 @@
 //!   one sentence why the chain stops where it does;
 //! * [`fingerprint`] ([`mod@fingerprint`]): SHA-256 of a candidate's prefix
 //!   (its canonical bytes) and of the files it names (path, size, mtime);
+//!   [`fingerprints`] all candidates' at once, each file looked up once;
 //! * [`cache_path`], [`stale_caches`], [`drop_cache`], [`is_complete`]
 //!   ([`layout`]): `<cache_root>/<prefix fp>/<files fp>/`, one distributed
 //!   snapshot in TensorFlow's layout, complete when its `DONE` exists;
@@ -61,7 +62,9 @@ pub use analyse::{
     SEEDED_RANDOM_BUILTINS, analyse,
 };
 pub use choose::{Choice, MAX_READ_TO_COMPUTE, choose};
-pub use fingerprint::{FINGERPRINT_VERSION, Fingerprint, MAX_FINGERPRINT_FILES, fingerprint};
+pub use fingerprint::{
+    FINGERPRINT_VERSION, Fingerprint, MAX_FINGERPRINT_FILES, fingerprint, fingerprints,
+};
 pub use layout::{MAX_CACHE_FILES, cache_path, drop_cache, is_complete, stale_caches};
 pub use profile::{PointCost, ProfileLimits, profile};
 pub use rewrite::rewrite;

@@ -158,11 +158,11 @@ pub struct Dispatcher {
     snapshot_starts: tokio::sync::Mutex<()>,
     /// Workers suspected dead, waiting for the dispatcher's own probe.
     probes: probes::Probes,
+    /// What autocache knows per dataset (not state: never journaled).
+    autocache: autocache::Book,
     /// The scaling controller (not state: it restarts from the live
     /// workers). Locked after the state lock, never before it.
     scaling: std::sync::Mutex<scaling::Scaling>,
-    /// What autocache knows per dataset (not state: never journaled).
-    autocache: autocache::Book,
 }
 
 impl Dispatcher {
@@ -293,8 +293,8 @@ impl Dispatcher {
             snapshots,
             snapshot_starts: Default::default(),
             probes: Default::default(),
-            scaling: std::sync::Mutex::new(scaling),
             autocache: Default::default(),
+            scaling: std::sync::Mutex::new(scaling),
         })
     }
 

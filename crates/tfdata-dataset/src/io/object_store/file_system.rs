@@ -589,6 +589,53 @@ mod tests {
     }
 
     #[test]
+    fn stat_walk_and_directories() {
+        let (fs, _) = memory_fs();
+        for key in ["d/b", "d/a", "d/sub/x", "d/sub/deeper/y", "other"] {
+            write(&fs, &format!("s3://bucket/{key}"), b"xyz");
+        }
+        let a = fs.stat("s3://bucket/d/a").unwrap();
+        assert_eq!((a.size, a.is_dir), (3, false));
+        assert!(a.modified_ns > 0);
+        assert!(fs.stat("s3://bucket/d/sub").unwrap().is_dir);
+        let err = fs.stat("s3://bucket/nothing").unwrap_err();
+        assert!(matches!(err, Error::NotFound { .. }), "{err}");
+
+        let walked: Vec<String> = fs
+            .walk("s3://bucket/d", 10)
+            .unwrap()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(
+            walked,
+            [
+                "s3://bucket/d/a",
+                "s3://bucket/d/b",
+                "s3://bucket/d/sub/deeper/y",
+                "s3://bucket/d/sub/x"
+            ]
+        );
+        let err = fs.walk("s3://bucket/d", 3).unwrap_err();
+        assert!(err.to_string().contains("more than 3 files"), "{err}");
+        assert!(fs.walk("s3://bucket/none", 3).unwrap().is_empty());
+        assert_eq!(fs.list_dirs("s3://bucket/d").unwrap(), ["sub"]);
+        assert_eq!(fs.list_dirs("s3://bucket").unwrap(), ["d"]);
+
+        // A rewrite of the same size gets a new time.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        write(&fs, "s3://bucket/d/a", b"XYZ");
+        let again = fs.stat("s3://bucket/d/a").unwrap();
+        assert_eq!(again.size, 3);
+        assert_ne!(again.modified_ns, a.modified_ns);
+
+        fs.delete_dir_all("s3://bucket/d/sub", 10).unwrap();
+        assert!(!fs.exists("s3://bucket/d/sub").unwrap());
+        assert!(fs.exists("s3://bucket/d/a").unwrap());
+        fs.delete_dir_all("s3://bucket/d/sub", 10).unwrap();
+    }
+
+    #[test]
     fn works_from_inside_a_tokio_runtime() {
         let (fs, _) = memory_fs();
         write(&fs, "s3://bucket/x", b"inside");

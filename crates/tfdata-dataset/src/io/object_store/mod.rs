@@ -99,7 +99,7 @@ mod per_process;
 mod reader;
 mod runtime;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 mod writer;
 
 pub use clouds::{SCHEMES, is_object_store_scheme};

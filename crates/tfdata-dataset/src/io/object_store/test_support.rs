@@ -9,7 +9,7 @@ use ::object_store::memory::InMemory;
 use super::ObjectStoreFileSystem;
 use crate::io::fs::FileSystem;
 
-pub(super) fn memory_fs() -> (ObjectStoreFileSystem, Arc<InMemory>) {
+pub(crate) fn memory_fs() -> (ObjectStoreFileSystem, Arc<InMemory>) {
     let store = Arc::new(InMemory::new());
     let fs = ObjectStoreFileSystem::without_env()
         .with_store("s3://bucket", store.clone())
@@ -19,7 +19,14 @@ pub(super) fn memory_fs() -> (ObjectStoreFileSystem, Arc<InMemory>) {
     (fs, store)
 }
 
-pub(super) fn write(fs: &ObjectStoreFileSystem, url: &str, data: &[u8]) {
+pub(crate) fn write(fs: &ObjectStoreFileSystem, url: &str, data: &[u8]) {
+    let mut w = fs.create(url).unwrap();
+    w.write_all(data).unwrap();
+    w.flush().unwrap();
+}
+
+/// [`write`] through the trait object a resolver hands out.
+pub(crate) fn write_dyn(fs: &dyn FileSystem, url: &str, data: &[u8]) {
     let mut w = fs.create(url).unwrap();
     w.write_all(data).unwrap();
     w.flush().unwrap();

@@ -77,6 +77,19 @@ impl PlannedPoint {
 pub(crate) struct Plan {
     pub pipeline: PipelineDef,
     pub points: Vec<PlannedPoint>,
+    /// Why the points above the last candidate are not candidates (the
+    /// analysis' sentence), told with every decision.
+    pub stopped: Option<String>,
+}
+
+impl Plan {
+    /// `reason`, and why later points were not considered.
+    pub fn explain(&self, reason: &str) -> String {
+        match &self.stopped {
+            Some(stopped) => format!("{reason}; later points are not candidates: {stopped}"),
+            None => reason.to_string(),
+        }
+    }
 }
 
 /// The figures a decision was made on.
@@ -255,6 +268,9 @@ impl Book {
         entry.jobs_served = jobs_served;
         entry.plan = Some(Arc::new(plan));
         entry.profiler = Some(job);
+        // An earlier job of this dataset that never got a task to ask is
+        // superseded (and forgotten: the map stays one entry per dataset).
+        inner.profilers.retain(|_, (d, _)| d != dataset);
         inner.profilers.insert(job, (dataset.clone(), None));
     }
 
@@ -368,5 +384,130 @@ impl Book {
                 jobs_served: e.jobs_served,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tfdata_proto::tfdata::pipeline::OpDef;
+
+    fn plan(paths: &[&str]) -> Plan {
+        Plan {
+            pipeline: PipelineDef::default(),
+            points: paths
+                .iter()
+                .enumerate()
+                .map(|(index, path)| PlannedPoint {
+                    candidate: Candidate {
+                        index,
+                        label: format!("{index}: map(f)"),
+                        prefix: OpDef::default(),
+                    },
+                    cache_path: path.to_string(),
+                })
+                .collect(),
+            stopped: Some("unseeded random op `random_crop` at 2: map(random_crop)".into()),
+        }
+    }
+
+    fn ds(id: &str) -> DatasetId {
+        DatasetId(id.into())
+    }
+
+    fn state_of(book: &Book, id: &str) -> (&'static str, String, i64) {
+        let row = book
+            .overview()
+            .into_iter()
+            .find(|r| r.dataset_id.0 == id)
+            .unwrap();
+        (row.state, row.reason, row.jobs_served)
+    }
+
+    #[test]
+    fn one_task_of_the_profiling_job_is_asked_and_asked_again() {
+        let book = Book::default();
+        book.profile_with(&ds("a"), JobId(1), plan(&["/c/p/f"]));
+        assert!(book.profiles(JobId(1), TaskId(5)));
+        assert!(!book.profiles(JobId(1), TaskId(6)), "one task per job");
+        assert!(
+            book.profiles(JobId(1), TaskId(5)),
+            "its definition sent again"
+        );
+        assert!(
+            !book.profiles(JobId(2), TaskId(7)),
+            "another job does not profile"
+        );
+        // The first profile takes the plan; later ones find none.
+        assert!(book.take_plan(&ds("a")).is_some());
+        assert!(book.take_plan(&ds("a")).is_none());
+        assert!(!book.profiles(JobId(1), TaskId(5)), "no longer asked");
+    }
+
+    #[test]
+    fn a_profile_is_asked_again_only_when_its_job_is_gone() {
+        let book = Book::default();
+        let p = plan(&["/c/p/f"]);
+        assert!(book.wants_profile(&ds("a"), &p, |_| true));
+        book.profile_with(&ds("a"), JobId(1), p.clone());
+        assert!(!book.wants_profile(&ds("a"), &p, |_| true), "awaited");
+        assert!(
+            book.wants_profile(&ds("a"), &p, |_| false),
+            "its job ended first"
+        );
+    }
+
+    #[test]
+    fn a_prefix_is_written_once_and_its_completion_serves() {
+        let book = Book::default();
+        let p = plan(&["/c/p/f0", "/c/p/f1"]);
+        book.profile_with(&ds("a"), JobId(1), p.clone());
+        let taken = book.take_plan(&ds("a")).unwrap();
+        book.writing(&ds("a"), &taken.points[1], Figures::default(), "why".into());
+        assert!(book.is_writing("/c/p/f1"));
+        // Another dataset with the same prefix waits for that write.
+        assert!(!book.wants_profile(&ds("b"), &p, |_| false));
+        assert_eq!(state_of(&book, "b").0, "writing");
+        book.write_finished("/c/p/f1", Ok(()));
+        assert!(!book.is_writing("/c/p/f1"));
+        assert_eq!(state_of(&book, "a").0, "cached");
+        assert_eq!(state_of(&book, "b").0, "cached");
+        book.served(&ds("a"), "1: map(f)", "/c/p/f1");
+        book.served(&ds("a"), "1: map(f)", "/c/p/f1");
+        assert_eq!(state_of(&book, "a").2, 2);
+    }
+
+    #[test]
+    fn a_failed_write_and_a_decision_against_say_why_and_hold() {
+        let book = Book::default();
+        let p = plan(&["/c/p/f"]);
+        book.profile_with(&ds("a"), JobId(1), p.clone());
+        let taken = book.take_plan(&ds("a")).unwrap();
+        book.writing(&ds("a"), &taken.points[0], Figures::default(), "why".into());
+        book.write_finished("/c/p/f", Err("disk full".into()));
+        let (state, reason, _) = state_of(&book, "a");
+        assert_eq!(state, "not cached");
+        assert!(reason.contains("disk full"), "{reason}");
+        assert!(!book.wants_profile(&ds("a"), &p, |_| false), "decided");
+
+        book.decided_against(&ds("c"), p.explain("no point pays"), Figures::default());
+        let (_, reason, _) = state_of(&book, "c");
+        assert!(reason.contains("no point pays"), "{reason}");
+        assert!(
+            reason.contains("unseeded random op `random_crop`"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn dropped_caches_are_shown_and_profiled_again() {
+        let book = Book::default();
+        let p = plan(&["/c/p/new"]);
+        book.dropped(&ds("a"), &["/c/p/old".to_string()]);
+        let (state, reason, _) = state_of(&book, "a");
+        assert_eq!(state, "dropped");
+        assert!(reason.contains("/c/p/old"), "{reason}");
+        assert!(book.wants_profile(&ds("a"), &p, |_| false));
+        assert_eq!(CacheState::NotCached.label(), "not_cached");
     }
 }

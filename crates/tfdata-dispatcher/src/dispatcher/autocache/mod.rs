@@ -61,7 +61,7 @@ enum Survey {
         dropped: Vec<String>,
         /// The deepest candidate with a complete cache, and the pipeline
         /// rewritten to read it.
-        complete: Option<(PlannedPoint, PipelineDef)>,
+        complete: Option<Box<(PlannedPoint, PipelineDef)>>,
     },
 }
 
@@ -79,6 +79,9 @@ impl Dispatcher {
             return AutocacheJob::default();
         }
         let book = &self.autocache;
+        // Writes that finished since anyone looked: what follows asks the
+        // book whether a write is under way.
+        self.autocache_refresh();
         if mode.tfdata_deterministic.is_some() {
             book.not_cached(dataset, DETERMINISTIC_REFUSAL.into());
             return AutocacheJob::default();
@@ -99,10 +102,7 @@ impl Dispatcher {
         {
             Ok(Some(true)) => {}
             Ok(Some(false)) => {
-                book.not_cached(
-                    dataset,
-                    "a TensorFlow graph: autocache analyses tfdata pipelines only".into(),
-                );
+                book.not_cached(dataset, autocache::GRAPH_NOT_ANALYSED.into());
                 return AutocacheJob::default();
             }
             // Unknown dataset or a failed journal: the job's own checks say so.
@@ -136,7 +136,7 @@ impl Dispatcher {
                 (plan, complete)
             }
         };
-        if let Some((point, rewritten)) = complete {
+        if let Some((point, rewritten)) = complete.map(|c| *c) {
             match self.register_cached(dataset, rewritten).await {
                 Ok(served) => {
                     book.served(dataset, point.label(), &point.cache_path);
@@ -206,7 +206,10 @@ impl Dispatcher {
         let book = &self.autocache;
         if !profile.error.is_empty() {
             tracing::warn!(dataset = %dataset, task = profile.task_id, error = %profile.error, "autocache profiling failed; nothing is cached");
-            book.not_cached(dataset, format!("profiling failed: {}", profile.error));
+            book.not_cached(
+                dataset,
+                plan.explain(&format!("profiling failed: {}", profile.error)),
+            );
             return;
         }
         let costs: Vec<PointCost> = profile
@@ -241,7 +244,7 @@ impl Dispatcher {
                 });
                 book.decided_against(
                     dataset,
-                    reason,
+                    plan.explain(&reason),
                     best.map_or(Figures::default(), |c| figures_of(c.point)),
                 );
                 return;
@@ -255,14 +258,14 @@ impl Dispatcher {
             return;
         };
         let figures = figures_of(index);
-        let why = format!(
+        let why = plan.explain(&format!(
             "{} costs {:.3} ms per element to compute and {:.3} ms to read back ({:.0} bytes): \
              its cache is being written",
             point.label(),
             figures.compute_seconds_per_element * 1e3,
             figures.read_seconds_per_element * 1e3,
             figures.bytes_per_element
-        );
+        ));
         if book.is_writing(&point.cache_path) {
             book.writing(dataset, point, figures, why);
             return;
@@ -407,10 +410,14 @@ fn survey(store: &DatasetStore, id: &DatasetId, root: &str) -> Result<Survey> {
             "the pipeline has no point whose output a cache would keep".into()
         })));
     }
+    let analysis_stopped = analysis.stopped.clone();
     let fs: autocache::Resolver<'_> = &registry::file_system;
     let (mut points, mut failures, mut dropped) = (Vec::new(), Vec::new(), Vec::new());
-    for candidate in analysis.candidates {
-        let fingerprint = match autocache::fingerprint(&candidate, fs) {
+    // Each file the prefixes name is looked up once, however many
+    // candidates name it.
+    let fingerprints = autocache::fingerprints(&analysis, fs);
+    for (candidate, fingerprint) in analysis.candidates.into_iter().zip(fingerprints) {
+        let fingerprint = match fingerprint {
             Ok(fp) => fp,
             Err(e) => {
                 failures.push(format!("{}: {e}", candidate.label));
@@ -436,12 +443,16 @@ fn survey(store: &DatasetStore, id: &DatasetId, root: &str) -> Result<Survey> {
     for point in points.iter().rev() {
         if autocache::is_complete(&point.cache_path, fs)? {
             let rewritten = autocache::rewrite(&pipeline, &point.candidate, &point.cache_path)?;
-            complete = Some((point.clone(), rewritten));
+            complete = Some(Box::new((point.clone(), rewritten)));
             break;
         }
     }
     Ok(Survey::Planned {
-        plan: Plan { pipeline, points },
+        plan: Plan {
+            pipeline,
+            points,
+            stopped: analysis_stopped,
+        },
         dropped,
         complete,
     })

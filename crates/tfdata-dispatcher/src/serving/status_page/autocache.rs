@@ -6,7 +6,7 @@ use std::fmt::Write;
 use serde_json::{Value, json};
 
 use super::format::{self, escape, truncate};
-use super::html::{close_table, name_cell, open_table};
+use super::table::{close_table, name_cell, open_table};
 use crate::overview::AutocacheOverview;
 
 /// Rows shown on the page (`/api/status` has them all).

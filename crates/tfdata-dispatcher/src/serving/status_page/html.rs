@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use super::format::{self, escape, truncate};
 use super::report::{StatusReport, WorkerRow, WorkerState};
+use super::table::{MAX_TEXT_CHARS, bar, close_table, na, name_cell, open_table, or_na};
 use super::verdict::{BUFFERS_FULL_RATIO, STARVED_RATIO};
 
 /// Rows rendered per table; `/api/status` has them all.
@@ -18,9 +19,6 @@ pub const MAX_READER_ROWS: usize = 100;
 pub const MAX_ITERATION_ROWS: usize = 100;
 pub const MAX_DATASET_ROWS: usize = 100;
 pub const MAX_SNAPSHOT_ROWS: usize = 50;
-/// Characters shown of an address, name or id, and of a path or error.
-const MAX_NAME_CHARS: usize = 80;
-const MAX_TEXT_CHARS: usize = 300;
 /// How often the page refreshes itself.
 pub const REFRESH_SECONDS: u32 = 5;
 
@@ -201,99 +199,6 @@ fn cards(h: &mut String, report: &StatusReport) {
         "",
     );
     h.push_str("</section>");
-}
-
-/// Opens a collapsible section `id` with a table of `columns` (a leading
-/// `>` right-aligns a numeric column).
-pub(super) fn open_table(
-    h: &mut String,
-    id: &str,
-    heading: &str,
-    total: usize,
-    shown: usize,
-    columns: &[&str],
-) {
-    let count = if shown < total {
-        format!("{total} · showing {shown}")
-    } else {
-        total.to_string()
-    };
-    let _ = write!(
-        h,
-        r#"<details class="panel" id="{id}" open><summary><h2>{heading}</h2><span class="count">{count}</span></summary>"#
-    );
-    if total == 0 {
-        return;
-    }
-    h.push_str("<div class=\"scroll\"><table><thead><tr>");
-    for column in columns {
-        match column.strip_prefix('>') {
-            Some(c) => {
-                let _ = write!(h, r#"<th class="num">{c}</th>"#);
-            }
-            None => {
-                let _ = write!(h, "<th>{column}</th>");
-            }
-        }
-    }
-    h.push_str("</tr></thead><tbody>");
-}
-
-pub(super) fn close_table(h: &mut String, what: &str, total: usize, shown: usize, order: &str) {
-    if total == 0 {
-        let _ = write!(h, r#"<p class="empty">No {what}.</p></details>"#);
-        return;
-    }
-    h.push_str("</tbody></table></div>");
-    if shown < total {
-        let _ = write!(
-            h,
-            r#"<p class="more">Showing {shown} of {total} {what}, {order}. All of them: <a href="api/status">/api/status</a>.</p>"#
-        );
-    }
-    h.push_str("</details>");
-}
-
-fn na() -> &'static str {
-    r#"<span class="na">–</span>"#
-}
-
-fn or_na(value: Option<String>) -> String {
-    value.unwrap_or_else(|| na().to_string())
-}
-
-/// A bar for a fraction, coloured by `warn_at` and `bad_at`.
-fn bar(ratio: f64, warn_at: f64, bad_at: f64) -> String {
-    let clamped = if ratio.is_finite() {
-        ratio.clamp(0.0, 1.0)
-    } else {
-        0.0
-    };
-    let class = if ratio >= bad_at {
-        "bad"
-    } else if ratio >= warn_at {
-        "warn"
-    } else {
-        "ok"
-    };
-    format!(
-        r#"<span class="bar {class}"><span style="width:{:.1}%"></span></span><span class="pct">{}</span>"#,
-        clamped * 100.0,
-        format::percent(ratio)
-    )
-}
-
-fn name(text: &str) -> String {
-    escape(&truncate(text, MAX_NAME_CHARS))
-}
-
-/// A name cell that shows the full (bounded) text on hover.
-pub(super) fn name_cell(text: &str, class: &str) -> String {
-    if text.is_empty() {
-        return format!(r#"<td class="{class}">{}</td>"#, na());
-    }
-    let full = escape(&truncate(text, MAX_TEXT_CHARS));
-    format!(r#"<td class="{class}" title="{full}">{}</td>"#, name(text))
 }
 
 fn workers(h: &mut String, report: &StatusReport) {
@@ -585,6 +490,7 @@ mod tests {
     use super::*;
     use crate::serving::status_page::fixtures::{HOSTILE, report, worker};
     use crate::serving::status_page::report::{WorkerRow, WorkerState};
+    use crate::serving::status_page::table::MAX_NAME_CHARS;
     use crate::serving::status_page::verdict::Bottleneck;
 
     #[test]

@@ -13,6 +13,7 @@
 //! * [`report`]: the rows and summary taken from one [`Overview`];
 //! * [`html`] and [`json`]: the two renderings of a report;
 //! * [`autocache`]: the autocache section and its JSON rows (issue 36);
+//! * `table`: the table pieces the sections share;
 //! * [`scaling`]: the scaling controller's section and JSON object;
 //! * [`format`]: numbers, times and HTML escaping.
 //!
@@ -27,6 +28,7 @@ pub mod html;
 pub mod json;
 pub mod report;
 pub mod scaling;
+mod table;
 pub mod verdict;
 
 #[cfg(test)]
