@@ -8,7 +8,7 @@
 //! * [`analyse`]: the candidate points of a `PipelineDef` (the outputs of
 //!   deterministic prefixes made of element-wise and order-only ops), and in
 //!   one sentence why the chain stops where it does;
-//! * [`fingerprint`] ([`mod@fingerprint`]): SHA-256 of a candidate's prefix
+//! * [`fingerprint()`] ([`mod@fingerprint`]): SHA-256 of a candidate's prefix
 //!   (its canonical bytes) and of the files it names (path, size, mtime);
 //!   [`fingerprints`] all candidates' at once, each file looked up once;
 //! * [`cache_path`], [`stale_caches`], [`drop_cache`], [`is_complete`]
@@ -16,7 +16,7 @@
 //!   snapshot in TensorFlow's layout, complete when its `DONE` exists;
 //! * [`rewrite`]: the pipeline with the candidate's subtree replaced by a
 //!   `load` of the cache;
-//! * [`profile`] (runs on a worker): per candidate, compute cost per
+//! * [`profile()`] (runs on a worker): per candidate, compute cost per
 //!   element, read-back cost per element and bytes per element, from a
 //!   bounded sample written and read with the snapshot chunk format;
 //! * [`choose`]: the point whose caching saves the most, if any pays.
@@ -34,11 +34,11 @@
 //! * [`drop_cache`] deletes `DONE` first, so a cache half-deleted by a crash
 //!   is never taken for complete;
 //! * snapshots of autocaches use [`CACHE_COMPRESSION`] (TensorFlow's
-//!   `"AUTO"`, Snappy), which [`profile`] measures reading back.
+//!   `"AUTO"`, Snappy), which [`profile()`] measures reading back.
 //!
 //! Architecture invariant: analysis and fingerprints never build or run the
 //! pipeline (the dispatcher cannot: it does not link user functions);
-//! only [`profile`] runs it, through the `build` function its caller gives.
+//! only [`profile()`] runs it, through the `build` function its caller gives.
 
 mod analyse;
 mod choose;

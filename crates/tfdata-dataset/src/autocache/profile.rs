@@ -238,8 +238,8 @@ fn scratch_name() -> String {
 /// Process CPU time from `/proc` (the workspace forbids `unsafe`, so
 /// `getrusage` is out of reach; `/proc/self/stat` is what it reads):
 /// coarse (clock ticks of 10 ms) but counting threads that exited, and
-/// fine (per-thread `schedstat`, nanoseconds) for threads alive at both
-/// ends. The larger delta wins: each undercounts only in its own way.
+/// fine (per-thread `schedstat`, nanoseconds) for threads alive at the
+/// end ([`cpu::Sample::seconds_since`] combines them).
 pub mod cpu {
     use std::collections::HashMap;
 
@@ -290,6 +290,14 @@ pub mod cpu {
         }
 
         /// CPU seconds the process used between `earlier` and this sample.
+        ///
+        /// Both counts are lower bounds once their errors are taken off:
+        /// the per-thread sum misses threads that exited in between; the
+        /// tick count is truncated at both ends (user and system each), so
+        /// it may read up to two ticks high. The larger bound wins: the
+        /// fine count for short spans (a 10 ms tick would otherwise
+        /// swamp a sample of 64 fast elements), the ticks when threads that
+        /// did the work are gone.
         pub fn seconds_since(&self, earlier: &Sample) -> f64 {
             let coarse = self.ticks.saturating_sub(earlier.ticks) as f64 / TICKS_PER_SECOND;
             let fine_ns: u64 = self
@@ -297,7 +305,8 @@ pub mod cpu {
                 .iter()
                 .map(|(tid, ns)| ns.saturating_sub(earlier.threads.get(tid).copied().unwrap_or(0)))
                 .sum();
-            coarse.max(fine_ns as f64 / 1e9)
+            let coarse_floor = (coarse - 2.0 / TICKS_PER_SECOND).max(0.0);
+            coarse_floor.max(fine_ns as f64 / 1e9)
         }
     }
 }
