@@ -100,6 +100,15 @@
 //!   ops. `ratio` is again tfdata's throughput over TensorFlow's. It
 //!   separates the kernels' cost from the pipeline machinery's.
 //!
+//! * `autoscale`, `autocache`, `autoscale-model` (issue 36): the scaling
+//!   controller and `tfdata workers` against a trainer whose demand steps
+//!   (real processes; see [`autoscale`]), three epochs of decode-and-resize
+//!   with `cache="auto"` and without (see [`autocache`]), and the
+//!   controller in simulation at 100 and 1,000 workers from the measured
+//!   costs (see [`autoscale::model`]). They need the release `tfdata`
+//!   binary beside this one (`cargo build --release -p tfdata-bench -p
+//!   tfdata-cli`) or `--tfdata-bin`.
+//!
 //! With `--python-client [PYTHON]`, `small`, `batched` and `large` are also
 //! read through tfdata's Python client (`scripts/python_client.py`, in its
 //! own process, from our dispatcher and worker started here as for the Rust

@@ -71,7 +71,7 @@ impl AutoscaleOptions {
         if self.steps.is_empty() || self.steps.iter().any(|m| !(m.is_finite() && *m > 0.0)) {
             bail!("--autoscale-steps must be positive multipliers");
         }
-        if !(self.step_seconds >= 5.0) {
+        if self.step_seconds.is_nan() || self.step_seconds < 5.0 {
             bail!("--autoscale-step-seconds must be at least 5");
         }
         if self.max_workers < 2 {

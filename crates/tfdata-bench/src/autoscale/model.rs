@@ -16,7 +16,8 @@
 //! * the readers report their demand truthfully: the estimate is
 //!   TensorFlow's formula (summed consumption rates over the mean worker
 //!   rate, rounded up) with TensorFlow's cap of min(4× current,
-//!   current + 500), current being the live workers;
+//!   current + 500), current being the live workers, computed by the
+//!   dispatcher's own `scaling::estimate` functions;
 //! * readers starve in proportion to the unmet demand (`1 - supply /
 //!   demand`), and wait `readers × (1/supply - 1/demand)` s per element;
 //! * scale-down drains every removed worker at once (a cluster: the HPA or
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use serde_json::{Map, Value, json};
+use tfdata_dispatcher::scaling::estimate as tf_estimate;
 use tfdata_dispatcher::{Bounds, Observation, ScalingController};
 
 /// The simulation's time step: fine against the periods (seconds) and the
@@ -90,12 +92,14 @@ impl Noise {
     }
 }
 
-/// TensorFlow's estimate from the rates, with its cap.
-fn estimate(demand: f64, mean_worker_rate: f64, live: i64) -> i64 {
-    let raw = (demand / mean_worker_rate).ceil() as i64;
-    let current = live.max(1);
-    let cap = (4 * current).min(current + 500);
-    raw.min(cap).clamp(1, 100_000)
+/// TensorFlow's estimate, by the dispatcher's own functions
+/// (`scaling::estimate`): `readers` readers sharing `demand`, `live` workers
+/// each serving `worker_rate`, then TensorFlow's cap against the live count.
+fn estimate(demand: f64, readers: usize, worker_rate: f64, live: i64) -> i64 {
+    let consumption = vec![demand / readers.max(1) as f64; readers.max(1)];
+    let workers = vec![worker_rate; live.max(1) as usize];
+    let raw = tf_estimate::iteration_estimate(&consumption, &workers).map_or(1, |e| e.workers);
+    tf_estimate::bounded(raw, live)
 }
 
 /// One demand step's outcome.
@@ -198,7 +202,7 @@ pub fn simulate(size: usize, options: &ModelOptions) -> Vec<StepResult> {
             let supply = cluster.serving() as f64 * period_rate;
             let starvation = (1.0 - supply / demand).max(0.0);
             let mut changed = false;
-            if tick % ticks_per_period == 0 && tick > 0 {
+            if tick.is_multiple_of(ticks_per_period) && tick > 0 {
                 let consumption = supply.min(demand);
                 let wait = if supply < demand && supply > 0.0 {
                     readers as f64 * (1.0 / supply - 1.0 / demand)
@@ -209,7 +213,7 @@ pub fn simulate(size: usize, options: &ModelOptions) -> Vec<StepResult> {
                     Duration::from_secs_f64(now),
                     Observation {
                         live_workers: cluster.live,
-                        estimate: Some(estimate(demand, period_rate, cluster.live)),
+                        estimate: Some(estimate(demand, readers, period_rate, cluster.live)),
                         readers,
                         starvation,
                         wait_seconds_per_element: wait,
@@ -385,9 +389,9 @@ mod tests {
 
     #[test]
     fn the_estimate_is_capped_like_tensorflows() {
-        assert_eq!(estimate(1000.0, 10.0, 10), 40); // 4× current
-        assert_eq!(estimate(100_000.0, 1.0, 1000), 1500); // current + 500
-        assert_eq!(estimate(50.0, 10.0, 10), 5);
+        assert_eq!(estimate(1000.0, 3, 10.0, 10), 40); // 4× current
+        assert_eq!(estimate(100_000.0, 10, 1.0, 1000), 1500); // current + 500
+        assert_eq!(estimate(50.0, 1, 10.0, 10), 5);
     }
 
     #[test]
