@@ -89,6 +89,16 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--job-gc-timeout-ms", type=int, default=None)
     d.add_argument("--worker-timeout-ms", type=int, default=None)
     d.add_argument(
+        "--autocache",
+        action="store_true",
+        help="autocache every job (as distribute(..., cache=\"auto\") does for one)",
+    )
+    d.add_argument(
+        "--autocache-dir",
+        default=None,
+        help="where autocache writes its caches (default <--work-dir>/autocache)",
+    )
+    d.add_argument(
         "--import",
         dest="imports",
         action="append",
@@ -207,6 +217,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 job_gc_check_interval_ms=args.job_gc_check_interval_ms,
                 job_gc_timeout_ms=args.job_gc_timeout_ms,
                 worker_timeout_ms=args.worker_timeout_ms,
+                autocache=args.autocache,
+                autocache_dir=args.autocache_dir,
                 **_security(args),
             )
             server = service.DispatchServer(config)

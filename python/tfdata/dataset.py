@@ -34,6 +34,10 @@ UNKNOWN = -2
 _registry_lock = threading.Lock()
 _functions: dict[str, Callable] = {}
 _names_by_id: dict[int, str] = {}
+# Names registered with `deterministic=True`: pipelines that name them carry
+# the declaration (`FunctionRef.deterministic`), which autocache needs
+# before it caches after a user function (issue 36).
+_deterministic_names: set[str] = set()
 _anonymous = itertools.count(1)
 
 
@@ -49,7 +53,7 @@ def _filter_batched(predicate: Callable) -> Callable:
     return apply
 
 
-def register_function(name: str, fn: Optional[Callable] = None):
+def register_function(name: str, fn: Optional[Callable] = None, *, deterministic: bool = False):
     """Registers ``fn`` as the pipeline function ``name`` in this process.
 
     A pipeline that names it (``ds.map(fn)`` after this, or ``ds.map(name)``)
@@ -58,13 +62,25 @@ def register_function(name: str, fn: Optional[Callable] = None):
     standalone one (``python -m tfdata worker --import mymodule``). A worker
     that lacks it fails the task, naming it. Usable as a decorator:
     ``@tfdata.register_function("parse")``.
+
+    ``deterministic=True`` (tfdata's own, keyword-only) declares that ``fn``
+    returns the same output for the same input and keeps no hidden state:
+    pipelines that use it say so (``FunctionRef.deterministic``), and the
+    service's autocache (``distribute(..., cache="auto")``) may then cache
+    elements computed by it. Undeclared, a Python function ends the part of
+    a pipeline autocache considers, since nothing else can tell. The
+    declaration is the caller's promise; tfdata does not check it.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"a function name must be a non-empty string, got {name!r}")
     if ":" in name:
         raise ValueError(f"function names may not contain ':', got {name!r}")
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise TypeError(
+            f"`deterministic` must be a bool, got {deterministic!r} of type {type(deterministic).__name__}")
+    deterministic = bool(deterministic)
     if fn is None:
-        return lambda f: register_function(name, f)
+        return lambda f: register_function(name, f, deterministic=deterministic)
     if not callable(fn):
         raise TypeError(f"`fn` must be callable, got {type(fn)}")
     _native.register_function(name, fn)
@@ -72,6 +88,11 @@ def register_function(name: str, fn: Optional[Callable] = None):
     with _registry_lock:
         _functions[name] = fn
         _names_by_id[id(fn)] = name
+        # Registering a name again replaces it, declaration included.
+        if deterministic:
+            _deterministic_names.add(name)
+        else:
+            _deterministic_names.discard(name)
     return fn
 
 
@@ -105,8 +126,12 @@ def _function_json(fn, use: str, what: str) -> str:
             f"`{what}` must be callable, a registered function name or a tfdata.functions built-in, "
             f"got {type(fn)}"
         )
+    with _registry_lock:
+        declared = name in _deterministic_names
     if use == "filter_batched":
         name = f"{name}:filter_batched"
+    if declared:
+        return json.dumps({"function": name, "deterministic": True})
     return json.dumps({"function": name})
 
 

@@ -74,6 +74,18 @@ pub enum Scenario {
     /// WebDataset shards of the same JPEGs; peers: `webdataset` through a
     /// DataLoader.
     Webdataset,
+    /// A trainer whose demand steps (1×, 2×, 4×, 1×) against a `tfdata
+    /// dispatcher` and `tfdata workers --min 1 --max N` (real processes):
+    /// time to meet demand, workers against the fewest that meet it,
+    /// starvation, oscillation (issue 36).
+    Autoscale,
+    /// Decode-and-resize read for three epochs with `cache="auto"` and
+    /// without: CPU per element per epoch, elements identical (issue 36).
+    Autocache,
+    /// The dispatcher's scaling controller driven in simulation at 100 and
+    /// 1,000 workers, from the `autoscale` run's measured costs (issue 36).
+    #[value(name = "autoscale-model")]
+    AutoscaleModel,
 }
 
 impl Scenario {
@@ -101,6 +113,9 @@ impl Scenario {
             Scenario::Parquet => "parquet",
             Scenario::Hf => "hf",
             Scenario::Webdataset => "webdataset",
+            Scenario::Autoscale => "autoscale",
+            Scenario::Autocache => "autocache",
+            Scenario::AutoscaleModel => "autoscale-model",
         }
     }
 }
@@ -335,6 +350,65 @@ pub(crate) struct Cli {
     /// For `tcp-loopback`: bytes copied.
     #[arg(long, default_value_t = 4 << 30)]
     pub(crate) tcp_bytes: u64,
+    /// For `autoscale` and `autocache`: the `tfdata` binary; default the
+    /// one beside this binary (`cargo build --release -p tfdata-cli`).
+    #[arg(long)]
+    pub(crate) tfdata_bin: Option<PathBuf>,
+    /// For `autoscale`: each element's latency on a worker (the `sleep`
+    /// built-in; no CPU), so one worker serves at most 1000/ms elements/s.
+    #[arg(long, default_value_t = 20.0)]
+    pub(crate) autoscale_sleep_ms: f64,
+    /// For `autoscale`: the trainer's demand at 1× (elements/s).
+    #[arg(long, default_value_t = 40.0)]
+    pub(crate) autoscale_base_rate: f64,
+    /// For `autoscale` and `autoscale-model`: the demand steps, multipliers of 1×.
+    #[arg(long, value_delimiter = ',', default_values_t = [1.0, 2.0, 4.0, 1.0])]
+    pub(crate) autoscale_steps: Vec<f64>,
+    /// For `autoscale`: seconds each demand step lasts.
+    #[arg(long, default_value_t = 30.0)]
+    pub(crate) autoscale_step_seconds: f64,
+    /// For `autoscale`: `tfdata workers --max`.
+    #[arg(long, default_value_t = 6)]
+    pub(crate) autoscale_max_workers: usize,
+    /// For `autoscale`: the dispatcher's `--scaling-period-ms` (short, so a
+    /// step spans many decisions; the default in production is 5 s).
+    #[arg(long, default_value_t = 2000)]
+    pub(crate) autoscale_period_ms: u64,
+    /// For `autoscale-model`: the modelled cluster sizes.
+    #[arg(long, value_delimiter = ',', default_values_t = [100usize, 1000])]
+    pub(crate) model_workers: Vec<usize>,
+    /// For `autoscale-model`: one worker's elements/s; default the last
+    /// `autoscale` run's measurement (`target/bench-data/autoscale-measured.json`).
+    #[arg(long)]
+    pub(crate) model_worker_rate: Option<f64>,
+    /// For `autoscale-model`: seconds from a raised target to a serving
+    /// worker; default the last `autoscale` run's measurement.
+    #[arg(long)]
+    pub(crate) model_startup_seconds: Option<f64>,
+    /// For `autoscale-model`: seconds a drained worker takes to leave.
+    #[arg(long, default_value_t = 2.0)]
+    pub(crate) model_drain_seconds: f64,
+    /// For `autoscale-model`: the controller's period (the dispatcher's
+    /// default, 5 s).
+    #[arg(long, default_value_t = 5000)]
+    pub(crate) model_period_ms: u64,
+    /// For `autoscale-model`: periods per demand step.
+    #[arg(long, default_value_t = 24)]
+    pub(crate) model_step_periods: u32,
+    /// For `autoscale-model`: the ± fraction of per-period noise on the
+    /// workers' throughput (common to all: a shared store slowing down);
+    /// 0, the default, shows the controller's own dynamics.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) model_noise: f64,
+    /// For `autocache`: JPEGs (800×600) in the data set.
+    #[arg(long, default_value_t = 256)]
+    pub(crate) autocache_images: usize,
+    /// For `autocache`: worker processes.
+    #[arg(long, default_value_t = 2)]
+    pub(crate) autocache_workers: usize,
+    /// For `autocache`: epochs (jobs) read.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) autocache_epochs: usize,
 }
 
 impl Cli {

@@ -100,6 +100,15 @@
 //!   ops. `ratio` is again tfdata's throughput over TensorFlow's. It
 //!   separates the kernels' cost from the pipeline machinery's.
 //!
+//! * `autoscale`, `autocache`, `autoscale-model` (issue 36): the scaling
+//!   controller and `tfdata workers` against a trainer whose demand steps
+//!   (real processes; see [`autoscale`]), three epochs of decode-and-resize
+//!   with `cache="auto"` and without (see [`autocache`]), and the
+//!   controller in simulation at 100 and 1,000 workers from the measured
+//!   costs (see [`autoscale::model`]). They need the release `tfdata`
+//!   binary beside this one (`cargo build --release -p tfdata-bench -p
+//!   tfdata-cli`) or `--tfdata-bin`.
+//!
 //! With `--python-client [PYTHON]`, `small`, `batched` and `large` are also
 //! read through tfdata's Python client (`scripts/python_client.py`, in its
 //! own process, from our dispatcher and worker started here as for the Rust
@@ -150,6 +159,8 @@
 //! (`--python` to change it); it is needed for `--compare-tensorflow` and
 //! to write the data.
 
+mod autocache;
+mod autoscale;
 mod capacity;
 mod child;
 mod cli;
@@ -160,6 +171,7 @@ mod graph_pipeline;
 mod kernels;
 mod measure;
 mod pipeline;
+mod procs;
 mod resume;
 mod scaling;
 mod service;
@@ -274,6 +286,20 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
         }
         Scenario::Resume => resume::run(cli.elements, &mut emit),
         Scenario::WorkerLoss => worker_loss::run(cli.elements, &mut emit),
+        Scenario::Autoscale => autoscale::run(&autoscale_options(cli), &mut emit),
+        Scenario::AutoscaleModel => autoscale::model::run(&model_options(cli)?, &mut emit),
+        Scenario::Autocache => autocache::run(
+            &autocache::AutocacheOptions {
+                tfdata_bin: cli.tfdata_bin.clone(),
+                images: cli.autocache_images,
+                workers: cli.autocache_workers,
+                epochs: cli.autocache_epochs,
+                data_dir: data::target_dir()
+                    .join("bench-data")
+                    .join(format!("autocache-{}", cli.autocache_images)),
+            },
+            &mut emit,
+        ),
         Scenario::Parquet | Scenario::Hf | Scenario::Webdataset => {
             let kind = match scenario {
                 Scenario::Parquet => sources::Kind::Parquet,
@@ -464,6 +490,65 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
 }
 
 /// Reads the files once, so neither engine pays for the first read.
+/// Where `autoscale` leaves its measured costs for `autoscale-model`.
+fn autoscale_measured_file() -> PathBuf {
+    data::target_dir()
+        .join("bench-data")
+        .join("autoscale-measured.json")
+}
+
+fn autoscale_options(cli: &Cli) -> autoscale::AutoscaleOptions {
+    autoscale::AutoscaleOptions {
+        tfdata_bin: cli.tfdata_bin.clone(),
+        sleep_ms: cli.autoscale_sleep_ms,
+        base_rate: cli.autoscale_base_rate,
+        steps: cli.autoscale_steps.clone(),
+        step_seconds: cli.autoscale_step_seconds,
+        max_workers: cli.autoscale_max_workers,
+        period_ms: cli.autoscale_period_ms,
+        measured_file: autoscale_measured_file(),
+    }
+}
+
+/// The model's options: flags first, else the last `autoscale` run's
+/// measurements, else say what is missing.
+fn model_options(cli: &Cli) -> Result<autoscale::model::ModelOptions> {
+    let file = autoscale_measured_file();
+    let measured: Option<serde_json::Value> = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let from_run = |key: &str| measured.as_ref().and_then(|m| m[key].as_f64());
+    let (worker_rate, rate_source) = match (cli.model_worker_rate, from_run("worker_rate")) {
+        (Some(r), _) => (r, "--model-worker-rate"),
+        (None, Some(r)) => (r, "measured by autoscale"),
+        (None, None) => anyhow::bail!(
+            "autoscale-model needs a worker throughput: run --scenario autoscale first \
+             (it writes {}) or give --model-worker-rate",
+            file.display()
+        ),
+    };
+    let (startup, startup_source) = match (cli.model_startup_seconds, from_run("startup_seconds")) {
+        (Some(s), _) => (s, "--model-startup-seconds"),
+        (None, Some(s)) => (s, "measured by autoscale"),
+        (None, None) => anyhow::bail!(
+            "autoscale-model needs a worker start-up time: run --scenario autoscale first \
+                 (it writes {}) or give --model-startup-seconds",
+            file.display()
+        ),
+    };
+    Ok(autoscale::model::ModelOptions {
+        sizes: cli.model_workers.clone(),
+        worker_rate,
+        startup_seconds: startup,
+        drain_seconds: cli.model_drain_seconds,
+        period: std::time::Duration::from_millis(cli.model_period_ms),
+        steps: cli.autoscale_steps.clone(),
+        step_periods: cli.model_step_periods,
+        noise: cli.model_noise,
+        source: format!("worker rate {rate_source}, start-up {startup_source}"),
+    })
+}
+
 fn warm_page_cache(files: &[PathBuf]) -> Result<()> {
     for f in files {
         std::fs::read(f).with_context(|| format!("cannot read {}", f.display()))?;

@@ -162,12 +162,25 @@ fn attr_from_json(v: &Value, depth: usize) -> Result<Attr> {
         ),
         Value::Object(obj) if obj.contains_key("function") => {
             for key in obj.keys() {
-                if key != "function" && key != "args" {
+                if !matches!(key.as_str(), "function" | "args" | "deterministic") {
                     return Err(Error::InvalidArgument(format!(
-                        "a function is {{\"function\": name, \"args\": {{...}}}}; unexpected key {key:?}"
+                        "a function is {{\"function\": name, \"args\": {{...}}, \"deterministic\": bool}}; \
+                         unexpected key {key:?}"
                     )));
                 }
             }
+            // The user's declaration that the function is deterministic
+            // (`FunctionRef.deterministic`, issue 36): autocache's only
+            // evidence for a user function.
+            let deterministic = match obj.get("deterministic") {
+                None => false,
+                Some(Value::Bool(b)) => *b,
+                Some(other) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "a function's \"deterministic\" must be true or false, got {other}"
+                    )));
+                }
+            };
             let name = obj["function"]
                 .as_str()
                 .ok_or_else(|| Error::InvalidArgument("\"function\" must be a name".into()))?;
@@ -180,7 +193,12 @@ fn attr_from_json(v: &Value, depth: usize) -> Result<Attr> {
                     args.0.insert(k.clone(), attr_from_json(v, depth + 1)?);
                 }
             }
-            Attr::Function(FunctionRef::with_args(name, args))
+            let f = FunctionRef::with_args(name, args);
+            Attr::Function(if deterministic {
+                f.declared_deterministic()
+            } else {
+                f
+            })
         }
         Value::Object(obj) if obj.contains_key("dtype") && obj.contains_key("values") => {
             Attr::Tensor(tensor_from_json(obj)?)
@@ -364,6 +382,10 @@ fn attr_to_json(a: &Attr) -> Result<Value> {
                     ),
                 );
             }
+            // Written only when declared, so older pipelines' JSON is unchanged.
+            if f.deterministic {
+                obj.insert("deterministic".into(), Value::Bool(true));
+            }
             Value::Object(obj)
         }
         Attr::Tensor(t) => tensor_to_json(t)?,
@@ -436,6 +458,28 @@ mod tests {
         let back = from_json(&text).unwrap();
         assert!(!back.compress);
         assert_eq!(back.dataset, ds);
+    }
+
+    #[test]
+    fn a_declared_deterministic_function_keeps_its_declaration() {
+        let f = function_from_json(r#"{"function": "parse", "deterministic": true}"#).unwrap();
+        assert!(f.deterministic);
+        let plain = function_from_json(r#"{"function": "parse"}"#).unwrap();
+        assert!(!plain.deterministic);
+        let ds = Dataset::range(4).map_with(f.clone(), None, true);
+        let text = to_json(&ds, true).unwrap();
+        assert!(text.contains("\"deterministic\": true"), "{text}");
+        assert_eq!(from_json(&text).unwrap().dataset, ds);
+        // Undeclared functions write no key: older pipelines' JSON is unchanged.
+        let text = to_json(&Dataset::range(4).map_with(plain, None, true), true).unwrap();
+        assert!(!text.contains("deterministic"), "{text}");
+        let wire = crate::pipeline::to_pipeline_def(&ds, true).unwrap();
+        assert_eq!(crate::pipeline::from_pipeline_def(&wire).unwrap(), ds);
+
+        let err = function_from_json(r#"{"function": "parse", "deterministic": "yes"}"#)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("true or false"), "{err}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use tfdata_core::{Error, Tensor};
 use tfdata_dataset::columnar::export::StringColumns;
 use tfdata_dataset::{Dataset, ElementIterator, FunctionRef, Structure};
@@ -195,6 +196,13 @@ impl PyDataset {
 
     fn to_json(&self, compress: bool) -> PyResult<String> {
         tfdata_dataset::json::to_json(&self.ds, compress).py_err()
+    }
+
+    /// The pipeline as the dispatcher receives it: `tfdata.pipeline.PipelineDef`
+    /// bytes (what a registration sends; tests read declarations from it).
+    fn pipeline_def<'py>(&self, py: Python<'py>, compress: bool) -> PyResult<Bound<'py, PyBytes>> {
+        let def = tfdata_dataset::pipeline::to_pipeline_def(&self.ds, compress).py_err()?;
+        Ok(PyBytes::new(py, &prost::Message::encode_to_vec(&def)))
     }
 
     #[pyo3(signature = (function, num_parallel_calls, deterministic))]

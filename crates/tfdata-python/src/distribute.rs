@@ -52,6 +52,8 @@ pub struct ReadOptions {
     /// A deterministic read (`deterministic=True`); `consumer_index` and
     /// `num_consumers` are then `None` and this holds the consumer.
     deterministic: Option<DeterministicOptions>,
+    /// `distribute(..., cache="auto")`: the job asks for autocache (issue 36).
+    autocache: bool,
 }
 
 /// `distribute(..., deterministic=True)`'s settings, checked by the Python
@@ -114,6 +116,9 @@ macro_rules! apply_options {
         }
         if let Some(d) = &o.deterministic {
             b = b.deterministic(d.to_client());
+        }
+        if o.autocache {
+            b = b.autocache(true);
         }
         b
     }};

@@ -160,7 +160,7 @@ impl DispatchServer {
     #[pyo3(signature = (*, start, port, protocol, work_dir, fault_tolerant_mode, worker_addresses,
         job_gc_check_interval_ms, job_gc_timeout_ms, worker_timeout_ms,
         worker_max_concurrent_snapshots, client_timeout_ms, gc_dynamic_sharding_jobs, http_port,
-        security=None))]
+        security=None, autocache=false, autocache_dir=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -178,6 +178,8 @@ impl DispatchServer {
         gc_dynamic_sharding_jobs: bool,
         http_port: Option<u16>,
         security: Option<&Bound<'_, PyDict>>,
+        autocache: bool,
+        autocache_dir: Option<String>,
     ) -> PyResult<Self> {
         let proto = wire::DispatcherConfig {
             port,
@@ -196,6 +198,9 @@ impl DispatchServer {
         let mut config = DispatcherConfig::from_proto(&proto).py_err()?;
         config.http_port = http_port;
         config.security = self::security(security)?;
+        config.autocache = autocache;
+        config.autocache_dir = autocache_dir;
+        config.validate().py_err()?;
         let server = Shared::new(py, start, || tfdata::DispatchServer::new_stopped(config))?;
         Ok(DispatchServer { server })
     }

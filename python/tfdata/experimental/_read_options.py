@@ -95,6 +95,24 @@ def validate_compression(compression) -> None:
         raise ValueError(f"Invalid `compression` argument: {compression}. Must be one of {valid}.")
 
 
+CACHE_AUTO = "auto"
+
+
+def validate_cache(cache, deterministic) -> bool:
+    """``distribute``'s ``cache`` (tfdata's own): ``None`` or ``"auto"``;
+    whether the job asks for autocache."""
+    if cache is None:
+        return False
+    if not isinstance(cache, str) or cache != CACHE_AUTO:
+        raise ValueError(f'Invalid `cache` argument: {cache!r}. Must be None or "auto".')
+    if deterministic:
+        raise ValueError(
+            '`cache="auto"` cannot be combined with `deterministic=True`: a deterministic '
+            "read's order is its contract, and a cache written by the workers in the order "
+            "they finished has none")
+    return True
+
+
 def compression_name(compression) -> str:
     return "NONE" if compression is None else compression
 
@@ -191,6 +209,7 @@ def read_options(
         "dispatcher_timeout_ms": dispatcher_timeout_ms,
         "task_refresh_interval_ms": task_refresh_interval_hint_ms,
         "deterministic": deterministic,
+        "autocache": False,
     }
 
 

@@ -128,6 +128,11 @@ class DispatcherConfig(
       client_timeout_ms: How long a silent reader is waited for before its
         iteration is released; ``None`` for the default (5 minutes).
       gc_dynamic_sharding_jobs: Also collect unused distributed_epoch jobs.
+      autocache: Autocache every job, as if each reader had asked with
+        ``distribute(..., cache="auto")`` (deterministic reads excepted).
+      autocache_dir: Where autocache writes its caches: a local directory or
+        an object-store URL; ``None`` for ``<work_dir>/autocache``. With
+        neither, autocache jobs run uncached and the status page says why.
     """
 
     def __new__(
@@ -153,9 +158,15 @@ class DispatcherConfig(
         tls_client_key=None,
         auth_token_file=None,
         auth_token=None,
+        autocache=False,
+        autocache_dir=None,
     ):
         if protocol is None:
             protocol = _DEFAULT_PROTOCOL
+        if not isinstance(autocache, bool):
+            raise TypeError(f"`autocache` must be a bool, got {autocache!r} of type {type(autocache).__name__}")
+        if autocache_dir is not None and (not isinstance(autocache_dir, str) or not autocache_dir):
+            raise ValueError(f"`autocache_dir` must be a non-empty string or None, got {autocache_dir!r}")
         job_gc_check_interval_ms = _get_time_or_placeholder(job_gc_check_interval_ms)
         job_gc_timeout_ms = _get_time_or_placeholder(job_gc_timeout_ms)
         self = super().__new__(
@@ -173,6 +184,8 @@ class DispatcherConfig(
         )
         self._client_timeout_ms = client_timeout_ms
         self._gc_dynamic_sharding_jobs = gc_dynamic_sharding_jobs
+        self._autocache = autocache
+        self._autocache_dir = autocache_dir
         self._security = _security.security_settings(
             tls_cert, tls_key, tls_ca, tls_require_client_cert, tls_client_cert, tls_client_key,
             auth_token_file, auth_token)
@@ -185,6 +198,14 @@ class DispatcherConfig(
     @property
     def gc_dynamic_sharding_jobs(self) -> bool:
         return self._gc_dynamic_sharding_jobs
+
+    @property
+    def autocache(self) -> bool:
+        return self._autocache
+
+    @property
+    def autocache_dir(self) -> Optional[str]:
+        return self._autocache_dir
 
 
 DispatcherConfig.__doc__ += _security.SECURITY_DOC
@@ -277,6 +298,8 @@ class DispatchServer(_Server):
                 gc_dynamic_sharding_jobs=bool(getattr(config, "gc_dynamic_sharding_jobs", False)),
                 http_port=_http_port(config),
                 security=getattr(config, "_security", None),
+                autocache=bool(getattr(config, "autocache", False)),
+                autocache_dir=getattr(config, "autocache_dir", None),
             )
         except errors.UnavailableError as e:
             _raise_start_error(e)
@@ -455,6 +478,7 @@ def distribute(
     split_shuffle_seed=None,
     reorder_window_elements=None,
     reorder_window_bytes=None,
+    cache=None,
 ) -> Callable[[Dataset], DistributedDataset]:
     """A transformation that moves a dataset's processing to tf.data service
     (TensorFlow's ``distribute``): ``dataset.apply(distribute(...))``.
@@ -491,6 +515,18 @@ def distribute(
         (and their bytes) the reader holds while it waits for the next one in
         order; default the client's.
     Without ``deterministic=True`` these settings are a ``ValueError``.
+
+    Autocache (tfdata's own, keyword-only; docs/python.md, "Autocache"):
+      cache: ``"auto"`` lets the service cache this job's elements where it
+        pays: the first epoch measures the pipeline's cost per element at
+        each point it may cache (the deterministic prefix: no unseeded
+        random op, no reshuffling ``shuffle``, no Python function not
+        registered with ``deterministic=True``), the dispatcher writes the
+        cheapest point's elements while the epoch runs, and later jobs over
+        the same prefix read them instead. ``None`` (the default) asks for
+        nothing (a dispatcher started with ``autocache`` caches every job).
+        Anything else is a ``ValueError``, and so is ``"auto"`` with
+        ``deterministic=True`` (its order is the contract; a cache has none).
     """
     # What TensorFlow checks here; the rest (`service` included) is checked
     # when the transformation is applied, as in TensorFlow.
@@ -503,6 +539,7 @@ def distribute(
     # are about the processing mode, which TensorFlow checks here.
     _options.check_deterministic(processing_mode, consumer_index, num_consumers,
                                  cross_trainer_cache, deterministic_keywords)
+    autocache = _options.validate_cache(cache, deterministic)
 
     def _apply_fn(dataset: Dataset) -> DistributedDataset:
         native_dataset = _native_of(dataset)
@@ -520,6 +557,7 @@ def distribute(
             task_refresh_interval_hint_ms,
             deterministic_keywords,
         )
+        options["autocache"] = autocache
         native = _native.distribute(native_dataset, _options.compression_name(compression), options)
         return DistributedDataset._from_native(native)
 
