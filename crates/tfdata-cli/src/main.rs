@@ -240,6 +240,8 @@ async fn read(
             checkpoints.save(stats.elements, &stream.checkpoint().await?)?;
         }
     }
+    // Released before the process exits, not left to client_timeout.
+    stream.close().await;
     if tuning.stats {
         eprintln!("{}", stats.summary(started.elapsed()));
     }

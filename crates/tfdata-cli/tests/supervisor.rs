@@ -24,10 +24,6 @@ const SLEEP_MS: u32 = 20;
 /// The dispatcher's scaling period: short, so a test sees several
 /// decisions (the default, 5 s, suits clusters).
 const SCALING_PERIOD_MS: &str = "500";
-/// How long the dispatcher keeps a reader that stopped heartbeating: a
-/// trainer that leaves without a word (`tfdata read` exits at the end of
-/// the data) is gone after this (TensorFlow's default is 5 minutes).
-const CLIENT_TIMEOUT_MS: &str = "2000";
 
 /// The pids of `parent`'s live children named `tfdata`, from /proc.
 fn worker_children(parent: u32) -> Vec<u32> {
@@ -97,7 +93,9 @@ fn supervisor(address: &str, min: &str, max: &str) -> Process {
 }
 
 /// The supervisor scales up under a starved reader, back down to `--min`
-/// when the reader leaves, draining one worker at a time; the read gets
+/// when the reader leaves (`tfdata read` releases its reader before it
+/// exits: the dispatcher keeps its default client_timeout of 5 minutes),
+/// draining one worker at a time; the read gets
 /// every element exactly once.
 #[test]
 fn the_supervisor_scales_up_for_a_starved_reader_and_down_when_it_leaves() {
@@ -108,8 +106,6 @@ fn the_supervisor_scales_up_for_a_starved_reader_and_down_when_it_leaves() {
         "0",
         "--scaling-period-ms",
         SCALING_PERIOD_MS,
-        "--client-timeout-ms",
-        CLIENT_TIMEOUT_MS,
     ]);
     let address = format!("localhost:{port}");
     let service = format!("grpc://{address}");

@@ -629,6 +629,15 @@ pub struct ElementStream {
 }
 
 impl ElementStream {
+    /// Ends the read and releases the reader at the dispatcher before
+    /// returning (waiting at most 5 s). Dropping the stream releases it too,
+    /// but in the background: a process that exits right after would leave
+    /// its reader to the dispatcher's client_timeout, and the scaling
+    /// controller would count it as reading until then.
+    pub async fn close(self) {
+        self.iteration.close(Duration::from_secs(5)).await;
+    }
+
     /// [`ElementIterator::checkpoint`] for async code.
     pub async fn checkpoint(&self) -> Result<Vec<u8>> {
         let bytes = self.iteration.checkpoint(self.dataset.identity().await?)?;

@@ -109,6 +109,8 @@ pub(crate) struct Iteration {
     /// A deterministic read: what it consumed of its lanes.
     deterministic: Option<crate::deterministic::Consumed>,
     _stop_driver: DropGuard,
+    /// The driver, for [`Iteration::close`] to wait for its release.
+    driver: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// What a shared job's driver tells its reader.
@@ -135,6 +137,17 @@ struct SharedConsumer {
 }
 
 impl Iteration {
+    /// Stops the read and waits (up to `within`) for the driver to release
+    /// the reader at the dispatcher: a process about to exit would
+    /// otherwise leave it to the dispatcher's client_timeout.
+    pub(crate) async fn close(mut self, within: Duration) {
+        let driver = self.driver.take();
+        drop(self);
+        if let Some(driver) = driver {
+            let _ = tokio::time::timeout(within, driver).await;
+        }
+    }
+
     /// The next element of the current delivery; its credit or permit goes
     /// back as soon as its last element is taken.
     fn take_buffered(&mut self) -> Option<ReceivedElement> {
@@ -506,6 +519,7 @@ pub(crate) async fn start(
             per_element: false,
             deterministic: Some(consumed),
             _stop_driver: cancel.drop_guard(),
+            driver: None,
         });
     }
     let (fetch, rx) = FetchContext::new(
@@ -537,23 +551,19 @@ pub(crate) async fn start(
     );
     let mut positions = params.start.clone();
     positions.coordinated = params.coordinated();
-    match params.consumer_index {
-        Some(consumer_index) => {
-            handle.spawn(
-                crate::rounds::drive(
-                    dispatcher,
-                    params.task_refresh_interval,
-                    client_id,
-                    consumer_index,
-                    fetch,
-                )
-                .instrument(span),
-            );
-        }
-        None => {
-            handle.spawn(drive(dispatcher, params, client_id, fetch, signals).instrument(span));
-        }
-    }
+    let driver = match params.consumer_index {
+        Some(consumer_index) => handle.spawn(
+            crate::rounds::drive(
+                dispatcher,
+                params.task_refresh_interval,
+                client_id,
+                consumer_index,
+                fetch,
+            )
+            .instrument(span),
+        ),
+        None => handle.spawn(drive(dispatcher, params, client_id, fetch, signals).instrument(span)),
+    };
     Ok(Iteration {
         rx,
         current: None,
@@ -566,6 +576,7 @@ pub(crate) async fn start(
         per_element,
         deterministic: None,
         _stop_driver: cancel.drop_guard(),
+        driver: Some(driver),
     })
 }
 
