@@ -259,11 +259,8 @@ def test_an_undeclared_python_function_is_never_cached_after(tmp_path):
     assert not list((tmp_path / "cache").rglob("DONE"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the status row gives choose()'s reason for the points before the function (the source "
-    "does not pay), not analyse()'s `stopped` reason naming the undeclared function; issue 36 "
-    "asks that the status page say so (h-acservice)"))
 def test_the_status_names_the_undeclared_function(tmp_path):
+    # Issue 36: autocache says on the status page why it did not cache.
     row = _undeclared_read(tmp_path, "autocache_slow_cube_named")
     assert "autocache_slow_cube_named" in row["reason"] and "deterministic" in row["reason"], row
 
