@@ -160,7 +160,7 @@ impl DispatchServer {
     #[pyo3(signature = (*, start, port, protocol, work_dir, fault_tolerant_mode, worker_addresses,
         job_gc_check_interval_ms, job_gc_timeout_ms, worker_timeout_ms,
         worker_max_concurrent_snapshots, client_timeout_ms, gc_dynamic_sharding_jobs, http_port,
-        security=None, autocache=false, autocache_dir=None))]
+        security=None, autocache=false, autocache_dir=None, scaling_period_ms=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -180,6 +180,7 @@ impl DispatchServer {
         security: Option<&Bound<'_, PyDict>>,
         autocache: bool,
         autocache_dir: Option<String>,
+        scaling_period_ms: Option<u64>,
     ) -> PyResult<Self> {
         let proto = wire::DispatcherConfig {
             port,
@@ -200,6 +201,9 @@ impl DispatchServer {
         config.security = self::security(security)?;
         config.autocache = autocache;
         config.autocache_dir = autocache_dir;
+        if let Some(ms) = scaling_period_ms {
+            config.scaling_period = std::time::Duration::from_millis(ms);
+        }
         config.validate().py_err()?;
         let server = Shared::new(py, start, || tfdata::DispatchServer::new_stopped(config))?;
         Ok(DispatchServer { server })

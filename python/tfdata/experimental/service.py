@@ -133,6 +133,9 @@ class DispatcherConfig(
       autocache_dir: Where autocache writes its caches: a local directory or
         an object-store URL; ``None`` for ``<work_dir>/autocache``. With
         neither, autocache jobs run uncached and the status page says why.
+      scaling_period_ms: How often the scaling controller decides how many
+        workers the readers need (``GetScalingAdvice``, ``tfdata workers``);
+        ``None`` for the default (5 seconds).
     """
 
     def __new__(
@@ -160,6 +163,7 @@ class DispatcherConfig(
         auth_token=None,
         autocache=False,
         autocache_dir=None,
+        scaling_period_ms=None,
     ):
         if protocol is None:
             protocol = _DEFAULT_PROTOCOL
@@ -167,6 +171,11 @@ class DispatcherConfig(
             raise TypeError(f"`autocache` must be a bool, got {autocache!r} of type {type(autocache).__name__}")
         if autocache_dir is not None and (not isinstance(autocache_dir, str) or not autocache_dir):
             raise ValueError(f"`autocache_dir` must be a non-empty string or None, got {autocache_dir!r}")
+        if scaling_period_ms is not None and (
+                isinstance(scaling_period_ms, bool) or not isinstance(scaling_period_ms, int)
+                or scaling_period_ms <= 0):
+            raise ValueError(
+                f"`scaling_period_ms` must be a positive int or None, got {scaling_period_ms!r}")
         job_gc_check_interval_ms = _get_time_or_placeholder(job_gc_check_interval_ms)
         job_gc_timeout_ms = _get_time_or_placeholder(job_gc_timeout_ms)
         self = super().__new__(
@@ -186,6 +195,7 @@ class DispatcherConfig(
         self._gc_dynamic_sharding_jobs = gc_dynamic_sharding_jobs
         self._autocache = autocache
         self._autocache_dir = autocache_dir
+        self._scaling_period_ms = scaling_period_ms
         self._security = _security.security_settings(
             tls_cert, tls_key, tls_ca, tls_require_client_cert, tls_client_cert, tls_client_key,
             auth_token_file, auth_token)
@@ -206,6 +216,10 @@ class DispatcherConfig(
     @property
     def autocache_dir(self) -> Optional[str]:
         return self._autocache_dir
+
+    @property
+    def scaling_period_ms(self) -> Optional[int]:
+        return self._scaling_period_ms
 
 
 DispatcherConfig.__doc__ += _security.SECURITY_DOC
@@ -300,6 +314,7 @@ class DispatchServer(_Server):
                 security=getattr(config, "_security", None),
                 autocache=bool(getattr(config, "autocache", False)),
                 autocache_dir=getattr(config, "autocache_dir", None),
+                scaling_period_ms=getattr(config, "scaling_period_ms", None),
             )
         except errors.UnavailableError as e:
             _raise_start_error(e)

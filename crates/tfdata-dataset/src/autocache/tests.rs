@@ -1014,7 +1014,9 @@ fn process_cpu_counts_work_on_other_threads() {
     assert!(spun >= 0.2, "{spun}");
     assert!(used >= spun - 0.05, "process {used} s, threads {spun} s");
 
-    // A few milliseconds on a live thread read as such, not as a 10 ms tick.
+    // A few milliseconds on a live thread are counted (no upper bound: the
+    // test binary's other tests run in this process at the same time, and
+    // process CPU counts them too).
     let start = profile::cpu::Sample::now().unwrap();
     let begin = thread_cpu();
     let mut x = 0u64;
@@ -1022,7 +1024,7 @@ fn process_cpu_counts_work_on_other_threads() {
         x = std::hint::black_box(x.wrapping_add(1));
     }
     let used = profile::cpu::Sample::now().unwrap().seconds_since(&start);
-    assert!((0.003..0.008).contains(&used), "{used}");
+    assert!(used >= 0.003, "{used}");
 }
 
 // --------------------------------------------------------------- choose
