@@ -115,36 +115,7 @@ impl FileSystem for LocalFileSystem {
     }
 
     fn list(&self, dir: &str) -> Result<Vec<String>> {
-        let local = Self::local_path(dir)?;
-        let entries = match fs::read_dir(local) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
-                return Err(Error::FailedPrecondition(format!(
-                    "{dir} is a file, not a directory"
-                )));
-            }
-            Err(e) => return Err(io_error("listing", dir, e)),
-        };
-        let mut names = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| io_error("listing", dir, e))?;
-            // `fs::metadata` follows symlinks, so a link to a file is a file
-            // (as `open` would see it).
-            let is_dir = fs::metadata(entry.path()).is_ok_and(|m| m.is_dir());
-            if is_dir {
-                continue;
-            }
-            let name = entry.file_name().into_string().map_err(|name| {
-                Error::InvalidArgument(format!(
-                    "listing {dir}: {} is not a UTF-8 name",
-                    name.to_string_lossy()
-                ))
-            })?;
-            names.push(name);
-        }
-        names.sort();
-        Ok(names)
+        entry_names(dir, false)
     }
 
     fn delete(&self, path: &str) -> Result<()> {
@@ -223,28 +194,7 @@ impl FileSystem for LocalFileSystem {
     }
 
     fn list_dirs(&self, dir: &str) -> Result<Vec<String>> {
-        let local = Self::local_path(dir)?;
-        let entries = match fs::read_dir(local) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_error("listing", dir, e)),
-        };
-        let mut names = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| io_error("listing", dir, e))?;
-            if !fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
-                continue;
-            }
-            let name = entry.file_name().into_string().map_err(|name| {
-                Error::InvalidArgument(format!(
-                    "listing {dir}: {} is not a UTF-8 name",
-                    name.to_string_lossy()
-                ))
-            })?;
-            names.push(name);
-        }
-        names.sort();
-        Ok(names)
+        entry_names(dir, true)
     }
 
     fn delete_dir_all(&self, dir: &str, _max_files: usize) -> Result<()> {
@@ -388,6 +338,39 @@ fn too_large(path: &str, len: u64) -> Error {
     Error::InvalidArgument(format!(
         "{path}: a read of {len} bytes does not fit in memory"
     ))
+}
+
+/// The sorted names in `dir` of its directories (`dirs`) or of everything
+/// else. `fs::metadata` follows symlinks, so a link to a file is a file (as
+/// `open` would see it). A missing directory has no entries.
+fn entry_names(dir: &str, dirs: bool) -> Result<Vec<String>> {
+    let local = LocalFileSystem::local_path(dir)?;
+    let entries = match fs::read_dir(local) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
+            return Err(Error::FailedPrecondition(format!(
+                "{dir} is a file, not a directory"
+            )));
+        }
+        Err(e) => return Err(io_error("listing", dir, e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error("listing", dir, e))?;
+        if fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) != dirs {
+            continue;
+        }
+        let name = entry.file_name().into_string().map_err(|name| {
+            Error::InvalidArgument(format!(
+                "listing {dir}: {} is not a UTF-8 name",
+                name.to_string_lossy()
+            ))
+        })?;
+        names.push(name);
+    }
+    names.sort();
+    Ok(names)
 }
 
 #[cfg(test)]

@@ -40,6 +40,17 @@ pub const MIN_IMPROVEMENT: f64 = 0.07;
 /// element moves by this factor either way. Smaller moves are the same
 /// workload, and probing again would only oscillate.
 pub const RECHECK_FACTOR: f64 = 1.5;
+/// A step up may lead the readers' starvation: when the demand they report
+/// (TensorFlow's 1 / target processing time, summed) has risen this factor
+/// since the count was last confirmed and the estimate is above the live
+/// workers, the controller moves to the estimate at once instead of
+/// waiting for the buffers (the workers' and the readers') to run dry and
+/// the readers to starve, which took 3-4 periods in the local measurement
+/// (docs/performance.md). Cachew's re-check factor: a smaller move is the
+/// same workload, and an estimate that is high without a demand step (a
+/// bad report) never adds workers this way; a step taken is undone by the
+/// scale-down rule when the estimate falls back below the live count.
+pub const LEAD_FACTOR: f64 = RECHECK_FACTOR;
 /// A change that has not taken effect (the live workers did not reach the
 /// target) within this many periods is judged on the workers live then:
 /// a cluster out of capacity must not freeze the controller.
@@ -215,6 +226,11 @@ struct Probe {
     /// What the readers saw before the change.
     wait: f64,
     demand: f64,
+    /// Led by the estimate after a demand step, before the readers
+    /// starved ([`LEAD_FACTOR`]): their wait was near 0 before it, so a
+    /// cut in it cannot confirm the step; the demand step measured by
+    /// the readers did.
+    led: bool,
 }
 
 /// A count remembered for as long as the workload stays the same: the
@@ -261,6 +277,10 @@ pub struct ScalingController {
     probe: Option<Probe>,
     plateau: Option<Mark>,
     floor: Option<Mark>,
+    /// The demand when the current count was last confirmed (kept, or
+    /// held with readers fed): a lead step needs demand to have moved
+    /// [`LEAD_FACTOR`] from it.
+    confirmed_demand: Option<f64>,
     readerless_since: Option<Duration>,
     decisions: i64,
     reverts: i64,
@@ -278,6 +298,7 @@ impl ScalingController {
             probe: None,
             plateau: None,
             floor: None,
+            confirmed_demand: None,
             readerless_since: None,
             decisions: 0,
             reverts: 0,
@@ -402,6 +423,7 @@ impl ScalingController {
         }
         self.plateau = None;
         self.floor = None;
+        self.confirmed_demand = None;
         let min = self.bounds.min;
         if self.target() > min {
             step.judged.push((Direction::Down, Outcome::Idle));
@@ -496,8 +518,25 @@ impl ScalingController {
                 } else {
                     0.0
                 };
-                if cut > MIN_IMPROVEMENT {
+                if probe.led && cut <= MIN_IMPROVEMENT {
                     step.judged.push((Direction::Up, Outcome::Kept));
+                    self.confirmed_demand = Some(obs.consumption_per_second);
+                    self.floor = Some(Mark {
+                        workers: (probe.from + 1).min(probe.to),
+                        demand: probe.demand,
+                        wait: None,
+                    });
+                    self.phase = Phase::Steady;
+                    let _ = write!(
+                        step.reason,
+                        "{} -> {} kept: led by a {LEAD_FACTOR}x demand step before the readers \
+                         starved{overdue_note}; ",
+                        probe.from, probe.to
+                    );
+                    true
+                } else if cut > MIN_IMPROVEMENT {
+                    step.judged.push((Direction::Up, Outcome::Kept));
+                    self.confirmed_demand = Some(obs.consumption_per_second);
                     // The count it started from starved at this demand.
                     self.floor = Some(Mark {
                         workers: (probe.from + 1).min(probe.to),
@@ -561,6 +600,7 @@ impl ScalingController {
                     false
                 } else {
                     step.judged.push((Direction::Down, Outcome::Kept));
+                    self.confirmed_demand = Some(obs.consumption_per_second);
                     self.phase = Phase::Steady;
                     let _ = write!(
                         step.reason,
@@ -623,6 +663,9 @@ impl ScalingController {
             }
             return;
         }
+        if self.lead(now, obs, step) {
+            return;
+        }
         if obs.starvation < FED_THRESHOLD
             && let Some(e) = obs.estimate
             && e < live
@@ -656,6 +699,11 @@ impl ScalingController {
             }
         }
         self.phase = Phase::Steady;
+        if obs.starvation < STARVE_THRESHOLD && live >= target {
+            // Held with readers fed: this demand is met by this count.
+            self.confirmed_demand
+                .get_or_insert(obs.consumption_per_second);
+        }
         if !step.changed {
             let _ = write!(
                 step.reason,
@@ -668,6 +716,39 @@ impl ScalingController {
                 obs.starvation * 100.0
             );
         }
+    }
+
+    /// A step up led by the estimate after a demand step ([`LEAD_FACTOR`]),
+    /// before the readers starve; true when one was started.
+    fn lead(&mut self, now: Duration, obs: &Observation, step: &mut Step) -> bool {
+        let (target, live) = (self.target(), obs.live_workers);
+        let (Some(e), Some(base)) = (obs.estimate, self.confirmed_demand) else {
+            return false;
+        };
+        if e <= live.max(target) || live < target || base <= 0.0 {
+            return false;
+        }
+        let rise = obs.consumption_per_second / base;
+        if rise < LEAD_FACTOR {
+            return false;
+        }
+        let mut to = self.bounds.clamp(e);
+        if let Some(plateau) = self.plateau {
+            to = to.min(plateau.workers.max(target));
+        }
+        if to <= target {
+            return false;
+        }
+        self.start(now, Direction::Up, to, obs, step);
+        if let Some(probe) = &mut self.probe {
+            probe.led = true;
+        }
+        let _ = write!(
+            step.reason,
+            "demand rose {rise:.1}x (>= {LEAD_FACTOR}x) since {target} workers were confirmed, \
+             estimate {e}: {target} -> {to} before the readers starve"
+        );
+        true
     }
 
     fn start(
@@ -687,6 +768,7 @@ impl ScalingController {
             reached: None,
             wait: obs.wait_seconds_per_element,
             demand: obs.consumption_per_second,
+            led: false,
         });
         self.phase = match direction {
             Direction::Up => Phase::ProbingUp,

@@ -333,3 +333,63 @@ fn noisy_measurements_at_steady_demand_settle_within_one_of_the_best_and_stay() 
         assert!(changes <= 2, "{demand}/s: {changes} changes: {targets:?}");
     }
 }
+
+/// What a reader fed from buffers reports: no wait yet, whatever the demand.
+fn buffered(live: i64, estimate: i64, demand: f64) -> Observation {
+    Observation {
+        live_workers: live,
+        estimate: Some(estimate),
+        readers: 1,
+        starvation: 0.0,
+        wait_seconds_per_element: 0.0,
+        consumption_per_second: demand,
+    }
+}
+
+#[test]
+fn a_demand_step_leads_the_starvation_to_the_estimate_and_is_kept() {
+    let mut c = ScalingController::new(PERIOD);
+    // Fed at 1 worker and 40 elements/s: that count is confirmed.
+    for p in 0..3 {
+        let d = c.step(at(p), buffered(1, 1, 40.0));
+        assert_eq!(d.target_workers, 1, "{}", d.reason);
+    }
+    // Demand doubles; buffers still feed the reader (no wait), but the
+    // estimate says 2: the controller does not wait for starvation.
+    let d = c.step(at(3), buffered(1, 2, 80.0));
+    assert_eq!((d.target_workers, d.phase), (2, Phase::ProbingUp));
+    assert!(d.reason.contains("demand rose 2.0x"), "{}", d.reason);
+    let d = c.step(at(4), buffered(2, 2, 80.0));
+    assert!(d.judged.is_empty(), "{}", d.reason);
+    // Settled, readers fed: kept (their wait, 0 before, cannot fall 7%).
+    let d = c.step(at(5), buffered(2, 2, 80.0));
+    assert_eq!(
+        d.judged,
+        vec![(Direction::Up, Outcome::Kept)],
+        "{}",
+        d.reason
+    );
+    assert_eq!((d.target_workers, d.phase), (2, Phase::Steady));
+    // At steady demand nothing moves again.
+    for p in 6..20 {
+        let d = c.step(at(p), buffered(2, 2, 80.0));
+        assert!(!d.changed, "{}", d.reason);
+    }
+    // Twice again: 4.
+    let d = c.step(at(20), buffered(2, 4, 160.0));
+    assert_eq!(d.target_workers, 4, "{}", d.reason);
+}
+
+#[test]
+fn an_estimate_above_the_count_without_a_demand_step_adds_nobody_while_readers_are_fed() {
+    let mut c = ScalingController::new(PERIOD);
+    for p in 0..3 {
+        c.step(at(p), buffered(2, 2, 80.0));
+    }
+    // A bad report: the estimate jumps, the demand does not (+25%).
+    for p in 3..15 {
+        let d = c.step(at(p), buffered(2, 8, 100.0));
+        assert_eq!(d.target_workers, 2, "{}", d.reason);
+        assert!(!d.changed, "{}", d.reason);
+    }
+}
