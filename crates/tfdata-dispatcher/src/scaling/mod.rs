@@ -477,39 +477,31 @@ impl ScalingController {
                 } else {
                     0.0
                 };
-                if probe.led && cut <= MIN_IMPROVEMENT {
+                // A demand-led step is kept once settled: the readers'
+                // wait was near 0 before it, so its fall cannot confirm it.
+                if cut > MIN_IMPROVEMENT || probe.led {
                     step.judged.push((Direction::Up, Outcome::Kept));
                     self.confirmed_demand = Some(obs.consumption_per_second);
+                    // The count it started from starved (or would have) at this demand.
                     self.floor = Some(Mark {
                         workers: (probe.from + 1).min(probe.to),
                         demand: probe.demand,
                         wait: None,
                     });
                     self.phase = Phase::Steady;
+                    let why = if cut > MIN_IMPROVEMENT {
+                        format!(
+                            "the wait per element fell {:.0}% (> {:.0}%)",
+                            cut * 100.0,
+                            MIN_IMPROVEMENT * 100.0
+                        )
+                    } else {
+                        format!("led by a {LEAD_FACTOR}x demand step before the readers starved")
+                    };
                     let _ = write!(
                         step.reason,
-                        "{} -> {} kept: led by a {LEAD_FACTOR}x demand step before the readers \
-                         starved{overdue_note}; ",
+                        "{} -> {} kept: {why}{overdue_note}; ",
                         probe.from, probe.to
-                    );
-                    true
-                } else if cut > MIN_IMPROVEMENT {
-                    step.judged.push((Direction::Up, Outcome::Kept));
-                    self.confirmed_demand = Some(obs.consumption_per_second);
-                    // The count it started from starved at this demand.
-                    self.floor = Some(Mark {
-                        workers: (probe.from + 1).min(probe.to),
-                        demand: probe.demand,
-                        wait: None,
-                    });
-                    self.phase = Phase::Steady;
-                    let _ = write!(
-                        step.reason,
-                        "{} -> {} kept: the wait per element fell {:.0}% (> {:.0}%){overdue_note}; ",
-                        probe.from,
-                        probe.to,
-                        cut * 100.0,
-                        MIN_IMPROVEMENT * 100.0
                     );
                     true
                 } else {
