@@ -17,20 +17,8 @@ use common::process::{BIN, Process};
 /// and `extra` flags; the elements printed.
 fn register_and_read(address: &str, pipeline: &str, extra: &[&str]) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("p.json");
-    std::fs::write(&file, pipeline).unwrap();
     let service = format!("grpc://{address}");
-    let out = Command::new(BIN)
-        .args(["register", "--service", &service, "--pipeline"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let id = common::register(dir.path(), &service, pipeline);
     let out = Command::new(BIN)
         .args([
             "read",

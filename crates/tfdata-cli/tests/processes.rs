@@ -96,24 +96,11 @@ fn register_read_distributed_epoch_and_status_through_the_binaries() {
     common::wait_for_workers(&address, 2);
 
     let dir = tempfile::tempdir().unwrap();
-    let pipeline = dir.path().join("p.json");
-    std::fs::write(&pipeline, r#"{"op": "range", "stop": 100}"#).unwrap();
-    let out = Command::new(BIN)
-        .args([
-            "register",
-            "--service",
-            &format!("grpc://{address}"),
-            "--pipeline",
-        ])
-        .arg(&pipeline)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let id = common::register(
+        dir.path(),
+        &format!("grpc://{address}"),
+        r#"{"op": "range", "stop": 100}"#,
     );
-    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
     assert_eq!(id, "1000");
 
     let ds = tfdata::from_dataset_id(

@@ -13,6 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::process::{BIN, Process, wait_until};
+use common::register;
 
 /// Elements in the read: a range, one split per element in
 /// distributed_epoch.
@@ -48,23 +49,6 @@ fn worker_children(parent: u32) -> Vec<u32> {
         }
     }
     pids
-}
-
-/// Registers `pipeline` (JSON) with the dispatcher and returns its id.
-fn register(dir: &std::path::Path, service: &str, pipeline: &str) -> String {
-    let path = dir.join("pipeline.json");
-    std::fs::write(&path, pipeline).unwrap();
-    let out = Command::new(BIN)
-        .args(["register", "--service", service, "--pipeline"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 fn supervisor(address: &str, min: &str, max: &str) -> Process {

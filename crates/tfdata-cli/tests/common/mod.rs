@@ -7,6 +7,24 @@ pub mod process;
 use std::io::{Read as _, Write as _};
 use std::time::{Duration, Instant};
 
+/// Registers `pipeline` (JSON, written into `dir`) with `tfdata register`
+/// at `service` and returns its dataset id.
+pub fn register(dir: &std::path::Path, service: &str, pipeline: &str) -> String {
+    let path = dir.join("pipeline.json");
+    std::fs::write(&path, pipeline).unwrap();
+    let out = std::process::Command::new(process::BIN)
+        .args(["register", "--service", service, "--pipeline"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 /// Waits until the dispatcher at `address` knows `n` workers.
 pub fn wait_for_workers(address: &str, n: usize) {
     let rt = tokio::runtime::Builder::new_current_thread()
