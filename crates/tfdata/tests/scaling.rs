@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tfdata::{
@@ -105,19 +103,7 @@ fn the_advice_follows_a_starved_reader_up_and_its_departure_down() {
         .task_refresh_interval(Duration::from_millis(100))
         .apply(&tfdata::Dataset::range(10_000_000).map("scaling_test_latency"))
         .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || {
-            let mut it = ds.iter().unwrap();
-            let mut read = 0u64;
-            while !stop.load(Ordering::SeqCst) {
-                it.next().unwrap().unwrap();
-                read += 1;
-            }
-            read
-        })
-    };
+    let reader = common::BackgroundRead::start(ds);
 
     let up = advisor.until("a step up", Duration::from_secs(60), |a| {
         a.target_workers > 1
@@ -142,8 +128,7 @@ fn the_advice_follows_a_starved_reader_up_and_its_departure_down() {
     assert!(judged.live_workers >= up.target_workers, "{judged:?}");
 
     // The reader leaves: after a period without readers, the minimum.
-    stop.store(true, Ordering::SeqCst);
-    let read = reader.join().unwrap();
+    let read = reader.stop();
     assert!(read > 0);
     let idle = advisor.until("idle", Duration::from_secs(60), |a| a.phase == "idle");
     assert_eq!(idle.target_workers, 1, "{idle:?}");

@@ -16,8 +16,6 @@ mod optional_tool;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tfdata::{
@@ -145,19 +143,7 @@ fn the_status_page_renders_a_live_cluster_in_chromium() {
         .task_refresh_interval(Duration::from_millis(100))
         .apply(&Dataset::range(1_000_000).map("status_page_test_slow"))
         .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || {
-            let mut it = ds.iter().unwrap();
-            let mut read = 0u64;
-            while !stop.load(Ordering::SeqCst) {
-                it.next().unwrap().unwrap();
-                read += 1;
-            }
-            read
-        })
-    };
+    let reader = common::BackgroundRead::start(ds);
     // A second job whose name a hostile client chose, with a reader
     // holding its iteration open. Three elements: its tasks finish at
     // once, rather than sit blocked on full buffers nobody reads.
@@ -268,8 +254,7 @@ fn the_status_page_renders_a_live_cluster_in_chromium() {
         eprintln!("screenshot: {} ({} bytes)", path.display(), png.len());
     }
 
-    stop.store(true, Ordering::SeqCst);
-    let read = reader.join().unwrap();
+    let read = reader.stop();
     assert!(read > 0);
     drop(hostile_it);
 }

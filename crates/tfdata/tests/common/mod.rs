@@ -138,6 +138,38 @@ pub fn read_in_progress(
     (worker, it, values)
 }
 
+/// A trainer reading `ds` on a thread of its own until [`BackgroundRead::stop`].
+pub struct BackgroundRead {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl BackgroundRead {
+    pub fn start(ds: DistributedDataset) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut it = ds.iter().unwrap();
+                let mut read = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    it.next().unwrap().unwrap();
+                    read += 1;
+                }
+                read
+            })
+        };
+        BackgroundRead { stop, thread }
+    }
+
+    /// Stops the read; the elements it read.
+    pub fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.join().unwrap()
+    }
+}
+
 /// A plain HTTP/1.1 GET, as Prometheus, kubelet or a browser sends it:
 /// the status, the head (lowercased) and the body.
 pub fn http_get(port: u16, path: &str) -> (u16, String, String) {
