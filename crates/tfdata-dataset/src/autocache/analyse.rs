@@ -41,6 +41,10 @@ pub struct Candidate {
     pub label: String,
     /// The subtree whose output the point is: what the cache holds.
     pub prefix: OpDef,
+    /// The point is an in-memory source alone ([`IN_MEMORY_SOURCES`]):
+    /// profiled (its compute is the reference for the points above it)
+    /// but never cached, as reading a cache back cannot beat memory.
+    pub in_memory: bool,
 }
 
 /// What [`analyse`] found.
@@ -69,6 +73,10 @@ const SOURCES: &[&str] = &[
     "huggingface_dataset",
     "window_elements",
 ];
+
+/// Sources whose elements are in the dataset's definition (or counted):
+/// what a cache of them would hold is what they make without one.
+pub const IN_MEMORY_SOURCES: &[&str] = &["range", "from_tensors", "from_tensor_slices"];
 
 /// Ops that turn each element into zero, one or several elements on its
 /// own: the multiset of their output does not depend on which worker saw
@@ -177,6 +185,7 @@ pub fn analyse(def: &PipelineDef) -> Analysis {
             index,
             label,
             prefix: (*node).clone(),
+            in_memory: index == 0 && IN_MEMORY_SOURCES.contains(&node.op.as_str()),
         });
     }
     Analysis {

@@ -12,6 +12,16 @@ use super::PointCost;
 /// erase.
 pub const MAX_READ_TO_COMPUTE: f64 = 0.5;
 
+/// A point is cached only if it saves at least this much per element
+/// (50 us). The profile pulls a sample of up to 64 elements afresh per
+/// point, so start-up (spawning threads, opening files: about a
+/// millisecond) is spread over the sample at 10-20 us per element; a
+/// smaller saving is within the measurement's own noise. Without this
+/// floor, a cheap source (`range`) ahead of an expensive function that
+/// cannot be cached (undeclared) was cached or not by that noise alone,
+/// though caching it saves nothing.
+pub const MIN_SAVING_SECONDS_PER_ELEMENT: f64 = 50e-6;
+
 /// What [`choose`] decided.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Choice {
@@ -30,10 +40,13 @@ pub enum Choice {
 /// prefix can compute faster than a shallower one, and the rest then
 /// counts as free, which favours the deeper point: caching at the
 /// shallower one would run the unfused rest every epoch. Cached only if
-/// that cost is at most [`MAX_READ_TO_COMPUTE`] x `C`; on a tie the deeper
+/// that cost is at most [`MAX_READ_TO_COMPUTE`] x `C` and saves at least
+/// [`MIN_SAVING_SECONDS_PER_ELEMENT`]; on a tie the deeper
 /// point (more work skipped). Points with no elements or figures that are
-/// not finite are left out.
-pub fn choose(points: &[PointCost]) -> Choice {
+/// not finite are left out. Points in `never` (in-memory sources:
+/// [`super::Candidate::in_memory`]) are never chosen, though the deepest
+/// may be the reference `C`.
+pub fn choose(points: &[PointCost], never: &[usize]) -> Choice {
     let measured: Vec<&PointCost> = points
         .iter()
         .filter(|p| {
@@ -57,13 +70,35 @@ pub fn choose(points: &[PointCost]) -> Choice {
     let later = |p: &PointCost| {
         p.read_seconds_per_element + (uncached - p.compute_seconds_per_element).max(0.0)
     };
-    let best = measured
+    let Some(best) = measured
         .iter()
         .copied()
+        .filter(|p| !never.contains(&p.point))
         .min_by(|a, b| later(a).total_cmp(&later(b)).then(b.point.cmp(&a.point)))
-        .expect("measured is not empty");
-    if later(best) <= MAX_READ_TO_COMPUTE * uncached && later(best) < uncached {
+    else {
+        return Choice::None {
+            reason: "the only candidate is an in-memory source (range, from_tensors, \
+                     from_tensor_slices), which reading a cache back cannot beat"
+                .into(),
+        };
+    };
+    let saving = uncached - later(best);
+    if later(best) <= MAX_READ_TO_COMPUTE * uncached && saving >= MIN_SAVING_SECONDS_PER_ELEMENT {
         return Choice::Cache { index: best.point };
+    }
+    if later(best) <= MAX_READ_TO_COMPUTE * uncached {
+        return Choice::None {
+            reason: format!(
+                "no point pays for its cache: the best, point {}, would save {} per element \
+                 ({} computed, {} reading back and the rest), less than the {} a profile can \
+                 tell from start-up",
+                best.point,
+                seconds(saving),
+                seconds(uncached),
+                seconds(later(best)),
+                seconds(MIN_SAVING_SECONDS_PER_ELEMENT),
+            ),
+        };
     }
     Choice::None {
         reason: format!(

@@ -59,9 +59,9 @@ use crate::snapshot::layout::SnapshotCompression;
 
 pub use analyse::{
     ACROSS_ELEMENTS, Analysis, Candidate, DETERMINISTIC_BUILTINS, ELEMENT_WISE, GRAPH_NOT_ANALYSED,
-    SEEDED_RANDOM_BUILTINS, analyse,
+    IN_MEMORY_SOURCES, SEEDED_RANDOM_BUILTINS, analyse,
 };
-pub use choose::{Choice, MAX_READ_TO_COMPUTE, choose};
+pub use choose::{Choice, MAX_READ_TO_COMPUTE, MIN_SAVING_SECONDS_PER_ELEMENT, choose};
 pub use fingerprint::{
     FINGERPRINT_VERSION, Fingerprint, MAX_FINGERPRINT_FILES, fingerprint, fingerprints,
 };

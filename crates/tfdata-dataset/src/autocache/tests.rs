@@ -121,6 +121,8 @@ fn deterministic_element_wise_chain_is_all_candidates() {
     assert!(a.candidates[0].prefix.inputs.is_empty());
     for (i, c) in a.candidates.iter().enumerate() {
         assert_eq!(c.index, i);
+        // Only the range itself is in memory.
+        assert_eq!(c.in_memory, i == 0, "{c:?}");
     }
 }
 
@@ -986,45 +988,58 @@ fn profile_respects_its_limits() {
 }
 
 #[test]
-fn process_cpu_counts_work_on_other_threads() {
-    // This thread's CPU (ns) from its own schedstat.
+fn profile_cpu_counts_threads_it_starts_and_not_others() {
+    // This thread's CPU (s) from its own schedstat.
     fn thread_cpu() -> f64 {
         let s = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
         s.split_whitespace().next().unwrap().parse::<f64>().unwrap() / 1e9
     }
-    let start = profile::cpu::Sample::now().expect("/proc");
-    let spin = || {
+    fn spin(seconds: f64) -> f64 {
         let begin = thread_cpu();
         let mut x = 0u64;
-        while thread_cpu() - begin < 0.1 {
+        while thread_cpu() - begin < seconds {
             for _ in 0..10_000 {
                 x = std::hint::black_box(x.wrapping_add(1));
             }
         }
         thread_cpu() - begin
+    }
+    // Live: the profile's own thread and a thread it starts, which is
+    // still alive at the end, are counted (no upper bound here: the test
+    // binary's other tests start threads of their own meanwhile).
+    let start = profile::cpu::Sample::now().expect("/proc");
+    let finished = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let helper = {
+        let finished = finished.clone();
+        std::thread::spawn(move || {
+            let spun = spin(0.1);
+            finished.wait();
+            spun
+        })
     };
-    let spun: f64 = std::thread::scope(|s| {
-        let a = s.spawn(spin);
-        let b = s.spawn(spin);
-        a.join().unwrap() + b.join().unwrap()
-    });
-    let used = profile::cpu::Sample::now().unwrap().seconds_since(&start);
-    // The two threads exited before the second sample: the coarse
-    // whole-process count still has them (less its two ticks of error).
-    assert!(spun >= 0.2, "{spun}");
-    assert!(used >= spun - 0.05, "process {used} s, threads {spun} s");
-
-    // A few milliseconds on a live thread are counted (no upper bound: the
-    // test binary's other tests run in this process at the same time, and
-    // process CPU counts them too).
-    let start = profile::cpu::Sample::now().unwrap();
-    let begin = thread_cpu();
-    let mut x = 0u64;
-    while thread_cpu() - begin < 0.003 {
-        x = std::hint::black_box(x.wrapping_add(1));
+    let own = spin(0.05);
+    // Wait (bounded) for the helper to have spun its 0.1 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while profile::cpu::Sample::now().unwrap().seconds_since(&start) < own + 0.1
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let used = profile::cpu::Sample::now().unwrap().seconds_since(&start);
-    assert!(used >= 0.003, "{used}");
+    finished.wait();
+    let spun = helper.join().unwrap() + own;
+    assert!(
+        used >= spun - 0.01,
+        "profile {used} s, its threads {spun} s"
+    );
+
+    // Which threads count: the sampling thread (7) by its difference, a
+    // thread born since (9) in full, one running before (8) not at all; one
+    // that exited (6) is gone from the later sample.
+    let before = profile::cpu::Sample::of(7, &[(6, 1_000), (7, 2_000_000), (8, 5_000_000)]);
+    let after = profile::cpu::Sample::of(7, &[(7, 3_000_000), (8, 900_000_000), (9, 4_000_000)]);
+    let used = after.seconds_since(&before);
+    assert!((used - 0.005).abs() < 1e-12, "{used}");
 }
 
 // --------------------------------------------------------------- choose
@@ -1042,17 +1057,20 @@ fn point(point: usize, compute: f64, read: f64) -> PointCost {
 #[test]
 fn choose_takes_the_largest_saving_that_pays() {
     assert_eq!(
-        choose(&[
-            point(0, 1e-5, 1e-5),
-            point(1, 2e-3, 1e-4),
-            point(2, 3e-3, 1e-3)
-        ]),
+        choose(
+            &[
+                point(0, 1e-5, 1e-5),
+                point(1, 2e-3, 1e-4),
+                point(2, 3e-3, 1e-3)
+            ],
+            &[]
+        ),
         Choice::Cache { index: 2 }
     );
     // Reading the deeper point back costs 0.6 x the chain; the shallower
     // one saves only 9% of it: neither pays.
     assert!(matches!(
-        choose(&[point(0, 1e-3, 1e-4), point(1, 1e-2, 6e-3)]),
+        choose(&[point(0, 1e-3, 1e-4), point(1, 1e-2, 6e-3)], &[]),
         Choice::None { .. }
     ));
     // Fused ops: the deeper prefix (decode and resize in one kernel)
@@ -1061,30 +1079,34 @@ fn choose_takes_the_largest_saving_that_pays() {
     // their own, but leave every later epoch reading 20x the bytes and
     // resizing unfused: the deeper point wins.
     assert_eq!(
-        choose(&[
-            point(0, 7e-6, 5e-6),
-            point(1, 100e-6, 30e-6),
-            point(2, 80e-6, 10e-6)
-        ]),
+        choose(
+            &[
+                point(0, 7e-6, 5e-6),
+                point(1, 100e-6, 30e-6),
+                point(2, 80e-6, 10e-6)
+            ],
+            &[]
+        ),
         Choice::Cache { index: 2 }
     );
     // Exactly the ratio pays; a tie goes to the deeper point.
     assert_eq!(
-        choose(&[point(0, 2e-3, 1e-3), point(1, 2e-3, 1e-3)]),
+        choose(&[point(0, 2e-3, 1e-3), point(1, 2e-3, 1e-3)], &[]),
         Choice::Cache { index: 1 }
     );
     // Empty and broken measurements are left out.
     let mut empty = point(3, 1.0, 0.0);
     empty.elements = 0;
     assert_eq!(
-        choose(&[point(0, 1e-3, 1e-4), empty, point(4, f64::NAN, 0.0)]),
+        choose(&[point(0, 1e-3, 1e-4), empty, point(4, f64::NAN, 0.0)], &[]),
         Choice::Cache { index: 0 }
     );
 }
 
 #[test]
 fn choose_says_why_nothing_is_cached() {
-    let Choice::None { reason } = choose(&[point(0, 1e-4, 9e-5), point(1, 2e-3, 1.5e-3)]) else {
+    let Choice::None { reason } = choose(&[point(0, 1e-4, 9e-5), point(1, 2e-3, 1.5e-3)], &[])
+    else {
         panic!("nothing pays");
     };
     assert!(reason.contains("point 1"), "{reason}");
@@ -1093,14 +1115,40 @@ fn choose_says_why_nothing_is_cached() {
         "{reason}"
     );
     assert!(reason.contains("0.5 x compute"), "{reason}");
-    assert!(matches!(choose(&[]), Choice::None { reason } if reason.contains("no candidate")));
+    assert!(matches!(choose(&[], &[]), Choice::None { reason } if reason.contains("no candidate")));
     let mut empty = point(0, 1.0, 0.0);
     empty.elements = 0;
     assert!(
-        matches!(choose(&[empty]), Choice::None { reason } if reason.contains("no candidate point produced"))
+        matches!(choose(&[empty], &[]), Choice::None { reason } if reason.contains("no candidate point produced"))
     );
     // Free reads of free elements save nothing.
-    assert!(matches!(choose(&[point(0, 0.0, 0.0)]), Choice::None { .. }));
+    assert!(matches!(
+        choose(&[point(0, 0.0, 0.0)], &[]),
+        Choice::None { .. }
+    ));
+    // A cheap source read back cheaper still (a range ahead of a function
+    // that cannot be cached): the saving is within start-up noise.
+    let Choice::None { reason } = choose(&[point(0, 9.3e-6, 2e-6)], &[]) else {
+        panic!("7 us saved per element is noise");
+    };
+    assert!(
+        reason.contains("7.3 us") && reason.contains("50.0 us"),
+        "{reason}"
+    );
+    // An in-memory source is never cached, though it is the reference.
+    let Choice::None { reason } = choose(&[point(0, 300e-6, 3e-6)], &[0]) else {
+        panic!("a range is never cached");
+    };
+    assert!(reason.contains("in-memory source"), "{reason}");
+    assert_eq!(
+        choose(&[point(0, 1e-5, 1e-6), point(1, 2e-3, 1e-4)], &[0]),
+        Choice::Cache { index: 1 }
+    );
+    // Above the floor, the same ratio pays.
+    assert_eq!(
+        choose(&[point(0, 130e-6, 30e-6)], &[]),
+        Choice::Cache { index: 0 }
+    );
 }
 
 #[test]

@@ -403,6 +403,7 @@ mod tests {
                         index,
                         label: format!("{index}: map(f)"),
                         prefix: OpDef::default(),
+                        in_memory: false,
                     },
                     cache_path: path.to_string(),
                 })

@@ -233,7 +233,13 @@ impl Dispatcher {
                     bytes_per_element: c.bytes_per_element,
                 })
         };
-        let index = match autocache::choose(&costs) {
+        let in_memory: Vec<usize> = plan
+            .points
+            .iter()
+            .filter(|p| p.candidate.in_memory)
+            .map(|p| p.candidate.index)
+            .collect();
+        let index = match autocache::choose(&costs, &in_memory) {
             Choice::Cache { index } => index,
             Choice::None { reason } => {
                 tracing::info!(dataset = %dataset, %reason, "autocache: no point worth caching");
@@ -364,13 +370,21 @@ impl Dispatcher {
         Ok(DatasetId(response.dataset_id))
     }
 
-    /// Caches finished writing: `Cached`, or `NotCached` with the
-    /// snapshot's error. Called before the status is shown.
+    /// Caches finished writing, their `DONE` or `ERROR` file written:
+    /// `Cached`, or `NotCached` with the snapshot's error. Called before
+    /// the status is shown.
     pub(super) fn autocache_refresh(&self) {
         for path in self.autocache.written_paths() {
             let Some(manager) = self.distributed_snapshots().get(&path) else {
                 continue;
             };
+            // The mode turns `Done` under the manager's lock; its `DONE`
+            // file is written after, outside it. Until that file exists
+            // the cache is not complete on disk: a reader (or a restarted
+            // dispatcher) would not take it for one.
+            if manager.final_file_pending() {
+                continue;
+            }
             match manager.mode() {
                 crate::distributed_snapshot::manager::Mode::Done => {
                     self.autocache.write_finished(&path, Ok(()))
