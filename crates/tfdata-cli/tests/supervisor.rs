@@ -79,7 +79,7 @@ fn supervisor(address: &str, min: &str, max: &str) -> Process {
 /// The supervisor scales up under a starved reader, back down to `--min`
 /// when the reader leaves (`tfdata read` releases its reader before it
 /// exits: the dispatcher keeps its default client_timeout of 5 minutes),
-/// draining one worker at a time; the read gets
+/// draining the surplus; the read gets
 /// every element exactly once.
 #[test]
 fn the_supervisor_scales_up_for_a_starved_reader_and_down_when_it_leaves() {

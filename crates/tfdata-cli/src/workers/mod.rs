@@ -1,9 +1,9 @@
 //! `tfdata workers`: a local supervisor that runs `tfdata worker` processes
 //! and sizes them to the dispatcher's scaling controller (issue 36). Every
 //! poll interval it asks `GetScalingAdvice{min, max}` and converges:
-//! workers are started up to the target; above it, one at a time is
-//! drained (SIGTERM: the worker hands its splits over, nothing is lost or
-//! read twice) and waited for. A worker that dies is started again, at most
+//! workers are started up to the target; above it, the surplus is
+//! drained at once (SIGTERM: each worker hands its splits over, nothing is
+//! lost or read twice) and waited for. A worker that dies is started again, at most
 //! `--max-restarts-per-minute` times a minute. SIGINT or SIGTERM drains
 //! every worker and exits; a second one stops them at once.
 //!
@@ -148,10 +148,6 @@ impl Supervisor {
             .collect()
     }
 
-    fn draining(&self) -> usize {
-        self.workers.len() - self.running_slots().len()
-    }
-
     /// Reaps exited workers; a worker that exited without being asked
     /// counts against the restart budget. A drain that overran its
     /// timeout and grace is ended with SIGKILL.
@@ -204,7 +200,7 @@ impl Supervisor {
 
     /// Takes one step towards `target`.
     fn converge(&mut self, target: usize, now: Instant) {
-        match plan::step(target, &self.running_slots(), self.draining()) {
+        match plan::step(target, &self.running_slots()) {
             Step::Hold => {}
             Step::Start(n) => {
                 let used: Vec<usize> = self.workers.iter().map(|w| w.slot).collect();
@@ -228,11 +224,13 @@ impl Supervisor {
                     }
                 }
             }
-            Step::Drain(slot) => {
-                if let Some(w) = self.workers.iter_mut().find(|w| w.slot == slot) {
-                    tracing::info!(slot, pid = w.pid(), "draining worker (SIGTERM)");
-                    if let Err(e) = w.drain(now) {
-                        tracing::warn!(slot, pid = w.pid(), "cannot signal worker: {e}");
+            Step::Drain(slots) => {
+                for slot in slots {
+                    if let Some(w) = self.workers.iter_mut().find(|w| w.slot == slot) {
+                        tracing::info!(slot, pid = w.pid(), "draining worker (SIGTERM)");
+                        if let Err(e) = w.drain(now) {
+                            tracing::warn!(slot, pid = w.pid(), "cannot signal worker: {e}");
+                        }
                     }
                 }
             }

@@ -66,29 +66,33 @@ pub fn target(answer: &Answer, running: usize, bounds: Bounds) -> usize {
 }
 
 /// One step towards the target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// Start this many workers.
     Start(usize),
-    /// Drain the worker in this slot (SIGTERM) and wait for it to exit.
-    Drain(usize),
-    /// At the target, or a drain is under way: nothing to do now.
+    /// Drain the workers in these slots (SIGTERM) and wait for them to exit.
+    Drain(Vec<usize>),
+    /// At the target, or the surplus is draining already: nothing to do now.
     Hold,
 }
 
 /// The step from `running` slots (draining ones excluded) towards
-/// `target`. Workers are drained one at a time: each drain hands its
-/// splits to the others, and the next decision should see its effect.
-/// The highest slot goes first, so slots (and base-port + slot ports) stay
-/// packed from 0.
-pub fn step(target: usize, running: &[usize], draining: usize) -> Step {
+/// `target`. All surplus workers drain at once: the controller asked for
+/// the new count after it saw the readers fed, and a draining worker hands
+/// its splits to the others whether one or several drain, so draining them
+/// one after another only stretched a step down over several drain
+/// timeouts (3.1 scaling periods for 4 -> 1 in the autoscale bench).
+/// Workers already draining are not in `running`, so a step is never
+/// asked twice. The highest slots go first, so slots (and base-port + slot
+/// ports) stay packed from 0.
+pub fn step(target: usize, running: &[usize]) -> Step {
     if running.len() < target {
         Step::Start(target - running.len())
-    } else if running.len() > target && draining == 0 {
-        running
-            .iter()
-            .max()
-            .map_or(Step::Hold, |&slot| Step::Drain(slot))
+    } else if running.len() > target {
+        let mut slots = running.to_vec();
+        slots.sort_unstable_by(|a, b| b.cmp(a));
+        slots.truncate(running.len() - target);
+        Step::Drain(slots)
     } else {
         Step::Hold
     }
@@ -203,14 +207,16 @@ mod tests {
     }
 
     #[test]
-    fn steps_start_all_missing_and_drain_one_at_a_time_from_the_top() {
-        assert_eq!(step(3, &[0], 0), Step::Start(2));
-        assert_eq!(step(1, &[0, 2, 1], 0), Step::Drain(2));
-        assert_eq!(step(1, &[0, 1], 1), Step::Hold, "one drain at a time");
-        assert_eq!(step(2, &[0, 1], 0), Step::Hold);
-        assert_eq!(step(0, &[], 0), Step::Hold);
-        // Starting is not held by a drain: a target raised mid-drain is met.
-        assert_eq!(step(3, &[0, 1], 1), Step::Start(1));
+    fn steps_start_all_missing_and_drain_all_surplus_from_the_top() {
+        assert_eq!(step(3, &[0]), Step::Start(2));
+        assert_eq!(step(1, &[0, 2, 1]), Step::Drain(vec![2, 1]));
+        assert_eq!(step(0, &[3, 0, 5]), Step::Drain(vec![5, 3, 0]));
+        // The draining ones are not running: the rest is at the target.
+        assert_eq!(step(1, &[0]), Step::Hold);
+        assert_eq!(step(2, &[0, 1]), Step::Hold);
+        assert_eq!(step(0, &[]), Step::Hold);
+        // A target raised mid-drain is met by starting.
+        assert_eq!(step(3, &[0, 1]), Step::Start(1));
     }
 
     #[test]
