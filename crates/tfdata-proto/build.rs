@@ -2,7 +2,10 @@
 //! machine needs nothing installed.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read when the script runs, not baked in when it is compiled: worktrees
+    // sharing one target dir share the compiled script too, and a baked-in
+    // path would point at whichever checkout compiled it first.
+    let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let files = [
         "tensorflow/tensor.proto",
         "tensorflow/struct.proto",
