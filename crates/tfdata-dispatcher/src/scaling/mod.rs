@@ -54,6 +54,16 @@ pub const RECHECK_FACTOR: f64 = 1.5;
 /// bad report) never adds workers this way; a step taken is undone by the
 /// scale-down rule when the estimate falls back below the live count.
 pub const LEAD_FACTOR: f64 = RECHECK_FACTOR;
+/// A step down sheds more than this fraction of the live workers, or
+/// none: an estimate less than 10% below the live count holds (below 10
+/// workers any whole worker still counts). Throughput that varies by a
+/// few percent from period to period (a shared store, a neighbour's
+/// load) moves TensorFlow's estimate as much, and each move is a real
+/// drain, then a start when the noise turns: in the 100- and 1,000-worker
+/// model at +-5% noise the target changed 2-8 times per 2-minute step
+/// without the band (docs/performance.md). The cost is at most 10% idle
+/// workers after demand drifts down slowly; a drop of demand sheds them.
+pub const DOWN_DEAD_BAND: f64 = 0.1;
 /// A change that has not taken effect (the live workers did not reach the
 /// target) within this many periods is judged on the workers live then:
 /// a cluster out of capacity must not freeze the controller.
@@ -622,6 +632,19 @@ impl ScalingController {
             && e < live
             && live <= target
         {
+            let band = (DOWN_DEAD_BAND * live as f64).floor() as i64;
+            if e >= live - band {
+                self.phase = Phase::Steady;
+                // Held with readers fed, as below: this count meets the demand.
+                self.confirmed_demand
+                    .get_or_insert(obs.consumption_per_second);
+                let _ = write!(
+                    step.reason,
+                    "readers fed, estimate {e} within {:.0}% of {live} live: holding {target}",
+                    DOWN_DEAD_BAND * 100.0
+                );
+                return;
+            }
             let mut to = self.bounds.clamp(e);
             let mut held_by = None;
             if let Some(floor) = self.floor

@@ -334,6 +334,28 @@ fn noisy_measurements_at_steady_demand_settle_within_one_of_the_best_and_stay() 
     }
 }
 
+#[test]
+fn fed_readers_shed_workers_only_past_the_dead_band() {
+    let fed = |live, e| starving(live, Some(e), 0.0, 0.0);
+    // 100 live: an estimate of 91-99 is noise (a few percent of
+    // throughput); 89 sheds.
+    for e in [99, 95, 91, 90] {
+        let mut c = ScalingController::new(PERIOD);
+        let d = c.step(at(0), fed(100, e));
+        assert_eq!(d.target_workers, 100, "estimate {e}: {}", d.reason);
+        assert!(d.reason.contains("within 10%"), "{}", d.reason);
+    }
+    let mut c = ScalingController::new(PERIOD);
+    assert_eq!(c.step(at(0), fed(100, 89)).target_workers, 89);
+    // Below 10 workers, any whole worker counts.
+    let mut c = ScalingController::new(PERIOD);
+    assert_eq!(c.step(at(0), fed(8, 7)).target_workers, 7);
+    // 1,000 live: within 100 holds.
+    let mut c = ScalingController::new(PERIOD);
+    assert_eq!(c.step(at(0), fed(1000, 901)).target_workers, 1000);
+    assert_eq!(c.step(at(1), fed(1000, 899)).target_workers, 899);
+}
+
 /// What a reader fed from buffers reports: no wait yet, whatever the demand.
 fn buffered(live: i64, estimate: i64, demand: f64) -> Observation {
     Observation {
