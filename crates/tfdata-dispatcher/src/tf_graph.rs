@@ -8,7 +8,8 @@
 //! or `MatchingFiles` (which is how `TFRecordDataset(files)` and
 //! `list_files` read), and `RandomDataset`, whose provider of endless index
 //! splits its iterator never reads (TensorFlow's: each worker draws the
-//! whole random stream). Anything else is refused, naming the op.
+//! whole random stream), and tfdata's `TfdataAutocacheLoadDataset` (a
+//! cache: one split per chunk). Anything else is refused, naming the op.
 
 use std::collections::HashMap;
 
@@ -137,6 +138,25 @@ impl<'a> Graph<'a> {
             // dispatchers and workers count the same providers.
             "RandomDataset" | "RandomDatasetV2" | "ExperimentalRandomDataset" => {
                 Ok(Box::new(IndexSplitProvider::unbounded()))
+            }
+            // tfdata's private op reading an autocache (a complete
+            // distributed snapshot): one split per chunk, as `load`'s.
+            op if op == tfdata_graph::autocache::LOAD_OP => {
+                let path = match source.attr.get("path").and_then(|a| a.value.as_ref()) {
+                    Some(attr_value::Value::S(path)) if !path.is_empty() => {
+                        String::from_utf8_lossy(path).into_owned()
+                    }
+                    _ => {
+                        return Err(Error::InvalidArgument(format!(
+                            "{op} node {} has no path",
+                            source.name
+                        )));
+                    }
+                };
+                tfdata_dataset::Dataset::load(&path, false)
+                    .op()
+                    .split_provider()
+                    .unwrap_or_else(|| Err(Error::Internal("load has no split provider".into())))
             }
             // One split, the element (TensorFlow's TensorDataset).
             "TensorDataset" => Ok(Box::new(IndexSplitProvider::new(1))),

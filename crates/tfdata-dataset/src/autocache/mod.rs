@@ -66,7 +66,7 @@ pub use fingerprint::{
     FINGERPRINT_VERSION, Fingerprint, MAX_FINGERPRINT_FILES, fingerprint, fingerprints,
 };
 pub use layout::{MAX_CACHE_FILES, cache_path, drop_cache, is_complete, stale_caches};
-pub use profile::{PointCost, ProfileLimits, profile};
+pub use profile::{PointCost, ProfileLimits, profile, profile_points};
 pub use rewrite::rewrite;
 
 /// Which file system serves a path or URL:

@@ -1,0 +1,176 @@
+"""Autocache of TensorFlow graphs (issue 36), end to end with TensorFlow's
+own client: our dispatcher with `--autocache` (TensorFlow's client cannot
+ask per job), our worker, and `tf.data.experimental.service.distribute(
+processing_mode="distributed_epoch")` over `TFRecordDataset(files).map(
+decode_jpeg + resize)`.
+
+Epoch 1 is profiled and its deepest deterministic prefix written to a cache
+(a distributed snapshot); epoch 2 reads the cache: the same multiset of
+elements, the source files not opened (an inotify watch on their
+directory, through libc), and the status row `cached` with a job served. A
+graph with `tf.random.uniform` in its map is `not cached`, the reason
+naming the op.
+"""
+
+import ctypes
+import ctypes.util
+import json
+import os
+import socket
+import struct
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import TfdataProcess
+
+service = tf.data.experimental.service
+
+TIMEOUT = 120.0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_images(directory, files=2, per_file=40):
+    """TFRecord files of JPEGs large enough that decoding them costs far
+    more than reading back the small resized image (what autocache weighs)."""
+    rng = np.random.default_rng(7)
+    paths = []
+    for f in range(files):
+        path = os.path.join(directory, f"images-{f}.tfrecord")
+        with tf.io.TFRecordWriter(path) as w:
+            for _ in range(per_file):
+                image = rng.integers(0, 255, (384, 384, 3), dtype=np.uint8)
+                w.write(tf.io.encode_jpeg(image, quality=95).numpy())
+        paths.append(path)
+    return paths
+
+
+def decode_resize(record):
+    image = tf.io.decode_jpeg(record, channels=3)
+    return tf.cast(tf.image.resize(image, [16, 16]), tf.uint8)
+
+
+def epoch(ds):
+    """One epoch's elements, as a sorted list of their bytes."""
+    return sorted(bytes(e.numpy().tobytes()) for e in ds)
+
+
+def autocache_rows(http_port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/api/status", timeout=10) as r:
+        return json.load(r)["autocache"]
+
+
+def wait_for_row(http_port, states, what):
+    deadline = time.monotonic() + TIMEOUT
+    rows = []
+    while time.monotonic() < deadline:
+        rows = autocache_rows(http_port)
+        # The dataset TensorFlow registered (a cached read registers one more
+        # under `<id>_autocache_<hash>`, which has no row of its own).
+        for row in rows:
+            if row["state"] in states:
+                return row
+        time.sleep(0.2)
+    pytest.fail(f"{what}: no autocache row in {states} after {TIMEOUT:.0f} s: {rows}")
+
+
+class OpenWatch:
+    """Counts opens of files in a directory (inotify IN_OPEN through libc;
+    Linux only, as the service's own tests)."""
+
+    IN_OPEN = 0x20
+    IN_NONBLOCK = 0o4000
+
+    def __init__(self, directory):
+        self.libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        self.fd = self.libc.inotify_init1(self.IN_NONBLOCK)
+        assert self.fd >= 0, f"inotify_init1: errno {ctypes.get_errno()}"
+        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(directory), self.IN_OPEN)
+        assert wd >= 0, f"inotify_add_watch: errno {ctypes.get_errno()}"
+
+    def opened(self):
+        """The names opened since the last call."""
+        names = []
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return names
+            offset = 0
+            while offset < len(data):
+                _wd, _mask, _cookie, length = struct.unpack_from("iIII", data, offset)
+                name = data[offset + 16: offset + 16 + length].rstrip(b"\0").decode()
+                names.append(name)
+                offset += 16 + length
+
+    def close(self):
+        os.close(self.fd)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    http_port = free_port()
+    dispatcher = TfdataProcess(
+        "dispatcher", "--port", "0", "--autocache", "--work-dir", str(tmp_path / "work"),
+        "--http-port", str(http_port))
+    worker = TfdataProcess("worker", "--dispatcher-address", f"localhost:{dispatcher.port}",
+                           "--port", "0", "--heartbeat-interval-ms", "200")
+    yield dispatcher, http_port
+    assert worker.stop() == 0, "tfdata worker did not exit cleanly"
+    assert dispatcher.stop() == 0, "tfdata dispatcher did not exit cleanly"
+
+
+def test_epoch_two_of_a_tensorflow_graph_reads_the_cache(cluster, tmp_path):
+    dispatcher, http_port = cluster
+    data = tmp_path / "data"
+    data.mkdir()
+    files = write_images(str(data))
+    ds = tf.data.TFRecordDataset(files).map(decode_resize).apply(
+        service.distribute(processing_mode="distributed_epoch",
+                           service=f"grpc://localhost:{dispatcher.port}"))
+    expected = epoch(tf.data.TFRecordDataset(files).map(decode_resize))
+
+    first = epoch(ds)
+    assert first == expected
+    row = wait_for_row(http_port, ("cached", "not cached"), "the first epoch's decision")
+    assert row["state"] == "cached", row
+    print("autocache row:", row)
+    assert "MapDataset" in row["point"], row
+
+    watch = OpenWatch(str(data))
+    try:
+        second = epoch(ds)
+        opened = watch.opened()
+    finally:
+        watch.close()
+    assert second == first
+    assert opened == [], f"epoch 2 opened the source files: {opened}"
+    row = wait_for_row(http_port, ("cached",), "the cached read")
+    assert row["jobs_served"] >= 1, row
+
+
+def test_a_graph_with_a_stateful_random_op_is_not_cached(cluster, tmp_path):
+    dispatcher, http_port = cluster
+    data = tmp_path / "data"
+    data.mkdir()
+    files = write_images(str(data), files=1, per_file=8)
+    noisy = lambda r: tf.cast(decode_resize(r), tf.float32) + tf.random.uniform([])  # noqa: E731
+    ds = tf.data.TFRecordDataset(files).map(noisy).apply(
+        service.distribute(processing_mode="distributed_epoch",
+                           service=f"grpc://localhost:{dispatcher.port}"))
+    assert len(list(ds)) == 8
+    row = wait_for_row(http_port, ("cached", "not cached"), "the decision")
+    # Reading the records back costs what reading them does: nothing below
+    # the random map pays for a cache, and the reason names the op.
+    print("autocache row:", row)
+    assert row["state"] == "not cached", row
+    assert "RandomUniform" in row["reason"], row
+    assert "MapDataset" in row["reason"], row
