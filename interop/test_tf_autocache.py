@@ -138,11 +138,16 @@ def test_epoch_two_of_a_tensorflow_graph_reads_the_cache(cluster, tmp_path):
                            service=f"grpc://localhost:{dispatcher.port}"))
     expected = epoch(tf.data.TFRecordDataset(files).map(decode_resize))
 
-    first = epoch(ds)
+    watch = OpenWatch(str(data))
+    try:
+        first = epoch(ds)
+        # The watch sees reads: epoch 1 opens every file.
+        assert set(watch.opened()) >= {os.path.basename(f) for f in files}
+    finally:
+        watch.close()
     assert first == expected
     row = wait_for_row(http_port, ("cached", "not cached"), "the first epoch's decision")
     assert row["state"] == "cached", row
-    print("autocache row:", row)
     assert "MapDataset" in row["point"], row
 
     watch = OpenWatch(str(data))
@@ -170,7 +175,6 @@ def test_a_graph_with_a_stateful_random_op_is_not_cached(cluster, tmp_path):
     row = wait_for_row(http_port, ("cached", "not cached"), "the decision")
     # Reading the records back costs what reading them does: nothing below
     # the random map pays for a cache, and the reason names the op.
-    print("autocache row:", row)
     assert row["state"] == "not cached", row
     assert "RandomUniform" in row["reason"], row
     assert "MapDataset" in row["reason"], row
