@@ -8,14 +8,14 @@
 //! `tfdata_dataset::autocache::analyse`, in TensorFlow's op names). The
 //! first node that breaks one ends the walk, named in one sentence.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use tfdata_core::{Error, Result};
 use tfdata_proto::tensorflow::{GraphDef, NodeDef, attr_value};
 
-use super::rewrite::prefix_graph;
+use super::graph_view::{Nodes, function_names, is_dataset, prefix_graph};
 use crate::attrs::NodeAttrs;
-use crate::graph::{InputRef, Library, parse_input};
+use crate::graph::{Library, parse_input};
 use crate::{MAX_CALL_DEPTH, MAX_PIPELINE_DEPTH};
 
 /// One point of the graph's main chain that may be cached.
@@ -150,45 +150,6 @@ pub fn is_stateful_random(op: &str) -> bool {
         || op.ends_with("CandidateSampler")
         || op == "NonDeterministicInts";
     random && STATEFUL_OPS.lines().any(|s| s == op)
-}
-
-/// The graph's nodes by name.
-pub(super) struct Nodes<'g> {
-    by_name: HashMap<&'g str, &'g NodeDef>,
-}
-
-impl<'g> Nodes<'g> {
-    pub(super) fn of(graph: &'g GraphDef) -> Self {
-        Nodes {
-            by_name: graph.node.iter().map(|n| (n.name.as_str(), n)).collect(),
-        }
-    }
-
-    pub(super) fn get(&self, name: &str) -> Result<&'g NodeDef> {
-        self.by_name
-            .get(name)
-            .copied()
-            .ok_or_else(|| Error::InvalidArgument(format!("dataset graph: no node named {name:?}")))
-    }
-
-    /// The nodes `node`'s data inputs come from (control inputs left out),
-    /// in order.
-    pub(super) fn data_inputs(&self, node: &NodeDef) -> Result<Vec<&'g NodeDef>> {
-        let mut out = Vec::new();
-        for input in &node.input {
-            match parse_input(input, false)? {
-                InputRef::Control(_) => {}
-                other => out.push(self.get(other.source())?),
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// Whether a node's output is a dataset, by TensorFlow's naming (every
-/// dataset op's name ends in `Dataset`, with a version suffix at most).
-pub(super) fn is_dataset(op: &str) -> bool {
-    op.contains("Dataset")
 }
 
 /// The candidate points of `graph` (see the module docs). A graph that
@@ -379,23 +340,6 @@ fn constant_int(nodes: &Nodes<'_>, input: &str) -> Option<i64> {
         }
     }
     None
-}
-
-/// The names of the functions `node`'s attributes name (single and list).
-pub(super) fn function_names(node: &NodeDef) -> Vec<&str> {
-    let mut keys: Vec<&String> = node.attr.keys().collect();
-    keys.sort();
-    let mut out = Vec::new();
-    for key in keys {
-        match node.attr[key].value.as_ref() {
-            Some(attr_value::Value::Func(f)) => out.push(f.name.as_str()),
-            Some(attr_value::Value::List(list)) => {
-                out.extend(list.func.iter().map(|f| f.name.as_str()))
-            }
-            _ => {}
-        }
-    }
-    out
 }
 
 /// No stateful random op and no Python function in `name`'s body or any

@@ -37,7 +37,8 @@ use tfdata_dataset::autocache::{FINGERPRINT_VERSION, Fingerprint, Resolver};
 use tfdata_proto::tensorflow::{AttrValue, FunctionDef, GraphDef, NodeDef, attr_value};
 
 use super::GraphCandidate;
-use super::analyse::{GraphAnalysis, function_names};
+use super::analyse::GraphAnalysis;
+use super::graph_view::function_names;
 use crate::attrs::NodeAttrs;
 use crate::graph::{InputRef, Library, parse_input, retval};
 use crate::{MAX_CALL_DEPTH, MAX_NODES};

@@ -29,6 +29,7 @@
 
 mod analyse;
 mod fingerprint;
+mod graph_view;
 mod rewrite;
 
 #[cfg(test)]
@@ -39,4 +40,5 @@ pub use analyse::{
     PYTHON_FUNCTION_OPS, SOURCES, analyse, is_stateful_random,
 };
 pub use fingerprint::{MAX_HASH_DEPTH, fingerprint, fingerprints, prefix_fingerprint};
-pub use rewrite::{LOAD_OP, prefix_graph, rewrite};
+pub use graph_view::prefix_graph;
+pub use rewrite::{LOAD_OP, rewrite};

@@ -2,14 +2,12 @@
 //! and the graph served from a cache: the candidate node replaced by a
 //! [`LOAD_OP`] node, the nodes only it needed removed.
 
-use std::collections::HashSet;
-
 use tfdata_core::{Error, Result};
 use tfdata_proto::tensorflow::{AttrValue, GraphDef, NodeDef, attr_value};
 
 use super::GraphCandidate;
-use super::analyse::Nodes;
-use crate::graph::{parse_input, retval};
+use super::graph_view::{Nodes, prefix_graph, reachable};
+use crate::graph::retval;
 
 /// tfdata's private op reading an autocache: attribute `path` (the cache,
 /// a distributed snapshot), and `output_types`/`output_shapes` copied from
@@ -20,44 +18,6 @@ use crate::graph::{parse_input, retval};
 /// as for `tf.data.Dataset.load`). Its name ends in `Dataset`, as every
 /// dataset op's does, so code finding datasets by name finds it.
 pub const LOAD_OP: &str = "TfdataAutocacheLoadDataset";
-
-/// `graph` returning `node`'s output: the nodes `node` depends on (data
-/// and control inputs), in the graph's order, and a copy of the graph's
-/// `_Retval` reading `node`; the library and versions unchanged.
-pub fn prefix_graph(graph: &GraphDef, node: &str) -> Result<GraphDef> {
-    let ret = retval(graph)?;
-    let keep = reachable(graph, node)?;
-    let mut nodes: Vec<NodeDef> = graph
-        .node
-        .iter()
-        .filter(|n| keep.contains(n.name.as_str()))
-        .cloned()
-        .collect();
-    nodes.push(NodeDef {
-        input: vec![node.to_string()],
-        ..ret.clone()
-    });
-    Ok(GraphDef {
-        node: nodes,
-        ..graph.clone()
-    })
-}
-
-/// The names of `from` and every node it depends on.
-fn reachable<'g>(graph: &'g GraphDef, from: &str) -> Result<HashSet<&'g str>> {
-    let nodes = Nodes::of(graph);
-    let mut keep = HashSet::new();
-    let mut todo = vec![nodes.get(from)?];
-    while let Some(node) = todo.pop() {
-        if !keep.insert(node.name.as_str()) {
-            continue;
-        }
-        for input in &node.input {
-            todo.push(nodes.get(parse_input(input, false)?.source())?);
-        }
-    }
-    Ok(keep)
-}
 
 /// `graph` reading `candidate`'s output from the complete cache at
 /// `cache_path`; the nodes above it unchanged (TensorFlow's compression

@@ -87,7 +87,7 @@ fn the_chain_of_a_decode_and_resize_pipeline_stops_at_batch() {
     // Each prefix graph returns its own node.
     for c in &a.candidates {
         let ret = crate::graph::retval(&c.prefix).unwrap();
-        assert_eq!(ret.input, [c.node.clone()]);
+        assert_eq!(ret.input, std::slice::from_ref(&c.node));
         assert!(c.prefix.node.iter().all(|n| n.op != "BatchDatasetV2"));
     }
 }
@@ -119,13 +119,21 @@ fn randomness_ends_the_chain_naming_the_op() {
 fn shuffles_follow_tensorflows_seed_rule() {
     let a = analyse(&corpus("shuffle_seeded")).unwrap();
     assert_eq!(a.stopped, None);
-    assert!(a.candidates[2].label.starts_with("2: ShuffleDataset"), "{:?}", labels(&a));
+    assert!(
+        a.candidates[2].label.starts_with("2: ShuffleDataset"),
+        "{:?}",
+        labels(&a)
+    );
     let a = analyse(&corpus("shuffle_reshuffled")).unwrap();
     assert_eq!(a.candidates.len(), 2);
     assert!(a.stopped.unwrap().contains("with reshuffle_each_iteration"));
     let a = analyse(&corpus("shuffle_unseeded")).unwrap();
     assert_eq!(a.candidates.len(), 2);
-    assert!(a.stopped.unwrap().starts_with("unseeded random op `ShuffleDataset"));
+    assert!(
+        a.stopped
+            .unwrap()
+            .starts_with("unseeded random op `ShuffleDataset")
+    );
 }
 
 #[test]
@@ -133,10 +141,17 @@ fn python_functions_and_zips_end_the_chain() {
     let a = analyse(&corpus("py_function")).unwrap();
     assert_eq!(a.candidates.len(), 2);
     let stopped = a.stopped.unwrap();
-    assert!(stopped.contains("`EagerPyFunc` (a Python function)"), "{stopped}");
+    assert!(
+        stopped.contains("`EagerPyFunc` (a Python function)"),
+        "{stopped}"
+    );
     let a = analyse(&corpus("zip")).unwrap();
     assert!(a.candidates.is_empty());
-    assert!(a.stopped.unwrap().contains("`ZipDataset` combines 2 datasets"));
+    assert!(
+        a.stopped
+            .unwrap()
+            .contains("`ZipDataset` combines 2 datasets")
+    );
 }
 
 #[test]
@@ -179,10 +194,7 @@ fn fingerprints_ignore_names_and_see_attributes_bodies_and_files() {
         .iter_mut()
         .find(|n| n.op == "MapDataset")
         .unwrap();
-    map.attr
-        .get_mut("preserve_cardinality")
-        .unwrap()
-        .value = Some(attr_value::Value::B(false));
+    map.attr.get_mut("preserve_cardinality").unwrap().value = Some(attr_value::Value::B(false));
     let changed = fingerprints(&analyse(&changed).unwrap(), &fs);
     assert_ne!(changed[2].as_ref().unwrap().prefix, a[2].prefix);
     assert_eq!(changed[1].as_ref().unwrap(), &a[1]);
@@ -205,7 +217,10 @@ fn files_named_at_run_time_cannot_be_fingerprinted() {
     // A named file that does not exist cannot be watched either.
     let a = analyse(&corpus("decode_a")).unwrap();
     let err = fingerprint(&a.candidates[2], &fs).unwrap_err().to_string();
-    assert!(err.contains("/nonexistent/autocache-corpus/images-0.tfrecord"), "{err}");
+    assert!(
+        err.contains("/nonexistent/autocache-corpus/images-0.tfrecord"),
+        "{err}"
+    );
 }
 
 fn elements(graph: &GraphDef) -> Vec<Element> {
@@ -222,7 +237,10 @@ fn elements(graph: &GraphDef) -> Vec<Element> {
 fn the_rewritten_graph_reads_the_cache_and_nothing_below_it() {
     let graph = corpus("range_map");
     let a = analyse(&graph).unwrap();
-    assert_eq!(labels(&a), ["0: RangeDataset", "1: MapDataset(Dataset_map_lambda)"]);
+    assert_eq!(
+        labels(&a),
+        ["0: RangeDataset", "1: MapDataset(Dataset_map_lambda)"]
+    );
     let point = &a.candidates[1];
     // The cache: the prefix's elements as a distributed snapshot, as the
     // service writes it (reversed, as several workers may order them).
@@ -257,7 +275,8 @@ fn the_rewritten_graph_reads_the_cache_and_nothing_below_it() {
         .collect();
     assert_eq!(ops[point.node.as_str()], LOAD_OP);
     assert!(
-        !ops.values().any(|op| *op == "RangeDataset" || *op == "MapDataset"),
+        !ops.values()
+            .any(|op| *op == "RangeDataset" || *op == "MapDataset"),
         "{ops:?}"
     );
     assert!(ops.values().any(|op| *op == "BatchDatasetV2"));

@@ -29,6 +29,10 @@ pub(super) enum Survey {
     },
 }
 
+/// The definition reading the cache of a candidate (by its position in the
+/// analysis) at a path.
+type Rewrite = Box<dyn Fn(usize, &str) -> Result<wire::DatasetDef>>;
+
 /// A dataset's analysis, whichever its kind.
 struct Analysed {
     candidates: Vec<PointCandidate>,
@@ -36,7 +40,7 @@ struct Analysed {
     stopped: Option<String>,
     /// The definition reading candidate `position`'s complete cache at a
     /// path.
-    rewrite: Box<dyn Fn(usize, &str) -> Result<wire::DatasetDef>>,
+    rewrite: Rewrite,
 }
 
 /// Surveys dataset `id` with caches under `root` (see the module docs).
