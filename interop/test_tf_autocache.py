@@ -18,6 +18,8 @@ import json
 import os
 import socket
 import struct
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -56,6 +58,26 @@ def write_images(directory, files=2, per_file=40):
 def decode_resize(record):
     image = tf.io.decode_jpeg(record, channels=3)
     return tf.cast(tf.image.resize(image, [16, 16]), tf.uint8)
+
+
+# The other process of the cross-process test: it prints each element's
+# bytes in hex, one a line.
+OTHER_PROCESS = """
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+for i in range(3):  # moves TensorFlow's per-process counters on
+    list(tf.data.Dataset.range(3).map(lambda x: x + i))
+def decode_resize(record):
+    image = tf.io.decode_jpeg(record, channels=3)
+    return tf.cast(tf.image.resize(image, [16, 16]), tf.uint8)
+port, files = sys.argv[1], sys.argv[2:]
+ds = tf.data.TFRecordDataset(files).map(decode_resize).apply(
+    tf.data.experimental.service.distribute(
+        processing_mode="distributed_epoch", service=f"grpc://localhost:{port}"))
+for e in ds:
+    print(e.numpy().tobytes().hex())
+"""
 
 
 def epoch(ds):
@@ -160,6 +182,25 @@ def test_epoch_two_of_a_tensorflow_graph_reads_the_cache(cluster, tmp_path):
     assert opened == [], f"epoch 2 opened the source files: {opened}"
     row = wait_for_row(http_port, ("cached",), "the cached read")
     assert row["jobs_served"] >= 1, row
+
+    # The same pipeline from another Python process, whose function and
+    # node names differ (it builds other datasets first): another
+    # registration, the same structural fingerprint, the same cache.
+    watch = OpenWatch(str(data))
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", OTHER_PROCESS, str(dispatcher.port), *files],
+            capture_output=True, text=True, timeout=TIMEOUT, check=True).stdout
+        opened = watch.opened()
+    finally:
+        watch.close()
+    third = sorted(bytes.fromhex(line) for line in out.split())
+    assert third == first
+    assert opened == [], f"the other process's read opened the source files: {opened}"
+    rows = autocache_rows(http_port)
+    assert len(rows) == 2, rows
+    other = next(r for r in rows if r["dataset_id"] != row["dataset_id"])
+    assert (other["state"], other["jobs_served"], other["path"]) == ("cached", 1, row["path"]), rows
 
 
 def test_a_graph_with_a_stateful_random_op_is_not_cached(cluster, tmp_path):

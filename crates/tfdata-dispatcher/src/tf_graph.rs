@@ -289,6 +289,64 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_autocache_load_is_split_by_chunk() {
+        // map(TfdataAutocacheLoadDataset(path)): the graph a dispatcher
+        // serves a cache with; its splits are the cache's chunks.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cache");
+        let path = path.to_str().unwrap();
+        let elements: Vec<tfdata_core::Element> = (0..10i64)
+            .map(|i| tfdata_core::Element::new(vec![tfdata_core::Tensor::scalar(i)]))
+            .collect();
+        let spec = tfdata_dataset::Dataset::range(1)
+            .element_spec()
+            .unwrap()
+            .unwrap();
+        tfdata_dataset::snapshot::testing::write_snapshot(
+            &tfdata_dataset::io::LocalFileSystem,
+            path,
+            &spec,
+            tfdata_dataset::snapshot::layout::SnapshotCompression::Snappy,
+            &elements,
+            2,
+            1,
+        )
+        .unwrap();
+        let mut load = node("cached", tfdata_graph::autocache::LOAD_OP, &[]);
+        load.attr.insert(
+            "path".into(),
+            AttrValue {
+                value: Some(attr_value::Value::S(path.as_bytes().to_vec().into())),
+            },
+        );
+        let graph = GraphDef {
+            node: vec![
+                load,
+                node("map", "MapDataset", &["cached"]),
+                node("out", "_Retval", &["map"]),
+            ],
+            ..Default::default()
+        };
+        let providers = split_providers(&graph.encode_to_vec()).unwrap();
+        assert_eq!(providers.len(), 1);
+        let mut chunks = 0;
+        while let Some(split) = providers[0].get_next().unwrap() {
+            let chunk = String::from_utf8(split.string_values().unwrap()[0].to_vec()).unwrap();
+            assert!(chunk.contains("/chunks/chunk_"), "{chunk}");
+            chunks += 1;
+        }
+        assert_eq!(chunks, 5);
+        // A load without a path is refused, naming the node.
+        let mut bad = graph.clone();
+        bad.node[0].attr.clear();
+        let err = split_providers(&bad.encode_to_vec())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("node cached has no path"), "{err}");
+    }
+
+    #[test]
     fn a_shared_input_counts_once_per_path() {
         // zip(zip(r, r), zip(r, r)): four providers, as TensorFlow makes.
         assert_eq!(split_providers(&doubled(2)).unwrap().len(), 4);
