@@ -8,6 +8,8 @@ Epoch 1 is profiled and its deepest deterministic prefix written to a cache
 (a distributed snapshot); epoch 2 reads the cache: the same multiset of
 elements, the source files not opened (an inotify watch on their
 directory, through libc), and the status row `cached` with a job served. A
+second Python process registering the same pipeline (other function and
+node names) reads the same cache; a changed source file drops the cache. A
 graph with `tf.random.uniform` in its map is `not cached`, the reason
 naming the op.
 """
@@ -201,6 +203,15 @@ def test_epoch_two_of_a_tensorflow_graph_reads_the_cache(cluster, tmp_path):
     assert len(rows) == 2, rows
     other = next(r for r in rows if r["dataset_id"] != row["dataset_id"])
     assert (other["state"], other["jobs_served"], other["path"]) == ("cached", 1, row["path"]), rows
+
+    # A source file changes: its size and time are in the fingerprint, so
+    # the cache is dropped and the next epoch reads the files as they are.
+    with tf.io.TFRecordWriter(files[0]) as w:
+        w.write(tf.io.encode_jpeg(np.zeros((64, 64, 3), np.uint8)).numpy())
+    changed = epoch(ds)
+    assert changed == epoch(tf.data.TFRecordDataset(files).map(decode_resize))
+    assert len(changed) == 41
+    assert not os.path.exists(row["path"]), "the stale cache is still there"
 
 
 def test_a_graph_with_a_stateful_random_op_is_not_cached(cluster, tmp_path):
