@@ -214,19 +214,51 @@ def test_epoch_two_of_a_tensorflow_graph_reads_the_cache(cluster, tmp_path):
     assert not os.path.exists(row["path"]), "the stale cache is still there"
 
 
-def test_a_graph_with_a_stateful_random_op_is_not_cached(cluster, tmp_path):
+def test_a_graph_with_a_stateful_random_op_is_not_cached(cluster):
     dispatcher, http_port = cluster
-    data = tmp_path / "data"
-    data.mkdir()
-    files = write_images(str(data), files=1, per_file=8)
+    # JPEGs in memory: the only candidate below the random map is the
+    # in-memory source, which is never cached, so the decision cannot
+    # depend on a noisy profile.
+    rng = np.random.default_rng(3)
+    jpegs = [tf.io.encode_jpeg(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)).numpy()
+             for _ in range(8)]
     noisy = lambda r: tf.cast(decode_resize(r), tf.float32) + tf.random.uniform([])  # noqa: E731
-    ds = tf.data.TFRecordDataset(files).map(noisy).apply(
+    ds = tf.data.Dataset.from_tensor_slices(jpegs).map(noisy).apply(
         service.distribute(processing_mode="distributed_epoch",
                            service=f"grpc://localhost:{dispatcher.port}"))
     assert len(list(ds)) == 8
     row = wait_for_row(http_port, ("cached", "not cached"), "the decision")
-    # Reading the records back costs what reading them does: nothing below
-    # the random map pays for a cache, and the reason names the op.
     assert row["state"] == "not cached", row
-    assert "RandomUniform" in row["reason"], row
-    assert "MapDataset" in row["reason"], row
+    assert "unseeded random op `RandomUniform`" in row["reason"], row
+    assert "1: MapDataset" in row["reason"], row
+
+
+def test_a_graph_is_not_cached_while_tensorflow_workers_could_get_its_tasks(cluster, tmp_path):
+    dispatcher, http_port = cluster
+    # A TensorFlow worker beside ours: it could not run the private op a
+    # graph reading a cache has, so nothing is cached, and the row says why.
+    tf_worker = service.WorkerServer(service.WorkerConfig(
+        dispatcher_address=f"localhost:{dispatcher.port}", heartbeat_interval_ms=200))
+    try:
+        # The job is made once the dispatcher knows both workers.
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/api/status",
+                                        timeout=10) as r:
+                kinds = sorted(w["kind"] for w in json.load(r)["workers"])
+            if len(kinds) == 2:
+                break
+            time.sleep(0.1)
+        assert len(kinds) == 2, kinds
+        data = tmp_path / "data"
+        data.mkdir()
+        files = write_images(str(data), files=1, per_file=8)
+        ds = tf.data.TFRecordDataset(files).map(decode_resize).apply(
+            service.distribute(processing_mode="distributed_epoch",
+                               service=f"grpc://localhost:{dispatcher.port}"))
+        assert len(list(ds)) == 8
+        row = wait_for_row(http_port, ("cached", "not cached"), "the decision")
+        assert row["state"] == "not cached", row
+        assert "TensorFlow workers are registered" in row["reason"], row
+    finally:
+        tf_worker._stop()
