@@ -45,6 +45,11 @@ pub struct GraphAnalysis {
     pub stopped: Option<String>,
 }
 
+/// Candidates of one graph at most: each carries its prefix graph (the
+/// library included), so a deep graph from the network cannot make the
+/// analysis hold hundreds of copies of it. Real pipelines have a handful.
+pub const MAX_CANDIDATES: usize = 32;
+
 /// Sources: they read constants or files the same way every time.
 pub const SOURCES: &[&str] = &[
     "RangeDataset",
@@ -164,6 +169,15 @@ pub fn analyse(graph: &GraphDef) -> Result<GraphAnalysis> {
     let mut candidates = Vec::new();
     for (index, node) in chain.iter().rev().enumerate() {
         let label = label(index, node);
+        if index == MAX_CANDIDATES {
+            return Ok(GraphAnalysis {
+                candidates,
+                stopped: Some(format!(
+                    "autocache considers at most {MAX_CANDIDATES} points of a graph; nothing \
+                     from {label} on is cached"
+                )),
+            });
+        }
         if let Err(rule) = check(&nodes, &library, node) {
             return Ok(GraphAnalysis {
                 candidates,

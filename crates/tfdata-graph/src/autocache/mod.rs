@@ -37,7 +37,7 @@ mod tests;
 
 pub use analyse::{
     ACROSS_ELEMENTS, ELEMENT_WISE, GraphAnalysis, GraphCandidate, IN_MEMORY_SOURCES,
-    PYTHON_FUNCTION_OPS, SOURCES, analyse, is_stateful_random,
+    MAX_CANDIDATES, PYTHON_FUNCTION_OPS, SOURCES, analyse, is_stateful_random,
 };
 pub use fingerprint::{MAX_HASH_DEPTH, fingerprint, fingerprints, prefix_fingerprint};
 pub use graph_view::prefix_graph;

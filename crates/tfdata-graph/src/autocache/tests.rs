@@ -309,3 +309,45 @@ fn a_candidate_of_another_graph_is_refused() {
     assert!(err.contains("is not a point of this graph"), "{err}");
     let _: Resolver<'_> = &tfdata_dataset::io::file_system;
 }
+
+#[test]
+fn a_long_chain_stops_at_the_candidate_limit() {
+    // range(10) followed by 40 prefetches: past MAX_CANDIDATES points the
+    // analysis stops, saying so.
+    let mut graph = corpus("range_map");
+    let map = graph
+        .node
+        .iter()
+        .find(|n| n.op == "MapDataset")
+        .unwrap()
+        .name
+        .clone();
+    let mut below = map;
+    for i in 0..40 {
+        let name = format!("prefetch_{i}");
+        let buffer = format!("buffer_{i}");
+        let mut constant = graph.node.iter().find(|n| n.op == "Const").unwrap().clone();
+        constant.name = buffer.clone();
+        graph.node.push(constant);
+        graph.node.push(tfdata_proto::tensorflow::NodeDef {
+            name: name.clone(),
+            op: "PrefetchDataset".into(),
+            input: vec![below.clone(), buffer],
+            ..Default::default()
+        });
+        below = name;
+    }
+    let batch = graph
+        .node
+        .iter_mut()
+        .find(|n| n.op == "BatchDatasetV2")
+        .unwrap();
+    batch.input[0] = below;
+    let a = analyse(&graph).unwrap();
+    assert_eq!(a.candidates.len(), MAX_CANDIDATES);
+    assert!(
+        a.stopped
+            .unwrap()
+            .starts_with("autocache considers at most 32 points"),
+    );
+}
