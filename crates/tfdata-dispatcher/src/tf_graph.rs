@@ -8,7 +8,8 @@
 //! or `MatchingFiles` (which is how `TFRecordDataset(files)` and
 //! `list_files` read), and `RandomDataset`, whose provider of endless index
 //! splits its iterator never reads (TensorFlow's: each worker draws the
-//! whole random stream). Anything else is refused, naming the op.
+//! whole random stream), and tfdata's `TfdataAutocacheLoadDataset` (a
+//! cache: one split per chunk). Anything else is refused, naming the op.
 
 use std::collections::HashMap;
 
@@ -138,6 +139,25 @@ impl<'a> Graph<'a> {
             "RandomDataset" | "RandomDatasetV2" | "ExperimentalRandomDataset" => {
                 Ok(Box::new(IndexSplitProvider::unbounded()))
             }
+            // tfdata's private op reading an autocache (a complete
+            // distributed snapshot): one split per chunk, as `load`'s.
+            op if op == tfdata_graph::autocache::LOAD_OP => {
+                let path = match source.attr.get("path").and_then(|a| a.value.as_ref()) {
+                    Some(attr_value::Value::S(path)) if !path.is_empty() => {
+                        String::from_utf8_lossy(path).into_owned()
+                    }
+                    _ => {
+                        return Err(Error::InvalidArgument(format!(
+                            "{op} node {} has no path",
+                            source.name
+                        )));
+                    }
+                };
+                tfdata_dataset::Dataset::load(&path, false)
+                    .op()
+                    .split_provider()
+                    .unwrap_or_else(|| Err(Error::Internal("load has no split provider".into())))
+            }
             // One split, the element (TensorFlow's TensorDataset).
             "TensorDataset" => Ok(Box::new(IndexSplitProvider::new(1))),
             "TensorSliceDataset" => {
@@ -266,6 +286,64 @@ pub(crate) mod tests {
             providers[1].cardinality(),
             tfdata_dataset::INFINITE_CARDINALITY
         );
+    }
+
+    #[test]
+    fn an_autocache_load_is_split_by_chunk() {
+        // map(TfdataAutocacheLoadDataset(path)): the graph a dispatcher
+        // serves a cache with; its splits are the cache's chunks.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cache");
+        let path = path.to_str().unwrap();
+        let elements: Vec<tfdata_core::Element> = (0..10i64)
+            .map(|i| tfdata_core::Element::new(vec![tfdata_core::Tensor::scalar(i)]))
+            .collect();
+        let spec = tfdata_dataset::Dataset::range(1)
+            .element_spec()
+            .unwrap()
+            .unwrap();
+        tfdata_dataset::snapshot::testing::write_snapshot(
+            &tfdata_dataset::io::LocalFileSystem,
+            path,
+            &spec,
+            tfdata_dataset::snapshot::layout::SnapshotCompression::Snappy,
+            &elements,
+            2,
+            1,
+        )
+        .unwrap();
+        let mut load = node("cached", tfdata_graph::autocache::LOAD_OP, &[]);
+        load.attr.insert(
+            "path".into(),
+            AttrValue {
+                value: Some(attr_value::Value::S(path.as_bytes().to_vec().into())),
+            },
+        );
+        let graph = GraphDef {
+            node: vec![
+                load,
+                node("map", "MapDataset", &["cached"]),
+                node("out", "_Retval", &["map"]),
+            ],
+            ..Default::default()
+        };
+        let providers = split_providers(&graph.encode_to_vec()).unwrap();
+        assert_eq!(providers.len(), 1);
+        let mut chunks = 0;
+        while let Some(split) = providers[0].get_next().unwrap() {
+            let chunk = String::from_utf8(split.string_values().unwrap()[0].to_vec()).unwrap();
+            assert!(chunk.contains("/chunks/chunk_"), "{chunk}");
+            chunks += 1;
+        }
+        assert_eq!(chunks, 5);
+        // A load without a path is refused, naming the node.
+        let mut bad = graph.clone();
+        bad.node[0].attr.clear();
+        let err = split_providers(&bad.encode_to_vec())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("node cached has no path"), "{err}");
     }
 
     #[test]

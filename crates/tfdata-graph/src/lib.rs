@@ -22,6 +22,7 @@
 //! allocated ([`MAX_TENSOR_BYTES`]).
 
 pub mod attrs;
+pub mod autocache;
 pub mod function;
 pub mod graph;
 pub mod iterator;

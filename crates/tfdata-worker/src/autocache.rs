@@ -65,31 +65,43 @@ pub(crate) fn profile_task(
 }
 
 fn measure(dataset_def: &wire::DatasetDef, dir: &str) -> Result<Vec<wire::TfdataAutocachePoint>> {
-    let pipeline = dataset_def.tfdata_pipeline.as_ref().ok_or_else(|| {
-        Error::InvalidArgument(
-            "autocache profiles tfdata pipelines only; this dataset is a TensorFlow graph".into(),
-        )
-    })?;
     if dir.is_empty() {
         return Err(Error::InvalidArgument(
             "the dispatcher asked for an autocache profile without a scratch directory".into(),
         ));
     }
-    let analysis = autocache::analyse(pipeline);
-    let build = |op: &OpDef| {
-        tfdata_dataset::pipeline::from_pipeline_def(&PipelineDef {
-            root: Some(op.clone()),
-            ..pipeline.clone()
-        })
+    let fs: autocache::Resolver<'_> = &tfdata_dataset::io::file_system;
+    let limits = autocache::ProfileLimits::default();
+    let costs = match &dataset_def.tfdata_pipeline {
+        Some(pipeline) => {
+            let analysis = autocache::analyse(pipeline);
+            let build = |op: &OpDef| {
+                tfdata_dataset::pipeline::from_pipeline_def(&PipelineDef {
+                    root: Some(op.clone()),
+                    ..pipeline.clone()
+                })
+            };
+            autocache::profile(pipeline, &analysis, &build, dir, fs, &limits)?
+        }
+        // A TensorFlow graph: the same analysis the dispatcher planned
+        // with, each candidate's prefix graph built by the translator.
+        None => {
+            let graph = tfdata_graph::decode_graph(&dataset_def.graph)?;
+            let analysis = tfdata_graph::autocache::analyse(&graph)?;
+            let points: Vec<(usize, &str)> = analysis
+                .candidates
+                .iter()
+                .map(|c| (c.index, c.label.as_str()))
+                .collect();
+            let build = |index: usize| {
+                let candidate = analysis.candidates.get(index).ok_or_else(|| {
+                    Error::Internal(format!("autocache: no graph candidate {index}"))
+                })?;
+                Ok(tfdata_graph::translate(&candidate.prefix)?.dataset)
+            };
+            autocache::profile_points(&points, &build, dir, fs, &limits)?
+        }
     };
-    let costs = autocache::profile(
-        pipeline,
-        &analysis,
-        &build,
-        dir,
-        &tfdata_dataset::io::file_system,
-        &autocache::ProfileLimits::default(),
-    )?;
     Ok(costs
         .into_iter()
         .map(|c| wire::TfdataAutocachePoint {

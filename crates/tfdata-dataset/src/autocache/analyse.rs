@@ -27,11 +27,6 @@ use tfdata_proto::tfdata::pipeline::{OpDef, PipelineDef};
 
 use crate::attrs::{Attr, Attrs, FunctionRef, attrs_from_wire};
 
-/// Why a TensorFlow graph (`DatasetDef.graph`) gets no autocache: for the
-/// service's status page.
-pub const GRAPH_NOT_ANALYSED: &str = "the dataset is a TensorFlow graph; autocache analyses \
-     tfdata pipelines only (build the pipeline with tfdata's API to have it cached)";
-
 /// One point of the main chain that may be cached.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {

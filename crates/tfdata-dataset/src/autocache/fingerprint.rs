@@ -138,6 +138,18 @@ fn hex(bytes: &[u8]) -> String {
 pub fn named_files(prefix: &OpDef, fs: Resolver<'_>) -> Result<BTreeMap<String, FileStat>> {
     let mut strings = Vec::new();
     collect_strings(prefix, &mut strings, 0)?;
+    named_by_strings(strings, fs)
+}
+
+/// Every file `strings` name (the strings of a definition: paths, glob
+/// patterns, directories, or data that names nothing), with its size and
+/// time, by path: the files part of a fingerprint, for definitions this
+/// crate cannot read itself (TensorFlow graphs' string constants). A
+/// string that looks like a path but names nothing is an error.
+pub fn named_by_strings(
+    mut strings: Vec<String>,
+    fs: Resolver<'_>,
+) -> Result<BTreeMap<String, FileStat>> {
     strings.sort();
     strings.dedup();
     if strings.len() > MAX_FINGERPRINT_FILES {

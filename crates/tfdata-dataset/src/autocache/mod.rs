@@ -36,6 +36,10 @@
 //! * snapshots of autocaches use [`CACHE_COMPRESSION`] (TensorFlow's
 //!   `"AUTO"`, Snappy), which [`profile()`] measures reading back.
 //!
+//! TensorFlow graphs (`DatasetDef.graph`) have their own analysis,
+//! fingerprint and rewrite in `tfdata_graph::autocache` (this crate cannot
+//! read graphs); the layout, [`profile_points`] and [`choose`] serve both.
+//!
 //! Architecture invariant: analysis and fingerprints never build or run the
 //! pipeline (the dispatcher cannot: it does not link user functions);
 //! only [`profile()`] runs it, through the `build` function its caller gives.
@@ -58,15 +62,15 @@ use crate::io::fs::FileSystem;
 use crate::snapshot::layout::SnapshotCompression;
 
 pub use analyse::{
-    ACROSS_ELEMENTS, Analysis, Candidate, DETERMINISTIC_BUILTINS, ELEMENT_WISE, GRAPH_NOT_ANALYSED,
-    IN_MEMORY_SOURCES, SEEDED_RANDOM_BUILTINS, analyse,
+    ACROSS_ELEMENTS, Analysis, Candidate, DETERMINISTIC_BUILTINS, ELEMENT_WISE, IN_MEMORY_SOURCES,
+    SEEDED_RANDOM_BUILTINS, analyse,
 };
 pub use choose::{Choice, MAX_READ_TO_COMPUTE, MIN_SAVING_SECONDS_PER_ELEMENT, choose};
 pub use fingerprint::{
     FINGERPRINT_VERSION, Fingerprint, MAX_FINGERPRINT_FILES, fingerprint, fingerprints,
 };
 pub use layout::{MAX_CACHE_FILES, cache_path, drop_cache, is_complete, stale_caches};
-pub use profile::{PointCost, ProfileLimits, profile};
+pub use profile::{PointCost, ProfileLimits, profile, profile_points};
 pub use rewrite::rewrite;
 
 /// Which file system serves a path or URL:

@@ -81,10 +81,47 @@ pub struct PointCost {
 /// `build` makes a runnable dataset of a prefix (the worker's pipeline
 /// builder: user functions resolved); `scratch_dir` is the cache storage
 /// (a local path or an object-store URL), where the scratch chunk goes.
+/// [`profile_points`] over the analysis, each candidate checked to be a
+/// point of `def`.
 pub fn profile(
     def: &PipelineDef,
     analysis: &Analysis,
     build: &dyn Fn(&OpDef) -> Result<Dataset>,
+    scratch_dir: &str,
+    fs: Resolver<'_>,
+    limits: &ProfileLimits,
+) -> Result<Vec<PointCost>> {
+    let chain = def.root.as_ref().map(super::analyse::main_chain);
+    for candidate in &analysis.candidates {
+        // The analysis must be of `def`: the same prefix at the same place.
+        let matches = chain.as_ref().is_some_and(|chain| {
+            chain.len() > candidate.index
+                && *chain[chain.len() - 1 - candidate.index] == candidate.prefix
+        });
+        if !matches {
+            return Err(Error::InvalidArgument(format!(
+                "autocache profile: candidate {} is not a point of this pipeline",
+                candidate.label
+            )));
+        }
+    }
+    let points: Vec<(usize, &str)> = analysis
+        .candidates
+        .iter()
+        .map(|c| (c.index, c.label.as_str()))
+        .collect();
+    let build_point = |position: usize| build(&analysis.candidates[position].prefix);
+    profile_points(&points, &build_point, scratch_dir, fs, limits)
+}
+
+/// Profiles candidate points of any definition (a tfdata pipeline or a
+/// TensorFlow graph): `points` are the candidates' `(index, label)`,
+/// bottom first, indices `0, 1, ...` in order (as analyses number them);
+/// `build(index)` makes the runnable prefix of point `index`. The figures
+/// are those of [`profile`].
+pub fn profile_points(
+    points: &[(usize, &str)],
+    build: &dyn Fn(usize) -> Result<Dataset>,
     scratch_dir: &str,
     fs: Resolver<'_>,
     limits: &ProfileLimits,
@@ -94,26 +131,20 @@ pub fn profile(
             "autocache profile: max_elements must be at least 1".into(),
         ));
     }
-    let chain = def.root.as_ref().map(super::analyse::main_chain);
-    let mut out = Vec::with_capacity(analysis.candidates.len());
-    for (position, candidate) in analysis.candidates.iter().enumerate() {
-        // The analysis must be of `def`: the same prefix at the same place.
-        let matches = chain.as_ref().is_some_and(|chain| {
-            chain.len() > candidate.index
-                && *chain[chain.len() - 1 - candidate.index] == candidate.prefix
-        });
-        if position != candidate.index || !matches {
+    let mut out = Vec::with_capacity(points.len());
+    for (position, &(index, label)) in points.iter().enumerate() {
+        if position != index {
             return Err(Error::InvalidArgument(format!(
-                "autocache profile: candidate {} is not a point of this pipeline",
-                candidate.label
+                "autocache profile: point {label} is listed at position {position}; points \
+                 must be numbered bottom first from 0"
             )));
         }
-        let dataset = build(&candidate.prefix)
-            .map_err(|e| in_context(format!("building autocache point {}", candidate.label), e))?;
+        let dataset =
+            build(index).map_err(|e| in_context(format!("building autocache point {label}"), e))?;
         let cost = profile_point(&dataset, scratch_dir, fs, limits)
-            .map_err(|e| in_context(format!("profiling autocache point {}", candidate.label), e))?;
+            .map_err(|e| in_context(format!("profiling autocache point {label}"), e))?;
         out.push(PointCost {
-            point: candidate.index,
+            point: index,
             ..cost
         });
     }

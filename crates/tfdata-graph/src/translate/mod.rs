@@ -16,6 +16,7 @@
 mod assert_next;
 mod assert_prev;
 mod auto_shard;
+mod autocache_load;
 mod bernoulli;
 mod choose_branch;
 mod compression;
@@ -191,7 +192,7 @@ pub fn translate(graph: &GraphDef) -> Result<Translated> {
 
 /// The graph's pipeline: the `_Retval`'s input, or that node's input when
 /// it is TensorFlow's compression map.
-fn pipeline_result(graph: &GraphDef, library: &Library) -> Result<(String, bool)> {
+pub(crate) fn pipeline_result(graph: &GraphDef, library: &Library) -> Result<(String, bool)> {
     let ret = retval(graph)?;
     let result = ret.input.first().ok_or_else(|| {
         Error::InvalidArgument("dataset graph: the _Retval node has no input".into())

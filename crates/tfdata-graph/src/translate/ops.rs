@@ -101,6 +101,8 @@ pub const DATASET_OPS: &[&str] = &[
     "AnonymousRandomSeedGenerator",
     // File names.
     "MatchingFiles",
+    // tfdata's private op reading an autocache (autocache_load.rs).
+    crate::autocache::LOAD_OP,
     // Datasets run inside functions (consume.rs, iterators.rs).
     "ReduceDataset",
     "DatasetToSingleElement",
@@ -270,6 +272,9 @@ pub(super) fn compile(node: &NodeDef, compiler: &mut Compiler<'_>) -> Result<Com
         return Ok(compiled);
     }
     if let Some(compiled) = super::compression::compile(node, &attrs)? {
+        return Ok(compiled);
+    }
+    if let Some(compiled) = super::autocache_load::compile(node, &attrs)? {
         return Ok(compiled);
     }
     if let Some(compiled) = super::window_op::compile(node, &attrs)? {

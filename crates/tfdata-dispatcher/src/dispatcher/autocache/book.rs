@@ -9,8 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tfdata_core::{DatasetId, JobId, TaskId};
-use tfdata_dataset::autocache::Candidate;
-use tfdata_proto::tfdata::pipeline::PipelineDef;
+use tfdata_proto::data as wire;
 
 use crate::overview::AutocacheOverview;
 
@@ -57,11 +56,27 @@ impl CacheState {
     }
 }
 
-/// One candidate point of a dataset's pipeline, with where its cache is
+/// A candidate point of a dataset (a tfdata pipeline's or a TensorFlow
+/// graph's: the analyses' `Candidate` and `GraphCandidate`), as deciding
+/// and writing need it.
+#[derive(Debug, Clone)]
+pub(crate) struct PointCandidate {
+    /// Position on the main chain from its bottom (0: the source).
+    pub index: usize,
+    /// `"2: map(resize)"`, for the status page.
+    pub label: String,
+    /// An in-memory source alone: profiled, never cached.
+    pub in_memory: bool,
+    /// The definition of the prefix (the pipeline or graph returning the
+    /// point's output): what the cache's snapshot writer runs.
+    pub prefix: wire::DatasetDef,
+}
+
+/// One candidate point of a dataset, with where its cache is
 /// (`<root>/<prefix fp>/<files fp>`).
 #[derive(Debug, Clone)]
 pub(crate) struct PlannedPoint {
-    pub candidate: Candidate,
+    pub candidate: PointCandidate,
     pub cache_path: String,
 }
 
@@ -71,11 +86,10 @@ impl PlannedPoint {
     }
 }
 
-/// What deciding needs of a dataset's analysis: its pipeline and its
-/// candidate points (those whose fingerprints could be taken).
+/// What deciding needs of a dataset's analysis: its candidate points
+/// (those whose fingerprints could be taken).
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
-    pub pipeline: PipelineDef,
     pub points: Vec<PlannedPoint>,
     /// Why the points above the last candidate are not candidates (the
     /// analysis' sentence), told with every decision.
@@ -390,19 +404,17 @@ impl Book {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tfdata_proto::tfdata::pipeline::OpDef;
 
     fn plan(paths: &[&str]) -> Plan {
         Plan {
-            pipeline: PipelineDef::default(),
             points: paths
                 .iter()
                 .enumerate()
                 .map(|(index, path)| PlannedPoint {
-                    candidate: Candidate {
+                    candidate: PointCandidate {
                         index,
                         label: format!("{index}: map(f)"),
-                        prefix: OpDef::default(),
+                        prefix: wire::DatasetDef::default(),
                         in_memory: false,
                     },
                     cache_path: path.to_string(),

@@ -20,26 +20,38 @@
 //! restarted dispatcher finds complete caches by their `DONE` files.
 
 mod book;
+mod survey;
 
 use tfdata_core::{DatasetId, Error, JobId, Result, TaskId};
 use tfdata_dataset::autocache::{self, Choice, PointCost};
 use tfdata_dataset::io::registry;
 use tfdata_proto::data as wire;
-use tfdata_proto::tfdata::pipeline::PipelineDef;
 
 pub(crate) use book::{Book, CacheState};
 use book::{Figures, Plan, PlannedPoint};
+use survey::{Survey, survey};
 
 use super::Dispatcher;
 use super::errors::task_failed;
 use super::requests::GetOrRegisterDataset;
-use crate::persistence::store::DatasetStore;
 use crate::state::DispatcherState;
 
 /// Why a deterministic read is never autocached.
 const DETERMINISTIC_REFUSAL: &str = "deterministic reads (issue 35) are never autocached: their \
      order is the contract, and a cache written by several workers keeps the elements, not \
      their order";
+
+/// Why a TensorFlow graph that tfdata workers cannot run is never
+/// autocached: TensorFlow's workers serve it, and they cannot read caches.
+const GRAPH_ON_TENSORFLOW_WORKERS: &str = "the TensorFlow graph uses ops tfdata workers cannot \
+     run, so TensorFlow workers serve it, and they cannot read tfdata's caches";
+
+/// Why a TensorFlow graph is not autocached while TensorFlow workers are
+/// registered: the graph reading a cache uses tfdata's private op
+/// (`TfdataAutocacheLoadDataset`), and a TensorFlow worker given one of its
+/// tasks could not run it.
+const GRAPH_WITH_TENSORFLOW_WORKERS: &str = "TensorFlow workers are registered, and a \
+     TensorFlow graph reading a cache uses tfdata's private load op, which they cannot run";
 
 /// What autocache makes of a new job.
 #[derive(Default)]
@@ -49,20 +61,6 @@ pub(super) struct AutocacheJob {
     pub serve: Option<DatasetId>,
     /// The job's first task profiles the pipeline against this plan.
     profile: Option<Plan>,
-}
-
-/// What a look at a dataset's pipeline and its caches found.
-enum Survey {
-    /// Nothing can be cached, and why.
-    Refused(String),
-    Planned {
-        plan: Plan,
-        /// Caches dropped because their files changed.
-        dropped: Vec<String>,
-        /// The deepest candidate with a complete cache, and the pipeline
-        /// rewritten to read it.
-        complete: Option<Box<(PlannedPoint, PipelineDef)>>,
-    },
 }
 
 impl Dispatcher {
@@ -97,12 +95,22 @@ impl Dispatcher {
         };
         match self
             .ledger
-            .read(|g| g.state.dataset(dataset).map(|d| d.is_pipeline))
+            .read(|g| {
+                let tensorflow_workers = g.state.workers().iter().any(|w| !w.runs_pipelines);
+                g.state
+                    .dataset(dataset)
+                    .map(|d| (d.is_pipeline, d.tfdata_runs_graph, tensorflow_workers))
+            })
             .await
         {
-            Ok(Some(true)) => {}
-            Ok(Some(false)) => {
-                book.not_cached(dataset, autocache::GRAPH_NOT_ANALYSED.into());
+            Ok(Some((true, _, _))) => {}
+            Ok(Some((false, true, false))) => {}
+            Ok(Some((false, false, _))) => {
+                book.not_cached(dataset, GRAPH_ON_TENSORFLOW_WORKERS.into());
+                return AutocacheJob::default();
+            }
+            Ok(Some((false, true, true))) => {
+                book.not_cached(dataset, GRAPH_WITH_TENSORFLOW_WORKERS.into());
                 return AutocacheJob::default();
             }
             // Unknown dataset or a failed journal: the job's own checks say so.
@@ -276,7 +284,7 @@ impl Dispatcher {
             book.writing(dataset, point, figures, why);
             return;
         }
-        match self.start_cache_write(plan, point).await {
+        match self.start_cache_write(point).await {
             Ok(()) => {
                 tracing::info!(dataset = %dataset, point = point.label(), cache = %point.cache_path, "autocache: writing the cache");
                 book.writing(dataset, point, figures, why);
@@ -298,11 +306,8 @@ impl Dispatcher {
     /// (the path of `distributed_save`, without its fault-tolerant-mode
     /// requirement: an unjournaled cache is found again by its files, and
     /// an incomplete one is written again).
-    async fn start_cache_write(&self, plan: &Plan, point: &PlannedPoint) -> Result<()> {
-        let prefix = PipelineDef {
-            root: Some(point.candidate.prefix.clone()),
-            ..plan.pipeline.clone()
-        };
+    async fn start_cache_write(&self, point: &PlannedPoint) -> Result<()> {
+        let prefix = point.candidate.prefix.clone();
         let path = point.cache_path.clone();
         let known = self.distributed_snapshots().contains(&path);
         let request = tokio::task::spawn_blocking(move || -> Result<wire::SnapshotRequest> {
@@ -312,7 +317,12 @@ impl Dispatcher {
             if !known && fs.exists(&path)? {
                 autocache::drop_cache(&path, &registry::file_system)?;
             }
-            let dataset = tfdata_dataset::pipeline::from_pipeline_def(&prefix)?;
+            let dataset = match &prefix.tfdata_pipeline {
+                Some(pipeline) => tfdata_dataset::pipeline::from_pipeline_def(pipeline)?,
+                // The translator compiles the graph (no element is made),
+                // for the element spec the snapshot's metadata records.
+                None => tfdata_graph::translate_bytes(&prefix.graph)?.dataset,
+            };
             let element_spec = dataset
                 .element_spec()?
                 .map(|s| {
@@ -322,10 +332,7 @@ impl Dispatcher {
                 })
                 .unwrap_or_default();
             Ok(wire::SnapshotRequest {
-                dataset: Some(wire::DatasetDef {
-                    graph: Default::default(),
-                    tfdata_pipeline: Some(prefix),
-                }),
+                dataset: Some(prefix),
                 path,
                 metadata: Some(wire::DistributedSnapshotMetadata {
                     element_spec: element_spec.into(),
@@ -338,13 +345,13 @@ impl Dispatcher {
         self.start_snapshot(request.try_into()?).await
     }
 
-    /// Registers `rewritten` (the pipeline reading a cache) as a dataset,
+    /// Registers `rewritten` (the definition reading a cache) as a dataset,
     /// with `original`'s metadata, under an id derived from its bytes: the
     /// same rewrite is the same dataset, in this life and after a restart.
     async fn register_cached(
         &self,
         original: &DatasetId,
-        rewritten: PipelineDef,
+        rewritten: wire::DatasetDef,
     ) -> Result<DatasetId> {
         let metadata = self
             .ledger
@@ -359,10 +366,7 @@ impl Dispatcher {
         ));
         let response = self
             .get_or_register_dataset(GetOrRegisterDataset {
-                def: wire::DatasetDef {
-                    graph: Default::default(),
-                    tfdata_pipeline: Some(rewritten),
-                },
+                def: rewritten,
                 metadata,
                 dataset_id: Some(id),
             })
@@ -406,68 +410,4 @@ fn job_running(state: &DispatcherState, job: JobId) -> bool {
     }
     let mut iterations = state.iterations().filter(|it| it.job_id == job).peekable();
     iterations.peek().is_none() || iterations.any(|it| !it.finished && !it.garbage_collected)
-}
-
-/// The look at `id`'s pipeline and its caches autocache takes at job
-/// creation (blocking: reads the definition, stats the files the
-/// pipeline names, lists and deletes caches).
-fn survey(store: &DatasetStore, id: &DatasetId, root: &str) -> Result<Survey> {
-    let def = store.get(id)?;
-    let pipeline = def.tfdata_pipeline.ok_or_else(|| {
-        Error::Internal(format!(
-            "dataset {id} was registered as a pipeline but has none"
-        ))
-    })?;
-    let analysis = autocache::analyse(&pipeline);
-    if analysis.candidates.is_empty() {
-        return Ok(Survey::Refused(analysis.stopped.unwrap_or_else(|| {
-            "the pipeline has no point whose output a cache would keep".into()
-        })));
-    }
-    let analysis_stopped = analysis.stopped.clone();
-    let fs: autocache::Resolver<'_> = &registry::file_system;
-    let (mut points, mut failures, mut dropped) = (Vec::new(), Vec::new(), Vec::new());
-    // Each file the prefixes name is looked up once, however many
-    // candidates name it.
-    let fingerprints = autocache::fingerprints(&analysis, fs);
-    for (candidate, fingerprint) in analysis.candidates.into_iter().zip(fingerprints) {
-        let fingerprint = match fingerprint {
-            Ok(fp) => fp,
-            Err(e) => {
-                failures.push(format!("{}: {e}", candidate.label));
-                continue;
-            }
-        };
-        for stale in autocache::stale_caches(root, &fingerprint, fs)? {
-            autocache::drop_cache(&stale, fs)?;
-            dropped.push(stale);
-        }
-        points.push(PlannedPoint {
-            cache_path: autocache::cache_path(root, &fingerprint),
-            candidate,
-        });
-    }
-    if points.is_empty() {
-        return Ok(Survey::Refused(format!(
-            "no candidate point could be fingerprinted: {}",
-            failures.join("; ")
-        )));
-    }
-    let mut complete = None;
-    for point in points.iter().rev() {
-        if autocache::is_complete(&point.cache_path, fs)? {
-            let rewritten = autocache::rewrite(&pipeline, &point.candidate, &point.cache_path)?;
-            complete = Some(Box::new((point.clone(), rewritten)));
-            break;
-        }
-    }
-    Ok(Survey::Planned {
-        plan: Plan {
-            pipeline,
-            points,
-            stopped: analysis_stopped,
-        },
-        dropped,
-        complete,
-    })
 }
