@@ -90,8 +90,8 @@ fn read_with_cache_auto_asks_the_dispatcher_to_autocache_the_job() {
     // Without --cache: nothing to say.
     let plain = register_and_read(&address, r#"{"op": "range", "stop": 50}"#, &[]);
     assert_eq!(plain.len(), 50);
-    // With it: the job profiles `range` and decides (a range is cheaper to
-    // compute than to read back: nothing is worth caching).
+    // With it: the job profiles `range` and decides (a range is an
+    // in-memory source, which reading a cache back cannot beat).
     let read = register_and_read(
         &address,
         r#"{"op": "range", "stop": 60}"#,
@@ -100,7 +100,7 @@ fn read_with_cache_auto_asks_the_dispatcher_to_autocache_the_job() {
     assert_eq!(read.len(), 60);
     let text = status_until(&address, |t| t.contains("not cached"));
     assert!(text.contains("Autocache (1)"), "{text}");
-    assert!(text.contains("no point pays for its cache"), "{text}");
+    assert!(text.contains("in-memory source"), "{text}");
 
     let out = Command::new(BIN)
         .args([

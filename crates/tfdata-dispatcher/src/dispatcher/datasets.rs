@@ -45,13 +45,13 @@ impl Dispatcher {
         } = req;
         // Which workers can run a graph; a graph walk, so not under the
         // lock and not on an RPC thread.
-        let unsupported_ops = if def.tfdata_pipeline.is_none() {
+        let support = if def.tfdata_pipeline.is_none() {
             let graph = def.graph.clone();
             tokio::task::spawn_blocking(move || graph_support(&graph))
                 .await
                 .map_err(|e| task_failed("graph check", e))?
         } else {
-            Vec::new()
+            GraphSupport::default()
         };
         let _registering = self.registration.lock().await;
         let (existing, next_id) = self
@@ -82,8 +82,9 @@ impl Dispatcher {
             dataset_id: id.0.clone(),
             metadata: Some(metadata),
             tfdata_pipeline: is_pipeline,
-            tfdata_workers_run_graph: !is_pipeline && unsupported_ops.is_empty(),
-            tfdata_unsupported_ops: unsupported_ops,
+            tfdata_workers_run_graph: !is_pipeline && support.unsupported_ops.is_empty(),
+            tfdata_unsupported_ops: support.unsupported_ops,
+            tfdata_tensorflow_cannot_run: !is_pipeline && support.tensorflow_cannot_run,
             ..Default::default()
         }))?;
         txn.commit().await?;
@@ -208,12 +209,23 @@ fn check_same_metadata(
 /// error message, and journaled).
 const MAX_UNSUPPORTED_OPS_KEPT: usize = 64;
 
-/// The ops of a TensorFlow graph tfdata workers cannot run (empty: they
-/// can run it). A graph that does not decode is kept for TensorFlow's
-/// workers, which will say what is wrong with it.
-pub(super) fn graph_support(graph: &[u8]) -> Vec<String> {
-    let result = tfdata_graph::decode_graph(graph).and_then(|g| tfdata_graph::unsupported_ops(&g));
-    match result {
+/// Which workers can run a TensorFlow graph.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct GraphSupport {
+    /// The ops tfdata workers cannot run (empty: they can run it). A graph
+    /// that does not decode is kept for TensorFlow's workers, which will
+    /// say what is wrong with it.
+    pub unsupported_ops: Vec<String>,
+    /// The graph has tfdata's private ops (an autocache's load).
+    pub tensorflow_cannot_run: bool,
+}
+
+pub(super) fn graph_support(graph: &[u8]) -> GraphSupport {
+    let decoded = tfdata_graph::decode_graph(graph);
+    let tensorflow_cannot_run = decoded
+        .as_ref()
+        .is_ok_and(tfdata_graph::autocache::has_private_ops);
+    let unsupported_ops = match decoded.and_then(|g| tfdata_graph::unsupported_ops(&g)) {
         Ok(mut ops) => {
             ops.truncate(MAX_UNSUPPORTED_OPS_KEPT);
             ops
@@ -222,5 +234,9 @@ pub(super) fn graph_support(graph: &[u8]) -> Vec<String> {
             let why: String = e.to_string().chars().take(200).collect();
             vec![format!("(the graph cannot be read: {why})")]
         }
+    };
+    GraphSupport {
+        unsupported_ops,
+        tensorflow_cannot_run,
     }
 }

@@ -183,10 +183,13 @@ fn runners_of(def: &wire::DatasetDef) -> Runners {
             tfdata: true,
             tensorflow: false,
         },
-        None => Runners {
-            tfdata: super::datasets::graph_support(&def.graph).is_empty(),
-            tensorflow: true,
-        },
+        None => {
+            let support = super::datasets::graph_support(&def.graph);
+            Runners {
+                tfdata: support.unsupported_ops.is_empty(),
+                tensorflow: !support.tensorflow_cannot_run,
+            }
+        }
     }
 }
 

@@ -540,6 +540,12 @@ fn check_workers_can_run(
             "dataset {dataset_id} is a tfdata pipeline, which TensorFlow workers cannot run, \
              and only TensorFlow workers are registered; start tfdata workers"
         )
+    } else if dataset.tensorflow_cannot_run {
+        format!(
+            "dataset {dataset_id} reads an autocache (tfdata's private load op), which \
+             TensorFlow workers cannot run, and only TensorFlow workers are registered; start \
+             tfdata workers"
+        )
     } else if dataset.unsupported_ops.is_empty() {
         format!(
             "dataset {dataset_id} is a TensorFlow graph registered before tfdata workers ran \

@@ -471,6 +471,47 @@ async fn graphs_go_to_the_workers_that_can_run_them() {
     assert_eq!(back, state);
 }
 
+/// A graph that reads an autocache (tfdata's private load op, what the
+/// dispatcher registers to serve a cached graph) runs on tfdata workers
+/// only: a TensorFlow worker, even one that registers after the job was
+/// made, never gets its tasks; with only TensorFlow workers its job is
+/// refused, saying why. Journaled, so compaction keeps it.
+#[tokio::test]
+async fn a_graph_reading_an_autocache_never_goes_to_tensorflow_workers() {
+    let (d, _clock) = dispatcher();
+    heartbeat(&d, "tensorflow:1", false).await;
+    let cached = register_graph(&d, graph_with(Some(tfdata_graph::autocache::LOAD_OP))).await;
+    let state = d.state_copy().await;
+    let ds = state
+        .dataset(&tfdata_core::DatasetId(cached.clone()))
+        .unwrap();
+    assert!(ds.runs_on_tfdata() && !ds.runs_on_tensorflow(), "{ds:?}");
+    let err = job_for(&d, &cached).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err}");
+    assert!(err.to_string().contains("autocache"), "{err}");
+
+    heartbeat(&d, "tfdata:1", true).await;
+    job_for(&d, &cached).await.unwrap();
+    assert_eq!(heartbeat(&d, "tfdata:1", true).await.new_tasks.len(), 1);
+    assert!(
+        heartbeat(&d, "tensorflow:1", false)
+            .await
+            .new_tasks
+            .is_empty()
+    );
+    heartbeat(&d, "tensorflow:2", false).await;
+    assert!(
+        heartbeat(&d, "tensorflow:2", false)
+            .await
+            .new_tasks
+            .is_empty()
+    );
+
+    let state = d.state_copy().await;
+    let back = crate::state::DispatcherState::from_compacted(&state.to_compacted()).unwrap();
+    assert_eq!(back, state);
+}
+
 /// A draining worker (SIGTERM) keeps the tasks it has but gets none for new
 /// iterations; a new process at the same address (a new worker uid, not
 /// draining) gets tasks again.

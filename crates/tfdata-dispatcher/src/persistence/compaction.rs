@@ -37,6 +37,7 @@ impl DispatcherState {
                     is_pipeline: d.is_pipeline,
                     tfdata_workers_run_graph: d.tfdata_runs_graph,
                     tfdata_unsupported_ops: d.unsupported_ops.clone(),
+                    tfdata_tensorflow_cannot_run: d.tensorflow_cannot_run,
                 })
                 .collect(),
             next_dataset_id: self.next_dataset_id,
@@ -121,6 +122,7 @@ impl DispatcherState {
                     is_pipeline: d.is_pipeline,
                     tfdata_runs_graph: !d.is_pipeline && d.tfdata_workers_run_graph,
                     unsupported_ops: d.tfdata_unsupported_ops.clone(),
+                    tensorflow_cannot_run: !d.is_pipeline && d.tfdata_tensorflow_cannot_run,
                 },
             );
         }

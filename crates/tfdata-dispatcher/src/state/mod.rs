@@ -34,6 +34,9 @@ pub struct Dataset {
     pub tfdata_runs_graph: bool,
     /// For a graph they cannot run: the ops they lack.
     pub unsupported_ops: Vec<String>,
+    /// A graph with tfdata's private ops (an autocache's load), which
+    /// TensorFlow workers cannot run.
+    pub tensorflow_cannot_run: bool,
 }
 
 impl Dataset {
@@ -43,9 +46,9 @@ impl Dataset {
         self.is_pipeline || self.tfdata_runs_graph
     }
 
-    /// Whether TensorFlow workers can run it (a graph).
+    /// Whether TensorFlow workers can run it (a graph of TensorFlow's ops).
     pub fn runs_on_tensorflow(&self) -> bool {
-        !self.is_pipeline
+        !self.is_pipeline && !self.tensorflow_cannot_run
     }
 }
 

@@ -20,7 +20,8 @@
 //!   removed, so serving from the cache opens no source file.
 //!
 //! [`LOAD_OP`] is tfdata's private op: only tfdata workers run the graphs a
-//! dispatcher registers for a cache (TensorFlow workers never see them),
+//! dispatcher registers for a cache (TensorFlow workers never get their
+//! tasks: [`has_private_ops`] marks such a dataset when it is registered),
 //! and the translator compiles it to the engine's `load` of the
 //! distributed snapshot the cache is.
 //!
@@ -42,3 +43,19 @@ pub use analyse::{
 pub use fingerprint::{MAX_HASH_DEPTH, fingerprint, fingerprints, prefix_fingerprint};
 pub use graph_view::prefix_graph;
 pub use rewrite::{LOAD_OP, rewrite};
+
+use tfdata_proto::tensorflow::GraphDef;
+
+/// Whether `graph` (or a function of its library) has a [`LOAD_OP`] node:
+/// a graph only tfdata workers can run. The dispatcher journals it when it
+/// registers a graph, so that a TensorFlow worker that registers later is
+/// never handed its tasks.
+pub fn has_private_ops(graph: &GraphDef) -> bool {
+    graph.node.iter().any(|n| n.op == LOAD_OP)
+        || graph.library.as_ref().is_some_and(|library| {
+            library
+                .function
+                .iter()
+                .any(|f| f.node_def.iter().any(|n| n.op == LOAD_OP))
+        })
+}

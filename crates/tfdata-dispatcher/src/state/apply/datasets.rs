@@ -27,6 +27,7 @@ impl DispatcherState {
                 is_pipeline: u.tfdata_pipeline,
                 tfdata_runs_graph: !u.tfdata_pipeline && u.tfdata_workers_run_graph,
                 unsupported_ops: u.tfdata_unsupported_ops.clone(),
+                tensorflow_cannot_run: !u.tfdata_pipeline && u.tfdata_tensorflow_cannot_run,
             },
         );
         // TensorFlow's UpdateNextAvailableDatasetId.
