@@ -284,3 +284,15 @@ def test_an_unreachable_dispatcher_names_its_address_in_time():
         )
     assert f"localhost:{port}" in str(e.value)
     assert time.monotonic() - start < 5
+
+
+# ---- the build ----
+
+
+def test_the_package_says_which_jpeg_decoder_code_it_runs():
+    # pip hides the build's warning when nasm is missing; this says it.
+    path = tfdata.jpeg_code_path()
+    assert path.startswith("libjpeg-turbo"), path
+    # CI installs nasm before building the package (.ci/run).
+    if os.environ.get("CI") == "true" and os.uname().machine == "x86_64":
+        assert "with SIMD" in path, path

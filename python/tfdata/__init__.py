@@ -15,7 +15,7 @@ Elements arrive as numpy arrays over the buffers they were received into.
 """
 
 from tfdata import errors, functions
-from tfdata._native import TensorSpec, protocol_version
+from tfdata._native import TensorSpec, jpeg_code_path, protocol_version
 from tfdata.dataset import (
     AUTOTUNE,
     INFINITE,
@@ -54,6 +54,7 @@ __all__ = [
     "errors",
     "experimental",
     "functions",
+    "jpeg_code_path",
     "protocol_version",
     "register_function",
 ]

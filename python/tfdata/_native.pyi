@@ -8,6 +8,7 @@ calls, with TensorFlow's checks already made.
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 def reader_metrics() -> str: ...
+def jpeg_code_path() -> str: ...
 def protocol_version() -> int:
     """The tf.data service protocol version spoken (9, TensorFlow 2.21's)."""
 

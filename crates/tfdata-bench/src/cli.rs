@@ -89,6 +89,24 @@ pub enum Scenario {
 }
 
 impl Scenario {
+    /// Whether the scenario's figures depend on JPEG decoding: their
+    /// reports carry `jpeg_code_path` (libjpeg-turbo built with its SIMD
+    /// code or not, issue 37), since a build without `nasm` halves them.
+    pub(crate) fn decodes_jpeg(self) -> bool {
+        matches!(
+            self,
+            Scenario::Pipeline
+                | Scenario::PipelineStages
+                | Scenario::PipelineCrop
+                | Scenario::Kernels
+                | Scenario::GraphPipeline
+                | Scenario::Scaling
+                | Scenario::Autocache
+                | Scenario::Webdataset
+                | Scenario::Hf
+        )
+    }
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             Scenario::Pipeline => "pipeline",

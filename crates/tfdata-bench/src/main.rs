@@ -197,10 +197,19 @@ use crate::pipeline::{PipelineOptions, Stage};
 /// summary alone on stdout.
 pub struct Output {
     json: bool,
+    /// Set while a scenario that decodes JPEGs runs: its reports say which
+    /// decoder code ran (`tfdata_dataset::kernels::jpeg_code_path`).
+    jpeg: bool,
 }
 
 impl Output {
-    fn emit(&mut self, report: Map<String, Value>, summary: String) -> Result<()> {
+    fn emit(&mut self, mut report: Map<String, Value>, summary: String) -> Result<()> {
+        if self.jpeg {
+            report.insert(
+                "jpeg_code_path".into(),
+                Value::from(tfdata_dataset::kernels::jpeg_code_path()),
+            );
+        }
         if self.json {
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "{}", Value::Object(report))?;
@@ -235,6 +244,13 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
         warm_page_cache(&images.files)?;
         anyhow::Ok(images)
     };
+    out.jpeg = scenario.decodes_jpeg();
+    if out.jpeg {
+        eprintln!(
+            "JPEG decoder: {}",
+            tfdata_dataset::kernels::jpeg_code_path()
+        );
+    }
     let mut emit = |r, s| out.emit(r, s);
     match scenario {
         Scenario::Small
@@ -578,7 +594,10 @@ fn main() -> Result<()> {
         return scaling::serve_reader(spec);
     }
     cli.check()?;
-    let mut out = Output { json: cli.json };
+    let mut out = Output {
+        json: cli.json,
+        jpeg: false,
+    };
     for &scenario in &cli.scenario {
         run_scenario(scenario, &cli, &mut out)
             .with_context(|| format!("scenario {}", scenario.name()))?;

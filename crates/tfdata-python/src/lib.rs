@@ -57,6 +57,14 @@ fn protocol_version() -> i64 {
     tfdata::PROTOCOL_VERSION
 }
 
+/// Which code the JPEG decoder runs: libjpeg-turbo with its SIMD code, or
+/// without it when the package was built without `nasm` (pip hides the
+/// build's warning; this says it).
+#[pyfunction]
+fn jpeg_code_path() -> &'static str {
+    tfdata_dataset::kernels::jpeg_code_path()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<servers::DispatchServer>()?;
@@ -76,6 +84,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distribute::deterministic_steps, m)?)?;
     m.add_function(wrap_pyfunction!(functions::register_function, m)?)?;
     m.add_function(wrap_pyfunction!(protocol_version, m)?)?;
+    m.add_function(wrap_pyfunction!(jpeg_code_path, m)?)?;
     m.add_function(wrap_pyfunction!(reader_metrics, m)?)?;
     Ok(())
 }

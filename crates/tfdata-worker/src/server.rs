@@ -83,6 +83,7 @@ pub async fn serve_with_http(
         %address,
         tls = security.is_tls(),
         auth_token = security.requires_token(),
+        jpeg = tfdata_dataset::kernels::jpeg_code_path(),
         "tf.data service worker serving"
     );
     if security.requires_token() && !security.is_tls() {

@@ -20,6 +20,36 @@ use tfdata_core::Result;
 
 use super::invalid;
 
+/// Which code the JPEG decoder runs on this machine, in one phrase for
+/// logs and benchmark figures: whether libjpeg-turbo was built with its
+/// SIMD code (the build script read its `jconfig.h`; x86 needs `nasm` for
+/// it) and, on x86-64, the widest instruction set libjpeg-turbo picks at
+/// run time (AVX2, else SSE2).
+pub fn jpeg_code_path() -> &'static str {
+    match option_env!("TFDATA_JPEG_SIMD") {
+        Some("1") => simd_flavour(),
+        Some("0") => {
+            "libjpeg-turbo without SIMD (built without nasm: JPEG decoding about 2x slower; \
+             install nasm and rebuild)"
+        }
+        _ => "libjpeg-turbo (whether its SIMD code was built is unknown)",
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn simd_flavour() -> &'static str {
+    if std::is_x86_feature_detected!("avx2") {
+        "libjpeg-turbo with SIMD (AVX2)"
+    } else {
+        "libjpeg-turbo with SIMD (SSE2)"
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn simd_flavour() -> &'static str {
+    "libjpeg-turbo with SIMD"
+}
+
 /// `decode_jpeg`'s `dct_method`: libjpeg's inverse DCT.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum DctMethod {
@@ -398,6 +428,17 @@ fn ycck_to_cmyk(p: [u8; 4]) -> [u8; 4] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_build_says_which_decoder_code_runs() {
+        let path = super::jpeg_code_path();
+        assert!(path.starts_with("libjpeg-turbo"), "{path}");
+        // CI installs nasm (.ci/run), so there the SIMD code must be in and
+        // the build script must have found libjpeg-turbo's jconfig.h.
+        if std::env::var("CI").as_deref() == Ok("true") && cfg!(target_arch = "x86_64") {
+            assert!(path.contains("with SIMD"), "{path}");
+        }
+    }
 
     #[test]
     fn rows_are_not_vector_aligned() {

@@ -56,7 +56,7 @@ pub use image::{
     ResizeMethod, central_crop, crop_to_bounding_box, flip_left_right, flip_up_down, random_crop,
     random_flip_left_right, random_flip_up_down, resize, resize_normalize,
 };
-pub use jpeg::DctMethod;
+pub use jpeg::{DctMethod, jpeg_code_path};
 pub use math::{cast, normalize, one_hot, per_image_standardization, scale};
 pub use random_crop::{CropSampling, decode_random_crop_jpeg, sample_crop_window};
 pub use text::{Vocabulary, lookup, lower, string_split};
