@@ -288,8 +288,10 @@ pub(crate) struct Cli {
     #[arg(long, default_value_t = 64)]
     pub(crate) batch_size: i64,
     /// Runs per engine and measurement, alternating engines; the median is
-    /// reported, and every run's value in `values` / `tensorflow_values`.
-    #[arg(long, default_value_t = 1)]
+    /// reported (ratios are of medians), with the minimum and maximum, and
+    /// every run's value in `values` / `tensorflow_values`. Three by
+    /// default: one run of a short scenario on a shared machine says little.
+    #[arg(long, default_value_t = 3)]
     pub(crate) repeats: usize,
     /// For `pipeline-stages`: the stages to stop after (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]

@@ -135,10 +135,14 @@
 //! examples taken while the clock ran over the time it ran. The files are
 //! read once before measuring, so both engines read from the page cache.
 //!
-//! On a shared or busy machine, use `--repeats 3` or more: the engines
-//! then run alternately and the median run of each is reported, with every
-//! run's throughput in `values` / `tensorflow_values` and the best one in
-//! `best` / `tensorflow_best` / `best_ratio` (the least disturbed runs).
+//! `--repeats` (3 by default; more on a busy machine): the engines run
+//! alternately and the median run of each is reported, with every run's
+//! throughput in `values` / `tensorflow_values`; the pipeline scenarios
+//! add the best one (`best` / `tensorflow_best` / `best_ratio`, the least
+//! disturbed runs), the service scenarios (`small`, `batched`, `large`,
+//! `first-element`, `dynamic*`) the minimum and maximum (`min`/`max`,
+//! `tensorflow_min`/`tensorflow_max`, `python_client_min`/`_max`), ratios
+//! taken from the medians.
 //! `cpu_us_per_example` depends less on other load than throughput.
 //!
 //! ## The memory allocator
@@ -281,6 +285,7 @@ fn run_scenario(scenario: Scenario, cli: &Cli, out: &mut Output) -> Result<()> {
             let (report, summary) = service::run(
                 scenario.name(),
                 n,
+                cli.repeats,
                 options.tensorflow_python.as_deref(),
                 python_client.as_deref(),
             )?;

@@ -360,19 +360,52 @@ fn measure_python_client(python: &Path, scenario: &str, n: u64) -> Result<Python
 pub fn run(
     scenario: &str,
     n: u64,
+    repeats: usize,
     tensorflow: Option<&Path>,
     python_client: Option<&Path>,
 ) -> Result<(Map<String, Value>, String)> {
-    let ours = measure_tfdata(scenario, n)?;
+    // The engines run alternately, `repeats` times each, so that a burst
+    // of load on the shared machine falls on both; medians are compared.
+    let repeats = repeats.max(1);
+    let (mut ours, mut tf, mut python) = (Vec::new(), Vec::new(), Vec::new());
+    let mut python_unavailable = None;
+    for _ in 0..repeats {
+        ours.push(measure_tfdata(scenario, n)?);
+        if let Some(python_path) = python_client
+            && PYTHON_CLIENT_SCENARIOS.contains(&scenario)
+            && python_unavailable.is_none()
+        {
+            match measure_python_client(python_path, scenario, n)? {
+                PythonClientRun::Measured { value, details } => python.push((value, details)),
+                PythonClientRun::Unavailable(reason) => python_unavailable = Some(reason),
+            }
+        }
+        if let Some(python_path) = tensorflow {
+            tf.push(measure_tensorflow(python_path, scenario, n)?);
+        }
+    }
+    let values: Vec<f64> = ours.iter().map(|m| m.value).collect();
+    let spread = Spread::of(&values);
+    let unit = ours[0].unit;
     let mut report = Map::new();
     report.insert("scenario".into(), json!(scenario));
-    report.insert("value".into(), json!(ours.value));
-    report.insert("unit".into(), json!(ours.unit));
+    report.insert("value".into(), json!(spread.median));
+    spread.insert(&mut report, "");
+    report.insert("values".into(), json!(values));
+    report.insert("repeats".into(), json!(repeats));
+    report.insert("unit".into(), json!(unit));
     report.insert("elements".into(), json!(n));
-    let mut summary = format!("{scenario}: tfdata {:.1} {}", ours.value, ours.unit);
+    let mut summary = format!("{scenario}: tfdata {} {unit}", spread.describe());
+    // Memory: the largest any run reached.
     for (key, value) in [
-        ("client_peak_rss_bytes", ours.client_peak_rss_bytes),
-        ("worker_peak_rss_bytes", ours.worker_peak_rss_bytes),
+        (
+            "client_peak_rss_bytes",
+            ours.iter().filter_map(|m| m.client_peak_rss_bytes).max(),
+        ),
+        (
+            "worker_peak_rss_bytes",
+            ours.iter().filter_map(|m| m.worker_peak_rss_bytes).max(),
+        ),
     ] {
         if let Some(v) = value {
             report.insert(key.into(), json!(v));
@@ -383,63 +416,136 @@ pub fn run(
             );
         }
     }
-    let python_run = match python_client {
-        Some(python) if PYTHON_CLIENT_SCENARIOS.contains(&scenario) => {
-            Some(measure_python_client(python, scenario, n)?)
-        }
-        _ => None,
-    };
     let mut python_value = None;
-    match &python_run {
-        Some(PythonClientRun::Measured { value, details }) => {
-            let ratio = value / ours.value;
-            python_value = Some(*value);
-            report.insert("python_client".into(), json!(value));
-            report.insert("python_client_ratio".into(), json!(ratio));
-            for key in [
-                "elements_per_second",
-                "bytes_per_second",
-                "cpu_us_per_element",
-                "peak_rss_bytes",
-                "native_build",
-                "native_module",
-            ] {
-                if let Some(v) = details.get(key) {
-                    report.insert(format!("python_client_{key}"), v.clone());
-                }
-            }
-            summary += &format!(
-                ", Python client {value:.1} {} ({:.0}% of Rust)",
-                ours.unit,
-                ratio * 100.0
-            );
-            if details["native_build"] == "debug" {
-                summary += " [DEBUG build of tfdata._native: not representative]";
+    if !python.is_empty() {
+        let values: Vec<f64> = python.iter().map(|(v, _)| *v).collect();
+        let python_spread = Spread::of(&values);
+        let ratio = python_spread.median / spread.median;
+        python_value = Some(python_spread.median);
+        report.insert("python_client".into(), json!(python_spread.median));
+        python_spread.insert(&mut report, "python_client_");
+        report.insert("python_client_values".into(), json!(values));
+        report.insert("python_client_ratio".into(), json!(ratio));
+        // The details of the run nearest the median.
+        let details = &python
+            .iter()
+            .min_by(|a, b| {
+                (a.0 - python_spread.median)
+                    .abs()
+                    .total_cmp(&(b.0 - python_spread.median).abs())
+            })
+            .expect("not empty")
+            .1;
+        for key in [
+            "elements_per_second",
+            "bytes_per_second",
+            "cpu_us_per_element",
+            "peak_rss_bytes",
+            "native_build",
+            "native_module",
+        ] {
+            if let Some(v) = details.get(key) {
+                report.insert(format!("python_client_{key}"), v.clone());
             }
         }
-        Some(PythonClientRun::Unavailable(reason)) => {
-            report.insert("python_client_note".into(), json!(reason));
-            summary += &format!(", Python client skipped ({reason})");
+        summary += &format!(
+            ", Python client {} {unit} ({:.0}% of Rust)",
+            python_spread.describe(),
+            ratio * 100.0
+        );
+        if details["native_build"] == "debug" {
+            summary += " [DEBUG build of tfdata._native: not representative]";
         }
-        None => {}
     }
-    if let Some(python) = tensorflow {
-        let tf = measure_tensorflow(python, scenario, n)?;
+    if let Some(reason) = python_unavailable {
+        report.insert("python_client_note".into(), json!(reason));
+        summary += &format!(", Python client skipped ({reason})");
+    }
+    if !tf.is_empty() {
+        let tf_spread = Spread::of(&tf);
         let ratio = if scenario == "first-element" {
-            tf / ours.value
+            tf_spread.median / spread.median
         } else {
-            ours.value / tf
+            spread.median / tf_spread.median
         };
-        report.insert("tensorflow".into(), json!(tf));
+        report.insert("tensorflow".into(), json!(tf_spread.median));
+        tf_spread.insert(&mut report, "tensorflow_");
+        report.insert("tensorflow_values".into(), json!(tf));
         report.insert("ratio".into(), json!(ratio));
-        summary += &format!(", TensorFlow {tf:.1} {}, ratio {ratio:.2}", ours.unit);
+        summary += &format!(
+            ", TensorFlow {} {unit}, ratio of medians {ratio:.2}",
+            tf_spread.describe()
+        );
         if let Some(value) = python_value {
-            let ratio = value / tf;
+            let ratio = value / tf_spread.median;
             report.insert("python_client_tensorflow_ratio".into(), json!(ratio));
             summary += &format!(", Python client / TensorFlow {ratio:.2}");
         }
     }
     Ok((report, summary))
+}
+
+/// Minimum, median and maximum of one engine's runs (issue 37: one run of
+/// a 6-70 ms scenario says little on a shared machine).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Spread {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// Of at least one value; the median of an even count is the mean of
+    /// the middle two.
+    pub fn of(values: &[f64]) -> Spread {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        Spread {
+            min: sorted[0],
+            median,
+            max: sorted[n - 1],
+        }
+    }
+
+    /// `<prefix>min` and `<prefix>max` (the median is the caller's value).
+    fn insert(&self, report: &mut Map<String, Value>, prefix: &str) {
+        report.insert(format!("{prefix}min"), json!(self.min));
+        report.insert(format!("{prefix}max"), json!(self.max));
+    }
+
+    /// `1234.5 (min 1000.0, max 1500.0)`.
+    fn describe(&self) -> String {
+        format!(
+            "{:.1} (min {:.1}, max {:.1})",
+            self.median, self.min, self.max
+        )
+    }
+}
+
+#[cfg(test)]
+mod spread_tests {
+    use super::Spread;
+
+    #[test]
+    fn spreads_take_the_middle() {
+        let s = Spread::of(&[3.0, 1.0, 2.0]);
+        assert_eq!((s.min, s.median, s.max), (1.0, 2.0, 3.0));
+        assert_eq!(Spread::of(&[4.0, 1.0, 3.0, 2.0]).median, 2.5);
+        assert_eq!(
+            Spread::of(&[7.0]),
+            Spread {
+                min: 7.0,
+                median: 7.0,
+                max: 7.0
+            }
+        );
+    }
 }
 
 /// MB/s (10^6 bytes) of `bytes` copied through one loopback TCP stream.
@@ -497,15 +603,33 @@ mod tests {
             "dynamic",
             "dynamic-2-readers",
         ] {
-            let (report, _) = run(scenario, 20, None, None).unwrap();
+            let (report, _) = run(scenario, 20, 1, None, None).unwrap();
             assert!(report["value"].as_f64().unwrap() > 0.0, "{scenario}");
         }
     }
 
     #[test]
+    fn repeated_runs_report_their_median_minimum_and_maximum() {
+        let (report, summary) = run("small", 50, 3, None, None).unwrap();
+        let values: Vec<f64> = report["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(values.len(), 3);
+        let spread = Spread::of(&values);
+        assert_eq!(report["value"].as_f64().unwrap(), spread.median);
+        assert_eq!(report["min"].as_f64().unwrap(), spread.min);
+        assert_eq!(report["max"].as_f64().unwrap(), spread.max);
+        assert_eq!(report["repeats"], 3);
+        assert!(summary.contains("(min "), "{summary}");
+    }
+
+    #[test]
     fn without_a_python_client_the_column_is_skipped_with_a_note() {
         let (report, summary) =
-            run("small", 20, None, Some(Path::new("/nonexistent/python"))).unwrap();
+            run("small", 20, 1, None, Some(Path::new("/nonexistent/python"))).unwrap();
         assert!(report["value"].as_f64().unwrap() > 0.0);
         assert!(report.get("python_client").is_none());
         assert!(
@@ -516,7 +640,14 @@ mod tests {
         );
         assert!(summary.contains("Python client skipped"), "{summary}");
         // Scenarios the Python client does not run have no column at all.
-        let (report, _) = run("dynamic", 20, None, Some(Path::new("/nonexistent/python"))).unwrap();
+        let (report, _) = run(
+            "dynamic",
+            20,
+            1,
+            None,
+            Some(Path::new("/nonexistent/python")),
+        )
+        .unwrap();
         assert!(report.get("python_client_note").is_none());
     }
 
@@ -529,7 +660,7 @@ mod tests {
             return;
         }
         for scenario in PYTHON_CLIENT_SCENARIOS {
-            let (report, summary) = run(scenario, 20, None, Some(&python)).unwrap();
+            let (report, summary) = run(scenario, 20, 1, None, Some(&python)).unwrap();
             if report.contains_key("python_client_note") {
                 // This Python has no tfdata: the note says so.
                 assert!(summary.contains("Python client skipped"), "{summary}");
