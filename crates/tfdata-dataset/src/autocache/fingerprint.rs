@@ -147,8 +147,24 @@ pub fn named_files(prefix: &OpDef, fs: Resolver<'_>) -> Result<BTreeMap<String, 
 /// crate cannot read itself (TensorFlow graphs' string constants). A
 /// string that looks like a path but names nothing is an error.
 pub fn named_by_strings(
+    strings: Vec<String>,
+    fs: Resolver<'_>,
+) -> Result<BTreeMap<String, FileStat>> {
+    named_by_strings_with(strings, fs, &mut NamedFiles::default())
+}
+
+/// The files each string named, by string: what [`named_by_strings_with`]
+/// looked up already, so that candidates sharing their source's strings
+/// (every candidate of a chain does) stat each file once, not once per
+/// candidate (a HEAD request each on an object store).
+pub type NamedFiles = BTreeMap<String, BTreeMap<String, FileStat>>;
+
+/// [`named_by_strings`], looking each string up once across calls that
+/// share `seen`.
+pub fn named_by_strings_with(
     mut strings: Vec<String>,
     fs: Resolver<'_>,
+    seen: &mut NamedFiles,
 ) -> Result<BTreeMap<String, FileStat>> {
     strings.sort();
     strings.dedup();
@@ -156,8 +172,16 @@ pub fn named_by_strings(
         return Err(too_many());
     }
     let mut files = BTreeMap::new();
-    for s in &strings {
-        add_named(s, fs, &mut files)?;
+    for s in strings {
+        if !seen.contains_key(&s) {
+            let mut named = BTreeMap::new();
+            add_named(&s, fs, &mut named)?;
+            seen.insert(s.clone(), named);
+        }
+        files.extend(seen[&s].iter().map(|(p, stat)| (p.clone(), *stat)));
+        if files.len() > MAX_FINGERPRINT_FILES {
+            return Err(too_many());
+        }
     }
     Ok(files)
 }

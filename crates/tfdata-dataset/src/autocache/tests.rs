@@ -483,6 +483,37 @@ fn directories_and_patterns_are_walked() {
 }
 
 #[test]
+fn named_files_are_looked_up_once_across_calls_that_share_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.tfrecord"), dir.path().join("b.tfrecord"));
+    write_file(&a, b"aaaa");
+    write_file(&b, b"bb");
+    let (a, b) = (
+        a.to_str().unwrap().to_string(),
+        b.to_str().unwrap().to_string(),
+    );
+    let lookups = std::sync::atomic::AtomicUsize::new(0);
+    let counting = |path: &str| {
+        lookups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::io::file_system(path)
+    };
+    let mut seen = fingerprint::NamedFiles::default();
+    // Two candidates of one chain: both name `a`, the second `b` too.
+    let first = fingerprint::named_by_strings_with(vec![a.clone()], &counting, &mut seen).unwrap();
+    let second =
+        fingerprint::named_by_strings_with(vec![b.clone(), a.clone()], &counting, &mut seen)
+            .unwrap();
+    assert_eq!(lookups.load(std::sync::atomic::Ordering::Relaxed), 2);
+    assert_eq!(first.len(), 1);
+    assert_eq!(second.len(), 2);
+    // The same files as without the memo.
+    assert_eq!(
+        second,
+        fingerprint::named_by_strings(vec![a, b], &crate::io::file_system).unwrap()
+    );
+}
+
+#[test]
 fn all_fingerprints_at_once_match_one_by_one() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("a.tfrecord");

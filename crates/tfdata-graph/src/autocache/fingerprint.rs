@@ -32,7 +32,9 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use prost::Message;
 use sha2::{Digest, Sha256};
 use tfdata_core::{DType, Error, Result};
-use tfdata_dataset::autocache::fingerprint::{files_fingerprint, named_by_strings};
+use tfdata_dataset::autocache::fingerprint::{
+    NamedFiles, files_fingerprint, named_by_strings_with,
+};
 use tfdata_dataset::autocache::{FINGERPRINT_VERSION, Fingerprint, Resolver};
 use tfdata_proto::tensorflow::{AttrValue, FunctionDef, GraphDef, NodeDef, attr_value};
 
@@ -64,8 +66,17 @@ type Digest32 = [u8; 32];
 
 /// The fingerprints of `candidate`: its prefix's structure and its files.
 pub fn fingerprint(candidate: &GraphCandidate, fs: Resolver<'_>) -> Result<Fingerprint> {
+    fingerprint_with(candidate, fs, &mut NamedFiles::default())
+}
+
+/// [`fingerprint`], each file string looked up once across calls sharing `seen`.
+fn fingerprint_with(
+    candidate: &GraphCandidate,
+    fs: Resolver<'_>,
+    seen: &mut NamedFiles,
+) -> Result<Fingerprint> {
     let strings = file_strings(&candidate.prefix)?;
-    let files = named_by_strings(strings, fs)?;
+    let files = named_by_strings_with(strings, fs, seen)?;
     Ok(Fingerprint {
         prefix: prefix_fingerprint(&candidate.prefix)?,
         files: files_fingerprint(&files),
@@ -73,11 +84,13 @@ pub fn fingerprint(candidate: &GraphCandidate, fs: Resolver<'_>) -> Result<Finge
 }
 
 /// The fingerprints of every candidate of `analysis`, in its order.
+/// Every candidate names its source's files again: each is stat'ed once.
 pub fn fingerprints(analysis: &GraphAnalysis, fs: Resolver<'_>) -> Vec<Result<Fingerprint>> {
+    let mut seen = NamedFiles::default();
     analysis
         .candidates
         .iter()
-        .map(|c| fingerprint(c, fs))
+        .map(|c| fingerprint_with(c, fs, &mut seen))
         .collect()
 }
 
